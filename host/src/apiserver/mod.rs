@@ -1,0 +1,29 @@
+//! Embedded, in-memory Kubernetes API server: real HTTPS, real API
+//! semantics (resourceVersions, watch, selectors, paging, patches,
+//! finalizers, status subresources, Status errors), bearer-token auth and
+//! fault injection. It is wasmctrl's dev/demo/test cluster; it never talks
+//! to a real cluster.
+//!
+//! Start one with [`ApiServer::start`]; talk to it with
+//! [`RunningApiServer::client`] or kubectl via [`RunningApiServer::kubeconfig`].
+
+pub mod auth;
+pub mod crd;
+pub mod discovery;
+pub mod faults;
+mod handlers;
+pub mod objects;
+#[path = "patch_stub.rs"]
+pub mod patch;
+pub mod registry;
+pub mod selector;
+pub mod server;
+pub mod status;
+pub mod store;
+pub mod table;
+pub mod watch;
+
+pub use auth::{Rule, User};
+pub use faults::{FailRequests, FaultCommand, Faults};
+pub use server::{serve_until_signal, ApiServer, ApiServerConfig, RunningApiServer, ServerError};
+pub use status::ApiError;

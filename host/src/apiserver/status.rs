@@ -1,0 +1,371 @@
+//! API errors and their wire form: every failure leaves the server as a
+//! `meta/v1 Status` with the reason and code the real kube-apiserver uses.
+//! This module only describes failures; it never decides whether a request
+//! fails.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+
+/// Group/kind/name a failure is about, rendered as `Status.details`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Details {
+    /// Object name, if the failure concerns one object.
+    pub name: String,
+    /// API group of the resource ("" for core).
+    pub group: String,
+    /// Resource (plural) the failure concerns, as the real server reports it.
+    pub kind: String,
+}
+
+/// One entry of `Status.details.causes`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    /// Machine-readable cause type (e.g. `FieldValueInvalid`, `FieldManagerConflict`).
+    pub reason: String,
+    /// Human-readable description.
+    pub message: String,
+    /// Field path the cause refers to.
+    pub field: String,
+}
+
+/// A failed API request, one variant per `StatusReason` the server emits.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ApiError {
+    /// 404: the object (or its namespace) does not exist.
+    #[error("{message}")]
+    NotFound {
+        /// Full message.
+        message: String,
+        /// What was not found.
+        details: Details,
+    },
+    /// 409: create of an object that already exists.
+    #[error("{message}")]
+    AlreadyExists {
+        /// Full message.
+        message: String,
+        /// What already exists.
+        details: Details,
+    },
+    /// 409: optimistic-concurrency or apply conflict.
+    #[error("{message}")]
+    Conflict {
+        /// Full message.
+        message: String,
+        /// Conflicting object.
+        details: Details,
+        /// Field-level causes (apply conflicts).
+        causes: Vec<Cause>,
+    },
+    /// 422: the object failed validation.
+    #[error("{message}")]
+    Invalid {
+        /// Full message.
+        message: String,
+        /// Invalid object.
+        details: Details,
+        /// One cause per invalid field.
+        causes: Vec<Cause>,
+    },
+    /// 400: malformed request (bad JSON, bad selector, mismatched namespace).
+    #[error("{0}")]
+    BadRequest(String),
+    /// 401: missing or unknown bearer token.
+    #[error("Unauthorized")]
+    Unauthorized,
+    /// 403: the user may not perform the verb.
+    #[error("{message}")]
+    Forbidden {
+        /// Full message.
+        message: String,
+        /// Forbidden target.
+        details: Details,
+    },
+    /// 405: the verb is not supported on this path.
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    /// 410: the requested resourceVersion or continue token was compacted.
+    #[error("{0}")]
+    Expired(String),
+    /// 429: throttled; `retry_after` seconds go into `Retry-After`.
+    #[error("{message}")]
+    TooManyRequests {
+        /// Full message.
+        message: String,
+        /// Seconds the client should wait.
+        retry_after: u64,
+    },
+    /// 500: unexpected server failure.
+    #[error("{0}")]
+    Internal(String),
+    /// 503: server temporarily unavailable.
+    #[error("{0}")]
+    ServiceUnavailable(String),
+    /// 504: the requested resourceVersion is newer than the server's.
+    #[error("{0}")]
+    Timeout(String),
+    /// 415: unsupported request content type.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// 406: no acceptable response representation.
+    #[error("{0}")]
+    NotAcceptable(String),
+    /// 404 for paths that name no resource (reason `NotFound`, message `the server could not find the requested resource`).
+    #[error("the server could not find the requested resource")]
+    NoRoute,
+    /// 422 for an unprocessable request that is not an object validation failure (reason `UnprocessableEntity` in Status is `Invalid`).
+    #[error("{0}")]
+    Unprocessable(String),
+}
+
+/// Result alias for API handlers.
+pub type Result<T, E = ApiError> = std::result::Result<T, E>;
+
+impl ApiError {
+    /// 404 for `resource` "name" in group.
+    pub fn not_found(group: &str, resource: &str, name: &str) -> Self {
+        let qualified = qualified(group, resource);
+        ApiError::NotFound {
+            message: format!("{qualified} \"{name}\" not found"),
+            details: Details {
+                name: name.into(),
+                group: group.into(),
+                kind: resource.into(),
+            },
+        }
+    }
+
+    /// 409 AlreadyExists for `resource` "name".
+    pub fn already_exists(group: &str, resource: &str, name: &str) -> Self {
+        let qualified = qualified(group, resource);
+        ApiError::AlreadyExists {
+            message: format!("{qualified} \"{name}\" already exists"),
+            details: Details {
+                name: name.into(),
+                group: group.into(),
+                kind: resource.into(),
+            },
+        }
+    }
+
+    /// 409 Conflict for a stale resourceVersion, with the real server's message.
+    pub fn stale(group: &str, resource: &str, name: &str) -> Self {
+        let qualified = qualified(group, resource);
+        ApiError::Conflict {
+            message: format!(
+                "Operation cannot be fulfilled on {qualified} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+            ),
+            details: Details {
+                name: name.into(),
+                group: group.into(),
+                kind: resource.into(),
+            },
+            causes: Vec::new(),
+        }
+    }
+
+    /// 422 Invalid with one cause per `(field, message)`; message mirrors `Kind "name" is invalid: [...]`.
+    pub fn invalid(group: &str, kind: &str, name: &str, errs: Vec<(String, String)>) -> Self {
+        let joined: Vec<String> = errs.iter().map(|(f, m)| format!("{f}: {m}")).collect();
+        let list = if joined.len() == 1 {
+            joined[0].clone()
+        } else {
+            format!("[{}]", joined.join(", "))
+        };
+        ApiError::Invalid {
+            message: format!("{kind} \"{name}\" is invalid: {list}"),
+            details: Details {
+                name: name.into(),
+                group: group.into(),
+                kind: kind.into(),
+            },
+            causes: errs
+                .into_iter()
+                .map(|(field, message)| Cause {
+                    reason: "FieldValueInvalid".into(),
+                    message,
+                    field,
+                })
+                .collect(),
+        }
+    }
+
+    /// HTTP status code of this error.
+    pub fn code(&self) -> u16 {
+        match self {
+            ApiError::NotFound { .. } | ApiError::NoRoute => 404,
+            ApiError::AlreadyExists { .. } | ApiError::Conflict { .. } => 409,
+            ApiError::Invalid { .. } | ApiError::Unprocessable(_) => 422,
+            ApiError::BadRequest(_) => 400,
+            ApiError::Unauthorized => 401,
+            ApiError::Forbidden { .. } => 403,
+            ApiError::MethodNotAllowed(_) => 405,
+            ApiError::Expired(_) => 410,
+            ApiError::TooManyRequests { .. } => 429,
+            ApiError::Internal(_) => 500,
+            ApiError::ServiceUnavailable(_) => 503,
+            ApiError::Timeout(_) => 504,
+            ApiError::UnsupportedMediaType(_) => 415,
+            ApiError::NotAcceptable(_) => 406,
+        }
+    }
+
+    /// `Status.reason` of this error.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ApiError::NotFound { .. } | ApiError::NoRoute => "NotFound",
+            ApiError::AlreadyExists { .. } => "AlreadyExists",
+            ApiError::Conflict { .. } => "Conflict",
+            ApiError::Invalid { .. } | ApiError::Unprocessable(_) => "Invalid",
+            ApiError::BadRequest(_) => "BadRequest",
+            ApiError::Unauthorized => "Unauthorized",
+            ApiError::Forbidden { .. } => "Forbidden",
+            ApiError::MethodNotAllowed(_) => "MethodNotAllowed",
+            ApiError::Expired(_) => "Expired",
+            ApiError::TooManyRequests { .. } => "TooManyRequests",
+            ApiError::Internal(_) => "InternalError",
+            ApiError::ServiceUnavailable(_) => "ServiceUnavailable",
+            ApiError::Timeout(_) => "Timeout",
+            ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
+            ApiError::NotAcceptable(_) => "NotAcceptable",
+        }
+    }
+
+    /// Builds an error of the given code with a generic message (used by fault injection).
+    pub fn from_code(code: u16, message: String, retry_after: u64) -> Self {
+        match code {
+            400 => ApiError::BadRequest(message),
+            401 => ApiError::Unauthorized,
+            403 => ApiError::Forbidden {
+                message,
+                details: Details::default(),
+            },
+            404 => ApiError::NotFound {
+                message,
+                details: Details::default(),
+            },
+            409 => ApiError::Conflict {
+                message,
+                details: Details::default(),
+                causes: Vec::new(),
+            },
+            410 => ApiError::Expired(message),
+            422 => ApiError::Unprocessable(message),
+            429 => ApiError::TooManyRequests {
+                message,
+                retry_after,
+            },
+            503 => ApiError::ServiceUnavailable(message),
+            504 => ApiError::Timeout(message),
+            _ => ApiError::Internal(message),
+        }
+    }
+
+    /// The `Status` object for this error.
+    pub fn to_status(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.to_string(),
+            "reason": self.reason(),
+            "code": self.code(),
+        });
+        let (details, causes) = match self {
+            ApiError::NotFound { details, .. }
+            | ApiError::AlreadyExists { details, .. }
+            | ApiError::Forbidden { details, .. } => (Some(details), None),
+            ApiError::Conflict {
+                details, causes, ..
+            }
+            | ApiError::Invalid {
+                details, causes, ..
+            } => (Some(details), Some(causes)),
+            ApiError::TooManyRequests { retry_after, .. } => {
+                status["details"] = json!({ "retryAfterSeconds": retry_after });
+                (None, None)
+            }
+            _ => (None, None),
+        };
+        if let Some(d) = details {
+            if d != &Details::default() {
+                let mut obj = serde_json::Map::new();
+                if !d.name.is_empty() {
+                    obj.insert("name".into(), d.name.clone().into());
+                }
+                if !d.group.is_empty() {
+                    obj.insert("group".into(), d.group.clone().into());
+                }
+                if !d.kind.is_empty() {
+                    obj.insert("kind".into(), d.kind.clone().into());
+                }
+                if let Some(causes) = causes.filter(|c| !c.is_empty()) {
+                    obj.insert(
+                        "causes".into(),
+                        causes
+                            .iter()
+                            .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                            .collect(),
+                    );
+                }
+                status["details"] = Value::Object(obj);
+            }
+        }
+        status
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let code = StatusCode::from_u16(self.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = self.to_status().to_string();
+        let mut resp = (code, body).into_response();
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        if let ApiError::TooManyRequests { retry_after, .. } = &self {
+            if let Ok(v) = HeaderValue::from_str(&retry_after.to_string()) {
+                resp.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+        }
+        resp
+    }
+}
+
+/// `resource.group` as the real server prints it (`pods`, `leases.coordination.k8s.io`).
+pub fn qualified(group: &str, resource: &str) -> String {
+    if group.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}.{group}")
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_update_message_matches_real_server() {
+        let e = ApiError::stale("", "pods", "x");
+        assert_eq!(e.code(), 409);
+        assert_eq!(
+            e.to_string(),
+            "Operation cannot be fulfilled on pods \"x\": the object has been modified; please apply your changes to the latest version and try again"
+        );
+        let s = e.to_status();
+        assert_eq!(s["reason"], "Conflict");
+        assert_eq!(s["details"]["kind"], "pods");
+    }
+
+    #[test]
+    fn not_found_names_qualified_resource() {
+        let e = ApiError::not_found("coordination.k8s.io", "leases", "l");
+        assert_eq!(e.to_string(), "leases.coordination.k8s.io \"l\" not found");
+        assert_eq!(e.to_status()["code"], 404);
+    }
+}

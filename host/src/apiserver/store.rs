@@ -1,0 +1,542 @@
+//! The object store: one global resourceVersion counter, one sorted map per
+//! resource holding each object as serialized JSON plus its selectable
+//! attributes, a bounded history ring for watch resumption and a broadcast
+//! of every committed change. The store enforces optimistic concurrency
+//! (expected resourceVersion) and nothing else: defaulting, validation,
+//! authorization and patching happen before a write reaches it.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Bound;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+use super::selector::{extract_attrs, Attrs};
+
+/// `(namespace, name)`; namespace is "" for cluster-scoped objects.
+pub type ObjKey = (String, String);
+
+/// One stored object version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    /// resourceVersion of this version.
+    pub rv: u64,
+    /// The object serialized as JSON (metadata.resourceVersion included).
+    pub json: Arc<[u8]>,
+    /// Labels and selectable fields.
+    pub attrs: Arc<Attrs>,
+}
+
+impl Stored {
+    /// Parses the stored JSON.
+    pub fn value(&self) -> Value {
+        serde_json::from_slice(&self.json).unwrap_or(Value::Null)
+    }
+}
+
+/// Watch event type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// Object created.
+    Added,
+    /// Object changed.
+    Modified,
+    /// Object removed; the payload is its last state with a new resourceVersion.
+    Deleted,
+}
+
+impl EventType {
+    /// Wire name (`ADDED`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One committed change, as kept in history and broadcast to watchers.
+#[derive(Debug, Clone)]
+pub struct Record {
+    /// resourceVersion of the change.
+    pub rv: u64,
+    /// Storage key of the resource (`pods`, `leases.coordination.k8s.io`).
+    pub resource: Arc<str>,
+    /// Namespace of the object ("" for cluster-scoped).
+    pub namespace: String,
+    /// What happened.
+    pub event: EventType,
+    /// Object after the change (for deletes: last state).
+    pub json: Arc<[u8]>,
+    /// Attributes after the change.
+    pub attrs: Arc<Attrs>,
+    /// Attributes before the change (None for creates), for selector transitions.
+    pub prev_attrs: Option<Arc<Attrs>>,
+}
+
+/// Why a store operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// No object under that key.
+    #[error("not found")]
+    NotFound,
+    /// Create of an existing key.
+    #[error("already exists")]
+    AlreadyExists,
+    /// The expected resourceVersion is not the current one.
+    #[error("conflict")]
+    Conflict,
+    /// The requested version is older than the retained history; carries the oldest usable resourceVersion.
+    #[error("too old resource version")]
+    TooOld(u64),
+    /// The object could not be serialized.
+    #[error("serialize: {0}")]
+    Serialize(String),
+}
+
+/// One page of a list.
+#[derive(Debug, Clone)]
+pub struct ListPage {
+    /// resourceVersion the page was read at.
+    pub rv: u64,
+    /// Matching objects in key order.
+    pub items: Vec<Arc<[u8]>>,
+    /// Key of the last item when more matching items may follow (for `continue`).
+    pub continue_after: Option<ObjKey>,
+}
+
+/// What a new watch starts with.
+#[derive(Debug)]
+pub struct Subscription {
+    /// Current objects (only when subscribing without a resourceVersion).
+    pub initial: Vec<(ObjKey, Stored)>,
+    /// Retained changes after the requested resourceVersion.
+    pub replay: Vec<Arc<Record>>,
+    /// Changes committed after the subscription.
+    pub live: broadcast::Receiver<Arc<Record>>,
+    /// resourceVersion the subscription was taken at.
+    pub rv: u64,
+}
+
+#[derive(Debug)]
+struct Inner {
+    rv: u64,
+    buckets: HashMap<String, BTreeMap<ObjKey, Stored>>,
+    history: VecDeque<Arc<Record>>,
+    history_cap: usize,
+    /// Changes with rv <= this are gone from history.
+    compacted_through: u64,
+}
+
+/// The in-memory store shared by all requests.
+#[derive(Debug)]
+pub struct Store {
+    inner: Mutex<Inner>,
+    tx: broadcast::Sender<Arc<Record>>,
+}
+
+/// Capacity of the live-event broadcast; a watcher further behind than this is disconnected and resumes from history.
+const BROADCAST_CAPACITY: usize = 16_384;
+
+fn set_rv(obj: &mut Value, rv: u64) {
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+    }
+}
+
+fn encode(obj: &Value) -> Result<Arc<[u8]>, StoreError> {
+    serde_json::to_vec(obj)
+        .map(Arc::from)
+        .map_err(|e| StoreError::Serialize(e.to_string()))
+}
+
+impl Store {
+    /// Empty store keeping at most `history` changes for watch resumption.
+    pub fn new(history: usize) -> Self {
+        let (tx, _) = broadcast::channel(BROADCAST_CAPACITY);
+        Store {
+            inner: Mutex::new(Inner {
+                rv: 1,
+                buckets: HashMap::new(),
+                history: VecDeque::new(),
+                history_cap: history.max(1),
+                compacted_through: 0,
+            }),
+            tx,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The latest committed resourceVersion.
+    pub fn current_rv(&self) -> u64 {
+        self.lock().rv
+    }
+
+    /// Oldest resourceVersion a watch may start from.
+    pub fn oldest_rv(&self) -> u64 {
+        self.lock().compacted_through
+    }
+
+    /// Reads one object.
+    pub fn get(&self, resource: &str, key: &ObjKey) -> Option<Stored> {
+        self.lock().buckets.get(resource)?.get(key).cloned()
+    }
+
+    /// Number of objects of a resource.
+    pub fn count(&self, resource: &str) -> usize {
+        self.lock().buckets.get(resource).map_or(0, BTreeMap::len)
+    }
+
+    /// Lists objects of `resource` (optionally in one namespace) after key
+    /// `after`, keeping those `pred` accepts, at most `limit` (0 = all).
+    pub fn list(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        after: Option<&ObjKey>,
+        limit: usize,
+        pred: impl Fn(&Attrs) -> bool,
+    ) -> ListPage {
+        let inner = self.lock();
+        let mut page = ListPage {
+            rv: inner.rv,
+            items: Vec::new(),
+            continue_after: None,
+        };
+        let Some(bucket) = inner.buckets.get(resource) else {
+            return page;
+        };
+        let start: Bound<ObjKey> = match (after, namespace) {
+            (Some(k), _) => Bound::Excluded(k.clone()),
+            (None, Some(ns)) => Bound::Included((ns.to_string(), String::new())),
+            (None, None) => Bound::Unbounded,
+        };
+        let mut last: Option<&ObjKey> = None;
+        for (key, obj) in bucket.range((start, Bound::Unbounded)) {
+            if let Some(ns) = namespace {
+                if key.0 != ns {
+                    break;
+                }
+            }
+            if !pred(&obj.attrs) {
+                continue;
+            }
+            if limit > 0 && page.items.len() == limit {
+                page.continue_after = last.cloned();
+                break;
+            }
+            page.items.push(obj.json.clone());
+            last = Some(key);
+        }
+        page
+    }
+
+    fn commit(
+        &self,
+        inner: &mut Inner,
+        resource: &str,
+        key: &ObjKey,
+        event: EventType,
+        stored: &Stored,
+        prev_attrs: Option<Arc<Attrs>>,
+    ) {
+        let record = Arc::new(Record {
+            rv: stored.rv,
+            resource: Arc::from(resource),
+            namespace: key.0.clone(),
+            event,
+            json: stored.json.clone(),
+            attrs: stored.attrs.clone(),
+            prev_attrs,
+        });
+        if inner.history.len() >= inner.history_cap {
+            if let Some(old) = inner.history.pop_front() {
+                inner.compacted_through = old.rv;
+            }
+        }
+        inner.history.push_back(record.clone());
+        // No receivers is fine: nobody watches.
+        let _ = self.tx.send(record);
+    }
+
+    /// Creates an object, assigning the next resourceVersion.
+    pub fn create(
+        &self,
+        resource: &str,
+        key: ObjKey,
+        mut obj: Value,
+    ) -> Result<Stored, StoreError> {
+        let mut inner = self.lock();
+        if inner
+            .buckets
+            .get(resource)
+            .is_some_and(|b| b.contains_key(&key))
+        {
+            return Err(StoreError::AlreadyExists);
+        }
+        let rv = inner.rv + 1;
+        set_rv(&mut obj, rv);
+        let stored = Stored {
+            rv,
+            json: encode(&obj)?,
+            attrs: Arc::new(extract_attrs(resource, &obj)),
+        };
+        inner.rv = rv;
+        inner
+            .buckets
+            .entry(resource.to_string())
+            .or_default()
+            .insert(key.clone(), stored.clone());
+        self.commit(&mut inner, resource, &key, EventType::Added, &stored, None);
+        Ok(stored)
+    }
+
+    /// Replaces an object if its current resourceVersion is `expected_rv`
+    /// (or unconditionally when None). An unchanged object is not rewritten
+    /// and keeps its resourceVersion, as the real server does.
+    pub fn update(
+        &self,
+        resource: &str,
+        key: &ObjKey,
+        expected_rv: Option<u64>,
+        mut obj: Value,
+    ) -> Result<Stored, StoreError> {
+        let mut inner = self.lock();
+        let next = inner.rv + 1;
+        let current = inner
+            .buckets
+            .get(resource)
+            .and_then(|b| b.get(key))
+            .ok_or(StoreError::NotFound)?
+            .clone();
+        if expected_rv.is_some_and(|e| e != current.rv) {
+            return Err(StoreError::Conflict);
+        }
+        set_rv(&mut obj, current.rv);
+        if encode(&obj)? == current.json {
+            return Ok(current);
+        }
+        set_rv(&mut obj, next);
+        let stored = Stored {
+            rv: next,
+            json: encode(&obj)?,
+            attrs: Arc::new(extract_attrs(resource, &obj)),
+        };
+        inner.rv = next;
+        if let Some(b) = inner.buckets.get_mut(resource) {
+            b.insert(key.clone(), stored.clone());
+        }
+        self.commit(
+            &mut inner,
+            resource,
+            key,
+            EventType::Modified,
+            &stored,
+            Some(current.attrs),
+        );
+        Ok(stored)
+    }
+
+    /// Removes an object if its resourceVersion is `expected_rv` (or
+    /// unconditionally). The DELETED event and the returned state carry
+    /// `final_state` (default: the stored state) with the deletion's new resourceVersion.
+    pub fn delete(
+        &self,
+        resource: &str,
+        key: &ObjKey,
+        expected_rv: Option<u64>,
+        final_state: Option<Value>,
+    ) -> Result<Stored, StoreError> {
+        let mut inner = self.lock();
+        let current = inner
+            .buckets
+            .get(resource)
+            .and_then(|b| b.get(key))
+            .ok_or(StoreError::NotFound)?
+            .clone();
+        if expected_rv.is_some_and(|e| e != current.rv) {
+            return Err(StoreError::Conflict);
+        }
+        let rv = inner.rv + 1;
+        let mut obj = final_state.unwrap_or_else(|| current.value());
+        set_rv(&mut obj, rv);
+        let stored = Stored {
+            rv,
+            json: encode(&obj)?,
+            attrs: Arc::new(extract_attrs(resource, &obj)),
+        };
+        inner.rv = rv;
+        if let Some(b) = inner.buckets.get_mut(resource) {
+            b.remove(key);
+        }
+        self.commit(
+            &mut inner,
+            resource,
+            key,
+            EventType::Deleted,
+            &stored,
+            Some(current.attrs),
+        );
+        Ok(stored)
+    }
+
+    /// Keys of every object of `resource` in `namespace`.
+    pub fn keys_in(&self, resource: &str, namespace: &str) -> Vec<ObjKey> {
+        let inner = self.lock();
+        inner
+            .buckets
+            .get(resource)
+            .map(|b| {
+                b.range((namespace.to_string(), String::new())..)
+                    .take_while(|(k, _)| k.0 == namespace)
+                    .map(|(k, _)| k.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Storage keys of every non-empty resource.
+    pub fn resources(&self) -> Vec<String> {
+        self.lock().buckets.keys().cloned().collect()
+    }
+
+    /// Starts a watch of `resource`. With `from = None` the subscription
+    /// carries the current objects; with `Some(rv)` it carries the retained
+    /// changes after `rv`, or fails with [`StoreError::TooOld`] if they were compacted.
+    pub fn subscribe(&self, resource: &str, from: Option<u64>) -> Result<Subscription, StoreError> {
+        let inner = self.lock();
+        let live = self.tx.subscribe();
+        match from {
+            None => Ok(Subscription {
+                initial: inner
+                    .buckets
+                    .get(resource)
+                    .map(|b| b.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+                    .unwrap_or_default(),
+                replay: Vec::new(),
+                live,
+                rv: inner.rv,
+            }),
+            Some(rv) => {
+                if rv < inner.compacted_through {
+                    return Err(StoreError::TooOld(inner.compacted_through));
+                }
+                let replay = inner
+                    .history
+                    .iter()
+                    .filter(|r| r.rv > rv && &*r.resource == resource)
+                    .cloned()
+                    .collect();
+                Ok(Subscription {
+                    initial: Vec::new(),
+                    replay,
+                    live,
+                    rv: inner.rv,
+                })
+            }
+        }
+    }
+
+    /// Forgets all retained history, as an etcd compaction at the current
+    /// revision does: watches from any older resourceVersion get 410 Gone.
+    pub fn compact(&self) {
+        let mut inner = self.lock();
+        inner.history.clear();
+        inner.compacted_through = inner.rv;
+    }
+
+    /// True if a list or continue at `rv` can no longer be served.
+    pub fn is_compacted(&self, rv: u64) -> bool {
+        rv < self.lock().compacted_through
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn key(ns: &str, n: &str) -> ObjKey {
+        (ns.into(), n.into())
+    }
+
+    fn cm(name: &str) -> Value {
+        json!({"metadata": {"name": name, "namespace": "d"}, "data": {"a": name}})
+    }
+
+    #[test]
+    fn every_write_takes_the_next_global_resource_version() {
+        let s = Store::new(10);
+        let a = s.create("configmaps", key("d", "a"), cm("a")).unwrap();
+        let b = s.create("secrets", key("d", "b"), cm("b")).unwrap();
+        assert_eq!(b.rv, a.rv + 1);
+        assert_eq!(a.value()["metadata"]["resourceVersion"], a.rv.to_string());
+        let mut changed = cm("a");
+        changed["data"]["a"] = json!("z");
+        assert_eq!(
+            s.update(
+                "configmaps",
+                &key("d", "a"),
+                Some(a.rv - 1),
+                changed.clone()
+            ),
+            Err(StoreError::Conflict)
+        );
+        let c = s
+            .update("configmaps", &key("d", "a"), Some(a.rv), changed)
+            .unwrap();
+        assert_eq!(c.rv, b.rv + 1);
+    }
+
+    #[test]
+    fn no_op_update_keeps_resource_version() {
+        let s = Store::new(10);
+        let a = s.create("configmaps", key("d", "a"), cm("a")).unwrap();
+        let same = s
+            .update("configmaps", &key("d", "a"), None, cm("a"))
+            .unwrap();
+        assert_eq!(same.rv, a.rv);
+        assert_eq!(s.current_rv(), a.rv);
+    }
+
+    #[test]
+    fn list_pages_resume_after_last_key_within_namespace() {
+        let s = Store::new(10);
+        for n in ["a", "b", "c"] {
+            s.create("configmaps", key("d", n), cm(n)).unwrap();
+        }
+        s.create("configmaps", key("e", "x"), cm("x")).unwrap();
+        let p1 = s.list("configmaps", Some("d"), None, 2, |_| true);
+        assert_eq!(p1.items.len(), 2);
+        let after = p1.continue_after.unwrap();
+        assert_eq!(after, key("d", "b"));
+        let p2 = s.list("configmaps", Some("d"), Some(&after), 2, |_| true);
+        assert_eq!(p2.items.len(), 1);
+        assert!(p2.continue_after.is_none());
+        assert_eq!(s.list("configmaps", None, None, 0, |_| true).items.len(), 4);
+    }
+
+    #[test]
+    fn history_ring_evicts_and_reports_too_old() {
+        let s = Store::new(2);
+        let start = s.current_rv();
+        for n in ["a", "b", "c"] {
+            s.create("configmaps", key("d", n), cm(n)).unwrap();
+        }
+        assert!(matches!(
+            s.subscribe("configmaps", Some(start)),
+            Err(StoreError::TooOld(_))
+        ));
+        let sub = s.subscribe("configmaps", Some(start + 1)).unwrap();
+        assert_eq!(sub.replay.len(), 2);
+        s.compact();
+        assert!(s.subscribe("configmaps", Some(start + 2)).is_err());
+        assert!(s.subscribe("configmaps", Some(s.current_rv())).is_ok());
+    }
+}

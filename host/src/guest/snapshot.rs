@@ -1,0 +1,115 @@
+//! Building the interned, columnar snapshot a guest reconciles over.
+//!
+//! Owns the translation from cached [`ProjectedObject`]s to the WIT
+//! `snapshot` record: one string blob with every distinct string once,
+//! objects and values as plain integers, indexes as buckets. It never reads
+//! from the cluster and never reorders objects (callers pass them sorted).
+
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
+
+use super::bindings::wasmctrl::controller::types as wit;
+use super::manifest::GuestManifest;
+use crate::projection::{Projected, ProjectedObject};
+
+/// Accumulates strings into one blob, each distinct string once.
+#[derive(Default)]
+struct Strings<'a> {
+    blob: String,
+    ends: Vec<u32>,
+    ids: FxHashMap<&'a str, u32>,
+}
+
+impl<'a> Strings<'a> {
+    fn new() -> Self {
+        let mut s = Strings::default();
+        s.id("");
+        s
+    }
+
+    fn id(&mut self, s: &'a str) -> u32 {
+        if let Some(&id) = self.ids.get(s) {
+            return id;
+        }
+        let id = u32::try_from(self.ends.len()).unwrap_or(u32::MAX);
+        self.blob.push_str(s);
+        self.ends
+            .push(u32::try_from(self.blob.len()).unwrap_or(u32::MAX));
+        self.ids.insert(s, id);
+        id
+    }
+}
+
+/// Builds the snapshot for `manifest` from each watch's objects (the outer
+/// slice is indexed like `manifest.watches`; each inner list sorted by
+/// namespace, then name).
+pub fn build(manifest: &GuestManifest, per_watch: &[Vec<&ProjectedObject>]) -> wit::Snapshot {
+    let total: usize = per_watch.iter().map(Vec::len).sum();
+    let mut strings = Strings::new();
+    let mut objects = Vec::with_capacity(total);
+    let mut slots = Vec::new();
+    let mut values = Vec::new();
+    let mut indexes = Vec::new();
+    let mut base = 0u32;
+    for (w, (spec, objs)) in manifest.watches.iter().zip(per_watch).enumerate() {
+        let w = u32::try_from(w).unwrap_or(u32::MAX);
+        let visible = spec.projection.visible();
+        for obj in objs {
+            objects.push(wit::Object {
+                watch: w,
+                namespace: strings.id(&obj.namespace),
+                name: strings.id(&obj.name),
+                slots: u32::try_from(slots.len()).unwrap_or(u32::MAX),
+            });
+            for f in 0..visible {
+                let field = obj.field(f);
+                slots.push(wit::Span {
+                    start: u32::try_from(values.len()).unwrap_or(u32::MAX),
+                    len: u32::try_from(field.len()).unwrap_or(u32::MAX),
+                });
+                values.extend(field.iter().map(|v| match v {
+                    Projected::Absent => wit::Value::Absent,
+                    Projected::Str(s) => wit::Value::Str(strings.id(s)),
+                    Projected::Int(i) => wit::Value::Int(*i),
+                    Projected::Float(x) => wit::Value::Float(*x),
+                    Projected::Bool(b) => wit::Value::Boolean(*b),
+                    Projected::Json(s) => wit::Value::Json(strings.id(s)),
+                }));
+            }
+        }
+        for (i, name) in spec.indexes.iter().enumerate() {
+            let mut buckets: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
+            for (n, obj) in objs.iter().enumerate() {
+                for v in obj.field(visible + i) {
+                    if let Some(key) = v.as_str() {
+                        buckets
+                            .entry(key)
+                            .or_default()
+                            .push(base + u32::try_from(n).unwrap_or(u32::MAX));
+                    }
+                }
+            }
+            indexes.push(wit::Index {
+                watch: w,
+                name: name.clone(),
+                buckets: buckets
+                    .into_iter()
+                    .map(|(key, objects)| wit::Bucket {
+                        key: strings.id(key),
+                        objects,
+                    })
+                    .collect(),
+            });
+        }
+        base += u32::try_from(objs.len()).unwrap_or(u32::MAX);
+    }
+    wit::Snapshot {
+        strings: strings.blob,
+        string_ends: strings.ends,
+        objects,
+        slots,
+        values,
+        indexes,
+    }
+}

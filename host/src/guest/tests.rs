@@ -1,0 +1,419 @@
+//! Runtime tests: the real GPU-summary component, and tiny hand-written
+//! `.wat` guests for every way a guest can fail. The `.wat` core modules are
+//! turned into components at test time with our WIT (the same step
+//! `cargo build --target wasm32-wasip2` performs for Rust guests), so no
+//! binaries are committed.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::*;
+use crate::projection::Interner;
+
+/// The built GPU-summary guest (`make guest` builds it; CI builds it first).
+pub(crate) fn gpu_guest_path() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let path = target.join("wasm32-wasip2/guest/guest_gpu_summary.wasm");
+    assert!(
+        path.exists(),
+        "{} is missing: build it first with `cargo build -p guest-gpu-summary --target wasm32-wasip2 --profile guest` (make guest)",
+        path.display()
+    );
+    path
+}
+
+fn runtime(config: RuntimeConfig) -> GuestRuntime {
+    GuestRuntime::new(config.cache_dir(None)).unwrap()
+}
+
+/// Componentizes a core module written in WAT against our WIT world.
+fn component_from_wat(wat: &str) -> Vec<u8> {
+    let mut module = wat::parse_str(wat).expect("test .wat parses");
+    let mut resolve = wit_parser::Resolve::default();
+    let (pkg, _) = resolve
+        .push_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../wit"))
+        .unwrap();
+    let world = resolve.select_world(&[pkg], Some("controller")).unwrap();
+    wit_component::embed_component_metadata(
+        &mut module,
+        &resolve,
+        world,
+        wit_component::StringEncoding::UTF8,
+    )
+    .unwrap();
+    wit_component::ComponentEncoder::default()
+        .module(&module)
+        .unwrap()
+        .validate(true)
+        .encode()
+        .unwrap()
+}
+
+/// A core module exporting the reconciler with `body` as `reconcile`
+/// (signature `(param i32) (result i32)`: arguments and result both travel
+/// through memory because they flatten to more than 16 values).
+fn wat_guest(body: &str) -> String {
+    format!(
+        r#"(module
+  (memory (export "memory") 1)
+  (global $heap (mut i32) (i32.const 4096))
+  (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32)
+    (local $p i32)
+    (local.set $p (i32.and
+      (i32.add (global.get $heap) (i32.sub (local.get 2) (i32.const 1)))
+      (i32.xor (i32.sub (local.get 2) (i32.const 1)) (i32.const -1))))
+    (global.set $heap (i32.add (local.get $p) (local.get 3)))
+    (block
+      (br_if 0 (i32.le_u (global.get $heap) (i32.mul (memory.size) (i32.const 65536))))
+      (drop (memory.grow (i32.add (i32.const 1)
+        (i32.div_u (i32.sub (global.get $heap) (i32.mul (memory.size) (i32.const 65536))) (i32.const 65536))))))
+    (local.get $p))
+  (func (export "wasmctrl:controller/reconciler@0.1.0#describe") (param i32 i32 i32 i32) (result i32)
+    unreachable)
+  (func (export "wasmctrl:controller/reconciler@0.1.0#reconcile") (param i32) (result i32)
+    {body}))"#
+    )
+}
+
+/// A reconcile body that returns `ok(plan { apply: docs })`.
+fn returns_apply(docs: &[&str]) -> String {
+    // Layout of result<plan, reconcile-error> at 1024: tag at +0, plan at
+    // +8 (apply list at +8/+12, delete +16/+20, events +24/+28, option tag
+    // +32). The list of strings at 1536, string bytes from 2048.
+    let mut body = String::new();
+    let mut at = 2048;
+    for (i, doc) in docs.iter().enumerate() {
+        for (j, b) in doc.bytes().enumerate() {
+            body.push_str(&format!(
+                "(i32.store8 (i32.const {}) (i32.const {b}))\n",
+                at + j
+            ));
+        }
+        body.push_str(&format!(
+            "(i32.store (i32.const {}) (i32.const {at})) (i32.store (i32.const {}) (i32.const {}))\n",
+            1536 + 8 * i,
+            1540 + 8 * i,
+            doc.len()
+        ));
+        at += doc.len();
+    }
+    body.push_str(&format!(
+        "(i32.store8 (i32.const 1024) (i32.const 0))
+         (i32.store (i32.const 1032) (i32.const 1536)) (i32.store (i32.const 1036) (i32.const {}))
+         (i32.store (i32.const 1040) (i32.const 0)) (i32.store (i32.const 1044) (i32.const 0))
+         (i32.store (i32.const 1048) (i32.const 0)) (i32.store (i32.const 1052) (i32.const 0))
+         (i32.store8 (i32.const 1056) (i32.const 0))
+         (i32.const 1024)",
+        docs.len()
+    ));
+    body
+}
+
+fn gpu_manifest() -> GuestManifest {
+    let m = bindings::wasmctrl::controller::types::Manifest {
+        name: "gpu-summary".into(),
+        watches: vec![bindings::wasmctrl::controller::types::Watch {
+            gvk: wit::GroupVersionKind {
+                group: String::new(),
+                version: "v1".into(),
+                kind: "Pod".into(),
+            },
+            plural: None,
+            namespace: None,
+            label_selector: None,
+            field_selector: None,
+            fields: vec!["spec.nodeName".into()],
+            indexes: vec![],
+            keys: wit::KeyMapping::Aggregate("k".into()),
+        }],
+        writes: vec![wit::WriteRule {
+            gvk: wit::GroupVersionKind {
+                group: String::new(),
+                version: "v1".into(),
+                kind: "ConfigMap".into(),
+            },
+            namespace: Some("ops".into()),
+            names: vec!["summary".into()],
+        }],
+        resync_seconds: None,
+    };
+    manifest::validate(&m).unwrap()
+}
+
+fn env() -> Environment {
+    environment("ops", &BTreeMap::new())
+}
+
+fn empty_snapshot() -> Snapshot {
+    snapshot::build(&gpu_manifest(), &[vec![]])
+}
+
+fn run_wat(config: RuntimeConfig, body: &str, snapshot: &Snapshot) -> GuestError {
+    let rt = runtime(config);
+    let module = rt
+        .load_bytes("hostile.wasm", &component_from_wat(&wat_guest(body)))
+        .unwrap();
+    let (result, _) = module.reconcile(&gpu_manifest(), &env(), "k", snapshot);
+    result.expect_err("the hostile guest must fail")
+}
+
+#[test]
+fn trap_in_guest_is_a_typed_error_naming_the_guest() {
+    let e = run_wat(RuntimeConfig::default(), "unreachable", &empty_snapshot());
+    assert_eq!(e.reason(), "trap", "{e}");
+    assert_eq!(e.guest, "gpu-summary");
+    assert!(e.to_string().contains("unreachable"), "{e}");
+}
+
+#[test]
+fn endless_loop_hits_the_deadline() {
+    let deadline = Duration::from_millis(100);
+    let started = Instant::now();
+    let e = run_wat(
+        RuntimeConfig::default().deadline(deadline),
+        "(loop (br 0)) unreachable",
+        &empty_snapshot(),
+    );
+    assert_eq!(e.reason(), "deadline", "{e}");
+    assert!(matches!(e.kind, GuestErrorKind::Deadline(d) if d == deadline));
+    // Generous bound: the point is that it stops, not how fast.
+    assert!(started.elapsed() < Duration::from_secs(30));
+}
+
+#[test]
+fn fuel_exhaustion_is_reported_as_fuel() {
+    let e = run_wat(
+        RuntimeConfig::default().fuel(Some(10_000)),
+        "(loop (br 0)) unreachable",
+        &empty_snapshot(),
+    );
+    assert_eq!(e.reason(), "fuel", "{e}");
+}
+
+#[test]
+fn growing_memory_past_the_cap_is_reported_as_out_of_memory() {
+    let e = run_wat(
+        RuntimeConfig::default().memory_limit(4 << 20),
+        "(loop (drop (memory.grow (i32.const 16))) (br 0)) unreachable",
+        &empty_snapshot(),
+    );
+    assert_eq!(e.reason(), "memory", "{e}");
+    assert!(e.to_string().contains(&(4usize << 20).to_string()), "{e}");
+}
+
+#[test]
+fn snapshot_larger_than_the_cap_is_out_of_memory_not_a_crash() {
+    let m = gpu_manifest();
+    let mut interner = Interner::default();
+    let objs: Vec<_> = (0..50_000)
+        .map(|i| {
+            m.watches[0].projection.project(
+                &json!({"metadata": {"name": format!("pod-{i:06}"), "namespace": "default"}, "spec": {"nodeName": format!("node-{i}")}}),
+                &mut interner,
+            )
+        })
+        .collect();
+    let snap = snapshot::build(&m, &[objs.iter().collect()]);
+    let e = run_wat(
+        RuntimeConfig::default().memory_limit(1 << 20),
+        "unreachable",
+        &snap,
+    );
+    assert_eq!(e.reason(), "memory", "{e}");
+}
+
+#[test]
+fn plan_that_is_not_json_is_malformed() {
+    let e = run_wat(
+        RuntimeConfig::default(),
+        &returns_apply(&["not json"]),
+        &empty_snapshot(),
+    );
+    assert_eq!(e.reason(), "malformed_plan", "{e}");
+    assert!(
+        e.to_string().contains("apply[0] is not a JSON object"),
+        "{e}"
+    );
+}
+
+#[test]
+fn plan_without_a_name_is_malformed() {
+    let e = run_wat(
+        RuntimeConfig::default(),
+        &returns_apply(&[r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{}}"#]),
+        &empty_snapshot(),
+    );
+    assert!(
+        e.to_string().contains("apply[0] has no metadata.name"),
+        "{e}"
+    );
+}
+
+#[test]
+fn write_outside_the_allowlist_is_rejected_before_any_request() {
+    let secret =
+        r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"summary","namespace":"ops"}}"#;
+    let other_ns = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"summary","namespace":"kube-system"}}"#;
+    let other_name =
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"ops"}}"#;
+    for doc in [secret, other_ns, other_name] {
+        let e = run_wat(
+            RuntimeConfig::default(),
+            &returns_apply(&[doc]),
+            &empty_snapshot(),
+        );
+        assert_eq!(e.reason(), "forbidden_write", "{e}");
+        assert!(
+            e.to_string()
+                .contains("outside the guest's write allowlist"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn allowed_plan_from_a_wat_guest_is_validated() {
+    let ok = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"summary","namespace":"ops"},"data":{"n":"1"}}"#;
+    let rt = runtime(RuntimeConfig::default());
+    let module = rt
+        .load_bytes(
+            "ok.wasm",
+            &component_from_wat(&wat_guest(&returns_apply(&[ok]))),
+        )
+        .unwrap();
+    let (plan, stats) = module.reconcile(&gpu_manifest(), &env(), "k", &empty_snapshot());
+    let plan = plan.unwrap();
+    assert_eq!(plan.apply.len(), 1);
+    assert_eq!(plan.apply[0].1["data"]["n"], "1");
+    assert!(stats.call > Duration::ZERO);
+}
+
+#[test]
+fn guest_that_does_not_implement_the_world_is_refused_at_load() {
+    let rt = runtime(RuntimeConfig::default());
+    let empty = wat::parse_str("(component)").unwrap();
+    let e = rt
+        .load_bytes("empty.wasm", &empty)
+        .err()
+        .expect("must be refused");
+    assert_eq!(e.reason(), "instantiate", "{e}");
+    assert!(e.to_string().contains("empty.wasm"), "{e}");
+    let e = rt
+        .load_bytes("junk.wasm", b"\0asm junk")
+        .err()
+        .expect("must be refused");
+    assert_eq!(e.reason(), "compile", "{e}");
+}
+
+#[test]
+fn trapping_describe_is_a_typed_error() {
+    let rt = runtime(RuntimeConfig::default());
+    let module = rt
+        .load_bytes(
+            "hostile.wasm",
+            &component_from_wat(&wat_guest("unreachable")),
+        )
+        .unwrap();
+    let e = module.manifest(&env()).err().expect("describe traps");
+    assert_eq!(e.reason(), "trap");
+    assert_eq!(e.guest, "hostile.wasm");
+}
+
+#[test]
+fn gpu_guest_manifest_is_valid_and_follows_configuration() {
+    let rt = runtime(RuntimeConfig::default());
+    let module = rt.load_file(&gpu_guest_path()).unwrap();
+    let m = module.manifest(&env()).unwrap();
+    assert_eq!(m.name, "gpu-summary");
+    assert_eq!(m.watches[0].gvk.kind, "Pod");
+    assert!(m.may_write(
+        &Gvk::from_api_version("v1", "ConfigMap"),
+        Some("ops"),
+        "gpu-summary"
+    ));
+    assert!(!m.may_write(
+        &Gvk::from_api_version("v1", "ConfigMap"),
+        Some("ops"),
+        "other"
+    ));
+
+    let mut config = BTreeMap::new();
+    config.insert("bogus".to_string(), "1".to_string());
+    let e = module
+        .manifest(&environment("ops", &config))
+        .err()
+        .expect("unknown key");
+    assert_eq!(e.reason(), "manifest");
+    assert!(e.to_string().contains("bogus"), "{e}");
+}
+
+#[test]
+fn gpu_guest_reconciles_a_projected_world() {
+    let rt = runtime(RuntimeConfig::default());
+    let module = rt.load_file(&gpu_guest_path()).unwrap();
+    let m = module.manifest(&env()).unwrap();
+    let pods = [
+        json!({"metadata": {"name": "a", "namespace": "ml"}, "spec": {"nodeName": "n1",
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]},
+            "status": {"phase": "Running"}}),
+        json!({"metadata": {"name": "b", "namespace": "ml"}, "spec": {"nodeName": "n1",
+            "initContainers": [{"name": "i", "resources": {"requests": {"nvidia.com/gpu": "4"}}}],
+            "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": 1}}}]},
+            "status": {"phase": "Running"}}),
+        json!({"metadata": {"name": "c", "namespace": "ml"}, "spec": {"nodeName": "n2",
+            "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "lots"}}}]}}),
+    ];
+    let mut interner = Interner::default();
+    let objs: Vec<_> = pods
+        .iter()
+        .map(|p| m.watches[0].projection.project(p, &mut interner))
+        .collect();
+    let snap = snapshot::build(&m, &[objs.iter().collect()]);
+    let (plan, _) = module.reconcile(&m, &env(), "gpu-summary", &snap);
+    let plan = plan.unwrap();
+    assert_eq!(
+        plan.apply[0].1,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "gpu-summary", "namespace": "ops"},
+               "data": {"n1": "6"}})
+    );
+    assert_eq!(plan.events.len(), 1);
+    assert_eq!(plan.events[0].reason, "InvalidQuantity");
+    assert_eq!(plan.events[0].regarding.name, "c");
+}
+
+#[test]
+fn precompiled_cache_is_written_once_and_reused() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = GuestRuntime::new(RuntimeConfig::default().cache_dir(Some(dir.path().to_path_buf())))
+        .unwrap();
+    let path = gpu_guest_path();
+    let first = rt.load_file(&path).unwrap();
+    assert!(!first.from_cache());
+    let cached: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(cached.len(), 1, "one artifact per digest");
+    let second = rt.load_file(&path).unwrap();
+    assert!(second.from_cache());
+    assert_eq!(first.digest(), second.digest());
+    // The cached artifact behaves like the compiled one.
+    assert_eq!(second.manifest(&env()).unwrap().name, "gpu-summary");
+
+    // A corrupt artifact is ignored and recompiled, never trusted.
+    let artifact = std::fs::read_dir(dir.path())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    std::fs::write(&artifact, b"garbage").unwrap();
+    let third = rt.load_file(&path).unwrap();
+    assert!(!third.from_cache());
+    assert_eq!(third.manifest(&env()).unwrap().name, "gpu-summary");
+}

@@ -1,0 +1,12 @@
+//! wasmctrl: a WebAssembly-pluggable Kubernetes controller host.
+//!
+//! The host owns every read, write, retry and election; guests are pure
+//! WebAssembly components that turn a snapshot of the objects they watch into
+//! a plan of desired state.
+
+pub mod apiserver;
+pub mod guest;
+pub mod objects;
+pub mod offline;
+pub mod projection;
+pub mod selector;

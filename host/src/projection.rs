@@ -1,0 +1,441 @@
+//! Field projection: the guest-declared paths, and the compact per-object
+//! record the host caches instead of the full object.
+//!
+//! Owns the path syntax (`a.b[*].c['x.y/z']`), extracting a path's values
+//! from a JSON object, and [`ProjectedObject`], the few hundred bytes the
+//! host keeps per cached object. It never talks to the API server and never
+//! decides which objects are kept (that is the informer's job).
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde_json::Value as Json;
+
+/// Errors in a guest-declared field path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid field path {path:?} at byte {at}: {problem}")]
+pub struct PathError {
+    /// The path as written.
+    pub path: String,
+    /// Byte offset of the problem.
+    pub at: usize,
+    /// What is wrong.
+    pub problem: &'static str,
+}
+
+/// One step of a [`FieldPath`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Segment {
+    /// An object member (`.name` or `['name']`).
+    Key(String),
+    /// Every element of a list (`[*]`).
+    Each,
+}
+
+/// A parsed projection path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldPath {
+    text: String,
+    segments: Vec<Segment>,
+}
+
+impl fmt::Display for FieldPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl FieldPath {
+    /// Parses `a.b[*].c['key.with/dots']` (a leading `.` is allowed).
+    pub fn parse(text: &str) -> Result<Self, PathError> {
+        let err = |at: usize, problem: &'static str| PathError {
+            path: text.to_string(),
+            at,
+            problem,
+        };
+        let bytes = text.as_bytes();
+        let mut segments = Vec::new();
+        let mut i = 0;
+        if bytes.first() == Some(&b'.') {
+            i = 1;
+        }
+        if i >= bytes.len() {
+            return Err(err(i, "empty path"));
+        }
+        let mut expect_name = true;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'[' => {
+                    if text[i..].starts_with("[*]") {
+                        segments.push(Segment::Each);
+                        i += 3;
+                    } else if let Some(quote @ (b'\'' | b'"')) = bytes.get(i + 1).copied() {
+                        let start = i + 2;
+                        let Some(len) = text[start..].find(quote as char) else {
+                            return Err(err(i, "unterminated quoted key"));
+                        };
+                        let end = start + len;
+                        if !text[end + 1..].starts_with(']') {
+                            return Err(err(end + 1, "expected ']' after quoted key"));
+                        }
+                        if len == 0 {
+                            return Err(err(start, "empty key"));
+                        }
+                        segments.push(Segment::Key(text[start..end].to_string()));
+                        i = end + 2;
+                    } else {
+                        return Err(err(i, "expected [*] or ['key']"));
+                    }
+                    expect_name = false;
+                }
+                b'.' => {
+                    if expect_name {
+                        return Err(err(i, "empty segment"));
+                    }
+                    expect_name = true;
+                    i += 1;
+                    if i == bytes.len() {
+                        return Err(err(i, "path ends with '.'"));
+                    }
+                }
+                _ => {
+                    if !expect_name {
+                        return Err(err(i, "expected '.' or '['"));
+                    }
+                    let start = i;
+                    while i < bytes.len() && bytes[i] != b'.' && bytes[i] != b'[' {
+                        if bytes[i] == b']' || bytes[i] == b'\'' || bytes[i] == b'"' {
+                            return Err(err(i, "unexpected character"));
+                        }
+                        i += 1;
+                    }
+                    segments.push(Segment::Key(text[start..i].to_string()));
+                    expect_name = false;
+                }
+            }
+        }
+        Ok(FieldPath {
+            text: text.to_string(),
+            segments,
+        })
+    }
+
+    /// The path as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The parsed segments.
+    pub fn segments(&self) -> &[Segment] {
+        &self.segments
+    }
+
+    /// Whether the path walks a list (may yield any number of values).
+    pub fn is_multi(&self) -> bool {
+        self.segments.contains(&Segment::Each)
+    }
+
+    /// Appends the path's values in `obj` to `out`: exactly one for a path
+    /// without `[*]` (absent when missing), one per list element reached for
+    /// a path with `[*]`.
+    pub fn extract(&self, obj: &Json, interner: &mut Interner, out: &mut Vec<Projected>) {
+        walk(&self.segments, Some(obj), interner, out);
+    }
+}
+
+fn walk(
+    segments: &[Segment],
+    node: Option<&Json>,
+    interner: &mut Interner,
+    out: &mut Vec<Projected>,
+) {
+    let Some((first, rest)) = segments.split_first() else {
+        out.push(Projected::from_json(node, interner));
+        return;
+    };
+    match first {
+        Segment::Key(k) => walk(rest, node.and_then(|n| n.get(k.as_str())), interner, out),
+        Segment::Each => {
+            if let Some(Json::Array(items)) = node {
+                for item in items {
+                    walk(rest, Some(item), interner, out);
+                }
+            }
+        }
+    }
+}
+
+/// Deduplicates the strings held by cached objects (node names, phases,
+/// quantities, namespaces repeat across thousands of objects).
+#[derive(Debug, Default)]
+pub struct Interner {
+    set: std::collections::HashSet<Arc<str>>,
+}
+
+impl Interner {
+    /// The shared copy of `s`.
+    pub fn intern(&mut self, s: &str) -> Arc<str> {
+        if let Some(found) = self.set.get(s) {
+            return found.clone();
+        }
+        let arc: Arc<str> = Arc::from(s);
+        self.set.insert(arc.clone());
+        arc
+    }
+
+    /// Drops strings no cached object references any more.
+    pub fn sweep(&mut self) {
+        self.set.retain(|s| Arc::strong_count(s) > 1);
+    }
+
+    /// Number of distinct strings held.
+    pub fn len(&self) -> usize {
+        self.set.len()
+    }
+
+    /// Whether no strings are held.
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty()
+    }
+}
+
+/// One projected value as the host caches it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Projected {
+    /// Missing or null.
+    Absent,
+    /// A string.
+    Str(Arc<str>),
+    /// An integer.
+    Int(i64),
+    /// A non-integer number.
+    Float(f64),
+    /// A boolean.
+    Bool(bool),
+    /// An object or list, as compact JSON.
+    Json(Arc<str>),
+}
+
+impl Projected {
+    fn from_json(node: Option<&Json>, interner: &mut Interner) -> Self {
+        match node {
+            None | Some(Json::Null) => Projected::Absent,
+            Some(Json::String(s)) => Projected::Str(interner.intern(s)),
+            Some(Json::Bool(b)) => Projected::Bool(*b),
+            Some(Json::Number(n)) => match n.as_i64() {
+                Some(i) => Projected::Int(i),
+                None => Projected::Float(n.as_f64().unwrap_or(f64::NAN)),
+            },
+            Some(other) => Projected::Json(interner.intern(&other.to_string())),
+        }
+    }
+
+    /// The value as text when it is a string.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Projected::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// A compiled projection: the guest's declared fields plus hidden index
+/// fields, extracted in one pass.
+#[derive(Debug, Clone)]
+pub struct Projection {
+    paths: Vec<FieldPath>,
+    visible: usize,
+}
+
+impl Projection {
+    /// `fields` are sent to the guest; `index_fields` are only used to build
+    /// indexes.
+    pub fn new(fields: Vec<FieldPath>, index_fields: Vec<FieldPath>) -> Self {
+        let visible = fields.len();
+        let mut paths = fields;
+        paths.extend(index_fields);
+        Projection { paths, visible }
+    }
+
+    /// Number of fields the guest sees.
+    pub fn visible(&self) -> usize {
+        self.visible
+    }
+
+    /// All paths, visible first.
+    pub fn paths(&self) -> &[FieldPath] {
+        &self.paths
+    }
+
+    /// Projects one object.
+    pub fn project(&self, obj: &Json, interner: &mut Interner) -> ProjectedObject {
+        let meta = obj.get("metadata");
+        let text = |k: &str| {
+            meta.and_then(|m| m.get(k))
+                .and_then(Json::as_str)
+                .unwrap_or("")
+        };
+        let mut values = Vec::with_capacity(self.paths.len() + 2);
+        let mut ends = Vec::with_capacity(self.paths.len());
+        for path in &self.paths {
+            path.extract(obj, interner, &mut values);
+            ends.push(u32::try_from(values.len()).unwrap_or(u32::MAX));
+        }
+        ProjectedObject {
+            namespace: interner.intern(text("namespace")),
+            name: Arc::from(text("name")),
+            uid: Arc::from(text("uid")),
+            resource_version: Arc::from(text("resourceVersion")),
+            values: values.into_boxed_slice(),
+            ends: ends.into_boxed_slice(),
+        }
+    }
+}
+
+/// What the host keeps of one cached object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProjectedObject {
+    /// Namespace ("" when cluster-scoped); interned.
+    pub namespace: Arc<str>,
+    /// Name.
+    pub name: Arc<str>,
+    /// metadata.uid ("" when unknown, e.g. offline input).
+    pub uid: Arc<str>,
+    /// metadata.resourceVersion ("" when unknown).
+    pub resource_version: Arc<str>,
+    values: Box<[Projected]>,
+    ends: Box<[u32]>,
+}
+
+impl ProjectedObject {
+    /// The values of field `i` (empty when out of range).
+    pub fn field(&self, i: usize) -> &[Projected] {
+        let Some(&end) = self.ends.get(i) else {
+            return &[];
+        };
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        self.values.get(start..end as usize).unwrap_or(&[])
+    }
+
+    /// Number of fields held (visible and index fields).
+    pub fn field_count(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Approximate heap bytes this object holds exclusively (interned
+    /// strings not counted), for memory accounting.
+    pub fn heap_bytes(&self) -> usize {
+        self.name.len()
+            + self.uid.len()
+            + self.resource_version.len()
+            + 3 * 16
+            + std::mem::size_of_val(&*self.values)
+            + std::mem::size_of_val(&*self.ends)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn path(s: &str) -> FieldPath {
+        FieldPath::parse(s).unwrap()
+    }
+
+    #[test]
+    fn parses_fields_wildcards_and_quoted_keys() {
+        let p = path("spec.containers[*].resources.requests['nvidia.com/gpu']");
+        assert_eq!(
+            p.segments(),
+            &[
+                Segment::Key("spec".into()),
+                Segment::Key("containers".into()),
+                Segment::Each,
+                Segment::Key("resources".into()),
+                Segment::Key("requests".into()),
+                Segment::Key("nvidia.com/gpu".into()),
+            ]
+        );
+        assert!(p.is_multi());
+        assert_eq!(path(".metadata.name").segments().len(), 2);
+        assert_eq!(
+            path(r#"a["b.c"]"#).segments()[1],
+            Segment::Key("b.c".into())
+        );
+    }
+
+    #[test]
+    fn rejects_malformed_paths_naming_the_position() {
+        for (bad, at) in [
+            ("", 0),
+            (".", 1),
+            ("a..b", 2),
+            ("a.", 2),
+            ("a[0]", 1),
+            ("a['x", 1),
+            ("a['x']b", 6),
+            ("a['']", 3),
+            ("a]", 1),
+        ] {
+            let e = FieldPath::parse(bad).unwrap_err();
+            assert_eq!(e.at, at, "{bad:?}: {e}");
+            assert!(e.to_string().contains(bad), "{e}");
+        }
+    }
+
+    #[test]
+    fn wildcard_paths_stay_aligned_per_element() {
+        let pod = json!({"spec": {"initContainers": [
+            {"name": "a", "restartPolicy": "Always", "resources": {"requests": {"g": "1"}}},
+            {"name": "b", "resources": {"limits": {"g": 2}}},
+        ]}});
+        let mut i = Interner::default();
+        let projection = Projection::new(
+            vec![
+                path("spec.initContainers[*].restartPolicy"),
+                path("spec.initContainers[*].resources.requests['g']"),
+                path("spec.initContainers[*].resources.limits['g']"),
+                path("spec.containers[*].name"),
+                path("spec.nodeName"),
+            ],
+            vec![],
+        );
+        let o = projection.project(&pod, &mut i);
+        assert_eq!(
+            o.field(0),
+            &[Projected::Str("Always".into()), Projected::Absent]
+        );
+        assert_eq!(o.field(1), &[Projected::Str("1".into()), Projected::Absent]);
+        assert_eq!(o.field(2), &[Projected::Absent, Projected::Int(2)]);
+        assert_eq!(o.field(3), &[] as &[Projected]);
+        assert_eq!(o.field(4), &[Projected::Absent]);
+        assert_eq!(o.field(9), &[] as &[Projected]);
+    }
+
+    #[test]
+    fn objects_and_lists_at_the_leaf_become_json_text() {
+        let mut i = Interner::default();
+        let mut out = Vec::new();
+        path("metadata.labels").extract(
+            &json!({"metadata": {"labels": {"a": "b"}}}),
+            &mut i,
+            &mut out,
+        );
+        assert_eq!(out, vec![Projected::Json(r#"{"a":"b"}"#.into())]);
+    }
+
+    #[test]
+    fn interner_shares_equal_strings_and_sweeps_unused_ones() {
+        let mut i = Interner::default();
+        let a = i.intern("node-1");
+        let b = i.intern("node-1");
+        assert!(Arc::ptr_eq(&a, &b));
+        drop((a, b));
+        i.intern("kept");
+        let _kept = i.intern("kept");
+        i.sweep();
+        assert_eq!(i.len(), 1);
+    }
+}
