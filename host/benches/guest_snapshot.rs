@@ -56,7 +56,7 @@ fn main() {
         .map(|p| manifest.watches[0].projection.project(p, &mut interner))
         .collect();
     objs.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-    let refs = vec![objs.iter().collect::<Vec<_>>()];
+    let refs = vec![guest::snapshot::WatchView::identity(objs.iter().collect(), manifest.watches[0].projection.paths().len())];
 
     // Native baseline: the same summary logic over borrowed, projected data.
     let mut native = Vec::new();

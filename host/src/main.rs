@@ -20,8 +20,75 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run guests against a cluster (in-cluster config first, then kubeconfig).
+    Run(RunArgs),
     /// Run a guest once over objects from files and print its plan as JSON.
     Reconcile(ReconcileArgs),
+    /// Serve the embedded Kubernetes API server until SIGINT/SIGTERM.
+    Apiserver(ApiserverArgs),
+    /// Simulate a GPU cluster on the embedded API server and run the host
+    /// with the GPU-summary guest against it.
+    Demo(DemoArgs),
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// A guest component (.wasm). Repeatable: several guests share one host.
+    #[arg(long = "guest", required = true)]
+    guests: Vec<PathBuf>,
+    /// Kubeconfig file (default: in-cluster config, then $KUBECONFIG or ~/.kube/config).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// The host's namespace (default: the pod's namespace, the kubeconfig
+    /// context's namespace, or "default").
+    #[arg(long)]
+    namespace: Option<String>,
+    /// Guest configuration, GUEST.KEY=VALUE (GUEST is the guest's name or file stem). Repeatable.
+    #[arg(long = "config")]
+    config: Vec<String>,
+    /// Workers per guest.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// Resync period in seconds (guests may choose their own).
+    #[arg(long, default_value_t = 600)]
+    resync_seconds: u64,
+    #[command(flatten)]
+    sandbox: SandboxArgs,
+}
+
+#[derive(Args)]
+struct ApiserverArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    listen: std::net::SocketAddr,
+    /// Write an admin kubeconfig here.
+    #[arg(long)]
+    kubeconfig_out: Option<PathBuf>,
+    /// Watch history retained (events); older resourceVersions get 410 Gone.
+    #[arg(long)]
+    history: Option<usize>,
+}
+
+#[derive(Args)]
+struct DemoArgs {
+    /// Number of GPU nodes.
+    #[arg(long, default_value_t = 8)]
+    nodes: usize,
+    /// Pods kept alive by the simulator.
+    #[arg(long, default_value_t = 60)]
+    pods: usize,
+    /// Stop after this many seconds and print a verdict (default: until Ctrl-C).
+    #[arg(long)]
+    duration: Option<u64>,
+    /// Simulator actions per second.
+    #[arg(long, default_value_t = 20.0)]
+    rate: f64,
+    /// Simulator seed.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// The GPU-summary guest.
+    #[arg(long, default_value = "target/wasm32-wasip2/guest/guest_gpu_summary.wasm")]
+    guest: PathBuf,
 }
 
 /// Sandbox limits shared by every command that runs guests.
@@ -91,6 +158,93 @@ fn reconcile(args: ReconcileArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("using kubeconfig {}", path.display()))?
+        }
+        None => match kube::Config::incluster() {
+            Ok(c) => c,
+            Err(_) => kube::Config::from_kubeconfig(&kube::config::KubeConfigOptions::default())
+                .await
+                .context("no in-cluster configuration and no usable kubeconfig")?,
+        },
+    };
+    kube::Client::try_from(config).context("creating the Kubernetes client")
+}
+
+fn host_namespace(flag: Option<String>, client: &kube::Client) -> String {
+    flag.or_else(|| {
+        std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+    })
+    .unwrap_or_else(|| client.default_namespace().to_string())
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let client = kube_client(args.kubeconfig.as_deref()).await?;
+    let namespace = host_namespace(args.namespace, &client);
+    let guest_config = wasmctrl::controller::split_guest_config(&args.config).map_err(anyhow::Error::msg)?;
+    let config = wasmctrl::runner::HostConfig {
+        guests: args.guests,
+        namespace,
+        guest_config,
+        controller: wasmctrl::controller::ControllerConfig::default()
+            .workers(args.workers)
+            .resync(Duration::from_secs(args.resync_seconds))
+            .instance(std::env::var("POD_NAME").ok()),
+        runtime: args.sandbox.runtime_config(),
+    };
+    let host = wasmctrl::runner::Host::start(client, config, None).await?;
+    host.run(shutdown_signal(), Duration::from_secs(10)).await?;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+async fn apiserver(args: ApiserverArgs) -> anyhow::Result<()> {
+    let mut config = wasmctrl::apiserver::ApiServerConfig::default().listen(args.listen);
+    if let Some(h) = args.history {
+        config = config.history(h);
+    }
+    wasmctrl::apiserver::serve_until_signal(config, args.kubeconfig_out.as_deref()).await?;
+    Ok(())
+}
+
+async fn demo(args: DemoArgs) -> anyhow::Result<()> {
+    let verdict = wasmctrl::demo::run(wasmctrl::demo::DemoConfig {
+        nodes: args.nodes,
+        pods: args.pods,
+        duration: args.duration.map(Duration::from_secs),
+        guest: args.guest,
+        rate: args.rate,
+        seed: args.seed,
+    })
+    .await?;
+    if args.duration.is_some() && !verdict.converged {
+        anyhow::bail!("the summary did not converge to the ground truth");
+    }
+    Ok(())
+}
+
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -103,8 +257,18 @@ fn init_tracing() {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("wasmctrl: error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let result = match cli.command {
         Command::Reconcile(args) => reconcile(args),
+        Command::Run(args) => runtime.block_on(run(args)),
+        Command::Apiserver(args) => runtime.block_on(apiserver(args)),
+        Command::Demo(args) => runtime.block_on(demo(args)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

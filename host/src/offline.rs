@@ -108,8 +108,12 @@ pub fn reconcile(
     let manifest = module.manifest(env)?;
     let mut interner = Interner::default();
     let world = project_world(&manifest, objects, &mut interner)?;
-    let refs: Vec<Vec<&ProjectedObject>> = world.iter().map(|w| w.iter().collect()).collect();
-    let snapshot = guest::snapshot::build(&manifest, &refs);
+    let views: Vec<guest::snapshot::WatchView<'_>> = world
+        .iter()
+        .zip(&manifest.watches)
+        .map(|(objs, w)| guest::snapshot::WatchView::identity(objs.iter().collect(), w.projection.paths().len()))
+        .collect();
+    let snapshot = guest::snapshot::build(&manifest, &views);
     let mut plans = Vec::new();
     for key in keys(&manifest, &world) {
         let (result, _stats) = module.reconcile(&manifest, env, &key, &snapshot);

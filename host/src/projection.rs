@@ -120,6 +120,15 @@ impl FieldPath {
         })
     }
 
+    /// The path that yields the whole object as JSON text (host-internal:
+    /// the outputs cache keeps written objects whole).
+    pub fn whole() -> Self {
+        FieldPath {
+            text: String::new(),
+            segments: Vec::new(),
+        }
+    }
+
     /// The path as written.
     pub fn as_str(&self) -> &str {
         &self.text
@@ -308,6 +317,16 @@ pub struct ProjectedObject {
 }
 
 impl ProjectedObject {
+    /// Whether two projections of an object carry the same content
+    /// (resourceVersion aside).
+    pub fn same_content(&self, other: &ProjectedObject) -> bool {
+        self.namespace == other.namespace
+            && self.name == other.name
+            && self.uid == other.uid
+            && self.ends == other.ends
+            && self.values == other.values
+    }
+
     /// The values of field `i` (empty when out of range).
     pub fn field(&self, i: usize) -> &[Projected] {
         let Some(&end) = self.ends.get(i) else {

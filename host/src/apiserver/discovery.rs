@@ -122,6 +122,84 @@ pub fn resources(reg: &Registry, group: &str, version: &str) -> Option<Value> {
     }))
 }
 
+fn gv_path(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
+}
+
+/// `/openapi/v3` root: one entry per served group/version.
+pub fn openapi_v3_root(reg: &Registry) -> Value {
+    let mut paths = serde_json::Map::new();
+    let mut gvs: Vec<(String, String)> = Vec::new();
+    for r in reg.all() {
+        let gv = (r.group.clone(), r.version.clone());
+        if !gvs.contains(&gv) {
+            gvs.push(gv);
+        }
+    }
+    for (g, v) in gvs {
+        let p = gv_path(&g, &v);
+        paths.insert(
+            p.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{p}")}),
+        );
+    }
+    json!({"paths": paths})
+}
+
+/// `/openapi/v3/{api/v1|apis/g/v}`: a minimal OpenAPI 3 document that
+/// declares, per resource, the PATCH operation and its `fieldValidation`
+/// parameter. kubectl reads exactly this to decide it may leave validation
+/// to the server (`--validate=strict` then needs no client-side schema).
+/// Object schemas are not published.
+pub fn openapi_v3_group_version(reg: &Registry, group: &str, version: &str) -> Option<Value> {
+    let list = reg.resources_in(group, version);
+    if list.is_empty() {
+        return None;
+    }
+    let prefix = gv_path(group, version);
+    let mut paths = serde_json::Map::new();
+    for r in &list {
+        let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind});
+        let params = json!([
+            {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+            {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+            {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+            {"name": "force", "in": "query", "schema": {"type": "boolean", "uniqueItems": true}},
+        ]);
+        let op = |action: &str| {
+            json!({
+                "operationId": format!("{action}{}", r.kind),
+                "parameters": params,
+                "responses": {"200": {"description": "OK"}},
+                "x-kubernetes-action": action,
+                "x-kubernetes-group-version-kind": gvk,
+            })
+        };
+        let item = if r.namespaced {
+            format!("/{prefix}/namespaces/{{namespace}}/{}/{{name}}", r.plural)
+        } else {
+            format!("/{prefix}/{}/{{name}}", r.plural)
+        };
+        paths.insert(item, json!({"get": op("get"), "put": op("put"), "patch": op("patch"), "delete": op("delete")}));
+        let coll = if r.namespaced {
+            format!("/{prefix}/namespaces/{{namespace}}/{}", r.plural)
+        } else {
+            format!("/{prefix}/{}", r.plural)
+        };
+        paths.insert(coll, json!({"get": op("list"), "post": op("post")}));
+    }
+    Some(json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": GIT_VERSION},
+        "paths": paths,
+        "components": {"schemas": {}},
+    }))
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -135,6 +213,23 @@ mod tests {
         assert_eq!(pods["shortNames"], json!(["po"]));
         assert!(rs.iter().any(|r| r["name"] == "pods/status"));
         assert!(resources(&Registry::new(), "nope", "v1").is_none());
+    }
+
+    #[test]
+    fn openapi_v3_declares_field_validation_on_patch() {
+        let reg = Registry::new();
+        let root = openapi_v3_root(&reg);
+        assert_eq!(
+            root["paths"]["api/v1"]["serverRelativeURL"],
+            "/openapi/v3/api/v1"
+        );
+        let doc = openapi_v3_group_version(&reg, "", "v1").unwrap();
+        let patch = &doc["paths"]["/api/v1/namespaces/{namespace}/configmaps/{name}"]["patch"];
+        assert_eq!(
+            patch["x-kubernetes-group-version-kind"]["kind"],
+            "ConfigMap"
+        );
+        assert_eq!(patch["parameters"][0]["name"], "fieldValidation");
     }
 
     #[test]

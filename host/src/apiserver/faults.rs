@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Deserialize;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use super::status::ApiError;
 use super::store::Store;
@@ -90,6 +90,13 @@ pub enum FaultCommand {
         /// The verb.
         verb: String,
     },
+    /// Stop the listener (closing every connection), stay down for
+    /// `down_millis`, then listen again on the same address; state is kept.
+    RestartListener {
+        /// How long the server stays unreachable.
+        #[serde(default)]
+        down_millis: u64,
+    },
     /// Undo every fault.
     Clear,
 }
@@ -103,6 +110,8 @@ struct Inner {
     drops: watch::Sender<u64>,
     /// Requests failed so far (observable by tests).
     injected: AtomicU64,
+    /// Where listener restarts are requested (set by the server).
+    restart: Mutex<Option<mpsc::UnboundedSender<Duration>>>,
 }
 
 /// Handle to the server's fault state; cheap to clone.
@@ -126,6 +135,7 @@ impl Faults {
                 latency_ms: AtomicU64::new(0),
                 drops,
                 injected: AtomicU64::new(0),
+                restart: Mutex::new(None),
             }),
         }
     }
@@ -177,8 +187,24 @@ impl Faults {
             FaultCommand::Fail(rule) => self.fail(rule),
             FaultCommand::Latency { millis } => self.set_latency(Duration::from_millis(millis)),
             FaultCommand::DenyVerb { verb } => self.deny_verb(&verb),
+            FaultCommand::RestartListener { down_millis } => {
+                self.restart_listener(Duration::from_millis(down_millis));
+            }
             FaultCommand::Clear => self.clear(),
         }
+    }
+
+    /// Stops the listener shortly after this call (closing every
+    /// connection and watch), keeps it down for `down`, then listens again
+    /// on the same address. Returns false if the server is gone.
+    pub fn restart_listener(&self, down: Duration) -> bool {
+        lock(&self.inner.restart)
+            .as_ref()
+            .is_some_and(|tx| tx.send(down).is_ok())
+    }
+
+    pub(crate) fn set_restart_channel(&self, tx: mpsc::UnboundedSender<Duration>) {
+        *lock(&self.inner.restart) = Some(tx);
     }
 
     pub(crate) fn latency(&self) -> Option<Duration> {

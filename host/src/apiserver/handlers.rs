@@ -97,6 +97,17 @@ impl Target {
     fn stale(&self) -> ApiError {
         ApiError::stale(&self.info.group, &self.info.plural, self.name())
     }
+    /// Which fields the registry strategy resets for this write, for managedFields.
+    fn apply_options(&self) -> patch::ApplyOptions {
+        if self.sub.as_deref() == Some("status") {
+            patch::ApplyOptions::status_subresource()
+        } else if self.info.has_status {
+            patch::ApplyOptions::main_resource_with_status()
+        } else {
+            patch::ApplyOptions::default()
+        }
+    }
+
     fn object_kind(&self) -> patch::ObjectKind {
         patch::ObjectKind {
             group: self.info.group.clone(),
@@ -211,6 +222,10 @@ async fn dispatch(app: &AppState, req: Request) -> Result<Response> {
         ["apis"] => Some(discovery::groups(&app.registry)),
         ["apis", g] => discovery::group(&app.registry, g),
         ["apis", g, v] => discovery::resources(&app.registry, g, v),
+        ["openapi", "v3"] => Some(discovery::openapi_v3_root(&app.registry)),
+        ["openapi", "v3", "api", v] => discovery::openapi_v3_group_version(&app.registry, "", v),
+        ["openapi", "v3", "apis", g, v] => discovery::openapi_v3_group_version(&app.registry, g, v),
+        // OpenAPI v2 (and unknown v3 paths) are not published
         ["openapi", ..] => return Err(ApiError::NoRoute),
         ["wasmctrl", "faults"] => return fault_endpoint(app, &user, req).await,
         ["api", "v1", ..] | ["apis", _, _, ..] => None,
@@ -218,6 +233,9 @@ async fn dispatch(app: &AppState, req: Request) -> Result<Response> {
     };
     if let Some(doc) = discovery_doc {
         return Ok(value_response(StatusCode::OK, &doc));
+    }
+    if segs.first() == Some(&"openapi") || matches!(segs.as_slice(), ["apis", _] | ["apis", _, _]) {
+        return Err(ApiError::NoRoute);
     }
     let (group, version, rest) = match segs.as_slice() {
         ["api", "v1", rest @ ..] => ("", "v1", rest),
@@ -696,7 +714,15 @@ impl Ctx<'_> {
         if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("managedFields");
         }
-        patch::record_update(None, &mut obj, &self.manager, "Update", None, &now);
+        patch::record_update_with(
+            None,
+            &mut obj,
+            &self.manager,
+            "Update",
+            &now,
+            &self.target.apply_options(),
+            &self.target.object_kind(),
+        );
         let key = (
             self.target.namespace.clone().unwrap_or_default(),
             name.clone(),
@@ -763,13 +789,14 @@ impl Ctx<'_> {
             Some(mf) => {
                 meta_mut(&mut new).insert("managedFields".into(), mf);
             }
-            None => patch::record_update(
+            None => patch::record_update_with(
                 Some(&oldv),
                 &mut new,
                 &self.manager,
                 "Update",
-                self.target.sub.as_deref(),
                 &now,
+                &self.target.apply_options(),
+                &self.target.object_kind(),
             ),
         }
         if meta_str(&oldv, "deletionTimestamp").is_some() {
@@ -871,8 +898,9 @@ impl Ctx<'_> {
                 .ok_or_else(|| self.target.not_found())?;
             let oldv = old.value();
             let patched = match ct.as_str() {
-                "application/json-patch+json" => patch::json_patch(&oldv, &patch_doc)
-                    .map_err(|e| ApiError::Unprocessable(e.to_string()))?,
+                "application/json-patch+json" => {
+                    patch::json_patch(&oldv, &patch_doc).map_err(patch_error)?
+                }
                 "application/merge-patch+json" => {
                     if !patch_doc.is_object() {
                         return Err(ApiError::BadRequest(
@@ -882,7 +910,7 @@ impl Ctx<'_> {
                     patch::json_merge_patch(&oldv, &patch_doc)
                 }
                 _ => patch::strategic_merge_patch(&oldv, &patch_doc, &self.target.object_kind())
-                    .map_err(|e| ApiError::Unprocessable(e.to_string()))?,
+                    .map_err(patch_error)?,
             };
             let mut patched = patched;
             if !patched.is_object() {
@@ -926,13 +954,14 @@ impl Ctx<'_> {
             let old = self.store().get(&self.target.storage(), &self.target.key());
             let oldv = old.as_ref().map(Stored::value);
             let now = now_rfc3339();
-            let result = patch::server_side_apply(
+            let result = patch::server_side_apply_with(
                 oldv.as_ref(),
                 &applied,
                 &self.manager,
                 force,
                 &kind,
                 &now,
+                &self.target.apply_options(),
             )
             .map_err(|e| self.apply_error(e))?;
             match old {
@@ -1002,12 +1031,12 @@ impl Ctx<'_> {
                     .into_iter()
                     .map(|c| Cause {
                         reason: "FieldManagerConflict".into(),
-                        message: format!("conflict with \"{}\"", c.manager),
+                        message: c.message,
                         field: c.field,
                     })
                     .collect(),
             },
-            patch::ApplyError::Invalid(m) => ApiError::Unprocessable(m),
+            patch::ApplyError::Invalid(m) => ApiError::BadRequest(m),
         }
     }
 
@@ -1153,6 +1182,14 @@ impl Ctx<'_> {
                 "items": items,
             }),
         ))
+    }
+}
+
+/// A malformed patch document is 400; one that does not apply is 422.
+fn patch_error(e: patch::PatchError) -> ApiError {
+    match e {
+        patch::PatchError::InvalidPatch(_) => ApiError::BadRequest(e.to_string()),
+        other => ApiError::Unprocessable(other.to_string()),
     }
 }
 

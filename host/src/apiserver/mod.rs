@@ -13,7 +13,6 @@ pub mod discovery;
 pub mod faults;
 mod handlers;
 pub mod objects;
-#[path = "patch_stub.rs"]
 pub mod patch;
 pub mod registry;
 pub mod selector;

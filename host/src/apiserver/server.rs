@@ -162,17 +162,21 @@ impl ApiServer {
             .with_state(state.clone());
         let listener = TcpListener::bind(config.listen).await?;
         let addr = listener.local_addr()?;
-        let running = RunningApiServer {
+        let ctl = Arc::new(Listener {
+            addr,
+            router,
+            acceptor: TlsAcceptor::from(Arc::new(tls)),
+            handle: Mutex::new(None),
+        });
+        ctl.spawn(listener);
+        spawn_restart_requests(&ctl, &state.faults);
+        Ok(RunningApiServer {
             addr,
             ca_pem,
             admin_token,
             state,
-            router,
-            acceptor: TlsAcceptor::from(Arc::new(tls)),
-            listener: Mutex::new(None),
-        };
-        running.spawn_listener(listener);
-        Ok(running)
+            listener: ctl,
+        })
     }
 }
 
@@ -241,27 +245,20 @@ struct ListenerHandle {
     task: JoinHandle<()>,
 }
 
-/// A running embedded API server. Dropping it stops the listener.
-pub struct RunningApiServer {
+/// The accept loop and its connections; restartable on the same address.
+struct Listener {
     addr: SocketAddr,
-    ca_pem: String,
-    admin_token: String,
-    state: Arc<AppState>,
     router: Router,
     acceptor: TlsAcceptor,
-    listener: Mutex<Option<ListenerHandle>>,
+    handle: Mutex<Option<ListenerHandle>>,
 }
 
-impl std::fmt::Debug for RunningApiServer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RunningApiServer")
-            .field("addr", &self.addr)
-            .finish_non_exhaustive()
+impl Listener {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<ListenerHandle>> {
+        self.handle.lock().unwrap_or_else(|p| p.into_inner())
     }
-}
 
-impl RunningApiServer {
-    fn spawn_listener(&self, listener: TcpListener) {
+    fn spawn(&self, listener: TcpListener) {
         let (stop, mut stopped) = watch::channel(false);
         let acceptor = self.acceptor.clone();
         let router = self.router.clone();
@@ -288,10 +285,69 @@ impl RunningApiServer {
                 });
             }
         });
-        let mut slot = self.listener.lock().unwrap_or_else(|p| p.into_inner());
-        *slot = Some(ListenerHandle { stop, task });
+        *self.slot() = Some(ListenerHandle { stop, task });
     }
 
+    async fn stop(&self) -> Result<()> {
+        let handle = self
+            .slot()
+            .take()
+            .ok_or(ServerError::Listener("not running"))?;
+        let _ = handle.stop.send(true);
+        let _ = handle.task.await;
+        Ok(())
+    }
+
+    async fn restart(&self) -> Result<()> {
+        if self.slot().is_some() {
+            return Err(ServerError::Listener("already running"));
+        }
+        let listener = TcpListener::bind(self.addr).await?;
+        self.spawn(listener);
+        Ok(())
+    }
+}
+
+/// Serves `Faults::restart_listener` requests (also sent by the admin
+/// endpoint): stop, stay down, listen again. Holds the listener weakly so
+/// dropping the server ends it.
+fn spawn_restart_requests(ctl: &Arc<Listener>, faults: &Faults) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Duration>();
+    faults.set_restart_channel(tx);
+    let weak = Arc::downgrade(ctl);
+    tokio::spawn(async move {
+        while let Some(down) = rx.recv().await {
+            // let the response to an admin request leave before the connection closes
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let Some(ctl) = weak.upgrade() else { break };
+            if ctl.stop().await.is_ok() {
+                tokio::time::sleep(down).await;
+                if let Err(e) = ctl.restart().await {
+                    tracing::warn!(error = %e, "listener restart failed");
+                }
+            }
+        }
+    });
+}
+
+/// A running embedded API server. Dropping it stops the listener.
+pub struct RunningApiServer {
+    addr: SocketAddr,
+    ca_pem: String,
+    admin_token: String,
+    state: Arc<AppState>,
+    listener: Arc<Listener>,
+}
+
+impl std::fmt::Debug for RunningApiServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunningApiServer")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunningApiServer {
     /// The address the server listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
@@ -330,6 +386,11 @@ impl RunningApiServer {
     /// Number of stored objects of a resource (storage key: `pods`, `leases.coordination.k8s.io`).
     pub fn object_count(&self, storage_key: &str) -> usize {
         self.state.store.count(storage_key)
+    }
+
+    /// Bytes of serialized JSON stored for a resource's current objects.
+    pub fn stored_bytes(&self, storage_key: &str) -> usize {
+        self.state.store.stored_bytes(storage_key)
     }
 
     /// Adds (or replaces) a bearer token while running.
@@ -380,30 +441,12 @@ impl RunningApiServer {
 
     /// Stops accepting connections and closes open ones (state is kept).
     pub async fn stop_listener(&self) -> Result<()> {
-        let handle = self
-            .listener
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .ok_or(ServerError::Listener("not running"))?;
-        let _ = handle.stop.send(true);
-        let _ = handle.task.await;
-        Ok(())
+        self.listener.stop().await
     }
 
     /// Listens again on the same address after [`Self::stop_listener`].
     pub async fn restart_listener(&self) -> Result<()> {
-        if self
-            .listener
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some()
-        {
-            return Err(ServerError::Listener("already running"));
-        }
-        let listener = TcpListener::bind(self.addr).await?;
-        self.spawn_listener(listener);
-        Ok(())
+        self.listener.restart().await
     }
 
     /// Stops the server.
@@ -414,12 +457,7 @@ impl RunningApiServer {
 
 impl Drop for RunningApiServer {
     fn drop(&mut self) {
-        if let Some(h) = self
-            .listener
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
+        if let Some(h) = self.listener.slot().take() {
             let _ = h.stop.send(true);
         }
     }

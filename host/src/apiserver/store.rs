@@ -187,6 +187,14 @@ impl Store {
         self.lock().buckets.get(resource)?.get(key).cloned()
     }
 
+    /// Bytes of serialized JSON held for the current objects of a resource.
+    pub fn stored_bytes(&self, resource: &str) -> usize {
+        self.lock()
+            .buckets
+            .get(resource)
+            .map_or(0, |b| b.values().map(|o| o.json.len()).sum())
+    }
+
     /// Number of objects of a resource.
     pub fn count(&self, resource: &str) -> usize {
         self.lock().buckets.get(resource).map_or(0, BTreeMap::len)

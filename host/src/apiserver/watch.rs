@@ -4,7 +4,6 @@
 //! one that starts matching as ADDED), bookmarks, timeouts and fault-injected
 //! drops. It never reads or writes objects outside its subscription.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -199,19 +198,12 @@ pub fn error_stream(status: &Value) -> Body {
     Body::from(error_line(status))
 }
 
-/// Shared pieces of a watch response.
-pub fn content_type() -> &'static str {
-    "application/json"
-}
-
-/// Keeps the type of a shared record handle explicit for callers.
-pub type SharedRecord = Arc<Record>;
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::apiserver::registry::Registry;
+    use std::sync::Arc;
     use crate::apiserver::selector::{extract_attrs, FieldSelector, LabelSelector};
 
     fn rec(event: EventType, prev: Option<Value>, now: Value) -> Record {

@@ -41,20 +41,40 @@ impl<'a> Strings<'a> {
     }
 }
 
-/// Builds the snapshot for `manifest` from each watch's objects (the outer
-/// slice is indexed like `manifest.watches`; each inner list sorted by
-/// namespace, then name).
-pub fn build(manifest: &GuestManifest, per_watch: &[Vec<&ProjectedObject>]) -> wit::Snapshot {
-    let total: usize = per_watch.iter().map(Vec::len).sum();
+/// One watch's objects as the snapshot builder reads them.
+pub struct WatchView<'a> {
+    /// The objects, sorted by namespace, then name.
+    pub objects: Vec<&'a ProjectedObject>,
+    /// Where each of the guest's paths (visible fields, then index fields)
+    /// sits in the cached objects, which may hold a shared, wider projection.
+    pub positions: Vec<usize>,
+}
+
+impl<'a> WatchView<'a> {
+    /// Objects projected with exactly the guest's own paths.
+    pub fn identity(objects: Vec<&'a ProjectedObject>, paths: usize) -> Self {
+        WatchView {
+            objects,
+            positions: (0..paths).collect(),
+        }
+    }
+}
+
+/// Builds the snapshot for `manifest` from each watch's objects (indexed
+/// like `manifest.watches`).
+pub fn build(manifest: &GuestManifest, per_watch: &[WatchView<'_>]) -> wit::Snapshot {
+    let total: usize = per_watch.iter().map(|w| w.objects.len()).sum();
     let mut strings = Strings::new();
     let mut objects = Vec::with_capacity(total);
     let mut slots = Vec::new();
     let mut values = Vec::new();
     let mut indexes = Vec::new();
     let mut base = 0u32;
-    for (w, (spec, objs)) in manifest.watches.iter().zip(per_watch).enumerate() {
+    for (w, (spec, view)) in manifest.watches.iter().zip(per_watch).enumerate() {
         let w = u32::try_from(w).unwrap_or(u32::MAX);
         let visible = spec.projection.visible();
+        let objs = &view.objects;
+        let at = |i: usize| view.positions.get(i).copied().unwrap_or(usize::MAX);
         for obj in objs {
             objects.push(wit::Object {
                 watch: w,
@@ -63,7 +83,7 @@ pub fn build(manifest: &GuestManifest, per_watch: &[Vec<&ProjectedObject>]) -> w
                 slots: u32::try_from(slots.len()).unwrap_or(u32::MAX),
             });
             for f in 0..visible {
-                let field = obj.field(f);
+                let field = obj.field(at(f));
                 slots.push(wit::Span {
                     start: u32::try_from(values.len()).unwrap_or(u32::MAX),
                     len: u32::try_from(field.len()).unwrap_or(u32::MAX),
@@ -81,7 +101,7 @@ pub fn build(manifest: &GuestManifest, per_watch: &[Vec<&ProjectedObject>]) -> w
         for (i, name) in spec.indexes.iter().enumerate() {
             let mut buckets: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
             for (n, obj) in objs.iter().enumerate() {
-                for v in obj.field(visible + i) {
+                for v in obj.field(at(visible + i)) {
                     if let Some(key) = v.as_str() {
                         buckets
                             .entry(key)

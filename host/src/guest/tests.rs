@@ -152,7 +152,7 @@ fn env() -> Environment {
 }
 
 fn empty_snapshot() -> Snapshot {
-    snapshot::build(&gpu_manifest(), &[vec![]])
+    snapshot::build(&gpu_manifest(), &[snapshot::WatchView::identity(vec![], 1)])
 }
 
 fn run_wat(config: RuntimeConfig, body: &str, snapshot: &Snapshot) -> GuestError {
@@ -220,7 +220,7 @@ fn snapshot_larger_than_the_cap_is_out_of_memory_not_a_crash() {
             )
         })
         .collect();
-    let snap = snapshot::build(&m, &[objs.iter().collect()]);
+    let snap = snapshot::build(&m, &[snapshot::WatchView::identity(objs.iter().collect(), m.watches[0].projection.paths().len())]);
     let e = run_wat(
         RuntimeConfig::default().memory_limit(1 << 20),
         "unreachable",
@@ -375,7 +375,7 @@ fn gpu_guest_reconciles_a_projected_world() {
         .iter()
         .map(|p| m.watches[0].projection.project(p, &mut interner))
         .collect();
-    let snap = snapshot::build(&m, &[objs.iter().collect()]);
+    let snap = snapshot::build(&m, &[snapshot::WatchView::identity(objs.iter().collect(), m.watches[0].projection.paths().len())]);
     let (plan, _) = module.reconcile(&m, &env(), "gpu-summary", &snap);
     let plan = plan.unwrap();
     assert_eq!(

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Map, Value};
 
 use super::fields::{path_string, FieldPath, FieldSet, PathElement};
-use super::schema::{list_type, ListType};
+use super::schema::{ListKind, SchemaOverrides, Types, BUILTIN_GROUPS};
 use super::{ApplyError, FieldConflict, ObjectKind};
 
 /// The manager that is given ownership of every existing field when an
@@ -73,6 +73,9 @@ pub struct ApplyOptions {
     /// that the registry strategy resets. They are never owned, never
     /// conflict, and an apply keeps their live value.
     pub ignored_fields: Vec<Vec<String>>,
+    /// List and map semantics from the CRD schema of a custom resource;
+    /// `None` uses the built-in table only.
+    pub schema: Option<SchemaOverrides>,
 }
 
 impl ApplyOptions {
@@ -83,6 +86,7 @@ impl ApplyOptions {
         Self {
             subresource: None,
             ignored_fields: vec![vec!["status".to_owned()]],
+            schema: None,
         }
     }
 
@@ -93,6 +97,7 @@ impl ApplyOptions {
         Self {
             subresource: Some("status".to_owned()),
             ignored_fields: vec![vec!["spec".to_owned()]],
+            schema: None,
         }
     }
 
@@ -100,6 +105,13 @@ impl ApplyOptions {
     #[must_use]
     pub fn subresource(mut self, subresource: &str) -> Self {
         self.subresource = Some(subresource.to_owned());
+        self
+    }
+
+    /// Uses the list and map semantics of a custom resource's CRD schema.
+    #[must_use]
+    pub fn schema(mut self, schema: SchemaOverrides) -> Self {
+        self.schema = Some(schema);
         self
     }
 
@@ -174,6 +186,10 @@ pub fn server_side_apply_with(
     options: &ApplyOptions,
 ) -> Result<Value, ApplyError> {
     validate_applied(applied, kind)?;
+    let types = Types {
+        kind,
+        overrides: options.schema.as_ref(),
+    };
     let api_version = kind.api_version();
     let subresource = options.subresource.as_deref();
     let ignored = options.ignored_set();
@@ -186,7 +202,7 @@ pub fn server_side_apply_with(
     let base = live.map_or_else(|| Value::Object(Map::new()), without_managed_fields);
 
     if live.is_some() && managers.entries.is_empty() {
-        let cmp = compare(kind, &Value::Object(Map::new()), &base);
+        let cmp = compare(&types, &Value::Object(Map::new()), &base);
         let set = strip(
             &cmp.added
                 .union(&cmp.modified)
@@ -204,10 +220,10 @@ pub fn server_side_apply_with(
         }
     }
 
-    let config_set = to_field_set(kind, applied)
+    let config_set = to_field_set(&types, applied)
         .map_err(ApplyError::Invalid)?
         .recursive_difference(&ignored);
-    let mut merged = merge(kind, Some(&base), &without_managed_fields(applied));
+    let mut merged = merge(&types, Some(&base), &without_managed_fields(applied));
     reset_ignored(&mut merged, &base, &options.ignored_fields);
 
     let key = ManagerKey::new(manager, APPLY, &api_version, subresource);
@@ -222,13 +238,13 @@ pub fn server_side_apply_with(
             &mut merged,
             &last_set,
             Some(&owned_after),
-            kind,
+            &types,
             &mut Vec::new(),
         );
     }
-    drop_nulls(&mut merged);
+    drop_applied_nulls(&mut merged, applied);
 
-    let cmp = compare(kind, &base, &merged).exclude(&ignored);
+    let cmp = compare(&types, &base, &merged).exclude(&ignored);
     let changed = cmp.added.union(&cmp.modified);
     let conflicts: Vec<(ManagerKey, FieldSet)> = managers
         .entries
@@ -291,7 +307,7 @@ pub fn record_update(
 ) {
     let options = ApplyOptions {
         subresource: subresource.map(str::to_owned),
-        ignored_fields: Vec::new(),
+        ..ApplyOptions::default()
     };
     let kind = kind_of(new);
     record_update_with(old, new, manager, operation, now, &options, &kind);
@@ -315,6 +331,10 @@ pub fn record_update_with(
         .map_or_else(|| kind.api_version(), str::to_owned);
     let subresource = options.subresource.as_deref();
     let ignored = options.ignored_set();
+    let types = Types {
+        kind,
+        overrides: options.schema.as_ref(),
+    };
     let old_managers = || {
         old.and_then(|o| decode_managed_fields(o).ok())
             .unwrap_or_default()
@@ -338,8 +358,8 @@ pub fn record_update_with(
     if old.is_some() && managers.entries.is_empty() {
         return;
     }
-    let lhs = old.map_or_else(|| Value::Object(Map::new()), without_managed_fields);
-    let cmp = compare(kind, &lhs, new).exclude(&ignored);
+    let lhs = old.map_or_else(|| empty_object(kind, new), without_managed_fields);
+    let cmp = compare(&types, &lhs, new).exclude(&ignored);
     let taken = cmp.added.union(&cmp.modified);
     for e in managers.entries.values_mut() {
         e.set = e.set.difference(&taken).difference(&cmp.removed);
@@ -362,6 +382,22 @@ pub fn record_update_with(
     }
     managers.finish();
     set_managed_fields(new, managers.encode());
+}
+
+/// What a create is compared against: the real server compares with the
+/// empty typed object, in which the non-pointer `metadata`, `spec` and
+/// `status` structs of built-in kinds already exist (so the creator's entry
+/// has no `.` for them), while a custom resource starts from `{}`.
+fn empty_object(kind: &ObjectKind, new: &Value) -> Value {
+    let mut empty = Map::new();
+    if BUILTIN_GROUPS.contains(&kind.group.as_str()) {
+        for field in ["metadata", "spec", "status"] {
+            if new.get(field).is_some_and(Value::is_object) {
+                empty.insert(field.to_owned(), Value::Object(Map::new()));
+            }
+        }
+    }
+    Value::Object(empty)
 }
 
 /// The kind named by an object's `apiVersion` and `kind`.
@@ -696,28 +732,32 @@ fn names_of(names: &[String]) -> Vec<&str> {
     names.iter().map(String::as_str).collect()
 }
 
-fn type_of_list(kind: &ObjectKind, names: &[String]) -> ListType {
-    list_type(kind, &names_of(names))
+fn type_of_list(kind: &Types<'_>, names: &[String]) -> ListKind {
+    kind.list(&names_of(names))
+}
+
+fn atomic_map(kind: &Types<'_>, names: &[String]) -> bool {
+    kind.atomic_map(&names_of(names))
 }
 
 /// The path element of a list item, or why it has none.
-fn item_element(list: ListType, index: usize, item: &Value) -> Result<PathElement, String> {
+fn item_element(list: &ListKind, index: usize, item: &Value) -> Result<PathElement, String> {
     match list {
-        ListType::Atomic => Ok(PathElement::Index(index)),
-        ListType::Set => Ok(PathElement::Value(item.to_string())),
-        ListType::Map(keys) => {
+        ListKind::Atomic => Ok(PathElement::Index(index)),
+        ListKind::Set => Ok(PathElement::Value(item.to_string())),
+        ListKind::Map(keys) => {
             let mut fields = Vec::with_capacity(keys.len());
             for (key, default) in keys {
-                let value = match (item.get(*key), default) {
+                let value = match (item.get(key.as_str()), default) {
                     (Some(v), _) if !v.is_null() => v.to_string(),
-                    (_, Some(d)) => Value::String((*d).to_owned()).to_string(),
+                    (_, Some(d)) => d.clone(),
                     _ => {
                         return Err(format!(
                             "element {index}: associative list with keys has an element that omits key field {key:?} (and doesn't have default value)"
                         ))
                     }
                 };
-                fields.push(((*key).to_owned(), value));
+                fields.push((key.clone(), value));
             }
             fields.sort();
             Ok(PathElement::Key(fields))
@@ -739,7 +779,7 @@ fn get_path_mut<'a>(v: &'a mut Value, path: &[String]) -> Option<&'a mut Value> 
 
 /// Items of a non-atomic list with their path elements, first occurrence
 /// of a duplicate winning; items without a key fall back to their index.
-fn index_items(list: ListType, items: &[Value]) -> Vec<(PathElement, &Value)> {
+fn index_items<'a>(list: &ListKind, items: &'a [Value]) -> Vec<(PathElement, &'a Value)> {
     let mut seen = BTreeSet::new();
     let mut out = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
@@ -752,41 +792,42 @@ fn index_items(list: ListType, items: &[Value]) -> Vec<(PathElement, &Value)> {
 }
 
 /// structured-merge-diff `ToFieldSet` of an applied configuration.
-fn to_field_set(kind: &ObjectKind, applied: &Value) -> Result<FieldSet, String> {
+fn to_field_set(kind: &Types<'_>, applied: &Value) -> Result<FieldSet, String> {
     let mut set = FieldSet::new();
     field_set_node(kind, &mut Vec::new(), &mut Vec::new(), applied, &mut set)?;
     Ok(set)
 }
 
 fn field_set_node(
-    kind: &ObjectKind,
+    kind: &Types<'_>,
     names: &mut Vec<String>,
     path: &mut FieldPath,
     v: &Value,
     set: &mut FieldSet,
 ) -> Result<(), String> {
     match v {
+        Value::Object(_) if atomic_map(kind, names) => set.insert(path),
         Value::Object(m) => {
             for (k, child) in m {
                 names.push(k.clone());
                 path.push(PathElement::Field(k.clone()));
+                // A null is owned like a scalar (below); an empty object owns
+                // nothing, as structured-merge-diff's ToFieldSet does for
+                // declared fields.
                 field_set_node(kind, names, path, child, set)?;
-                if child.is_null() || child.as_object().is_some_and(Map::is_empty) {
-                    set.insert(path);
-                }
                 path.pop();
                 names.pop();
             }
         }
         Value::Array(items) => {
             let list = type_of_list(kind, names);
-            if list == ListType::Atomic {
+            if list == ListKind::Atomic {
                 set.insert(path);
                 return Ok(());
             }
             let mut seen = BTreeSet::new();
             for (i, item) in items.iter().enumerate() {
-                let pe = item_element(list, i, item)
+                let pe = item_element(&list, i, item)
                     .map_err(|e| format!(".{}: {e}", names.join(".")))?;
                 if !seen.insert(pe.clone()) {
                     return Err(format!(
@@ -825,7 +866,7 @@ impl Comparison {
     }
 }
 
-fn compare(kind: &ObjectKind, lhs: &Value, rhs: &Value) -> Comparison {
+fn compare(kind: &Types<'_>, lhs: &Value, rhs: &Value) -> Comparison {
     let mut c = Comparison::default();
     compare_node(
         kind,
@@ -848,7 +889,7 @@ fn compare_leaf(path: &FieldPath, lhs: Option<&Value>, rhs: Option<&Value>, c: &
 }
 
 fn compare_node(
-    kind: &ObjectKind,
+    kind: &Types<'_>,
     names: &mut Vec<String>,
     path: &mut FieldPath,
     lhs: Option<&Value>,
@@ -873,7 +914,9 @@ fn compare_node(
         1 => {
             let l = lhs.and_then(Value::as_object);
             let r = rhs.and_then(Value::as_object);
-            if l.is_none_or(Map::is_empty) && r.is_none_or(Map::is_empty) {
+            if atomic_map(kind, names)
+                || (l.is_none_or(Map::is_empty) && r.is_none_or(Map::is_empty))
+            {
                 compare_leaf(path, lhs, rhs, c);
                 return;
             }
@@ -902,14 +945,14 @@ fn compare_node(
             let l = lhs.and_then(Value::as_array);
             let r = rhs.and_then(Value::as_array);
             let list = type_of_list(kind, names);
-            if list == ListType::Atomic
+            if list == ListKind::Atomic
                 || (l.is_none_or(Vec::is_empty) && r.is_none_or(Vec::is_empty))
             {
                 compare_leaf(path, lhs, rhs, c);
                 return;
             }
-            let li = index_items(list, l.unwrap_or(&empty));
-            let ri = index_items(list, r.unwrap_or(&empty));
+            let li = index_items(&list, l.unwrap_or(&empty));
+            let ri = index_items(&list, r.unwrap_or(&empty));
             let find = find_item;
             let mut pes: Vec<PathElement> = li.iter().map(|(p, _)| p.clone()).collect();
             pes.extend(
@@ -940,18 +983,18 @@ fn post_item(path: &FieldPath, lhs: Option<&Value>, rhs: Option<&Value>, c: &mut
 /// structured-merge-diff `Merge` with the applied value winning: maps
 /// merge, associative lists and sets merge item by item in the order
 /// structured-merge-diff produces, everything else is replaced.
-fn merge(kind: &ObjectKind, lhs: Option<&Value>, rhs: &Value) -> Value {
+fn merge(kind: &Types<'_>, lhs: Option<&Value>, rhs: &Value) -> Value {
     merge_node(kind, &mut Vec::new(), lhs, rhs)
 }
 
 fn merge_node(
-    kind: &ObjectKind,
+    kind: &Types<'_>,
     names: &mut Vec<String>,
     lhs: Option<&Value>,
     rhs: &Value,
 ) -> Value {
     match (lhs, rhs) {
-        (Some(Value::Object(l)), Value::Object(r)) => {
+        (Some(Value::Object(l)), Value::Object(r)) if !atomic_map(kind, names) => {
             let mut out = l.clone();
             for (k, rv) in r {
                 names.push(k.clone());
@@ -963,10 +1006,10 @@ fn merge_node(
         }
         (Some(Value::Array(l)), Value::Array(r)) => {
             let list = type_of_list(kind, names);
-            if list == ListType::Atomic || (l.is_empty() && r.is_empty()) {
+            if list == ListKind::Atomic || (l.is_empty() && r.is_empty()) {
                 return rhs.clone();
             }
-            Value::Array(merge_list(kind, names, list, l, r))
+            Value::Array(merge_list(kind, names, &list, l, r))
         }
         _ => rhs.clone(),
     }
@@ -976,9 +1019,9 @@ fn merge_node(
 /// with items shared with the applied list kept in the applied order and
 /// new applied items inserted where the applied list puts them.
 fn merge_list(
-    kind: &ObjectKind,
+    kind: &Types<'_>,
     names: &mut Vec<String>,
-    list: ListType,
+    list: &ListKind,
     l: &[Value],
     r: &[Value],
 ) -> Vec<Value> {
@@ -1045,13 +1088,14 @@ fn prune(
     v: &mut Value,
     last: &FieldSet,
     owned: Option<&FieldSet>,
-    kind: &ObjectKind,
+    kind: &Types<'_>,
     names: &mut Vec<String>,
 ) -> bool {
     let covers = |set: Option<&FieldSet>, pe: &PathElement, member_only: bool| {
         set.is_some_and(|s| s.has_member(pe) || (!member_only && s.child(pe).is_some()))
     };
     match v {
+        Value::Object(_) if atomic_map(kind, names) => false,
         Value::Object(m) => {
             let before = m.len();
             let keys: Vec<String> = m.keys().cloned().collect();
@@ -1078,13 +1122,13 @@ fn prune(
         }
         Value::Array(items) => {
             let list = type_of_list(kind, names);
-            if list == ListType::Atomic {
+            if list == ListKind::Atomic {
                 return false;
             }
             let before = items.len();
             let mut kept = Vec::with_capacity(items.len());
             for (i, mut item) in std::mem::take(items).into_iter().enumerate() {
-                let pe = item_element(list, i, &item).unwrap_or(PathElement::Index(i));
+                let pe = item_element(&list, i, &item).unwrap_or(PathElement::Index(i));
                 if covers(Some(last), &pe, true) && !covers(owned, &pe, true) {
                     continue;
                 }
@@ -1108,16 +1152,22 @@ fn is_protected(names: &[String], key: &str) -> bool {
     }
 }
 
-/// Applied `null`s clear fields: drop null map values, as decoding into the
-/// typed object does on the real server.
-fn drop_nulls(v: &mut Value) {
-    match v {
-        Value::Object(m) => {
-            m.retain(|_, child| !child.is_null());
-            m.values_mut().for_each(drop_nulls);
+/// Applied `null`s clear fields: where the applied configuration has a
+/// `null` map value (outside lists), the merged object loses that key, as
+/// decoding into the typed object does on the real server. Other nulls in
+/// the live object are left alone.
+fn drop_applied_nulls(merged: &mut Value, applied: &Value) {
+    let (Value::Object(m), Value::Object(a)) = (merged, applied) else {
+        return;
+    };
+    for (k, av) in a {
+        if av.is_null() {
+            if m.get(k).is_some_and(Value::is_null) {
+                m.remove(k);
+            }
+        } else if let Some(child) = m.get_mut(k) {
+            drop_applied_nulls(child, av);
         }
-        Value::Array(items) => items.iter_mut().for_each(drop_nulls),
-        _ => {}
     }
 }
 
@@ -1382,6 +1432,42 @@ mod tests {
     }
 
     #[test]
+    fn record_update_on_create_treats_builtin_spec_as_preexisting() {
+        let mut pod = json!({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"app","image":"i"}]}});
+        record_update(None, &mut pod, "kubectl-create", "Update", None, T0);
+        assert_eq!(
+            entry(&pod, "kubectl-create")["fieldsV1"],
+            json!({"f:spec":{"f:containers":{".":{},"k:{\"name\":\"app\"}":{".":{},"f:image":{},"f:name":{}}}}})
+        );
+        let mut cr = json!({"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"},"spec":{"size":1}});
+        record_update(None, &mut cr, "kubectl-create", "Update", None, T0);
+        assert_eq!(
+            entry(&cr, "kubectl-create")["fieldsV1"],
+            json!({"f:spec":{".":{},"f:size":{}}})
+        );
+    }
+
+    #[test]
+    fn apply_omitting_field_inside_owned_container_removes_only_that_field() {
+        let v1 = ok(pod_apply(
+            None,
+            &pod(json!([{"name":"app","image":"i:1","args":["--x"]}])),
+            "one",
+            false,
+        ));
+        let v2 = ok(pod_apply(
+            Some(&v1),
+            &pod(json!([{"name":"app","image":"i:1"}])),
+            "one",
+            false,
+        ));
+        assert_eq!(
+            v2["spec"]["containers"],
+            json!([{"name":"app","image":"i:1"}])
+        );
+    }
+
+    #[test]
     fn record_update_takes_changed_fields_from_other_managers() {
         let v1 = ok(apply(None, &cm(json!({"a":"1","b":"1"})), "ctrl", false));
         let mut v2 = v1.clone();
@@ -1560,6 +1646,70 @@ mod tests {
     }
 
     #[test]
+    fn apply_is_idempotent_for_every_kind() {
+        let cases = [
+            (
+                ObjectKind::new("", "v1", "ConfigMap"),
+                json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","labels":{"a":"b"}},"data":{"k":"v"},"binaryData":{"b":"AA=="}}),
+            ),
+            (
+                ObjectKind::new("", "v1", "Pod"),
+                json!({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","finalizers":["x/y"]},"spec":{"containers":[{"name":"a","image":"i","env":[{"name":"E","value":"1"}],"ports":[{"containerPort":80,"protocol":"UDP"}]}],"tolerations":[{"key":"k"}]}}),
+            ),
+            (
+                ObjectKind::new("coordination.k8s.io", "v1", "Lease"),
+                json!({"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"l"},"spec":{"holderIdentity":"h","leaseDurationSeconds":15,"renewTime":"2026-01-01T00:00:00.000000Z"}}),
+            ),
+            (
+                ObjectKind::new("apps", "v1", "Deployment"),
+                json!({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"},"spec":{"replicas":2,"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"a","image":"i"}]}}}}),
+            ),
+            (
+                ObjectKind::new("example.com", "v1", "Widget"),
+                json!({"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"},"spec":{"nested":{"deep":{"x":1}},"list":[{"a":1}]}}),
+            ),
+        ];
+        for (kind, applied) in cases {
+            let first = server_side_apply(None, &applied, "m", false, &kind, T0).expect("create");
+            let second =
+                server_side_apply(Some(&first), &applied, "m", false, &kind, T1).expect("re-apply");
+            assert_eq!(first, second, "{} re-apply must be a no-op", kind.kind);
+            let mut noop = second.clone();
+            record_update(Some(&second), &mut noop, "other", "Update", None, T2);
+            assert_eq!(
+                noop, second,
+                "{} no-op update must not change ownership",
+                kind.kind
+            );
+        }
+    }
+
+    #[test]
+    fn managed_fields_sort_apply_first_then_by_time() {
+        let v1 = ok(server_side_apply(
+            None,
+            &cm(json!({"a":"1"})),
+            "zeta",
+            false,
+            &cm_kind(),
+            T1,
+        ));
+        let mut v2 = v1.clone();
+        v2["data"]["b"] = json!("2");
+        record_update(Some(&v1), &mut v2, "alpha", "Update", None, T0);
+        let v3 = ok(server_side_apply(
+            Some(&v2),
+            &cm(json!({"c":"3"})),
+            "beta",
+            false,
+            &cm_kind(),
+            T2,
+        ));
+        let order: Vec<String> = owners(&v3).into_iter().map(|(m, _, _)| m).collect();
+        assert_eq!(order, vec!["zeta", "beta", "alpha"]);
+    }
+
+    #[test]
     fn apply_rejects_invalid_configurations() {
         let mut with_mf = cm(json!({}));
         with_mf["metadata"]["managedFields"] = json!([]);
@@ -1703,6 +1853,48 @@ mod tests {
     }
 
     #[test]
+    fn apply_owns_atomic_selectors_whole() {
+        let kind = ObjectKind::new("apps", "v1", "Deployment");
+        let d = |sel: Value| json!({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"},"spec":{"selector":sel}});
+        let v1 = server_side_apply(
+            None,
+            &d(json!({"matchLabels":{"app":"a","tier":"x"}})),
+            "one",
+            false,
+            &kind,
+            T0,
+        )
+        .expect("create");
+        assert_eq!(
+            entry(&v1, "one")["fieldsV1"],
+            json!({"f:spec":{"f:selector":{}}})
+        );
+        let (list, _) = conflicts(server_side_apply(
+            Some(&v1),
+            &d(json!({"matchLabels":{"app":"a"}})),
+            "two",
+            false,
+            &kind,
+            T1,
+        ));
+        assert_eq!(list[0].field, ".spec.selector");
+        let v2 = server_side_apply(
+            Some(&v1),
+            &d(json!({"matchLabels":{"app":"a"}})),
+            "one",
+            false,
+            &kind,
+            T1,
+        )
+        .expect("replace");
+        assert_eq!(
+            v2["spec"]["selector"],
+            json!({"matchLabels":{"app":"a"}}),
+            "atomic maps are replaced, not merged"
+        );
+    }
+
+    #[test]
     fn apply_lease_holder_conflicts_between_candidates() {
         let kind = ObjectKind::new("coordination.k8s.io", "v1", "Lease");
         let lease = |holder: &str| json!({"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"l"},"spec":{"holderIdentity":holder,"leaseDurationSeconds":15}});
@@ -1768,6 +1960,74 @@ mod tests {
     }
 
     #[test]
+    fn apply_custom_resource_conditions_follow_crd_list_map_keys() {
+        let kind = ObjectKind::new("example.com", "v1", "Widget");
+        let schema = SchemaOverrides::from_openapi_v3(
+            &json!({"type":"object","properties":{"status":{"type":"object","properties":{
+            "conditions":{"type":"array","x-kubernetes-list-type":"map","x-kubernetes-list-map-keys":["type"],"items":{"type":"object"}}}}}}),
+        );
+        let options = ApplyOptions::status_subresource().schema(schema);
+        let w = |conds: Value| json!({"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"},"status":{"conditions":conds}});
+        let live = json!({"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"},"spec":{"size":1}});
+        let v1 = server_side_apply_with(
+            Some(&live),
+            &w(json!([{"type":"Ready","status":"True"}])),
+            "ctrl",
+            true,
+            &kind,
+            T0,
+            &options,
+        )
+        .expect("first condition");
+        let v2 = server_side_apply_with(
+            Some(&v1),
+            &w(json!([{"type":"Synced","status":"True"}])),
+            "syncer",
+            false,
+            &kind,
+            T1,
+            &options,
+        )
+        .expect("second condition merges, no conflict");
+        assert_eq!(v2["status"]["conditions"].as_array().map(Vec::len), Some(2));
+        assert_eq!(
+            entry(&v2, "syncer")["fieldsV1"],
+            json!({"f:status":{"f:conditions":{"k:{\"type\":\"Synced\"}":{".":{},"f:status":{},"f:type":{}}}}})
+        );
+        assert_eq!(
+            v2["spec"],
+            json!({"size":1}),
+            "a status apply never touches spec"
+        );
+        // Without the schema the same list is atomic: the second manager conflicts.
+        let atomic = ApplyOptions::status_subresource();
+        let a1 = server_side_apply_with(
+            Some(&live),
+            &w(json!([{"type":"Ready","status":"True"}])),
+            "ctrl",
+            true,
+            &kind,
+            T0,
+            &atomic,
+        )
+        .expect("first condition");
+        assert_eq!(
+            entry(&a1, "ctrl")["fieldsV1"],
+            json!({"f:status":{"f:conditions":{}}})
+        );
+        let (list, _) = conflicts(server_side_apply_with(
+            Some(&a1),
+            &w(json!([{"type":"Synced","status":"True"}])),
+            "syncer",
+            false,
+            &kind,
+            T1,
+            &atomic,
+        ));
+        assert_eq!(list[0].field, ".status.conditions");
+    }
+
+    #[test]
     fn apply_ignores_reset_fields() {
         let kind = ObjectKind::new("", "v1", "Pod");
         let live = json!({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"a"}]},"status":{"phase":"Running"}});
@@ -1798,6 +2058,15 @@ mod tests {
         let e = entry(&status, "kubelet");
         assert_eq!(e["subresource"], "status");
         assert_eq!(e["fieldsV1"], json!({"f:status":{"f:phase":{}}}));
+    }
+
+    #[test]
+    fn apply_empty_object_owns_nothing() {
+        let kind = ObjectKind::new("example.com", "v1", "Widget");
+        let w = json!({"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w","labels":{}},"spec":{}});
+        let got = server_side_apply(None, &w, "m", false, &kind, T0).expect("apply");
+        assert_eq!(got.pointer("/metadata/managedFields"), None);
+        assert_eq!(got["spec"], json!({}));
     }
 
     #[test]

@@ -8,9 +8,11 @@
 //! `resourceVersion`, `uid`, `generation` or timestamps other than the
 //! managed-fields `time` it is handed, never resets fields on behalf of a
 //! registry strategy beyond the ignored fields it is told about, and never
-//! builds HTTP `Status` objects: callers map [`PatchError`] and [`ApplyError`]
-//! to `Status` (422 `Invalid`, 409 `Conflict` with `FieldManagerConflict`
-//! causes) themselves.
+//! builds HTTP `Status` objects: callers map [`PatchError`] to 422 (400 for
+//! [`PatchError::InvalidPatch`], a malformed document) and [`ApplyError`]
+//! to 409 `Conflict` with one `FieldManagerConflict` cause per
+//! [`FieldConflict`] (`message` and `field` as given) or to 400
+//! `BadRequest` for [`ApplyError::Invalid`].
 //!
 //! Callers pick the variant that matches the request: [`record_update`] and
 //! [`server_side_apply`] for the main resource of kinds without a status
@@ -19,6 +21,9 @@
 //! writes of kinds whose strategy resets `status`
 //! ([`ApplyOptions::main_resource_with_status`]), so that the reset fields
 //! are never owned, as the real server's `ResetFieldsStrategy` ensures.
+//! Custom resources whose CRD declares `x-kubernetes-list-type` or
+//! `x-kubernetes-map-type` pass [`SchemaOverrides::from_openapi_v3`] in
+//! [`ApplyOptions::schema`]; without it their lists are atomic.
 
 mod apply;
 mod fields;
@@ -31,10 +36,12 @@ pub use apply::{
     record_update, record_update_with, server_side_apply, server_side_apply_with, ApplyOptions,
     ANCIENT_CHANGES_MANAGER, BEFORE_FIRST_APPLY_MANAGER, MAX_UPDATE_MANAGERS,
 };
-pub use fields::{FieldPath, FieldSet, PathElement};
+pub use fields::{path_string, FieldPath, FieldSet, PathElement};
 pub use json_patch::json_patch;
 pub use merge::json_merge_patch;
-pub use schema::{list_type, patch_strategy, ListType, PatchStrategy};
+pub use schema::{
+    is_atomic_map, list_type, patch_strategy, ListType, PatchStrategy, SchemaOverrides,
+};
 pub use strategic::strategic_merge_patch;
 
 /// The group, version and kind of the object a patch applies to; it selects

@@ -1,0 +1,249 @@
+//! Drives the embedded API server with the real kubectl binary (skipped with
+//! a visible message when kubectl is not installed).
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+use wasmctrl::apiserver::{ApiServer, ApiServerConfig, RunningApiServer};
+
+const KUBECTL_TIMEOUT: Duration = Duration::from_secs(20);
+
+fn kubectl_path() -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("kubectl"))
+            .find(|p| p.is_file())
+    })
+}
+
+struct Kubectl {
+    bin: PathBuf,
+    kubeconfig: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Kubectl {
+    fn new(bin: PathBuf, server: &RunningApiServer) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        server.write_kubeconfig(&kubeconfig).unwrap();
+        Kubectl {
+            bin,
+            kubeconfig,
+            _dir: dir,
+        }
+    }
+
+    fn dir(&self) -> &Path {
+        self._dir.path()
+    }
+
+    /// Runs kubectl; returns (success, stdout, stderr).
+    async fn run(&self, args: &[&str]) -> (bool, String, String) {
+        let out = tokio::time::timeout(
+            KUBECTL_TIMEOUT,
+            tokio::process::Command::new(&self.bin)
+                .arg("--kubeconfig")
+                .arg(&self.kubeconfig)
+                .arg("--cache-dir")
+                .arg(self.dir().join("cache"))
+                .args(args)
+                .kill_on_drop(true)
+                .output(),
+        )
+        .await
+        .expect("kubectl timed out")
+        .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    async fn ok(&self, args: &[&str]) -> String {
+        let (ok, out, err) = self.run(args).await;
+        assert!(ok, "kubectl {args:?} failed: {err}\n{out}");
+        out
+    }
+
+    fn write(&self, name: &str, content: &str) -> String {
+        let p = self.dir().join(name);
+        std::fs::write(&p, content).unwrap();
+        p.display().to_string()
+    }
+}
+
+const CONFIGMAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo\n  labels:\n    app: demo\ndata:\n  key: one\n";
+const POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: c\n    image: nginx:1.27\n    resources:\n      limits:\n        nvidia.com/gpu: \"1\"\n";
+
+#[tokio::test]
+async fn kubectl_create_get_apply_patch_delete_and_watch() {
+    let Some(bin) = kubectl_path() else {
+        eprintln!(
+            "SKIPPED kubectl_create_get_apply_patch_delete_and_watch: kubectl not found on PATH"
+        );
+        return;
+    };
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    let k = Kubectl::new(bin, &server);
+
+    let cm = k.write("cm.yaml", CONFIGMAP);
+    let out = k.ok(&["create", "-f", &cm]).await;
+    assert_eq!(out.trim(), "configmap/demo created");
+    let (ok, _, err) = k.run(&["create", "-f", &cm]).await;
+    assert!(!ok);
+    assert!(
+        err.contains("AlreadyExists") || err.contains("already exists"),
+        "{err}"
+    );
+
+    let json: Value =
+        serde_json::from_str(&k.ok(&["get", "configmap", "demo", "-o", "json"]).await).unwrap();
+    assert_eq!(json["data"]["key"], "one");
+    assert_eq!(json["metadata"]["labels"]["app"], "demo");
+
+    let table = k.ok(&["get", "configmaps"]).await;
+    let header = table.lines().next().unwrap();
+    assert!(
+        header.starts_with("NAME") && header.contains("AGE"),
+        "{table}"
+    );
+    assert!(table.contains("demo"));
+
+    // server-side apply takes ownership of data.key away from kubectl-create with --force-conflicts
+    let applied = k.write("applied.yaml", &CONFIGMAP.replace("key: one", "key: two"));
+    let (ok, _, err) = k.run(&["apply", "--server-side", "-f", &applied]).await;
+    assert!(!ok, "apply must conflict with kubectl-create's ownership");
+    assert!(err.contains("conflict with \"kubectl-create\""), "{err}");
+    assert!(err.contains(".data.key"), "{err}");
+    let out = k
+        .ok(&[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            &applied,
+        ])
+        .await;
+    assert_eq!(out.trim(), "configmap/demo serverside-applied");
+    let json: Value = serde_json::from_str(
+        &k.ok(&["get", "cm", "demo", "-o", "json", "--show-managed-fields"])
+            .await,
+    )
+    .unwrap();
+    assert_eq!(json["data"]["key"], "two");
+    let managers: Vec<&str> = json["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["manager"].as_str())
+        .collect();
+    assert!(managers.contains(&"kubectl"), "{managers:?}");
+
+    let out = k
+        .ok(&[
+            "patch",
+            "configmap",
+            "demo",
+            "-p",
+            r#"{"data":{"extra":"x"}}"#,
+        ])
+        .await;
+    assert_eq!(out.trim(), "configmap/demo patched");
+    let out = k
+        .ok(&[
+            "patch",
+            "configmap",
+            "demo",
+            "--type=merge",
+            "-p",
+            r#"{"data":{"extra":"y"}}"#,
+        ])
+        .await;
+    assert_eq!(out.trim(), "configmap/demo patched");
+    let out = k
+        .ok(&[
+            "patch",
+            "configmap",
+            "demo",
+            "--type=json",
+            "-p",
+            r#"[{"op":"remove","path":"/data/extra"}]"#,
+        ])
+        .await;
+    assert_eq!(out.trim(), "configmap/demo patched");
+    let json: Value =
+        serde_json::from_str(&k.ok(&["get", "cm", "demo", "-o", "json"]).await).unwrap();
+    assert!(json["data"].get("extra").is_none());
+
+    let pod = k.write("pod.yaml", POD);
+    k.ok(&["create", "-f", &pod]).await;
+    let pods = k.ok(&["get", "pods"]).await;
+    assert!(pods.lines().next().unwrap().contains("STATUS"), "{pods}");
+    assert!(pods.contains("web") && pods.contains("Pending"), "{pods}");
+    let phase = k
+        .ok(&["get", "pod", "web", "-o", "jsonpath={.status.phase}"])
+        .await;
+    assert_eq!(phase, "Pending");
+
+    // get -w prints the existing object, then changes, until its timeout
+    let watch = tokio::spawn({
+        let bin = k.bin.clone();
+        let kubeconfig = k.kubeconfig.clone();
+        async move {
+            tokio::process::Command::new(bin)
+                .arg("--kubeconfig")
+                .arg(kubeconfig)
+                .args([
+                    "get",
+                    "configmaps",
+                    "-w",
+                    "--request-timeout=3s",
+                    "-o",
+                    "name",
+                ])
+                .kill_on_drop(true)
+                .output()
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    k.ok(&["label", "configmap", "demo", "watched=yes"]).await;
+    let out = tokio::time::timeout(KUBECTL_TIMEOUT, watch)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout
+            .lines()
+            .filter(|l| l.trim() == "configmap/demo")
+            .count()
+            >= 2,
+        "initial state and the label change: {stdout:?} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let out = k.ok(&["delete", "configmap", "demo"]).await;
+    assert_eq!(out.trim(), "configmap \"demo\" deleted");
+    let (ok, _, err) = k.run(&["get", "configmap", "demo"]).await;
+    assert!(!ok);
+    assert!(
+        err.contains("NotFound") || err.contains("not found"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+#[ignore = "manual: serves for 120s with a kubeconfig at /tmp/wasmctrl-kubeconfig"]
+async fn manual_serve() {
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    server
+        .write_kubeconfig(Path::new("/tmp/wasmctrl-kubeconfig"))
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(120)).await;
+}
