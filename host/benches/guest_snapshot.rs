@@ -29,13 +29,13 @@ fn pod(i: usize) -> serde_json::Value {
         "metadata": {"name": format!("job-{i:06}-abcde"), "namespace": format!("team-{}", i % 50)},
         "spec": {
             "nodeName": format!("gpu-node-{:04}", i % NODES),
-            "initContainers": if i % 5 == 0 { json!([{"name": "init", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]) } else { json!([]) },
+            "initContainers": if i.is_multiple_of(5) { json!([{"name": "init", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]) } else { json!([]) },
             "containers": [
                 {"name": "main", "resources": {"requests": {"nvidia.com/gpu": gpu, "cpu": "2"}, "limits": {"nvidia.com/gpu": gpu}}},
                 {"name": "sidecar", "resources": {"requests": {"cpu": "100m"}}}
             ]
         },
-        "status": {"phase": if i % 10 == 0 { "Pending" } else { "Running" }}
+        "status": {"phase": if i.is_multiple_of(10) { "Pending" } else { "Running" }}
     })
 }
 

@@ -95,6 +95,9 @@ pub trait LiveObjects: Send + Sync {
     fn uid(&self, key: &ObjectKey) -> Option<String>;
 }
 
+/// An event's identity: what it is about, its reason and its message.
+type EventId = (ObjectKey, String, String);
+
 /// Carries out plans for one guest.
 pub struct Actuator {
     client: Client,
@@ -103,7 +106,7 @@ pub struct Actuator {
     recorder: Recorder,
     counters: Arc<ActuatorCounters>,
     /// Events emitted for each request key by its last successful plan.
-    emitted: Mutex<HashMap<String, BTreeSet<(ObjectKey, String, String)>>>,
+    emitted: Mutex<HashMap<String, BTreeSet<EventId>>>,
 }
 
 /// Whether `live` already has every field of `desired` with the same value.
@@ -276,7 +279,7 @@ impl Actuator {
     /// previous successful plan: a condition is reported when it appears,
     /// not again on every reconcile or resync.
     async fn publish_events(&self, key: &str, events: &[PlannedEvent], live: &dyn LiveObjects) -> Result<(), ActuatorError> {
-        let now: BTreeSet<(ObjectKey, String, String)> = events
+        let now: BTreeSet<EventId> = events
             .iter()
             .map(|e| (e.regarding.clone(), e.reason.clone(), e.message.clone()))
             .collect();

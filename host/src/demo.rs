@@ -205,10 +205,10 @@ pub async fn run(config: DemoConfig) -> anyhow::Result<Verdict> {
                         s.phase = phase;
                     }
                 }
-            } else if p.phase != "Running" || action > 0.85 {
-                if pods.delete(name, &DeleteParams::default()).await.is_ok() {
-                    sim.remove(name);
-                }
+            } else if (p.phase != "Running" || action > 0.85)
+                && pods.delete(name, &DeleteParams::default()).await.is_ok()
+            {
+                sim.remove(name);
             }
         }
         if last_report.elapsed() >= Duration::from_secs(2) {

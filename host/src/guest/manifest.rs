@@ -220,7 +220,7 @@ fn check_selector(
             ')' => depth -= 1,
             _ => {}
         }
-        if depth < 0 || depth > 1 {
+        if !(0..=1).contains(&depth) {
             return Err(bad("unbalanced parentheses"));
         }
     }

@@ -465,6 +465,15 @@ pub struct CallStats {
     pub call: Duration,
 }
 
+impl std::fmt::Debug for GuestModule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GuestModule")
+            .field("label", &self.inner.label)
+            .field("digest", &self.inner.digest)
+            .finish_non_exhaustive()
+    }
+}
+
 impl GuestModule {
     /// SHA-256 of the module bytes.
     pub fn digest(&self) -> &str {

@@ -301,14 +301,12 @@ fn guest_that_does_not_implement_the_world_is_refused_at_load() {
     let empty = wat::parse_str("(component)").unwrap();
     let e = rt
         .load_bytes("empty.wasm", &empty)
-        .err()
-        .expect("must be refused");
+        .expect_err("must be refused");
     assert_eq!(e.reason(), "instantiate", "{e}");
     assert!(e.to_string().contains("empty.wasm"), "{e}");
     let e = rt
         .load_bytes("junk.wasm", b"\0asm junk")
-        .err()
-        .expect("must be refused");
+        .expect_err("must be refused");
     assert_eq!(e.reason(), "compile", "{e}");
 }
 
@@ -321,7 +319,7 @@ fn trapping_describe_is_a_typed_error() {
             &component_from_wat(&wat_guest("unreachable")),
         )
         .unwrap();
-    let e = module.manifest(&env()).err().expect("describe traps");
+    let e = module.manifest(&env()).expect_err("describe traps");
     assert_eq!(e.reason(), "trap");
     assert_eq!(e.guest, "hostile.wasm");
 }
@@ -348,8 +346,7 @@ fn gpu_guest_manifest_is_valid_and_follows_configuration() {
     config.insert("bogus".to_string(), "1".to_string());
     let e = module
         .manifest(&environment("ops", &config))
-        .err()
-        .expect("unknown key");
+        .expect_err("unknown key");
     assert_eq!(e.reason(), "manifest");
     assert!(e.to_string().contains("bogus"), "{e}");
 }
