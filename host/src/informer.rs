@@ -141,6 +141,7 @@ struct Inner {
     handlers: RwLock<Vec<(u64, Handler)>>,
     next_handler: Mutex<u64>,
     state: tokio_watch::Sender<SyncState>,
+    lists: std::sync::atomic::AtomicU64,
 }
 
 /// A running informer. Cheap to clone; the watch stops when the last clone
@@ -171,6 +172,7 @@ impl Informer {
             handlers: RwLock::new(Vec::new()),
             next_handler: Mutex::new(0),
             state,
+            lists: std::sync::atomic::AtomicU64::new(0),
         });
         let task = tokio::spawn(run(client, inner.clone()));
         Informer {
@@ -244,6 +246,12 @@ impl Informer {
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<ProjectedObject>> {
         let key: ObjKey = (Arc::from(namespace), Arc::from(name));
         read(&self.inner.objects).get(&key).cloned()
+    }
+
+    /// How many complete lists (the initial one plus relists after a
+    /// `410 Gone` or a failed watch) the informer has done.
+    pub fn lists(&self) -> u64 {
+        self.inner.lists.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Number of cached objects.
@@ -388,6 +396,7 @@ async fn run(client: Client, inner: Arc<Inner>) {
                     );
                 }
                 lock(&inner.interner).sweep();
+                inner.lists.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 inner.state.send_replace(SyncState::Synced);
             }
             Ok(watcher::Event::Apply(obj)) => {

@@ -674,8 +674,38 @@ impl Ctx<'_> {
         ApiError::invalid(&self.target.info.group, &self.target.info.kind, name, errs)
     }
 
+    /// Decodes an object body by its Content-Type (JSON or YAML; protobuf and CBOR are 415).
+    fn decode_object(&self, body: &[u8]) -> Result<Value> {
+        let ct = self
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("application/json");
+        let media = ct.split(';').next().unwrap_or_default().trim();
+        match media {
+            "" | "application/json" | "*/*" => parse_json(body),
+            "application/yaml" => {
+                let v: Value = serde_yaml::from_slice(body).map_err(|e| {
+                    ApiError::BadRequest(format!(
+                        "the object provided is unrecognized or malformed: yaml parse error: {e}"
+                    ))
+                })?;
+                if v.is_object() {
+                    Ok(v)
+                } else {
+                    Err(ApiError::BadRequest(
+                        "the object provided is unrecognized or malformed: expected an object".into(),
+                    ))
+                }
+            }
+            other => Err(ApiError::UnsupportedMediaType(format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {other})"
+            ))),
+        }
+    }
+
     fn create(&self, body: Bytes) -> Result<Response> {
-        let mut obj = parse_json(&body)?;
+        let mut obj = self.decode_object(&body)?;
         self.check_body(&mut obj)?;
         self.require_namespace()?;
         if meta_str(&obj, "resourceVersion").is_some_and(|rv| !rv.is_empty()) {
@@ -847,7 +877,7 @@ impl Ctx<'_> {
     }
 
     fn update(&self, body: Bytes) -> Result<Response> {
-        let mut obj = parse_json(&body)?;
+        let mut obj = self.decode_object(&body)?;
         self.check_body(&mut obj)?;
         self.check_url_name(&mut obj)?;
         for _ in 0..MAX_RETRIES {

@@ -1,0 +1,193 @@
+//! The host pipeline end to end: real HTTPS to the embedded API server, the
+//! real kube client, the real GPU-summary component.
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::Api;
+use serde_json::json;
+use support::*;
+use wasmctrl::apiserver::{ApiServerConfig, FailRequests, Rule, User};
+use wasmctrl::controller::ControllerConfig;
+
+fn fast() -> ControllerConfig {
+    ControllerConfig::default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn summary_follows_pod_creation_phases_rescheduling_and_deletion() {
+    let (_server, client) = server().await;
+    let host = start_host(&client, fast()).await;
+    // An empty world still gets its (empty) summary.
+    summary_becomes(&client, &[]).await;
+
+    pod("a").on("n1").requesting("2").create(&client).await;
+    pod("b").on("n1").limited_to("1").create(&client).await;
+    pod("c").on("n2").requesting("1").limited_to("1").create(&client).await;
+    pod("pending").requesting("4").create(&client).await;
+    pod("cpu").on("n3").create(&client).await;
+    summary_becomes(&client, &[("n1", "3"), ("n2", "1")]).await;
+
+    set_phase(&client, "a", "Running").await;
+    set_phase(&client, "b", "Succeeded").await;
+    summary_becomes(&client, &[("n1", "2"), ("n2", "1")]).await;
+    set_phase(&client, "c", "Failed").await;
+    summary_becomes(&client, &[("n1", "2")]).await;
+
+    // Rescheduling: the pod is recreated on another node.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), PODS_NS);
+    pods.delete("a", &DeleteParams::default()).await.unwrap();
+    summary_becomes(&client, &[]).await;
+    pod("a").on("n4").requesting("2").create(&client).await;
+    summary_becomes(&client, &[("n4", "2")]).await;
+
+    host.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hand_edits_and_deletes_of_the_summary_are_undone() {
+    let (_server, client) = server().await;
+    pod("a").on("n1").requesting("3").create(&client).await;
+    let host = start_host(&client, fast()).await;
+    summary_becomes(&client, &[("n1", "3")]).await;
+
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), HOST_NS);
+    // Someone edits our key by hand.
+    cms.patch("gpu-summary", &PatchParams::default(), &Patch::Merge(json!({"data": {"n1": "99"}})))
+        .await
+        .unwrap();
+    summary_becomes(&client, &[("n1", "3")]).await;
+    // Someone deletes the ConfigMap.
+    cms.delete("gpu-summary", &DeleteParams::default()).await.unwrap();
+    summary_becomes(&client, &[("n1", "3")]).await;
+    host.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resync_of_an_unchanged_world_makes_no_writes() {
+    let (_server, client) = server().await;
+    pod("a").on("n1").requesting("1").create(&client).await;
+    pod("b").on("n2").requesting("2").create(&client).await;
+    let host = start_host(&client, fast().resync(Duration::from_millis(300))).await;
+    summary_becomes(&client, &[("n1", "1"), ("n2", "2")]).await;
+    // Let the apply's own watch event come back and settle.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let applies = host.applies();
+    let reconciles = host.reconciles();
+    let resyncs = host.host.controllers()[0].stats();
+    let before = resyncs.resyncs.load(std::sync::atomic::Ordering::Relaxed);
+    eventually("three more resyncs", || {
+        let r = resyncs.clone();
+        async move { r.resyncs.load(std::sync::atomic::Ordering::Relaxed) >= before + 3 }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(host.reconciles() >= reconciles + 3, "resyncs reconcile");
+    assert_eq!(host.applies(), applies, "a resync of an unchanged world must not write");
+    assert!(host.skipped() >= 3, "the writes were skipped as no-ops");
+    host.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn injected_conflicts_and_server_errors_converge_without_a_write_storm() {
+    let (server, client) = server().await;
+    let faults = server.faults();
+    faults.fail(FailRequests::new(409, 3).verb("patch").resource("configmaps"));
+    faults.fail(FailRequests::new(500, 2).verb("patch").resource("configmaps"));
+    pod("a").on("n1").requesting("2").create(&client).await;
+    let host = start_host(&client, fast()).await;
+    summary_becomes(&client, &[("n1", "2")]).await;
+    assert_eq!(faults.injected_failures(), 5, "every injected failure was hit");
+    let errors = host.host.controllers()[0].stats().errors.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(errors >= 5, "failures went back to the queue ({errors})");
+    assert!(host.applies() <= 3, "no write storm: {} applies", host.applies());
+    host.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_watches_compaction_and_a_server_restart_converge() {
+    let (server, client) = server_with(ApiServerConfig::default().history(50)).await;
+    let faults = server.faults();
+    pod("a").on("n1").requesting("1").create(&client).await;
+    let host = start_host(&client, fast()).await;
+    summary_becomes(&client, &[("n1", "1")]).await;
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), PODS_NS);
+    // Dropped watch: the informer re-watches from its last resourceVersion.
+    faults.drop_watches();
+    pod("b").on("n1").requesting("1").create(&client).await;
+    summary_becomes(&client, &[("n1", "2")]).await;
+
+    let pods_informer = host
+        .host
+        .registry()
+        .all()
+        .into_iter()
+        .find(|i| i.key().plural == "pods")
+        .unwrap();
+    assert_eq!(pods_informer.lists(), 1, "a dropped watch resumes without a relist");
+
+    // A server restart (listener down, state kept): watches break and
+    // come back.
+    server.stop_listener().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.restart_listener().await.unwrap();
+    pod("d").on("n3").requesting("1").create(&client).await;
+    summary_becomes(&client, &[("n1", "2"), ("n3", "1")]).await;
+    pods.delete("d", &DeleteParams::default()).await.unwrap();
+    summary_becomes(&client, &[("n1", "2")]).await;
+
+    // Changes while no watch can be opened, then history compacted: the
+    // re-watch gets 410 Gone, the informer relists, and the pod deleted
+    // meanwhile is noticed as deleted (the tombstone case).
+    let refused_before = faults.injected_failures();
+    faults.fail(FailRequests::new(500, 10_000).verb("watch").resource("pods"));
+    faults.drop_watches();
+    pods.delete("a", &DeleteParams::default()).await.unwrap();
+    pod("c").on("n2").requesting("3").create(&client).await;
+    for i in 0..60 {
+        // Churn past the 50-event history so resuming is impossible.
+        pod(&format!("filler-{i}")).create(&client).await;
+    }
+    faults.compact_history();
+    eventually("the informer tried to re-watch and was refused", || {
+        let f = faults.clone();
+        async move { f.injected_failures() > refused_before }
+    })
+    .await;
+    faults.clear();
+    summary_becomes(&client, &[("n1", "1"), ("n2", "3")]).await;
+    assert!(pods_informer.lists() >= 2, "the 410 made the informer relist");
+    let applies = host.applies();
+    assert!(applies <= 8, "no write storm: {applies} applies");
+    host.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_forbidden_makes_the_host_exit_with_the_resource_and_verb() {
+    let (server, client) = server().await;
+    let token = "list-but-no-watch";
+    server.add_token(
+        token,
+        User::with_rules(
+            "limited",
+            vec![
+                Rule::new(&["get", "list"], &["pods"]),
+                Rule::new(&["get", "list", "watch", "create", "update", "patch"], &["configmaps"]),
+                Rule::new(&["create", "patch"], &["events"]),
+            ],
+        ),
+    );
+    let limited = server.client_for_token(token).await.unwrap();
+    pod("a").on("n1").requesting("1").create(&client).await;
+    let host = start_host(&limited, fast()).await;
+    let result = tokio::time::timeout(CONVERGE, host.task).await.expect("the host must exit, not idle").unwrap();
+    let err = result.expect_err("a host that cannot watch must fail").to_string();
+    assert!(err.contains("watch") && err.contains("pods"), "{err}");
+    assert!(summary(&client).await.is_none(), "no worker ran without synced caches");
+}

@@ -1,0 +1,201 @@
+//! Shared fixtures for integration tests: an embedded API server, namespaces,
+//! pods that read like sentences, and a running host.
+
+#![allow(dead_code, missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::{json, Value};
+use wasmctrl::apiserver::{ApiServer, ApiServerConfig, RunningApiServer};
+use wasmctrl::controller::ControllerConfig;
+use wasmctrl::guest::RuntimeConfig;
+use wasmctrl::runner::{Host, HostConfig, HostError};
+
+/// Namespace the host runs in during tests.
+pub const HOST_NS: &str = "ops";
+/// Namespace test pods live in.
+pub const PODS_NS: &str = "ml";
+/// How long any convergence may take before a test fails.
+pub const CONVERGE: Duration = Duration::from_secs(30);
+
+pub fn guest_path() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let p = target.join("wasm32-wasip2/guest/guest_gpu_summary.wasm");
+    assert!(p.exists(), "build the guest first: make guest");
+    p
+}
+
+pub async fn server() -> (RunningApiServer, Client) {
+    server_with(ApiServerConfig::default()).await
+}
+
+pub async fn server_with(config: ApiServerConfig) -> (RunningApiServer, Client) {
+    let server = ApiServer::start(config).await.expect("embedded API server starts");
+    let client = server.client().await.unwrap();
+    let ns: Api<Namespace> = Api::all(client.clone());
+    for n in [HOST_NS, PODS_NS] {
+        ns.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": n}})).unwrap())
+            .await
+            .unwrap();
+    }
+    (server, client)
+}
+
+/// A pod fixture: `PodSpec::gpus(2).on("n1").running()`.
+#[derive(Clone)]
+pub struct TestPod {
+    pub name: String,
+    pub node: Option<String>,
+    pub phase: Option<String>,
+    pub requests: Option<String>,
+    pub limits: Option<String>,
+}
+
+pub fn pod(name: &str) -> TestPod {
+    TestPod { name: name.into(), node: None, phase: None, requests: None, limits: None }
+}
+
+impl TestPod {
+    pub fn on(mut self, node: &str) -> Self {
+        self.node = Some(node.into());
+        self
+    }
+    pub fn requesting(mut self, gpus: &str) -> Self {
+        self.requests = Some(gpus.into());
+        self
+    }
+    pub fn limited_to(mut self, gpus: &str) -> Self {
+        self.limits = Some(gpus.into());
+        self
+    }
+    pub fn json(&self) -> Value {
+        let mut resources = json!({});
+        if let Some(r) = &self.requests {
+            resources["requests"] = json!({"nvidia.com/gpu": r});
+        }
+        if let Some(l) = &self.limits {
+            resources["limits"] = json!({"nvidia.com/gpu": l});
+        }
+        let mut spec = json!({"containers": [{"name": "c", "image": "x", "resources": resources}]});
+        if let Some(n) = &self.node {
+            spec["nodeName"] = json!(n);
+        }
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": self.name, "namespace": PODS_NS}, "spec": spec})
+    }
+    pub async fn create(&self, client: &Client) {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), PODS_NS);
+        pods.create(&PostParams::default(), &serde_json::from_value(self.json()).unwrap())
+            .await
+            .unwrap();
+    }
+}
+
+pub async fn set_phase(client: &Client, name: &str, phase: &str) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), PODS_NS);
+    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": phase}})))
+        .await
+        .unwrap();
+}
+
+pub async fn summary(client: &Client) -> Option<BTreeMap<String, String>> {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), HOST_NS);
+    cms.get_opt("gpu-summary").await.unwrap().map(|cm| cm.data.unwrap_or_default())
+}
+
+pub fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+/// Polls `check` until it returns true or `CONVERGE` passes.
+pub async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + CONVERGE;
+    loop {
+        if check().await {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until the summary equals `want`.
+pub async fn summary_becomes(client: &Client, want: &[(&str, &str)]) {
+    let want = data(want);
+    let mut last = None;
+    let deadline = tokio::time::Instant::now() + CONVERGE;
+    loop {
+        let now = summary(client).await;
+        if now.as_ref() == Some(&want) {
+            return;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("summary never became {want:?}; last seen {now:?} (before: {last:?})");
+        }
+        last = now;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A host running the GPU guest in the background.
+pub struct RunningHost {
+    pub host: Arc<Host>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    pub task: tokio::task::JoinHandle<Result<(), HostError>>,
+}
+
+impl RunningHost {
+    pub async fn stop(mut self) -> Result<(), HostError> {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        self.task.await.unwrap()
+    }
+    pub fn applies(&self) -> u64 {
+        self.host.controllers()[0].actuator_counters().applies.load(std::sync::atomic::Ordering::Relaxed)
+    }
+    pub fn skipped(&self) -> u64 {
+        self.host.controllers()[0].actuator_counters().skipped.load(std::sync::atomic::Ordering::Relaxed)
+    }
+    pub fn reconciles(&self) -> u64 {
+        self.host.controllers()[0].stats().reconciles.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+pub fn host_config(controller: ControllerConfig) -> HostConfig {
+    HostConfig {
+        guests: vec![guest_path()],
+        namespace: HOST_NS.into(),
+        guest_config: BTreeMap::new(),
+        controller,
+        runtime: RuntimeConfig::default().cache_dir(None),
+    }
+}
+
+pub async fn start_host(client: &Client, controller: ControllerConfig) -> RunningHost {
+    let host = Arc::new(Host::start(client.clone(), host_config(controller), None).await.expect("host starts"));
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let h = host.clone();
+    let task = tokio::spawn(async move {
+        h.run(
+            async {
+                let _ = rx.await;
+            },
+            Duration::from_secs(5),
+        )
+        .await
+    });
+    RunningHost { host, stop: Some(tx), task }
+}
