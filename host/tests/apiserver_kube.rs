@@ -1366,3 +1366,103 @@ async fn list_resource_version_semantics_match_the_real_server() {
     assert_eq!((e.code, e.reason.as_str()), (504, "Timeout"));
     assert!(e.message.starts_with("Too large resource version"));
 }
+
+async fn raw(
+    client: &Client,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    accept: &str,
+    body: &str,
+) -> kube::core::Status {
+    let req = axum::http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", content_type)
+        .header("accept", accept)
+        .body(body.as_bytes().to_vec())
+        .unwrap();
+    match client.request::<serde_json::Value>(req).await {
+        Err(e) => status(e),
+        Ok(v) => panic!("expected a failure, got {v}"),
+    }
+}
+
+#[tokio::test]
+async fn malformed_requests_get_status_errors_not_panics() {
+    let (_s, client) = start().await;
+    let json = "application/json";
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let s = raw(&client, "POST", cms, json, json, "{not json").await;
+    assert_eq!((s.code, s.reason.as_str()), (400, "BadRequest"));
+    assert!(s.message.contains("json parse error"), "{}", s.message);
+    let s = raw(
+        &client,
+        "POST",
+        cms,
+        json,
+        json,
+        r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"}}"#,
+    )
+    .await;
+    assert_eq!(s.code, 400, "kind must match the URL");
+    let s = raw(
+        &client,
+        "POST",
+        cms,
+        json,
+        json,
+        r#"{"metadata":{"name":"x"}}"#,
+    )
+    .await;
+    assert_eq!(s.code, 400);
+    assert!(s.message.starts_with("Object 'Kind' is missing"));
+    let s = raw(&client, "GET", "/api/v1/widgets", json, json, "").await;
+    assert_eq!((s.code, s.reason.as_str()), (404, "NotFound"));
+    let s = raw(&client, "GET", "/nope", json, json, "").await;
+    assert_eq!(s.code, 404);
+    let s = raw(&client, "POST", &format!("{cms}/x"), json, json, "{}").await;
+    assert_eq!((s.code, s.reason.as_str()), (405, "MethodNotAllowed"));
+    let s = raw(
+        &client,
+        "PATCH",
+        &format!("{cms}/x"),
+        "text/plain",
+        json,
+        "{}",
+    )
+    .await;
+    assert_eq!((s.code, s.reason.as_str()), (415, "UnsupportedMediaType"));
+    let s = raw(
+        &client,
+        "GET",
+        cms,
+        json,
+        "application/vnd.kubernetes.protobuf",
+        "",
+    )
+    .await;
+    assert_eq!((s.code, s.reason.as_str()), (406, "NotAcceptable"));
+    let s = raw(
+        &client,
+        "GET",
+        &format!("{cms}?labelSelector=a%20in%20b"),
+        json,
+        json,
+        "",
+    )
+    .await;
+    assert_eq!(s.code, 400);
+    let s = raw(
+        &client,
+        "GET",
+        &format!("{cms}?continue=garbage"),
+        json,
+        json,
+        "",
+    )
+    .await;
+    assert_eq!(s.code, 400);
+    let s = raw(&client, "GET", &format!("{cms}?limit=x"), json, json, "").await;
+    assert_eq!(s.code, 400);
+}

@@ -228,6 +228,58 @@ async fn kubectl_create_get_apply_patch_delete_and_watch() {
         String::from_utf8_lossy(&out.stderr)
     );
 
+    // generator commands send protobuf bodies
+    assert_eq!(
+        k.ok(&["create", "namespace", "work"]).await.trim(),
+        "namespace/work created"
+    );
+    let out = k
+        .ok(&[
+            "-n",
+            "work",
+            "create",
+            "configmap",
+            "gen",
+            "--from-literal=a=b",
+        ])
+        .await;
+    assert_eq!(out.trim(), "configmap/gen created");
+    let data = k
+        .ok(&["-n", "work", "get", "cm", "gen", "-o", "jsonpath={.data.a}"])
+        .await;
+    assert_eq!(data, "b");
+    k.ok(&[
+        "-n",
+        "work",
+        "create",
+        "secret",
+        "generic",
+        "s",
+        "--from-literal=k=v",
+    ])
+    .await;
+    let secret = k
+        .ok(&[
+            "-n",
+            "work",
+            "get",
+            "secret",
+            "s",
+            "-o",
+            "jsonpath={.type} {.data.k}",
+        ])
+        .await;
+    assert_eq!(secret, "Opaque dg==");
+    let out = k
+        .ok(&[
+            "wait",
+            "--for=jsonpath={.status.phase}=Pending",
+            "pod/web",
+            "--timeout=5s",
+        ])
+        .await;
+    assert_eq!(out.trim(), "pod/web condition met");
+
     let out = k.ok(&["delete", "configmap", "demo"]).await;
     assert_eq!(out.trim(), "configmap \"demo\" deleted");
     let (ok, _, err) = k.run(&["get", "configmap", "demo"]).await;

@@ -25,6 +25,7 @@ use super::objects::{
     ready_to_remove, validate_name,
 };
 use super::patch;
+use super::proto;
 use super::registry::{Registry, ResourceInfo};
 use super::selector::{FieldSelector, LabelSelector, Selector};
 use super::status::{ApiError, Cause, Details, Result};
@@ -698,6 +699,10 @@ impl Ctx<'_> {
                     ))
                 }
             }
+            proto::MEDIA_TYPE => proto::decode(body).map_err(|e| match e {
+                proto::ProtoError::Unsupported(_) => ApiError::UnsupportedMediaType(e.to_string()),
+                proto::ProtoError::Malformed(_) => ApiError::BadRequest(e.to_string()),
+            }),
             other => Err(ApiError::UnsupportedMediaType(format!(
                 "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {other})"
             ))),

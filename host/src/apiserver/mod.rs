@@ -14,6 +14,7 @@ pub mod faults;
 mod handlers;
 pub mod objects;
 pub mod patch;
+pub mod proto;
 pub mod registry;
 pub mod selector;
 pub mod server;

@@ -110,6 +110,14 @@ pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, now: &str) {
     }
     match (info.group.as_str(), info.plural.as_str()) {
         ("", "pods") => default_pod(obj),
+        ("", "secrets") => {
+            if !obj
+                .get("type")
+                .is_some_and(|t| t.as_str().is_some_and(|t| !t.is_empty()))
+            {
+                obj["type"] = json!("Opaque");
+            }
+        }
         ("", "namespaces") => {
             let name = meta_str(obj, "name").unwrap_or_default().to_string();
             let labels = meta_mut(obj).entry("labels").or_insert_with(|| json!({}));

@@ -13,30 +13,48 @@ use super::bindings::wasmctrl::controller::types as wit;
 use super::manifest::GuestManifest;
 use crate::projection::{Projected, ProjectedObject};
 
-/// Accumulates strings into one blob, each distinct string once.
+/// Accumulates strings into one blob. Strings are keyed by address: the
+/// cache interns repeated values (phases, quantities, node names), so one
+/// address per distinct value is the common case, and hashing a pointer is
+/// far cheaper than hashing text. Two equal strings at different addresses
+/// merely appear twice in the blob.
 #[derive(Default)]
-struct Strings<'a> {
+struct Strings {
     blob: String,
     ends: Vec<u32>,
-    ids: FxHashMap<&'a str, u32>,
+    ids: FxHashMap<(usize, usize), u32>,
 }
 
-impl<'a> Strings<'a> {
-    fn new() -> Self {
-        let mut s = Strings::default();
+impl Strings {
+    fn with_capacity(strings: usize) -> Self {
+        let mut s = Strings {
+            blob: String::with_capacity(strings * 16),
+            ends: Vec::with_capacity(strings),
+            ids: FxHashMap::with_capacity_and_hasher(strings, Default::default()),
+        };
         s.id("");
         s
     }
 
-    fn id(&mut self, s: &'a str) -> u32 {
-        if let Some(&id) = self.ids.get(s) {
+    fn id(&mut self, s: &str) -> u32 {
+        let key = (s.as_ptr() as usize, s.len());
+        if let Some(&id) = self.ids.get(&key) {
             return id;
         }
         let id = u32::try_from(self.ends.len()).unwrap_or(u32::MAX);
         self.blob.push_str(s);
         self.ends
             .push(u32::try_from(self.blob.len()).unwrap_or(u32::MAX));
-        self.ids.insert(s, id);
+        self.ids.insert(key, id);
+        id
+    }
+
+    /// Appends a string known to be unique (object names), skipping the
+    /// lookup that could never hit.
+    fn push_unique(&mut self, s: &str) -> u32 {
+        let id = u32::try_from(self.ends.len()).unwrap_or(u32::MAX);
+        self.blob.push_str(s);
+        self.ends.push(u32::try_from(self.blob.len()).unwrap_or(u32::MAX));
         id
     }
 }
@@ -64,10 +82,10 @@ impl<'a> WatchView<'a> {
 /// like `manifest.watches`).
 pub fn build(manifest: &GuestManifest, per_watch: &[WatchView<'_>]) -> wit::Snapshot {
     let total: usize = per_watch.iter().map(|w| w.objects.len()).sum();
-    let mut strings = Strings::new();
+    let mut strings = Strings::with_capacity(total + 1024);
     let mut objects = Vec::with_capacity(total);
-    let mut slots = Vec::new();
-    let mut values = Vec::new();
+    let mut slots = Vec::with_capacity(total * 8);
+    let mut values = Vec::with_capacity(total * 8);
     let mut indexes = Vec::new();
     let mut base = 0u32;
     for (w, (spec, view)) in manifest.watches.iter().zip(per_watch).enumerate() {
@@ -79,7 +97,7 @@ pub fn build(manifest: &GuestManifest, per_watch: &[WatchView<'_>]) -> wit::Snap
             objects.push(wit::Object {
                 watch: w,
                 namespace: strings.id(&obj.namespace),
-                name: strings.id(&obj.name),
+                name: strings.push_unique(&obj.name),
                 slots: u32::try_from(slots.len()).unwrap_or(u32::MAX),
             });
             for f in 0..visible {

@@ -1,0 +1,300 @@
+//! Decoding of the Kubernetes protobuf request encoding for the few types
+//! kubectl's generator commands send that way (`kubectl create namespace`,
+//! `create configmap`, `create secret generic`): the `k8s\0` envelope, the
+//! `runtime.Unknown` wrapper and `ObjectMeta`, `Namespace`, `ConfigMap`,
+//! `Secret`. Anything else is reported as unsupported so the caller answers
+//! 415. Responses are always JSON; this module never encodes.
+
+use base64::Engine;
+use serde_json::{json, Map, Value};
+
+/// Media type of Kubernetes protobuf bodies.
+pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
+
+const MAGIC: &[u8] = b"k8s\0";
+
+/// Why a protobuf body could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProtoError {
+    /// Not a well-formed Kubernetes protobuf message.
+    #[error("malformed protobuf body: {0}")]
+    Malformed(&'static str),
+    /// Well-formed, but of a kind this server cannot decode from protobuf.
+    #[error("protobuf decoding of {0} is not supported; send application/json")]
+    Unsupported(String),
+}
+
+#[derive(Clone, Copy)]
+enum Field<'a> {
+    Varint(u64),
+    Bytes(&'a [u8]),
+}
+
+fn varint(buf: &[u8], pos: &mut usize) -> Result<u64, ProtoError> {
+    let mut out = 0u64;
+    for shift in (0..64).step_by(7) {
+        let b = *buf
+            .get(*pos)
+            .ok_or(ProtoError::Malformed("truncated varint"))?;
+        *pos += 1;
+        out |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Ok(out);
+        }
+    }
+    Err(ProtoError::Malformed("varint too long"))
+}
+
+fn fields(buf: &[u8]) -> Result<Vec<(u64, Field<'_>)>, ProtoError> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < buf.len() {
+        let key = varint(buf, &mut pos)?;
+        let (num, wire) = (key >> 3, key & 7);
+        let f = match wire {
+            0 => Field::Varint(varint(buf, &mut pos)?),
+            2 => {
+                let len = usize::try_from(varint(buf, &mut pos)?)
+                    .map_err(|_| ProtoError::Malformed("length overflow"))?;
+                let end = pos
+                    .checked_add(len)
+                    .filter(|e| *e <= buf.len())
+                    .ok_or(ProtoError::Malformed("truncated field"))?;
+                let b = &buf[pos..end];
+                pos = end;
+                Field::Bytes(b)
+            }
+            1 => {
+                pos += 8;
+                continue;
+            }
+            5 => {
+                pos += 4;
+                continue;
+            }
+            _ => return Err(ProtoError::Malformed("unsupported wire type")),
+        };
+        out.push((num, f));
+    }
+    Ok(out)
+}
+
+fn string(b: &[u8]) -> Result<String, ProtoError> {
+    String::from_utf8(b.to_vec()).map_err(|_| ProtoError::Malformed("string is not UTF-8"))
+}
+
+/// A `map<string, string>` (or bytes, base64-encoded as JSON does) entry.
+fn map_entry(b: &[u8], bytes_value: bool) -> Result<(String, Value), ProtoError> {
+    let mut k = String::new();
+    let mut v = Value::String(String::new());
+    for (num, f) in fields(b)? {
+        if let Field::Bytes(x) = f {
+            match num {
+                1 => k = string(x)?,
+                2 if bytes_value => {
+                    v = Value::String(base64::engine::general_purpose::STANDARD.encode(x));
+                }
+                2 => v = Value::String(string(x)?),
+                _ => {}
+            }
+        }
+    }
+    Ok((k, v))
+}
+
+fn insert_entry(obj: &mut Map<String, Value>, key: &str, entry: (String, Value)) {
+    if let Value::Object(m) = obj.entry(key).or_insert_with(|| Value::Object(Map::new())) {
+        m.insert(entry.0, entry.1);
+    }
+}
+
+fn owner_reference(b: &[u8]) -> Result<Value, ProtoError> {
+    let mut o = Map::new();
+    for (num, f) in fields(b)? {
+        match (num, f) {
+            (1, Field::Bytes(x)) => {
+                o.insert("kind".into(), string(x)?.into());
+            }
+            (3, Field::Bytes(x)) => {
+                o.insert("name".into(), string(x)?.into());
+            }
+            (4, Field::Bytes(x)) => {
+                o.insert("uid".into(), string(x)?.into());
+            }
+            (5, Field::Bytes(x)) => {
+                o.insert("apiVersion".into(), string(x)?.into());
+            }
+            (6, Field::Varint(v)) => {
+                o.insert("controller".into(), (v != 0).into());
+            }
+            (7, Field::Varint(v)) => {
+                o.insert("blockOwnerDeletion".into(), (v != 0).into());
+            }
+            _ => {}
+        }
+    }
+    Ok(Value::Object(o))
+}
+
+fn object_meta(b: &[u8]) -> Result<Value, ProtoError> {
+    let mut m = Map::new();
+    for (num, f) in fields(b)? {
+        match (num, f) {
+            (1, Field::Bytes(x)) => {
+                m.insert("name".into(), string(x)?.into());
+            }
+            (2, Field::Bytes(x)) => {
+                m.insert("generateName".into(), string(x)?.into());
+            }
+            (3, Field::Bytes(x)) => {
+                m.insert("namespace".into(), string(x)?.into());
+            }
+            (5, Field::Bytes(x)) => {
+                m.insert("uid".into(), string(x)?.into());
+            }
+            (6, Field::Bytes(x)) => {
+                m.insert("resourceVersion".into(), string(x)?.into());
+            }
+            (11, Field::Bytes(x)) => insert_entry(&mut m, "labels", map_entry(x, false)?),
+            (12, Field::Bytes(x)) => insert_entry(&mut m, "annotations", map_entry(x, false)?),
+            (13, Field::Bytes(x)) => {
+                let r = owner_reference(x)?;
+                if let Value::Array(a) = m
+                    .entry("ownerReferences")
+                    .or_insert_with(|| Value::Array(Vec::new()))
+                {
+                    a.push(r);
+                }
+            }
+            (14, Field::Bytes(x)) => {
+                let s = string(x)?;
+                if let Value::Array(a) = m
+                    .entry("finalizers")
+                    .or_insert_with(|| Value::Array(Vec::new()))
+                {
+                    a.push(s.into());
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(Value::Object(m))
+}
+
+fn decode_kind(kind: &str, raw: &[u8]) -> Result<Map<String, Value>, ProtoError> {
+    let mut obj = Map::new();
+    for (num, f) in fields(raw)? {
+        let Field::Bytes(x) = f else {
+            if let (Field::Varint(v), true) =
+                (f, matches!((kind, num), ("ConfigMap", 4) | ("Secret", 5)))
+            {
+                obj.insert("immutable".into(), (v != 0).into());
+            }
+            continue;
+        };
+        match (kind, num) {
+            (_, 1) => {
+                obj.insert("metadata".into(), object_meta(x)?);
+            }
+            ("ConfigMap", 2) => insert_entry(&mut obj, "data", map_entry(x, false)?),
+            ("ConfigMap", 3) => insert_entry(&mut obj, "binaryData", map_entry(x, true)?),
+            ("Secret", 2) => insert_entry(&mut obj, "data", map_entry(x, true)?),
+            ("Secret", 3) => {
+                obj.insert("type".into(), string(x)?.into());
+            }
+            ("Secret", 4) => insert_entry(&mut obj, "stringData", map_entry(x, false)?),
+            ("Namespace", 2) => {
+                let mut finalizers = Vec::new();
+                for (n, f) in fields(x)? {
+                    if let (1, Field::Bytes(s)) = (n, f) {
+                        finalizers.push(Value::String(string(s)?));
+                    }
+                }
+                obj.insert("spec".into(), json!({"finalizers": finalizers}));
+            }
+            _ => {}
+        }
+    }
+    Ok(obj)
+}
+
+/// Decodes a protobuf request body into the JSON form of the object.
+pub fn decode(body: &[u8]) -> Result<Value, ProtoError> {
+    let rest = body
+        .strip_prefix(MAGIC)
+        .ok_or(ProtoError::Malformed("missing k8s protobuf prefix"))?;
+    let mut api_version = String::new();
+    let mut kind = String::new();
+    let mut raw: &[u8] = &[];
+    for (num, f) in fields(rest)? {
+        match (num, f) {
+            (1, Field::Bytes(tm)) => {
+                for (n, f) in fields(tm)? {
+                    match (n, f) {
+                        (1, Field::Bytes(x)) => api_version = string(x)?,
+                        (2, Field::Bytes(x)) => kind = string(x)?,
+                        _ => {}
+                    }
+                }
+            }
+            (2, Field::Bytes(x)) => raw = x,
+            (3, Field::Bytes(enc)) if !enc.is_empty() => {
+                return Err(ProtoError::Unsupported("compressed protobuf".into()))
+            }
+            _ => {}
+        }
+    }
+    if api_version != "v1" || !matches!(kind.as_str(), "ConfigMap" | "Secret" | "Namespace") {
+        return Err(ProtoError::Unsupported(format!("{api_version}/{kind}")));
+    }
+    let mut obj = decode_kind(&kind, raw)?;
+    obj.insert("apiVersion".into(), api_version.into());
+    obj.insert("kind".into(), kind.into());
+    Ok(Value::Object(obj))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn field(num: u64, bytes: &[u8]) -> Vec<u8> {
+        let mut out = vec![u8::try_from((num << 3) | 2).unwrap()];
+        out.push(u8::try_from(bytes.len()).unwrap());
+        out.extend_from_slice(bytes);
+        out
+    }
+
+    #[test]
+    fn decodes_a_configmap_envelope() {
+        let meta = [
+            field(1, b"demo"),
+            field(11, &[field(1, b"app"), field(2, b"x")].concat()),
+        ]
+        .concat();
+        let cm = [
+            field(1, &meta),
+            field(2, &[field(1, b"k"), field(2, b"v")].concat()),
+        ]
+        .concat();
+        let tm = [field(1, b"v1"), field(2, b"ConfigMap")].concat();
+        let body = [MAGIC.to_vec(), field(1, &tm), field(2, &cm)].concat();
+        let v = decode(&body).unwrap();
+        assert_eq!(
+            v,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "demo", "labels": {"app": "x"}}, "data": {"k": "v"}})
+        );
+    }
+
+    #[test]
+    fn other_kinds_and_garbage_are_rejected() {
+        let tm = [field(1, b"v1"), field(2, b"Pod")].concat();
+        let body = [MAGIC.to_vec(), field(1, &tm)].concat();
+        assert!(matches!(decode(&body), Err(ProtoError::Unsupported(_))));
+        assert!(matches!(decode(b"nope"), Err(ProtoError::Malformed(_))));
+        assert!(matches!(
+            decode(b"k8s\0\x0a\xff"),
+            Err(ProtoError::Malformed(_))
+        ));
+    }
+}
