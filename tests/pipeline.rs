@@ -28,7 +28,12 @@ async fn summary_follows_pod_creation_phases_rescheduling_and_deletion() {
 
     pod("a").on("n1").requesting("2").create(&client).await;
     pod("b").on("n1").limited_to("1").create(&client).await;
-    pod("c").on("n2").requesting("1").limited_to("1").create(&client).await;
+    pod("c")
+        .on("n2")
+        .requesting("1")
+        .limited_to("1")
+        .create(&client)
+        .await;
     pod("pending").requesting("4").create(&client).await;
     pod("cpu").on("n3").create(&client).await;
     summary_becomes(&client, &[("n1", "3"), ("n2", "1")]).await;
@@ -58,12 +63,18 @@ async fn hand_edits_and_deletes_of_the_summary_are_undone() {
 
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), HOST_NS);
     // Someone edits our key by hand.
-    cms.patch("gpu-summary", &PatchParams::default(), &Patch::Merge(json!({"data": {"n1": "99"}})))
-        .await
-        .unwrap();
+    cms.patch(
+        "gpu-summary",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"n1": "99"}})),
+    )
+    .await
+    .unwrap();
     summary_becomes(&client, &[("n1", "3")]).await;
     // Someone deletes the ConfigMap.
-    cms.delete("gpu-summary", &DeleteParams::default()).await.unwrap();
+    cms.delete("gpu-summary", &DeleteParams::default())
+        .await
+        .unwrap();
     summary_becomes(&client, &[("n1", "3")]).await;
     host.stop().await.unwrap();
 }
@@ -88,7 +99,11 @@ async fn resync_of_an_unchanged_world_makes_no_writes() {
     .await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(host.reconciles() >= reconciles + 3, "resyncs reconcile");
-    assert_eq!(host.applies(), applies, "a resync of an unchanged world must not write");
+    assert_eq!(
+        host.applies(),
+        applies,
+        "a resync of an unchanged world must not write"
+    );
     assert!(host.skipped() >= 3, "the writes were skipped as no-ops");
     host.stop().await.unwrap();
 }
@@ -97,15 +112,34 @@ async fn resync_of_an_unchanged_world_makes_no_writes() {
 async fn injected_conflicts_and_server_errors_converge_without_a_write_storm() {
     let (server, client) = server().await;
     let faults = server.faults();
-    faults.fail(FailRequests::new(409, 3).verb("patch").resource("configmaps"));
-    faults.fail(FailRequests::new(500, 2).verb("patch").resource("configmaps"));
+    faults.fail(
+        FailRequests::new(409, 3)
+            .verb("patch")
+            .resource("configmaps"),
+    );
+    faults.fail(
+        FailRequests::new(500, 2)
+            .verb("patch")
+            .resource("configmaps"),
+    );
     pod("a").on("n1").requesting("2").create(&client).await;
     let host = start_host(&client, fast()).await;
     summary_becomes(&client, &[("n1", "2")]).await;
-    assert_eq!(faults.injected_failures(), 5, "every injected failure was hit");
-    let errors = host.host.controllers()[0].stats().errors.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(
+        faults.injected_failures(),
+        5,
+        "every injected failure was hit"
+    );
+    let errors = host.host.controllers()[0]
+        .stats()
+        .errors
+        .load(std::sync::atomic::Ordering::Relaxed);
     assert!(errors >= 5, "failures went back to the queue ({errors})");
-    assert!(host.applies() <= 3, "no write storm: {} applies", host.applies());
+    assert!(
+        host.applies() <= 3,
+        "no write storm: {} applies",
+        host.applies()
+    );
     host.stop().await.unwrap();
 }
 
@@ -130,7 +164,11 @@ async fn dropped_watches_compaction_and_a_server_restart_converge() {
         .into_iter()
         .find(|i| i.key().plural == "pods")
         .unwrap();
-    assert_eq!(pods_informer.lists(), 1, "a dropped watch resumes without a relist");
+    assert_eq!(
+        pods_informer.lists(),
+        1,
+        "a dropped watch resumes without a relist"
+    );
 
     // A server restart (listener down, state kept): watches break and
     // come back.
@@ -146,7 +184,11 @@ async fn dropped_watches_compaction_and_a_server_restart_converge() {
     // re-watch gets 410 Gone, the informer relists, and the pod deleted
     // meanwhile is noticed as deleted (the tombstone case).
     let refused_before = faults.injected_failures();
-    faults.fail(FailRequests::new(500, 10_000).verb("watch").resource("pods"));
+    faults.fail(
+        FailRequests::new(500, 10_000)
+            .verb("watch")
+            .resource("pods"),
+    );
     faults.drop_watches();
     pods.delete("a", &DeleteParams::default()).await.unwrap();
     pod("c").on("n2").requesting("3").create(&client).await;
@@ -162,7 +204,10 @@ async fn dropped_watches_compaction_and_a_server_restart_converge() {
     .await;
     faults.clear();
     summary_becomes(&client, &[("n1", "1"), ("n2", "3")]).await;
-    assert!(pods_informer.lists() >= 2, "the 410 made the informer relist");
+    assert!(
+        pods_informer.lists() >= 2,
+        "the 410 made the informer relist"
+    );
     let applies = host.applies();
     assert!(applies <= 8, "no write storm: {applies} applies");
     host.stop().await.unwrap();
@@ -178,7 +223,10 @@ async fn watch_forbidden_makes_the_host_exit_with_the_resource_and_verb() {
             "limited",
             vec![
                 Rule::new(&["get", "list"], &["pods"]),
-                Rule::new(&["get", "list", "watch", "create", "update", "patch"], &["configmaps"]),
+                Rule::new(
+                    &["get", "list", "watch", "create", "update", "patch"],
+                    &["configmaps"],
+                ),
                 Rule::new(&["create", "patch"], &["events"]),
             ],
         ),
@@ -186,8 +234,16 @@ async fn watch_forbidden_makes_the_host_exit_with_the_resource_and_verb() {
     let limited = server.client_for_token(token).await.unwrap();
     pod("a").on("n1").requesting("1").create(&client).await;
     let host = start_host(&limited, fast()).await;
-    let result = tokio::time::timeout(CONVERGE, host.task).await.expect("the host must exit, not idle").unwrap();
-    let err = result.expect_err("a host that cannot watch must fail").to_string();
+    let result = tokio::time::timeout(CONVERGE, host.task)
+        .await
+        .expect("the host must exit, not idle")
+        .unwrap();
+    let err = result
+        .expect_err("a host that cannot watch must fail")
+        .to_string();
     assert!(err.contains("watch") && err.contains("pods"), "{err}");
-    assert!(summary(&client).await.is_none(), "no worker ran without synced caches");
+    assert!(
+        summary(&client).await.is_none(),
+        "no worker ran without synced caches"
+    );
 }

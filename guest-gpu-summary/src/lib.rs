@@ -27,7 +27,7 @@ mod bindings {
 use bindings::exports::wasmctrl::controller::reconciler::Guest;
 pub use bindings::wasmctrl::controller::types::{
     Bucket, Environment, Event, EventType, GroupVersionKind, Index, IndexSpec, KeyMapping,
-    Manifest, Object, ObjectRef, Plan, ReconcileError, Snapshot, Span, Value, Watch, WriteRule,
+    Manifest, ObjectRef, Plan, ReconcileError, Snapshot, Watch, WriteRule,
 };
 use snapshot::SnapshotView;
 use summary::{ContainerGpu, PodGpu};
@@ -150,35 +150,34 @@ pub fn manifest_for(settings: &Settings) -> Manifest {
 
 /// Decodes the pods of watch 0 from a snapshot.
 pub fn pods_from_snapshot<'a>(view: &'a SnapshotView<'a>) -> Vec<PodGpu<'a>> {
-    let containers = |obj: &Object, req: usize, lim: usize, policy: Option<usize>| {
+    let containers = |o: usize, req: usize, lim: usize, policy: Option<usize>| {
         let n = view
-            .len(obj, req)
-            .max(view.len(obj, lim))
-            .max(policy.map_or(0, |p| view.len(obj, p)));
+            .field_len(o, req)
+            .max(view.field_len(o, lim))
+            .max(policy.map_or(0, |p| view.field_len(o, p)));
         (0..n)
             .map(|i| ContainerGpu {
-                request: view.text(obj, req, i),
-                limit: view.text(obj, lim, i),
-                restart_policy: policy.and_then(|p| view.text(obj, p, i)),
+                request: view.text(o, req, i),
+                limit: view.text(o, lim, i),
+                restart_policy: policy.and_then(|p| view.text(o, p, i)),
             })
             .collect::<Vec<_>>()
     };
-    view.objects()
-        .iter()
-        .filter(|o| o.watch == 0)
-        .map(|obj| PodGpu {
-            namespace: view.string(obj.namespace),
-            name: view.string(obj.name),
-            node_name: view.first(obj, slot::NODE_NAME),
-            phase: view.first(obj, slot::PHASE),
-            containers: containers(obj, slot::REQUESTS, slot::LIMITS, None),
+    (0..view.len())
+        .filter(|&o| view.watch(o) == 0)
+        .map(|o| PodGpu {
+            namespace: view.namespace(o),
+            name: view.name(o),
+            node_name: view.first(o, slot::NODE_NAME),
+            phase: view.first(o, slot::PHASE),
+            containers: containers(o, slot::REQUESTS, slot::LIMITS, None),
             init_containers: containers(
-                obj,
+                o,
                 slot::INIT_REQUESTS,
                 slot::INIT_LIMITS,
                 Some(slot::INIT_RESTART_POLICY),
             ),
-            overhead: view.first(obj, slot::OVERHEAD),
+            overhead: view.first(o, slot::OVERHEAD),
         })
         .collect()
 }

@@ -3,14 +3,17 @@
 
 use super::*;
 
-/// Builds a snapshot the way the host does: one string blob, each pod with
-/// the eight projected slots of `pod_fields`.
+/// Builds a snapshot the way the host does: one string blob, per-object
+/// columns, each pod with the eight projected slots of `pod_fields`.
 #[derive(Default)]
 struct Fixture {
     strings: Vec<String>,
-    objects: Vec<Object>,
-    slots: Vec<Span>,
-    values: Vec<Value>,
+    object_ns: Vec<u32>,
+    object_name: Vec<u32>,
+    first_slot: Vec<u32>,
+    slot_ends: Vec<u32>,
+    kinds: Vec<u8>,
+    data: Vec<u64>,
 }
 
 /// One container's GPU fields.
@@ -30,6 +33,9 @@ fn req(q: &'static str) -> C {
 
 impl Fixture {
     fn s(&mut self, s: &str) -> u32 {
+        if self.strings.is_empty() {
+            self.strings.push(String::new());
+        }
         if let Some(i) = self.strings.iter().position(|x| x == s) {
             return i as u32;
         }
@@ -37,19 +43,21 @@ impl Fixture {
         (self.strings.len() - 1) as u32
     }
 
-    fn val(&mut self, v: Option<&str>) -> Value {
-        match v {
-            Some(s) => Value::Str(self.s(s)),
-            None => Value::Absent,
+    fn field(&mut self, vals: Vec<Option<&str>>) {
+        for v in vals {
+            match v {
+                Some(s) => {
+                    let id = self.s(s);
+                    self.kinds.push(snapshot::kind::STR);
+                    self.data.push(u64::from(id));
+                }
+                None => {
+                    self.kinds.push(snapshot::kind::ABSENT);
+                    self.data.push(0);
+                }
+            }
         }
-    }
-
-    fn field(&mut self, vals: Vec<Value>) {
-        self.slots.push(Span {
-            start: self.values.len() as u32,
-            len: vals.len() as u32,
-        });
-        self.values.extend(vals);
+        self.slot_ends.push(self.kinds.len() as u32);
     }
 
     fn pod(
@@ -61,30 +69,17 @@ impl Fixture {
         init: &[C],
     ) -> Self {
         let (ns, name) = (self.s("default"), self.s(name));
-        self.objects.push(Object {
-            watch: 0,
-            namespace: ns,
-            name,
-            slots: self.slots.len() as u32,
-        });
-        let v = self.val(node);
-        self.field(vec![v]);
-        let v = self.val(Some(phase));
-        self.field(vec![v]);
-        let v = containers.iter().map(|c| self.val(c.req)).collect();
-        self.field(v);
-        let v = containers.iter().map(|c| self.val(c.lim)).collect();
-        self.field(v);
-        let v = init
-            .iter()
-            .map(|c| self.val(c.always.then_some("Always")))
-            .collect();
-        self.field(v);
-        let v = init.iter().map(|c| self.val(c.req)).collect();
-        self.field(v);
-        let v = init.iter().map(|c| self.val(c.lim)).collect();
-        self.field(v);
-        self.field(vec![Value::Absent]);
+        self.object_ns.push(ns);
+        self.object_name.push(name);
+        self.first_slot.push(self.slot_ends.len() as u32);
+        self.field(vec![node]);
+        self.field(vec![Some(phase)]);
+        self.field(containers.iter().map(|c| c.req).collect());
+        self.field(containers.iter().map(|c| c.lim).collect());
+        self.field(init.iter().map(|c| c.always.then_some("Always")).collect());
+        self.field(init.iter().map(|c| c.req).collect());
+        self.field(init.iter().map(|c| c.lim).collect());
+        self.field(vec![None]);
         self
     }
 
@@ -99,9 +94,13 @@ impl Fixture {
         Snapshot {
             strings,
             string_ends: ends,
-            objects: self.objects,
-            slots: self.slots,
-            values: self.values,
+            object_watch: vec![0; self.object_ns.len()],
+            object_namespace: self.object_ns,
+            object_name: self.object_name,
+            object_first_slot: self.first_slot,
+            slot_ends: self.slot_ends,
+            value_kinds: self.kinds,
+            value_data: self.data,
             indexes: Vec::new(),
         }
     }
@@ -222,14 +221,37 @@ fn malformed_snapshot_is_a_terminal_error_not_a_panic() {
         reconcile_plan(&env(&[]), &snap),
         Err(ReconcileError::Terminal(_))
     ));
+    let mut snap = Fixture::default()
+        .pod("a", Some("n"), "Running", &[req("1")], &[])
+        .snapshot();
+    snap.object_name.pop();
+    assert!(matches!(
+        reconcile_plan(&env(&[]), &snap),
+        Err(ReconcileError::Terminal(_))
+    ));
     // Out-of-range slots and values read as absent.
     let mut snap = Fixture::default()
         .pod("a", Some("n"), "Running", &[req("1")], &[])
         .snapshot();
-    snap.objects[0].slots = 9_999;
-    snap.values.truncate(1);
+    snap.object_first_slot[0] = 9_999;
     let plan = reconcile_plan(&env(&[]), &snap).unwrap();
     assert!(applied(&plan).ends_with(r#""data":{}}"#));
+}
+
+#[test]
+fn numbers_and_booleans_read_as_text() {
+    let mut snap = Fixture::default()
+        .pod("a", Some("n1"), "Running", &[req("1")], &[])
+        .snapshot();
+    // The container's request (slot 2, value 2) as an unquoted number.
+    snap.value_kinds[2] = snapshot::kind::INT;
+    snap.value_data[2] = 3;
+    let plan = reconcile_plan(&env(&[]), &snap).unwrap();
+    assert!(
+        applied(&plan).contains(r#""data":{"n1":"3"}"#),
+        "{}",
+        applied(&plan)
+    );
 }
 
 #[test]

@@ -83,7 +83,9 @@ pub struct ActuatorCounters {
 impl ActuatorCounters {
     /// Requests that changed the cluster (applies + deletes + events).
     pub fn writes(&self) -> u64 {
-        self.applies.load(Ordering::Relaxed) + self.deletes.load(Ordering::Relaxed) + self.events.load(Ordering::Relaxed)
+        self.applies.load(Ordering::Relaxed)
+            + self.deletes.load(Ordering::Relaxed)
+            + self.events.load(Ordering::Relaxed)
     }
 }
 
@@ -125,7 +127,7 @@ pub fn contains(live: &Json, desired: &Json) -> bool {
 fn is_empty(v: &Json) -> bool {
     match v {
         Json::Null => true,
-        Json::Object(m) => m.is_empty(),
+        Json::Object(m) => m.values().all(is_empty),
         Json::Array(a) => a.is_empty(),
         _ => false,
     }
@@ -134,7 +136,10 @@ fn is_empty(v: &Json) -> bool {
 /// Whether `manager` owns (through Apply) a field of `live` that `desired`
 /// no longer sets — an apply is then needed to remove it.
 pub fn drops_owned_field(live: &Json, desired: &Json, manager: &str) -> bool {
-    let Some(entries) = live.pointer("/metadata/managedFields").and_then(Json::as_array) else {
+    let Some(entries) = live
+        .pointer("/metadata/managedFields")
+        .and_then(Json::as_array)
+    else {
         return false;
     };
     entries
@@ -149,7 +154,9 @@ pub fn drops_owned_field(live: &Json, desired: &Json, manager: &str) -> bool {
 }
 
 fn owned_missing(fields: &Json, desired: Option<&Json>) -> bool {
-    let Some(map) = fields.as_object() else { return false };
+    let Some(map) = fields.as_object() else {
+        return false;
+    };
     map.iter().any(|(k, child)| {
         let Some(name) = k.strip_prefix("f:") else {
             // "." or list-item keys ("k:", "v:", "i:"): lists compare whole.
@@ -157,7 +164,11 @@ fn owned_missing(fields: &Json, desired: Option<&Json>) -> bool {
         };
         match desired.and_then(|d| d.get(name)) {
             None => true,
-            Some(d) => child.as_object().is_some_and(|c| !c.is_empty()) && d.is_object() && owned_missing(child, Some(d)),
+            Some(d) => {
+                child.as_object().is_some_and(|c| !c.is_empty())
+                    && d.is_object()
+                    && owned_missing(child, Some(d))
+            }
         }
     })
 }
@@ -220,10 +231,17 @@ impl Actuator {
 
     /// Carries out `plan` for request `key`. Stops at the first failure
     /// (the caller requeues; the next attempt recomputes the whole plan).
-    pub async fn execute(&self, key: &str, plan: &ValidatedPlan, live: &dyn LiveObjects) -> Result<(), ActuatorError> {
+    pub async fn execute(
+        &self,
+        key: &str,
+        plan: &ValidatedPlan,
+        live: &dyn LiveObjects,
+    ) -> Result<(), ActuatorError> {
         for (target, desired) in &plan.apply {
             if let Some(current) = live.live(target) {
-                if contains(&current, desired) && !drops_owned_field(&current, desired, &self.field_manager) {
+                if contains(&current, desired)
+                    && !drops_owned_field(&current, desired, &self.field_manager)
+                {
                     self.counters.skipped.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
@@ -278,7 +296,12 @@ impl Actuator {
     /// Publishes the events that were not already emitted by this key's
     /// previous successful plan: a condition is reported when it appears,
     /// not again on every reconcile or resync.
-    async fn publish_events(&self, key: &str, events: &[PlannedEvent], live: &dyn LiveObjects) -> Result<(), ActuatorError> {
+    async fn publish_events(
+        &self,
+        key: &str,
+        events: &[PlannedEvent],
+        live: &dyn LiveObjects,
+    ) -> Result<(), ActuatorError> {
         let now: BTreeSet<EventId> = events
             .iter()
             .map(|e| (e.regarding.clone(), e.reason.clone(), e.message.clone()))
@@ -336,8 +359,14 @@ mod tests {
             "metadata": {"name": "s", "namespace": "ops", "uid": "u", "resourceVersion": "9"},
             "data": {"n1": "2", "other": "x"}});
         let cases = [
-            (json!({"metadata": {"name": "s", "namespace": "ops"}, "data": {"n1": "2"}}), true),
-            (json!({"metadata": {"name": "s"}, "data": {"n1": "3"}}), false),
+            (
+                json!({"metadata": {"name": "s", "namespace": "ops"}, "data": {"n1": "2"}}),
+                true,
+            ),
+            (
+                json!({"metadata": {"name": "s"}, "data": {"n1": "3"}}),
+                false,
+            ),
             (json!({"data": {"n2": "1"}}), false),
             (json!({"data": {}}), true),
             (json!({"binaryData": {}}), true),
@@ -355,10 +384,22 @@ mod tests {
             {"manager": "wasmctrl/g", "operation": "Apply", "fieldsV1": {"f:data": {"f:n1": {}, "f:n2": {}}}},
             {"manager": "kubectl", "operation": "Update", "fieldsV1": {"f:data": {"f:x": {}}}}
         ]}, "data": {"n1": "1", "n2": "1", "x": "y"}});
-        assert!(!drops_owned_field(&live, &json!({"data": {"n1": "1", "n2": "1"}}), "wasmctrl/g"));
-        assert!(drops_owned_field(&live, &json!({"data": {"n1": "1"}}), "wasmctrl/g"));
+        assert!(!drops_owned_field(
+            &live,
+            &json!({"data": {"n1": "1", "n2": "1"}}),
+            "wasmctrl/g"
+        ));
+        assert!(drops_owned_field(
+            &live,
+            &json!({"data": {"n1": "1"}}),
+            "wasmctrl/g"
+        ));
         assert!(drops_owned_field(&live, &json!({}), "wasmctrl/g"));
         // Another manager's fields never force our apply.
-        assert!(!drops_owned_field(&live, &json!({"data": {"n1": "1", "n2": "1"}}), "kubectl"));
+        assert!(!drops_owned_field(
+            &live,
+            &json!({"data": {"n1": "1", "n2": "1"}}),
+            "kubectl"
+        ));
     }
 }

@@ -20,7 +20,9 @@ use serde_json::Value as Json;
 use crate::actuator::{Actuator, ActuatorCounters, ActuatorError, LiveObjects};
 use crate::guest::snapshot::{self, WatchView};
 use crate::guest::{Environment, GuestError, GuestManifest, GuestModule, KeyMapping, ObjectKey};
-use crate::informer::{field_positions, whole_object, Change, Informer, InformerKey, InformerRegistry, SyncError};
+use crate::informer::{
+    field_positions, whole_object, Change, Informer, InformerKey, InformerRegistry, SyncError,
+};
 use crate::projection::FieldPath;
 use crate::workqueue::{self, Outcome, Workqueue, WorkqueueMetrics};
 
@@ -200,7 +202,13 @@ impl GuestController {
         for spec in &manifest.watches {
             let plural = match &spec.plural {
                 Some(p) => p.clone(),
-                None => actuator.resource(&spec.gvk).await.map_err(resolve_err)?.plural,
+                None => {
+                    actuator
+                        .resource(&spec.gvk)
+                        .await
+                        .map_err(resolve_err)?
+                        .plural
+                }
             };
             let key = InformerKey {
                 group: spec.gvk.group.clone(),
@@ -328,17 +336,21 @@ impl GuestController {
     /// Waits until every cache the guest reads or writes has synced.
     pub async fn wait_synced(&self) -> Result<(), ControllerError> {
         for informer in self.informers() {
-            informer.wait_synced().await.map_err(|source| ControllerError::Sync {
-                guest: self.name.clone(),
-                source,
-            })?;
+            informer
+                .wait_synced()
+                .await
+                .map_err(|source| ControllerError::Sync {
+                    guest: self.name.clone(),
+                    source,
+                })?;
         }
         Ok(())
     }
 
     /// Whether every cache has synced.
     pub fn is_synced(&self) -> bool {
-        self.informers().all(|i| i.state() == crate::informer::SyncState::Synced)
+        self.informers()
+            .all(|i| i.state() == crate::informer::SyncState::Synced)
     }
 
     /// Enqueues every key the guest's world produces.
@@ -370,7 +382,8 @@ impl GuestController {
         let ticker = {
             let this = Arc::downgrade(&self);
             tokio::spawn(async move {
-                let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + resync, resync);
+                let mut interval =
+                    tokio::time::interval_at(tokio::time::Instant::now() + resync, resync);
                 loop {
                     interval.tick().await;
                     let Some(this) = this.upgrade() else { return };
@@ -385,7 +398,8 @@ impl GuestController {
                 let waits = receivers.into_iter().map(|mut rx| {
                     Box::pin(async move {
                         loop {
-                            if let crate::informer::SyncState::Failed(e) = &*rx.borrow_and_update() {
+                            if let crate::informer::SyncState::Failed(e) = &*rx.borrow_and_update()
+                            {
                                 return e.clone();
                             }
                             if rx.changed().await.is_err() {
@@ -399,10 +413,14 @@ impl GuestController {
         };
         let workers = {
             let this = self.clone();
-            workqueue::run_workers(self.queue.clone(), self.config.workers, move |key: String| {
-                let this = this.clone();
-                async move { this.reconcile(key).await }
-            })
+            workqueue::run_workers(
+                self.queue.clone(),
+                self.config.workers,
+                move |key: String| {
+                    let this = this.clone();
+                    async move { this.reconcile(key).await }
+                },
+            )
         };
         let result = tokio::select! {
             () = workers => Ok(()),
@@ -455,8 +473,17 @@ impl GuestController {
             Ok(plan) => plan,
             Err(e) => {
                 self.stats.errors.fetch_add(1, Ordering::Relaxed);
-                if matches!(e.kind, crate::guest::GuestErrorKind::Failed { retryable: false, .. }) {
-                    tracing::error!(reason = e.reason(), "{e}; not retrying until the key changes");
+                if matches!(
+                    e.kind,
+                    crate::guest::GuestErrorKind::Failed {
+                        retryable: false,
+                        ..
+                    }
+                ) {
+                    tracing::error!(
+                        reason = e.reason(),
+                        "{e}; not retrying until the key changes"
+                    );
                     return Outcome::Success;
                 }
                 tracing::warn!(reason = e.reason(), "{e}");
@@ -487,7 +514,9 @@ impl LiveObjects for GuestController {
             .outputs
             .iter()
             .find(|o| o.rule.allows(&key.gvk, key.namespace.as_deref(), &key.name))?;
-        let obj = output.informer.get(key.namespace.as_deref().unwrap_or(""), &key.name)?;
+        let obj = output
+            .informer
+            .get(key.namespace.as_deref().unwrap_or(""), &key.name)?;
         whole_object(&obj)
     }
 
@@ -518,7 +547,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Per-guest configuration from `GUEST.KEY=VALUE` pairs.
-pub fn split_guest_config(pairs: &[String]) -> Result<BTreeMap<String, BTreeMap<String, String>>, String> {
+pub fn split_guest_config(
+    pairs: &[String],
+) -> Result<BTreeMap<String, BTreeMap<String, String>>, String> {
     let mut out: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
     for p in pairs {
         let (lhs, value) = p

@@ -92,16 +92,24 @@ async fn read_summary(cms: &Api<ConfigMap>) -> BTreeMap<String, String> {
 pub async fn run(config: DemoConfig) -> anyhow::Result<Verdict> {
     let server = ApiServer::start(ApiServerConfig::default()).await?;
     let client: Client = server.client().await?;
-    println!("embedded API server: {} (kubectl: run `wasmctrl apiserver` for a standalone one)", server.url());
+    println!(
+        "embedded API server: {} (kubectl: run `wasmctrl apiserver` for a standalone one)",
+        server.url()
+    );
 
     let namespaces: Api<Namespace> = Api::all(client.clone());
     for ns in [HOST_NAMESPACE, WORKLOAD_NAMESPACE] {
         namespaces
-            .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": ns}}))?)
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
+            )
             .await?;
     }
     let nodes: Api<Node> = Api::all(client.clone());
-    let node_names: Vec<String> = (0..config.nodes).map(|i| format!("gpu-node-{i:02}")).collect();
+    let node_names: Vec<String> = (0..config.nodes)
+        .map(|i| format!("gpu-node-{i:02}"))
+        .collect();
     for n in &node_names {
         nodes
             .create(
@@ -169,7 +177,8 @@ pub async fn run(config: DemoConfig) -> anyhow::Result<Verdict> {
             next_id += 1;
             let name = format!("job-{next_id:05}");
             let gpus = rng.i64(1..=4);
-            let node = (rng.f64() < 0.85).then(|| node_names[rng.usize(..node_names.len())].clone());
+            let node =
+                (rng.f64() < 0.85).then(|| node_names[rng.usize(..node_names.len())].clone());
             let by_limit = rng.bool();
             let resources = if by_limit {
                 json!({"limits": {"nvidia.com/gpu": gpus.to_string()}})
@@ -180,13 +189,23 @@ pub async fn run(config: DemoConfig) -> anyhow::Result<Verdict> {
             if let Some(n) = &node {
                 spec["nodeName"] = json!(n);
             }
-            let pod: Pod = serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec}))?;
+            let pod: Pod =
+                serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec}))?;
             if pods.create(&PostParams::default(), &pod).await.is_ok() {
-                sim.insert(name, SimPod { node, gpus, phase: "Pending" });
+                sim.insert(
+                    name,
+                    SimPod {
+                        node,
+                        gpus,
+                        phase: "Pending",
+                    },
+                );
             }
         } else if !live.is_empty() {
             let name = &live[rng.usize(..live.len())];
-            let Some(p) = sim.get(name).cloned() else { continue };
+            let Some(p) = sim.get(name).cloned() else {
+                continue;
+            };
             let action = rng.f64();
             let new_phase = match (p.phase, p.node.is_some()) {
                 ("Pending", true) if action < 0.6 => Some("Running"),
@@ -222,7 +241,11 @@ pub async fn run(config: DemoConfig) -> anyhow::Result<Verdict> {
                 stats.reconciles.load(Ordering::Relaxed),
                 counters.applies.load(Ordering::Relaxed),
                 counters.skipped.load(Ordering::Relaxed),
-                if summary == want { "summary == truth" } else { "converging…" }
+                if summary == want {
+                    "summary == truth"
+                } else {
+                    "converging…"
+                }
             );
         }
     }
@@ -240,7 +263,10 @@ pub async fn run(config: DemoConfig) -> anyhow::Result<Verdict> {
     for n in &node_names {
         let s = summary.get(n).map(String::as_str).unwrap_or("-");
         let t = want.get(n).map(String::as_str).unwrap_or("-");
-        println!("{n:<14} {s:>8} {t:>8}{}", if s == t { "" } else { "   <- differs" });
+        println!(
+            "{n:<14} {s:>8} {t:>8}{}",
+            if s == t { "" } else { "   <- differs" }
+        );
     }
     println!(
         "reconciles={} applies={} skipped-writes={} errors={}",

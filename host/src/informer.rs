@@ -21,7 +21,7 @@ use serde_json::Value as Json;
 use tokio::sync::watch as tokio_watch;
 use tokio::task::JoinHandle;
 
-use crate::projection::{FieldPath, Interner, Projection, ProjectedObject};
+use crate::projection::{FieldPath, Interner, ProjectedObject, Projection};
 
 /// Identity of a shared informer.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -344,7 +344,11 @@ fn upsert(inner: &Inner, obj: DynamicObject) -> Option<Change> {
     };
     let (namespace, name) = key.clone();
     objects.insert(key, Arc::new(projected));
-    Some(Change { kind, namespace, name })
+    Some(Change {
+        kind,
+        namespace,
+        name,
+    })
 }
 
 async fn run(client: Client, inner: Arc<Inner>) {
@@ -379,7 +383,11 @@ async fn run(client: Client, inner: Arc<Inner>) {
                 let seen = relisting.take().unwrap_or_default();
                 let gone: Vec<ObjKey> = {
                     let mut objects = write(&inner.objects);
-                    let gone: Vec<ObjKey> = objects.keys().filter(|k| !seen.contains(*k)).cloned().collect();
+                    let gone: Vec<ObjKey> = objects
+                        .keys()
+                        .filter(|k| !seen.contains(*k))
+                        .cloned()
+                        .collect();
                     for k in &gone {
                         objects.remove(k);
                     }
@@ -396,7 +404,9 @@ async fn run(client: Client, inner: Arc<Inner>) {
                     );
                 }
                 lock(&inner.interner).sweep();
-                inner.lists.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                inner
+                    .lists
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 inner.state.send_replace(SyncState::Synced);
             }
             Ok(watcher::Event::Apply(obj)) => {
@@ -477,7 +487,11 @@ impl InformerRegistry {
                 union.push(f.clone());
             }
         }
-        let informer = Informer::start(self.client.clone(), key.clone(), Projection::new(union, vec![]));
+        let informer = Informer::start(
+            self.client.clone(),
+            key.clone(),
+            Projection::new(union, vec![]),
+        );
         map.insert(key.clone(), informer.clone());
         informer
     }
@@ -508,7 +522,13 @@ impl InformerRegistry {
 pub fn field_positions(projection: &Projection, wanted: &[FieldPath]) -> Vec<usize> {
     wanted
         .iter()
-        .map(|w| projection.paths().iter().position(|p| p == w).unwrap_or(usize::MAX))
+        .map(|w| {
+            projection
+                .paths()
+                .iter()
+                .position(|p| p == w)
+                .unwrap_or(usize::MAX)
+        })
         .collect()
 }
 

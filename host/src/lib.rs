@@ -4,15 +4,15 @@
 //! WebAssembly components that turn a snapshot of the objects they watch into
 //! a plan of desired state.
 
+pub mod actuator;
 pub mod apiserver;
+pub mod controller;
+pub mod demo;
 pub mod guest;
+pub mod informer;
 pub mod objects;
 pub mod offline;
 pub mod projection;
+pub mod runner;
 pub mod selector;
 pub mod workqueue;
-pub mod informer;
-pub mod actuator;
-pub mod controller;
-pub mod runner;
-pub mod demo;

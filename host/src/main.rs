@@ -87,7 +87,10 @@ struct DemoArgs {
     #[arg(long, default_value_t = 42)]
     seed: u64,
     /// The GPU-summary guest.
-    #[arg(long, default_value = "target/wasm32-wasip2/guest/guest_gpu_summary.wasm")]
+    #[arg(
+        long,
+        default_value = "target/wasm32-wasip2/guest/guest_gpu_summary.wasm"
+    )]
     guest: PathBuf,
 }
 
@@ -190,7 +193,8 @@ fn host_namespace(flag: Option<String>, client: &kube::Client) -> String {
 async fn run(args: RunArgs) -> anyhow::Result<()> {
     let client = kube_client(args.kubeconfig.as_deref()).await?;
     let namespace = host_namespace(args.namespace, &client);
-    let guest_config = wasmctrl::controller::split_guest_config(&args.config).map_err(anyhow::Error::msg)?;
+    let guest_config =
+        wasmctrl::controller::split_guest_config(&args.config).map_err(anyhow::Error::msg)?;
     let config = wasmctrl::runner::HostConfig {
         guests: args.guests,
         namespace,
@@ -209,7 +213,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
 async fn shutdown_signal() {
     #[cfg(unix)]
     {
-        if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        if let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => {}
                 _ = term.recv() => {}
@@ -257,7 +263,10 @@ fn init_tracing() {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("wasmctrl: error: cannot start the async runtime: {e}");

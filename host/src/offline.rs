@@ -111,7 +111,9 @@ pub fn reconcile(
     let views: Vec<guest::snapshot::WatchView<'_>> = world
         .iter()
         .zip(&manifest.watches)
-        .map(|(objs, w)| guest::snapshot::WatchView::identity(objs.iter().collect(), w.projection.paths().len()))
+        .map(|(objs, w)| {
+            guest::snapshot::WatchView::identity(objs.iter().collect(), w.projection.paths().len())
+        })
         .collect();
     let snapshot = guest::snapshot::build(&manifest, &views);
     let mut plans = Vec::new();

@@ -63,7 +63,11 @@ fn stem(path: &std::path::Path) -> String {
 
 impl Host {
     /// Loads every guest and starts its informers (not its workers).
-    pub async fn start(client: Client, config: HostConfig, metrics: Option<&WorkqueueMetrics>) -> Result<Self, HostError> {
+    pub async fn start(
+        client: Client,
+        config: HostConfig,
+        metrics: Option<&WorkqueueMetrics>,
+    ) -> Result<Self, HostError> {
         if config.guests.is_empty() {
             return Err(HostError::NoGuests);
         }
@@ -73,17 +77,31 @@ impl Host {
         for path in &config.guests {
             let module = runtime.load_file(path)?;
             let env = Self::environment(&module, path, &config);
-            let controller =
-                GuestController::start(client.clone(), &registry, module, env, config.controller.clone(), metrics).await?;
+            let controller = GuestController::start(
+                client.clone(),
+                &registry,
+                module,
+                env,
+                config.controller.clone(),
+                metrics,
+            )
+            .await?;
             tracing::info!(guest = controller.name(), path = %path.display(), "guest loaded");
             controllers.push(Arc::new(controller));
         }
-        Ok(Host { controllers, registry })
+        Ok(Host {
+            controllers,
+            registry,
+        })
     }
 
     /// The guest's environment: its configuration is looked up by the name
     /// it declares (asked once without configuration) or its file stem.
-    fn environment(module: &GuestModule, path: &std::path::Path, config: &HostConfig) -> guest::Environment {
+    fn environment(
+        module: &GuestModule,
+        path: &std::path::Path,
+        config: &HostConfig,
+    ) -> guest::Environment {
         let bare = guest::environment(&config.namespace, &BTreeMap::new());
         let declared = module.manifest(&bare).ok().map(|m| m.name);
         let values = declared
@@ -112,7 +130,11 @@ impl Host {
 
     /// Runs every guest until `shutdown` resolves (then drains in-flight
     /// reconciles for up to `drain`) or until one fails.
-    pub async fn run(&self, shutdown: impl Future<Output = ()>, drain: Duration) -> Result<(), HostError> {
+    pub async fn run(
+        &self,
+        shutdown: impl Future<Output = ()>,
+        drain: Duration,
+    ) -> Result<(), HostError> {
         let mut tasks = tokio::task::JoinSet::new();
         for c in &self.controllers {
             tasks.spawn(c.clone().run());
@@ -132,10 +154,8 @@ impl Host {
         for c in &self.controllers {
             c.shutdown();
         }
-        let _ = tokio::time::timeout(drain, async {
-            while tasks.join_next().await.is_some() {}
-        })
-        .await;
+        let _ =
+            tokio::time::timeout(drain, async { while tasks.join_next().await.is_some() {} }).await;
         tasks.abort_all();
         match failed {
             Some(e) => Err(e.into()),

@@ -39,13 +39,18 @@ pub async fn server() -> (RunningApiServer, Client) {
 }
 
 pub async fn server_with(config: ApiServerConfig) -> (RunningApiServer, Client) {
-    let server = ApiServer::start(config).await.expect("embedded API server starts");
+    let server = ApiServer::start(config)
+        .await
+        .expect("embedded API server starts");
     let client = server.client().await.unwrap();
     let ns: Api<Namespace> = Api::all(client.clone());
     for n in [HOST_NS, PODS_NS] {
-        ns.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": n}})).unwrap())
-            .await
-            .unwrap();
+        ns.create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": n}})).unwrap(),
+        )
+        .await
+        .unwrap();
     }
     (server, client)
 }
@@ -61,7 +66,13 @@ pub struct TestPod {
 }
 
 pub fn pod(name: &str) -> TestPod {
-    TestPod { name: name.into(), node: None, phase: None, requests: None, limits: None }
+    TestPod {
+        name: name.into(),
+        node: None,
+        phase: None,
+        requests: None,
+        limits: None,
+    }
 }
 
 impl TestPod {
@@ -93,26 +104,39 @@ impl TestPod {
     }
     pub async fn create(&self, client: &Client) {
         let pods: Api<Pod> = Api::namespaced(client.clone(), PODS_NS);
-        pods.create(&PostParams::default(), &serde_json::from_value(self.json()).unwrap())
-            .await
-            .unwrap();
+        pods.create(
+            &PostParams::default(),
+            &serde_json::from_value(self.json()).unwrap(),
+        )
+        .await
+        .unwrap();
     }
 }
 
 pub async fn set_phase(client: &Client, name: &str, phase: &str) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), PODS_NS);
-    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": phase}})))
-        .await
-        .unwrap();
+    pods.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": phase}})),
+    )
+    .await
+    .unwrap();
 }
 
 pub async fn summary(client: &Client) -> Option<BTreeMap<String, String>> {
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), HOST_NS);
-    cms.get_opt("gpu-summary").await.unwrap().map(|cm| cm.data.unwrap_or_default())
+    cms.get_opt("gpu-summary")
+        .await
+        .unwrap()
+        .map(|cm| cm.data.unwrap_or_default())
 }
 
 pub fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 /// Polls `check` until it returns true or `CONVERGE` passes.
@@ -126,7 +150,10 @@ where
         if check().await {
             return;
         }
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for: {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -164,13 +191,22 @@ impl RunningHost {
         self.task.await.unwrap()
     }
     pub fn applies(&self) -> u64 {
-        self.host.controllers()[0].actuator_counters().applies.load(std::sync::atomic::Ordering::Relaxed)
+        self.host.controllers()[0]
+            .actuator_counters()
+            .applies
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
     pub fn skipped(&self) -> u64 {
-        self.host.controllers()[0].actuator_counters().skipped.load(std::sync::atomic::Ordering::Relaxed)
+        self.host.controllers()[0]
+            .actuator_counters()
+            .skipped
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
     pub fn reconciles(&self) -> u64 {
-        self.host.controllers()[0].stats().reconciles.load(std::sync::atomic::Ordering::Relaxed)
+        self.host.controllers()[0]
+            .stats()
+            .reconciles
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -185,7 +221,11 @@ pub fn host_config(controller: ControllerConfig) -> HostConfig {
 }
 
 pub async fn start_host(client: &Client, controller: ControllerConfig) -> RunningHost {
-    let host = Arc::new(Host::start(client.clone(), host_config(controller), None).await.expect("host starts"));
+    let host = Arc::new(
+        Host::start(client.clone(), host_config(controller), None)
+            .await
+            .expect("host starts"),
+    );
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let h = host.clone();
     let task = tokio::spawn(async move {
@@ -197,5 +237,9 @@ pub async fn start_host(client: &Client, controller: ControllerConfig) -> Runnin
         )
         .await
     });
-    RunningHost { host, stop: Some(tx), task }
+    RunningHost {
+        host,
+        stop: Some(tx),
+        task,
+    }
 }

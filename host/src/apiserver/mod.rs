@@ -8,6 +8,7 @@
 //! [`RunningApiServer::client`] or kubectl via [`RunningApiServer::kubeconfig`].
 
 pub mod auth;
+pub mod convert;
 pub mod crd;
 pub mod discovery;
 pub mod faults;

@@ -110,14 +110,7 @@ pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, now: &str) {
     }
     match (info.group.as_str(), info.plural.as_str()) {
         ("", "pods") => default_pod(obj),
-        ("", "secrets") => {
-            if !obj
-                .get("type")
-                .is_some_and(|t| t.as_str().is_some_and(|t| !t.is_empty()))
-            {
-                obj["type"] = json!("Opaque");
-            }
-        }
+        ("", "secrets") if secret_type_missing(obj) => obj["type"] = json!("Opaque"),
         ("", "namespaces") => {
             let name = meta_str(obj, "name").unwrap_or_default().to_string();
             let labels = meta_mut(obj).entry("labels").or_insert_with(|| json!({}));
@@ -138,6 +131,13 @@ pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, now: &str) {
         }
         _ => {}
     }
+}
+
+fn secret_type_missing(secret: &Value) -> bool {
+    secret
+        .get("type")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
 }
 
 fn default_pod(pod: &mut Value) {

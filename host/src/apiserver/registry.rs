@@ -38,9 +38,10 @@ impl ResourceInfo {
         }
     }
 
-    /// Key of the storage bucket: all versions of a group/plural share one.
+    /// Key of the storage bucket: all versions of a group/plural share one,
+    /// and `events.k8s.io` Events share core Events' bucket.
     pub fn storage_key(&self) -> String {
-        if self.group.is_empty() {
+        if self.group.is_empty() || (self.group == "events.k8s.io" && self.plural == "events") {
             self.plural.clone()
         } else {
             format!("{}.{}", self.plural, self.group)

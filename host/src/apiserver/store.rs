@@ -548,30 +548,3 @@ mod tests {
         assert!(s.subscribe("configmaps", Some(s.current_rv())).is_ok());
     }
 }
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod timing {
-    use super::*;
-    use crate::apiserver::selector::{FieldSelector, LabelSelector, Selector};
-    use serde_json::json;
-
-    #[test]
-    #[ignore = "timing probe"]
-    fn selector_scan_timing() {
-        let s = Store::new(10);
-        for i in 0..100_000 {
-            let p = json!({"metadata": {"name": format!("p{i}"), "namespace": "d", "labels": {"app": "x", "shard": format!("{}", i % 16)}}, "spec": {"nodeName": format!("n{}", i % 500)}, "status": {"phase": "Pending"}});
-            s.create("pods", ("d".into(), format!("p{i}")), p).unwrap();
-        }
-        let sel = Selector {
-            labels: LabelSelector::parse("shard=3").unwrap(),
-            fields: FieldSelector::parse("spec.nodeName=n3", "pods").unwrap(),
-        };
-        for _ in 0..3 {
-            let t = std::time::Instant::now();
-            let page = s.list("pods", Some("d"), None, 0, |a| sel.matches(a));
-            println!("{} items in {:?}", page.items.len(), t.elapsed());
-        }
-    }
-}

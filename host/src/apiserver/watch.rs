@@ -97,9 +97,15 @@ impl Filter {
     fn render(&self, event: EventType, json: &[u8], first: &mut bool) -> Bytes {
         if self.spec.table {
             let obj: Value = serde_json::from_slice(json).unwrap_or(Value::Null);
+            let obj = super::convert::from_storage(&self.spec.info, obj);
             let table = super::table::table(&self.spec.info, &[obj], *first, None);
             *first = false;
             event_line(event.as_str(), table.to_string().as_bytes())
+        } else if super::convert::needs_conversion(&self.spec.info) {
+            event_line(
+                event.as_str(),
+                &super::convert::bytes_from_storage(&self.spec.info, json),
+            )
         } else {
             event_line(event.as_str(), json)
         }
@@ -116,7 +122,6 @@ pub fn stream(spec: WatchSpec, sub: Subscription, mut drops: tokio_watch::Receiv
         spec,
     };
     tokio::spawn(async move {
-        drops.mark_unchanged();
         let Subscription {
             initial,
             replay,
@@ -203,8 +208,8 @@ pub fn error_stream(status: &Value) -> Body {
 mod tests {
     use super::*;
     use crate::apiserver::registry::Registry;
-    use std::sync::Arc;
     use crate::apiserver::selector::{extract_attrs, FieldSelector, LabelSelector};
+    use std::sync::Arc;
 
     fn rec(event: EventType, prev: Option<Value>, now: Value) -> Record {
         Record {

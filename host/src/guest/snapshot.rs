@@ -54,7 +54,8 @@ impl Strings {
     fn push_unique(&mut self, s: &str) -> u32 {
         let id = u32::try_from(self.ends.len()).unwrap_or(u32::MAX);
         self.blob.push_str(s);
-        self.ends.push(u32::try_from(self.blob.len()).unwrap_or(u32::MAX));
+        self.ends
+            .push(u32::try_from(self.blob.len()).unwrap_or(u32::MAX));
         id
     }
 }
@@ -78,42 +79,64 @@ impl<'a> WatchView<'a> {
     }
 }
 
+/// Value kinds, as documented on the WIT `snapshot` record.
+pub mod kind {
+    /// Missing or null.
+    pub const ABSENT: u8 = 0;
+    /// A string (payload: string index).
+    pub const STR: u8 = 1;
+    /// An integer (payload: s64 bits).
+    pub const INT: u8 = 2;
+    /// Another number (payload: f64 bits).
+    pub const FLOAT: u8 = 3;
+    /// A boolean (payload: 0 or 1).
+    pub const BOOL: u8 = 4;
+    /// An object or list as JSON text (payload: string index).
+    pub const JSON: u8 = 5;
+}
+
+fn idx(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
 /// Builds the snapshot for `manifest` from each watch's objects (indexed
 /// like `manifest.watches`).
 pub fn build(manifest: &GuestManifest, per_watch: &[WatchView<'_>]) -> wit::Snapshot {
     let total: usize = per_watch.iter().map(|w| w.objects.len()).sum();
     let mut strings = Strings::with_capacity(total + 1024);
-    let mut objects = Vec::with_capacity(total);
-    let mut slots = Vec::with_capacity(total * 8);
-    let mut values = Vec::with_capacity(total * 8);
+    let mut object_watch = Vec::with_capacity(total);
+    let mut object_namespace = Vec::with_capacity(total);
+    let mut object_name = Vec::with_capacity(total);
+    let mut object_first_slot = Vec::with_capacity(total);
+    let mut slot_ends = Vec::with_capacity(total * 8);
+    let mut value_kinds = Vec::with_capacity(total * 8);
+    let mut value_data = Vec::with_capacity(total * 8);
     let mut indexes = Vec::new();
     let mut base = 0u32;
     for (w, (spec, view)) in manifest.watches.iter().zip(per_watch).enumerate() {
-        let w = u32::try_from(w).unwrap_or(u32::MAX);
+        let w = idx(w);
         let visible = spec.projection.visible();
         let objs = &view.objects;
         let at = |i: usize| view.positions.get(i).copied().unwrap_or(usize::MAX);
         for obj in objs {
-            objects.push(wit::Object {
-                watch: w,
-                namespace: strings.id(&obj.namespace),
-                name: strings.push_unique(&obj.name),
-                slots: u32::try_from(slots.len()).unwrap_or(u32::MAX),
-            });
+            object_watch.push(w);
+            object_namespace.push(strings.id(&obj.namespace));
+            object_name.push(strings.push_unique(&obj.name));
+            object_first_slot.push(idx(slot_ends.len()));
             for f in 0..visible {
-                let field = obj.field(at(f));
-                slots.push(wit::Span {
-                    start: u32::try_from(values.len()).unwrap_or(u32::MAX),
-                    len: u32::try_from(field.len()).unwrap_or(u32::MAX),
-                });
-                values.extend(field.iter().map(|v| match v {
-                    Projected::Absent => wit::Value::Absent,
-                    Projected::Str(s) => wit::Value::Str(strings.id(s)),
-                    Projected::Int(i) => wit::Value::Int(*i),
-                    Projected::Float(x) => wit::Value::Float(*x),
-                    Projected::Bool(b) => wit::Value::Boolean(*b),
-                    Projected::Json(s) => wit::Value::Json(strings.id(s)),
-                }));
+                for v in obj.field(at(f)) {
+                    let (k, d) = match v {
+                        Projected::Absent => (kind::ABSENT, 0),
+                        Projected::Str(s) => (kind::STR, u64::from(strings.id(s))),
+                        Projected::Int(i) => (kind::INT, *i as u64),
+                        Projected::Float(x) => (kind::FLOAT, x.to_bits()),
+                        Projected::Bool(b) => (kind::BOOL, u64::from(*b)),
+                        Projected::Json(s) => (kind::JSON, u64::from(strings.id(s))),
+                    };
+                    value_kinds.push(k);
+                    value_data.push(d);
+                }
+                slot_ends.push(idx(value_kinds.len()));
             }
         }
         for (i, name) in spec.indexes.iter().enumerate() {
@@ -121,10 +144,7 @@ pub fn build(manifest: &GuestManifest, per_watch: &[WatchView<'_>]) -> wit::Snap
             for (n, obj) in objs.iter().enumerate() {
                 for v in obj.field(at(visible + i)) {
                     if let Some(key) = v.as_str() {
-                        buckets
-                            .entry(key)
-                            .or_default()
-                            .push(base + u32::try_from(n).unwrap_or(u32::MAX));
+                        buckets.entry(key).or_default().push(base + idx(n));
                     }
                 }
             }
@@ -140,14 +160,18 @@ pub fn build(manifest: &GuestManifest, per_watch: &[WatchView<'_>]) -> wit::Snap
                     .collect(),
             });
         }
-        base += u32::try_from(objs.len()).unwrap_or(u32::MAX);
+        base += idx(objs.len());
     }
     wit::Snapshot {
         strings: strings.blob,
         string_ends: strings.ends,
-        objects,
-        slots,
-        values,
+        object_watch,
+        object_namespace,
+        object_name,
+        object_first_slot,
+        slot_ends,
+        value_kinds,
+        value_data,
         indexes,
     }
 }

@@ -220,7 +220,13 @@ fn snapshot_larger_than_the_cap_is_out_of_memory_not_a_crash() {
             )
         })
         .collect();
-    let snap = snapshot::build(&m, &[snapshot::WatchView::identity(objs.iter().collect(), m.watches[0].projection.paths().len())]);
+    let snap = snapshot::build(
+        &m,
+        &[snapshot::WatchView::identity(
+            objs.iter().collect(),
+            m.watches[0].projection.paths().len(),
+        )],
+    );
     let e = run_wat(
         RuntimeConfig::default().memory_limit(1 << 20),
         "unreachable",
@@ -372,7 +378,13 @@ fn gpu_guest_reconciles_a_projected_world() {
         .iter()
         .map(|p| m.watches[0].projection.project(p, &mut interner))
         .collect();
-    let snap = snapshot::build(&m, &[snapshot::WatchView::identity(objs.iter().collect(), m.watches[0].projection.paths().len())]);
+    let snap = snapshot::build(
+        &m,
+        &[snapshot::WatchView::identity(
+            objs.iter().collect(),
+            m.watches[0].projection.paths().len(),
+        )],
+    );
     let (plan, _) = module.reconcile(&m, &env(), "gpu-summary", &snap);
     let plan = plan.unwrap();
     assert_eq!(

@@ -1324,11 +1324,22 @@ async fn events_are_served_in_core_and_events_k8s_io() {
     let ev = serde_json::from_value(json!({
         "apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e2"},
         "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "wasmctrl",
+        "regarding": {"kind": "Pod", "name": "p", "namespace": "default"}, "note": "n",
         "reportingInstance": "i", "action": "Reconcile", "reason": "Done", "type": "Normal"
     }))
     .unwrap();
     let made = new.create(&PostParams::default(), &ev).await.unwrap();
     assert_eq!(made.reason.as_deref(), Some("Done"));
+    // both APIs serve the same stored events, converted per version
+    let as_new = new.get("e1").await.unwrap();
+    assert_eq!(as_new.note.as_deref(), Some("m"));
+    assert_eq!(as_new.regarding.unwrap().name.as_deref(), Some("p"));
+    let as_core = core.get("e2").await.unwrap();
+    assert_eq!(as_core.reporting_component.as_deref(), Some("wasmctrl"));
+    assert_eq!(
+        core.list(&ListParams::default()).await.unwrap().items.len(),
+        2
+    );
 }
 
 #[tokio::test]
@@ -1465,4 +1476,69 @@ async fn malformed_requests_get_status_errors_not_panics() {
     assert_eq!(s.code, 400);
     let s = raw(&client, "GET", &format!("{cms}?limit=x"), json, json, "").await;
     assert_eq!(s.code, 400);
+}
+
+#[tokio::test]
+async fn single_object_watch_path_sees_only_that_object() {
+    let (_s, client) = start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    cms.create(&PostParams::default(), &cm("a", json!({})))
+        .await
+        .unwrap();
+    cms.create(&PostParams::default(), &cm("b", json!({})))
+        .await
+        .unwrap();
+    let req = axum::http::Request::get(
+        "/api/v1/namespaces/default/configmaps/a?watch=true&resourceVersion=0&timeoutSeconds=1",
+    )
+    .body(Vec::new())
+    .unwrap();
+    let body = tokio::time::timeout(WAIT, client.request_text(req))
+        .await
+        .unwrap()
+        .unwrap();
+    let names: Vec<String> = body
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|e| {
+            e["object"]["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(names, ["a"]);
+}
+
+#[tokio::test]
+async fn kube_runtime_finalizer_patches_are_accepted() {
+    // the exact JSON patches kube::runtime::finalizer sends to add and remove its finalizer
+    let (_s, client) = start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    cms.create(&PostParams::default(), &cm("f", json!({})))
+        .await
+        .unwrap();
+    let add = serde_json::from_value(json!([
+        {"op": "test", "path": "/metadata/finalizers", "value": null},
+        {"op": "add", "path": "/metadata/finalizers", "value": ["example.com/cleanup"]}
+    ]))
+    .unwrap();
+    let c = cms
+        .patch("f", &PatchParams::default(), &Patch::Json::<()>(add))
+        .await
+        .unwrap();
+    assert_eq!(
+        c.metadata.finalizers.as_deref(),
+        Some(&["example.com/cleanup".to_string()][..])
+    );
+    cms.delete("f", &DeleteParams::default()).await.unwrap();
+    let remove = serde_json::from_value(json!([
+        {"op": "test", "path": "/metadata/finalizers/0", "value": "example.com/cleanup"},
+        {"op": "remove", "path": "/metadata/finalizers/0"}
+    ]))
+    .unwrap();
+    cms.patch("f", &PatchParams::default(), &Patch::Json::<()>(remove))
+        .await
+        .unwrap();
+    assert_eq!(status(cms.get("f").await.unwrap_err()).code, 404);
 }
