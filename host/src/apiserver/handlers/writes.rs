@@ -249,8 +249,7 @@ impl Ctx<'_> {
             let oldv = self.out(old.value());
             let patched = match ct.as_str() {
                 "application/json-patch+json" => {
-                    let ops = drop_null_tests_of_missing_keys(&oldv, &patch_doc);
-                    patch::json_patch(&oldv, &ops).map_err(patch_error)?
+                    patch::json_patch(&oldv, &patch_doc).map_err(patch_error)?
                 }
                 "application/merge-patch+json" => {
                     if !patch_doc.is_object() {
@@ -537,26 +536,6 @@ impl Ctx<'_> {
             }),
         ))
     }
-}
-
-/// The real server's JSON patch library treats a missing key under an
-/// existing parent as `null` in `test` operations; kube-runtime's finalizer
-/// helper relies on it (`test /metadata/finalizers == null` before adding
-/// the first finalizer). Such tests succeed, so they are dropped here.
-fn drop_null_tests_of_missing_keys(doc: &Value, ops: &Value) -> Value {
-    let Some(list) = ops.as_array() else {
-        return ops.clone();
-    };
-    let keep = |op: &&Value| {
-        let is_null_test = op.get("op").and_then(Value::as_str) == Some("test")
-            && op.get("value").is_some_and(Value::is_null);
-        let Some(path) = op.get("path").and_then(Value::as_str) else {
-            return true;
-        };
-        let parent = path.rsplit_once('/').map_or("", |(p, _)| p);
-        !(is_null_test && doc.pointer(path).is_none() && doc.pointer(parent).is_some())
-    };
-    Value::Array(list.iter().filter(keep).cloned().collect())
 }
 
 /// A malformed patch document is 400; one that does not apply is 422.

@@ -93,10 +93,11 @@ fn apply_op(doc: &mut Value, op: &Value, index: usize) -> Result<()> {
         }
         "test" => {
             let want = value()?;
-            let got = get(doc, &tokens).map_err(|reason| PatchError::TestFailed {
+            let got = test_target(doc, &tokens).map_err(|reason| PatchError::TestFailed {
                 path: path.clone(),
                 reason,
             })?;
+            let got = got.unwrap_or(&Value::Null);
             if *got == want {
                 Ok(())
             } else {
@@ -204,6 +205,26 @@ fn get<'a>(doc: &'a Value, tokens: &[String]) -> std::result::Result<&'a Value, 
         };
     }
     Ok(cur)
+}
+
+/// The value a `test` operation compares against, as the real server's JSON
+/// patch library (evanphx/json-patch, used by apimachinery) resolves it: a
+/// key missing from an existing object reads as `None` (compared as `null`),
+/// while a missing parent, an out-of-range array index or a scalar parent is
+/// an error. kube-runtime's finalizer helper relies on the missing-key rule
+/// (`test /metadata/finalizers == null` before adding the first finalizer).
+fn test_target<'a>(
+    doc: &'a Value,
+    tokens: &[String],
+) -> std::result::Result<Option<&'a Value>, String> {
+    let Some((last, parent)) = tokens.split_last() else {
+        return Ok(Some(doc));
+    };
+    match get(doc, parent).map_err(|r| format!("parent: {r}"))? {
+        Value::Object(m) => Ok(m.get(last)),
+        Value::Array(a) => Ok(Some(&a[array_index(last, a.len(), false)?])),
+        _ => Err("parent is not an object or array".into()),
+    }
 }
 
 fn get_mut<'a>(
@@ -423,6 +444,55 @@ mod tests {
         let patch = json!([{"op":"add","path":"/b","value":2},{"op":"remove","path":"/zzz"}]);
         assert!(json_patch(&doc, &patch).is_err());
         assert_eq!(doc, json!({"a":1}));
+    }
+
+    /// kube-runtime's finalizer helper sends `test /metadata/finalizers ==
+    /// null` on an object without finalizers; evanphx/json-patch reads the
+    /// missing key as null, so the real server accepts it.
+    #[test]
+    fn json_patch_test_treats_missing_key_under_existing_parent_as_null() {
+        let obj = json!({"metadata":{"name":"a"}});
+        let got = json_patch(
+            &obj,
+            &json!([
+                {"op":"test","path":"/metadata/finalizers","value":null},
+                {"op":"add","path":"/metadata/finalizers","value":["x"]}
+            ]),
+        );
+        assert_eq!(got, Ok(json!({"metadata":{"name":"a","finalizers":["x"]}})));
+        // An explicit null also matches; a missing key never matches a value.
+        let explicit = json!({"metadata":{"finalizers":null}});
+        let null_test = json!([{"op":"test","path":"/metadata/finalizers","value":null}]);
+        assert_eq!(json_patch(&explicit, &null_test), Ok(explicit.clone()));
+        for (doc, patch) in [
+            (
+                obj.clone(),
+                json!([{"op":"test","path":"/metadata/finalizers","value":[]}]),
+            ),
+            // The parent must exist ...
+            (
+                obj.clone(),
+                json!([{"op":"test","path":"/spec/finalizers","value":null}]),
+            ),
+            // ... array indices are not keys ...
+            (
+                json!({"a":[1]}),
+                json!([{"op":"test","path":"/a/3","value":null}]),
+            ),
+            // ... and a present value is not null.
+            (
+                json!({"metadata":{"finalizers":["x"]}}),
+                null_test.clone(),
+            ),
+        ] {
+            assert!(
+                matches!(
+                    json_patch(&doc, &patch),
+                    Err(PatchError::TestFailed { .. })
+                ),
+                "{patch} on {doc} must fail its test"
+            );
+        }
     }
 
     #[test]
