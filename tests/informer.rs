@@ -1,0 +1,138 @@
+//! Shared informers against the embedded API server: sharing, projection,
+//! change notifications and tombstones after a relist.
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::Api;
+use serde_json::json;
+use support::*;
+use wasmctrl::apiserver::{ApiServerConfig, FailRequests};
+use wasmctrl::informer::{Change, ChangeKind, InformerKey, InformerRegistry};
+use wasmctrl::projection::FieldPath;
+
+fn pods_key() -> InformerKey {
+    InformerKey {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "Pod".into(),
+        plural: "pods".into(),
+        namespace: Some(PODS_NS.into()),
+        label_selector: None,
+        field_selector: None,
+    }
+}
+
+fn path(p: &str) -> FieldPath {
+    FieldPath::parse(p).unwrap()
+}
+
+type Seen = Arc<Mutex<Vec<(ChangeKind, String)>>>;
+
+fn recorder() -> (Seen, wasmctrl::informer::Handler) {
+    let seen: Seen = Arc::default();
+    let s = seen.clone();
+    (seen, Arc::new(move |c: &Change| s.lock().unwrap().push((c.kind, c.name.to_string()))))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guests_watching_the_same_thing_share_one_informer_with_the_union_of_fields() {
+    let (_server, client) = server().await;
+    let registry = InformerRegistry::new(client.clone());
+    let a = registry.acquire(&pods_key(), &[path("spec.nodeName")]);
+    let b = registry.acquire(&pods_key(), &[path("spec.nodeName")]);
+    assert_eq!(registry.len(), 1);
+    assert_eq!(a.key(), b.key());
+    // A guest needing more fields gets an informer with the union.
+    let c = registry.acquire(&pods_key(), &[path("status.phase")]);
+    assert_eq!(c.projection().paths(), &[path("spec.nodeName"), path("status.phase")]);
+    // Another selector is another informer.
+    let mut other = pods_key();
+    other.label_selector = Some("app=x".into());
+    registry.acquire(&other, &[path("spec.nodeName")]);
+    assert_eq!(registry.len(), 2);
+    drop((a, b));
+    c.wait_synced().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_changes_to_projected_fields_wake_handlers() {
+    let (_server, client) = server().await;
+    pod("a").on("n1").requesting("1").create(&client).await;
+    let registry = InformerRegistry::new(client.clone());
+    let informer = registry.acquire(&pods_key(), &[path("spec.nodeName"), path("status.phase")]);
+    let (seen, handler) = recorder();
+    informer.add_handler(handler);
+    informer.wait_synced().await.unwrap();
+    eventually("initial add", || {
+        let s = seen.clone();
+        async move { s.lock().unwrap().contains(&(ChangeKind::Added, "a".into())) }
+    })
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), PODS_NS);
+    // A label is not projected: no notification.
+    pods.patch("a", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})))
+        .await
+        .unwrap();
+    // The phase is: one Updated.
+    set_phase(&client, "a", "Running").await;
+    eventually("phase update", || {
+        let s = seen.clone();
+        async move { s.lock().unwrap().contains(&(ChangeKind::Updated, "a".into())) }
+    })
+    .await;
+    assert_eq!(
+        seen.lock().unwrap().iter().filter(|(k, _)| *k == ChangeKind::Updated).count(),
+        1,
+        "the label change woke nobody: {:?}",
+        seen.lock().unwrap()
+    );
+    let cached = informer.get(PODS_NS, "a").unwrap();
+    assert_eq!(cached.field(1)[0].as_str(), Some("Running"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_deleted_while_the_watch_was_down_are_reported_deleted_after_relist() {
+    let (server, client) = server_with(ApiServerConfig::default().history(20)).await;
+    let faults = server.faults();
+    pod("gone").on("n1").create(&client).await;
+    pod("stays").on("n1").create(&client).await;
+    let registry = InformerRegistry::new(client.clone());
+    let informer = registry.acquire(&pods_key(), &[path("spec.nodeName")]);
+    let (seen, handler) = recorder();
+    informer.add_handler(handler);
+    informer.wait_synced().await.unwrap();
+    assert_eq!(informer.len(), 2);
+
+    // No watch can be opened; meanwhile "gone" is deleted and history is
+    // compacted past the informer's resourceVersion.
+    let before = faults.injected_failures();
+    faults.fail(FailRequests::new(500, 10_000).verb("watch").resource("pods"));
+    faults.drop_watches();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), PODS_NS);
+    pods.delete("gone", &DeleteParams::default()).await.unwrap();
+    for i in 0..30 {
+        pod(&format!("filler-{i}")).create(&client).await;
+    }
+    faults.compact_history();
+    eventually("a refused re-watch", || {
+        let f = faults.clone();
+        async move { f.injected_failures() > before }
+    })
+    .await;
+    faults.clear();
+    eventually("the tombstone", || {
+        let s = seen.clone();
+        async move { s.lock().unwrap().contains(&(ChangeKind::Deleted, "gone".into())) }
+    })
+    .await;
+    assert!(informer.lists() >= 2, "it relisted");
+    assert!(informer.get(PODS_NS, "gone").is_none());
+    assert!(informer.get(PODS_NS, "stays").is_some());
+    assert_eq!(informer.len(), 31);
+}
