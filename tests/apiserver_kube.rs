@@ -233,6 +233,64 @@ async fn paging_with_continue_returns_every_item_once_and_expired_token_is_410()
 }
 
 #[tokio::test]
+async fn continue_pages_are_served_from_the_first_pages_snapshot() {
+    let (_server, client) = start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    for i in 0..6 {
+        cms.create(
+            &PostParams::default(),
+            &cm(&format!("cm-{i}"), json!({"v": "old"})),
+        )
+        .await
+        .unwrap();
+    }
+    let first = cms.list(&ListParams::default().limit(3)).await.unwrap();
+    let rv = first.metadata.resource_version.clone().unwrap();
+    let token = first.metadata.continue_.clone().unwrap();
+    // Changes after the first page: none may show in the later pages.
+    cms.create(&PostParams::default(), &cm("cm-3a", json!({})))
+        .await
+        .unwrap();
+    cms.delete("cm-4", &DeleteParams::default()).await.unwrap();
+    cms.patch(
+        "cm-5",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"v": "new"}})),
+    )
+    .await
+    .unwrap();
+    let rest = cms
+        .list(&ListParams::default().limit(3).continue_token(&token))
+        .await
+        .unwrap();
+    assert_eq!(rest.metadata.resource_version, Some(rv));
+    assert!(rest.metadata.continue_.is_none_or(|c| c.is_empty()));
+    let got: Vec<(String, String)> = rest
+        .items
+        .iter()
+        .map(|c| {
+            (
+                c.metadata.name.clone().unwrap(),
+                c.data.as_ref().unwrap()["v"].clone(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, String)> = ["cm-3", "cm-4", "cm-5"]
+        .iter()
+        .map(|n| (n.to_string(), "old".to_string()))
+        .collect();
+    assert_eq!(got, want);
+    // A fresh list sees the latest state.
+    let now = cms.list(&ListParams::default()).await.unwrap();
+    let names: Vec<String> = now
+        .items
+        .iter()
+        .map(|c| c.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(names, ["cm-0", "cm-1", "cm-2", "cm-3", "cm-3a", "cm-5"]);
+}
+
+#[tokio::test]
 async fn label_and_field_selectors_filter_lists() {
     let (_s, client) = start().await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
@@ -1349,9 +1407,24 @@ async fn list_resource_version_semantics_match_the_real_server() {
     cms.create(&PostParams::default(), &cm("a", json!({})))
         .await
         .unwrap();
+    let before_b = server.current_resource_version();
+    cms.create(&PostParams::default(), &cm("b", json!({})))
+        .await
+        .unwrap();
     let current = server.current_resource_version();
     let any = cms.list(&ListParams::default().match_any()).await.unwrap();
-    assert_eq!(any.items.len(), 1);
+    assert_eq!(any.items.len(), 2);
+    // An older exact version is served as it was, while history holds it ...
+    let older = ListParams::default()
+        .at(&before_b.to_string())
+        .matching(kube::api::VersionMatch::Exact);
+    let l = cms.list(&older).await.unwrap();
+    assert_eq!(l.metadata.resource_version, Some(before_b.to_string()));
+    assert_eq!(l.items.len(), 1);
+    // ... and is 410 Expired once compacted.
+    server.faults().compact_history();
+    let any = cms.list(&ListParams::default().match_any()).await.unwrap();
+    assert_eq!(any.items.len(), 2);
     let exact = ListParams::default()
         .at(&current.to_string())
         .matching(kube::api::VersionMatch::Exact);
@@ -1360,7 +1433,7 @@ async fn list_resource_version_semantics_match_the_real_server() {
         Some(current.to_string())
     );
     let old = ListParams::default()
-        .at("1")
+        .at(&before_b.to_string())
         .matching(kube::api::VersionMatch::Exact);
     let e = status(cms.list(&old).await.unwrap_err());
     assert_eq!((e.code, e.reason.as_str()), (410, "Expired"));
@@ -1417,17 +1490,22 @@ async fn malformed_requests_get_status_errors_not_panics() {
     )
     .await;
     assert_eq!(s.code, 400, "kind must match the URL");
-    let s = raw(
-        &client,
-        "POST",
-        cms,
-        json,
-        json,
-        r#"{"metadata":{"name":"x"}}"#,
-    )
-    .await;
+    let s = raw(&client, "POST", cms, json, json, "[1]").await;
     assert_eq!(s.code, 400);
     assert!(s.message.starts_with("Object 'Kind' is missing"));
+    // Like the real server, a body without kind/apiVersion takes the URL's
+    // (the Python client sends typed objects that way).
+    let req = axum::http::Request::builder()
+        .method("POST")
+        .uri(cms)
+        .header("content-type", json)
+        .body(br#"{"metadata":{"name":"untyped"}}"#.to_vec())
+        .unwrap();
+    let created: serde_json::Value = client.request(req).await.unwrap();
+    assert_eq!(
+        (&created["apiVersion"], &created["kind"]),
+        (&json!("v1"), &json!("ConfigMap"))
+    );
     let s = raw(&client, "GET", "/api/v1/widgets", json, json, "").await;
     assert_eq!((s.code, s.reason.as_str()), (404, "NotFound"));
     let s = raw(&client, "GET", "/nope", json, json, "").await;

@@ -1,5 +1,7 @@
-//! Drives the embedded API server with the real kubectl binary (skipped with
-//! a visible message when kubectl is not installed).
+//! Drives the embedded API server with unchanged third-party clients: the
+//! real kubectl binary and the official Python `kubernetes` client
+//! (`tests/python_client.py`). Each test is skipped with a visible message
+//! when its client is not installed.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::path::{Path, PathBuf};
@@ -281,4 +283,64 @@ async fn kubectl_create_get_apply_patch_delete_and_watch() {
         err.contains("NotFound") || err.contains("not found"),
         "{err}"
     );
+}
+
+/// Time the Python client script may take (interpreter start included).
+const PYTHON_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// True if `python3` can import the `kubernetes` package.
+async fn python_kubernetes_available() -> bool {
+    tokio::process::Command::new("python3")
+        .args(["-c", "import kubernetes"])
+        .output()
+        .await
+        .is_ok_and(|o| o.status.success())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_client_creates_lists_watches_patches_and_deletes() {
+    if !python_kubernetes_available().await {
+        eprintln!(
+            "SKIPPED python_client_creates_lists_watches_patches_and_deletes: \
+             `python3 -c \"import kubernetes\"` failed (install with `python3 -m pip install kubernetes`)"
+        );
+        return;
+    }
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python_client.py");
+    let out = tokio::time::timeout(
+        PYTHON_TIMEOUT,
+        tokio::process::Command::new("python3")
+            .arg(&script)
+            .arg(&kubeconfig)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("python client timed out")
+    .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success(),
+        "python client failed:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("python client: ok"), "{stdout}");
+    // What the script did is visible to the kube client too.
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(server.client().await.unwrap(), "py-client");
+    let names: Vec<String> = pods
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    assert!(names.iter().all(|n| n != "web-1"), "{names:?}");
 }

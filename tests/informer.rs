@@ -37,7 +37,10 @@ type Seen = Arc<Mutex<Vec<(ChangeKind, String)>>>;
 fn recorder() -> (Seen, wasmctrl::informer::Handler) {
     let seen: Seen = Arc::default();
     let s = seen.clone();
-    (seen, Arc::new(move |c: &Change| s.lock().unwrap().push((c.kind, c.name.to_string()))))
+    (
+        seen,
+        Arc::new(move |c: &Change| s.lock().unwrap().push((c.kind, c.name.to_string()))),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -50,7 +53,10 @@ async fn guests_watching_the_same_thing_share_one_informer_with_the_union_of_fie
     assert_eq!(a.key(), b.key());
     // A guest needing more fields gets an informer with the union.
     let c = registry.acquire(&pods_key(), &[path("status.phase")]);
-    assert_eq!(c.projection().paths(), &[path("spec.nodeName"), path("status.phase")]);
+    assert_eq!(
+        c.projection().paths(),
+        &[path("spec.nodeName"), path("status.phase")]
+    );
     // Another selector is another informer.
     let mut other = pods_key();
     other.label_selector = Some("app=x".into());
@@ -76,18 +82,30 @@ async fn only_changes_to_projected_fields_wake_handlers() {
     .await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), PODS_NS);
     // A label is not projected: no notification.
-    pods.patch("a", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})))
-        .await
-        .unwrap();
+    pods.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
+    )
+    .await
+    .unwrap();
     // The phase is: one Updated.
     set_phase(&client, "a", "Running").await;
     eventually("phase update", || {
         let s = seen.clone();
-        async move { s.lock().unwrap().contains(&(ChangeKind::Updated, "a".into())) }
+        async move {
+            s.lock()
+                .unwrap()
+                .contains(&(ChangeKind::Updated, "a".into()))
+        }
     })
     .await;
     assert_eq!(
-        seen.lock().unwrap().iter().filter(|(k, _)| *k == ChangeKind::Updated).count(),
+        seen.lock()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| *k == ChangeKind::Updated)
+            .count(),
         1,
         "the label change woke nobody: {:?}",
         seen.lock().unwrap()
@@ -112,7 +130,11 @@ async fn objects_deleted_while_the_watch_was_down_are_reported_deleted_after_rel
     // No watch can be opened; meanwhile "gone" is deleted and history is
     // compacted past the informer's resourceVersion.
     let before = faults.injected_failures();
-    faults.fail(FailRequests::new(500, 10_000).verb("watch").resource("pods"));
+    faults.fail(
+        FailRequests::new(500, 10_000)
+            .verb("watch")
+            .resource("pods"),
+    );
     faults.drop_watches();
     let pods: Api<Pod> = Api::namespaced(client.clone(), PODS_NS);
     pods.delete("gone", &DeleteParams::default()).await.unwrap();
@@ -128,7 +150,11 @@ async fn objects_deleted_while_the_watch_was_down_are_reported_deleted_after_rel
     faults.clear();
     eventually("the tombstone", || {
         let s = seen.clone();
-        async move { s.lock().unwrap().contains(&(ChangeKind::Deleted, "gone".into())) }
+        async move {
+            s.lock()
+                .unwrap()
+                .contains(&(ChangeKind::Deleted, "gone".into()))
+        }
     })
     .await;
     assert!(informer.lists() >= 2, "it relisted");

@@ -6,12 +6,15 @@
 
 pub mod actuator;
 pub mod apiserver;
+pub mod client;
 pub mod controller;
 pub mod demo;
 pub mod guest;
 pub mod informer;
+pub mod leader;
 pub mod objects;
 pub mod offline;
+pub mod packaging;
 pub mod projection;
 pub mod runner;
 pub mod selector;

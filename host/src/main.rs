@@ -29,6 +29,31 @@ enum Command {
     /// Simulate a GPU cluster on the embedded API server and run the host
     /// with the GPU-summary guest against it.
     Demo(DemoArgs),
+    /// Package guests for a cluster.
+    #[command(subcommand)]
+    Guest(GuestCommand),
+}
+
+#[derive(Subcommand)]
+enum GuestCommand {
+    /// Print a ConfigMap (YAML) carrying a guest as binaryData, for
+    /// `kubectl apply -f -`.
+    Configmap(ConfigmapArgs),
+}
+
+#[derive(Args)]
+struct ConfigmapArgs {
+    /// The guest component.
+    path: PathBuf,
+    /// The ConfigMap's name.
+    #[arg(long)]
+    name: String,
+    /// The ConfigMap's namespace.
+    #[arg(long)]
+    namespace: Option<String>,
+    /// The key (file name in the mounted volume); default: the file's name.
+    #[arg(long)]
+    key: Option<String>,
 }
 
 #[derive(Args)]
@@ -52,6 +77,12 @@ struct RunArgs {
     /// Resync period in seconds (guests may choose their own).
     #[arg(long, default_value_t = 600)]
     resync_seconds: u64,
+    /// Client-side limit on API requests per second (all guests together).
+    #[arg(long, default_value_t = 20.0)]
+    kube_api_qps: f64,
+    /// Client-side burst of API requests.
+    #[arg(long, default_value_t = 40)]
+    kube_api_burst: u32,
     #[command(flatten)]
     sandbox: SandboxArgs,
 }
@@ -161,7 +192,10 @@ fn reconcile(args: ReconcileArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+async fn kube_client(
+    kubeconfig: Option<&std::path::Path>,
+    limits: wasmctrl::client::ClientLimits,
+) -> anyhow::Result<kube::Client> {
     let config = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
@@ -177,7 +211,7 @@ async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kub
                 .context("no in-cluster configuration and no usable kubeconfig")?,
         },
     };
-    kube::Client::try_from(config).context("creating the Kubernetes client")
+    wasmctrl::client::build(config, limits).context("creating the Kubernetes client")
 }
 
 fn host_namespace(flag: Option<String>, client: &kube::Client) -> String {
@@ -191,7 +225,10 @@ fn host_namespace(flag: Option<String>, client: &kube::Client) -> String {
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
-    let client = kube_client(args.kubeconfig.as_deref()).await?;
+    let limits = wasmctrl::client::ClientLimits::default()
+        .qps(args.kube_api_qps)
+        .burst(args.kube_api_burst);
+    let client = kube_client(args.kubeconfig.as_deref(), limits).await?;
     let namespace = host_namespace(args.namespace, &client);
     let guest_config =
         wasmctrl::controller::split_guest_config(&args.config).map_err(anyhow::Error::msg)?;
@@ -251,6 +288,29 @@ async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn guest_configmap(args: ConfigmapArgs) -> anyhow::Result<()> {
+    let bytes =
+        std::fs::read(&args.path).with_context(|| format!("reading {}", args.path.display()))?;
+    let key = match args.key {
+        Some(k) => k,
+        None => args
+            .path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .context("the guest path has no file name")?,
+    };
+    let cm =
+        wasmctrl::packaging::guest_configmap(&args.name, args.namespace.as_deref(), &key, &bytes)?;
+    let yaml = serde_yaml::to_string(&cm).context("encoding YAML")?;
+    // A closed pipe (`| head`) is the reader's choice, not an error.
+    match std::io::stdout().lock().write_all(yaml.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(e).context("writing the ConfigMap")
+        }
+        _ => Ok(()),
+    }
+}
+
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -278,6 +338,7 @@ fn main() -> ExitCode {
         Command::Run(args) => runtime.block_on(run(args)),
         Command::Apiserver(args) => runtime.block_on(apiserver(args)),
         Command::Demo(args) => runtime.block_on(demo(args)),
+        Command::Guest(GuestCommand::Configmap(args)) => guest_configmap(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -66,6 +66,8 @@ pub struct Record {
     pub resource: Arc<str>,
     /// Namespace of the object ("" for cluster-scoped).
     pub namespace: String,
+    /// Name of the object.
+    pub name: String,
     /// What happened.
     pub event: EventType,
     /// Object after the change (for deletes: last state).
@@ -74,6 +76,9 @@ pub struct Record {
     pub attrs: Arc<Attrs>,
     /// Attributes before the change (None for creates), for selector transitions.
     pub prev_attrs: Option<Arc<Attrs>>,
+    /// Object before the change (None for creates), so a list can be served
+    /// as of any retained resourceVersion.
+    pub prev_json: Option<Arc<[u8]>>,
 }
 
 /// Why a store operation failed.
@@ -152,6 +157,96 @@ fn encode(obj: &Value) -> Result<Arc<[u8]>, StoreError> {
         .map_err(|e| StoreError::Serialize(e.to_string()))
 }
 
+/// Before-images of the objects of `resource` changed after `at`: for each
+/// key, its state before its first later change (`None`: it did not exist
+/// at `at`). The caller guarantees every change after `at` is still in the
+/// history ring.
+type Before<'a> = BTreeMap<ObjKey, Option<(&'a Arc<[u8]>, &'a Arc<Attrs>)>>;
+
+fn before_images<'a>(inner: &'a Inner, resource: &str, at: u64) -> Before<'a> {
+    let first_later = inner.history.partition_point(|r| r.rv <= at);
+    let mut before = Before::new();
+    for r in inner.history.range(first_later..) {
+        if &*r.resource != resource {
+            continue;
+        }
+        before
+            .entry((r.namespace.clone(), r.name.clone()))
+            .or_insert_with(|| r.prev_json.as_ref().zip(r.prev_attrs.as_ref()));
+    }
+    before
+}
+
+/// One page of `resource` as of `at` (None: now): the current objects with
+/// every key changed after `at` replaced by its before-image, merged in
+/// key order.
+fn list_page(
+    inner: &Inner,
+    resource: &str,
+    namespace: Option<&str>,
+    after: Option<&ObjKey>,
+    limit: usize,
+    at: Option<u64>,
+    pred: impl Fn(&Attrs) -> bool,
+) -> ListPage {
+    let mut page = ListPage {
+        rv: at.unwrap_or(inner.rv),
+        items: Vec::new(),
+        continue_after: None,
+    };
+    let before = at
+        .map(|at| before_images(inner, resource, at))
+        .unwrap_or_default();
+    let start: Bound<ObjKey> = match (after, namespace) {
+        (Some(k), _) => Bound::Excluded(k.clone()),
+        (None, Some(ns)) => Bound::Included((ns.to_string(), String::new())),
+        (None, None) => Bound::Unbounded,
+    };
+    let from = start.clone();
+    let mut now = inner
+        .buckets
+        .get(resource)
+        .into_iter()
+        .flat_map(move |b| b.range((from.clone(), Bound::Unbounded)))
+        .map(|(k, o)| (k, Some((&o.json, &o.attrs))))
+        .peekable();
+    let mut then = before
+        .range((start, Bound::Unbounded))
+        .map(|(k, o)| (k, *o))
+        .peekable();
+    let mut last: Option<&ObjKey> = None;
+    loop {
+        let next = match (now.peek(), then.peek()) {
+            (None, None) => break,
+            (Some((n, _)), Some((t, _))) if n == t => {
+                now.next();
+                then.next()
+            }
+            (Some((n, _)), Some((t, _))) if t < n => then.next(),
+            (Some(_), _) => now.next(),
+            (None, Some(_)) => then.next(),
+        };
+        let Some((key, Some((json, attrs)))) = next else {
+            continue;
+        };
+        if let Some(ns) = namespace {
+            if key.0 != ns {
+                break;
+            }
+        }
+        if !pred(attrs) {
+            continue;
+        }
+        if limit > 0 && page.items.len() == limit {
+            page.continue_after = last.cloned();
+            break;
+        }
+        page.items.push(json.clone());
+        last = Some(key);
+    }
+    page
+}
+
 impl Store {
     /// Empty store keeping at most `history` changes for watch resumption.
     pub fn new(history: usize) -> Self {
@@ -200,8 +295,9 @@ impl Store {
         self.lock().buckets.get(resource).map_or(0, BTreeMap::len)
     }
 
-    /// Lists objects of `resource` (optionally in one namespace) after key
-    /// `after`, keeping those `pred` accepts, at most `limit` (0 = all).
+    /// Lists the current objects of `resource` (optionally in one
+    /// namespace) after key `after`, keeping those `pred` accepts, at most
+    /// `limit` (0 = all).
     pub fn list(
         &self,
         resource: &str,
@@ -211,37 +307,35 @@ impl Store {
         pred: impl Fn(&Attrs) -> bool,
     ) -> ListPage {
         let inner = self.lock();
-        let mut page = ListPage {
-            rv: inner.rv,
-            items: Vec::new(),
-            continue_after: None,
-        };
-        let Some(bucket) = inner.buckets.get(resource) else {
-            return page;
-        };
-        let start: Bound<ObjKey> = match (after, namespace) {
-            (Some(k), _) => Bound::Excluded(k.clone()),
-            (None, Some(ns)) => Bound::Included((ns.to_string(), String::new())),
-            (None, None) => Bound::Unbounded,
-        };
-        let mut last: Option<&ObjKey> = None;
-        for (key, obj) in bucket.range((start, Bound::Unbounded)) {
-            if let Some(ns) = namespace {
-                if key.0 != ns {
-                    break;
-                }
-            }
-            if !pred(&obj.attrs) {
-                continue;
-            }
-            if limit > 0 && page.items.len() == limit {
-                page.continue_after = last.cloned();
-                break;
-            }
-            page.items.push(obj.json.clone());
-            last = Some(key);
+        list_page(&inner, resource, namespace, after, limit, None, pred)
+    }
+
+    /// Like [`Store::list`], but as the objects were at resourceVersion `at`
+    /// (the page reports `at`), the way etcd serves every page of a paged
+    /// list from the first page's revision. `at` at or above the current
+    /// resourceVersion reads the current objects.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::TooOld`] when changes after `at` have left the history
+    /// ring, so the objects as of `at` can no longer be reconstructed.
+    pub fn list_at(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        after: Option<&ObjKey>,
+        limit: usize,
+        at: u64,
+        pred: impl Fn(&Attrs) -> bool,
+    ) -> Result<ListPage, StoreError> {
+        let inner = self.lock();
+        if at < inner.compacted_through {
+            return Err(StoreError::TooOld(inner.compacted_through));
         }
-        page
+        let at = (at < inner.rv).then_some(at);
+        Ok(list_page(
+            &inner, resource, namespace, after, limit, at, pred,
+        ))
     }
 
     fn commit(
@@ -251,16 +345,18 @@ impl Store {
         key: &ObjKey,
         event: EventType,
         stored: &Stored,
-        prev_attrs: Option<Arc<Attrs>>,
+        prev: Option<Stored>,
     ) {
         let record = Arc::new(Record {
             rv: stored.rv,
             resource: Arc::from(resource),
             namespace: key.0.clone(),
+            name: key.1.clone(),
             event,
             json: stored.json.clone(),
             attrs: stored.attrs.clone(),
-            prev_attrs,
+            prev_attrs: prev.as_ref().map(|p| p.attrs.clone()),
+            prev_json: prev.map(|p| p.json),
         });
         if inner.history.len() >= inner.history_cap {
             if let Some(old) = inner.history.pop_front() {
@@ -345,7 +441,7 @@ impl Store {
             key,
             EventType::Modified,
             &stored,
-            Some(current.attrs),
+            Some(current),
         );
         Ok(stored)
     }
@@ -388,7 +484,7 @@ impl Store {
             key,
             EventType::Deleted,
             &stored,
-            Some(current.attrs),
+            Some(current),
         );
         Ok(stored)
     }
@@ -528,6 +624,45 @@ mod tests {
         assert_eq!(p2.items.len(), 1);
         assert!(p2.continue_after.is_none());
         assert_eq!(s.list("configmaps", None, None, 0, |_| true).items.len(), 4);
+    }
+
+    #[test]
+    fn list_at_serves_later_pages_as_of_the_first_pages_version() {
+        let s = Store::new(10);
+        for n in ["a", "b", "c"] {
+            s.create("configmaps", key("d", n), cm(n)).unwrap();
+        }
+        let first = s.list("configmaps", Some("d"), None, 2, |_| true);
+        let after = first.continue_after.unwrap();
+        let original_c = s.get("configmaps", &key("d", "c")).unwrap().json;
+        // After the first page: a new key past the cursor, a change then a
+        // delete of the unread key, and a delete before the cursor.
+        s.create("configmaps", key("d", "ba"), cm("ba")).unwrap();
+        let mut changed = cm("c");
+        changed["data"]["a"] = json!("z");
+        s.update("configmaps", &key("d", "c"), None, changed)
+            .unwrap();
+        s.delete("configmaps", &key("d", "c"), None, None).unwrap();
+        s.delete("configmaps", &key("d", "a"), None, None).unwrap();
+        let second = s
+            .list_at("configmaps", Some("d"), Some(&after), 2, first.rv, |_| true)
+            .unwrap();
+        assert_eq!(second.rv, first.rv);
+        assert_eq!(second.items, vec![original_c]);
+        assert!(second.continue_after.is_none());
+        // The latest state is what a fresh list sees.
+        let now = s.list("configmaps", Some("d"), Some(&after), 2, |_| true);
+        assert_eq!(now.items.len(), 1);
+        assert_eq!(
+            serde_json::from_slice::<Value>(&now.items[0]).unwrap()["metadata"]["name"],
+            "ba"
+        );
+        // Once the changes after the snapshot leave the ring, it is gone.
+        s.compact();
+        assert!(matches!(
+            s.list_at("configmaps", Some("d"), Some(&after), 2, first.rv, |_| true),
+            Err(StoreError::TooOld(_))
+        ));
     }
 
     #[test]

@@ -216,10 +216,12 @@ mod tests {
             rv: 5,
             resource: Arc::from("pods"),
             namespace: "d".into(),
+            name: "p".into(),
             event,
             json: Arc::from(now.to_string().into_bytes()),
             attrs: Arc::new(extract_attrs("pods", &now)),
-            prev_attrs: prev.map(|p| Arc::new(extract_attrs("pods", &p))),
+            prev_attrs: prev.as_ref().map(|p| Arc::new(extract_attrs("pods", p))),
+            prev_json: prev.map(|p| Arc::from(p.to_string().into_bytes())),
         }
     }
 

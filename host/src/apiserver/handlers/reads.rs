@@ -14,6 +14,9 @@ use crate::apiserver::store::{ObjKey, StoreError};
 use crate::apiserver::table;
 use crate::apiserver::watch::{self, WatchSpec};
 
+/// The real server's message when a continue token's revision was compacted.
+const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+
 /// Continue token: base64 of `{"v","rv","start"}` like the real server's.
 fn encode_continue(rv: u64, after: &ObjKey) -> String {
     let doc = json!({"v": "meta.k8s.io/v1", "rv": rv, "start": format!("{}/{}", after.0, after.1)});
@@ -45,13 +48,21 @@ impl Ctx<'_> {
         Ok(json_response(StatusCode::OK, self.out_bytes(&stored.json)))
     }
 
-    /// Checks `resourceVersion`/`resourceVersionMatch` for a list.
-    fn check_list_rv(&self) -> Result<()> {
+    /// Checks `resourceVersion`/`resourceVersionMatch` for a list and
+    /// returns the resourceVersion to serve it at (None: the latest).
+    ///
+    /// As in the real server, `Exact` (explicit, or implied by a non-zero
+    /// resourceVersion with `limit` and no match) reads that exact version,
+    /// reconstructed from the history ring; 410 once it has been compacted.
+    fn list_rv(&self, limit: usize) -> Result<Option<u64>> {
         let current = self.store().current_rv();
         let rv = self.q("resourceVersion");
-        let m = self.q("resourceVersionMatch");
+        let m = match self.q("resourceVersionMatch") {
+            None if limit > 0 && rv.is_some_and(|v| v != "0") => Some("Exact"),
+            m => m,
+        };
         match (rv, m) {
-            (None, None) => Ok(()),
+            (None, None) => Ok(None),
             (None, Some(_)) => Err(ApiError::Unprocessable(
                 "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided".into(),
             )),
@@ -61,13 +72,13 @@ impl Ctx<'_> {
                     Err(ApiError::Timeout(format!(
                         "Too large resource version: {rv}, current: {current}"
                     )))
-                } else if rv < current {
-                    // only the latest state is kept; older exact reads behave as compacted
+                } else if self.store().is_compacted(rv) {
                     Err(ApiError::Expired(format!(
-                        "too old resource version: {rv} ({current})"
+                        "too old resource version: {rv} ({})",
+                        self.store().oldest_rv()
                     )))
                 } else {
-                    Ok(())
+                    Ok(Some(rv))
                 }
             }
             (Some(rv), Some("NotOlderThan") | None) => {
@@ -77,7 +88,7 @@ impl Ctx<'_> {
                         "Too large resource version: {rv}, current: {current}"
                     )))
                 } else {
-                    Ok(())
+                    Ok(None)
                 }
             }
             (_, Some(other)) => Err(ApiError::BadRequest(format!(
@@ -96,31 +107,34 @@ impl Ctx<'_> {
             None => 0,
         };
         let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-        let (snapshot_rv, after) = match self.q("continue") {
+        let (at, after) = match self.q("continue") {
             Some(token) => {
                 let (rv, after) = decode_continue(token)?;
-                if self.store().is_compacted(rv) {
-                    return Err(ApiError::Expired(
-                        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.".into(),
-                    ));
-                }
                 (Some(rv), Some(after))
             }
-            None => {
-                self.check_list_rv()?;
-                (None, None)
-            }
+            None => (self.list_rv(limit)?, None),
         };
-        let page = self.store().list(
-            &self.target.storage(),
-            self.target.namespace.as_deref(),
-            after.as_ref(),
-            limit,
-            |a| selector.matches(a),
-        );
-        // continued pages report the first page's resourceVersion, as a
-        // consistent snapshot would; watching from it replays anything newer
-        let rv = snapshot_rv.unwrap_or(page.rv);
+        let storage = self.target.storage();
+        let namespace = self.target.namespace.as_deref();
+        let matches = |a: &_| selector.matches(a);
+        // Every page of a paged list is served as of the first page's
+        // resourceVersion, as etcd serves them from one revision.
+        let page = match at {
+            None => self
+                .store()
+                .list(&storage, namespace, after.as_ref(), limit, matches),
+            Some(rv) => self
+                .store()
+                .list_at(&storage, namespace, after.as_ref(), limit, rv, matches)
+                .map_err(|_| match after {
+                    Some(_) => ApiError::Expired(CONTINUE_EXPIRED.into()),
+                    None => ApiError::Expired(format!(
+                        "too old resource version: {rv} ({})",
+                        self.store().oldest_rv()
+                    )),
+                })?,
+        };
+        let rv = page.rv;
         let cont = page.continue_after.as_ref().map(|k| encode_continue(rv, k));
         let mut meta = json!({"resourceVersion": rv.to_string()});
         if let Some(c) = &cont {

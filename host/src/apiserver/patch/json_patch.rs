@@ -480,16 +480,10 @@ mod tests {
                 json!([{"op":"test","path":"/a/3","value":null}]),
             ),
             // ... and a present value is not null.
-            (
-                json!({"metadata":{"finalizers":["x"]}}),
-                null_test.clone(),
-            ),
+            (json!({"metadata":{"finalizers":["x"]}}), null_test.clone()),
         ] {
             assert!(
-                matches!(
-                    json_patch(&doc, &patch),
-                    Err(PatchError::TestFailed { .. })
-                ),
+                matches!(json_patch(&doc, &patch), Err(PatchError::TestFailed { .. })),
                 "{patch} on {doc} must fail its test"
             );
         }

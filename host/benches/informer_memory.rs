@@ -1,0 +1,662 @@
+//! Memory per cached pod: wasmctrl's projected informer against a plain
+//! kube-runtime reflector of full `Pod`s, over the same realistic pods, in
+//! one process.
+//!
+//! Starts the embedded API server in-process, creates realistic pods (labels,
+//! annotations with a long `last-applied-configuration`, ownerReferences,
+//! three containers with env, ports, mounts, GPU resources and probes,
+//! volumes, tolerations, a kubelet-style status; the server adds
+//! managedFields), then measures, each as an RSS delta from a baseline taken
+//! just before it so the server's own copy of the pods never counts:
+//! 1. a `wasmctrl::informer::Informer` with the GPU-summary guest's projection
+//!    and field selector, as `wasmctrl run` would start it;
+//! 2. a `kube::runtime::reflector` of full `k8s_openapi` Pods with the same
+//!    field selector.
+//!
+//! RSS is read from `/proc/self/status` both as it stands and after
+//! `malloc_trim(0)` (glibc keeps freed transient memory — decoded list pages
+//! — resident until trimmed). Run with
+//! `make guest && cargo bench -p wasmctrl --bench informer_memory`
+//! (100,000 pods, ~10 min, peaks at several GB); under
+//! `cargo test --all-targets` it runs on 500 pods as a smoke test.
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::{reflector, watcher, WatchStreamExt};
+use kube::Client;
+use serde_json::{json, Value};
+use wasmctrl::apiserver::{ApiServer, ApiServerConfig};
+use wasmctrl::guest::{self, GuestRuntime, RuntimeConfig};
+use wasmctrl::informer::{Informer, InformerKey};
+use wasmctrl::projection::ProjectedObject;
+
+/// Pods in the real run (`cargo bench`).
+const FULL_PODS: usize = 100_000;
+/// Pods in the smoke run (`cargo test --all-targets`).
+const SMOKE_PODS: usize = 5;
+/// The budget per cached pod.
+const BUDGET_BYTES: f64 = 1024.0;
+/// Requests in flight while creating pods.
+const CREATE_CONCURRENCY: usize = 64;
+/// Namespace the pods live in.
+const NAMESPACE: &str = "ml";
+/// GPU nodes the pods are spread over.
+const NODES: usize = 2_000;
+/// Deployments (ReplicaSets) the pods belong to.
+const WORKLOADS: usize = 400;
+/// How long a cache may take to sync before the bench gives up.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(900);
+
+// ---------------------------------------------------------------- memory
+
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kib| kib.parse::<u64>().ok())
+        })
+        .map_or(0, |kib| kib * 1024)
+}
+
+/// Hands free heap pages back to the kernel, so RSS counts live memory and
+/// not what the allocator keeps from transient decoding.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(unsafe_code)]
+fn malloc_trim() {
+    extern "C" {
+        fn malloc_trim(pad: usize) -> std::ffi::c_int;
+    }
+    // SAFETY: glibc's malloc_trim only releases free memory; it takes no
+    // pointers and is safe to call from any thread at any time.
+    unsafe {
+        malloc_trim(0);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn malloc_trim() {}
+
+/// RSS as it stands and after trimming, once background tasks settled.
+#[derive(Clone, Copy)]
+struct Rss {
+    raw: u64,
+    trimmed: u64,
+}
+
+async fn measure() -> Rss {
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let raw = rss_bytes();
+    malloc_trim();
+    let trimmed = rss_bytes();
+    Rss { raw, trimmed }
+}
+
+fn per_pod(after: u64, before: u64, pods: usize) -> f64 {
+    (after as f64 - before as f64) / pods as f64
+}
+
+fn mib(b: u64) -> f64 {
+    b as f64 / (1024.0 * 1024.0)
+}
+
+// ---------------------------------------------------------------- pods
+
+/// A deterministic 64-bit mix (splitmix64), for ids and hashes that differ
+/// per pod like real ones.
+fn mix(seed: u64) -> u64 {
+    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn hex(seed: u64, len: usize) -> String {
+    let mut s = String::with_capacity(len + 16);
+    let mut i = 0;
+    while s.len() < len {
+        s.push_str(&format!(
+            "{:016x}",
+            mix(seed.wrapping_mul(31).wrapping_add(i))
+        ));
+        i += 1;
+    }
+    s.truncate(len);
+    s
+}
+
+fn uid(seed: u64) -> String {
+    let h = hex(seed, 32);
+    format!(
+        "{}-{}-4{}-a{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[13..16],
+        &h[17..20],
+        &h[20..32]
+    )
+}
+
+/// Kubernetes-style random suffix (consonants and digits).
+fn suffix(seed: u64, len: usize) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut x = mix(seed);
+    (0..len)
+        .map(|_| {
+            let c = ALPHABET[(x % ALPHABET.len() as u64) as usize] as char;
+            x /= ALPHABET.len() as u64;
+            c
+        })
+        .collect()
+}
+
+fn env(pairs: &[(&str, String)]) -> Vec<Value> {
+    pairs
+        .iter()
+        .map(|(k, v)| json!({"name": k, "value": v}))
+        .collect()
+}
+
+fn field_env(name: &str, path: &str) -> Value {
+    json!({"name": name, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}})
+}
+
+/// Pod `i`, as a controller and `kubectl apply` would create it: one of
+/// `WORKLOADS` training deployments, scheduled on a GPU node. Returns the
+/// pod (without status) and the status the kubelet would report.
+fn realistic_pod(i: usize) -> (Value, Value) {
+    let w = i % WORKLOADS;
+    let team = format!("team-{:02}", w % 25);
+    let app = format!("{team}-trainer-{w:03}");
+    let rs_hash = suffix(w as u64 + 1_000_000, 10);
+    let name = format!("{app}-{rs_hash}-{}", suffix(i as u64, 5));
+    let node = format!("gpu-node-{:04}", (i * 7919) % NODES);
+    let gpus = [1, 2, 4, 8][i % 4];
+    let version = format!("v1.{}.{}", w % 7, w % 13);
+    let image = format!("registry.example.com/{team}/trainer:{version}");
+    let sidecar_image = "registry.example.com/platform/fluent-bit:3.1.4";
+    let exporter_image = "registry.example.com/platform/dcgm-exporter:3.3.5-3.4.0-ubuntu22.04";
+    let token_volume = format!("kube-api-access-{}", suffix(i as u64 + 7, 5));
+    let labels = json!({
+        "app": app,
+        "app.kubernetes.io/name": "trainer",
+        "app.kubernetes.io/instance": app,
+        "app.kubernetes.io/component": "worker",
+        "app.kubernetes.io/part-of": format!("{team}-ml-platform"),
+        "app.kubernetes.io/version": version,
+        "app.kubernetes.io/managed-by": "helm",
+        "pod-template-hash": rs_hash,
+        "team": team,
+        "workload-class": "gpu-training",
+    });
+    let mounts = |extra: &[Value]| -> Vec<Value> {
+        let mut m = vec![
+            json!({"name": token_volume, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": true}),
+            json!({"name": "logs", "mountPath": "/var/log/app"}),
+        ];
+        m.extend_from_slice(extra);
+        m
+    };
+    let mut trainer_env = env(&[
+        ("MODEL_NAME", format!("{app}-model")),
+        ("DATASET_URI", format!("s3://{team}-datasets/{app}/shards/")),
+        ("CHECKPOINT_DIR", "/data/checkpoints".into()),
+        ("NCCL_DEBUG", "WARN".into()),
+        ("NCCL_SOCKET_IFNAME", "eth0".into()),
+        ("OMP_NUM_THREADS", "8".into()),
+        ("PYTHONUNBUFFERED", "1".into()),
+        ("WORLD_SIZE", gpus.to_string()),
+        ("LOG_LEVEL", "info".into()),
+    ]);
+    trainer_env.push(field_env("POD_NAME", "metadata.name"));
+    trainer_env.push(field_env("POD_NAMESPACE", "metadata.namespace"));
+    trainer_env.push(field_env("NODE_NAME", "spec.nodeName"));
+    let gpu = gpus.to_string();
+    let containers = json!([
+        {
+            "name": "trainer",
+            "image": image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": ["python", "-m", "trainer.main"],
+            "args": ["--config=/etc/trainer/config.yaml", "--resume", format!("--gpus={gpus}")],
+            "ports": [
+                {"name": "http", "containerPort": 8080, "protocol": "TCP"},
+                {"name": "nccl", "containerPort": 29500, "protocol": "TCP"}
+            ],
+            "env": trainer_env,
+            "resources": {
+                "requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": gpu},
+                "limits": {"memory": "64Gi", "nvidia.com/gpu": gpu}
+            },
+            "volumeMounts": mounts(&[
+                json!({"name": "config", "mountPath": "/etc/trainer", "readOnly": true}),
+                json!({"name": "data", "mountPath": "/data"}),
+                json!({"name": "dshm", "mountPath": "/dev/shm"}),
+            ]),
+            "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080, "scheme": "HTTP"},
+                "initialDelaySeconds": 30, "periodSeconds": 10, "timeoutSeconds": 5, "successThreshold": 1, "failureThreshold": 6},
+            "readinessProbe": {"httpGet": {"path": "/ready", "port": "http", "scheme": "HTTP"},
+                "periodSeconds": 5, "timeoutSeconds": 2, "successThreshold": 1, "failureThreshold": 3},
+            "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}},
+            "terminationMessagePath": "/dev/termination-log",
+            "terminationMessagePolicy": "FallbackToLogsOnError"
+        },
+        {
+            "name": "log-shipper",
+            "image": sidecar_image,
+            "imagePullPolicy": "IfNotPresent",
+            "args": ["--config=/fluent-bit/etc/fluent-bit.conf"],
+            "ports": [{"name": "metrics", "containerPort": 2020, "protocol": "TCP"}],
+            "env": env(&[
+                ("FLUENT_ELASTICSEARCH_HOST", "logs.observability.svc.cluster.local".into()),
+                ("FLUENT_ELASTICSEARCH_PORT", "9200".into()),
+                ("CLUSTER_NAME", "gpu-prod-eu-west-1".into()),
+            ]),
+            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+            "volumeMounts": mounts(&[]),
+            "livenessProbe": {"httpGet": {"path": "/api/v1/health", "port": 2020, "scheme": "HTTP"},
+                "periodSeconds": 30, "timeoutSeconds": 1, "successThreshold": 1, "failureThreshold": 3},
+            "terminationMessagePath": "/dev/termination-log",
+            "terminationMessagePolicy": "File"
+        }
+    ]);
+    let mut spec = json!({
+        "containers": containers,
+        "volumes": [
+            {"name": token_volume, "projected": {"defaultMode": 420, "sources": [
+                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}
+            ]}},
+            {"name": "config", "configMap": {"name": format!("{app}-config"), "defaultMode": 420}},
+            {"name": "data", "persistentVolumeClaim": {"claimName": format!("{app}-data")}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}},
+            {"name": "logs", "emptyDir": {}}
+        ],
+        "serviceAccountName": format!("{team}-trainer"),
+        "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "kubernetes.io/os": "linux"},
+        "tolerations": [
+            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+            {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+        ],
+        "terminationGracePeriodSeconds": 120
+    });
+    if i % 5 == 0 {
+        spec["initContainers"] = json!([{
+            "name": "fetch-dataset",
+            "image": "registry.example.com/platform/s3-sync:2.4.0",
+            "args": ["sync", format!("s3://{team}-datasets/{app}/index"), "/data/index"],
+            "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}},
+            "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+            "terminationMessagePath": "/dev/termination-log",
+            "terminationMessagePolicy": "File"
+        }]);
+    }
+    let base_annotations = json!({
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": "9400",
+        "prometheus.io/path": "/metrics",
+        "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
+        "kubectl.kubernetes.io/default-container": "trainer",
+    });
+    // `kubectl apply` stores what was applied (here: the pod as written,
+    // minus the scheduler's nodeName) in this annotation.
+    let last_applied = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"annotations": base_annotations, "labels": labels, "name": name, "namespace": NAMESPACE},
+        "spec": spec,
+    })
+    .to_string();
+    let mut annotations = base_annotations;
+    annotations["kubectl.kubernetes.io/last-applied-configuration"] = json!(last_applied);
+    spec["nodeName"] = json!(node);
+    let pod = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "generateName": format!("{app}-{rs_hash}-"),
+            "namespace": NAMESPACE,
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [{
+                "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": format!("{app}-{rs_hash}"),
+                "uid": uid(w as u64 + 2_000_000), "controller": true, "blockOwnerDeletion": true
+            }]
+        },
+        "spec": spec,
+    });
+    let status = pod_status(i, &image, sidecar_image, exporter_image);
+    (pod, status)
+}
+
+/// What the kubelet reports: 95 % running, 5 % still creating containers
+/// (both pass the guest's field selector, so every pod is cached).
+fn pod_status(i: usize, image: &str, sidecar: &str, exporter: &str) -> Value {
+    let running = i % 20 != 0;
+    let started = format!(
+        "2026-11-{:02}T{:02}:{:02}:{:02}Z",
+        1 + i % 28,
+        i % 24,
+        i % 60,
+        (i / 60) % 60
+    );
+    let ready = if running { "True" } else { "False" };
+    let cond = |t: &str, s: &str| json!({"type": t, "status": s, "lastProbeTime": null, "lastTransitionTime": started});
+    let statuses: Vec<Value> = [("trainer", image), ("log-shipper", sidecar), ("gpu-exporter", exporter)]
+        .iter()
+        .enumerate()
+        .map(|(c, (name, image))| {
+            let seed = (i * 3 + c) as u64;
+            let state = if running {
+                json!({"running": {"startedAt": started}})
+            } else {
+                json!({"waiting": {"reason": "ContainerCreating"}})
+            };
+            let mut s = json!({
+                "name": name, "image": image, "ready": running, "restartCount": i % 3,
+                "started": running, "state": state, "lastState": {},
+                "imageID": format!("{}@sha256:{}", image.split(':').next().unwrap_or(image), hex(seed + 9_000_000, 64)),
+                "volumeMounts": [{"name": "logs", "mountPath": "/var/log/app"}]
+            });
+            if running {
+                s["containerID"] = json!(format!("containerd://{}", hex(seed, 64)));
+            }
+            s
+        })
+        .collect();
+    let node_ip = format!(
+        "10.{}.{}.{}",
+        20 + (i % NODES) / 65_536,
+        ((i * 7919) % NODES) / 256,
+        (i * 7919) % 256
+    );
+    let pod_ip = format!(
+        "10.{}.{}.{}",
+        128 + (i / 65_536) % 64,
+        (i / 256) % 256,
+        i % 256
+    );
+    json!({
+        "phase": if running { "Running" } else { "Pending" },
+        "conditions": [
+            cond("PodReadyToStartContainers", ready),
+            cond("Initialized", "True"),
+            cond("Ready", ready),
+            cond("ContainersReady", ready),
+            cond("PodScheduled", "True"),
+        ],
+        "hostIP": node_ip,
+        "hostIPs": [{"ip": node_ip}],
+        "podIP": pod_ip,
+        "podIPs": [{"ip": pod_ip}],
+        "startTime": started,
+        "containerStatuses": statuses,
+    })
+}
+
+async fn create_pods(client: &Client, n: usize) {
+    let api: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                let (pod, status) = realistic_pod(i);
+                let pod: Pod = serde_json::from_value(pod).expect("fixture is a Pod");
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                api.create(&PostParams::default(), &pod).await?;
+                api.patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": status})),
+                )
+                .await
+                .map(|_| ())
+            }
+        })
+        .buffer_unordered(CREATE_CONCURRENCY)
+        .try_collect::<Vec<()>>()
+        .await
+        .expect("pods are created");
+}
+
+/// Mean size of a pod as the API server serves it (managedFields included).
+async fn served_json_bytes(client: &Client) -> usize {
+    let ar = kube::api::ApiResource::erase::<Pod>(&());
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &ar);
+    let page = api.list(&ListParams::default().limit(200)).await.unwrap();
+    let total: usize = page
+        .items
+        .iter()
+        .map(|p| serde_json::to_vec(p).map_or(0, |v| v.len()))
+        .sum();
+    if let Some(p) = page.items.first() {
+        let v = serde_json::to_value(p).unwrap();
+        for ptr in [
+            "/metadata/managedFields",
+            "/metadata/annotations",
+            "/metadata",
+            "/spec",
+            "/status",
+        ] {
+            eprintln!(
+                "DEBUG {ptr}: {}",
+                v.pointer(ptr).map_or(0, |x| x.to_string().len())
+            );
+        }
+        eprintln!(
+            "DEBUG mf: {}",
+            v.pointer("/metadata/managedFields").unwrap()
+        );
+    }
+    total / page.items.len().max(1)
+}
+
+// ---------------------------------------------------------------- phases
+
+struct Phase {
+    name: &'static str,
+    pods: usize,
+    before: Rss,
+    after: Rss,
+    sync: Duration,
+}
+
+impl Phase {
+    fn raw_per_pod(&self) -> f64 {
+        per_pod(self.after.raw, self.before.trimmed, self.pods)
+    }
+    fn trimmed_per_pod(&self) -> f64 {
+        per_pod(self.after.trimmed, self.before.trimmed, self.pods)
+    }
+}
+
+async fn deadline<F: std::future::Future>(what: &str, f: F) -> F::Output {
+    tokio::time::timeout(SYNC_TIMEOUT, f)
+        .await
+        .unwrap_or_else(|_| panic!("timed out after {SYNC_TIMEOUT:?}: {what}"))
+}
+
+fn guest_wasm() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    target.join("wasm32-wasip2/guest/guest_gpu_summary.wasm")
+}
+
+async fn run(pods: usize) -> bool {
+    // The GPU-summary guest's declared watch: key, selector and projection.
+    let rt = GuestRuntime::new(RuntimeConfig::default().cache_dir(None)).unwrap();
+    let module = rt
+        .load_file(&guest_wasm())
+        .unwrap_or_else(|e| panic!("{e} (run `make guest` first)"));
+    let manifest = module
+        .manifest(&guest::environment("default", &BTreeMap::new()))
+        .unwrap();
+    let watch = manifest.watches[0].clone();
+    let key = InformerKey {
+        group: watch.gvk.group.clone(),
+        version: watch.gvk.version.clone(),
+        kind: watch.gvk.kind.clone(),
+        plural: watch.plural.clone().unwrap_or_else(|| "pods".into()),
+        namespace: watch.namespace.clone(),
+        label_selector: watch.label_selector.clone(),
+        field_selector: watch.field_selector.clone(),
+    };
+    drop((module, rt));
+
+    let server = ApiServer::start(ApiServerConfig::default())
+        .await
+        .expect("embedded API server starts");
+    let client = server.client().await.unwrap();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": NAMESPACE}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let t = Instant::now();
+    create_pods(&client, pods).await;
+    let created = t.elapsed();
+    let json_bytes = served_json_bytes(&client).await;
+    eprintln!(
+        "informer_memory: created {pods} pods ({json_bytes} B of JSON each as served) in {:.1} s",
+        created.as_secs_f64()
+    );
+
+    // (1) + (2): the projected informer.
+    let before = measure().await;
+    let t = Instant::now();
+    let informer = Informer::start(client.clone(), key.clone(), watch.projection.clone());
+    deadline("informer sync", informer.wait_synced())
+        .await
+        .expect("informer syncs");
+    let sync = t.elapsed();
+    assert_eq!(informer.len(), pods, "the informer caches every pod");
+    let after = measure().await;
+    let informer_phase = Phase {
+        name: "wasmctrl informer (GPU-summary projection)",
+        pods,
+        before,
+        after,
+        sync,
+    };
+    let cached: Vec<std::sync::Arc<ProjectedObject>> = informer.list();
+    let heap_bytes = cached.iter().map(|o| o.heap_bytes()).sum::<usize>() as f64 / pods as f64;
+    let values = cached
+        .iter()
+        .map(|o| {
+            (0..o.field_count())
+                .map(|f| o.field(f).len())
+                .sum::<usize>()
+        })
+        .sum::<usize>() as f64
+        / pods as f64;
+    drop(cached);
+    drop(informer);
+    let released = measure().await;
+
+    // (3): a plain kube-runtime reflector of full Pods, same selector.
+    let before = released;
+    let t = Instant::now();
+    let api: Api<Pod> = Api::all(client.clone());
+    let mut config = watcher::Config::default();
+    if let Some(f) = &key.field_selector {
+        config = config.fields(f);
+    }
+    let (reader, writer) = reflector::store::<Pod>();
+    let task = tokio::spawn(
+        reflector(writer, watcher(api, config))
+            .default_backoff()
+            .applied_objects()
+            .for_each(|_| futures::future::ready(())),
+    );
+    deadline("reflector sync", async {
+        reader.wait_until_ready().await.expect("reflector syncs");
+        while reader.len() < pods {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let sync = t.elapsed();
+    assert_eq!(reader.len(), pods, "the reflector caches every pod");
+    let after = measure().await;
+    let reflector_phase = Phase {
+        name: "kube-runtime reflector of full `Pod`s",
+        pods,
+        before,
+        after,
+        sync,
+    };
+    task.abort();
+    drop(reader);
+
+    let i = &informer_phase;
+    let r = &reflector_phase;
+    println!(
+        "informer_memory: {pods} pods, {json_bytes} B of JSON each as served; RSS deltas from a baseline taken before each phase"
+    );
+    println!();
+    println!("| cache | pods | sync | RSS/pod | RSS/pod after malloc_trim | vs informer |");
+    println!("|---|---|---|---|---|---|");
+    for p in [i, r] {
+        println!(
+            "| {} | {} | {:.1} s | {:.0} B | {:.0} B | {:.0}x |",
+            p.name,
+            p.pods,
+            p.sync.as_secs_f64(),
+            p.raw_per_pod(),
+            p.trimmed_per_pod(),
+            p.trimmed_per_pod() / i.trimmed_per_pod().max(1.0)
+        );
+    }
+    println!();
+    println!(
+        "informer: {values:.1} projected values per pod; `ProjectedObject::heap_bytes` {heap_bytes:.0} B/pod + {} B struct (own estimate, interned strings and map entry not counted)",
+        std::mem::size_of::<ProjectedObject>()
+    );
+    println!(
+        "RSS (MiB, trimmed): baseline {:.0}, informer synced {:.0}, informer dropped {:.0}, reflector synced {:.0}",
+        mib(i.before.trimmed),
+        mib(i.after.trimmed),
+        mib(released.trimmed),
+        mib(r.after.trimmed)
+    );
+    let within = i.trimmed_per_pod() <= BUDGET_BYTES;
+    println!(
+        "budget: {:.0} B/pod against {BUDGET_BYTES:.0} B: {}",
+        i.trimmed_per_pod(),
+        if within { "within" } else { "OVER" }
+    );
+    drop(server);
+    within
+}
+
+fn main() {
+    // `cargo bench` passes --bench; `cargo test --all-targets` runs this as
+    // a smoke test on a small world, where RSS deltas are noise.
+    let full = std::env::args().any(|a| a == "--bench");
+    let pods = if full { FULL_PODS } else { SMOKE_PODS };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let within = rt.block_on(run(pods));
+    if full && !within {
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,185 @@
+//! The host's Kubernetes client: one `kube::Client` for every guest, with a
+//! client-side rate limit (QPS and burst, as client-go's `rest.Config`) on
+//! every request the host makes.
+//!
+//! Owns building the client from a `kube::Config` and the limiter layer. It
+//! never decides what to request; informers, the actuator and leader
+//! election all go through the one client built here.
+
+use std::future::Future;
+use std::num::NonZeroU32;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use tower::{Layer, Service};
+
+/// Client-side request rate limits.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClientLimits {
+    /// Sustained requests per second.
+    pub qps: f64,
+    /// Requests that may go out at once after a quiet period.
+    pub burst: u32,
+}
+
+impl Default for ClientLimits {
+    /// client-go's defaults for controllers are 5 QPS / burst 10; a host
+    /// serving several guests gets more headroom.
+    fn default() -> Self {
+        ClientLimits {
+            qps: 20.0,
+            burst: 40,
+        }
+    }
+}
+
+impl ClientLimits {
+    /// Sets QPS.
+    #[must_use]
+    pub fn qps(mut self, qps: f64) -> Self {
+        self.qps = qps;
+        self
+    }
+
+    /// Sets burst.
+    #[must_use]
+    pub fn burst(mut self, burst: u32) -> Self {
+        self.burst = burst;
+        self
+    }
+
+    fn quota(&self) -> Option<Quota> {
+        if !(self.qps.is_finite() && self.qps > 0.0) {
+            return None;
+        }
+        let period = std::time::Duration::from_secs_f64(1.0 / self.qps);
+        let burst = NonZeroU32::new(self.burst.max(1))?;
+        Quota::with_period(period).map(|q| q.allow_burst(burst))
+    }
+}
+
+/// A tower layer that waits for a token before each request.
+#[derive(Clone)]
+pub struct RateLimitLayer {
+    limiter: Option<Arc<DefaultDirectRateLimiter>>,
+}
+
+impl RateLimitLayer {
+    /// A layer enforcing `limits` (no limit for a non-positive QPS).
+    pub fn new(limits: ClientLimits) -> Self {
+        RateLimitLayer {
+            limiter: limits.quota().map(|q| Arc::new(RateLimiter::direct(q))),
+        }
+    }
+}
+
+impl<S> Layer<S> for RateLimitLayer {
+    type Service = RateLimited<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RateLimited {
+            inner,
+            limiter: self.limiter.clone(),
+            wait: None,
+            permitted: false,
+        }
+    }
+}
+
+type Wait = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// The rate-limited service. The wait happens in `poll_ready`, so it works
+/// behind kube's buffer with a service that is not `Clone`.
+pub struct RateLimited<S> {
+    inner: S,
+    limiter: Option<Arc<DefaultDirectRateLimiter>>,
+    wait: Option<Wait>,
+    permitted: bool,
+}
+
+impl<S, R> Service<R> for RateLimited<S>
+where
+    S: Service<R>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        if !self.permitted {
+            if let Some(limiter) = &self.limiter {
+                let wait = self.wait.get_or_insert_with(|| {
+                    let limiter = limiter.clone();
+                    Box::pin(async move { limiter.until_ready().await })
+                });
+                if wait.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                self.wait = None;
+            }
+            self.permitted = true;
+        }
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: R) -> Self::Future {
+        self.permitted = false;
+        self.inner.call(req)
+    }
+}
+
+/// Builds the host's client from `config` with `limits`.
+pub fn build(config: kube::Config, limits: ClientLimits) -> Result<kube::Client, kube::Error> {
+    let builder = kube::client::ClientBuilder::try_from(config)?;
+    Ok(builder.with_layer(&RateLimitLayer::new(limits)).build())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+    use tower::ServiceExt;
+
+    #[tokio::test]
+    async fn requests_beyond_the_burst_wait_for_tokens() {
+        let layer = RateLimitLayer::new(ClientLimits {
+            qps: 20.0,
+            burst: 5,
+        });
+        let mut svc = layer.layer(tower::service_fn(|x: u32| async move {
+            Ok::<_, std::convert::Infallible>(x)
+        }));
+        let started = Instant::now();
+        for i in 0..5 {
+            assert_eq!(svc.ready().await.unwrap().call(i).await.unwrap(), i);
+        }
+        assert!(
+            started.elapsed() < Duration::from_millis(40),
+            "the burst is not throttled"
+        );
+        for i in 0..4 {
+            svc.ready().await.unwrap().call(i).await.unwrap();
+        }
+        // Four more at 20 QPS cannot complete before ~150 ms (one token per
+        // 50 ms); a lower bound, so a slow machine cannot fail it.
+        assert!(
+            started.elapsed() >= Duration::from_millis(150),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    #[test]
+    fn non_positive_qps_disables_the_limit() {
+        assert!(ClientLimits { qps: 0.0, burst: 1 }.quota().is_none());
+        assert!(ClientLimits {
+            qps: f64::INFINITY,
+            burst: 1
+        }
+        .quota()
+        .is_none());
+        assert!(ClientLimits::default().quota().is_some());
+    }
+}

@@ -1,0 +1,80 @@
+//! Packaging guests for a cluster: the ConfigMap that carries a `.wasm`
+//! (as `binaryData`) to be mounted into the host's pod.
+//!
+//! Owns the ConfigMap's shape and its size check. It never talks to the
+//! cluster; `kubectl apply` does.
+
+use base64::Engine;
+use serde_json::{json, Value as Json};
+
+/// The API server rejects ConfigMaps over 1 MiB (the whole object).
+pub const CONFIGMAP_LIMIT: usize = 1 << 20;
+
+/// Why a guest cannot be packaged.
+#[derive(Debug, thiserror::Error)]
+pub enum PackagingError {
+    /// The encoded guest would exceed the ConfigMap size limit.
+    #[error("{file} is {size} bytes ({encoded} base64-encoded): a ConfigMap holds at most {CONFIGMAP_LIMIT} bytes; strip the guest (profile `guest`)")]
+    TooLarge {
+        /// The file name.
+        file: String,
+        /// Raw size.
+        size: usize,
+        /// Encoded size.
+        encoded: usize,
+    },
+}
+
+/// A ConfigMap carrying `bytes` under the key `file_name`.
+pub fn guest_configmap(
+    name: &str,
+    namespace: Option<&str>,
+    file_name: &str,
+    bytes: &[u8],
+) -> Result<Json, PackagingError> {
+    let encoded = base64::engine::general_purpose::STANDARD.encode(bytes);
+    if encoded.len() + 1024 > CONFIGMAP_LIMIT {
+        return Err(PackagingError::TooLarge {
+            file: file_name.to_string(),
+            size: bytes.len(),
+            encoded: encoded.len(),
+        });
+    }
+    let mut metadata = json!({
+        "name": name,
+        "labels": {"app.kubernetes.io/part-of": "wasmctrl", "wasmctrl.io/guest": "true"},
+    });
+    if let Some(ns) = namespace {
+        metadata["namespace"] = json!(ns);
+    }
+    Ok(json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata,
+        "binaryData": { file_name: encoded },
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guest_is_carried_as_binary_data_under_its_file_name() {
+        let cm = guest_configmap(
+            "guests",
+            Some("wasmctrl-system"),
+            "gpu-summary.wasm",
+            b"\0asm",
+        )
+        .unwrap();
+        assert_eq!(cm["binaryData"]["gpu-summary.wasm"], "AGFzbQ==");
+        assert_eq!(cm["metadata"]["namespace"], "wasmctrl-system");
+    }
+
+    #[test]
+    fn oversized_guest_is_refused_with_the_limit() {
+        let e = guest_configmap("g", None, "big.wasm", &vec![0u8; 900_000]).unwrap_err();
+        assert!(e.to_string().contains("big.wasm"), "{e}");
+    }
+}
