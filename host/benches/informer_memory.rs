@@ -40,7 +40,7 @@ use wasmctrl::projection::ProjectedObject;
 /// Pods in the real run (`cargo bench`).
 const FULL_PODS: usize = 100_000;
 /// Pods in the smoke run (`cargo test --all-targets`).
-const SMOKE_PODS: usize = 5;
+const SMOKE_PODS: usize = 50;
 /// The budget per cached pod.
 const BUDGET_BYTES: f64 = 1024.0;
 /// Requests in flight while creating pods.
@@ -170,9 +170,10 @@ fn field_env(name: &str, path: &str) -> Value {
     json!({"name": name, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}})
 }
 
-/// Pod `i`, as a controller and `kubectl apply` would create it: one of
-/// `WORKLOADS` training deployments, scheduled on a GPU node. Returns the
-/// pod (without status) and the status the kubelet would report.
+/// Pod `i` of one of `WORKLOADS` training deployments, scheduled on a GPU
+/// node: what `kubectl apply` wrote (recorded in the last-applied
+/// annotation), plus what admission added (a log-shipper sidecar, the token
+/// volume, tolerations). Returns the pod and the status the kubelet reports.
 fn realistic_pod(i: usize) -> (Value, Value) {
     let w = i % WORKLOADS;
     let team = format!("team-{:02}", w % 25);
@@ -184,149 +185,91 @@ fn realistic_pod(i: usize) -> (Value, Value) {
     let version = format!("v1.{}.{}", w % 7, w % 13);
     let image = format!("registry.example.com/{team}/trainer:{version}");
     let sidecar_image = "registry.example.com/platform/fluent-bit:3.1.4";
-    let exporter_image = "registry.example.com/platform/dcgm-exporter:3.3.5-3.4.0-ubuntu22.04";
     let token_volume = format!("kube-api-access-{}", suffix(i as u64 + 7, 5));
     let labels = json!({
         "app": app,
         "app.kubernetes.io/name": "trainer",
-        "app.kubernetes.io/instance": app,
-        "app.kubernetes.io/component": "worker",
-        "app.kubernetes.io/part-of": format!("{team}-ml-platform"),
         "app.kubernetes.io/version": version,
-        "app.kubernetes.io/managed-by": "helm",
         "pod-template-hash": rs_hash,
         "team": team,
-        "workload-class": "gpu-training",
     });
-    let mounts = |extra: &[Value]| -> Vec<Value> {
-        let mut m = vec![
-            json!({"name": token_volume, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": true}),
-            json!({"name": "logs", "mountPath": "/var/log/app"}),
-        ];
-        m.extend_from_slice(extra);
-        m
-    };
+    let token_mount = json!({"name": token_volume, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": true});
     let mut trainer_env = env(&[
-        ("MODEL_NAME", format!("{app}-model")),
-        ("DATASET_URI", format!("s3://{team}-datasets/{app}/shards/")),
+        ("DATASET_URI", format!("s3://{team}-datasets/{app}/")),
         ("CHECKPOINT_DIR", "/data/checkpoints".into()),
-        ("NCCL_DEBUG", "WARN".into()),
-        ("NCCL_SOCKET_IFNAME", "eth0".into()),
-        ("OMP_NUM_THREADS", "8".into()),
-        ("PYTHONUNBUFFERED", "1".into()),
         ("WORLD_SIZE", gpus.to_string()),
-        ("LOG_LEVEL", "info".into()),
     ]);
     trainer_env.push(field_env("POD_NAME", "metadata.name"));
-    trainer_env.push(field_env("POD_NAMESPACE", "metadata.namespace"));
-    trainer_env.push(field_env("NODE_NAME", "spec.nodeName"));
     let gpu = gpus.to_string();
-    let containers = json!([
-        {
-            "name": "trainer",
-            "image": image,
-            "imagePullPolicy": "IfNotPresent",
-            "command": ["python", "-m", "trainer.main"],
-            "args": ["--config=/etc/trainer/config.yaml", "--resume", format!("--gpus={gpus}")],
-            "ports": [
-                {"name": "http", "containerPort": 8080, "protocol": "TCP"},
-                {"name": "nccl", "containerPort": 29500, "protocol": "TCP"}
-            ],
-            "env": trainer_env,
-            "resources": {
-                "requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": gpu},
-                "limits": {"memory": "64Gi", "nvidia.com/gpu": gpu}
-            },
-            "volumeMounts": mounts(&[
-                json!({"name": "config", "mountPath": "/etc/trainer", "readOnly": true}),
-                json!({"name": "data", "mountPath": "/data"}),
-                json!({"name": "dshm", "mountPath": "/dev/shm"}),
-            ]),
-            "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080, "scheme": "HTTP"},
-                "initialDelaySeconds": 30, "periodSeconds": 10, "timeoutSeconds": 5, "successThreshold": 1, "failureThreshold": 6},
-            "readinessProbe": {"httpGet": {"path": "/ready", "port": "http", "scheme": "HTTP"},
-                "periodSeconds": 5, "timeoutSeconds": 2, "successThreshold": 1, "failureThreshold": 3},
-            "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}},
-            "terminationMessagePath": "/dev/termination-log",
-            "terminationMessagePolicy": "FallbackToLogsOnError"
+    let trainer = json!({
+        "name": "trainer",
+        "image": image,
+        "args": [format!("--gpus={gpus}")],
+        "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
+        "env": trainer_env,
+        "resources": {
+            "requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": gpu},
+            "limits": {"memory": "64Gi", "nvidia.com/gpu": gpu}
         },
-        {
-            "name": "log-shipper",
-            "image": sidecar_image,
-            "imagePullPolicy": "IfNotPresent",
-            "args": ["--config=/fluent-bit/etc/fluent-bit.conf"],
-            "ports": [{"name": "metrics", "containerPort": 2020, "protocol": "TCP"}],
-            "env": env(&[
-                ("FLUENT_ELASTICSEARCH_HOST", "logs.observability.svc.cluster.local".into()),
-                ("FLUENT_ELASTICSEARCH_PORT", "9200".into()),
-                ("CLUSTER_NAME", "gpu-prod-eu-west-1".into()),
-            ]),
-            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
-            "volumeMounts": mounts(&[]),
-            "livenessProbe": {"httpGet": {"path": "/api/v1/health", "port": 2020, "scheme": "HTTP"},
-                "periodSeconds": 30, "timeoutSeconds": 1, "successThreshold": 1, "failureThreshold": 3},
-            "terminationMessagePath": "/dev/termination-log",
-            "terminationMessagePolicy": "File"
-        }
-    ]);
+        "volumeMounts": [
+            {"name": "data", "mountPath": "/data"},
+            {"name": "dshm", "mountPath": "/dev/shm"}
+        ],
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 10, "failureThreshold": 6}
+    });
     let mut spec = json!({
-        "containers": containers,
+        "containers": [trainer],
         "volumes": [
-            {"name": token_volume, "projected": {"defaultMode": 420, "sources": [
-                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-                {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}
-            ]}},
-            {"name": "config", "configMap": {"name": format!("{app}-config"), "defaultMode": 420}},
             {"name": "data", "persistentVolumeClaim": {"claimName": format!("{app}-data")}},
-            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}},
-            {"name": "logs", "emptyDir": {}}
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}
         ],
         "serviceAccountName": format!("{team}-trainer"),
-        "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "kubernetes.io/os": "linux"},
-        "tolerations": [
-            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
-            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
-            {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
-        ],
-        "terminationGracePeriodSeconds": 120
     });
     if i % 5 == 0 {
         spec["initContainers"] = json!([{
-            "name": "fetch-dataset",
+            "name": "fetch-index",
             "image": "registry.example.com/platform/s3-sync:2.4.0",
-            "args": ["sync", format!("s3://{team}-datasets/{app}/index"), "/data/index"],
-            "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}},
-            "volumeMounts": [{"name": "data", "mountPath": "/data"}],
-            "terminationMessagePath": "/dev/termination-log",
-            "terminationMessagePolicy": "File"
+            "volumeMounts": [{"name": "data", "mountPath": "/data"}]
         }]);
     }
-    let base_annotations = json!({
-        "prometheus.io/scrape": "true",
-        "prometheus.io/port": "9400",
-        "prometheus.io/path": "/metrics",
-        "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
-        "kubectl.kubernetes.io/default-container": "trainer",
-    });
-    // `kubectl apply` stores what was applied (here: the pod as written,
-    // minus the scheduler's nodeName) in this annotation.
-    let last_applied = json!({
+    let mut annotations = json!({"prometheus.io/scrape": "true"});
+    let applied = json!({
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"annotations": base_annotations, "labels": labels, "name": name, "namespace": NAMESPACE},
+        "metadata": {"annotations": annotations, "labels": labels, "name": name, "namespace": NAMESPACE},
         "spec": spec,
-    })
-    .to_string();
-    let mut annotations = base_annotations;
-    annotations["kubectl.kubernetes.io/last-applied-configuration"] = json!(last_applied);
+    });
+    annotations["kubectl.kubernetes.io/last-applied-configuration"] = json!(applied.to_string());
+    // Admission: the sidecar, the service-account token, tolerations.
+    spec["containers"][0]["volumeMounts"]
+        .as_array_mut()
+        .expect("mounts are a list")
+        .push(token_mount.clone());
+    spec["containers"]
+        .as_array_mut()
+        .expect("containers are a list")
+        .push(json!({
+            "name": "log-shipper",
+            "image": sidecar_image,
+            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+            "volumeMounts": [token_mount]
+        }));
+    spec["volumes"]
+        .as_array_mut()
+        .expect("volumes are a list")
+        .push(json!({"name": token_volume, "projected": {"defaultMode": 420, "sources": [
+            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}
+        ]}}));
+    spec["tolerations"] = json!([
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    ]);
     spec["nodeName"] = json!(node);
     let pod = json!({
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
             "name": name,
-            "generateName": format!("{app}-{rs_hash}-"),
             "namespace": NAMESPACE,
             "labels": labels,
             "annotations": annotations,
@@ -337,13 +280,13 @@ fn realistic_pod(i: usize) -> (Value, Value) {
         },
         "spec": spec,
     });
-    let status = pod_status(i, &image, sidecar_image, exporter_image);
+    let status = pod_status(i, &image, sidecar_image);
     (pod, status)
 }
 
 /// What the kubelet reports: 95 % running, 5 % still creating containers
 /// (both pass the guest's field selector, so every pod is cached).
-fn pod_status(i: usize, image: &str, sidecar: &str, exporter: &str) -> Value {
+fn pod_status(i: usize, image: &str, sidecar: &str) -> Value {
     let running = i % 20 != 0;
     let started = format!(
         "2026-11-{:02}T{:02}:{:02}:{:02}Z",
@@ -354,7 +297,7 @@ fn pod_status(i: usize, image: &str, sidecar: &str, exporter: &str) -> Value {
     );
     let ready = if running { "True" } else { "False" };
     let cond = |t: &str, s: &str| json!({"type": t, "status": s, "lastProbeTime": null, "lastTransitionTime": started});
-    let statuses: Vec<Value> = [("trainer", image), ("log-shipper", sidecar), ("gpu-exporter", exporter)]
+    let statuses: Vec<Value> = [("trainer", image), ("log-shipper", sidecar)]
         .iter()
         .enumerate()
         .map(|(c, (name, image))| {
@@ -368,7 +311,6 @@ fn pod_status(i: usize, image: &str, sidecar: &str, exporter: &str) -> Value {
                 "name": name, "image": image, "ready": running, "restartCount": i % 3,
                 "started": running, "state": state, "lastState": {},
                 "imageID": format!("{}@sha256:{}", image.split(':').next().unwrap_or(image), hex(seed + 9_000_000, 64)),
-                "volumeMounts": [{"name": "logs", "mountPath": "/var/log/app"}]
             });
             if running {
                 s["containerID"] = json!(format!("containerd://{}", hex(seed, 64)));
@@ -415,10 +357,17 @@ async fn create_pods(client: &Client, n: usize) {
                 let (pod, status) = realistic_pod(i);
                 let pod: Pod = serde_json::from_value(pod).expect("fixture is a Pod");
                 let name = pod.metadata.name.clone().unwrap_or_default();
-                api.create(&PostParams::default(), &pod).await?;
+                let created = PostParams {
+                    field_manager: Some("kube-controller-manager".into()),
+                    ..PostParams::default()
+                };
+                api.create(&created, &pod).await?;
                 api.patch_status(
                     &name,
-                    &PatchParams::default(),
+                    &PatchParams {
+                        field_manager: Some("kubelet".into()),
+                        ..PatchParams::default()
+                    },
                     &Patch::Merge(json!({"status": status})),
                 )
                 .await

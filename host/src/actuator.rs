@@ -103,6 +103,8 @@ type EventId = (ObjectKey, String, String);
 /// Carries out plans for one guest.
 pub struct Actuator {
     client: Client,
+    guest: String,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
     field_manager: String,
     resources: Mutex<HashMap<Gvk, ApiResource>>,
     recorder: Recorder,
@@ -176,6 +178,17 @@ fn owned_missing(fields: &Json, desired: Option<&Json>) -> bool {
 impl Actuator {
     /// An actuator writing as `wasmctrl/<guest>`.
     pub fn new(client: Client, guest: &str, instance: Option<String>) -> Self {
+        Self::with_metrics(client, guest, instance, None)
+    }
+
+    /// An actuator that also records `wasmctrl_writes_total` and
+    /// `wasmctrl_writes_skipped_total`.
+    pub fn with_metrics(
+        client: Client,
+        guest: &str,
+        instance: Option<String>,
+        metrics: Option<Arc<crate::metrics::Metrics>>,
+    ) -> Self {
         let field_manager = format!("wasmctrl/{guest}");
         let recorder = Recorder::new(
             client.clone(),
@@ -186,6 +199,8 @@ impl Actuator {
         );
         Actuator {
             client,
+            guest: guest.to_string(),
+            metrics,
             field_manager,
             resources: Mutex::new(HashMap::new()),
             recorder,
@@ -243,6 +258,13 @@ impl Actuator {
                     && !drops_owned_field(&current, desired, &self.field_manager)
                 {
                     self.counters.skipped.fetch_add(1, Ordering::Relaxed);
+                    if let Some(m) = &self.metrics {
+                        m.writes_skipped
+                            .get_or_create(&crate::metrics::GuestLabels {
+                                guest: self.guest.clone(),
+                            })
+                            .inc();
+                    }
                     continue;
                 }
             }
@@ -259,6 +281,7 @@ impl Actuator {
                 source,
             })?;
             self.counters.applies.fetch_add(1, Ordering::Relaxed);
+            self.count_write("apply");
         }
         for target in &plan.delete {
             if live.live(target).is_none() {
@@ -272,6 +295,7 @@ impl Actuator {
             match result {
                 Ok(_) => {
                     self.counters.deletes.fetch_add(1, Ordering::Relaxed);
+                    self.count_write("delete");
                 }
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
                 Err(source) => {
@@ -285,6 +309,17 @@ impl Actuator {
             }
         }
         self.publish_events(key, &plan.events, live).await
+    }
+
+    fn count_write(&self, verb: &str) {
+        if let Some(m) = &self.metrics {
+            m.writes
+                .get_or_create(&crate::metrics::WriteLabels {
+                    guest: self.guest.clone(),
+                    verb: verb.to_string(),
+                })
+                .inc();
+        }
     }
 
     fn count<T>(&self, r: &Result<T, kube::Error>) {
@@ -338,6 +373,7 @@ impl Actuator {
                 source,
             })?;
             self.counters.events.fetch_add(1, Ordering::Relaxed);
+            self.count_write("event");
         }
         lock(&self.emitted).insert(key.to_string(), now);
         Ok(())

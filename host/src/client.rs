@@ -130,10 +130,78 @@ where
     }
 }
 
-/// Builds the host's client from `config` with `limits`.
-pub fn build(config: kube::Config, limits: ClientLimits) -> Result<kube::Client, kube::Error> {
+/// A tower layer recording `rest_client_requests_total` and
+/// `rest_client_request_duration_seconds` for every request.
+#[derive(Clone)]
+pub struct MetricsLayer {
+    metrics: Arc<crate::metrics::Metrics>,
+    host: Arc<str>,
+}
+
+impl<S> Layer<S> for MetricsLayer {
+    type Service = Measured<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Measured {
+            inner,
+            metrics: self.metrics.clone(),
+            host: self.host.clone(),
+        }
+    }
+}
+
+/// The measuring service.
+pub struct Measured<S> {
+    inner: S,
+    metrics: Arc<crate::metrics::Metrics>,
+    host: Arc<str>,
+}
+
+impl<S, ReqB, ResB> Service<http::Request<ReqB>> for Measured<S>
+where
+    S: Service<http::Request<ReqB>, Response = http::Response<ResB>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<ReqB>) -> Self::Future {
+        let method = req.method().as_str().to_string();
+        let metrics = self.metrics.clone();
+        let host = self.host.clone();
+        let started = std::time::Instant::now();
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            let result = fut.await;
+            let code = result.as_ref().ok().map(|r| r.status().as_u16());
+            crate::metrics::record_request(&metrics, &method, &host, code, started.elapsed());
+            result
+        })
+    }
+}
+
+/// Builds the host's client from `config` with `limits`, recording request
+/// metrics when `metrics` is given.
+pub fn build(
+    config: kube::Config,
+    limits: ClientLimits,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
+) -> Result<kube::Client, kube::Error> {
+    let host: Arc<str> = config
+        .cluster_url
+        .authority()
+        .map_or_else(|| Arc::from(""), |a| Arc::from(a.as_str()));
     let builder = kube::client::ClientBuilder::try_from(config)?;
-    Ok(builder.with_layer(&RateLimitLayer::new(limits)).build())
+    let builder = builder.with_layer(&RateLimitLayer::new(limits));
+    Ok(match metrics {
+        Some(metrics) => builder.with_layer(&MetricsLayer { metrics, host }).build(),
+        None => builder.build(),
+    })
 }
 
 #[cfg(test)]

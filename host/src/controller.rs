@@ -24,7 +24,8 @@ use crate::informer::{
     field_positions, whole_object, Change, Informer, InformerKey, InformerRegistry, SyncError,
 };
 use crate::projection::FieldPath;
-use crate::workqueue::{self, Outcome, Workqueue, WorkqueueMetrics};
+use crate::metrics::{self as m, Metrics};
+use crate::workqueue::{self, Outcome, Workqueue};
 
 /// Why a guest's controller could not start or stopped.
 #[derive(Debug, thiserror::Error)]
@@ -144,6 +145,7 @@ pub struct GuestController {
     config: ControllerConfig,
     /// Which request key last planned each written object.
     producers: Arc<Mutex<HashMap<ObjectKey, String>>>,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl Drop for GuestController {
@@ -175,7 +177,7 @@ impl GuestController {
         module: GuestModule,
         env: Environment,
         config: ControllerConfig,
-        metrics: Option<&WorkqueueMetrics>,
+        metrics: Option<Arc<Metrics>>,
     ) -> Result<Self, ControllerError> {
         let manifest = {
             let module = module.clone();
@@ -188,11 +190,25 @@ impl GuestController {
                 })??
         };
         let name = manifest.name.clone();
-        let queue = match metrics {
-            Some(m) => Workqueue::with_metrics(name.clone(), &config.queue, m),
+        let queue = match &metrics {
+            Some(m) => Workqueue::with_metrics(name.clone(), &config.queue, &m.workqueue),
             None => Workqueue::new(&config.queue),
         };
-        let actuator = Arc::new(Actuator::new(client, &name, config.instance.clone()));
+        if let Some(m) = &metrics {
+            m.guest_info
+                .get_or_create(&crate::metrics::GuestInfoLabels {
+                    guest: name.clone(),
+                    digest: module.digest().to_string(),
+                    file: module.label().to_string(),
+                })
+                .set(1);
+        }
+        let actuator = Arc::new(Actuator::with_metrics(
+            client,
+            &name,
+            config.instance.clone(),
+            metrics.clone(),
+        ));
         let resolve_err = |source| ControllerError::Resolve {
             guest: name.clone(),
             source,
@@ -298,6 +314,7 @@ impl GuestController {
             stats: Arc::default(),
             config,
             producers,
+            metrics,
         })
     }
 
@@ -435,8 +452,69 @@ impl GuestController {
         self.queue.shutdown();
     }
 
-    /// One reconcile of `key`.
+    /// One reconcile of `key`, measured.
     async fn reconcile(&self, key: String) -> Outcome {
+        let started = std::time::Instant::now();
+        let (outcome, reason) = self.reconcile_inner(key).await;
+        if let Some(metrics) = &self.metrics {
+            let controller = self.name.clone();
+            metrics
+                .reconcile_time
+                .get_or_create(&m::ControllerLabels {
+                    controller: controller.clone(),
+                })
+                .observe(started.elapsed().as_secs_f64());
+            let result = match (&outcome, reason) {
+                (_, Some(_)) => "error",
+                (Outcome::RequeueAfter(_), None) => "requeue_after",
+                _ => "success",
+            };
+            metrics
+                .reconcile_total
+                .get_or_create(&m::ResultLabels {
+                    controller: controller.clone(),
+                    result: result.to_string(),
+                })
+                .inc();
+            if let Some(reason) = reason {
+                metrics
+                    .reconcile_errors
+                    .get_or_create(&m::ReasonLabels {
+                        controller,
+                        reason: reason.to_string(),
+                    })
+                    .inc();
+            }
+        }
+        outcome
+    }
+
+    fn record_guest(&self, stats: &crate::guest::CallStats, failure: Option<&'static str>) {
+        let Some(metrics) = &self.metrics else { return };
+        let labels = m::GuestLabels {
+            guest: self.name.clone(),
+        };
+        metrics
+            .guest_instantiate
+            .get_or_create(&labels)
+            .observe(stats.instantiate.as_secs_f64());
+        metrics
+            .guest_reconcile
+            .get_or_create(&labels)
+            .observe(stats.call.as_secs_f64());
+        if let Some(reason) = failure {
+            metrics
+                .guest_failures
+                .get_or_create(&m::GuestReasonLabels {
+                    guest: self.name.clone(),
+                    reason: reason.to_string(),
+                })
+                .inc();
+        }
+    }
+
+    /// One reconcile; the error reason (a metric label) when it failed.
+    async fn reconcile_inner(&self, key: String) -> (Outcome, Option<&'static str>) {
         let span = tracing::info_span!("reconcile", guest = %self.name, key = %key);
         let _enter = span.enter();
         self.stats.reconciles.fetch_add(1, Ordering::Relaxed);
@@ -465,29 +543,32 @@ impl GuestController {
             Ok(r) => r,
             Err(e) => {
                 self.stats.errors.fetch_add(1, Ordering::Relaxed);
-                return Outcome::retry(format!("reconcile task failed: {e}"));
+                return (
+                    Outcome::retry(format!("reconcile task failed: {e}")),
+                    Some("panic"),
+                );
             }
         };
         tracing::debug!(?stats, "guest call");
+        self.record_guest(&stats, result.as_ref().err().map(GuestError::reason));
         let plan = match result {
             Ok(plan) => plan,
             Err(e) => {
                 self.stats.errors.fetch_add(1, Ordering::Relaxed);
-                if matches!(
+                let reason = e.reason();
+                let terminal = matches!(
                     e.kind,
                     crate::guest::GuestErrorKind::Failed {
                         retryable: false,
                         ..
                     }
-                ) {
-                    tracing::error!(
-                        reason = e.reason(),
-                        "{e}; not retrying until the key changes"
-                    );
-                    return Outcome::Success;
+                );
+                if terminal {
+                    tracing::error!(reason, "{e}; not retrying until the key changes");
+                    return (Outcome::Success, Some(reason));
                 }
-                tracing::warn!(reason = e.reason(), "{e}");
-                return Outcome::retry(e);
+                tracing::warn!(reason, "{e}");
+                return (Outcome::retry(e), Some(reason));
             }
         };
         {
@@ -498,13 +579,15 @@ impl GuestController {
         }
         if let Err(e) = self.actuator.execute(&key, &plan, self).await {
             self.stats.errors.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(reason = e.metric_label(), "{e}");
-            return Outcome::retry(e);
+            let reason = e.metric_label();
+            tracing::warn!(reason, "{e}");
+            return (Outcome::retry(e), Some(reason));
         }
-        match plan.requeue_after {
+        let outcome = match plan.requeue_after {
             Some(d) => Outcome::RequeueAfter(d),
             None => Outcome::Success,
-        }
+        };
+        (outcome, None)
     }
 }
 

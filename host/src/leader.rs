@@ -1058,15 +1058,16 @@ mod tests {
     struct Shared {
         lease: Option<Lease>,
         rv: u64,
-        mode: Mode,
         conflicts: u64,
         /// When set, a GET answers only once as many GETs have read (to line up a race).
         gate: Option<Arc<tokio::sync::Barrier>>,
     }
 
-    /// An in-memory Lease with resourceVersion checks, shared by candidates.
+    /// An in-memory Lease with resourceVersion checks, shared by candidates;
+    /// each [`FakeLeases::connection`] has its own [`Mode`] (to partition one
+    /// candidate but not another).
     #[derive(Debug, Clone)]
-    struct FakeLeases(Arc<Mutex<Shared>>);
+    struct FakeLeases(Arc<Mutex<Shared>>, Arc<Mutex<Mode>>);
 
     fn api_error(code: u16, reason: &str) -> kube::Error {
         kube::Error::Api(Status::failure(reason, reason).with_code(code).boxed())
@@ -1074,17 +1075,24 @@ mod tests {
 
     impl FakeLeases {
         fn new() -> Self {
-            FakeLeases(Arc::new(Mutex::new(Shared {
-                lease: None,
-                rv: 0,
-                mode: Mode::Serve,
-                conflicts: 0,
-                gate: None,
-            })))
+            FakeLeases(
+                Arc::new(Mutex::new(Shared {
+                    lease: None,
+                    rv: 0,
+                    conflicts: 0,
+                    gate: None,
+                })),
+                Arc::new(Mutex::new(Mode::Serve)),
+            )
+        }
+
+        /// Another connection to the same lease, with its own mode.
+        fn connection(&self) -> Self {
+            FakeLeases(self.0.clone(), Arc::new(Mutex::new(Mode::Serve)))
         }
 
         fn set_mode(&self, mode: Mode) {
-            self.0.lock().unwrap().mode = mode;
+            *self.1.lock().unwrap() = mode;
         }
 
         fn record(&self) -> Record {
@@ -1109,7 +1117,7 @@ mod tests {
         }
 
         async fn gate(&self) -> Result<(), kube::Error> {
-            let mode = self.0.lock().unwrap().mode;
+            let mode = *self.1.lock().unwrap();
             match mode {
                 Mode::Serve => Ok(()),
                 Mode::Fail => Err(api_error(503, "ServiceUnavailable")),
@@ -1143,7 +1151,7 @@ mod tests {
 
     impl FakeLeases {
         async fn write(&self, lease: &Lease, replace: bool) -> Result<Lease, kube::Error> {
-            let mode = self.0.lock().unwrap().mode;
+            let mode = *self.1.lock().unwrap();
             match mode {
                 Mode::Serve => {}
                 Mode::Fail => return Err(api_error(503, "ServiceUnavailable")),
@@ -1495,6 +1503,51 @@ mod tests {
             1
         );
         assert_eq!(fake.record().transitions, 5, "exactly one transition");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_partitioned_leader_declares_lost_before_a_standby_can_lead() {
+        let fake = FakeLeases::new();
+        let to_a = fake.connection();
+        let (mut a, _stop_a, task_a) = start(candidate(&to_a, "a"));
+        a.until_leading().await.unwrap();
+        let (mut b, _stop_b, _task_b) = start(candidate(&fake.connection(), "b"));
+        sleep(Duration::from_millis(5_100)).await; // a renewed at 2 s and 4 s
+        assert!(a.is_leader());
+        assert_eq!(
+            b.state(),
+            LeaderState::Follower {
+                holder: Some("a".into())
+            }
+        );
+        let last_renewal = Instant::now() - Duration::from_millis(1_100);
+        to_a.set_mode(Mode::Hang);
+
+        let a_lost = tokio::spawn(async move {
+            let state = a.until_not_leading().await;
+            (Instant::now(), state)
+        });
+        b.until_leading().await.unwrap();
+        let b_leads = Instant::now();
+        let (a_lost, a_state) = a_lost.await.unwrap();
+        assert!(matches!(
+            a_state,
+            LeaderState::Lost(LostReason::RenewDeadlineExceeded { .. })
+        ));
+        assert_eq!(a_lost - last_renewal, Duration::from_secs(10));
+        // b saw the last renewal no earlier than it was written, so it waits 15 s from then.
+        assert!(
+            b_leads - last_renewal >= Duration::from_secs(15),
+            "{:?}",
+            b_leads - last_renewal
+        );
+        assert!(a_lost < b_leads);
+        assert!(matches!(
+            task_a.await.unwrap().unwrap(),
+            Termination::Lost(_)
+        ));
+        assert_eq!(fake.record().holder, "b");
+        assert_eq!(fake.record().transitions, 1);
     }
 
     #[tokio::test(start_paused = true)]

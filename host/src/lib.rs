@@ -19,3 +19,4 @@ pub mod projection;
 pub mod runner;
 pub mod selector;
 pub mod workqueue;
+pub mod metrics;

@@ -77,6 +77,12 @@ struct RunArgs {
     /// Resync period in seconds (guests may choose their own).
     #[arg(long, default_value_t = 600)]
     resync_seconds: u64,
+    /// Address of the Prometheus `/metrics` endpoint.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    metrics_addr: std::net::SocketAddr,
+    /// Address of the `/healthz` and `/readyz` endpoints.
+    #[arg(long, default_value = "0.0.0.0:8081")]
+    health_addr: std::net::SocketAddr,
     /// Client-side limit on API requests per second (all guests together).
     #[arg(long, default_value_t = 20.0)]
     kube_api_qps: f64,
@@ -195,6 +201,7 @@ fn reconcile(args: ReconcileArgs) -> anyhow::Result<()> {
 async fn kube_client(
     kubeconfig: Option<&std::path::Path>,
     limits: wasmctrl::client::ClientLimits,
+    metrics: Option<std::sync::Arc<wasmctrl::metrics::Metrics>>,
 ) -> anyhow::Result<kube::Client> {
     let config = match kubeconfig {
         Some(path) => {
@@ -211,7 +218,7 @@ async fn kube_client(
                 .context("no in-cluster configuration and no usable kubeconfig")?,
         },
     };
-    wasmctrl::client::build(config, limits).context("creating the Kubernetes client")
+    wasmctrl::client::build(config, limits, metrics).context("creating the Kubernetes client")
 }
 
 fn host_namespace(flag: Option<String>, client: &kube::Client) -> String {
@@ -228,7 +235,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let limits = wasmctrl::client::ClientLimits::default()
         .qps(args.kube_api_qps)
         .burst(args.kube_api_burst);
-    let client = kube_client(args.kubeconfig.as_deref(), limits).await?;
+    let metrics = std::sync::Arc::new(wasmctrl::metrics::Metrics::new());
+    let client = kube_client(args.kubeconfig.as_deref(), limits, Some(metrics.clone())).await?;
     let namespace = host_namespace(args.namespace, &client);
     let guest_config =
         wasmctrl::controller::split_guest_config(&args.config).map_err(anyhow::Error::msg)?;
@@ -242,7 +250,17 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             .instance(std::env::var("POD_NAME").ok()),
         runtime: args.sandbox.runtime_config(),
     };
-    let host = wasmctrl::runner::Host::start(client, config, None).await?;
+    let _metrics_endpoint = wasmctrl::metrics::serve_metrics(args.metrics_addr, metrics.clone())
+        .await
+        .with_context(|| format!("binding the metrics endpoint on {}", args.metrics_addr))?;
+    let host = std::sync::Arc::new(wasmctrl::runner::Host::start(client, config, Some(metrics)).await?);
+    let ready_host = host.clone();
+    let _health_endpoint = wasmctrl::metrics::serve_health(
+        args.health_addr,
+        std::sync::Arc::new(move || ready_host.readiness()),
+    )
+    .await
+    .with_context(|| format!("binding the health endpoint on {}", args.health_addr))?;
     host.run(shutdown_signal(), Duration::from_secs(10)).await?;
     Ok(())
 }

@@ -18,7 +18,7 @@ use kube::Client;
 use crate::controller::{ControllerConfig, ControllerError, GuestController};
 use crate::guest::{self, GuestError, GuestModule, GuestRuntime, RuntimeConfig};
 use crate::informer::InformerRegistry;
-use crate::workqueue::WorkqueueMetrics;
+use crate::metrics::Metrics;
 
 /// Why the host stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -66,7 +66,7 @@ impl Host {
     pub async fn start(
         client: Client,
         config: HostConfig,
-        metrics: Option<&WorkqueueMetrics>,
+        metrics: Option<Arc<Metrics>>,
     ) -> Result<Self, HostError> {
         if config.guests.is_empty() {
             return Err(HostError::NoGuests);
@@ -83,7 +83,7 @@ impl Host {
                 module,
                 env,
                 config.controller.clone(),
-                metrics,
+                metrics.clone(),
             )
             .await?;
             tracing::info!(guest = controller.name(), path = %path.display(), "guest loaded");
@@ -121,6 +121,15 @@ impl Host {
     /// The shared informer registry.
     pub fn registry(&self) -> &InformerRegistry {
         &self.registry
+    }
+
+    /// Readiness: Ok once every cache of every guest has synced; otherwise
+    /// which guest is still waiting.
+    pub fn readiness(&self) -> Result<(), String> {
+        match self.controllers.iter().find(|c| !c.is_synced()) {
+            None => Ok(()),
+            Some(c) => Err(format!("caches of guest {} not synced", c.name())),
+        }
     }
 
     /// Whether every guest's caches have synced.

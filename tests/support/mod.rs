@@ -221,8 +221,16 @@ pub fn host_config(controller: ControllerConfig) -> HostConfig {
 }
 
 pub async fn start_host(client: &Client, controller: ControllerConfig) -> RunningHost {
+    start_host_with(client, controller, None).await
+}
+
+pub async fn start_host_with(
+    client: &Client,
+    controller: ControllerConfig,
+    metrics: Option<Arc<wasmctrl::metrics::Metrics>>,
+) -> RunningHost {
     let host = Arc::new(
-        Host::start(client.clone(), host_config(controller), None)
+        Host::start(client.clone(), host_config(controller), metrics)
             .await
             .expect("host starts"),
     );

@@ -1,0 +1,379 @@
+//! Prometheus metrics and the health/metrics HTTP endpoints.
+//!
+//! Owns every metric family the host exports (registered once, labelled by
+//! guest, so guests can come and go) and the two small HTTP servers
+//! controller-runtime managers also run: `/metrics` on the metrics address,
+//! `/healthz` and `/readyz` on the health address. It never decides what is
+//! healthy: callers pass a readiness probe.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use crate::workqueue::WorkqueueMetrics;
+
+/// `{controller}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ControllerLabels {
+    /// The guest name.
+    pub controller: String,
+}
+
+/// `{controller, result}` (`success`, `error`, `requeue_after`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ResultLabels {
+    /// The guest name.
+    pub controller: String,
+    /// The outcome.
+    pub result: String,
+}
+
+/// `{controller, reason}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ReasonLabels {
+    /// The guest name.
+    pub controller: String,
+    /// Error label (`trap`, `deadline`, `memory`, `conflict`, ...).
+    pub reason: String,
+}
+
+/// `{guest}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct GuestLabels {
+    /// The guest name.
+    pub guest: String,
+}
+
+/// `{guest, reason}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct GuestReasonLabels {
+    /// The guest name.
+    pub guest: String,
+    /// Failure reason.
+    pub reason: String,
+}
+
+/// `{guest, digest, file}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct GuestInfoLabels {
+    /// The guest name.
+    pub guest: String,
+    /// SHA-256 of the module.
+    pub digest: String,
+    /// The file it was loaded from.
+    pub file: String,
+}
+
+/// `{guest, verb}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct WriteLabels {
+    /// The guest name.
+    pub guest: String,
+    /// `apply`, `delete` or `event`.
+    pub verb: String,
+}
+
+/// `{name}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct NameLabels {
+    /// The lease name.
+    pub name: String,
+}
+
+/// `{code, method, host}` as client-go labels `rest_client_requests_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// HTTP status code, or `<error>` when there was no response.
+    pub code: String,
+    /// HTTP method.
+    pub method: String,
+    /// API server host.
+    pub host: String,
+}
+
+/// `{verb, host}` as client-go labels `rest_client_request_duration_seconds`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct LatencyLabels {
+    /// HTTP method.
+    pub verb: String,
+    /// API server host.
+    pub host: String,
+}
+
+type Hist<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    // 1 ms .. ~16 s.
+    Histogram::new(exponential_buckets(0.001, 2.0, 15))
+}
+
+fn fast_histogram() -> Histogram {
+    // 10 µs .. ~5 s: guest calls and instantiation.
+    Histogram::new(exponential_buckets(0.000_01, 2.5, 15))
+}
+
+/// Every metric the host exports.
+pub struct Metrics {
+    registry: Registry,
+    /// Workqueue metrics (client-go names).
+    pub workqueue: WorkqueueMetrics,
+    /// `controller_runtime_reconcile_total{controller,result}`.
+    pub reconcile_total: Family<ResultLabels, Counter>,
+    /// `controller_runtime_reconcile_errors_total{controller,reason}`.
+    pub reconcile_errors: Family<ReasonLabels, Counter>,
+    /// `controller_runtime_reconcile_time_seconds{controller}`.
+    pub reconcile_time: Hist<ControllerLabels>,
+    /// `leader_election_master_status{name}`.
+    pub leader: Family<NameLabels, Gauge>,
+    /// `rest_client_requests_total{code,method,host}`.
+    pub rest_requests: Family<RequestLabels, Counter>,
+    /// `rest_client_request_duration_seconds{verb,host}`.
+    pub rest_latency: Hist<LatencyLabels>,
+    /// `wasmctrl_writes_total{guest,verb}`.
+    pub writes: Family<WriteLabels, Counter>,
+    /// `wasmctrl_writes_skipped_total{guest}`: applies skipped as no-ops.
+    pub writes_skipped: Family<GuestLabels, Counter>,
+    /// `wasmctrl_guest_instantiate_seconds{guest}`.
+    pub guest_instantiate: Hist<GuestLabels>,
+    /// `wasmctrl_guest_reconcile_seconds{guest}`: time inside the guest.
+    pub guest_reconcile: Hist<GuestLabels>,
+    /// `wasmctrl_guest_failures_total{guest,reason}`: traps, deadline and
+    /// memory hits, malformed plans, forbidden writes.
+    pub guest_failures: Family<GuestReasonLabels, Counter>,
+    /// `wasmctrl_guest_info{guest,digest,file}` = 1 for each loaded module.
+    pub guest_info: Family<GuestInfoLabels, Gauge>,
+    /// `wasmctrl_guest_swaps_total{guest,result}`.
+    pub guest_swaps: Family<ResultLabels, Counter>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Creates and registers every family.
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let workqueue = WorkqueueMetrics::new(&mut registry);
+        let m = Metrics {
+            workqueue,
+            reconcile_total: Family::default(),
+            reconcile_errors: Family::default(),
+            reconcile_time: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
+            leader: Family::default(),
+            rest_requests: Family::default(),
+            rest_latency: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
+            writes: Family::default(),
+            writes_skipped: Family::default(),
+            guest_instantiate: Family::new_with_constructor(fast_histogram as fn() -> Histogram),
+            guest_reconcile: Family::new_with_constructor(fast_histogram as fn() -> Histogram),
+            guest_failures: Family::default(),
+            guest_info: Family::default(),
+            guest_swaps: Family::default(),
+            registry: Registry::default(),
+        };
+        // prometheus-client appends `_total` to counters.
+        registry.register(
+            "controller_runtime_reconcile",
+            "Total number of reconciliations per controller",
+            m.reconcile_total.clone(),
+        );
+        registry.register(
+            "controller_runtime_reconcile_errors",
+            "Total number of reconciliation errors per controller",
+            m.reconcile_errors.clone(),
+        );
+        registry.register(
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            m.reconcile_time.clone(),
+        );
+        registry.register(
+            "leader_election_master_status",
+            "1 if this process holds the lease, 0 otherwise",
+            m.leader.clone(),
+        );
+        registry.register(
+            "rest_client_requests",
+            "Number of HTTP requests, partitioned by status code, method, and host",
+            m.rest_requests.clone(),
+        );
+        registry.register(
+            "rest_client_request_duration_seconds",
+            "Request latency in seconds, broken down by verb and host",
+            m.rest_latency.clone(),
+        );
+        registry.register(
+            "wasmctrl_writes",
+            "API writes made on behalf of a guest, by verb",
+            m.writes.clone(),
+        );
+        registry.register(
+            "wasmctrl_writes_skipped",
+            "Applies skipped because the live object already matched (no-op writes)",
+            m.writes_skipped.clone(),
+        );
+        registry.register(
+            "wasmctrl_guest_instantiate_seconds",
+            "Time to create a fresh guest instance for one call",
+            m.guest_instantiate.clone(),
+        );
+        registry.register(
+            "wasmctrl_guest_reconcile_seconds",
+            "Time spent inside the guest's reconcile (snapshot copy included)",
+            m.guest_reconcile.clone(),
+        );
+        registry.register(
+            "wasmctrl_guest_failures",
+            "Guest failures by reason (trap, deadline, memory, fuel, malformed_plan, forbidden_write, ...)",
+            m.guest_failures.clone(),
+        );
+        registry.register("wasmctrl_guest_info", "Loaded guest modules (value 1)", m.guest_info.clone());
+        registry.register(
+            "wasmctrl_guest_swaps",
+            "Guest module swaps by result",
+            m.guest_swaps.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// The registry in Prometheus text format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.push_str("# encoding failed\n");
+        }
+        out
+    }
+}
+
+/// Readiness probe: Ok when ready, Err(reason) otherwise.
+pub type Readiness = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+async fn metrics_handler(State(m): State<Arc<Metrics>>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+        m.encode(),
+    )
+}
+
+async fn healthz() -> impl IntoResponse {
+    // Answering at all proves the runtime is responsive.
+    (StatusCode::OK, "ok\n")
+}
+
+async fn readyz(State(ready): State<Readiness>) -> impl IntoResponse {
+    match ready() {
+        Ok(()) => (StatusCode::OK, "ok\n".to_string()),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}\n")),
+    }
+}
+
+/// A bound endpoint server.
+#[derive(Debug)]
+pub struct Endpoint {
+    /// The address actually bound (useful with port 0).
+    pub addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn serve(addr: SocketAddr, app: Router) -> std::io::Result<Endpoint> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let addr = listener.local_addr()?;
+    let task = tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!(%addr, "endpoint server stopped: {e}");
+        }
+    });
+    Ok(Endpoint { addr, task })
+}
+
+/// Serves `/metrics` on `addr`.
+pub async fn serve_metrics(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<Endpoint> {
+    serve(addr, Router::new().route("/metrics", get(metrics_handler)).with_state(metrics)).await
+}
+
+/// Serves `/healthz` and `/readyz` on `addr`.
+pub async fn serve_health(addr: SocketAddr, ready: Readiness) -> std::io::Result<Endpoint> {
+    let app = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/livez", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(ready);
+    serve(addr, app).await
+}
+
+/// Records one API request in `rest_client_*`.
+pub fn record_request(m: &Metrics, method: &str, host: &str, code: Option<u16>, elapsed: Duration) {
+    m.rest_requests
+        .get_or_create(&RequestLabels {
+            code: code.map_or_else(|| "<error>".to_string(), |c| c.to_string()),
+            method: method.to_string(),
+            host: host.to_string(),
+        })
+        .inc();
+    m.rest_latency
+        .get_or_create(&LatencyLabels {
+            verb: method.to_string(),
+            host: host.to_string(),
+        })
+        .observe(elapsed.as_secs_f64());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exposes_the_controller_runtime_and_client_go_names() {
+        let m = Metrics::new();
+        let c = ControllerLabels {
+            controller: "g".into(),
+        };
+        m.reconcile_total
+            .get_or_create(&ResultLabels {
+                controller: "g".into(),
+                result: "success".into(),
+            })
+            .inc();
+        m.reconcile_time.get_or_create(&c).observe(0.01);
+        m.leader.get_or_create(&NameLabels { name: "l".into() }).set(1);
+        record_request(&m, "PATCH", "127.0.0.1:6443", Some(200), Duration::from_millis(3));
+        let text = m.encode();
+        for line in [
+            "controller_runtime_reconcile_total{controller=\"g\",result=\"success\"} 1",
+            "leader_election_master_status{name=\"l\"} 1",
+            "rest_client_requests_total{code=\"200\",method=\"PATCH\",host=\"127.0.0.1:6443\"} 1",
+            "controller_runtime_reconcile_time_seconds_count{controller=\"g\"} 1",
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+        assert!(text.contains("# TYPE workqueue_depth gauge"), "{text}");
+    }
+}
