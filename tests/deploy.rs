@@ -22,7 +22,7 @@ use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use wasmctrl::apiserver::{ApiServer, ApiServerConfig, RunningApiServer, Rule, User};
+use wasmctrl::apiserver::{ApiServer, ApiServerConfig, Rule, RunningApiServer, User};
 use wasmctrl::controller::ControllerConfig;
 use wasmctrl::guest::RuntimeConfig;
 use wasmctrl::leader::{LeaderElectionConfig, LeaderElector};
@@ -61,11 +61,7 @@ fn documents(yaml: &str) -> Vec<Value> {
 
 fn strings(v: &Value) -> Vec<String> {
     v.as_array()
-        .map(|a| {
-            a.iter()
-                .map(|s| s.as_str().unwrap().to_string())
-                .collect()
-        })
+        .map(|a| a.iter().map(|s| s.as_str().unwrap().to_string()).collect())
         .unwrap_or_default()
 }
 
@@ -111,10 +107,7 @@ fn deployment_facts() -> DeploymentFacts {
             .unwrap_or_else(|| panic!("the Deployment passes --{name}=…"))
     };
     DeploymentFacts {
-        namespace: deployment["metadata"]["namespace"]
-            .as_str()
-            .unwrap()
-            .into(),
+        namespace: deployment["metadata"]["namespace"].as_str().unwrap().into(),
         service_account: deployment["spec"]["template"]["spec"]["serviceAccountName"]
             .as_str()
             .unwrap()
@@ -190,7 +183,11 @@ fn rules_bound_to(rbac: &[Value], facts: &DeploymentFacts) -> Vec<Rule> {
             resources: strings(&r["resources"]),
         })
         .collect();
-    assert_eq!(bound.len(), 2, "a ClusterRole and a Role are bound: {bound:?}");
+    assert_eq!(
+        bound.len(),
+        2,
+        "a ClusterRole and a Role are bound: {bound:?}"
+    );
     rules
 }
 
@@ -267,7 +264,9 @@ fn kubectl_resource(object: &Value) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_manifest_is_accepted_by_server_side_apply() {
     let Some(bin) = kubectl_path() else {
-        eprintln!("SKIPPED every_manifest_is_accepted_by_server_side_apply: kubectl not found on PATH");
+        eprintln!(
+            "SKIPPED every_manifest_is_accepted_by_server_side_apply: kubectl not found on PATH"
+        );
         return;
     };
     let facts = deployment_facts();
@@ -290,7 +289,13 @@ async fn every_manifest_is_accepted_by_server_side_apply() {
     for name in MANIFESTS {
         let file = copy.join(name).display().to_string();
         let (ok, out, err) = k
-            .run(&["apply", "--server-side", "--field-manager=deploy-test", "-f", &file])
+            .run(&[
+                "apply",
+                "--server-side",
+                "--field-manager=deploy-test",
+                "-f",
+                &file,
+            ])
             .await;
         if !ok {
             refused.push(format!("{name}:\n{out}{err}"));
@@ -479,21 +484,24 @@ async fn host_works_with_exactly_the_role_and_fails_loudly_without_one_verb() {
         async move { summary(&admin, &ns).await == Some(support::data(&[("n1", "2")])) }
     })
     .await;
-    support::eventually("the Warning event is recorded in the pod's namespace", || {
-        let events: Api<Event> = Api::namespaced(admin.clone(), support::PODS_NS);
-        async move {
-            events
-                .list(&ListParams::default())
-                .await
-                .unwrap()
-                .items
-                .iter()
-                .any(|e| {
-                    e.reason.as_deref() == Some("InvalidQuantity")
-                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("junk")
-                })
-        }
-    })
+    support::eventually(
+        "the Warning event is recorded in the pod's namespace",
+        || {
+            let events: Api<Event> = Api::namespaced(admin.clone(), support::PODS_NS);
+            async move {
+                events
+                    .list(&ListParams::default())
+                    .await
+                    .unwrap()
+                    .items
+                    .iter()
+                    .any(|e| {
+                        e.reason.as_deref() == Some("InvalidQuantity")
+                            && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("junk")
+                    })
+            }
+        },
+    )
     .await;
     let errors = host.controllers()[0]
         .stats()
@@ -524,6 +532,7 @@ async fn host_works_with_exactly_the_role_and_fails_loudly_without_one_verb() {
             .arg(&kubeconfig)
             .arg(format!("--namespace={}", facts.namespace))
             .arg("--no-guest-cache")
+            .args(["--metrics-addr=127.0.0.1:0", "--health-addr=127.0.0.1:0"])
             .kill_on_drop(true)
             .output(),
     )
@@ -531,10 +540,316 @@ async fn host_works_with_exactly_the_role_and_fails_loudly_without_one_verb() {
     .expect("the host must exit, not idle, when it cannot watch pods")
     .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "exit status {}: {stderr}", out.status);
+    assert!(
+        !out.status.success(),
+        "exit status {}: {stderr}",
+        out.status
+    );
     let last = stderr.lines().last().unwrap_or_default();
     assert!(
         last.contains("watch") && last.contains("pods"),
         "the final error names the verb and the resource: {stderr}"
     );
+}
+
+/// The port of a `--NAME=HOST:PORT` argument.
+fn addr_port(args: &[String], name: &str) -> u64 {
+    args.iter()
+        .find_map(|a| a.strip_prefix(&format!("--{name}=")))
+        .and_then(|addr| addr.rsplit_once(':'))
+        .and_then(|(_, port)| port.parse().ok())
+        .unwrap_or_else(|| panic!("the Deployment passes --{name}=HOST:PORT"))
+}
+
+#[test]
+fn the_deployment_runs_hardened_with_probes_on_the_ports_the_host_serves() {
+    let deployment = documents(&read_manifest("deployment.yaml")).remove(0);
+    let pod = &deployment["spec"]["template"]["spec"];
+    let c = container(&deployment);
+    let args = strings(&c["args"]);
+    assert_eq!(deployment["spec"]["replicas"], 2, "a leader and a standby");
+    assert!(args.iter().any(|a| a == "--leader-elect"), "{args:?}");
+
+    let sc = &c["securityContext"];
+    assert_eq!(sc["runAsNonRoot"], true);
+    assert_eq!(sc["runAsUser"], 65532);
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(strings(&sc["capabilities"]["drop"]), ["ALL"]);
+    assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault");
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    for kind in ["requests", "limits"] {
+        for resource in ["cpu", "memory"] {
+            assert!(
+                c["resources"][kind][resource].is_string(),
+                "resources.{kind}.{resource} is set"
+            );
+        }
+    }
+
+    // Downward API: the identity and the namespace the args refer to.
+    let env = c["env"].as_array().unwrap();
+    for (var, field) in [
+        ("POD_NAME", "metadata.name"),
+        ("POD_NAMESPACE", "metadata.namespace"),
+    ] {
+        assert!(
+            env.iter()
+                .any(|e| e["name"] == var && e["valueFrom"]["fieldRef"]["fieldPath"] == field),
+            "{var} comes from {field}"
+        );
+    }
+    assert!(args.iter().any(|a| a == "--namespace=$(POD_NAMESPACE)"));
+
+    // Probes hit the port --health-addr serves; the metrics port is named.
+    let port = |name: &str| {
+        c["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .and_then(|p| p["containerPort"].as_u64())
+            .unwrap_or_else(|| panic!("a container port named {name}"))
+    };
+    assert_eq!(port("health"), addr_port(&args, "health-addr"));
+    assert_eq!(port("metrics"), addr_port(&args, "metrics-addr"));
+    for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
+        let get = &c[probe]["httpGet"];
+        assert_eq!(get["path"], path, "{probe}");
+        assert!(
+            get["port"] == "health" || get["port"].as_u64() == Some(port("health")),
+            "{probe} uses the health port"
+        );
+    }
+
+    // The compiled-guest cache is the one writable place, an emptyDir.
+    let cache = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--guest-cache-dir="))
+        .expect("--guest-cache-dir=…");
+    let mount = c["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["mountPath"] == cache)
+        .expect("the cache directory is a volume mount");
+    assert!(pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|v| v["name"] == mount["name"] && v["emptyDir"].is_object()));
+
+    // The image bakes the guest where the Deployment looks for it, and runs
+    // as the same user.
+    let dockerfile = std::fs::read_to_string(deploy_dir().join("../../Dockerfile")).unwrap();
+    let guest = &args[args.iter().position(|a| a == "--guest").unwrap() + 1];
+    assert!(
+        dockerfile.contains(&format!(" {guest}\n")),
+        "the Dockerfile bakes {guest}"
+    );
+    assert!(
+        dockerfile.contains("\nUSER 65532"),
+        "the image runs as 65532"
+    );
+    assert!(dockerfile.contains("ENTRYPOINT [\"/usr/local/bin/wasmctrl\"]"));
+    let facts = deployment_facts();
+    assert_eq!(
+        pod["serviceAccountName"].as_str(),
+        Some(facts.service_account.as_str())
+    );
+}
+
+#[test]
+fn the_deployment_args_are_ones_the_binary_accepts() {
+    let deployment = documents(&read_manifest("deployment.yaml")).remove(0);
+    let args = strings(&container(&deployment)["args"]);
+    // clap rejects an unknown or malformed argument before it reaches --help.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmctrl"))
+        .args(&args)
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "wasmctrl {args:?} is refused: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A free localhost port (bound and released; the race is harmless here).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The status code of `GET path` on localhost, or None if nothing answers.
+async fn http_status(port: u16, path: &str) -> Option<u16> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.ok()?;
+    let text = String::from_utf8_lossy(&response);
+    text.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// `$(VAR)` references in container args, expanded as the kubelet does.
+fn expand(arg: &str, env: &BTreeMap<String, String>) -> String {
+    env.iter().fold(arg.to_string(), |a, (k, v)| {
+        a.replace(&format!("$({k})"), v)
+    })
+}
+
+/// One replica: the binary with the Deployment's own args and env, where
+/// only what a pod gets from its node is replaced (the guest file, writable
+/// cache, addresses, and a kubeconfig instead of the in-cluster one).
+struct Replica {
+    child: tokio::process::Child,
+    health: u16,
+    metrics: u16,
+    _cache: tempfile::TempDir,
+}
+
+fn start_replica(pod_name: &str, namespace: &str, kubeconfig: &Path) -> Replica {
+    let deployment = documents(&read_manifest("deployment.yaml")).remove(0);
+    let c = container(&deployment);
+    let mut env: BTreeMap<String, String> = BTreeMap::new();
+    for e in c["env"].as_array().unwrap() {
+        let name = e["name"].as_str().unwrap().to_string();
+        let value = match e["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
+            Some("metadata.name") => pod_name.to_string(),
+            Some("metadata.namespace") => namespace.to_string(),
+            Some(other) => panic!("unexpected downward API field {other}"),
+            None => e["value"].as_str().unwrap().to_string(),
+        };
+        env.insert(name, value);
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let (health, metrics) = (free_port(), free_port());
+    let mut args = Vec::new();
+    let mut raw = strings(&c["args"]).into_iter();
+    while let Some(arg) = raw.next() {
+        let arg = expand(&arg, &env);
+        match arg.split_once('=') {
+            _ if arg == "--guest" => {
+                raw.next();
+                args.push(arg);
+                args.push(support::guest_path().display().to_string());
+            }
+            Some(("--health-addr", _)) => args.push(format!("--health-addr=127.0.0.1:{health}")),
+            Some(("--metrics-addr", _)) => args.push(format!("--metrics-addr=127.0.0.1:{metrics}")),
+            Some(("--guest-cache-dir", _)) => {
+                args.push(format!("--guest-cache-dir={}", cache.path().display()))
+            }
+            _ => args.push(arg),
+        }
+    }
+    args.push(format!("--kubeconfig={}", kubeconfig.display()));
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_wasmctrl"))
+        .args(&args)
+        .envs(&env)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    Replica {
+        child,
+        health,
+        metrics,
+        _cache: cache,
+    }
+}
+
+impl Replica {
+    /// Waits for `/readyz` to answer 200; fails at once if the process exits.
+    async fn wait_ready(&mut self, name: &str) {
+        let deadline = tokio::time::Instant::now() + support::CONVERGE;
+        while http_status(self.health, "/readyz").await != Some(200) {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("{name} exited before it was ready: {status}");
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{name} never became ready"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// SIGTERM, as the kubelet stops a container, and the exit status.
+    async fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().expect("still running").to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        tokio::time::timeout(EXIT_TIMEOUT, self.child.wait())
+            .await
+            .expect("the replica exits after SIGTERM")
+            .unwrap()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_with_the_deployment_args_and_exactly_the_role_elect_one_leader_and_converge()
+{
+    let (server, admin, facts) = deploy_server().await;
+    let rules = rules_bound_to(&documents(&read_manifest("rbac.yaml")), &facts);
+    server.add_token(
+        "sa",
+        User::with_rules(
+            &format!(
+                "system:serviceaccount:{}:{}",
+                facts.namespace, facts.service_account
+            ),
+            rules,
+        ),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, server.kubeconfig_for_token("sa")).unwrap();
+    support::pod("a")
+        .on("n1")
+        .requesting("2")
+        .create(&admin)
+        .await;
+
+    let names = ["wasmctrl-7d9f-a", "wasmctrl-7d9f-b"];
+    let mut replicas: Vec<Replica> = names
+        .iter()
+        .map(|n| start_replica(n, &facts.namespace, &kubeconfig))
+        .collect();
+    for (name, r) in names.iter().zip(replicas.iter_mut()) {
+        r.wait_ready(name).await;
+        assert_eq!(http_status(r.health, "/healthz").await, Some(200));
+        assert_eq!(http_status(r.metrics, "/metrics").await, Some(200));
+    }
+    support::eventually("the summary converges", || {
+        let admin = admin.clone();
+        let ns = facts.namespace.clone();
+        async move { summary(&admin, &ns).await == Some(support::data(&[("n1", "2")])) }
+    })
+    .await;
+    let lease = Api::<Lease>::namespaced(admin.clone(), &facts.namespace)
+        .get(&facts.lease_name)
+        .await
+        .expect("the replicas elect through the Lease the Deployment names");
+    let holder = lease
+        .spec
+        .and_then(|s| s.holder_identity)
+        .unwrap_or_default();
+    assert!(names.contains(&holder.as_str()), "holder {holder:?}");
+
+    for (name, r) in names.iter().zip(replicas) {
+        let status = r.terminate().await;
+        assert!(status.success(), "{name} exits 0 on SIGTERM: {status}");
+    }
 }

@@ -363,11 +363,16 @@ async fn a_leader_denied_its_lease_declares_lost_before_a_standby_leads() {
     let (lost_at, state, b_leads_at) = loss_then_takeover(&a, &b).await;
     assert!(lost_at < b_leads_at, "a still led when b took over");
     assert!(lost_at - denied <= Duration::from_millis(1_300));
-    let LeaderState::Lost(LostReason::RenewDeadlineExceeded {
+    assert!(matches!(
+        state,
+        LeaderState::Lost(LostReason::RenewDeadlineExceeded { .. })
+    ));
+    let ended = bounded("a ends", a.join()).await.unwrap();
+    let Termination::Lost(LostReason::RenewDeadlineExceeded {
         last_error: Some(error),
-    }) = state
+    }) = ended
     else {
-        panic!("{state:?}")
+        panic!("{ended:?}")
     };
     assert!(
         error.contains("403") || error.contains("orbidden"),

@@ -22,8 +22,10 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
@@ -40,7 +42,7 @@ use wasmctrl::projection::ProjectedObject;
 /// Pods in the real run (`cargo bench`).
 const FULL_PODS: usize = 100_000;
 /// Pods in the smoke run (`cargo test --all-targets`).
-const SMOKE_PODS: usize = 50;
+const SMOKE_PODS: usize = 500;
 /// The budget per cached pod.
 const BUDGET_BYTES: f64 = 1024.0;
 /// Requests in flight while creating pods.
@@ -86,11 +88,72 @@ fn malloc_trim() {
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn malloc_trim() {}
 
-/// RSS as it stands and after trimming, once background tasks settled.
+/// The system allocator, counting live allocations and bytes so a phase can
+/// report what its cache asked for next to what it costs in RSS (the
+/// difference is allocator rounding, headers and fragmentation).
+struct Counting;
+
+static LIVE_BYTES: AtomicI64 = AtomicI64::new(0);
+static LIVE_CHUNK_BYTES: AtomicI64 = AtomicI64::new(0);
+static LIVE_ALLOCS: AtomicI64 = AtomicI64::new(0);
+
+/// What glibc malloc really takes for a request of `size` bytes: an 8-byte
+/// header, rounded up to 16, at least 32.
+fn chunk(size: usize) -> i64 {
+    ((size + 8 + 15) & !15).max(32) as i64
+}
+
+#[allow(unsafe_code)]
+// SAFETY: every call is forwarded unchanged to the system allocator; the
+// counters are plain atomics.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            LIVE_BYTES.fetch_add(layout.size() as i64, Relaxed);
+            LIVE_CHUNK_BYTES.fetch_add(chunk(layout.size()), Relaxed);
+            LIVE_ALLOCS.fetch_add(1, Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE_BYTES.fetch_sub(layout.size() as i64, Relaxed);
+        LIVE_CHUNK_BYTES.fetch_sub(chunk(layout.size()), Relaxed);
+        LIVE_ALLOCS.fetch_sub(1, Relaxed);
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            LIVE_BYTES.fetch_add(layout.size() as i64, Relaxed);
+            LIVE_CHUNK_BYTES.fetch_add(chunk(layout.size()), Relaxed);
+            LIVE_ALLOCS.fetch_add(1, Relaxed);
+        }
+        p
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            LIVE_BYTES.fetch_add(new_size as i64 - layout.size() as i64, Relaxed);
+            LIVE_CHUNK_BYTES.fetch_add(chunk(new_size) - chunk(layout.size()), Relaxed);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Memory at one point: RSS as it stands and after trimming (once
+/// background tasks settled), and the live heap the program asked for.
+
 #[derive(Clone, Copy)]
 struct Rss {
     raw: u64,
     trimmed: u64,
+    heap: i64,
+    chunks: i64,
+    allocs: i64,
 }
 
 async fn measure() -> Rss {
@@ -98,7 +161,13 @@ async fn measure() -> Rss {
     let raw = rss_bytes();
     malloc_trim();
     let trimmed = rss_bytes();
-    Rss { raw, trimmed }
+    Rss {
+        raw,
+        trimmed,
+        heap: LIVE_BYTES.load(Relaxed),
+        chunks: LIVE_CHUNK_BYTES.load(Relaxed),
+        allocs: LIVE_ALLOCS.load(Relaxed),
+    }
 }
 
 fn per_pod(after: u64, before: u64, pods: usize) -> f64 {
@@ -390,25 +459,6 @@ async fn served_json_bytes(client: &Client) -> usize {
         .iter()
         .map(|p| serde_json::to_vec(p).map_or(0, |v| v.len()))
         .sum();
-    if let Some(p) = page.items.first() {
-        let v = serde_json::to_value(p).unwrap();
-        for ptr in [
-            "/metadata/managedFields",
-            "/metadata/annotations",
-            "/metadata",
-            "/spec",
-            "/status",
-        ] {
-            eprintln!(
-                "DEBUG {ptr}: {}",
-                v.pointer(ptr).map_or(0, |x| x.to_string().len())
-            );
-        }
-        eprintln!(
-            "DEBUG mf: {}",
-            v.pointer("/metadata/managedFields").unwrap()
-        );
-    }
     total / page.items.len().max(1)
 }
 
@@ -428,6 +478,15 @@ impl Phase {
     }
     fn trimmed_per_pod(&self) -> f64 {
         per_pod(self.after.trimmed, self.before.trimmed, self.pods)
+    }
+    fn heap_per_pod(&self) -> f64 {
+        (self.after.heap - self.before.heap) as f64 / self.pods as f64
+    }
+    fn chunks_per_pod(&self) -> f64 {
+        (self.after.chunks - self.before.chunks) as f64 / self.pods as f64
+    }
+    fn allocs_per_pod(&self) -> f64 {
+        (self.after.allocs - self.before.allocs) as f64 / self.pods as f64
     }
 }
 
@@ -559,17 +618,22 @@ async fn run(pods: usize) -> bool {
         "informer_memory: {pods} pods, {json_bytes} B of JSON each as served; RSS deltas from a baseline taken before each phase"
     );
     println!();
-    println!("| cache | pods | sync | RSS/pod | RSS/pod after malloc_trim | vs informer |");
-    println!("|---|---|---|---|---|---|");
+    println!(
+        "| cache | pods | sync | RSS/pod | RSS/pod after malloc_trim | vs informer | live heap/pod (malloc chunks) | allocations/pod |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
     for p in [i, r] {
         println!(
-            "| {} | {} | {:.1} s | {:.0} B | {:.0} B | {:.0}x |",
+            "| {} | {} | {:.1} s | {:.0} B | **{:.0} B** | {:.0}x | {:.0} B ({:.0} B) | {:.1} |",
             p.name,
             p.pods,
             p.sync.as_secs_f64(),
             p.raw_per_pod(),
             p.trimmed_per_pod(),
-            p.trimmed_per_pod() / i.trimmed_per_pod().max(1.0)
+            p.trimmed_per_pod() / i.trimmed_per_pod().max(1.0),
+            p.heap_per_pod(),
+            p.chunks_per_pod(),
+            p.allocs_per_pod(),
         );
     }
     println!();

@@ -23,8 +23,8 @@ use crate::guest::{Environment, GuestError, GuestManifest, GuestModule, KeyMappi
 use crate::informer::{
     field_positions, whole_object, Change, Informer, InformerKey, InformerRegistry, SyncError,
 };
-use crate::projection::FieldPath;
 use crate::metrics::{self as m, Metrics};
+use crate::projection::FieldPath;
 use crate::workqueue::{self, Outcome, Workqueue};
 
 /// Why a guest's controller could not start or stopped.
@@ -323,6 +323,11 @@ impl GuestController {
         &self.name
     }
 
+    /// SHA-256 of the guest module.
+    pub fn digest(&self) -> &str {
+        self.module.digest()
+    }
+
     /// The guest's manifest.
     pub fn manifest(&self) -> &GuestManifest {
         &self.manifest
@@ -392,7 +397,18 @@ impl GuestController {
     /// Waits for the caches, then runs workers and the resync timer until
     /// the queue shuts down or a cache fails.
     pub async fn run(self: Arc<Self>) -> Result<(), ControllerError> {
+        self.run_when(std::future::ready(())).await
+    }
+
+    /// Like [`GuestController::run`], but workers start only once the caches
+    /// have synced *and* `gate` resolves (leadership): a follower keeps its
+    /// caches warm without reconciling.
+    pub async fn run_when(
+        self: Arc<Self>,
+        gate: impl std::future::Future<Output = ()>,
+    ) -> Result<(), ControllerError> {
         self.wait_synced().await?;
+        gate.await;
         tracing::info!(guest = %self.name, "caches synced; starting {} workers", self.config.workers);
         self.enqueue_all();
         let resync = self.manifest.resync.unwrap_or(self.config.resync);

@@ -131,6 +131,7 @@ pub async fn run(config: DemoConfig) -> anyhow::Result<Verdict> {
             guest_config: BTreeMap::new(),
             controller: ControllerConfig::default(),
             runtime: RuntimeConfig::default(),
+            ..HostConfig::default()
         },
         None,
     )

@@ -34,6 +34,29 @@
 //!   deadline, and the elector never tries to lead again: a lost leader exits.
 //! - `leaseDurationSeconds` is `lease_duration` rounded *up* to whole seconds,
 //!   so others never wait less than configured.
+//!
+//! # Use
+//! ```no_run
+//! # async fn host(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! use wasmctrl::leader::{LeaderElectionConfig, LeaderElector, Termination};
+//!
+//! let config = LeaderElectionConfig::default()
+//!     .namespace("ops")
+//!     .lease_name("gpu-summary")
+//!     .identity(wasmctrl::leader::default_identity().unwrap_or_default());
+//! let elector = LeaderElector::new(client, config)?.spawn();
+//! let mut status = elector.status();
+//! if status.until_leading().await.is_ok() {
+//!     // start workers; give writers `elector.status()` to check `is_leader()`
+//!     let _state = status.until_not_leading().await; // lost: stop writing, exit non-zero
+//! }
+//! match elector.stop().await? {
+//!     Termination::Stopped { .. } => {}
+//!     Termination::Lost(reason) => return Err(reason.into()),
+//! }
+//! # Ok(())
+//! # }
+//! ```
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -420,7 +443,9 @@ impl LeaderStatus {
     /// Waits until this replica is not the leader and returns that state
     /// (`Lost`, or `Stopped` if stopped on request). Returns at once if it
     /// does not lead now. Resolves at the renew deadline even if the elector
-    /// task has not run, so waiting on this is as prompt as [`Self::is_leader`].
+    /// task has not run, so waiting on this is as prompt as [`Self::is_leader`];
+    /// in that case the reason is `RenewDeadlineExceeded { last_error: None }`
+    /// and the elector's [`Termination`] carries the last error.
     pub async fn until_not_leading(&mut self) -> LeaderState {
         loop {
             let current = self.rx.borrow_and_update().clone();
@@ -434,7 +459,14 @@ impl LeaderStatus {
                     }
                 }
                 () = sleep_until(valid_until) => {
-                    return LeaderState::Lost(LostReason::RenewDeadlineExceeded { last_error: None });
+                    // The elector reports the same deadline with its last
+                    // error, unless this side noticed first.
+                    return match self.state() {
+                        LeaderState::Leader { .. } | LeaderState::Follower { .. } => {
+                            LeaderState::Lost(LostReason::RenewDeadlineExceeded { last_error: None })
+                        }
+                        terminal => terminal,
+                    };
                 }
             }
         }
@@ -924,8 +956,13 @@ impl<L: LeaseLock> Elector<L> {
         let mut last_error: Option<String> = None;
         loop {
             let deadline = renewed_at + self.config.renew_deadline;
-            self.state.send_replace(LeaderState::Leader {
+            let leading = LeaderState::Leader {
                 valid_until: deadline,
+            };
+            self.state.send_if_modified(|s| {
+                let changed = *s != leading;
+                *s = leading;
+                changed
             });
             let step = tokio::select! {
                 biased;

@@ -59,8 +59,15 @@ struct ConfigmapArgs {
 #[derive(Args)]
 struct RunArgs {
     /// A guest component (.wasm). Repeatable: several guests share one host.
-    #[arg(long = "guest", required = true)]
+    #[arg(long = "guest", required_unless_present = "guest_dir")]
     guests: Vec<PathBuf>,
+    /// A directory of guests (`NAME.wasm`, optional `NAME.config.json`),
+    /// typically a ConfigMap volume; changes are swapped in at run time.
+    #[arg(long)]
+    guest_dir: Option<PathBuf>,
+    /// Rescan the guest directory this often even without notifications.
+    #[arg(long, default_value_t = 30)]
+    guest_rescan_seconds: u64,
     /// Kubeconfig file (default: in-cluster config, then $KUBECONFIG or ~/.kube/config).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
@@ -249,11 +256,19 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             .resync(Duration::from_secs(args.resync_seconds))
             .instance(std::env::var("POD_NAME").ok()),
         runtime: args.sandbox.runtime_config(),
+        guest_dir: args.guest_dir,
+        rescan: Some(Duration::from_secs(args.guest_rescan_seconds.max(1))),
+        pod: match (std::env::var("POD_NAMESPACE"), std::env::var("POD_NAME")) {
+            (Ok(ns), Ok(name)) if !ns.is_empty() && !name.is_empty() => Some((ns, name)),
+            _ => None,
+        },
+        ..wasmctrl::runner::HostConfig::default()
     };
     let _metrics_endpoint = wasmctrl::metrics::serve_metrics(args.metrics_addr, metrics.clone())
         .await
         .with_context(|| format!("binding the metrics endpoint on {}", args.metrics_addr))?;
-    let host = std::sync::Arc::new(wasmctrl::runner::Host::start(client, config, Some(metrics)).await?);
+    let host =
+        std::sync::Arc::new(wasmctrl::runner::Host::start(client, config, Some(metrics)).await?);
     let ready_host = host.clone();
     let _health_endpoint = wasmctrl::metrics::serve_health(
         args.health_addr,

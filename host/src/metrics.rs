@@ -248,7 +248,11 @@ impl Metrics {
             "Guest failures by reason (trap, deadline, memory, fuel, malformed_plan, forbidden_write, ...)",
             m.guest_failures.clone(),
         );
-        registry.register("wasmctrl_guest_info", "Loaded guest modules (value 1)", m.guest_info.clone());
+        registry.register(
+            "wasmctrl_guest_info",
+            "Loaded guest modules (value 1)",
+            m.guest_info.clone(),
+        );
         registry.register(
             "wasmctrl_guest_swaps",
             "Guest module swaps by result",
@@ -272,7 +276,10 @@ pub type Readiness = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
 async fn metrics_handler(State(m): State<Arc<Metrics>>) -> impl IntoResponse {
     (
-        [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
         m.encode(),
     )
 }
@@ -285,7 +292,10 @@ async fn healthz() -> impl IntoResponse {
 async fn readyz(State(ready): State<Readiness>) -> impl IntoResponse {
     match ready() {
         Ok(()) => (StatusCode::OK, "ok\n".to_string()),
-        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}\n")),
+        Err(why) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {why}\n"),
+        ),
     }
 }
 
@@ -316,7 +326,13 @@ async fn serve(addr: SocketAddr, app: Router) -> std::io::Result<Endpoint> {
 
 /// Serves `/metrics` on `addr`.
 pub async fn serve_metrics(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<Endpoint> {
-    serve(addr, Router::new().route("/metrics", get(metrics_handler)).with_state(metrics)).await
+    serve(
+        addr,
+        Router::new()
+            .route("/metrics", get(metrics_handler))
+            .with_state(metrics),
+    )
+    .await
 }
 
 /// Serves `/healthz` and `/readyz` on `addr`.
@@ -363,8 +379,16 @@ mod tests {
             })
             .inc();
         m.reconcile_time.get_or_create(&c).observe(0.01);
-        m.leader.get_or_create(&NameLabels { name: "l".into() }).set(1);
-        record_request(&m, "PATCH", "127.0.0.1:6443", Some(200), Duration::from_millis(3));
+        m.leader
+            .get_or_create(&NameLabels { name: "l".into() })
+            .set(1);
+        record_request(
+            &m,
+            "PATCH",
+            "127.0.0.1:6443",
+            Some(200),
+            Duration::from_millis(3),
+        );
         let text = m.encode();
         for line in [
             "controller_runtime_reconcile_total{controller=\"g\",result=\"success\"} 1",

@@ -1,24 +1,31 @@
 //! The host process: several guests, one client, shared informers.
 //!
-//! Owns loading every guest, giving each its configuration and namespace,
-//! starting one [`GuestController`] per guest over one
-//! [`InformerRegistry`], and running them until shutdown or until one of
-//! them fails (a cache that cannot sync is fatal: a controller that silently
-//! does nothing is worse than one that exits). It never reconciles anything
-//! itself.
+//! Owns the set of running guests: loading each (from `--guest` files or a
+//! watched `--guest-dir`), giving it its configuration and namespace,
+//! starting one [`GuestController`] per guest over one [`InformerRegistry`],
+//! swapping a guest's module at run time (compiled and validated off the
+//! reconcile path; in-flight reconciles finish on the old module; a bad
+//! module is rejected and the old one keeps running), stopping removed
+//! guests, and running everything until shutdown, lost leadership, or a
+//! cache that cannot sync (fatal: a controller that silently does nothing is
+//! worse than one that exits). It never reconciles anything itself.
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::Client;
+use tokio::sync::{mpsc, watch};
 
 use crate::controller::{ControllerConfig, ControllerError, GuestController};
 use crate::guest::{self, GuestError, GuestModule, GuestRuntime, RuntimeConfig};
+use crate::guestdir::{self, DirWatch, GuestDirError, GuestFile};
 use crate::informer::InformerRegistry;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, ResultLabels};
 
 /// Why the host stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -29,9 +36,33 @@ pub enum HostError {
     /// A guest's controller failed.
     #[error(transparent)]
     Controller(#[from] ControllerError),
+    /// The guest directory could not be read or watched.
+    #[error(transparent)]
+    GuestDir(#[from] GuestDirError),
     /// No guests were given.
-    #[error("no guests to run: pass --guest PATH.wasm")]
+    #[error("no guests to run: pass --guest PATH.wasm or --guest-dir DIR")]
     NoGuests,
+    /// Two guests declare the same name.
+    #[error("guest {name} is declared by both {first} and {second}")]
+    DuplicateName {
+        /// The name.
+        name: String,
+        /// One file.
+        first: String,
+        /// The other.
+        second: String,
+    },
+    /// A guest's configuration file is unusable.
+    #[error("guest {key}: {message}")]
+    Config {
+        /// The guest's file stem.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Leadership was lost: writes stopped; the process must exit.
+    #[error("lost leadership: {0}")]
+    LostLeadership(String),
 }
 
 /// Everything the host needs to start.
@@ -39,6 +70,8 @@ pub enum HostError {
 pub struct HostConfig {
     /// Guest component files.
     pub guests: Vec<PathBuf>,
+    /// A directory of guests to watch (ConfigMap volume layout supported).
+    pub guest_dir: Option<PathBuf>,
     /// The host's namespace (told to guests).
     pub namespace: String,
     /// Per-guest configuration, keyed by guest name or file stem.
@@ -47,75 +80,237 @@ pub struct HostConfig {
     pub controller: ControllerConfig,
     /// Sandbox settings.
     pub runtime: RuntimeConfig,
+    /// The host's own Pod (namespace, name), for swap Events.
+    pub pod: Option<(String, String)>,
+    /// Periodic rescan of the guest directory (safety net for missed
+    /// notifications).
+    pub rescan: Option<Duration>,
 }
 
-/// A running host.
+/// Leadership as the host sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Leadership {
+    /// Not leading (yet): caches stay warm, no worker runs.
+    Waiting,
+    /// Leading: workers run.
+    Leading,
+    /// Lost: stop every write and exit.
+    Lost(String),
+}
+
+struct RunningGuest {
+    key: String,
+    source: String,
+    digest: String,
+    controller: Arc<GuestController>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// A running host. Share it in an `Arc` to serve readiness while it runs.
 pub struct Host {
-    controllers: Vec<Arc<GuestController>>,
+    client: Client,
     registry: InformerRegistry,
+    runtime: GuestRuntime,
+    config: HostConfig,
+    metrics: Option<Arc<Metrics>>,
+    guests: Mutex<BTreeMap<String, RunningGuest>>,
+    failures_tx: mpsc::UnboundedSender<ControllerError>,
+    failures_rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<ControllerError>>,
+    leadership: watch::Receiver<Leadership>,
+    _leadership_tx: Option<watch::Sender<Leadership>>,
+    recorder: Recorder,
 }
 
-fn stem(path: &std::path::Path) -> String {
+fn stem(path: &Path) -> String {
     path.file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default()
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 impl Host {
-    /// Loads every guest and starts its informers (not its workers).
+    /// Loads every `--guest` file and starts its informers (not its
+    /// workers). Without a leadership signal the host always leads.
     pub async fn start(
         client: Client,
         config: HostConfig,
         metrics: Option<Arc<Metrics>>,
     ) -> Result<Self, HostError> {
-        if config.guests.is_empty() {
+        let (tx, rx) = watch::channel(Leadership::Leading);
+        let mut host = Self::start_with_leadership(client, config, metrics, rx).await?;
+        host._leadership_tx = Some(tx);
+        Ok(host)
+    }
+
+    /// Like [`Host::start`], with workers gated on `leadership`.
+    pub async fn start_with_leadership(
+        client: Client,
+        config: HostConfig,
+        metrics: Option<Arc<Metrics>>,
+        leadership: watch::Receiver<Leadership>,
+    ) -> Result<Self, HostError> {
+        if config.guests.is_empty() && config.guest_dir.is_none() {
             return Err(HostError::NoGuests);
         }
         let runtime = GuestRuntime::new(config.runtime.clone())?;
         let registry = InformerRegistry::new(client.clone());
-        let mut controllers = Vec::new();
-        for path in &config.guests {
-            let module = runtime.load_file(path)?;
-            let env = Self::environment(&module, path, &config);
-            let controller = GuestController::start(
-                client.clone(),
-                &registry,
-                module,
-                env,
-                config.controller.clone(),
-                metrics.clone(),
-            )
-            .await?;
-            tracing::info!(guest = controller.name(), path = %path.display(), "guest loaded");
-            controllers.push(Arc::new(controller));
-        }
-        Ok(Host {
-            controllers,
+        let (failures_tx, failures_rx) = mpsc::unbounded_channel();
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "wasmctrl".into(),
+                instance: config.pod.as_ref().map(|(_, n)| n.clone()),
+            },
+        );
+        let host = Host {
+            client,
             registry,
+            runtime,
+            config,
+            metrics,
+            guests: Mutex::new(BTreeMap::new()),
+            failures_tx,
+            failures_rx: tokio::sync::Mutex::new(failures_rx),
+            leadership,
+            _leadership_tx: None,
+            recorder,
+        };
+        for path in host.config.guests.clone() {
+            let module = host.runtime.load_file(&path)?;
+            let values = host.config_for(&module, &path);
+            let controller = host.controller_for(module, values).await?;
+            host.check_unique(&controller, &path.display().to_string())?;
+            tracing::info!(guest = controller.name(), path = %path.display(), "guest loaded");
+            host.insert(
+                stem(&path),
+                path.display().to_string(),
+                String::new(),
+                controller,
+            );
+        }
+        if let Some(dir) = host.config.guest_dir.clone() {
+            // The directory's initial content must be valid: failing loudly
+            // at start beats running with half the guests.
+            for (key, file) in guestdir::scan(&dir)? {
+                let config = file.config.clone().map_err(|message| HostError::Config {
+                    key: key.clone(),
+                    message,
+                })?;
+                let module = host
+                    .runtime
+                    .load_bytes(&format!("{key}.wasm"), &file.bytes)?;
+                let controller = host.controller_for(module, config).await?;
+                host.check_unique(&controller, &file.path.display().to_string())?;
+                tracing::info!(guest = controller.name(), path = %file.path.display(), "guest loaded");
+                host.insert(
+                    key,
+                    file.path.display().to_string(),
+                    file.digest,
+                    controller,
+                );
+            }
+        }
+        Ok(host)
+    }
+
+    fn check_unique(&self, c: &GuestController, source: &str) -> Result<(), HostError> {
+        if let Some(other) = lock(&self.guests)
+            .values()
+            .find(|g| g.controller.name() == c.name())
+        {
+            return Err(HostError::DuplicateName {
+                name: c.name().to_string(),
+                first: other.source.clone(),
+                second: source.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Registers a controller; its task starts in [`Host::run`] (or at once
+    /// when the host is already running, via [`Host::spawn`]).
+    fn insert(&self, key: String, source: String, digest: String, controller: GuestController) {
+        let controller = Arc::new(controller);
+        let task = tokio::spawn(std::future::pending());
+        lock(&self.guests).insert(
+            key.clone(),
+            RunningGuest {
+                key,
+                source,
+                digest,
+                controller,
+                task,
+            },
+        );
+    }
+
+    fn spawn(&self, controller: Arc<GuestController>) -> tokio::task::JoinHandle<()> {
+        let failures = self.failures_tx.clone();
+        let mut leadership = self.leadership.clone();
+        tokio::spawn(async move {
+            let gate = async move {
+                loop {
+                    if *leadership.borrow_and_update() == Leadership::Leading {
+                        return;
+                    }
+                    if leadership.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+            };
+            if let Err(e) = controller.run_when(gate).await {
+                let _ = failures.send(e);
+            }
         })
     }
 
-    /// The guest's environment: its configuration is looked up by the name
-    /// it declares (asked once without configuration) or its file stem.
-    fn environment(
-        module: &GuestModule,
-        path: &std::path::Path,
-        config: &HostConfig,
-    ) -> guest::Environment {
-        let bare = guest::environment(&config.namespace, &BTreeMap::new());
+    /// The guest's configuration: `--config` entries under its declared
+    /// name (asked once without configuration) or its file stem.
+    fn config_for(&self, module: &GuestModule, path: &Path) -> BTreeMap<String, String> {
+        let bare = guest::environment(&self.config.namespace, &BTreeMap::new());
         let declared = module.manifest(&bare).ok().map(|m| m.name);
-        let values = declared
+        declared
             .as_ref()
-            .and_then(|n| config.guest_config.get(n))
-            .or_else(|| config.guest_config.get(&stem(path)))
+            .and_then(|n| self.config.guest_config.get(n))
+            .or_else(|| self.config.guest_config.get(&stem(path)))
             .cloned()
-            .unwrap_or_default();
-        guest::environment(&config.namespace, &values)
+            .unwrap_or_default()
     }
 
-    /// The guests' controllers.
-    pub fn controllers(&self) -> &[Arc<GuestController>] {
-        &self.controllers
+    async fn controller_for(
+        &self,
+        module: GuestModule,
+        values: BTreeMap<String, String>,
+    ) -> Result<GuestController, HostError> {
+        let env = guest::environment(&self.config.namespace, &values);
+        Ok(GuestController::start(
+            self.client.clone(),
+            &self.registry,
+            module,
+            env,
+            self.config.controller.clone(),
+            self.metrics.clone(),
+        )
+        .await?)
+    }
+
+    /// The guests' controllers, in key order.
+    pub fn controllers(&self) -> Vec<Arc<GuestController>> {
+        lock(&self.guests)
+            .values()
+            .map(|g| g.controller.clone())
+            .collect()
+    }
+
+    /// One guest's controller, by declared name.
+    pub fn controller(&self, name: &str) -> Option<Arc<GuestController>> {
+        lock(&self.guests)
+            .values()
+            .find(|g| g.controller.name() == name)
+            .map(|g| g.controller.clone())
     }
 
     /// The shared informer registry.
@@ -123,52 +318,303 @@ impl Host {
         &self.registry
     }
 
-    /// Readiness: Ok once every cache of every guest has synced; otherwise
-    /// which guest is still waiting.
+    /// Readiness: Ok once every cache of every guest has synced (followers
+    /// too: they must be able to take over); otherwise which guest waits.
     pub fn readiness(&self) -> Result<(), String> {
-        match self.controllers.iter().find(|c| !c.is_synced()) {
+        match lock(&self.guests)
+            .values()
+            .find(|g| !g.controller.is_synced())
+        {
             None => Ok(()),
-            Some(c) => Err(format!("caches of guest {} not synced", c.name())),
+            Some(g) => Err(format!(
+                "caches of guest {} not synced",
+                g.controller.name()
+            )),
         }
     }
 
     /// Whether every guest's caches have synced.
     pub fn is_synced(&self) -> bool {
-        self.controllers.iter().all(|c| c.is_synced())
+        self.readiness().is_ok()
+    }
+
+    fn count_swap(&self, guest: &str, result: &str) {
+        if let Some(m) = &self.metrics {
+            m.guest_swaps
+                .get_or_create(&ResultLabels {
+                    controller: guest.to_string(),
+                    result: result.to_string(),
+                })
+                .inc();
+        }
+    }
+
+    /// Records a Kubernetes Event about a guest change on the host's Pod
+    /// (skipped, with a log line, when the host does not know its Pod).
+    async fn event(&self, warning: bool, reason: &str, note: String) {
+        let Some((namespace, name)) = &self.config.pod else {
+            return;
+        };
+        let reference = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            namespace: Some(namespace.clone()),
+            name: Some(name.clone()),
+            ..ObjectReference::default()
+        };
+        let event = KubeEvent {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.into(),
+            note: Some(note),
+            action: "LoadGuest".into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &reference).await {
+            tracing::warn!("cannot record event {reason} on pod {namespace}/{name}: {e}");
+        }
+    }
+
+    /// Brings the running set in line with the guest directory: new files
+    /// start, changed ones are swapped, removed ones stop. A file that fails
+    /// to compile or validate is rejected; what ran before keeps running.
+    pub async fn sync_dir(&self) -> Result<(), HostError> {
+        let Some(dir) = self.config.guest_dir.clone() else {
+            return Ok(());
+        };
+        let files = guestdir::scan(&dir)?;
+        let current: BTreeMap<String, String> = lock(&self.guests)
+            .values()
+            .filter(|g| !g.digest.is_empty())
+            .map(|g| (g.key.clone(), g.digest.clone()))
+            .collect();
+        for (key, file) in &files {
+            if current.get(key) != Some(&file.digest) {
+                self.swap_in(file).await;
+            }
+        }
+        for key in current.keys().filter(|k| !files.contains_key(*k)) {
+            self.remove(key).await;
+        }
+        Ok(())
+    }
+
+    async fn swap_in(&self, file: &GuestFile) {
+        let started = Instant::now();
+        let key = file.key.clone();
+        let previous_name = lock(&self.guests)
+            .get(&key)
+            .map(|g| g.controller.name().to_string());
+        let label = previous_name.clone().unwrap_or_else(|| key.clone());
+        let candidate = async {
+            let config = file.config.clone().map_err(|message| HostError::Config {
+                key: key.clone(),
+                message,
+            })?;
+            let runtime = self.runtime.clone();
+            let bytes = file.bytes.clone();
+            let name = format!("{key}.wasm");
+            // Compiling takes tens of milliseconds of CPU: off the runtime.
+            let module = tokio::task::spawn_blocking(move || runtime.load_bytes(&name, &bytes))
+                .await
+                .map_err(|e| {
+                    HostError::Guest(GuestError {
+                        guest: key.clone(),
+                        kind: guest::GuestErrorKind::Compile(format!("compile task failed: {e}")),
+                    })
+                })??;
+            let controller = self.controller_for(module, config).await?;
+            if let Some(other) = lock(&self.guests)
+                .values()
+                .find(|g| g.key != key && g.controller.name() == controller.name())
+            {
+                return Err(HostError::DuplicateName {
+                    name: controller.name().to_string(),
+                    first: other.source.clone(),
+                    second: file.path.display().to_string(),
+                });
+            }
+            controller.wait_synced().await?;
+            Ok(controller)
+        };
+        let controller = match candidate.await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(guest = %label, path = %file.path.display(), "guest rejected, previous version keeps running: {e}");
+                self.count_swap(&label, "rejected");
+                self.event(
+                    true,
+                    "GuestRejected",
+                    format!("{}: {e}", file.path.display()),
+                )
+                .await;
+                self.registry.release_unused();
+                return;
+            }
+        };
+        let name = controller.name().to_string();
+        let controller = Arc::new(controller);
+        let old = lock(&self.guests).remove(&key);
+        if let Some(old) = &old {
+            // In-flight reconciles finish on the old module; new keys wait
+            // in the new controller's queue (its handlers are registered).
+            old.controller.shutdown();
+            let drained = old
+                .controller
+                .queue()
+                .shutdown_with_drain(Duration::from_secs(30))
+                .await;
+            if !drained {
+                tracing::warn!(guest = %name, "old module still busy after 30 s; abandoning its in-flight reconcile");
+            }
+            old.task.abort();
+        }
+        let task = self.spawn(controller.clone());
+        let digest = file.digest.clone();
+        lock(&self.guests).insert(
+            key.clone(),
+            RunningGuest {
+                key: key.clone(),
+                source: file.path.display().to_string(),
+                digest,
+                controller: controller.clone(),
+                task,
+            },
+        );
+        drop(old);
+        self.registry.release_unused();
+        let what = if previous_name.is_some() {
+            "swapped"
+        } else {
+            "loaded"
+        };
+        tracing::info!(guest = %name, digest = %controller.digest(), elapsed = ?started.elapsed(), "guest {what}");
+        self.count_swap(
+            &name,
+            if previous_name.is_some() {
+                "swapped"
+            } else {
+                "loaded"
+            },
+        );
+        self.event(
+            false,
+            if previous_name.is_some() {
+                "GuestSwapped"
+            } else {
+                "GuestLoaded"
+            },
+            format!(
+                "guest {name} {what} from {} (sha256 {})",
+                file.path.display(),
+                controller.digest()
+            ),
+        )
+        .await;
+    }
+
+    async fn remove(&self, key: &str) {
+        let Some(old) = lock(&self.guests).remove(key) else {
+            return;
+        };
+        let name = old.controller.name().to_string();
+        old.controller.shutdown();
+        old.controller
+            .queue()
+            .shutdown_with_drain(Duration::from_secs(30))
+            .await;
+        old.task.abort();
+        drop(old);
+        self.registry.release_unused();
+        tracing::info!(guest = %name, "guest removed; its outputs are left in place");
+        self.count_swap(&name, "removed");
+        self.event(
+            false,
+            "GuestRemoved",
+            format!("guest {name} removed ({key}.wasm is gone)"),
+        )
+        .await;
     }
 
     /// Runs every guest until `shutdown` resolves (then drains in-flight
-    /// reconciles for up to `drain`) or until one fails.
+    /// reconciles for up to `drain`), leadership is lost, or a cache fails.
     pub async fn run(
         &self,
         shutdown: impl Future<Output = ()>,
         drain: Duration,
     ) -> Result<(), HostError> {
-        let mut tasks = tokio::task::JoinSet::new();
-        for c in &self.controllers {
-            tasks.spawn(c.clone().run());
+        {
+            let mut guests = lock(&self.guests);
+            for g in guests.values_mut() {
+                g.task.abort();
+                g.task = self.spawn(g.controller.clone());
+            }
         }
-        tokio::pin!(shutdown);
-        let failed = tokio::select! {
-            () = &mut shutdown => None,
-            Some(joined) = tasks.join_next() => match joined {
-                Ok(Err(e)) => Some(e),
-                Ok(Ok(())) => None,
-                Err(e) => Some(ControllerError::Guest(GuestError {
-                    guest: "(host)".into(),
-                    kind: crate::guest::GuestErrorKind::Trap(format!("controller task failed: {e}")),
-                })),
-            },
+        let mut dir_watch = match &self.config.guest_dir {
+            Some(dir) => Some(DirWatch::new(
+                dir,
+                Duration::from_millis(100),
+                self.config.rescan.unwrap_or(Duration::from_secs(30)),
+            )?),
+            None => None,
         };
-        for c in &self.controllers {
-            c.shutdown();
+        let mut leadership = self.leadership.clone();
+        let mut failures = self.failures_rx.lock().await;
+        tokio::pin!(shutdown);
+        let result = loop {
+            tokio::select! {
+                () = &mut shutdown => break Ok(()),
+                Some(e) = failures.recv() => break Err(HostError::Controller(e)),
+                changed = leadership.changed() => {
+                    if changed.is_err() {
+                        continue;
+                    }
+                    if let Leadership::Lost(why) = &*leadership.borrow_and_update() {
+                        break Err(HostError::LostLeadership(why.clone()));
+                    }
+                }
+                () = async {
+                    match dir_watch.as_mut() {
+                        Some(w) => w.changed().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    if let Err(e) = self.sync_dir().await {
+                        tracing::error!("guest directory: {e}");
+                    }
+                }
+            }
+        };
+        let running: Vec<(Arc<GuestController>, tokio::task::JoinHandle<()>)> = {
+            let mut guests = lock(&self.guests);
+            std::mem::take(&mut *guests)
+                .into_values()
+                .map(|g| (g.controller, g.task))
+                .collect()
+        };
+        if matches!(result, Err(HostError::LostLeadership(_))) {
+            // Stop every write at once: no draining.
+            for (c, task) in &running {
+                c.shutdown();
+                task.abort();
+            }
+        } else {
+            for (c, _) in &running {
+                c.shutdown();
+            }
+            let _ = tokio::time::timeout(drain, async {
+                for (c, _) in &running {
+                    c.queue().shutdown_with_drain(drain).await;
+                }
+            })
+            .await;
+            for (_, task) in &running {
+                task.abort();
+            }
         }
-        let _ =
-            tokio::time::timeout(drain, async { while tasks.join_next().await.is_some() {} }).await;
-        tasks.abort_all();
-        match failed {
-            Some(e) => Err(e.into()),
-            None => Ok(()),
-        }
+        result
     }
 }

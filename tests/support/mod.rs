@@ -19,6 +19,9 @@ use wasmctrl::guest::RuntimeConfig;
 use wasmctrl::runner::{Host, HostConfig, HostError};
 
 /// Namespace the host runs in during tests.
+pub mod wat;
+
+/// Namespace the host runs in during tests.
 pub const HOST_NS: &str = "ops";
 /// Namespace test pods live in.
 pub const PODS_NS: &str = "ml";
@@ -217,6 +220,7 @@ pub fn host_config(controller: ControllerConfig) -> HostConfig {
         guest_config: BTreeMap::new(),
         controller,
         runtime: RuntimeConfig::default().cache_dir(None),
+        ..HostConfig::default()
     }
 }
 

@@ -1,0 +1,293 @@
+//! A directory of guests, as a ConfigMap volume presents it.
+//!
+//! Owns reading `DIR/*.wasm` (each with an optional `NAME.config.json`
+//! beside it: a JSON object of string values) into a consistent set, and
+//! noticing when that set may have changed. The kubelet updates a ConfigMap
+//! volume by writing a new timestamped directory and atomically swapping the
+//! `..data` symlink, so every visible file changes at once and per-file
+//! mtimes are useless: this module watches the directory itself and, on any
+//! event (debounced) or on a periodic rescan, re-reads the whole set and
+//! compares **content digests**. It never loads or runs a guest.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use notify::{RecursiveMode, Watcher};
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+
+/// Why a guest directory could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum GuestDirError {
+    /// The directory itself is unreadable.
+    #[error("cannot read guest directory {dir}: {source}")]
+    Dir {
+        /// The directory.
+        dir: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The watch could not be set up.
+    #[error("cannot watch guest directory {dir}: {source}")]
+    Watch {
+        /// The directory.
+        dir: PathBuf,
+        /// The notify error.
+        #[source]
+        source: notify::Error,
+    },
+}
+
+/// One guest as found in the directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestFile {
+    /// The file stem (`gpu-summary` for `gpu-summary.wasm`): the guest's key.
+    pub key: String,
+    /// The `.wasm` path as seen in the directory.
+    pub path: PathBuf,
+    /// The module bytes.
+    pub bytes: Vec<u8>,
+    /// Configuration from `KEY.config.json`, or an error naming the problem.
+    pub config: Result<BTreeMap<String, String>, String>,
+    /// Digest of module and configuration: equal digests mean "unchanged".
+    pub digest: String,
+}
+
+/// Reads the directory's current set of guests (files that vanish while
+/// reading are skipped; they are gone from the set).
+pub fn scan(dir: &Path) -> Result<BTreeMap<String, GuestFile>, GuestDirError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| GuestDirError::Dir {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
+    let mut out = BTreeMap::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        // `..data`, `..2026_11_29_...`: the kubelet's own bookkeeping.
+        if name.starts_with('.') {
+            continue;
+        }
+        let Some(key) = name.strip_suffix(".wasm") else {
+            continue;
+        };
+        let path = dir.join(&name);
+        // Follows the `name -> ..data/name` symlink; a swap in between
+        // reads either the old or the new file, and the next event rescans.
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue;
+        };
+        let config_path = dir.join(format!("{key}.config.json"));
+        let (config, config_raw) = match std::fs::read(&config_path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Ok(BTreeMap::new()), Vec::new()),
+            Err(e) => (Err(format!("{}: {e}", config_path.display())), Vec::new()),
+            Ok(raw) => (parse_config(&config_path, &raw), raw),
+        };
+        let mut h = Sha256::new();
+        h.update(&bytes);
+        h.update([0u8]);
+        h.update(&config_raw);
+        out.insert(
+            key.to_string(),
+            GuestFile {
+                key: key.to_string(),
+                path,
+                bytes,
+                config,
+                digest: hex::encode(h.finalize()),
+            },
+        );
+    }
+    Ok(out)
+}
+
+fn parse_config(path: &Path, raw: &[u8]) -> Result<BTreeMap<String, String>, String> {
+    let v: serde_json::Value = serde_json::from_slice(raw)
+        .map_err(|e| format!("{}: not valid JSON: {e}", path.display()))?;
+    let obj = v
+        .as_object()
+        .ok_or_else(|| format!("{}: must be a JSON object of strings", path.display()))?;
+    obj.iter()
+        .map(|(k, v)| match v {
+            serde_json::Value::String(s) => Ok((k.clone(), s.clone())),
+            serde_json::Value::Number(n) => Ok((k.clone(), n.to_string())),
+            serde_json::Value::Bool(b) => Ok((k.clone(), b.to_string())),
+            _ => Err(format!(
+                "{}: value of {k:?} must be a string",
+                path.display()
+            )),
+        })
+        .collect()
+}
+
+/// Updates `dir` exactly as the kubelet updates a ConfigMap volume: the
+/// files go into a new timestamped directory, `..data` is swapped to it
+/// atomically (rename over the old symlink), and each key is a symlink
+/// through `..data`. Used by tests and benches to reproduce the real layout.
+pub fn write_like_kubelet(
+    dir: &Path,
+    generation: u32,
+    files: &[(&str, &[u8])],
+) -> std::io::Result<()> {
+    let ts_name = format!("..2026_11_29_00_00_{generation:02}.000000000");
+    let ts = dir.join(&ts_name);
+    std::fs::create_dir(&ts)?;
+    for (name, bytes) in files {
+        std::fs::write(ts.join(name), bytes)?;
+    }
+    let tmp = dir.join("..data_tmp");
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(&ts_name, &tmp)?;
+    std::fs::rename(&tmp, dir.join("..data"))?;
+    // Keys that disappeared lose their symlink; new keys get one.
+    for entry in std::fs::read_dir(dir)?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.starts_with('.') && !files.iter().any(|(f, _)| *f == name) {
+            std::fs::remove_file(entry.path())?;
+        }
+    }
+    for (name, _) in files {
+        let link = dir.join(name);
+        if std::fs::symlink_metadata(&link).is_err() {
+            std::os::unix::fs::symlink(Path::new("..data").join(name), &link)?;
+        }
+    }
+    Ok(())
+}
+
+/// Watches a directory; [`DirWatch::changed`] resolves when the set may
+/// have changed (debounced), or after the rescan interval.
+pub struct DirWatch {
+    _watcher: notify::RecommendedWatcher,
+    events: mpsc::Receiver<()>,
+    debounce: Duration,
+    rescan: Duration,
+}
+
+impl DirWatch {
+    /// Starts watching `dir` (non-recursively: the `..data` swap is an event
+    /// on the directory itself).
+    pub fn new(dir: &Path, debounce: Duration, rescan: Duration) -> Result<Self, GuestDirError> {
+        let (tx, events) = mpsc::channel(64);
+        let mut watcher =
+            notify::recommended_watcher(move |_event: notify::Result<notify::Event>| {
+                // A full channel already means "rescan"; dropping is fine.
+                let _ = tx.try_send(());
+            })
+            .map_err(|source| GuestDirError::Watch {
+                dir: dir.to_path_buf(),
+                source,
+            })?;
+        watcher
+            .watch(dir, RecursiveMode::NonRecursive)
+            .map_err(|source| GuestDirError::Watch {
+                dir: dir.to_path_buf(),
+                source,
+            })?;
+        Ok(DirWatch {
+            _watcher: watcher,
+            events,
+            debounce,
+            rescan,
+        })
+    }
+
+    /// Waits for a change (then for `debounce` of quiet) or the rescan tick.
+    pub async fn changed(&mut self) {
+        tokio::select! {
+            Some(()) = self.events.recv() => {
+                // Let a burst (the kubelet writes files, then swaps) settle.
+                loop {
+                    match tokio::time::timeout(self.debounce, self.events.recv()).await {
+                        Ok(Some(())) => continue,
+                        _ => break,
+                    }
+                }
+            }
+            () = tokio::time::sleep(self.rescan) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kubelet_update(dir: &Path, generation: u32, files: &[(&str, &[u8])]) {
+        write_like_kubelet(dir, generation, files).unwrap();
+    }
+
+    #[test]
+    fn kubelet_symlink_swap_changes_every_file_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        kubelet_update(
+            dir.path(),
+            1,
+            &[("a.wasm", b"one"), ("a.config.json", br#"{"name": "x"}"#)],
+        );
+        let first = scan(dir.path()).unwrap();
+        assert_eq!(first.len(), 1, "only *.wasm are guests; ..data is skipped");
+        assert_eq!(first["a"].config.as_ref().unwrap()["name"], "x");
+
+        kubelet_update(
+            dir.path(),
+            2,
+            &[("a.wasm", b"two"), ("a.config.json", br#"{"name": "x"}"#)],
+        );
+        let second = scan(dir.path()).unwrap();
+        assert_ne!(first["a"].digest, second["a"].digest);
+        assert_eq!(second["a"].bytes, b"two");
+
+        // Same content rewritten: same digest, so no swap.
+        kubelet_update(
+            dir.path(),
+            3,
+            &[("a.wasm", b"two"), ("a.config.json", br#"{"name": "x"}"#)],
+        );
+        assert_eq!(scan(dir.path()).unwrap()["a"].digest, second["a"].digest);
+
+        // A configuration change alone is a change.
+        kubelet_update(
+            dir.path(),
+            4,
+            &[("a.wasm", b"two"), ("a.config.json", br#"{"name": "y"}"#)],
+        );
+        assert_ne!(scan(dir.path()).unwrap()["a"].digest, second["a"].digest);
+    }
+
+    #[test]
+    fn plain_directories_and_bad_configuration_are_reported_per_guest() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("g.wasm"), b"x").unwrap();
+        std::fs::write(dir.path().join("g.config.json"), b"[1]").unwrap();
+        std::fs::write(dir.path().join("notes.txt"), b"ignored").unwrap();
+        let set = scan(dir.path()).unwrap();
+        let err = set["g"].config.as_ref().unwrap_err();
+        assert!(
+            err.contains("g.config.json") && err.contains("object"),
+            "{err}"
+        );
+        assert!(scan(&dir.path().join("missing")).is_err());
+    }
+
+    #[tokio::test]
+    async fn a_symlink_swap_wakes_the_watcher() {
+        let dir = tempfile::tempdir().unwrap();
+        kubelet_update(dir.path(), 1, &[("a.wasm", b"one")]);
+        let mut watch = DirWatch::new(
+            dir.path(),
+            Duration::from_millis(50),
+            Duration::from_secs(3600),
+        )
+        .unwrap();
+        let d = dir.path().to_path_buf();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            kubelet_update(&d, 2, &[("a.wasm", b"two")]);
+        });
+        tokio::time::timeout(Duration::from_secs(20), watch.changed())
+            .await
+            .expect("the swap is noticed without waiting for the rescan");
+    }
+}

@@ -1,0 +1,337 @@
+//! Hot swap from a ConfigMap-volume-style directory, and isolation between
+//! guests in one host — real HTTPS, real kube client.
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{Api, Client};
+use support::wat::{configmap_doc, guest, Behaviour, WatManifest};
+use support::*;
+use wasmctrl::controller::ControllerConfig;
+use wasmctrl::guest::RuntimeConfig;
+use wasmctrl::guestdir::write_like_kubelet;
+use wasmctrl::metrics::Metrics;
+use wasmctrl::runner::{Host, HostConfig};
+
+fn logic(version: &str) -> Vec<u8> {
+    guest(
+        &WatManifest {
+            name: "logic".into(),
+            write_namespace: HOST_NS.into(),
+            write_names: vec!["logic".into()],
+            aggregate_key: "all".into(),
+        },
+        Behaviour::Apply(vec![configmap_doc(
+            HOST_NS,
+            "logic",
+            &[("version", version)],
+        )]),
+    )
+}
+
+async fn logic_version(client: &Client) -> Option<String> {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), HOST_NS);
+    cms.get_opt("logic")
+        .await
+        .unwrap()
+        .and_then(|cm| cm.data)
+        .and_then(|d| d.get("version").cloned())
+}
+
+struct DirHost {
+    host: Arc<Host>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<(), wasmctrl::runner::HostError>>,
+    metrics: Arc<Metrics>,
+}
+
+async fn start_dir_host(client: &Client, dir: &Path, runtime: RuntimeConfig) -> DirHost {
+    let metrics = Arc::new(Metrics::new());
+    let config = HostConfig {
+        guest_dir: Some(dir.to_path_buf()),
+        namespace: HOST_NS.into(),
+        controller: ControllerConfig::default(),
+        runtime: runtime.cache_dir(None),
+        rescan: Some(Duration::from_secs(60)),
+        ..HostConfig::default()
+    };
+    let host = Arc::new(
+        Host::start(client.clone(), config, Some(metrics.clone()))
+            .await
+            .expect("host starts"),
+    );
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let h = host.clone();
+    let task = tokio::spawn(async move {
+        h.run(
+            async {
+                let _ = rx.await;
+            },
+            Duration::from_secs(5),
+        )
+        .await
+    });
+    DirHost {
+        host,
+        stop,
+        task,
+        metrics,
+    }
+}
+
+fn swaps(metrics: &Metrics, guest: &str, result: &str) -> String {
+    let text = metrics.encode();
+    text.lines()
+        .find(|l| {
+            l.starts_with(&format!(
+                "wasmctrl_guest_swaps_total{{controller=\"{guest}\",result=\"{result}\"}}"
+            ))
+        })
+        .map(|l| l.rsplit(' ').next().unwrap_or("0").to_string())
+        .unwrap_or_else(|| "0".into())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelet_symlink_swap_switches_logic_without_a_restart() {
+    let (_server, client) = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gpu = std::fs::read(guest_path()).unwrap();
+    let v1 = logic("v1");
+    write_like_kubelet(
+        dir.path(),
+        1,
+        &[("logic.wasm", &v1), ("gpu-summary.wasm", &gpu)],
+    )
+    .unwrap();
+    pod("a").on("n1").requesting("1").create(&client).await;
+    let h = start_dir_host(&client, dir.path(), RuntimeConfig::default()).await;
+    eventually("v1 writes", || async {
+        logic_version(&client).await.as_deref() == Some("v1")
+    })
+    .await;
+    summary_becomes(&client, &[("n1", "1")]).await;
+    let gpu_controller = h.host.controller("gpu-summary").unwrap();
+    let pod_informers = || {
+        h.host
+            .registry()
+            .all()
+            .into_iter()
+            .filter(|i| i.key().plural == "pods")
+            .count()
+    };
+    // One for the logic guest (no selector), one for the GPU guest's
+    // field selector.
+    assert_eq!(pod_informers(), 2);
+
+    // The kubelet swaps `..data`: a new module for one guest and a new
+    // configuration for the other, in one atomic step.
+    let v2 = logic("v2");
+    write_like_kubelet(
+        dir.path(),
+        2,
+        &[
+            ("logic.wasm", &v2),
+            ("gpu-summary.wasm", &gpu),
+            ("gpu-summary.config.json", br#"{"resource": "amd.com/gpu"}"#),
+        ],
+    )
+    .unwrap();
+    eventually("v2 writes", || async {
+        logic_version(&client).await.as_deref() == Some("v2")
+    })
+    .await;
+    // The new GPU logic counts amd.com/gpu: no pod requests any.
+    summary_becomes(&client, &[]).await;
+    assert_eq!(swaps(&h.metrics, "logic", "swapped"), "1");
+    assert_eq!(swaps(&h.metrics, "gpu-summary", "swapped"), "1");
+    // Informers were replaced or shared across the swap, never leaked.
+    assert_eq!(pod_informers(), 2);
+    assert!(!Arc::ptr_eq(
+        &gpu_controller,
+        &h.host.controller("gpu-summary").unwrap()
+    ));
+    // The host was not restarted: the same task is still running.
+    assert!(!h.task.is_finished());
+
+    // Nothing is lost across the swap: a change right after is seen.
+    pod("b").on("n2").requesting("1").create(&client).await;
+    write_like_kubelet(
+        dir.path(),
+        3,
+        &[("logic.wasm", &v2), ("gpu-summary.wasm", &gpu)],
+    )
+    .unwrap();
+    summary_becomes(&client, &[("n1", "1"), ("n2", "1")]).await;
+    h.stop.send(()).unwrap();
+    h.task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_module_is_rejected_and_the_old_one_keeps_running() {
+    let (_server, client) = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gpu = std::fs::read(guest_path()).unwrap();
+    write_like_kubelet(dir.path(), 1, &[("gpu-summary.wasm", &gpu)]).unwrap();
+    let h = start_dir_host(&client, dir.path(), RuntimeConfig::default()).await;
+    summary_becomes(&client, &[]).await;
+    let before = h.host.controller("gpu-summary").unwrap();
+
+    write_like_kubelet(dir.path(), 2, &[("gpu-summary.wasm", b"\0asm not really")]).unwrap();
+    eventually("rejection counted", || async {
+        swaps(&h.metrics, "gpu-summary", "rejected") == "1"
+    })
+    .await;
+    assert!(
+        Arc::ptr_eq(&before, &h.host.controller("gpu-summary").unwrap()),
+        "old module still in place"
+    );
+    pod("a").on("n1").requesting("2").create(&client).await;
+    summary_becomes(&client, &[("n1", "2")]).await;
+
+    // A bad configuration is rejected the same way.
+    write_like_kubelet(
+        dir.path(),
+        3,
+        &[
+            ("gpu-summary.wasm", &gpu),
+            ("gpu-summary.config.json", br#"{"bogus": "1"}"#),
+        ],
+    )
+    .unwrap();
+    eventually("second rejection", || async {
+        swaps(&h.metrics, "gpu-summary", "rejected") == "2"
+    })
+    .await;
+    pod("b").on("n1").requesting("1").create(&client).await;
+    summary_becomes(&client, &[("n1", "3")]).await;
+    h.stop.send(()).unwrap();
+    h.task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_a_guest_stops_it_and_leaves_its_outputs() {
+    let (_server, client) = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gpu = std::fs::read(guest_path()).unwrap();
+    let v1 = logic("v1");
+    write_like_kubelet(
+        dir.path(),
+        1,
+        &[("logic.wasm", &v1), ("gpu-summary.wasm", &gpu)],
+    )
+    .unwrap();
+    let h = start_dir_host(&client, dir.path(), RuntimeConfig::default()).await;
+    pod("a").on("n1").requesting("1").create(&client).await;
+    summary_becomes(&client, &[("n1", "1")]).await;
+
+    write_like_kubelet(dir.path(), 2, &[("logic.wasm", &v1)]).unwrap();
+    eventually("removed", || async {
+        h.host.controller("gpu-summary").is_none()
+    })
+    .await;
+    assert_eq!(swaps(&h.metrics, "gpu-summary", "removed"), "1");
+    pod("b").on("n1").requesting("5").create(&client).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        summary(&client).await,
+        Some(data(&[("n1", "1")])),
+        "outputs left in place, no longer updated"
+    );
+    assert!(
+        h.host.controller("logic").is_some(),
+        "the other guest keeps running"
+    );
+    h.stop.send(()).unwrap();
+    h.task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_guests_are_backed_off_and_do_not_delay_a_healthy_one() {
+    let (_server, client) = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gpu = std::fs::read(guest_path()).unwrap();
+    let hostile = |name: &str, b: Behaviour| {
+        guest(
+            &WatManifest {
+                name: name.into(),
+                write_namespace: HOST_NS.into(),
+                write_names: vec![name.into()],
+                aggregate_key: "all".into(),
+            },
+            b,
+        )
+    };
+    let trap = hostile("trapper", Behaviour::Trap);
+    let spin = hostile("spinner", Behaviour::Spin);
+    // Writes a ConfigMap it did not declare.
+    let thief = hostile(
+        "thief",
+        Behaviour::Apply(vec![configmap_doc(
+            HOST_NS,
+            "gpu-summary",
+            &[("n1", "999")],
+        )]),
+    );
+    write_like_kubelet(
+        dir.path(),
+        1,
+        &[
+            ("gpu-summary.wasm", &gpu),
+            ("trapper.wasm", &trap),
+            ("spinner.wasm", &spin),
+            ("thief.wasm", &thief),
+        ],
+    )
+    .unwrap();
+    let h = start_dir_host(
+        &client,
+        dir.path(),
+        RuntimeConfig::default().deadline(Duration::from_millis(200)),
+    )
+    .await;
+    summary_becomes(&client, &[]).await;
+    // The healthy guest keeps reconciling on time while the others fail.
+    for (i, node) in ["n1", "n2", "n3"].iter().enumerate() {
+        pod(&format!("p{i}"))
+            .on(node)
+            .requesting("1")
+            .create(&client)
+            .await;
+    }
+    summary_becomes(&client, &[("n1", "1"), ("n2", "1"), ("n3", "1")]).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let text = h.metrics.encode();
+    for (guest, reason) in [
+        ("trapper", "trap"),
+        ("spinner", "deadline"),
+        ("thief", "forbidden_write"),
+    ] {
+        let line =
+            format!("wasmctrl_guest_failures_total{{guest=\"{guest}\",reason=\"{reason}\"}}");
+        assert!(text.contains(&line), "missing {line}");
+        let c = h.host.controller(guest).unwrap();
+        assert!(c.stats().errors.load(Ordering::Relaxed) >= 1);
+        assert!(
+            c.queue().num_requeues(&"all".to_string()) >= 1,
+            "{guest} is backed off"
+        );
+    }
+    // The thief never wrote: the summary is the healthy guest's.
+    assert_eq!(
+        summary(&client).await,
+        Some(data(&[("n1", "1"), ("n2", "1"), ("n3", "1")]))
+    );
+    let healthy = h.host.controller("gpu-summary").unwrap();
+    assert_eq!(healthy.stats().errors.load(Ordering::Relaxed), 0);
+    h.stop.send(()).unwrap();
+    h.task.await.unwrap().unwrap();
+    let _ = BTreeMap::<String, String>::new();
+}
