@@ -198,12 +198,7 @@ impl DirWatch {
         tokio::select! {
             Some(()) = self.events.recv() => {
                 // Let a burst (the kubelet writes files, then swaps) settle.
-                loop {
-                    match tokio::time::timeout(self.debounce, self.events.recv()).await {
-                        Ok(Some(())) => continue,
-                        _ => break,
-                    }
-                }
+                while let Ok(Some(())) = tokio::time::timeout(self.debounce, self.events.recv()).await {}
             }
             () = tokio::time::sleep(self.rescan) => {}
         }

@@ -90,6 +90,26 @@ struct RunArgs {
     /// Address of the `/healthz` and `/readyz` endpoints.
     #[arg(long, default_value = "0.0.0.0:8081")]
     health_addr: std::net::SocketAddr,
+    /// Elect a leader through a coordination.k8s.io Lease in the host's
+    /// namespace: only the leader runs workers and writes; the others keep
+    /// their caches warm.
+    #[arg(long)]
+    leader_elect: bool,
+    /// The Lease's name.
+    #[arg(long, default_value = "wasmctrl")]
+    lease_name: String,
+    /// This candidate's identity (default: $POD_NAME, else the host name).
+    #[arg(long)]
+    identity: Option<String>,
+    /// Lease duration, seconds.
+    #[arg(long, default_value_t = 15.0)]
+    lease_duration_seconds: f64,
+    /// Renew deadline, seconds.
+    #[arg(long, default_value_t = 10.0)]
+    renew_deadline_seconds: f64,
+    /// Retry period, seconds.
+    #[arg(long, default_value_t = 2.0)]
+    retry_period_seconds: f64,
     /// Client-side limit on API requests per second (all guests together).
     #[arg(long, default_value_t = 20.0)]
     kube_api_qps: f64,
@@ -262,13 +282,78 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             (Ok(ns), Ok(name)) if !ns.is_empty() && !name.is_empty() => Some((ns, name)),
             _ => None,
         },
-        ..wasmctrl::runner::HostConfig::default()
     };
     let _metrics_endpoint = wasmctrl::metrics::serve_metrics(args.metrics_addr, metrics.clone())
         .await
         .with_context(|| format!("binding the metrics endpoint on {}", args.metrics_addr))?;
-    let host =
-        std::sync::Arc::new(wasmctrl::runner::Host::start(client, config, Some(metrics)).await?);
+    use wasmctrl::runner::Leadership;
+    let lease = args.lease_name.clone();
+    let set_gauge = {
+        let metrics = metrics.clone();
+        let lease = lease.clone();
+        move |v: i64| {
+            metrics
+                .leader
+                .get_or_create(&wasmctrl::metrics::NameLabels {
+                    name: lease.clone(),
+                })
+                .set(v);
+        }
+    };
+    let elector = if args.leader_elect {
+        let identity = args
+            .identity
+            .clone()
+            .or_else(wasmctrl::leader::default_identity)
+            .context("no --identity, $POD_NAME or host name for leader election")?;
+        let le_config = wasmctrl::leader::LeaderElectionConfig::default()
+            .namespace(config.namespace.clone())
+            .lease_name(lease.clone())
+            .identity(identity)
+            .lease_duration(Duration::from_secs_f64(args.lease_duration_seconds))
+            .renew_deadline(Duration::from_secs_f64(args.renew_deadline_seconds))
+            .retry_period(Duration::from_secs_f64(args.retry_period_seconds));
+        le_config.validate()?;
+        Some((client.clone(), le_config))
+    } else {
+        None
+    };
+    let (lead_tx, lead_rx) = tokio::sync::watch::channel(if elector.is_some() {
+        Leadership::Waiting
+    } else {
+        Leadership::Leading
+    });
+    // Informers start (and sync) before the election: a follower is a warm
+    // standby, ready to take over.
+    let host = std::sync::Arc::new(
+        wasmctrl::runner::Host::start_with_leadership(client, config, Some(metrics), lead_rx)
+            .await?,
+    );
+    let handle = match elector {
+        Some((client, le_config)) => {
+            set_gauge(0);
+            let handle = wasmctrl::leader::LeaderElector::new(client, le_config)?.spawn();
+            let mut status = handle.status();
+            let set_gauge = set_gauge.clone();
+            tokio::spawn(async move {
+                if let Err(state) = status.until_leading().await {
+                    let _ = lead_tx.send(Leadership::Lost(format!("{state:?}")));
+                    return;
+                }
+                tracing::info!(lease = %status.lease_name(), "became the leader; starting workers");
+                set_gauge(1);
+                let _ = lead_tx.send(Leadership::Leading);
+                let state = status.until_not_leading().await;
+                set_gauge(0);
+                let _ = lead_tx.send(Leadership::Lost(format!("{state:?}")));
+            });
+            Some(handle)
+        }
+        None => {
+            set_gauge(1);
+            None
+        }
+    };
     let ready_host = host.clone();
     let _health_endpoint = wasmctrl::metrics::serve_health(
         args.health_addr,
@@ -276,7 +361,19 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     )
     .await
     .with_context(|| format!("binding the health endpoint on {}", args.health_addr))?;
-    host.run(shutdown_signal(), Duration::from_secs(10)).await?;
+    let result = host.run(shutdown_signal(), Duration::from_secs(10)).await;
+    if let Some(handle) = handle {
+        match &result {
+            // Workers are stopped and drained: release the lease so a
+            // standby takes over at once.
+            Ok(()) => match handle.stop().await {
+                Ok(t) => tracing::info!(?t, "leader election stopped"),
+                Err(e) => tracing::warn!("cannot release the lease; it will expire: {e}"),
+            },
+            Err(_) => handle.abort(),
+        }
+    }
+    result?;
     Ok(())
 }
 

@@ -35,7 +35,7 @@ pub enum HostError {
     Guest(#[from] GuestError),
     /// A guest's controller failed.
     #[error(transparent)]
-    Controller(#[from] ControllerError),
+    Controller(Box<ControllerError>),
     /// The guest directory could not be read or watched.
     #[error(transparent)]
     GuestDir(#[from] GuestDirError),
@@ -63,6 +63,12 @@ pub enum HostError {
     /// Leadership was lost: writes stopped; the process must exit.
     #[error("lost leadership: {0}")]
     LostLeadership(String),
+}
+
+impl From<ControllerError> for HostError {
+    fn from(e: ControllerError) -> Self {
+        HostError::Controller(Box::new(e))
+    }
 }
 
 /// Everything the host needs to start.
@@ -561,13 +567,19 @@ impl Host {
             )?),
             None => None,
         };
+        if dir_watch.is_some() {
+            // Anything that changed between loading and watching.
+            if let Err(e) = self.sync_dir().await {
+                tracing::error!("guest directory: {e}");
+            }
+        }
         let mut leadership = self.leadership.clone();
         let mut failures = self.failures_rx.lock().await;
         tokio::pin!(shutdown);
         let result = loop {
             tokio::select! {
                 () = &mut shutdown => break Ok(()),
-                Some(e) = failures.recv() => break Err(HostError::Controller(e)),
+                Some(e) = failures.recv() => break Err(HostError::from(e)),
                 changed = leadership.changed() => {
                     if changed.is_err() {
                         continue;

@@ -22,7 +22,7 @@ struct Mem {
 
 impl Mem {
     fn alloc(&mut self, size: u32, align: u32) -> u32 {
-        while (self.base + self.buf.len() as u32) % align != 0 {
+        while !(self.base + self.buf.len() as u32).is_multiple_of(align) {
             self.buf.push(0);
         }
         let at = self.base + self.buf.len() as u32;
