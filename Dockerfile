@@ -26,4 +26,4 @@ COPY --from=build /out/wasmctrl /usr/local/bin/wasmctrl
 COPY --from=build /out/gpu-summary.wasm /guests/gpu-summary.wasm
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/wasmctrl"]
-CMD ["run", "--guest", "/guests/gpu-summary.wasm"]
+CMD ["run", "--guest-dir", "/guests"]

@@ -83,7 +83,8 @@ struct DeploymentFacts {
     namespace: String,
     service_account: String,
     guest_configmap: String,
-    /// The file name inside the guest ConfigMap (`--guest /guests/<key>`).
+    /// The file name inside the guest ConfigMap (`--guest-dir` loads
+    /// every `*.wasm` key).
     guest_key: String,
     lease_name: String,
 }
@@ -93,15 +94,15 @@ fn deployment_facts() -> DeploymentFacts {
     let args = strings(&container(&deployment)["args"]);
     let guest = args
         .iter()
-        .position(|a| a == "--guest")
+        .position(|a| a == "--guest-dir")
         .map(|i| args[i + 1].clone())
-        .expect("the Deployment passes --guest");
+        .expect("the Deployment passes --guest-dir");
     let mount = container(&deployment)["volumeMounts"]
         .as_array()
         .unwrap()
         .iter()
         .find(|m| guest.starts_with(m["mountPath"].as_str().unwrap()))
-        .expect("--guest lies under a volume mount");
+        .expect("--guest-dir is a volume mount");
     let volume = deployment["spec"]["template"]["spec"]["volumes"]
         .as_array()
         .unwrap()
@@ -124,11 +125,8 @@ fn deployment_facts() -> DeploymentFacts {
             .as_str()
             .expect("the guest volume is a ConfigMap")
             .into(),
-        guest_key: Path::new(&guest)
-            .file_name()
-            .unwrap()
-            .to_string_lossy()
-            .into(),
+        // The key README's `wasmctrl guest configmap --key` uses.
+        guest_key: "gpu-summary.wasm".into(),
         lease_name: flag("lease-name"),
     }
 }
@@ -650,10 +648,10 @@ fn the_deployment_runs_hardened_with_probes_on_the_ports_the_host_serves() {
     // The image bakes the guest where the Deployment looks for it, and runs
     // as the same user.
     let dockerfile = std::fs::read_to_string(deploy_dir().join("../../Dockerfile")).unwrap();
-    let guest = &args[args.iter().position(|a| a == "--guest").unwrap() + 1];
+    let guest = &args[args.iter().position(|a| a == "--guest-dir").unwrap() + 1];
     assert!(
-        dockerfile.contains(&format!(" {guest}\n")),
-        "the Dockerfile bakes {guest}"
+        dockerfile.contains(&format!(" {guest}/gpu-summary.wasm\n")),
+        "the Dockerfile bakes a guest into {guest}"
     );
     assert!(
         dockerfile.contains("\nUSER 65532"),
@@ -749,10 +747,13 @@ fn start_replica(pod_name: &str, namespace: &str, kubeconfig: &Path) -> Replica 
     while let Some(arg) = raw.next() {
         let arg = expand(&arg, &env);
         match arg.split_once('=') {
-            _ if arg == "--guest" => {
+            _ if arg == "--guest-dir" => {
                 raw.next();
+                let guests = dir.path().join("guests");
+                std::fs::create_dir_all(&guests).unwrap();
+                std::fs::copy(support::guest_path(), guests.join("gpu-summary.wasm")).unwrap();
                 args.push(arg);
-                args.push(support::guest_path().display().to_string());
+                args.push(guests.display().to_string());
             }
             Some(("--health-addr", _)) => args.push(format!("--health-addr=127.0.0.1:{health}")),
             Some(("--metrics-addr", _)) => args.push(format!("--metrics-addr=127.0.0.1:{metrics}")),
