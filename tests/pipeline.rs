@@ -247,3 +247,70 @@ async fn watch_forbidden_makes_the_host_exit_with_the_resource_and_verb() {
         "no worker ran without synced caches"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_rapid_changes_to_one_pod_during_a_slow_reconcile_cause_two_or_three_reconciles() {
+    use support::wat::{configmap_doc, guest, Behaviour, WatManifest};
+    let (_server, client) = server().await;
+    pod("busy").on("n1").create(&client).await;
+    // A guest whose reconcile takes a while (counting to 300 million).
+    let slow = guest(
+        &WatManifest {
+            name: "slow".into(),
+            write_namespace: HOST_NS.into(),
+            write_names: vec!["slow".into()],
+            aggregate_key: "all".into(),
+        },
+        Behaviour::SlowApply(
+            300_000_000,
+            vec![configmap_doc(HOST_NS, "slow", &[("ok", "1")])],
+        ),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("slow.wasm");
+    std::fs::write(&path, slow).unwrap();
+    let mut config = host_config(fast());
+    config.guests = vec![path];
+    let host = std::sync::Arc::new(
+        wasmctrl::runner::Host::start(client.clone(), config, None)
+            .await
+            .unwrap(),
+    );
+    let h = host.clone();
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        h.run(
+            async {
+                let _ = rx.await;
+            },
+            Duration::from_secs(10),
+        )
+        .await
+    });
+    let controller = host.controller("slow").unwrap();
+    let stats = controller.stats();
+    let reconciles = || stats.reconciles.load(std::sync::atomic::Ordering::Relaxed);
+    // Settle: the first reconcile (and the one its own write triggers).
+    eventually("first reconcile done", || async {
+        controller.queue().is_empty() && reconciles() >= 1
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let before = reconciles();
+
+    for i in 0..10 {
+        let phase = if i % 2 == 0 { "Running" } else { "Pending" };
+        set_phase(&client, "busy", phase).await;
+    }
+    // Wait until the queue is idle again.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    eventually("queue drained", || async { controller.queue().is_empty() }).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let ran = reconciles() - before;
+    assert!(
+        (1..=3).contains(&ran),
+        "ten changes caused {ran} reconciles"
+    );
+    stop.send(()).unwrap();
+    task.await.unwrap().unwrap();
+}

@@ -84,7 +84,7 @@ fn manifest_image(m: &WatManifest, base: u32) -> (String, u32) {
     mem.gvk(watch, "v1", "Pod");
     mem.u8(watch + 24, 1);
     mem.string(watch + 28, "pods");
-    mem.strings(watch + 72, &["spec.nodeName"]);
+    mem.strings(watch + 72, &["spec.nodeName", "status.phase"]);
     mem.u8(watch + 88, 1);
     mem.string(watch + 92, &m.aggregate_key);
     mem.u32(ret + 12, watch);
@@ -123,6 +123,8 @@ pub enum Behaviour {
     Trap,
     /// Loops until the deadline.
     Spin,
+    /// Counts to this number (a slow reconcile), then applies the documents.
+    SlowApply(u32, Vec<String>),
 }
 
 /// The component bytes.
@@ -132,6 +134,13 @@ pub fn guest(m: &WatManifest, behaviour: Behaviour) -> Vec<u8> {
         Behaviour::Apply(docs) => {
             let (d, at) = plan_image(&docs, 32_768);
             (d, format!("(i32.const {at})"))
+        }
+        Behaviour::SlowApply(n, docs) => {
+            let (d, at) = plan_image(&docs, 32_768);
+            let body = format!(
+                "(local $i i32) (loop (local.set $i (i32.add (local.get $i) (i32.const 1))) (br_if 0 (i32.lt_u (local.get $i) (i32.const {n})))) (i32.const {at})"
+            );
+            (d, body)
         }
         Behaviour::Trap => (String::new(), "unreachable".to_string()),
         Behaviour::Spin => (String::new(), "(loop (br 0)) unreachable".to_string()),
