@@ -215,10 +215,13 @@ fn uid(seed: u64) -> String {
     )
 }
 
-/// Kubernetes-style random suffix (consonants and digits).
+/// Kubernetes-style random-looking suffix (consonants and digits), distinct
+/// for every `seed` below 27^5: a bijective scramble of the seed, in base 27.
 fn suffix(seed: u64, len: usize) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut x = mix(seed);
+    const SPACE: u64 = 27u64.pow(5);
+    // Coprime with 27^5, so multiplication permutes 0..27^5.
+    let mut x = (seed % SPACE) * 7_368_787 % SPACE;
     (0..len)
         .map(|_| {
             let c = ALPHABET[(x % ALPHABET.len() as u64) as usize] as char;
@@ -247,7 +250,7 @@ fn realistic_pod(i: usize) -> (Value, Value) {
     let w = i % WORKLOADS;
     let team = format!("team-{:02}", w % 25);
     let app = format!("{team}-trainer-{w:03}");
-    let rs_hash = suffix(w as u64 + 1_000_000, 10);
+    let rs_hash = suffix(w as u64 + 1_000_000, 5) + &suffix(w as u64 + 2_000_000, 5);
     let name = format!("{app}-{rs_hash}-{}", suffix(i as u64, 5));
     let node = format!("gpu-node-{:04}", (i * 7919) % NODES);
     let gpus = [1, 2, 4, 8][i % 4];

@@ -214,10 +214,16 @@ struct ReconcileArgs {
 
 fn reconcile(args: ReconcileArgs) -> anyhow::Result<()> {
     let config = wasmctrl::offline::parse_config(&args.config).map_err(anyhow::Error::msg)?;
-    let objects = wasmctrl::objects::read_all(&args.objects)?;
     let runtime = GuestRuntime::new(args.sandbox.runtime_config())?;
     let module = runtime.load_file(&args.guest)?;
     let env = guest::environment(&args.namespace, &config);
+    // Decode only what the guest's watches need (the same projection the
+    // host caches), which is what makes large dumps fast.
+    let keep = wasmctrl::objects::Keep::for_manifest(&module.manifest(&env)?);
+    let mut objects = Vec::new();
+    for path in &args.objects {
+        objects.extend(wasmctrl::objects::read_objects_keeping(path, &keep)?);
+    }
     let plan = wasmctrl::offline::reconcile(&module, &env, &objects)?;
     let mut out = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut out, &plan).context("writing the plan")?;

@@ -7,7 +7,12 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use std::collections::BTreeMap;
+
 use serde_json::Value as Json;
+
+use crate::guest::GuestManifest;
+use crate::projection::{FieldPath, Segment};
 
 /// Why an input could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -43,8 +48,159 @@ pub enum ObjectsError {
     },
 }
 
+/// Which parts of each object to keep while decoding. Decoding straight
+/// into the few fields a guest needs, skipping the rest of the text, is
+/// several times faster than building whole objects (kubectl dumps are
+/// mostly managedFields, annotations and status the guest never reads).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Keep {
+    all: bool,
+    fields: BTreeMap<String, Keep>,
+    each: Option<Box<Keep>>,
+}
+
+impl Keep {
+    /// Keep whole documents.
+    pub fn everything() -> Self {
+        Keep {
+            all: true,
+            ..Keep::default()
+        }
+    }
+
+    /// Keep what the manifest's watches need: their projections and index
+    /// fields, plus identity, labels and the fields field selectors read.
+    /// `List` documents keep the same under `items`.
+    pub fn for_manifest(manifest: &GuestManifest) -> Self {
+        let mut object = Keep::default();
+        for leaf in [
+            "apiVersion",
+            "kind",
+            "metadata.name",
+            "metadata.namespace",
+            "metadata.uid",
+            "metadata.resourceVersion",
+            "metadata.labels",
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+            "type",
+        ] {
+            if let Ok(p) = FieldPath::parse(leaf) {
+                object.add(p.segments());
+            }
+        }
+        for w in &manifest.watches {
+            for p in w.projection.paths() {
+                object.add(p.segments());
+            }
+        }
+        let mut root = object.clone();
+        root.fields.entry("items".into()).or_default().each = Some(Box::new(object));
+        root
+    }
+
+    fn add(&mut self, segments: &[Segment]) {
+        let Some((first, rest)) = segments.split_first() else {
+            self.all = true;
+            return;
+        };
+        let child = match first {
+            Segment::Key(k) => self.fields.entry(k.clone()).or_default(),
+            Segment::Each => self.each.get_or_insert_with(Box::default),
+        };
+        child.add(rest);
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for &Keep {
+    type Value = Json;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Json, D::Error> {
+        if self.all {
+            return <Json as serde::Deserialize>::deserialize(d);
+        }
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for &Keep {
+    type Value = Json;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
+        let mut out = serde_json::Map::new();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match self.fields.get(key.as_ref()) {
+                Some(child) => {
+                    let v = map.next_value_seed(child)?;
+                    out.insert(key.into_owned(), v);
+                }
+                None => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Json::Object(out))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Json, A::Error> {
+        let mut out = Vec::new();
+        match &self.each {
+            Some(each) => {
+                while let Some(v) = seq.next_element_seed(each.as_ref())? {
+                    out.push(v);
+                }
+            }
+            None => while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {},
+        }
+        Ok(Json::Array(out))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Json, E> {
+        Ok(Json::String(v.to_string()))
+    }
+
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Json, E> {
+        Ok(Json::String(v))
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Json, E> {
+        Ok(Json::Bool(v))
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Json, E> {
+        Ok(Json::from(v))
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Json, E> {
+        Ok(Json::from(v))
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Json, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Json::Null, Json::Number))
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Json, E> {
+        Ok(Json::Null)
+    }
+}
+
 /// Reads `path` ("-" = stdin) into a flat list of objects.
 pub fn read_objects(path: &Path) -> Result<Vec<Json>, ObjectsError> {
+    read_objects_keeping(path, &Keep::everything())
+}
+
+/// Like [`read_objects`], keeping only what `keep` asks for (JSON input;
+/// YAML is read whole).
+pub fn read_objects_keeping(path: &Path, keep: &Keep) -> Result<Vec<Json>, ObjectsError> {
     let file = path.display().to_string();
     let text = if path == Path::new("-") {
         let mut s = String::new();
@@ -61,20 +217,34 @@ pub fn read_objects(path: &Path) -> Result<Vec<Json>, ObjectsError> {
             source,
         })?
     };
-    parse_objects(&file, &text)
+    parse_objects_keeping(&file, &text, keep)
 }
 
 /// Parses JSON (one object or a List) or multi-document YAML.
 pub fn parse_objects(file: &str, text: &str) -> Result<Vec<Json>, ObjectsError> {
+    parse_objects_keeping(file, text, &Keep::everything())
+}
+
+/// Like [`parse_objects`], keeping only what `keep` asks for.
+pub fn parse_objects_keeping(
+    file: &str,
+    text: &str,
+    keep: &Keep,
+) -> Result<Vec<Json>, ObjectsError> {
     let trimmed = text.trim_start();
     let docs: Vec<Json> = if trimmed.starts_with('{') || trimmed.starts_with('[') {
         // A JSON stream: one or more values (kubectl -o json prints one).
+        let syntax = |e: serde_json::Error| ObjectsError::Syntax {
+            file: file.to_string(),
+            problem: e.to_string(),
+        };
         let mut docs = Vec::new();
-        for doc in serde_json::Deserializer::from_str(text).into_iter::<Json>() {
-            docs.push(doc.map_err(|e| ObjectsError::Syntax {
-                file: file.to_string(),
-                problem: e.to_string(),
-            })?);
+        let mut de = serde_json::Deserializer::from_str(text);
+        loop {
+            docs.push(serde::de::DeserializeSeed::deserialize(keep, &mut de).map_err(syntax)?);
+            if de.end().is_ok() {
+                break;
+            }
         }
         docs
     } else {
@@ -179,6 +349,47 @@ mod tests {
         let objs = parse_objects("x.yaml", text).unwrap();
         let kinds: Vec<_> = objs.iter().map(|o| o["kind"].as_str().unwrap()).collect();
         assert_eq!(kinds, ["Pod", "Node"]);
+    }
+
+    #[test]
+    fn keeping_only_declared_fields_drops_the_rest_but_keeps_identity_and_lists() {
+        let text = r#"{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"Pod",
+            "metadata":{"name":"a","namespace":"ns","labels":{"x":"y"},"annotations":{"big":"…"},"managedFields":[{}]},
+            "spec":{"nodeName":"n1","containers":[{"name":"c","image":"i","resources":{"limits":{"g":"1"}}}]},
+            "status":{"phase":"Running","conditions":[{"type":"Ready"}]}}]}"#;
+        let mut keep = Keep::default();
+        for leaf in [
+            "apiVersion",
+            "kind",
+            "metadata.name",
+            "metadata.labels",
+            "spec.nodeName",
+            "status.phase",
+        ] {
+            keep.add(FieldPath::parse(leaf).unwrap().segments());
+        }
+        keep.add(
+            FieldPath::parse("spec.containers[*].resources.limits['g']")
+                .unwrap()
+                .segments(),
+        );
+        let mut root = keep.clone();
+        root.fields.entry("items".into()).or_default().each = Some(Box::new(keep));
+        let objs = parse_objects_keeping("dump.json", text, &root).unwrap();
+        assert_eq!(
+            objs,
+            vec![serde_json::json!({"apiVersion":"v1","kind":"Pod",
+                "metadata":{"name":"a","labels":{"x":"y"}},
+                "spec":{"nodeName":"n1","containers":[{"resources":{"limits":{"g":"1"}}}]},
+                "status":{"phase":"Running"}})]
+        );
+        // Malformed JSON is still reported, pruned or not.
+        let e = parse_objects_keeping("bad.json", "{\"items\": [", &root).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("bad.json: not valid JSON or YAML"),
+            "{e}"
+        );
     }
 
     #[test]

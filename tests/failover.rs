@@ -1,0 +1,771 @@
+//! Failover of the real binary: two `wasmctrl run --leader-elect` processes
+//! against one in-process embedded API server, with short, real lease
+//! timings (paused time cannot reach into another process).
+//!
+//! What each test shows, and how it knows:
+//! - an abruptly killed leader is replaced only once its lease has expired
+//!   (the Lease's own `renewTime` / `acquireTime` stamps, not test sleeps),
+//!   and the summary converges under the new leader;
+//! - a SIGTERMed leader exits 0 and releases the Lease, so the standby takes
+//!   over long before the lease could have expired;
+//! - a leader cut off from the API server (a TCP relay that stops passing
+//!   bytes) exits non-zero before the standby acquires, and nothing it
+//!   wrote lands after the cut.
+//!
+//! Every Lease and summary change is recorded by a watch; the embedded
+//! server's resourceVersion is one global counter, so the recorded changes
+//! are totally ordered without relying on the test's polling. Every wait is
+//! bounded.
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use wasmctrl::apiserver::RunningApiServer;
+
+const LEASE: &str = "failover";
+const SUMMARY: &str = "gpu-summary";
+/// The longest any single wait in these tests may take.
+const BOUND: Duration = Duration::from_secs(15);
+/// `acquireTime` is stamped before the GET that finds the lease expired, so
+/// the new holder's stamp may precede the expiry by that request's latency.
+const STAMP_SLACK: Duration = Duration::from_millis(150);
+
+/// The binary's lease flags.
+#[derive(Debug, Clone, Copy)]
+struct Timings {
+    lease: Duration,
+    renew: Duration,
+    retry: Duration,
+}
+
+/// Lease 2 s, renew deadline 1.5 s, retry 0.25 s.
+const FAST: Timings = Timings {
+    lease: Duration::from_secs(2),
+    renew: Duration::from_millis(1_500),
+    retry: Duration::from_millis(250),
+};
+
+/// A 6 s lease: a handover that waited for expiry could not be quick.
+const LONG: Timings = Timings {
+    lease: Duration::from_secs(6),
+    renew: Duration::from_secs(4),
+    retry: Duration::from_millis(250),
+};
+
+// ---------------------------------------------------------------------------
+// The recorded timeline of Lease and summary changes.
+
+#[derive(Debug, Clone)]
+enum Seen {
+    Lease(LeaseSpec),
+    Summary(BTreeMap<String, String>),
+}
+
+#[derive(Debug, Clone)]
+struct Change {
+    rv: u64,
+    seen: Seen,
+}
+
+impl Change {
+    fn lease(&self) -> Option<&LeaseSpec> {
+        match &self.seen {
+            Seen::Lease(s) => Some(s),
+            Seen::Summary(_) => None,
+        }
+    }
+    fn summary(&self) -> Option<&BTreeMap<String, String>> {
+        match &self.seen {
+            Seen::Summary(d) => Some(d),
+            Seen::Lease(_) => None,
+        }
+    }
+}
+
+/// Every change of the Lease and of the summary ConfigMap, by watch.
+#[derive(Clone, Default)]
+struct Timeline(Arc<Mutex<Vec<Change>>>);
+
+fn rv_of<K: Resource>(k: &K) -> u64 {
+    k.meta()
+        .resource_version
+        .as_deref()
+        .and_then(|rv| rv.parse().ok())
+        .expect("the embedded server's resourceVersions are numbers")
+}
+
+impl Timeline {
+    fn record(admin: &Client) -> Self {
+        let timeline = Timeline::default();
+        let leases: Api<Lease> = Api::namespaced(admin.clone(), support::HOST_NS);
+        let t = timeline.clone();
+        tokio::spawn(async move {
+            let mut events = watcher(leases, watcher::Config::default()).boxed();
+            while let Some(event) = events.next().await {
+                if let Ok(watcher::Event::Apply(l) | watcher::Event::InitApply(l)) = event {
+                    if l.metadata.name.as_deref() == Some(LEASE) {
+                        t.push(rv_of(&l), Seen::Lease(l.spec.unwrap_or_default()));
+                    }
+                }
+            }
+        });
+        let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), support::HOST_NS);
+        let t = timeline.clone();
+        tokio::spawn(async move {
+            let mut events = watcher(cms, watcher::Config::default()).boxed();
+            while let Some(event) = events.next().await {
+                if let Ok(watcher::Event::Apply(cm) | watcher::Event::InitApply(cm)) = event {
+                    if cm.metadata.name.as_deref() == Some(SUMMARY) {
+                        t.push(rv_of(&cm), Seen::Summary(cm.data.unwrap_or_default()));
+                    }
+                }
+            }
+        });
+        timeline
+    }
+
+    fn push(&self, rv: u64, seen: Seen) {
+        self.0.lock().unwrap().push(Change { rv, seen });
+    }
+
+    /// The changes so far, in resourceVersion order (a relist may replay one).
+    fn changes(&self) -> Vec<Change> {
+        let mut all = self.0.lock().unwrap().clone();
+        all.sort_by_key(|c| c.rv);
+        all.dedup_by_key(|c| c.rv);
+        all
+    }
+
+    /// The first Lease change naming `holder`, after resourceVersion `after`.
+    fn acquisition(&self, holder: &str, after: u64) -> Option<(u64, LeaseSpec)> {
+        self.changes()
+            .into_iter()
+            .filter(|c| c.rv > after)
+            .find_map(|c| {
+                let spec = c.lease()?;
+                (spec.holder_identity.as_deref() == Some(holder)).then(|| (c.rv, spec.clone()))
+            })
+    }
+
+    /// Waits until the recorder has seen `holder` acquire after `after`.
+    async fn until_acquired(&self, holder: &str, after: u64) -> (u64, LeaseSpec) {
+        bounded(&format!("{holder} acquires the Lease"), async {
+            loop {
+                if let Some(found) = self.acquisition(holder, after) {
+                    return found;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+    }
+}
+
+fn micros(t: &Option<MicroTime>) -> i64 {
+    t.as_ref()
+        .expect("the record carries the time")
+        .0
+        .as_microsecond()
+}
+
+fn wall_micros(t: SystemTime) -> i64 {
+    i64::try_from(t.duration_since(UNIX_EPOCH).unwrap().as_micros()).unwrap()
+}
+
+fn millis(us: i64) -> Duration {
+    Duration::from_micros(us.unsigned_abs())
+}
+
+fn cleared(spec: &LeaseSpec) -> bool {
+    spec.holder_identity
+        .as_deref()
+        .unwrap_or_default()
+        .is_empty()
+}
+
+// ---------------------------------------------------------------------------
+// A TCP relay that can be cut (as in tests/leader.rs).
+
+/// A TCP relay in front of the API server that can be cut: after `cut`,
+/// every connection stays open but no byte passes (a network partition, so
+/// requests hang rather than fail).
+struct Partitionable {
+    addr: SocketAddr,
+    cut: watch::Sender<bool>,
+}
+
+impl Partitionable {
+    async fn start(upstream: SocketAddr) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (cut, cut_rx) = watch::channel(false);
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let mut cut_rx = cut_rx.clone();
+                tokio::spawn(async move {
+                    if !*cut_rx.borrow() {
+                        if let Ok(mut outbound) = TcpStream::connect(upstream).await {
+                            tokio::select! {
+                                _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => return,
+                                _ = cut_rx.wait_for(|c| *c) => {}
+                            }
+                            // Cut: hold both ends open, pass nothing.
+                            std::future::pending::<()>().await;
+                        }
+                    }
+                    std::future::pending::<()>().await;
+                });
+            }
+        });
+        Partitionable { addr, cut }
+    }
+
+    fn cut(&self) {
+        self.cut.send_replace(true);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The cluster and the replicas.
+
+async fn bounded<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(BOUND, f)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: not within {BOUND:?}"))
+}
+
+/// A free localhost port (bound and released; the race is harmless here).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `GET path` on localhost: the status code and body, or None if nothing
+/// answers (in time).
+async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let exchange = async {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.ok()?;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await.ok()?;
+        let text = String::from_utf8_lossy(&response).into_owned();
+        let status = text.split_whitespace().nth(1)?.parse().ok()?;
+        let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
+        Some((status, body))
+    };
+    tokio::time::timeout(Duration::from_secs(2), exchange)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// The sum of the samples of `name` whose labels include every `label`.
+fn metric(text: &str, name: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let metric_name = series.split('{').next()?;
+            (metric_name == name && labels.iter().all(|want| series.contains(want)))
+                .then(|| value.parse::<f64>().ok())
+                .flatten()
+        })
+        .sum()
+}
+
+struct Cluster {
+    server: RunningApiServer,
+    admin: Client,
+    timeline: Timeline,
+    /// Kubeconfigs and the shared compiled-guest cache.
+    dir: tempfile::TempDir,
+}
+
+/// An embedded API server with one pod requesting 2 GPUs on n1, and the
+/// timeline recorder running.
+async fn cluster() -> Cluster {
+    let (server, admin) = support::server().await;
+    support::pod("a")
+        .on("n1")
+        .requesting("2")
+        .create(&admin)
+        .await;
+    let timeline = Timeline::record(&admin);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("cache")).unwrap();
+    std::fs::write(
+        dir.path().join("kubeconfig"),
+        server.kubeconfig_for_token(server.admin_token()),
+    )
+    .unwrap();
+    Cluster {
+        server,
+        admin,
+        timeline,
+        dir,
+    }
+}
+
+impl Cluster {
+    fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("kubeconfig")
+    }
+
+    /// A kubeconfig whose server is `relay` instead (same CA and address
+    /// family, so TLS verification still passes).
+    fn kubeconfig_via(&self, relay: SocketAddr) -> PathBuf {
+        let direct = self.server.kubeconfig_for_token(self.server.admin_token());
+        let url = self.server.url();
+        assert!(direct.contains(&url));
+        let path = self.dir.path().join(format!("kubeconfig-{}", relay.port()));
+        std::fs::write(&path, direct.replace(&url, &format!("https://{relay}"))).unwrap();
+        path
+    }
+
+    /// Starts the real binary as candidate `id`.
+    fn start(&self, id: &str, kubeconfig: &Path, t: Timings) -> Replica {
+        let dir = tempfile::tempdir().unwrap();
+        let log = std::fs::File::create(dir.path().join("stderr")).unwrap();
+        let (health, metrics) = (free_port(), free_port());
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_wasmctrl"))
+            .arg("run")
+            .arg("--guest")
+            .arg(support::guest_path())
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg(format!("--namespace={}", support::HOST_NS))
+            .arg("--leader-elect")
+            .arg(format!("--lease-name={LEASE}"))
+            .arg(format!("--identity={id}"))
+            .arg(format!(
+                "--lease-duration-seconds={}",
+                t.lease.as_secs_f64()
+            ))
+            .arg(format!(
+                "--renew-deadline-seconds={}",
+                t.renew.as_secs_f64()
+            ))
+            .arg(format!("--retry-period-seconds={}", t.retry.as_secs_f64()))
+            .arg(format!("--health-addr=127.0.0.1:{health}"))
+            .arg(format!("--metrics-addr=127.0.0.1:{metrics}"))
+            .arg(format!(
+                "--guest-cache-dir={}",
+                self.dir.path().join("cache").display()
+            ))
+            .env_remove("POD_NAME")
+            .env_remove("POD_NAMESPACE")
+            .env("RUST_LOG", "info")
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        Replica {
+            id: id.into(),
+            child,
+            health,
+            metrics,
+            dir,
+        }
+    }
+
+    async fn lease(&self) -> LeaseSpec {
+        Api::<Lease>::namespaced(self.admin.clone(), support::HOST_NS)
+            .get(LEASE)
+            .await
+            .unwrap()
+            .spec
+            .unwrap_or_default()
+    }
+
+    /// Starts `replica-a`, waits until it is ready (it compiles the guest
+    /// into the shared cache), then `replica-b` from that cache; waits until
+    /// one of them holds the Lease and the summary has converged. Returns
+    /// (leader, follower) as the Lease names them.
+    async fn two_replicas(&self, t: Timings) -> (Replica, Replica) {
+        let mut a = self.start("replica-a", &self.kubeconfig(), t);
+        a.wait_ready().await;
+        let mut b = self.start("replica-b", &self.kubeconfig(), t);
+        b.wait_ready().await;
+        let (_, spec) = bounded("a replica acquires the Lease", async {
+            loop {
+                for id in [&a.id, &b.id] {
+                    if let Some(found) = self.timeline.acquisition(id, 0) {
+                        return found;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        support::summary_becomes(&self.admin, &[("n1", "2")]).await;
+        if spec.holder_identity.as_deref() == Some(a.id.as_str()) {
+            (a, b)
+        } else {
+            (b, a)
+        }
+    }
+}
+
+struct Replica {
+    id: String,
+    child: tokio::process::Child,
+    health: u16,
+    metrics: u16,
+    /// Holds the replica's log (`stderr`).
+    dir: tempfile::TempDir,
+}
+
+impl Replica {
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("stderr")).unwrap_or_default()
+    }
+
+    /// Waits for `/readyz` to answer 200; fails at once if the process exits.
+    async fn wait_ready(&mut self) {
+        let deadline = Instant::now() + BOUND;
+        while http_get(self.health, "/readyz").await.map(|(s, _)| s) != Some(200) {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!(
+                    "{} exited before it was ready: {status}\n{}",
+                    self.id,
+                    self.log()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} never became ready\n{}",
+                self.id,
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn readyz(&self) -> Option<u16> {
+        http_get(self.health, "/readyz").await.map(|(s, _)| s)
+    }
+
+    async fn scrape(&self) -> Option<String> {
+        http_get(self.metrics, "/metrics")
+            .await
+            .filter(|(s, _)| *s == 200)
+            .map(|(_, body)| body)
+    }
+
+    /// `leader_election_master_status{name="failover"}`.
+    async fn master_status(&self) -> Option<f64> {
+        let name = format!("name=\"{LEASE}\"");
+        let text = self.scrape().await?;
+        text.contains("leader_election_master_status")
+            .then(|| metric(&text, "leader_election_master_status", &[&name]))
+    }
+
+    /// `wasmctrl_writes_total` of the GPU guest, every verb.
+    async fn writes(&self) -> Option<f64> {
+        let text = self.scrape().await?;
+        Some(metric(
+            &text,
+            "wasmctrl_writes_total",
+            &["guest=\"gpu-summary\""],
+        ))
+    }
+
+    async fn until_master_status(&self, want: f64) {
+        bounded(
+            &format!("{}: leader_election_master_status {want}", self.id),
+            async {
+                while self.master_status().await != Some(want) {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+        )
+        .await;
+    }
+
+    /// SIGTERM, as the kubelet stops a container.
+    fn sigterm(&self) {
+        let pid = self.child.id().expect("still running").to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    }
+
+    /// Waits for the process to exit: its status and when the test saw it
+    /// (an upper bound of the exit).
+    async fn exited(&mut self) -> (ExitStatus, Instant, SystemTime) {
+        let status = tokio::time::timeout(BOUND, self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("{} did not exit\n{}", self.id, self.log()))
+            .unwrap();
+        (status, Instant::now(), SystemTime::now())
+    }
+
+    /// SIGTERM and the exit status, which must be 0.
+    async fn stop_cleanly(mut self) {
+        self.sigterm();
+        let (status, _, _) = self.exited().await;
+        assert!(
+            status.success(),
+            "{} exits 0 on SIGTERM: {status}\n{}",
+            self.id,
+            self.log()
+        );
+    }
+}
+
+/// The warm standby: ready while not leading; the gauge says who leads.
+async fn assert_roles(leader: &Replica, follower: &Replica) {
+    leader.until_master_status(1.0).await;
+    assert_eq!(follower.master_status().await, Some(0.0), "{}", follower.id);
+    assert_eq!(
+        follower.readyz().await,
+        Some(200),
+        "{} is ready while not leading",
+        follower.id
+    );
+    assert_eq!(leader.readyz().await, Some(200), "{}", leader.id);
+}
+
+// ---------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abruptly_killed_leader_is_replaced_after_expiry_and_the_summary_converges() {
+    let c = cluster().await;
+    let (mut leader, follower) = c.two_replicas(FAST).await;
+    assert_roles(&leader, &follower).await;
+    // A few renewals, so the follower has watched the lease move.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let before = c.lease().await;
+    assert_eq!(before.holder_identity.as_deref(), Some(leader.id.as_str()));
+    let killed_rv = c.server.current_resource_version();
+    let killed_wall = SystemTime::now();
+
+    leader.child.kill().await.unwrap(); // SIGKILL: no release, no drain
+    support::pod("b")
+        .on("n2")
+        .requesting("1")
+        .create(&c.admin)
+        .await;
+
+    let (acquired_rv, after) = c.timeline.until_acquired(&follower.id, killed_rv).await;
+    support::summary_becomes(&c.admin, &[("n1", "2"), ("n2", "1")]).await;
+
+    // The killed leader's last renewal, as stamped in the Lease.
+    let changes = c.timeline.changes();
+    let last_renewal = changes
+        .iter()
+        .filter(|ch| ch.rv < acquired_rv)
+        .filter_map(Change::lease)
+        .filter(|s| s.holder_identity.as_deref() == Some(leader.id.as_str()))
+        .last()
+        .expect("the killed leader's renewals were recorded");
+    let waited = micros(&after.acquire_time) - micros(&last_renewal.renew_time);
+    assert!(
+        millis(waited) + STAMP_SLACK >= FAST.lease && waited > 0,
+        "{} acquired {:?} after the last renewal, before the {:?} lease expired",
+        follower.id,
+        millis(waited),
+        FAST.lease
+    );
+    let since_kill = micros(&after.acquire_time) - wall_micros(killed_wall);
+    assert!(
+        since_kill > 0 && millis(since_kill) < FAST.lease + Duration::from_secs(2),
+        "took over {:?} after the kill",
+        millis(since_kill)
+    );
+    assert_eq!(
+        after.lease_transitions,
+        Some(before.lease_transitions.unwrap_or(0) + 1)
+    );
+    assert_eq!(after.acquire_time, after.renew_time);
+
+    // Nobody led in the gap: the new pod is counted only after the takeover.
+    let first_with_b = changes
+        .iter()
+        .find(|ch| ch.summary().is_some_and(|d| d.contains_key("n2")))
+        .expect("the converged summary was recorded");
+    assert!(
+        first_with_b.rv > acquired_rv,
+        "the summary counted the new pod (rv {}) before {} acquired (rv {acquired_rv})",
+        first_with_b.rv,
+        follower.id
+    );
+    follower.until_master_status(1.0).await;
+    follower.stop_cleanly().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_hands_over_at_once() {
+    let c = cluster().await;
+    let (mut leader, follower) = c.two_replicas(LONG).await;
+    assert_roles(&leader, &follower).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = c.lease().await;
+    let stopped_rv = c.server.current_resource_version();
+    let stopped = Instant::now();
+    let stopped_wall = SystemTime::now();
+
+    leader.sigterm();
+    let (status, _, _) = leader.exited().await;
+    assert!(
+        status.success(),
+        "the leader exits 0 on SIGTERM: {status}\n{}",
+        leader.log()
+    );
+    let (acquired_rv, after) = c.timeline.until_acquired(&follower.id, stopped_rv).await;
+    let handover = stopped.elapsed();
+    assert!(
+        handover < Duration::from_secs(2),
+        "handover took {handover:?}; a {:?} lease was not released",
+        LONG.lease
+    );
+    let since_stop = micros(&after.acquire_time) - wall_micros(stopped_wall);
+    assert!(
+        millis(since_stop) < Duration::from_secs(2),
+        "acquired {:?} after SIGTERM",
+        millis(since_stop)
+    );
+
+    // The old leader's last word is client-go's release record.
+    let changes = c.timeline.changes();
+    let released = changes
+        .iter()
+        .filter(|ch| ch.rv > stopped_rv && ch.rv < acquired_rv)
+        .filter_map(Change::lease)
+        .last()
+        .expect("a Lease change between SIGTERM and the takeover");
+    assert!(cleared(released), "released record: {released:?}");
+    assert_eq!(released.lease_duration_seconds, Some(1));
+    assert_eq!(released.lease_transitions, before.lease_transitions);
+    assert_eq!(
+        after.lease_transitions,
+        Some(before.lease_transitions.unwrap_or(0) + 1)
+    );
+    assert_eq!(after.lease_duration_seconds, Some(6));
+
+    // The new leader works.
+    follower.until_master_status(1.0).await;
+    support::pod("b")
+        .on("n2")
+        .requesting("1")
+        .create(&c.admin)
+        .await;
+    support::summary_becomes(&c.admin, &[("n1", "2"), ("n2", "1")]).await;
+    follower.stop_cleanly().await;
+    let last = c.lease().await;
+    assert!(cleared(&last), "the last replica released too: {last:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitioned_leader_stops_writing_before_another_starts() {
+    let c = cluster().await;
+    let link = Partitionable::start(c.server.addr()).await;
+    // a reaches the API server only through the relay, and leads.
+    let mut a = c.start("replica-a", &c.kubeconfig_via(link.addr), FAST);
+    a.wait_ready().await;
+    c.timeline.until_acquired("replica-a", 0).await;
+    let mut b = c.start("replica-b", &c.kubeconfig(), FAST);
+    b.wait_ready().await;
+    support::summary_becomes(&c.admin, &[("n1", "2")]).await;
+    assert_roles(&a, &b).await;
+    assert_eq!(b.writes().await, Some(0.0), "a follower never writes");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let a_writes = a.writes().await.expect("a's /metrics answers");
+    assert!(a_writes >= 1.0, "the leader wrote the summary");
+
+    let cut_rv = c.server.current_resource_version();
+    let cut = Instant::now();
+    link.cut();
+    support::pod("b")
+        .on("n2")
+        .requesting("1")
+        .create(&c.admin)
+        .await;
+
+    // a's own count of writes (its /metrics is local, not behind the relay)
+    // until the moment it exits.
+    let mut last_writes = a_writes;
+    let (status, a_gone, a_gone_wall) = bounded("a exits", async {
+        loop {
+            if let Some(status) = a.child.try_wait().unwrap() {
+                return (status, Instant::now(), SystemTime::now());
+            }
+            if let Some(w) = a.writes().await {
+                last_writes = w;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let log = a.log();
+    assert!(!status.success(), "a exits non-zero: {status}\n{log}");
+    assert!(log.contains("lost leadership"), "{log}");
+    assert!(
+        a_gone - cut < FAST.renew + Duration::from_secs(1),
+        "a gave up {:?} after the cut",
+        a_gone - cut
+    );
+    assert_eq!(last_writes, a_writes, "a wrote nothing after the cut");
+
+    let (acquired_rv, after) = c.timeline.until_acquired("replica-b", cut_rv).await;
+    let b_leads = micros(&after.acquire_time);
+    assert!(
+        wall_micros(a_gone_wall) < b_leads,
+        "b acquired {:?} before a exited",
+        millis(wall_micros(a_gone_wall) - b_leads)
+    );
+    support::summary_becomes(&c.admin, &[("n1", "2"), ("n2", "1")]).await;
+
+    // Between the cut and b's acquisition the summary did not change; the
+    // first change after the cut is b's, with the new pod.
+    let changes = c.timeline.changes();
+    let after_cut: Vec<&Change> = changes
+        .iter()
+        .filter(|ch| ch.rv > cut_rv && ch.summary().is_some())
+        .collect();
+    assert!(
+        after_cut.iter().all(|ch| ch.rv > acquired_rv),
+        "the summary changed before b acquired (rv {acquired_rv}): {after_cut:?}"
+    );
+    assert!(after_cut
+        .first()
+        .and_then(|ch| ch.summary())
+        .is_some_and(|d| d.contains_key("n2")));
+    assert_eq!(
+        after.lease_transitions.unwrap_or(0),
+        c.timeline
+            .acquisition("replica-a", 0)
+            .unwrap()
+            .1
+            .lease_transitions
+            .unwrap_or(0)
+            + 1
+    );
+    b.until_master_status(1.0).await;
+    b.stop_cleanly().await;
+}
