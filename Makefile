@@ -26,6 +26,7 @@ lint:
 test: guest lint
 	$(CARGO) test --workspace --all-targets
 	$(CARGO) test --workspace --doc
+	$(CARGO) run -q -p examples --bin offline_summary > /dev/null
 
 demo: guest
 	$(CARGO) run --release -p wasmctrl -- demo --duration 30

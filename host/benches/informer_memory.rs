@@ -297,7 +297,7 @@ fn realistic_pod(i: usize) -> (Value, Value) {
         ],
         "serviceAccountName": format!("{team}-trainer"),
     });
-    if i % 5 == 0 {
+    if i.is_multiple_of(5) {
         spec["initContainers"] = json!([{
             "name": "fetch-index",
             "image": "registry.example.com/platform/s3-sync:2.4.0",
@@ -359,7 +359,7 @@ fn realistic_pod(i: usize) -> (Value, Value) {
 /// What the kubelet reports: 95 % running, 5 % still creating containers
 /// (both pass the guest's field selector, so every pod is cached).
 fn pod_status(i: usize, image: &str, sidecar: &str) -> Value {
-    let running = i % 20 != 0;
+    let running = !i.is_multiple_of(20);
     let started = format!(
         "2026-11-{:02}T{:02}:{:02}:{:02}Z",
         1 + i % 28,
@@ -652,10 +652,14 @@ async fn run(pods: usize) -> bool {
         mib(r.after.trimmed)
     );
     let within = i.trimmed_per_pod() <= BUDGET_BYTES;
+    let verdict = match (pods >= FULL_PODS, within) {
+        (false, _) => "not checked (smoke run: RSS at this size is allocator noise)",
+        (true, true) => "within",
+        (true, false) => "OVER",
+    };
     println!(
-        "budget: {:.0} B/pod against {BUDGET_BYTES:.0} B: {}",
-        i.trimmed_per_pod(),
-        if within { "within" } else { "OVER" }
+        "budget: {:.0} B/pod against {BUDGET_BYTES:.0} B: {verdict}",
+        i.trimmed_per_pod()
     );
     drop(server);
     within
