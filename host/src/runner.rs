@@ -546,7 +546,8 @@ impl Host {
     }
 
     /// Runs every guest until `shutdown` resolves (then drains in-flight
-    /// reconciles for up to `drain`), leadership is lost, or a cache fails.
+    /// reconciles for up to `drain`, unless leadership is lost meanwhile),
+    /// leadership is lost, or a cache fails.
     pub async fn run(
         &self,
         shutdown: impl Future<Output = ()>,
@@ -576,12 +577,15 @@ impl Host {
         let mut leadership = self.leadership.clone();
         let mut failures = self.failures_rx.lock().await;
         tokio::pin!(shutdown);
-        let result = loop {
+        // A closed leadership channel never changes again; polling it would spin.
+        let mut leadership_open = true;
+        let mut result = loop {
             tokio::select! {
                 () = &mut shutdown => break Ok(()),
                 Some(e) = failures.recv() => break Err(HostError::from(e)),
-                changed = leadership.changed() => {
+                changed = leadership.changed(), if leadership_open => {
                     if changed.is_err() {
+                        leadership_open = false;
                         continue;
                     }
                     if let Leadership::Lost(why) = &*leadership.borrow_and_update() {
@@ -617,12 +621,33 @@ impl Host {
             for (c, _) in &running {
                 c.shutdown();
             }
-            let _ = tokio::time::timeout(drain, async {
+            let drained = tokio::time::timeout(drain, async {
                 for (c, _) in &running {
                     c.queue().shutdown_with_drain(drain).await;
                 }
-            })
-            .await;
+            });
+            // The lease can be lost while in-flight reconciles finish; then
+            // stop at once as above, or a write could land after another
+            // replica has taken over.
+            let lost = async {
+                match leadership
+                    .wait_for(|l| matches!(l, Leadership::Lost(_)))
+                    .await
+                {
+                    Ok(l) => match &*l {
+                        Leadership::Lost(why) => why.clone(),
+                        _ => String::new(),
+                    },
+                    Err(_) => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = drained => {}
+                why = lost => {
+                    tracing::error!("lost leadership while draining; in-flight reconciles abandoned");
+                    result = Err(HostError::LostLeadership(why));
+                }
+            }
             for (_, task) in &running {
                 task.abort();
             }
