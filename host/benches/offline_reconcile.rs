@@ -47,7 +47,7 @@ fn pod(i: usize) -> serde_json::Value {
             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
         },
         "status": {
-            "phase": if i % 7 == 0 { "Succeeded" } else { "Running" },
+            "phase": if i.is_multiple_of(7) { "Succeeded" } else { "Running" },
             "conditions": conditions,
             "containerStatuses": [{"name": "train", "ready": true, "restartCount": 0, "image": "registry/trainer:1.2.3",
                 "imageID": format!("sha256:{}", "a".repeat(64)), "containerID": format!("containerd://{}", "b".repeat(64)),
