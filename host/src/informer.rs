@@ -330,8 +330,9 @@ fn project(inner: &Inner, obj: DynamicObject) -> Option<ProjectedObject> {
 /// Upserts; returns the change to report (None when projected fields are
 /// unchanged, so a resourceVersion-only update wakes nobody).
 fn upsert(inner: &Inner, obj: DynamicObject) -> Option<Change> {
-    let key = meta_key(&obj);
     let projected = project(inner, obj)?;
+    // The key shares the projected object's strings: no second copy.
+    let key: ObjKey = (projected.namespace.clone(), projected.name.clone());
     let mut objects = write(&inner.objects);
     let kind = match objects.get(&key) {
         Some(old) if old.same_content(&projected) => {
