@@ -322,7 +322,25 @@ fn meta_key(obj: &DynamicObject) -> ObjKey {
 }
 
 fn project(inner: &Inner, obj: DynamicObject) -> Option<ProjectedObject> {
-    let json = serde_json::to_value(obj).ok()?;
+    // Move the decoded body instead of re-serialising the whole object:
+    // only the (small) metadata is converted, so no second copy of the
+    // object is built just to be thrown away.
+    let DynamicObject {
+        types,
+        metadata,
+        data,
+    } = obj;
+    let mut json = match data {
+        Json::Object(map) => Json::Object(map),
+        _ => Json::Object(serde_json::Map::new()),
+    };
+    if let Json::Object(map) = &mut json {
+        map.insert("metadata".into(), serde_json::to_value(metadata).ok()?);
+        if let Some(t) = types {
+            map.insert("apiVersion".into(), Json::String(t.api_version));
+            map.insert("kind".into(), Json::String(t.kind));
+        }
+    }
     let mut interner = lock(&inner.interner);
     Some(inner.projection.project(&json, &mut interner))
 }
