@@ -13,7 +13,9 @@
 //!   wrote lands after the cut;
 //! - a leader refused only its Lease (its summary writes still succeed)
 //!   keeps writing until its renew deadline, then exits non-zero before the
-//!   standby acquires: the writes really stop, not just fail.
+//!   standby acquires: the writes really stop, not just fail;
+//! - (in-process `Host`) a leader draining after SIGTERM still stops at once
+//!   if its lease is lost during the drain.
 //!
 //! Every Lease and summary change is recorded by a watch; the embedded
 //! server's resourceVersion is one global counter, so the recorded changes
@@ -196,7 +198,7 @@ fn wall_micros(t: SystemTime) -> i64 {
     i64::try_from(t.duration_since(UNIX_EPOCH).unwrap().as_micros()).unwrap()
 }
 
-fn millis(us: i64) -> Duration {
+fn span(us: i64) -> Duration {
     Duration::from_micros(us.unsigned_abs())
 }
 
@@ -599,22 +601,22 @@ async fn abruptly_killed_leader_is_replaced_after_expiry_and_the_summary_converg
         .expect("the killed leader's renewals were recorded");
     let waited = micros(&after.acquire_time) - micros(&last_renewal.renew_time);
     assert!(
-        millis(waited) + STAMP_SLACK >= FAST.lease && waited > 0,
+        span(waited) + STAMP_SLACK >= FAST.lease && waited > 0,
         "{} acquired {:?} after the last renewal, before the {:?} lease expired",
         follower.id,
-        millis(waited),
+        span(waited),
         FAST.lease
     );
     let since_kill = micros(&after.acquire_time) - wall_micros(killed_wall);
     eprintln!(
         "kill: acquired {:?} after the last renewal, {:?} after the kill",
-        millis(waited),
-        millis(since_kill)
+        span(waited),
+        span(since_kill)
     );
     assert!(
-        since_kill > 0 && millis(since_kill) < FAST.lease + Duration::from_secs(2),
+        since_kill > 0 && span(since_kill) < FAST.lease + Duration::from_secs(2),
         "took over {:?} after the kill",
-        millis(since_kill)
+        span(since_kill)
     );
     assert_eq!(
         after.lease_transitions,
@@ -665,9 +667,9 @@ async fn sigterm_hands_over_at_once() {
     );
     let since_stop = micros(&after.acquire_time) - wall_micros(stopped_wall);
     assert!(
-        millis(since_stop) < Duration::from_secs(2),
+        span(since_stop) < Duration::from_secs(2),
         "acquired {:?} after SIGTERM",
-        millis(since_stop)
+        span(since_stop)
     );
 
     // The old leader's last word is client-go's release record.
@@ -756,12 +758,12 @@ async fn partitioned_leader_stops_writing_before_another_starts() {
     eprintln!(
         "partition: a exited {:?} after the cut; b acquired {:?} after a exited",
         a_gone - cut,
-        millis(b_leads - wall_micros(a_gone_wall))
+        span(b_leads - wall_micros(a_gone_wall))
     );
     assert!(
         wall_micros(a_gone_wall) < b_leads,
         "b acquired {:?} before a exited",
-        millis(wall_micros(a_gone_wall) - b_leads)
+        span(wall_micros(a_gone_wall) - b_leads)
     );
     support::summary_becomes(&c.admin, &[("n1", "2"), ("n2", "1")]).await;
 
@@ -873,13 +875,13 @@ async fn leader_refused_its_lease_stops_writing_before_another_starts() {
     eprintln!(
         "refused: a exited {:?} after the fault; b acquired {:?} after a exited; a wrote {} times in between",
         a_gone - fault,
-        millis(b_leads - wall_micros(a_gone_wall)),
+        span(b_leads - wall_micros(a_gone_wall)),
         last_writes - at_fault
     );
     assert!(
         wall_micros(a_gone_wall) < b_leads,
         "b acquired {:?} before a exited",
-        millis(wall_micros(a_gone_wall) - b_leads)
+        span(wall_micros(a_gone_wall) - b_leads)
     );
     // a's writes landed between the fault and b's acquisition; b's after.
     let changes = c.timeline.changes();

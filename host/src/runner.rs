@@ -630,14 +630,16 @@ impl Host {
             // stop at once as above, or a write could land after another
             // replica has taken over.
             let lost = async {
-                match leadership
+                let why = leadership
                     .wait_for(|l| matches!(l, Leadership::Lost(_)))
                     .await
-                {
-                    Ok(l) => match &*l {
+                    .map(|l| match &*l {
                         Leadership::Lost(why) => why.clone(),
                         _ => String::new(),
-                    },
+                    });
+                match why {
+                    Ok(why) => why,
+                    // No leadership signal any more: only the drain ends it.
                     Err(_) => std::future::pending().await,
                 }
             };
