@@ -2,7 +2,8 @@
 //!
 //! Owns the one wasmtime [`Engine`], compilation (once per content digest,
 //! with an on-disk cache of precompiled artifacts), the sandbox (no ambient
-//! authority, an epoch deadline, a memory cap, optional fuel) and the
+//! authority — only stdout/stderr, routed to tracing —, an epoch deadline,
+//! a memory cap, optional fuel) and the
 //! classification of every way a guest can fail into a [`GuestError`].
 //! It never talks to the cluster and never acts on a plan: callers get a
 //! validated plan back and decide what to do with it.
@@ -10,6 +11,7 @@
 pub mod manifest;
 pub mod plan;
 pub mod snapshot;
+pub mod stdio;
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -210,6 +212,14 @@ fn default_cache_dir() -> Option<PathBuf> {
 pub struct CallState {
     guest: Arc<str>,
     limiter: Limiter,
+    output: stdio::Output,
+}
+
+impl Drop for CallState {
+    fn drop(&mut self) {
+        let guest = self.guest.clone();
+        self.output.flush(&guest);
+    }
 }
 
 /// A memory limiter that remembers whether the cap was hit, so the trap can
@@ -358,9 +368,11 @@ impl GuestRuntime {
         let mut linker: Linker<CallState> = Linker::new(&self.shared.engine);
         Controller::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
             .map_err(|e| err(GuestErrorKind::Instantiate(format!("{e:#}"))))?;
-        // Whatever else the guest imports (WASI, through std) is defined to
-        // trap: it instantiates, but has no clock, randomness, filesystem,
-        // environment or network.
+        // stdout/stderr go to tracing; whatever else the guest imports
+        // (WASI, through std) is defined to trap: it instantiates, but has
+        // no clock, randomness, filesystem, environment or network.
+        stdio::add_to_linker(&mut linker)
+            .map_err(|e| err(GuestErrorKind::Instantiate(format!("{e:#}"))))?;
         linker
             .define_unknown_imports_as_traps(&component)
             .map_err(|e| err(GuestErrorKind::Instantiate(format!("{e:#}"))))?;
@@ -512,6 +524,7 @@ impl GuestModule {
                     max_memory: shared.config.memory_limit,
                     hit: false,
                 },
+                output: stdio::Output::default(),
             },
         );
         store.limiter(|s| &mut s.limiter);

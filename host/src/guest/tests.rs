@@ -426,3 +426,134 @@ fn precompiled_cache_is_written_once_and_reused() {
     assert!(!third.from_cache());
     assert_eq!(third.manifest(&env()).unwrap().name, "gpu-summary");
 }
+
+/// A world that also imports WASI stdout/stderr, as Rust's `std` does.
+const PRINTER_WIT: [(&str, &str); 3] = [
+    (
+        "wasi-io.wit",
+        r#"package wasi:io@0.2.6;
+interface error { resource error; }
+interface streams {
+  use error.{error};
+  variant stream-error { last-operation-failed(error), closed }
+  resource output-stream {
+    check-write: func() -> result<u64, stream-error>;
+    write: func(contents: list<u8>) -> result<_, stream-error>;
+    blocking-flush: func() -> result<_, stream-error>;
+  }
+}"#,
+    ),
+    (
+        "wasi-cli.wit",
+        r#"package wasi:cli@0.2.6;
+interface stdout { use wasi:io/streams@0.2.6.{output-stream}; get-stdout: func() -> output-stream; }
+interface stderr { use wasi:io/streams@0.2.6.{output-stream}; get-stderr: func() -> output-stream; }"#,
+    ),
+    (
+        "printer.wit",
+        r#"package test:printer;
+world printer {
+  include wasmctrl:controller/controller@0.1.0;
+  import wasi:cli/stdout@0.2.6;
+  import wasi:cli/stderr@0.2.6;
+}"#,
+    ),
+];
+
+fn printer_component(reconcile_body: &str, data: &str) -> Vec<u8> {
+    let wat = wat_guest(reconcile_body).replacen(
+        "(module\n",
+        &format!(
+            "(module\n  (import \"wasi:cli/stdout@0.2.6\" \"get-stdout\" (func $stdout (result i32)))\n  (import \"wasi:cli/stderr@0.2.6\" \"get-stderr\" (func $stderr (result i32)))\n  (import \"wasi:io/streams@0.2.6\" \"[method]output-stream.write\" (func $write (param i32 i32 i32 i32)))\n  (import \"wasi:io/streams@0.2.6\" \"[method]output-stream.blocking-flush\" (func $flush (param i32 i32)))\n  {data}\n"
+        ),
+        1,
+    );
+    let mut module = wat::parse_str(&wat).expect("test .wat parses");
+    let mut resolve = wit_parser::Resolve::default();
+    resolve
+        .push_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../wit"))
+        .unwrap();
+    let mut last = None;
+    for (name, text) in PRINTER_WIT {
+        last = Some(resolve.push_str(name, text).unwrap());
+    }
+    let world = resolve
+        .select_world(&[last.unwrap()], Some("printer"))
+        .unwrap();
+    wit_component::embed_component_metadata(
+        &mut module,
+        &resolve,
+        world,
+        wit_component::StringEncoding::UTF8,
+    )
+    .unwrap();
+    wit_component::ComponentEncoder::default()
+        .module(&module)
+        .unwrap()
+        .validate(true)
+        .encode()
+        .unwrap()
+}
+
+/// Captures formatted tracing output on this thread.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn guest_stdout_and_stderr_go_to_tracing_with_the_guest_name() {
+    // Writes "hello\nwor" then "ld\n" to stdout, "oops" to stderr (no
+    // newline: flushed when the call ends), then returns an empty plan.
+    let data = r#"(data (i32.const 3000) "hello\nworld\noops")"#;
+    let body = "(local $o i32) (local $e i32)
+        (local.set $o (call $stdout))
+        (local.set $e (call $stderr))
+        (call $write (local.get $o) (i32.const 3000) (i32.const 9) (i32.const 3100))
+        (call $write (local.get $o) (i32.const 3009) (i32.const 3) (i32.const 3100))
+        (call $flush (local.get $o) (i32.const 3100))
+        (call $write (local.get $e) (i32.const 3012) (i32.const 4) (i32.const 3100))
+        (i32.const 3200)";
+    let captured = Captured::default();
+    let sink = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || sink.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .finish();
+    tracing::subscriber::with_default(subscriber, || {
+        let rt = runtime(RuntimeConfig::default());
+        let module = rt
+            .load_bytes("printer.wasm", &printer_component(body, data))
+            .unwrap();
+        let (plan, _) = module.reconcile(&gpu_manifest(), &env(), "k", &empty_snapshot());
+        assert!(plan.unwrap().apply.is_empty());
+    });
+    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let lines: Vec<&str> = logs.lines().collect();
+    let find = |needle: &str| lines.iter().find(|l| l.contains(needle)).copied();
+    let hello = find("hello").expect("stdout line logged");
+    assert!(
+        hello.contains("INFO")
+            && hello.contains("wasmctrl::guest::stdout")
+            && hello.contains("gpu-summary"),
+        "{hello}"
+    );
+    assert!(
+        find("world").is_some(),
+        "a line split across writes is logged whole: {logs}"
+    );
+    let oops = find("oops").expect("stderr flushed at the end of the call");
+    assert!(
+        oops.contains("WARN") && oops.contains("wasmctrl::guest::stderr"),
+        "{oops}"
+    );
+}
