@@ -38,45 +38,22 @@ fn pod(i: usize) -> serde_json::Value {
     })
 }
 
+#[path = "../../tests/support/wat.rs"]
+mod wat;
+
 /// A guest whose `reconcile` traps at once: timing it measures only the
 /// copy of the snapshot into guest memory (the host copies the arguments
 /// before entering the function).
 fn copy_only_guest() -> Vec<u8> {
-    let wat = r#"(module
-  (memory (export "memory") 1)
-  (global $heap (mut i32) (i32.const 4096))
-  (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32)
-    (local $p i32)
-    (local.set $p (i32.and
-      (i32.add (global.get $heap) (i32.sub (local.get 2) (i32.const 1)))
-      (i32.xor (i32.sub (local.get 2) (i32.const 1)) (i32.const -1))))
-    (global.set $heap (i32.add (local.get $p) (local.get 3)))
-    (block
-      (br_if 0 (i32.le_u (global.get $heap) (i32.mul (memory.size) (i32.const 65536))))
-      (drop (memory.grow (i32.add (i32.const 1)
-        (i32.div_u (i32.sub (global.get $heap) (i32.mul (memory.size) (i32.const 65536))) (i32.const 65536))))))
-    (local.get $p))
-  (func (export "wasmctrl:controller/reconciler@0.1.0#describe") (param i32 i32 i32 i32) (result i32) unreachable)
-  (func (export "wasmctrl:controller/reconciler@0.1.0#reconcile") (param i32) (result i32) unreachable))"#;
-    let mut module = wat::parse_str(wat).unwrap();
-    let mut resolve = wit_parser::Resolve::default();
-    let (pkg, _) = resolve
-        .push_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../wit"))
-        .unwrap();
-    let world = resolve.select_world(&[pkg], Some("controller")).unwrap();
-    wit_component::embed_component_metadata(
-        &mut module,
-        &resolve,
-        world,
-        wit_component::StringEncoding::UTF8,
+    wat::guest(
+        &wat::WatManifest {
+            name: "copy-only".into(),
+            write_namespace: "default".into(),
+            write_names: vec![],
+            aggregate_key: "gpu-summary".into(),
+        },
+        wat::Behaviour::Trap,
     )
-    .unwrap();
-    wit_component::ComponentEncoder::default()
-        .module(&module)
-        .unwrap()
-        .validate(true)
-        .encode()
-        .unwrap()
 }
 
 fn main() {

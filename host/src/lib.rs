@@ -19,5 +19,4 @@ pub mod offline;
 pub mod packaging;
 pub mod projection;
 pub mod runner;
-pub mod selector;
 pub mod workqueue;

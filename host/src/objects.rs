@@ -73,7 +73,7 @@ impl Keep {
     /// `List` documents keep the same under `items`.
     pub fn for_manifest(manifest: &GuestManifest) -> Self {
         let mut object = Keep::default();
-        for leaf in [
+        let identity = [
             "apiVersion",
             "kind",
             "metadata.name",
@@ -81,15 +81,15 @@ impl Keep {
             "metadata.uid",
             "metadata.resourceVersion",
             "metadata.labels",
-            "spec.nodeName",
-            "spec.restartPolicy",
-            "spec.schedulerName",
-            "spec.serviceAccountName",
-            "status.phase",
-            "status.podIP",
-            "status.nominatedNodeName",
-            "type",
-        ] {
+        ];
+        // Plus every field label a selector on the watched resources can
+        // read, as the embedded API server defines them.
+        let selectable = manifest.watches.iter().flat_map(|w| {
+            crate::apiserver::selector::supported_fields(&crate::offline::resource_name(w))
+                .iter()
+                .copied()
+        });
+        for leaf in identity.into_iter().chain(selectable) {
             if let Ok(p) = FieldPath::parse(leaf) {
                 object.add(p.segments());
             }

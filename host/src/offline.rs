@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use serde_json::{json, Value as Json};
 
+use crate::apiserver::selector::{extract_attrs, FieldSelector, LabelSelector, SelectorError};
 use crate::guest::{
     self, Environment, GuestError, GuestManifest, GuestModule, KeyMapping, ValidatedPlan,
 };
 use crate::projection::{Interner, ProjectedObject};
-use crate::selector::{default_field_value, FieldSelector, LabelSelector, SelectorError};
 
 /// Why an offline reconcile failed.
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +33,14 @@ pub enum OfflineError {
     },
 }
 
+/// The resource (plural) of a watch: as declared, else the conventional
+/// lowercase plural of its kind.
+pub fn resource_name(w: &crate::guest::WatchSpec) -> String {
+    w.plural
+        .clone()
+        .unwrap_or_else(|| format!("{}s", w.gvk.kind.to_lowercase()))
+}
+
 /// The objects of each watch, projected, sorted by namespace then name.
 pub fn project_world(
     manifest: &GuestManifest,
@@ -45,10 +53,13 @@ pub fn project_world(
             guest: manifest.name.clone(),
             source,
         };
+        // The embedded API server's selectors: offline filtering is the
+        // same code (and the same supported field labels) a list uses.
+        let resource = resource_name(w);
         let labels =
             LabelSelector::parse(w.label_selector.as_deref().unwrap_or("")).map_err(sel_err)?;
-        let fields =
-            FieldSelector::parse(w.field_selector.as_deref().unwrap_or("")).map_err(sel_err)?;
+        let fields = FieldSelector::parse(w.field_selector.as_deref().unwrap_or(""), &resource)
+            .map_err(sel_err)?;
         let api_version = w.gvk.api_version();
         let mut list: Vec<ProjectedObject> = objects
             .iter()
@@ -58,8 +69,10 @@ pub fn project_world(
                     && w.namespace.as_deref().is_none_or(|ns| {
                         o.pointer("/metadata/namespace").and_then(Json::as_str) == Some(ns)
                     })
-                    && labels.matches(o.pointer("/metadata/labels"))
-                    && fields.matches_with(o, default_field_value)
+                    && {
+                        let attrs = extract_attrs(&resource, o);
+                        labels.matches(&attrs) && fields.matches(&attrs)
+                    }
             })
             .map(|o| w.projection.project(o, interner))
             .collect();
