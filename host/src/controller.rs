@@ -288,6 +288,10 @@ impl GuestController {
                     namespace: (!change.namespace.is_empty()).then(|| change.namespace.to_string()),
                     name: change.name.to_string(),
                 };
+                // Our own applies echo back here too, on purpose: the
+                // no-op check compares with this cache, and the echo's
+                // reconcile is what corrects a decision made while the
+                // cache still lagged behind our previous write.
                 let producer = lock(&producers).get(&written).cloned();
                 match producer {
                     Some(k) => q.add(k),
