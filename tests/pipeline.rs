@@ -242,10 +242,10 @@ async fn watch_forbidden_makes_the_host_exit_with_the_resource_and_verb() {
         .expect_err("a host that cannot watch must fail")
         .to_string();
     assert!(err.contains("watch") && err.contains("pods"), "{err}");
-    assert!(
-        summary(&client).await.is_none(),
-        "no worker ran without synced caches"
-    );
+    // No assertion that no reconcile ran: the list succeeded, so (as with
+    // client-go's HasSynced) the cache was complete for the moment between
+    // the list and the refused watch, and a worker may have run once. What
+    // must hold is that the host exits instead of idling, naming the verb.
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
