@@ -16,8 +16,6 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -137,7 +135,7 @@ fn generate_guest_configmap(dir: &Path, facts: &DeploymentFacts) -> PathBuf {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmctrl"))
         .arg("guest")
         .arg("configmap")
-        .arg(support::guest_path())
+        .arg(crate::support::guest_path())
         .args(["--name", &facts.guest_configmap])
         .args(["--namespace", &facts.namespace])
         .args(["--key", &facts.guest_key])
@@ -358,7 +356,7 @@ async fn every_manifest_is_accepted_by_server_side_apply() {
     )
     .unwrap();
     let stored = cm["binaryData"][&facts.guest_key].as_str().unwrap();
-    let built = std::fs::read(support::guest_path()).unwrap();
+    let built = std::fs::read(crate::support::guest_path()).unwrap();
     use base64::Engine;
     assert_eq!(
         base64::engine::general_purpose::STANDARD
@@ -390,7 +388,7 @@ async fn deploy_server() -> (RunningApiServer, Client, DeploymentFacts) {
     let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
     let admin = server.client().await.unwrap();
     let namespaces: Api<Namespace> = Api::all(admin.clone());
-    for name in [facts.namespace.as_str(), support::PODS_NS] {
+    for name in [facts.namespace.as_str(), crate::support::PODS_NS] {
         namespaces
             .create(
                 &PostParams::default(),
@@ -421,13 +419,13 @@ async fn host_works_with_exactly_the_role_and_fails_loudly_without_one_verb() {
     server.add_token("exact", User::with_rules(&service_account, rules.clone()));
     let exact = server.client_for_token("exact").await.unwrap();
 
-    support::pod("a")
+    crate::support::pod("a")
         .on("n1")
         .requesting("2")
         .create(&admin)
         .await;
     // Counted nowhere, reported with a Warning event in the pod's namespace.
-    support::pod("junk")
+    crate::support::pod("junk")
         .on("n2")
         .requesting("lots")
         .create(&admin)
@@ -446,7 +444,7 @@ async fn host_works_with_exactly_the_role_and_fails_loudly_without_one_verb() {
     .unwrap();
     let mut status = elector.status();
     let lease = elector.spawn();
-    tokio::time::timeout(support::CONVERGE, status.until_leading())
+    tokio::time::timeout(crate::support::CONVERGE, status.until_leading())
         .await
         .expect("the elector acquires the Lease in time")
         .expect("the elector leads");
@@ -460,7 +458,7 @@ async fn host_works_with_exactly_the_role_and_fails_loudly_without_one_verb() {
     );
 
     let config = HostConfig {
-        guests: vec![support::guest_path()],
+        guests: vec![crate::support::guest_path()],
         namespace: facts.namespace.clone(),
         controller: ControllerConfig::default().instance(Some(identity.into())),
         runtime: RuntimeConfig::default().cache_dir(None),
@@ -484,16 +482,16 @@ async fn host_works_with_exactly_the_role_and_fails_loudly_without_one_verb() {
             .await
         })
     };
-    support::eventually("the summary converges with exactly the Role", || {
+    crate::support::eventually("the summary converges with exactly the Role", || {
         let admin = admin.clone();
         let ns = facts.namespace.clone();
-        async move { summary(&admin, &ns).await == Some(support::data(&[("n1", "2")])) }
+        async move { summary(&admin, &ns).await == Some(crate::support::data(&[("n1", "2")])) }
     })
     .await;
-    support::eventually(
+    crate::support::eventually(
         "the Warning event is recorded in the pod's namespace",
         || {
-            let events: Api<Event> = Api::namespaced(admin.clone(), support::PODS_NS);
+            let events: Api<Event> = Api::namespaced(admin.clone(), crate::support::PODS_NS);
             async move {
                 events
                     .list(&ListParams::default())
@@ -533,7 +531,7 @@ async fn host_works_with_exactly_the_role_and_fails_loudly_without_one_verb() {
         tokio::process::Command::new(env!("CARGO_BIN_EXE_wasmctrl"))
             .arg("run")
             .arg("--guest")
-            .arg(support::guest_path())
+            .arg(crate::support::guest_path())
             .arg("--kubeconfig")
             .arg(&kubeconfig)
             .arg(format!("--namespace={}", facts.namespace))
@@ -751,7 +749,11 @@ fn start_replica(pod_name: &str, namespace: &str, kubeconfig: &Path) -> Replica 
                 raw.next();
                 let guests = dir.path().join("guests");
                 std::fs::create_dir_all(&guests).unwrap();
-                std::fs::copy(support::guest_path(), guests.join("gpu-summary.wasm")).unwrap();
+                std::fs::copy(
+                    crate::support::guest_path(),
+                    guests.join("gpu-summary.wasm"),
+                )
+                .unwrap();
                 args.push(arg);
                 args.push(guests.display().to_string());
             }
@@ -783,7 +785,7 @@ fn start_replica(pod_name: &str, namespace: &str, kubeconfig: &Path) -> Replica 
 impl Replica {
     /// Waits for `/readyz` to answer 200; fails at once if the process exits.
     async fn wait_ready(&mut self, name: &str) {
-        let deadline = tokio::time::Instant::now() + support::CONVERGE;
+        let deadline = tokio::time::Instant::now() + crate::support::CONVERGE;
         while http_status(self.health, "/readyz").await != Some(200) {
             if let Some(status) = self.child.try_wait().unwrap() {
                 panic!(
@@ -838,7 +840,7 @@ async fn two_replicas_with_the_deployment_args_and_exactly_the_role_elect_one_le
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(&kubeconfig, server.kubeconfig_for_token("sa")).unwrap();
-    support::pod("a")
+    crate::support::pod("a")
         .on("n1")
         .requesting("2")
         .create(&admin)
@@ -854,10 +856,10 @@ async fn two_replicas_with_the_deployment_args_and_exactly_the_role_elect_one_le
         assert_eq!(http_status(r.health, "/healthz").await, Some(200));
         assert_eq!(http_status(r.metrics, "/metrics").await, Some(200));
     }
-    support::eventually("the summary converges", || {
+    crate::support::eventually("the summary converges", || {
         let admin = admin.clone();
         let ns = facts.namespace.clone();
-        async move { summary(&admin, &ns).await == Some(support::data(&[("n1", "2")])) }
+        async move { summary(&admin, &ns).await == Some(crate::support::data(&[("n1", "2")])) }
     })
     .await;
     let lease = Api::<Lease>::namespaced(admin.clone(), &facts.namespace)

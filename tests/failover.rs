@@ -24,8 +24,6 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -119,7 +117,7 @@ fn rv_of<K: Resource>(k: &K) -> u64 {
 impl Timeline {
     fn record(admin: &Client) -> Self {
         let timeline = Timeline::default();
-        let leases: Api<Lease> = Api::namespaced(admin.clone(), support::HOST_NS);
+        let leases: Api<Lease> = Api::namespaced(admin.clone(), crate::support::HOST_NS);
         let t = timeline.clone();
         tokio::spawn(async move {
             let mut events = watcher(leases, watcher::Config::default())
@@ -133,7 +131,7 @@ impl Timeline {
                 }
             }
         });
-        let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), support::HOST_NS);
+        let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), crate::support::HOST_NS);
         let t = timeline.clone();
         tokio::spawn(async move {
             let mut events = watcher(cms, watcher::Config::default())
@@ -316,8 +314,8 @@ struct Cluster {
 /// An embedded API server with one pod requesting 2 GPUs on n1, and the
 /// timeline recorder running.
 async fn cluster() -> Cluster {
-    let (server, admin) = support::server().await;
-    support::pod("a")
+    let (server, admin) = crate::support::server().await;
+    crate::support::pod("a")
         .on("n1")
         .requesting("2")
         .create(&admin)
@@ -369,9 +367,9 @@ impl Cluster {
         let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_wasmctrl"))
             .arg("run")
             .arg("--guest")
-            .arg(support::guest_path())
+            .arg(crate::support::guest_path())
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg(format!("--namespace={}", support::HOST_NS))
+            .arg(format!("--namespace={}", crate::support::HOST_NS))
             .arg("--leader-elect")
             .arg(format!("--lease-name={LEASE}"))
             .arg(format!("--identity={id}"))
@@ -408,7 +406,7 @@ impl Cluster {
     }
 
     async fn lease(&self) -> LeaseSpec {
-        Api::<Lease>::namespaced(self.admin.clone(), support::HOST_NS)
+        Api::<Lease>::namespaced(self.admin.clone(), crate::support::HOST_NS)
             .get(LEASE)
             .await
             .unwrap()
@@ -436,7 +434,7 @@ impl Cluster {
             }
         })
         .await;
-        support::summary_becomes(&self.admin, &[("n1", "2")]).await;
+        crate::support::summary_becomes(&self.admin, &[("n1", "2")]).await;
         if spec.holder_identity.as_deref() == Some(a.id.as_str()) {
             (a, b)
         } else {
@@ -582,14 +580,14 @@ async fn abruptly_killed_leader_is_replaced_after_expiry_and_the_summary_converg
     let killed_wall = SystemTime::now();
 
     leader.child.kill().await.unwrap(); // SIGKILL: no release, no drain
-    support::pod("b")
+    crate::support::pod("b")
         .on("n2")
         .requesting("1")
         .create(&c.admin)
         .await;
 
     let (acquired_rv, after) = c.timeline.until_acquired(&follower.id, killed_rv).await;
-    support::summary_becomes(&c.admin, &[("n1", "2"), ("n2", "1")]).await;
+    crate::support::summary_becomes(&c.admin, &[("n1", "2"), ("n2", "1")]).await;
 
     // The killed leader's last renewal, as stamped in the Lease.
     let changes = c.timeline.changes();
@@ -691,12 +689,12 @@ async fn sigterm_hands_over_at_once() {
 
     // The new leader works.
     follower.until_master_status(1.0).await;
-    support::pod("b")
+    crate::support::pod("b")
         .on("n2")
         .requesting("1")
         .create(&c.admin)
         .await;
-    support::summary_becomes(&c.admin, &[("n1", "2"), ("n2", "1")]).await;
+    crate::support::summary_becomes(&c.admin, &[("n1", "2"), ("n2", "1")]).await;
     follower.stop_cleanly().await;
     let last = c.lease().await;
     assert!(cleared(&last), "the last replica released too: {last:?}");
@@ -712,7 +710,7 @@ async fn partitioned_leader_stops_writing_before_another_starts() {
     c.timeline.until_acquired("replica-a", 0).await;
     let mut b = c.start("replica-b", &c.kubeconfig(), FAST);
     b.wait_ready().await;
-    support::summary_becomes(&c.admin, &[("n1", "2")]).await;
+    crate::support::summary_becomes(&c.admin, &[("n1", "2")]).await;
     assert_roles(&a, &b).await;
     assert_eq!(b.writes().await, Some(0.0), "a follower never writes");
     tokio::time::sleep(Duration::from_millis(600)).await;
@@ -722,7 +720,7 @@ async fn partitioned_leader_stops_writing_before_another_starts() {
     let cut_rv = c.server.current_resource_version();
     let cut = Instant::now();
     link.cut();
-    support::pod("b")
+    crate::support::pod("b")
         .on("n2")
         .requesting("1")
         .create(&c.admin)
@@ -765,7 +763,7 @@ async fn partitioned_leader_stops_writing_before_another_starts() {
         "b acquired {:?} before a exited",
         span(wall_micros(a_gone_wall) - b_leads)
     );
-    support::summary_becomes(&c.admin, &[("n1", "2"), ("n2", "1")]).await;
+    crate::support::summary_becomes(&c.admin, &[("n1", "2"), ("n2", "1")]).await;
 
     // Between the cut and b's acquisition the summary did not change; the
     // first change after the cut is b's, with the new pod.
@@ -805,7 +803,7 @@ async fn leader_refused_its_lease_stops_writing_before_another_starts() {
     c.timeline.until_acquired("replica-a", 0).await;
     let mut b = c.start("replica-b", &c.kubeconfig(), FAST);
     b.wait_ready().await;
-    support::summary_becomes(&c.admin, &[("n1", "2")]).await;
+    crate::support::summary_becomes(&c.admin, &[("n1", "2")]).await;
     assert_roles(&a, &b).await;
 
     // Churn: a new 1-GPU pod on n3 every 100 ms, so a leader has something
@@ -817,7 +815,7 @@ async fn leader_refused_its_lease_stops_writing_before_another_starts() {
             let mut n = 0;
             while !*churn_stopped.borrow() {
                 n += 1;
-                support::pod(&format!("c{n}"))
+                crate::support::pod(&format!("c{n}"))
                     .on("n3")
                     .requesting("1")
                     .create(&admin)
@@ -892,7 +890,7 @@ async fn leader_refused_its_lease_stops_writing_before_another_starts() {
     stop_churn.send_replace(true);
     let pods = bounded("churn stops", churn).await.unwrap();
     let n3 = pods.to_string();
-    support::summary_becomes(&c.admin, &[("n1", "2"), ("n3", &n3)]).await;
+    crate::support::summary_becomes(&c.admin, &[("n1", "2"), ("n3", &n3)]).await;
     b.until_master_status(1.0).await;
     b.stop_cleanly().await;
 }
@@ -904,8 +902,8 @@ async fn leader_refused_its_lease_stops_writing_before_another_starts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn losing_the_lease_while_draining_after_sigterm_stops_at_once() {
     use wasmctrl::runner::{Host, HostError, Leadership};
-    let (server, admin) = support::server().await;
-    support::pod("a")
+    let (server, admin) = crate::support::server().await;
+    crate::support::pod("a")
         .on("n1")
         .requesting("2")
         .create(&admin)
@@ -914,7 +912,7 @@ async fn losing_the_lease_while_draining_after_sigterm_stops_at_once() {
     let host = Arc::new(
         Host::start_with_leadership(
             admin.clone(),
-            support::host_config(wasmctrl::controller::ControllerConfig::default()),
+            crate::support::host_config(wasmctrl::controller::ControllerConfig::default()),
             None,
             lead_rx,
         )
@@ -934,13 +932,13 @@ async fn losing_the_lease_while_draining_after_sigterm_stops_at_once() {
             .await
         })
     };
-    support::summary_becomes(&admin, &[("n1", "2")]).await;
+    crate::support::summary_becomes(&admin, &[("n1", "2")]).await;
 
     // Every request now takes 3 s: the pod is stored when its create
     // returns, and the host's apply for it is then on the wire.
     let latency = Duration::from_secs(3);
     server.faults().set_latency(latency);
-    support::pod("b")
+    crate::support::pod("b")
         .on("n2")
         .requesting("1")
         .create(&admin)

@@ -3,18 +3,16 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::wat::{configmap_doc, guest, Behaviour, WatManifest};
+use crate::support::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, Client};
-use support::wat::{configmap_doc, guest, Behaviour, WatManifest};
-use support::*;
 use wasmctrl::controller::ControllerConfig;
 use wasmctrl::guest::RuntimeConfig;
 use wasmctrl::guestdir::write_like_kubelet;

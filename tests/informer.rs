@@ -3,15 +3,13 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::sync::{Arc, Mutex};
 
+use crate::support::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::Api;
 use serde_json::json;
-use support::*;
 use wasmctrl::apiserver::{ApiServerConfig, FailRequests};
 use wasmctrl::informer::{Change, ChangeKind, InformerKey, InformerRegistry};
 use wasmctrl::projection::FieldPath;

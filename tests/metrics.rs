@@ -3,12 +3,10 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use support::*;
+use crate::support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wasmctrl::apiserver::FailRequests;
 use wasmctrl::client::ClientLimits;

@@ -3,15 +3,13 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::*;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::Api;
 use serde_json::json;
-use support::*;
 use wasmctrl::apiserver::{ApiServerConfig, FailRequests, Rule, User};
 use wasmctrl::controller::ControllerConfig;
 
@@ -250,7 +248,7 @@ async fn watch_forbidden_makes_the_host_exit_with_the_resource_and_verb() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_rapid_changes_to_one_pod_during_a_slow_reconcile_cause_two_or_three_reconciles() {
-    use support::wat::{configmap_doc, guest, Behaviour, WatManifest};
+    use crate::support::wat::{configmap_doc, guest, Behaviour, WatManifest};
     let (_server, client) = server().await;
     pod("busy").on("n1").create(&client).await;
     // A guest whose reconcile takes a while (counting to 300 million).

@@ -1,0 +1,25 @@
+//! Every integration test of the `wasmctrl` host, in one test binary.
+//!
+//! One binary links the host (wasmtime, kube, the embedded API server) once
+//! instead of once per file: on a clean CI machine that is minutes and
+//! gigabytes saved. Each file stays a module named after what it tests, so
+//! `cargo test -p wasmctrl --test integration pipeline::` runs one of them.
+//!
+//! They all run against the embedded API server over real HTTPS with the real
+//! kube client (or kubectl and the Python client), never against mocks.
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+mod apiserver_kube;
+mod apiserver_kubectl;
+mod apiserver_scale;
+mod cli_reconcile;
+mod deploy;
+mod failover;
+mod hotswap;
+mod informer;
+mod leader;
+mod metrics;
+mod pipeline;
