@@ -148,8 +148,13 @@ async fn kubelet_symlink_swap_switches_logic_without_a_restart() {
     .await;
     // The new GPU logic counts amd.com/gpu: no pod requests any.
     summary_becomes(&client, &[]).await;
-    assert_eq!(swaps(&h.metrics, "logic", "swapped"), "1");
-    assert_eq!(swaps(&h.metrics, "gpu-summary", "swapped"), "1");
+    // Counted right after the new controller starts, so possibly after
+    // its first write.
+    eventually("both swaps counted", || async {
+        swaps(&h.metrics, "logic", "swapped") == "1"
+            && swaps(&h.metrics, "gpu-summary", "swapped") == "1"
+    })
+    .await;
     // Informers were replaced or shared across the swap, never leaked.
     assert_eq!(pod_informers(), 2);
     assert!(!Arc::ptr_eq(
@@ -231,11 +236,12 @@ async fn removing_a_guest_stops_it_and_leaves_its_outputs() {
     summary_becomes(&client, &[("n1", "1")]).await;
 
     write_like_kubelet(dir.path(), 2, &[("logic.wasm", &v1)]).unwrap();
+    // The swap is counted once the removed guest's queue has drained.
     eventually("removed", || async {
         h.host.controller("gpu-summary").is_none()
+            && swaps(&h.metrics, "gpu-summary", "removed") == "1"
     })
     .await;
-    assert_eq!(swaps(&h.metrics, "gpu-summary", "removed"), "1");
     pod("b").on("n1").requesting("5").create(&client).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(

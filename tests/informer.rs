@@ -134,17 +134,18 @@ async fn objects_deleted_while_the_watch_was_down_are_reported_deleted_after_rel
             .resource("pods"),
     );
     faults.drop_watches();
+    // Once a re-watch was refused, the informer's watch is down for sure.
+    eventually("a refused re-watch", || {
+        let f = faults.clone();
+        async move { f.injected_failures() > before }
+    })
+    .await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), PODS_NS);
     pods.delete("gone", &DeleteParams::default()).await.unwrap();
     for i in 0..30 {
         pod(&format!("filler-{i}")).create(&client).await;
     }
     faults.compact_history();
-    eventually("a refused re-watch", || {
-        let f = faults.clone();
-        async move { f.injected_failures() > before }
-    })
-    .await;
     faults.clear();
     eventually("the tombstone", || {
         let s = seen.clone();

@@ -188,6 +188,12 @@ async fn dropped_watches_compaction_and_a_server_restart_converge() {
             .resource("pods"),
     );
     faults.drop_watches();
+    // Once a re-watch was refused, the informer's watch is down for sure.
+    eventually("the informer tried to re-watch and was refused", || {
+        let f = faults.clone();
+        async move { f.injected_failures() > refused_before }
+    })
+    .await;
     pods.delete("a", &DeleteParams::default()).await.unwrap();
     pod("c").on("n2").requesting("3").create(&client).await;
     for i in 0..60 {
@@ -195,11 +201,6 @@ async fn dropped_watches_compaction_and_a_server_restart_converge() {
         pod(&format!("filler-{i}")).create(&client).await;
     }
     faults.compact_history();
-    eventually("the informer tried to re-watch and was refused", || {
-        let f = faults.clone();
-        async move { f.injected_failures() > refused_before }
-    })
-    .await;
     faults.clear();
     summary_becomes(&client, &[("n1", "1"), ("n2", "3")]).await;
     assert!(

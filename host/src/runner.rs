@@ -498,14 +498,7 @@ impl Host {
             "loaded"
         };
         tracing::info!(guest = %name, digest = %controller.digest(), elapsed = ?started.elapsed(), "guest {what}");
-        self.count_swap(
-            &name,
-            if previous_name.is_some() {
-                "swapped"
-            } else {
-                "loaded"
-            },
-        );
+        self.count_swap(&name, what);
         self.event(
             false,
             if previous_name.is_some() {

@@ -163,9 +163,12 @@ pub fn stream(spec: WatchSpec, sub: Subscription, mut drops: tokio_watch::Receiv
         let mut ticker = tokio::time::interval(filter.spec.bookmark_interval);
         ticker.tick().await;
         loop {
+            // Biased: once a drop was requested (or the deadline passed), no
+            // event broadcast after that may still be delivered.
             tokio::select! {
-                _ = &mut deadline => break,
+                biased;
                 _ = drops.changed() => break,
+                _ = &mut deadline => break,
                 _ = tx.closed() => break,
                 _ = ticker.tick(), if filter.spec.bookmarks => {
                     if tx.send(bookmark(&filter.spec.info, last_rv, false)).await.is_err() {
