@@ -161,3 +161,28 @@ async fn objects_deleted_while_the_watch_was_down_are_reported_deleted_after_rel
     assert!(informer.get(PODS_NS, "stays").is_some());
     assert_eq!(informer.len(), 31);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_added_after_sync_first_gets_every_cached_object_as_added() {
+    let (_server, client) = server().await;
+    pod("a").on("n1").create(&client).await;
+    pod("b").on("n2").create(&client).await;
+    let registry = InformerRegistry::new(client.clone());
+    let informer = registry.acquire(&pods_key(), &[path("spec.nodeName")]);
+    informer.wait_synced().await.unwrap();
+    let (seen, handler) = recorder();
+    informer.add_handler(handler);
+    let mut got = seen.lock().unwrap().clone();
+    got.sort_by(|x, y| x.1.cmp(&y.1));
+    assert_eq!(
+        got,
+        vec![
+            (ChangeKind::Added, "a".to_string()),
+            (ChangeKind::Added, "b".to_string())
+        ]
+    );
+    // Only the asked-for field is cached.
+    let a = informer.get(PODS_NS, "a").unwrap();
+    assert_eq!(a.field(0)[0].as_str(), Some("n1"));
+    assert_eq!(a.field_count(), 1);
+}

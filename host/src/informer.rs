@@ -9,11 +9,15 @@
 //! It never computes request keys or does work for a guest: handlers are
 //! plain callbacks that must return at once.
 
+use std::borrow::Cow;
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 
 use futures::StreamExt;
-use kube::api::{ApiResource, DynamicObject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::ApiResource;
+use kube::core::{DynamicResourceScope, Resource};
 use kube::runtime::watcher;
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
@@ -21,6 +25,7 @@ use serde_json::Value as Json;
 use tokio::sync::watch as tokio_watch;
 use tokio::task::JoinHandle;
 
+use crate::objects::Keep;
 use crate::projection::{FieldPath, Interner, ProjectedObject, Projection};
 
 /// Identity of a shared informer.
@@ -222,13 +227,26 @@ impl Informer {
     }
 
     /// Registers a handler; returns an id for [`Informer::remove_handler`].
+    ///
+    /// Like client-go's `AddEventHandler` on a running informer, the handler
+    /// first gets an `Added` for every object already cached, so it misses
+    /// nothing whenever it is added. (Registered before that replay, it may
+    /// see a concurrent change twice; never zero times.)
     pub fn add_handler(&self, handler: Handler) -> u64 {
         let id = {
             let mut next = lock(&self.inner.next_handler);
             *next += 1;
             *next
         };
-        write(&self.inner.handlers).push((id, handler));
+        write(&self.inner.handlers).push((id, handler.clone()));
+        let existing: Vec<ObjKey> = read(&self.inner.objects).keys().cloned().collect();
+        for (namespace, name) in existing {
+            handler(&Change {
+                kind: ChangeKind::Added,
+                namespace,
+                name,
+            });
+        }
         id
     }
 
@@ -314,41 +332,129 @@ fn notify(inner: &Inner, change: &Change) {
     }
 }
 
-fn meta_key(obj: &DynamicObject) -> ObjKey {
+thread_local! {
+    /// What the informer polling on this thread keeps of each object it
+    /// decodes (see [`Pruned`]).
+    static KEEP: RefCell<Option<Arc<Keep>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` (one poll of the watch stream) with `keep` as this thread's
+/// decode filter, restoring the previous one afterwards.
+fn with_keep<T>(keep: &Arc<Keep>, f: impl FnOnce() -> T) -> T {
+    struct Restore(Option<Arc<Keep>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let previous = self.0.take();
+            KEEP.with(|k| *k.borrow_mut() = previous);
+        }
+    }
+    let _restore = Restore(KEEP.with(|k| k.borrow_mut().replace(keep.clone())));
+    f()
+}
+
+/// An object as the informer decodes it: only identity and the projected
+/// fields survive decoding; everything else in the response text
+/// (managedFields, annotations, most of spec and status) is skipped by the
+/// parser instead of being built and then thrown away.
+///
+/// kube's client decodes list pages and watch lines synchronously inside
+/// the stream's poll, so the filter travels in a thread-local set around
+/// each poll ([`with_keep`]); decoded anywhere else, the whole object is kept.
+#[derive(Debug, Clone)]
+struct Pruned {
+    metadata: ObjectMeta,
+    body: Json,
+}
+
+impl<'de> serde::Deserialize<'de> for Pruned {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::DeserializeSeed;
+        let body = match KEEP.with(|k| k.borrow().clone()) {
+            Some(keep) => keep.as_ref().deserialize(d)?,
+            None => Json::deserialize(d)?,
+        };
+        let meta = body.get("metadata");
+        let text = |f: &str| {
+            meta.and_then(|m| m.get(f))
+                .and_then(Json::as_str)
+                .map(str::to_owned)
+        };
+        let metadata = ObjectMeta {
+            name: text("name"),
+            namespace: text("namespace"),
+            uid: text("uid"),
+            resource_version: text("resourceVersion"),
+            ..ObjectMeta::default()
+        };
+        Ok(Pruned { metadata, body })
+    }
+}
+
+impl Resource for Pruned {
+    type DynamicType = ApiResource;
+    type Scope = DynamicResourceScope;
+
+    fn group(dt: &ApiResource) -> Cow<'_, str> {
+        dt.group.as_str().into()
+    }
+
+    fn version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.version.as_str().into()
+    }
+
+    fn kind(dt: &ApiResource) -> Cow<'_, str> {
+        dt.kind.as_str().into()
+    }
+
+    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.api_version.as_str().into()
+    }
+
+    fn plural(dt: &ApiResource) -> Cow<'_, str> {
+        dt.plural.as_str().into()
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+fn meta_key(obj: &Pruned) -> ObjKey {
     (
         Arc::from(obj.metadata.namespace.as_deref().unwrap_or("")),
         Arc::from(obj.metadata.name.as_deref().unwrap_or("")),
     )
 }
 
-fn project(inner: &Inner, obj: DynamicObject) -> Option<ProjectedObject> {
-    // Move the decoded body instead of re-serialising the whole object:
-    // only the (small) metadata is converted, so no second copy of the
-    // object is built just to be thrown away.
-    let DynamicObject {
-        types,
-        metadata,
-        data,
-    } = obj;
-    let mut json = match data {
-        Json::Object(map) => Json::Object(map),
-        _ => Json::Object(serde_json::Map::new()),
-    };
-    if let Json::Object(map) = &mut json {
-        map.insert("metadata".into(), serde_json::to_value(metadata).ok()?);
-        if let Some(t) = types {
-            map.insert("apiVersion".into(), Json::String(t.api_version));
-            map.insert("kind".into(), Json::String(t.kind));
-        }
+fn project(inner: &Inner, obj: Pruned) -> ProjectedObject {
+    let mut body = obj.body;
+    // List items come without apiVersion and kind (the list names them
+    // once); watch events carry them. Fill them in so a guest projecting
+    // them sees the same either way.
+    if let Json::Object(map) = &mut body {
+        let key = &inner.key;
+        map.entry("apiVersion").or_insert_with(|| {
+            Json::String(if key.group.is_empty() {
+                key.version.clone()
+            } else {
+                format!("{}/{}", key.group, key.version)
+            })
+        });
+        map.entry("kind")
+            .or_insert_with(|| Json::String(key.kind.clone()));
     }
     let mut interner = lock(&inner.interner);
-    Some(inner.projection.project(&json, &mut interner))
+    inner.projection.project(&body, &mut interner)
 }
 
 /// Upserts; returns the change to report (None when projected fields are
 /// unchanged, so a resourceVersion-only update wakes nobody).
-fn upsert(inner: &Inner, obj: DynamicObject) -> Option<Change> {
-    let projected = project(inner, obj)?;
+fn upsert(inner: &Inner, obj: Pruned) -> Option<Change> {
+    let projected = project(inner, obj);
     // The key shares the projected object's strings: no second copy.
     let key: ObjKey = (projected.namespace.clone(), projected.name.clone());
     let mut objects = write(&inner.objects);
@@ -372,7 +478,7 @@ fn upsert(inner: &Inner, obj: DynamicObject) -> Option<Change> {
 
 async fn run(client: Client, inner: Arc<Inner>) {
     let ar = inner.key.api_resource();
-    let api: Api<DynamicObject> = match &inner.key.namespace {
+    let api: Api<Pruned> = match &inner.key.namespace {
         Some(ns) => Api::namespaced_with(client, ns, &ar),
         None => Api::all_with(client, &ar),
     };
@@ -384,7 +490,10 @@ async fn run(client: Client, inner: Arc<Inner>) {
         config = config.fields(f);
     }
     let resource = inner.key.to_string();
-    let mut stream = watcher(api, config).default_backoff().boxed();
+    let keep = Arc::new(Keep::for_paths(inner.projection.paths()));
+    let mut events = watcher(api, config).default_backoff().boxed();
+    let mut stream =
+        futures::stream::poll_fn(move |cx| with_keep(&keep, || events.poll_next_unpin(cx)));
     // Keys seen since the last Init: what survives a relist.
     let mut relisting: Option<BTreeSet<ObjKey>> = None;
     while let Some(event) = stream.next().await {
@@ -556,5 +665,84 @@ pub fn whole_object(obj: &ProjectedObject) -> Option<Json> {
     match obj.field(0).first()? {
         crate::projection::Projected::Json(text) => serde_json::from_str(text).ok(),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod() -> Json {
+        json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "a", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
+                "annotations": {"big": "x".repeat(1000)},
+                "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}]
+            },
+            "spec": {
+                "nodeName": "n1",
+                "containers": [{"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]
+            },
+            "status": {"phase": "Running", "conditions": [{"type": "Ready"}]}
+        })
+    }
+
+    fn paths(p: &[&str]) -> Vec<FieldPath> {
+        p.iter().map(|p| FieldPath::parse(p).unwrap()).collect()
+    }
+
+    #[test]
+    fn decoding_under_a_keep_skips_everything_not_projected() {
+        let text = pod().to_string();
+        let keep = Arc::new(Keep::for_paths(&paths(&[
+            "spec.nodeName",
+            "spec.containers[*].resources.limits['nvidia.com/gpu']",
+        ])));
+        let pruned: Pruned = with_keep(&keep, || serde_json::from_str(&text)).unwrap();
+        assert_eq!(
+            pruned.body,
+            json!({
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "a", "namespace": "ns", "uid": "u1", "resourceVersion": "7"},
+                "spec": {
+                    "nodeName": "n1",
+                    "containers": [{"resources": {"limits": {"nvidia.com/gpu": "2"}}}]
+                }
+            })
+        );
+        assert_eq!(pruned.metadata.name.as_deref(), Some("a"));
+        assert_eq!(pruned.metadata.namespace.as_deref(), Some("ns"));
+        assert_eq!(pruned.metadata.resource_version.as_deref(), Some("7"));
+        // The filter is scoped to the poll: outside it, objects decode whole.
+        let whole: Pruned = serde_json::from_str(&text).unwrap();
+        assert_eq!(whole.body, pod());
+    }
+
+    #[test]
+    fn the_whole_object_path_keeps_everything() {
+        let text = pod().to_string();
+        let keep = Arc::new(Keep::for_paths(&[FieldPath::whole()]));
+        let pruned: Pruned = with_keep(&keep, || serde_json::from_str(&text)).unwrap();
+        assert_eq!(pruned.body, pod());
+    }
+
+    #[test]
+    fn keeps_nest_and_restore() {
+        let outer = Arc::new(Keep::for_paths(&paths(&["spec.nodeName"])));
+        let inner = Arc::new(Keep::for_paths(&paths(&["status.phase"])));
+        let text = pod().to_string();
+        with_keep(&outer, || {
+            let a: Pruned = with_keep(&inner, || serde_json::from_str(&text)).unwrap();
+            assert_eq!(a.body["status"]["phase"], "Running");
+            assert!(a.body.get("spec").is_none());
+            let b: Pruned = serde_json::from_str(&text).unwrap();
+            assert_eq!(b.body["spec"]["nodeName"], "n1");
+            assert!(b.body.get("status").is_none());
+        });
+        assert!(KEEP.with(|k| k.borrow().is_none()));
     }
 }

@@ -72,36 +72,48 @@ impl Keep {
     /// fields, plus identity, labels and the fields field selectors read.
     /// `List` documents keep the same under `items`.
     pub fn for_manifest(manifest: &GuestManifest) -> Self {
-        let mut object = Keep::default();
-        let identity = [
+        let mut object =
+            Keep::for_paths(manifest.watches.iter().flat_map(|w| w.projection.paths()));
+        object.add_leaf("metadata.labels");
+        // Plus every field label a selector on the watched resources can
+        // read, as the embedded API server defines them.
+        for w in &manifest.watches {
+            for leaf in
+                crate::apiserver::selector::supported_fields(&crate::offline::resource_name(w))
+            {
+                object.add_leaf(leaf);
+            }
+        }
+        let mut root = object.clone();
+        root.fields.entry("items".into()).or_default().each = Some(Box::new(object));
+        root
+    }
+
+    /// Keep one object's identity (apiVersion, kind, name, namespace, uid,
+    /// resourceVersion) and `paths` — what an informer with that
+    /// projection needs from each object it decodes.
+    pub fn for_paths<'a>(paths: impl IntoIterator<Item = &'a FieldPath>) -> Self {
+        let mut keep = Keep::default();
+        for leaf in [
             "apiVersion",
             "kind",
             "metadata.name",
             "metadata.namespace",
             "metadata.uid",
             "metadata.resourceVersion",
-            "metadata.labels",
-        ];
-        // Plus every field label a selector on the watched resources can
-        // read, as the embedded API server defines them.
-        let selectable = manifest.watches.iter().flat_map(|w| {
-            crate::apiserver::selector::supported_fields(&crate::offline::resource_name(w))
-                .iter()
-                .copied()
-        });
-        for leaf in identity.into_iter().chain(selectable) {
-            if let Ok(p) = FieldPath::parse(leaf) {
-                object.add(p.segments());
-            }
+        ] {
+            keep.add_leaf(leaf);
         }
-        for w in &manifest.watches {
-            for p in w.projection.paths() {
-                object.add(p.segments());
-            }
+        for p in paths {
+            keep.add(p.segments());
         }
-        let mut root = object.clone();
-        root.fields.entry("items".into()).or_default().each = Some(Box::new(object));
-        root
+        keep
+    }
+
+    fn add_leaf(&mut self, leaf: &str) {
+        if let Ok(p) = FieldPath::parse(leaf) {
+            self.add(p.segments());
+        }
     }
 
     fn add(&mut self, segments: &[Segment]) {
