@@ -413,7 +413,10 @@ async fn watch_applies_selector_transitions_as_added_and_deleted() {
     )
     .await
     .unwrap();
-    pods.delete("p", &DeleteParams::default()).await.unwrap();
+    // Scheduled and running: only gracePeriodSeconds 0 removes it at once.
+    pods.delete("p", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
     let mut seen = Vec::new();
     while seen.len() < 5 {
         let ev = tokio::time::timeout(WAIT, stream.try_next())
@@ -929,6 +932,156 @@ async fn token_with_list_but_not_watch_gets_403_on_watch() {
     assert_eq!(
         status(cms.list(&ListParams::default()).await.unwrap_err()).code,
         403
+    );
+}
+
+#[tokio::test]
+async fn token_with_a_namespaced_rule_reads_only_in_that_namespace() {
+    // What a RoleBinding in "default" grants: pods there, and (RBAC's
+    // rule for Namespace objects) the Namespace "default" itself.
+    let (server, admin) = start_with(ApiServerConfig::default().token(
+        "ns-reader",
+        User::with_rules(
+            "ns-reader",
+            vec![
+                Rule::new(&["get", "list", "watch"], &["pods", "namespaces"])
+                    .in_namespace("default"),
+            ],
+        ),
+    ))
+    .await;
+    for ns in ["default", "kube-public"] {
+        Api::<Pod>::namespaced(admin.clone(), ns)
+            .create(&PostParams::default(), &pod("p", json!({})))
+            .await
+            .unwrap();
+    }
+    let client = server.client_for_token("ns-reader").await.unwrap();
+    let forbidden = |e: Error, message: &str| {
+        let e = status(e);
+        assert_eq!((e.code, e.reason.as_str()), (403, "Forbidden"));
+        assert_eq!(e.message, message);
+    };
+
+    // In its namespace: list, get and watch.
+    let own: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let listed = own.list(&ListParams::default()).await.unwrap();
+    assert_eq!(listed.items.len(), 1);
+    assert_eq!(
+        own.get("p").await.unwrap().metadata.name.as_deref(),
+        Some("p")
+    );
+    assert!(own.watch(&WatchParams::default(), "0").await.is_ok());
+
+    // All namespaces is a cluster-scope request.
+    let all: Api<Pod> = Api::all(client.clone());
+    forbidden(
+        all.list(&ListParams::default()).await.unwrap_err(),
+        "pods is forbidden: User \"ns-reader\" cannot list resource \"pods\" in API group \"\" at the cluster scope",
+    );
+    match all.watch(&WatchParams::default(), "0").await {
+        Err(e) => forbidden(
+            e,
+            "pods is forbidden: User \"ns-reader\" cannot watch resource \"pods\" in API group \"\" at the cluster scope",
+        ),
+        Ok(_) => panic!("watching pods in all namespaces must be forbidden"),
+    }
+
+    // Another namespace.
+    let other: Api<Pod> = Api::namespaced(client.clone(), "kube-public");
+    forbidden(
+        other.list(&ListParams::default()).await.unwrap_err(),
+        "pods is forbidden: User \"ns-reader\" cannot list resource \"pods\" in API group \"\" in the namespace \"kube-public\"",
+    );
+    forbidden(
+        other.get("p").await.unwrap_err(),
+        "pods \"p\" is forbidden: User \"ns-reader\" cannot get resource \"pods\" in API group \"\" in the namespace \"kube-public\"",
+    );
+
+    // A Namespace object is in its own namespace; listing them is cluster scope.
+    let namespaces: Api<Namespace> = Api::all(client);
+    assert!(namespaces.get("default").await.is_ok());
+    forbidden(
+        namespaces.get("kube-public").await.unwrap_err(),
+        "namespaces \"kube-public\" is forbidden: User \"ns-reader\" cannot get resource \"namespaces\" in API group \"\" in the namespace \"kube-public\"",
+    );
+    forbidden(
+        namespaces.list(&ListParams::default()).await.unwrap_err(),
+        "namespaces is forbidden: User \"ns-reader\" cannot list resource \"namespaces\" in API group \"\" at the cluster scope",
+    );
+}
+
+#[tokio::test]
+async fn token_with_resource_names_reaches_only_the_named_object() {
+    let (server, admin) = start_with(ApiServerConfig::default().token(
+        "named",
+        User::with_rules(
+            "named",
+            vec![Rule::new(&["get", "list", "watch", "update", "create"], &["configmaps"])
+                .named(&["mine"])],
+        ),
+    ))
+    .await;
+    let admin_cms: Api<ConfigMap> = Api::namespaced(admin, "default");
+    for name in ["mine", "theirs"] {
+        admin_cms
+            .create(&PostParams::default(), &cm(name, json!({"k": name})))
+            .await
+            .unwrap();
+    }
+    let cms: Api<ConfigMap> =
+        Api::namespaced(server.client_for_token("named").await.unwrap(), "default");
+    assert!(cms.get("mine").await.is_ok());
+    let e = status(cms.get("theirs").await.unwrap_err());
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (
+            403,
+            "configmaps \"theirs\" is forbidden: User \"named\" cannot get resource \"configmaps\" in API group \"\" in the namespace \"default\""
+        )
+    );
+    // A list or watch names the object only through a metadata.name field selector.
+    let one = cms
+        .list(&ListParams::default().fields("metadata.name=mine"))
+        .await
+        .unwrap();
+    assert_eq!(one.items.len(), 1);
+    assert!(cms
+        .watch(&WatchParams::default().fields("metadata.name=mine"), "0")
+        .await
+        .is_ok());
+    let e = status(cms.list(&ListParams::default()).await.unwrap_err());
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (
+            403,
+            "configmaps is forbidden: User \"named\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"default\""
+        )
+    );
+    let e = status(
+        cms.list(&ListParams::default().fields("metadata.name=theirs"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (
+            403,
+            "configmaps \"theirs\" is forbidden: User \"named\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"default\""
+        )
+    );
+    // A create names no object in its URL, so resourceNames never allow it.
+    let e = status(
+        cms.create(&PostParams::default(), &cm("mine2", json!({})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (
+            403,
+            "configmaps is forbidden: User \"named\" cannot create resource \"configmaps\" in API group \"\" in the namespace \"default\""
+        )
     );
 }
 
@@ -1618,4 +1771,132 @@ async fn kube_runtime_finalizer_patches_are_accepted() {
         .await
         .unwrap();
     assert_eq!(status(cms.get("f").await.unwrap_err()).code, 404);
+}
+
+fn scheduled(name: &str, grace: i64) -> Pod {
+    let mut p = serde_json::to_value(pod(name, json!({}))).unwrap();
+    p["spec"]["nodeName"] = json!("n1");
+    p["spec"]["terminationGracePeriodSeconds"] = json!(grace);
+    serde_json::from_value(p).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_scheduled_pod_is_graceful_until_its_kubelet_removes_it() {
+    let (_s, client) = start().await;
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    pods.create(&PostParams::default(), &scheduled("p", 2))
+        .await
+        .unwrap();
+    let mut stream = pods
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let started = Instant::now();
+    // The DELETE answers with the pod, now terminating; it is still there.
+    let out = pods.delete("p", &DeleteParams::default()).await.unwrap();
+    let p = out.left().expect("graceful deletion returns the object");
+    assert_eq!(p.metadata.deletion_grace_period_seconds, Some(2));
+    let ts = p.metadata.deletion_timestamp.clone().unwrap().0;
+    let now = chrono_now_secs();
+    assert!(
+        (ts.as_second() - now - 2).abs() <= 1,
+        "deletionTimestamp is now + grace: {ts} vs now {now}"
+    );
+    let still = pods.get("p").await.unwrap();
+    assert_eq!(
+        still.metadata.deletion_timestamp,
+        p.metadata.deletion_timestamp
+    );
+    // A second delete without a shorter period changes nothing.
+    let again = pods
+        .delete("p", &DeleteParams::default())
+        .await
+        .unwrap()
+        .left()
+        .unwrap();
+    assert_eq!(again.metadata.resource_version, p.metadata.resource_version);
+    // Watchers see MODIFIED (terminating), then DELETED once the grace
+    // period is over.
+    let mut kinds = Vec::new();
+    while kinds.last() != Some(&"DELETED") {
+        let ev = tokio::time::timeout(WAIT, stream.try_next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        kinds.push(match ev {
+            WatchEvent::Added(_) => "ADDED",
+            WatchEvent::Modified(_) => "MODIFIED",
+            WatchEvent::Deleted(_) => "DELETED",
+            WatchEvent::Bookmark(_) => continue,
+            WatchEvent::Error(e) => panic!("{e:?}"),
+        });
+    }
+    assert_eq!(kinds, ["ADDED", "MODIFIED", "DELETED"]);
+    assert!(started.elapsed() >= Duration::from_millis(1500));
+    assert!(pods.get_opt("p").await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminating_pod_stays_without_a_kubelet_and_a_shorter_grace_period_removes_it() {
+    let (_s, client) = start_with(ApiServerConfig::default().kubelet(false)).await;
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    pods.create(&PostParams::default(), &scheduled("p", 30))
+        .await
+        .unwrap();
+    pods.delete("p", &DeleteParams::default()).await.unwrap();
+    let shortened = pods
+        .delete("p", &DeleteParams::default().grace_period(10))
+        .await
+        .unwrap()
+        .left()
+        .unwrap();
+    assert_eq!(shortened.metadata.deletion_grace_period_seconds, Some(10));
+    // Longer is ignored.
+    let same = pods
+        .delete("p", &DeleteParams::default().grace_period(60))
+        .await
+        .unwrap()
+        .left()
+        .unwrap();
+    assert_eq!(same.metadata.deletion_grace_period_seconds, Some(10));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        pods.get_opt("p").await.unwrap().is_some(),
+        "no kubelet: still terminating"
+    );
+    // Zero means now (kubectl delete --force --grace-period=0).
+    pods.delete("p", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    assert!(pods.get_opt("p").await.unwrap().is_none());
+
+    // Unscheduled and terminal pods never wait.
+    pods.create(&PostParams::default(), &pod("pending", json!({})))
+        .await
+        .unwrap();
+    pods.delete("pending", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(pods.get_opt("pending").await.unwrap().is_none());
+    pods.create(&PostParams::default(), &scheduled("done", 30))
+        .await
+        .unwrap();
+    pods.patch_status(
+        "done",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Succeeded"}})),
+    )
+    .await
+    .unwrap();
+    pods.delete("done", &DeleteParams::default()).await.unwrap();
+    assert!(pods.get_opt("done").await.unwrap().is_none());
+}
+
+fn chrono_now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
 }

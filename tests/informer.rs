@@ -141,7 +141,9 @@ async fn objects_deleted_while_the_watch_was_down_are_reported_deleted_after_rel
     })
     .await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), PODS_NS);
-    pods.delete("gone", &DeleteParams::default()).await.unwrap();
+    pods.delete("gone", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
     for i in 0..30 {
         pod(&format!("filler-{i}")).create(&client).await;
     }

@@ -24,7 +24,12 @@ async fn summary_follows_pod_creation_phases_rescheduling_and_deletion() {
     // An empty world still gets its (empty) summary.
     summary_becomes(&client, &[]).await;
 
-    pod("a").on("n1").requesting("2").create(&client).await;
+    pod("a")
+        .on("n1")
+        .requesting("2")
+        .grace_period(1)
+        .create(&client)
+        .await;
     pod("b").on("n1").limited_to("1").create(&client).await;
     pod("c")
         .on("n2")
@@ -42,10 +47,22 @@ async fn summary_follows_pod_creation_phases_rescheduling_and_deletion() {
     set_phase(&client, "c", "Failed").await;
     summary_becomes(&client, &[("n1", "2")]).await;
 
-    // Rescheduling: the pod is recreated on another node.
+    // Deleting a running pod starts its graceful termination: until its
+    // kubelet (the server's stand-in, after the 1 s grace period) removes
+    // it, the terminating pod still holds its GPUs.
     let pods: Api<Pod> = Api::namespaced(client.clone(), PODS_NS);
-    pods.delete("a", &DeleteParams::default()).await.unwrap();
+    let deleted = pods.delete("a", &DeleteParams::default()).await.unwrap();
+    let terminating = deleted.left().expect("the pod is still there, terminating");
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    assert_eq!(terminating.metadata.deletion_grace_period_seconds, Some(1));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(summary(&client).await, Some(data(&[("n1", "2")])));
     summary_becomes(&client, &[]).await;
+    assert!(
+        pods.get_opt("a").await.unwrap().is_none(),
+        "removed after its grace period"
+    );
+    // Rescheduling: the pod is recreated on another node.
     pod("a").on("n4").requesting("2").create(&client).await;
     summary_becomes(&client, &[("n4", "2")]).await;
 
@@ -149,7 +166,6 @@ async fn dropped_watches_compaction_and_a_server_restart_converge() {
     let host = start_host(&client, fast()).await;
     summary_becomes(&client, &[("n1", "1")]).await;
 
-    let pods: Api<Pod> = Api::namespaced(client.clone(), PODS_NS);
     // Dropped watch: the informer re-watches from its last resourceVersion.
     faults.drop_watches();
     pod("b").on("n1").requesting("1").create(&client).await;
@@ -175,7 +191,7 @@ async fn dropped_watches_compaction_and_a_server_restart_converge() {
     server.restart_listener().await.unwrap();
     pod("d").on("n3").requesting("1").create(&client).await;
     summary_becomes(&client, &[("n1", "2"), ("n3", "1")]).await;
-    pods.delete("d", &DeleteParams::default()).await.unwrap();
+    delete_now(&client, "d").await;
     summary_becomes(&client, &[("n1", "2")]).await;
 
     // Changes while no watch can be opened, then history compacted: the
@@ -194,7 +210,7 @@ async fn dropped_watches_compaction_and_a_server_restart_converge() {
         async move { f.injected_failures() > refused_before }
     })
     .await;
-    pods.delete("a", &DeleteParams::default()).await.unwrap();
+    delete_now(&client, "a").await;
     pod("c").on("n2").requesting("3").create(&client).await;
     for i in 0..60 {
         // Churn past the 50-event history so resuming is impossible.

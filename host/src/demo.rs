@@ -226,7 +226,11 @@ pub async fn run(config: DemoConfig) -> anyhow::Result<Verdict> {
                     }
                 }
             } else if (p.phase != "Running" || action > 0.85)
-                && pods.delete(name, &DeleteParams::default()).await.is_ok()
+                // At once: the demo's truth has no terminating phase.
+                && pods
+                    .delete(name, &DeleteParams::default().grace_period(0))
+                    .await
+                    .is_ok()
             {
                 sim.remove(name);
             }

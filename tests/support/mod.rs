@@ -66,6 +66,7 @@ pub struct TestPod {
     pub phase: Option<String>,
     pub requests: Option<String>,
     pub limits: Option<String>,
+    pub grace: Option<i64>,
 }
 
 pub fn pod(name: &str) -> TestPod {
@@ -75,6 +76,7 @@ pub fn pod(name: &str) -> TestPod {
         phase: None,
         requests: None,
         limits: None,
+        grace: None,
     }
 }
 
@@ -91,6 +93,11 @@ impl TestPod {
         self.limits = Some(gpus.into());
         self
     }
+    /// `spec.terminationGracePeriodSeconds` (the server defaults it to 30).
+    pub fn grace_period(mut self, seconds: i64) -> Self {
+        self.grace = Some(seconds);
+        self
+    }
     pub fn json(&self) -> Value {
         let mut resources = json!({});
         if let Some(r) = &self.requests {
@@ -103,6 +110,9 @@ impl TestPod {
         if let Some(n) = &self.node {
             spec["nodeName"] = json!(n);
         }
+        if let Some(g) = self.grace {
+            spec["terminationGracePeriodSeconds"] = json!(g);
+        }
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": self.name, "namespace": PODS_NS}, "spec": spec})
     }
     pub async fn create(&self, client: &Client) {
@@ -114,6 +124,15 @@ impl TestPod {
         .await
         .unwrap();
     }
+}
+
+/// Deletes a pod at once (`gracePeriodSeconds: 0`, what `kubectl delete
+/// --force --grace-period=0` sends): no terminating phase.
+pub async fn delete_now(client: &Client, name: &str) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), PODS_NS);
+    pods.delete(name, &kube::api::DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
 }
 
 pub async fn set_phase(client: &Client, name: &str, phase: &str) {

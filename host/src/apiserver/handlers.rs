@@ -16,7 +16,7 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
-use super::auth::{bearer, forbidden_message, Tokens, User};
+use super::auth::{bearer, field_selector_name, forbidden_message, Tokens, User};
 use super::convert;
 use super::crd;
 use super::discovery;
@@ -47,6 +47,8 @@ pub(crate) struct AppState {
     pub faults: Faults,
     pub watch_timeout: Duration,
     pub bookmark_interval: Duration,
+    /// Finish graceful pod deletions (see `kubelet`).
+    pub kubelet: bool,
 }
 
 /// The single axum handler: every path goes through here.
@@ -109,6 +111,32 @@ impl Target {
         }
     }
 
+    /// The namespace and name the authorizer sees, as the real server's
+    /// RequestInfo: a Namespace object (and its subresources) is in its own
+    /// namespace, and a list or watch with a `metadata.name=` field
+    /// selector names that object. None for cluster-scoped resources and
+    /// all-namespaces requests.
+    fn authz_scope<'a>(
+        &'a self,
+        verb: &str,
+        query: &'a HashMap<String, String>,
+    ) -> (Option<&'a str>, Option<&'a str>) {
+        let is_namespace = self.info.group.is_empty() && self.info.plural == "namespaces";
+        let namespace = match &self.namespace {
+            Some(ns) => Some(ns.as_str()),
+            None if is_namespace => self.name.as_deref(),
+            None => None,
+        };
+        let name = match &self.name {
+            Some(n) => Some(n.as_str()),
+            None if matches!(verb, "list" | "watch") => query
+                .get("fieldSelector")
+                .and_then(|s| field_selector_name(s)),
+            None => None,
+        };
+        (namespace, name)
+    }
+
     fn object_kind(&self) -> patch::ObjectKind {
         patch::ObjectKind {
             group: self.info.group.clone(),
@@ -168,7 +196,14 @@ fn authenticate(app: &AppState, headers: &HeaderMap) -> Result<User> {
         .ok_or(ApiError::Unauthorized)
 }
 
-fn forbidden(user: &User, verb: &str, t: &Target) -> ApiError {
+/// `namespace` and `name` are what the authorizer saw ([`Target::authz_scope`]).
+fn forbidden(
+    user: &User,
+    verb: &str,
+    t: &Target,
+    namespace: Option<&str>,
+    name: Option<&str>,
+) -> ApiError {
     ApiError::Forbidden {
         message: forbidden_message(
             &user.name,
@@ -176,11 +211,11 @@ fn forbidden(user: &User, verb: &str, t: &Target) -> ApiError {
             &t.info.group,
             &t.info.plural,
             t.sub.as_deref(),
-            t.name.as_deref(),
-            t.namespace.as_deref(),
+            name,
+            namespace,
         ),
         details: Details {
-            name: t.name.clone().unwrap_or_default(),
+            name: name.unwrap_or_default().to_string(),
             group: t.info.group.clone(),
             kind: t.info.plural.clone(),
         },
@@ -273,8 +308,17 @@ async fn dispatch(app: &AppState, req: Request) -> Result<Response> {
         Some(s) => format!("{}/{s}", target.info.plural),
         None => target.info.plural.clone(),
     };
-    if app.faults.is_denied(verb) || !user.allows(verb, &target.info.group, &authz_resource) {
-        return Err(forbidden(&user, verb, &target));
+    let (authz_namespace, authz_name) = target.authz_scope(verb, &query);
+    if app.faults.is_denied(verb)
+        || !user.allows(
+            verb,
+            &target.info.group,
+            &authz_resource,
+            authz_namespace,
+            authz_name,
+        )
+    {
+        return Err(forbidden(&user, verb, &target, authz_namespace, authz_name));
     }
     check_accept(req.headers())?;
     let headers = req.headers().clone();

@@ -13,6 +13,7 @@ pub mod crd;
 pub mod discovery;
 pub mod faults;
 mod handlers;
+mod kubelet;
 pub mod objects;
 pub mod patch;
 pub mod proto;
@@ -24,7 +25,7 @@ pub mod store;
 pub mod table;
 pub mod watch;
 
-pub use auth::{Rule, User};
+pub use auth::{Rule, Scope, User};
 pub use faults::{FailRequests, FaultCommand, Faults};
 pub use server::{serve_until_signal, ApiServer, ApiServerConfig, RunningApiServer, ServerError};
 pub use status::ApiError;

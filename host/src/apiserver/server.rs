@@ -69,6 +69,7 @@ pub struct ApiServerConfig {
     tokens: Vec<(String, User)>,
     watch_timeout: Duration,
     bookmark_interval: Duration,
+    kubelet: bool,
 }
 
 impl Default for ApiServerConfig {
@@ -80,6 +81,7 @@ impl Default for ApiServerConfig {
             tokens: Vec::new(),
             watch_timeout: DEFAULT_WATCH_TIMEOUT,
             bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
+            kubelet: true,
         }
     }
 }
@@ -110,6 +112,16 @@ impl ApiServerConfig {
     #[must_use]
     pub fn token(mut self, token: impl Into<String>, user: User) -> Self {
         self.tokens.push((token.into(), user));
+        self
+    }
+
+    /// Whether a stand-in for each pod's kubelet removes a gracefully
+    /// deleted pod when its grace period ends (default true). Without it a
+    /// deleted scheduled pod stays terminating, as on a cluster whose
+    /// kubelets are gone.
+    #[must_use]
+    pub fn kubelet(mut self, on: bool) -> Self {
+        self.kubelet = on;
         self
     }
 
@@ -156,6 +168,7 @@ impl ApiServer {
             tokens: Arc::new(RwLock::new(tokens)),
             watch_timeout: config.watch_timeout,
             bookmark_interval: config.bookmark_interval,
+            kubelet: config.kubelet,
         });
         let router = Router::new()
             .fallback(handlers::handle)

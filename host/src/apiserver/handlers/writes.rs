@@ -13,6 +13,7 @@ use super::{
 };
 use crate::apiserver::convert;
 use crate::apiserver::crd;
+use crate::apiserver::kubelet::{self, PodDeletion};
 use crate::apiserver::objects::{
     generated_name, meta_mut, meta_str, now_rfc3339, prepare_create, prepare_update,
     ready_to_remove, validate_name,
@@ -456,6 +457,42 @@ impl Ctx<'_> {
                 .pointer("/metadata/finalizers")
                 .and_then(Value::as_array)
                 .is_some_and(|f| !f.is_empty());
+            let is_pod = target.info.group.is_empty() && target.info.plural == "pods";
+            let graceful = if is_pod {
+                kubelet::pod_deletion(&v, opts)
+            } else {
+                PodDeletion::Immediate
+            };
+            if graceful == PodDeletion::Pending {
+                return Ok((StatusCode::OK, v));
+            }
+            if let PodDeletion::Graceful {
+                grace,
+                deletion_timestamp,
+            } = &graceful
+            {
+                kubelet::mark_terminating(&mut v, *grace, deletion_timestamp);
+                if self.dry_run() {
+                    return Ok((StatusCode::OK, v));
+                }
+                match self.store().update(&storage, key, Some(old.rv), v) {
+                    Ok(s) => {
+                        let v = s.value();
+                        if self.app.kubelet {
+                            kubelet::finish_after(
+                                self.app.store.clone(),
+                                storage.clone(),
+                                key.clone(),
+                                meta_str(&v, "uid").unwrap_or_default().to_string(),
+                                std::time::Duration::from_secs(u64::try_from(*grace).unwrap_or(0)),
+                            );
+                        }
+                        return Ok((StatusCode::OK, v));
+                    }
+                    Err(StoreError::Conflict) => continue,
+                    Err(e) => return Err(store_err(&target, e)),
+                }
+            }
             if self.dry_run() {
                 return Ok((StatusCode::OK, v));
             }
