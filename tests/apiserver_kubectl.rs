@@ -285,6 +285,57 @@ async fn kubectl_create_get_apply_patch_delete_and_watch() {
     );
 }
 
+/// A Pod manifest with a typo'd container field.
+const TYPO_POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: typo\nspec:\n  containers:\n  - name: c\n    image: nginx:1.27\n    imagePullPolicyy: Always\n";
+
+#[tokio::test]
+async fn kubectl_refuses_unknown_fields_unless_validation_is_off() {
+    let Some(bin) = kubectl_path() else {
+        eprintln!(
+            "SKIPPED kubectl_refuses_unknown_fields_unless_validation_is_off: kubectl not found on PATH"
+        );
+        return;
+    };
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    let k = Kubectl::new(bin, &server);
+    let typo = k.write("typo.yaml", TYPO_POD);
+
+    // kubectl sends fieldValidation=Strict by default, on create and on
+    // client-side apply (which creates a missing object)
+    for verb in ["create", "apply"] {
+        let (ok, out, err) = k.run(&[verb, "-f", &typo]).await;
+        assert!(!ok, "kubectl {verb} must fail: {out}");
+        assert!(
+            err.contains(r#"Pod in version "v1" cannot be handled as a Pod: strict decoding error: unknown field "spec.containers[0].imagePullPolicyy""#),
+            "kubectl {verb}: {err}"
+        );
+    }
+    let (ok, _, err) = k.run(&["get", "pod", "typo"]).await;
+    assert!(!ok && err.contains("not found"), "{err}");
+
+    // --validate=false is fieldValidation=Ignore: created, the field dropped
+    let out = k.ok(&["apply", "--validate=false", "-f", &typo]).await;
+    assert_eq!(out.trim(), "pod/typo created");
+    let pod: Value =
+        serde_json::from_str(&k.ok(&["get", "pod", "typo", "-o", "json"]).await).unwrap();
+    let container = &pod["spec"]["containers"][0];
+    assert_eq!(container["image"], "nginx:1.27");
+    assert!(container.get("imagePullPolicyy").is_none(), "{container}");
+
+    // --validate=warn: created, and kubectl prints the server's warning
+    let warned = k.write(
+        "warned.yaml",
+        &TYPO_POD.replace("name: typo", "name: warned"),
+    );
+    let (ok, out, err) = k.run(&["create", "--validate=warn", "-f", &warned]).await;
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "pod/warned created");
+    assert!(
+        err.contains(r#"Warning: unknown field "spec.containers[0].imagePullPolicyy""#),
+        "{err}"
+    );
+}
+
 /// Time the Python client script may take (interpreter start included).
 const PYTHON_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -343,4 +394,53 @@ async fn python_client_creates_lists_watches_patches_and_deletes() {
         .filter_map(|p| p.metadata.name)
         .collect();
     assert!(names.iter().all(|n| n != "web-1"), "{names:?}");
+}
+
+#[tokio::test]
+async fn kubectl_auth_can_i_and_whoami_answer_from_the_tokens_rules() {
+    let Some(bin) = kubectl_path() else {
+        eprintln!("SKIPPED kubectl_auth_can_i_and_whoami_answer_from_the_tokens_rules: kubectl not found on PATH");
+        return;
+    };
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    server.add_token(
+        "reader",
+        wasmctrl::apiserver::User::with_rules(
+            "system:serviceaccount:default:reader",
+            vec![
+                wasmctrl::apiserver::Rule::new(&["get", "list"], &["pods"]).in_namespace("default")
+            ],
+        ),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, server.kubeconfig_for_token("reader")).unwrap();
+    let k = Kubectl {
+        bin,
+        kubeconfig,
+        _dir: dir,
+    };
+    // kubectl sends these reviews as protobuf.
+    let (ok, out, _) = k
+        .run(&["auth", "can-i", "list", "pods", "-n", "default"])
+        .await;
+    assert!(ok && out.trim() == "yes", "{out}");
+    let refused: [&[&str]; 3] = [
+        &["auth", "can-i", "watch", "pods", "-n", "default"],
+        &["auth", "can-i", "list", "pods", "-n", "kube-system"],
+        &["auth", "can-i", "list", "pods", "--all-namespaces"],
+    ];
+    for args in refused {
+        let (ok, out, _) = k.run(args).await;
+        assert!(!ok && out.trim() == "no", "{args:?} must be refused: {out}");
+    }
+    let out = k
+        .ok(&[
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username}",
+        ])
+        .await;
+    assert_eq!(out.trim(), "system:serviceaccount:default:reader");
 }

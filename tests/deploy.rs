@@ -595,11 +595,43 @@ async fn host_works_with_exactly_the_role_and_fails_loudly_without_one_verb() {
         &server,
         &facts,
         User::with_rules(&service_account, without_verb(&rules, "watch", "pods")),
+        &[],
     )
     .await;
     assert!(
         last.contains("watch") && last.contains("pods"),
         "the final error names the verb and the resource: {stderr}"
+    );
+
+    // Checked before anything starts, and named precisely: the output the
+    // guest writes, and the Lease of leader election.
+    let (last, stderr) = run_binary_until_it_fails(
+        &server,
+        &facts,
+        User::with_rules(
+            &service_account,
+            without_verb(&rules, "patch", "configmaps"),
+        ),
+        &[],
+    )
+    .await;
+    assert!(
+        last.contains(&format!(
+            "configmaps \"gpu-summary\" is forbidden: User \"{service_account}\" cannot patch resource \"configmaps\" in API group \"\" in the namespace \"{}\"",
+            facts.namespace
+        )),
+        "the final error names the output: {stderr}"
+    );
+    let (last, stderr) = run_binary_until_it_fails(
+        &server,
+        &facts,
+        User::with_rules(&service_account, without_verb(&rules, "update", "leases")),
+        &["--leader-elect", "--identity=replica-1"],
+    )
+    .await;
+    assert!(
+        last.contains("cannot update resource \"leases\" in API group \"coordination.k8s.io\""),
+        "the final error names the Lease verb: {stderr}"
     );
 }
 
@@ -610,6 +642,7 @@ async fn run_binary_until_it_fails(
     server: &RunningApiServer,
     facts: &DeploymentFacts,
     user: User,
+    extra_args: &[&str],
 ) -> (String, String) {
     let token = "run-until-it-fails";
     server.add_token(token, user);
@@ -627,6 +660,7 @@ async fn run_binary_until_it_fails(
             .arg(format!("--namespace={}", facts.namespace))
             .arg("--no-guest-cache")
             .args(["--metrics-addr=127.0.0.1:0", "--health-addr=127.0.0.1:0"])
+            .args(extra_args)
             .kill_on_drop(true)
             .output(),
     )
@@ -702,8 +736,13 @@ async fn host_fails_loudly_when_the_pods_rule_is_bound_in_one_namespace_only() {
 
     // The guest watches pods in every namespace: the host exits naming the
     // verb, the resource and the cluster scope instead of idling.
-    let (last, stderr) =
-        run_binary_until_it_fails(&server, &facts, User::with_rules(&service_account, rules)).await;
+    let (last, stderr) = run_binary_until_it_fails(
+        &server,
+        &facts,
+        User::with_rules(&service_account, rules),
+        &[],
+    )
+    .await;
     let refused = format!(
         "pods is forbidden: User \"{service_account}\" cannot list resource \"pods\" in API group \"\" at the cluster scope"
     );

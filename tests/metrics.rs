@@ -160,9 +160,14 @@ async fn readyz_waits_for_synced_caches_and_healthz_answers() {
     .await;
     host.stop().await.unwrap();
 
-    // A host whose caches can never sync is not ready, and says why.
+    // A host whose caches can never sync (every list fails with a 500, a
+    // transient error it keeps retrying) is not ready, and says why.
     let (server, admin) = server().await;
-    server.faults().deny_verb("list");
+    server.faults().fail(
+        FailRequests::new(500, 1_000_000)
+            .verb("list")
+            .resource("pods"),
+    );
     let stuck = Arc::new(
         wasmctrl::runner::Host::start(
             admin.clone(),

@@ -248,6 +248,33 @@ async fn watch_forbidden_makes_the_host_exit_with_the_resource_and_verb() {
     );
     let limited = server.client_for_token(token).await.unwrap();
     pod("a").on("n1").requesting("1").create(&client).await;
+    // The preflight check (SelfSubjectAccessReview) refuses to start the
+    // guest before any cache syncs: no reconcile, no write, and the error
+    // reads like the API server's own Forbidden message.
+    let err = wasmctrl::runner::Host::start(limited.clone(), host_config(fast()), None)
+        .await
+        .err()
+        .expect("a host that cannot watch must not start")
+        .to_string();
+    assert!(
+        err.contains(
+            "pods is forbidden: User \"limited\" cannot watch resource \"pods\" in API group \"\" at the cluster scope"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("gpu-summary") && err.contains("missing permissions (1)"),
+        "{err}"
+    );
+    assert_eq!(summary(&client).await, None, "nothing was written");
+
+    // Without the preflight's answer (reviews refused), the informer's own
+    // 403 on watch still stops the host instead of leaving it idle.
+    server.faults().fail(
+        FailRequests::new(403, 1_000)
+            .verb("create")
+            .resource("selfsubjectaccessreviews"),
+    );
     let host = start_host(&limited, fast()).await;
     let result = tokio::time::timeout(CONVERGE, host.task)
         .await
@@ -257,10 +284,6 @@ async fn watch_forbidden_makes_the_host_exit_with_the_resource_and_verb() {
         .expect_err("a host that cannot watch must fail")
         .to_string();
     assert!(err.contains("watch") && err.contains("pods"), "{err}");
-    // No assertion that no reconcile ran: the list succeeded, so (as with
-    // client-go's HasSynced) the cache was complete for the moment between
-    // the list and the refused watch, and a worker may have run once. What
-    // must hold is that the host exits instead of idling, naming the verb.
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

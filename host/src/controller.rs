@@ -24,6 +24,7 @@ use crate::informer::{
     field_positions, whole_object, Change, Informer, InformerKey, InformerRegistry, SyncError,
 };
 use crate::metrics::{self as m, Metrics};
+use crate::permissions::{self, Checked, Need, PermissionError};
 use crate::projection::FieldPath;
 use crate::workqueue::{self, Outcome, Workqueue};
 
@@ -41,6 +42,15 @@ pub enum ControllerError {
         /// The discovery error.
         #[source]
         source: ActuatorError,
+    },
+    /// The host's credentials lack permissions the guest needs.
+    #[error("guest {guest}: {source}")]
+    Permissions {
+        /// The guest.
+        guest: String,
+        /// Every missing permission.
+        #[source]
+        source: PermissionError,
     },
     /// A cache the guest needs cannot sync (or stopped syncing).
     #[error("guest {guest}: {source}")]
@@ -203,6 +213,7 @@ impl GuestController {
                 })
                 .set(1);
         }
+        let client_for_checks = client.clone();
         let actuator = Arc::new(Actuator::with_metrics(
             client,
             &name,
@@ -213,6 +224,8 @@ impl GuestController {
             guest: name.clone(),
             source,
         };
+
+        preflight(&client_for_checks, &actuator, &manifest, &name, resolve_err).await?;
 
         let mut watches = Vec::new();
         for spec in &manifest.watches {
@@ -667,4 +680,79 @@ pub fn split_guest_config(
             .insert(key.to_string(), value.to_string());
     }
     Ok(out)
+}
+
+/// Checks, before any cache starts, that the host may do everything the
+/// guest's manifest needs (see [`crate::permissions`]): list and watch what
+/// it watches and the objects it writes (the outputs cache), and patch the
+/// write targets in the namespaces it names.
+async fn preflight(
+    client: &Client,
+    actuator: &Actuator,
+    manifest: &GuestManifest,
+    guest: &str,
+    resolve_err: impl Fn(ActuatorError) -> ControllerError,
+) -> Result<(), ControllerError> {
+    let mut needs = Vec::new();
+    for spec in &manifest.watches {
+        let plural = match &spec.plural {
+            Some(p) => p.clone(),
+            None => {
+                actuator
+                    .resource(&spec.gvk)
+                    .await
+                    .map_err(&resolve_err)?
+                    .plural
+            }
+        };
+        for verb in ["list", "watch"] {
+            needs.push(Need::new(
+                verb,
+                &spec.gvk.group,
+                &plural,
+                spec.namespace.as_deref(),
+                None,
+            ));
+        }
+    }
+    for rule in &manifest.writes {
+        let plural = actuator
+            .resource(&rule.gvk)
+            .await
+            .map_err(&resolve_err)?
+            .plural;
+        let group = rule.gvk.group.as_str();
+        let ns = rule.namespace.as_deref();
+        let single = match rule.names.as_slice() {
+            [one] => Some(one.as_str()),
+            _ => None,
+        };
+        for verb in ["list", "watch"] {
+            needs.push(Need::new(verb, group, &plural, ns, single));
+        }
+        // Without a namespace the rule says where the guest *may* write,
+        // not where it will: nothing precise to ask.
+        if ns.is_some() {
+            if rule.names.is_empty() {
+                needs.push(Need::new("patch", group, &plural, ns, None));
+            }
+            for n in &rule.names {
+                needs.push(Need::new("patch", group, &plural, ns, Some(n)));
+            }
+        }
+    }
+    match permissions::check(client, &needs).await {
+        Ok(Checked::Allowed) => Ok(()),
+        Ok(unavailable) => {
+            tracing::warn!(
+                guest,
+                "{unavailable}; a missing permission will show as a 403 later"
+            );
+            Ok(())
+        }
+        Err(source) => Err(ControllerError::Permissions {
+            guest: guest.to_string(),
+            source,
+        }),
+    }
 }

@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod objects;
 pub mod offline;
 pub mod packaging;
+pub mod permissions;
 pub mod projection;
 pub mod runner;
 pub mod workqueue;

@@ -320,6 +320,32 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             .renew_deadline(Duration::from_secs_f64(args.renew_deadline_seconds))
             .retry_period(Duration::from_secs_f64(args.retry_period_seconds));
         le_config.validate()?;
+        // Fail now, naming what is missing, rather than as a follower that
+        // can never become leader.
+        use wasmctrl::permissions::{check, Checked, Need};
+        let ns = Some(config.namespace.as_str());
+        let needs = [
+            Need::new(
+                "get",
+                "coordination.k8s.io",
+                "leases",
+                ns,
+                Some(lease.as_str()),
+            ),
+            Need::new(
+                "update",
+                "coordination.k8s.io",
+                "leases",
+                ns,
+                Some(lease.as_str()),
+            ),
+            Need::new("create", "coordination.k8s.io", "leases", ns, None),
+        ];
+        match check(&client, &needs).await {
+            Ok(Checked::Allowed) => {}
+            Ok(unavailable) => tracing::warn!("leader election: {unavailable}"),
+            Err(e) => anyhow::bail!("leader election on Lease {lease}: {e}"),
+        }
         Some((client.clone(), le_config))
     } else {
         None

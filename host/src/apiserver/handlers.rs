@@ -7,7 +7,7 @@
 //! request input.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -16,6 +16,7 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
+use super::access;
 use super::auth::{bearer, field_selector_name, forbidden_message, Tokens, User};
 use super::convert;
 use super::crd;
@@ -29,6 +30,7 @@ use super::selector::{FieldSelector, LabelSelector, Selector};
 use super::status::{ApiError, Details, Result};
 use super::store::{ObjKey, Store, StoreError};
 use super::table;
+use super::validation;
 
 mod reads;
 mod writes;
@@ -252,6 +254,27 @@ async fn dispatch(app: &AppState, req: Request) -> Result<Response> {
     if let Some(d) = app.faults.latency() {
         tokio::time::sleep(d).await;
     }
+    match (req.method(), segs.as_slice()) {
+        (&Method::POST, ["apis", "authorization.k8s.io", "v1", "selfsubjectaccessreviews"]) => {
+            if let Some(err) = app
+                .faults
+                .take_failure("create", "selfsubjectaccessreviews")
+            {
+                return Err(err);
+            }
+            let headers = req.headers().clone();
+            let body = decode_body(&headers, &read_body(req).await?)?;
+            let review = access::access_review(&user, &app.faults, &body)?;
+            return Ok(value_response(StatusCode::CREATED, &review));
+        }
+        (&Method::POST, ["apis", "authentication.k8s.io", "v1", "selfsubjectreviews"]) => {
+            return Ok(value_response(
+                StatusCode::CREATED,
+                &access::self_review(&user),
+            ));
+        }
+        _ => {}
+    }
     let discovery_doc = match segs.as_slice() {
         ["api"] => Some(discovery::core_versions()),
         ["api", "v1"] => discovery::resources(&app.registry, "", "v1"),
@@ -333,8 +356,9 @@ async fn dispatch(app: &AppState, req: Request) -> Result<Response> {
         query,
         headers,
         manager,
+        warnings: Mutex::default(),
     };
-    match verb {
+    let result = match verb {
         "get" => ctx.get(),
         "list" => ctx.list(),
         "watch" => ctx.watch(),
@@ -343,7 +367,13 @@ async fn dispatch(app: &AppState, req: Request) -> Result<Response> {
         "update" => ctx.update(read_body(req).await?),
         "patch" => ctx.patch(read_body(req).await?),
         _ => ctx.delete(read_body(req).await?),
-    }
+    };
+    // warnings reach the client whatever the outcome, as the real server's
+    // warning recorder writes them before the body
+    let mut response = result.unwrap_or_else(IntoResponse::into_response);
+    let warnings = std::mem::take(&mut *ctx.warnings.lock().unwrap_or_else(|p| p.into_inner()));
+    validation::add_warning_headers(response.headers_mut(), &warnings);
+    Ok(response)
 }
 
 async fn read_body(req: Request) -> Result<Bytes> {
@@ -427,6 +457,8 @@ struct Ctx<'a> {
     query: HashMap<String, String>,
     headers: HeaderMap,
     manager: String,
+    /// `Warning` headers for the response (see `validation`).
+    warnings: Mutex<Vec<String>>,
 }
 
 enum Attempt<T> {
@@ -512,8 +544,11 @@ impl Ctx<'_> {
     /// Checks kind/apiVersion and namespace of a request body against the
     /// URL. A missing kind or apiVersion defaults to the URL's, as the real
     /// server decodes bodies with the endpoint's kind as the default (the
-    /// Python client sends typed objects without them).
-    fn check_body(&self, obj: &mut Value) -> Result<()> {
+    /// Python client sends typed objects without them). Every write's
+    /// object comes through here, so this is also where unknown and
+    /// duplicate fields are dropped, warned about or refused
+    /// (`fieldValidation`, see [`validation::check`]).
+    fn check_body(&self, obj: &mut Value, write: validation::Write<'_>) -> Result<()> {
         let info = &self.target.info;
         if !obj.is_object() {
             return Err(ApiError::BadRequest(format!(
@@ -559,6 +594,15 @@ impl Ctx<'_> {
         } else if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("namespace");
         }
+        let directive =
+            validation::Directive::from_query(self.q("fieldValidation"), write.options_kind())?;
+        let warnings = validation::check(info, obj, directive, &write)?;
+        if !warnings.is_empty() {
+            self.warnings
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend(warnings);
+        }
         Ok(())
     }
 
@@ -576,10 +620,17 @@ impl Ctx<'_> {
         ApiError::invalid(&self.target.info.group, &self.target.info.kind, name, errs)
     }
 
-    /// Decodes an object body by its Content-Type (JSON or YAML; protobuf and CBOR are 415).
+    /// Decodes an object body by its Content-Type (see [`decode_body`]).
     fn decode_object(&self, body: &[u8]) -> Result<Value> {
-        let ct = self
-            .headers
+        decode_body(&self.headers, body)
+    }
+}
+
+/// Decodes an object body by its Content-Type: JSON, YAML, or protobuf for
+/// the few kinds [`proto`] knows; anything else is 415.
+fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value> {
+    {
+        let ct = headers
             .get(header::CONTENT_TYPE)
             .and_then(|h| h.to_str().ok())
             .unwrap_or("application/json");

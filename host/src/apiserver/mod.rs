@@ -7,6 +7,7 @@
 //! Start one with [`ApiServer::start`]; talk to it with
 //! [`RunningApiServer::client`] or kubectl via [`RunningApiServer::kubeconfig`].
 
+mod access;
 pub mod auth;
 pub mod convert;
 pub mod crd;
@@ -23,6 +24,7 @@ pub mod server;
 pub mod status;
 pub mod store;
 pub mod table;
+pub mod validation;
 pub mod watch;
 
 pub use auth::{Rule, Scope, User};

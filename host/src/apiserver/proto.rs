@@ -2,7 +2,8 @@
 //! kubectl's generator commands send that way (`kubectl create namespace`,
 //! `create configmap`, `create secret generic`): the `k8s\0` envelope, the
 //! `runtime.Unknown` wrapper and `ObjectMeta`, `Namespace`, `ConfigMap`,
-//! `Secret`. Anything else is reported as unsupported so the caller answers
+//! `Secret`, and `SelfSubjectAccessReview` (`kubectl auth can-i`). Anything
+//! else is reported as unsupported so the caller answers
 //! 415. Responses are always JSON; this module never encodes.
 
 use base64::Engine;
@@ -218,6 +219,52 @@ fn decode_kind(kind: &str, raw: &[u8]) -> Result<Map<String, Value>, ProtoError>
     Ok(obj)
 }
 
+/// `SelfSubjectAccessReview` (what `kubectl auth can-i` sends): the spec's
+/// resource or non-resource attributes.
+fn access_review(raw: &[u8]) -> Result<Value, ProtoError> {
+    const RESOURCE: [&str; 7] = [
+        "namespace",
+        "verb",
+        "group",
+        "version",
+        "resource",
+        "subresource",
+        "name",
+    ];
+    const NON_RESOURCE: [&str; 2] = ["path", "verb"];
+    let mut spec = Map::new();
+    for (num, f) in fields(raw)? {
+        let (2, Field::Bytes(s)) = (num, f) else {
+            continue;
+        };
+        for (n, f) in fields(s)? {
+            let (key, names): (&str, &[&str]) = match (n, f) {
+                (1, Field::Bytes(_)) => ("resourceAttributes", &RESOURCE),
+                (2, Field::Bytes(_)) => ("nonResourceAttributes", &NON_RESOURCE),
+                _ => continue,
+            };
+            let Field::Bytes(attrs) = f else { continue };
+            let mut out = Map::new();
+            for (i, f) in fields(attrs)? {
+                if let (Some(name), Field::Bytes(x)) = (
+                    usize::try_from(i)
+                        .ok()
+                        .and_then(|i| names.get(i.wrapping_sub(1))),
+                    f,
+                ) {
+                    out.insert((*name).to_string(), string(x)?.into());
+                }
+            }
+            spec.insert(key.into(), Value::Object(out));
+        }
+    }
+    Ok(json!({
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": spec,
+    }))
+}
+
 /// Decodes a protobuf request body into the JSON form of the object.
 pub fn decode(body: &[u8]) -> Result<Value, ProtoError> {
     let rest = body
@@ -243,6 +290,9 @@ pub fn decode(body: &[u8]) -> Result<Value, ProtoError> {
             }
             _ => {}
         }
+    }
+    if api_version == "authorization.k8s.io/v1" && kind == "SelfSubjectAccessReview" {
+        return access_review(raw);
     }
     if api_version != "v1" || !matches!(kind.as_str(), "ConfigMap" | "Secret" | "Namespace") {
         return Err(ProtoError::Unsupported(format!("{api_version}/{kind}")));

@@ -99,6 +99,11 @@ pub enum ApiError {
     /// 500: unexpected server failure.
     #[error("{0}")]
     Internal(String),
+    /// 500 without a reason: a plain error the real server did not wrap in a
+    /// `Status` (`StatusReasonUnknown`, e.g. server-side apply's typed
+    /// conversion failures); `reason` is omitted from the `Status`.
+    #[error("{0}")]
+    Unclassified(String),
     /// 503: server temporarily unavailable.
     #[error("{0}")]
     ServiceUnavailable(String),
@@ -203,7 +208,7 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => 405,
             ApiError::Expired(_) => 410,
             ApiError::TooManyRequests { .. } => 429,
-            ApiError::Internal(_) => 500,
+            ApiError::Internal(_) | ApiError::Unclassified(_) => 500,
             ApiError::ServiceUnavailable(_) => 503,
             ApiError::Timeout(_) => 504,
             ApiError::UnsupportedMediaType(_) => 415,
@@ -211,7 +216,7 @@ impl ApiError {
         }
     }
 
-    /// `Status.reason` of this error.
+    /// `Status.reason` of this error ("" for [`ApiError::Unclassified`]).
     pub fn reason(&self) -> &'static str {
         match self {
             ApiError::NotFound { .. } | ApiError::NoRoute => "NotFound",
@@ -225,6 +230,7 @@ impl ApiError {
             ApiError::Expired(_) => "Expired",
             ApiError::TooManyRequests { .. } => "TooManyRequests",
             ApiError::Internal(_) => "InternalError",
+            ApiError::Unclassified(_) => "",
             ApiError::ServiceUnavailable(_) => "ServiceUnavailable",
             ApiError::Timeout(_) => "Timeout",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
@@ -273,6 +279,11 @@ impl ApiError {
             "reason": self.reason(),
             "code": self.code(),
         });
+        if self.reason().is_empty() {
+            if let Some(m) = status.as_object_mut() {
+                m.remove("reason");
+            }
+        }
         let (details, causes) = match self {
             ApiError::NotFound { details, .. }
             | ApiError::AlreadyExists { details, .. }
@@ -290,7 +301,9 @@ impl ApiError {
             _ => (None, None),
         };
         if let Some(d) = details {
-            if d != &Details::default() {
+            // as Go's `NewInvalid`: details are set even when only causes say anything
+            let has_causes = causes.is_some_and(|c| !c.is_empty());
+            if d != &Details::default() || has_causes {
                 let mut obj = serde_json::Map::new();
                 if !d.name.is_empty() {
                     obj.insert("name".into(), d.name.clone().into());

@@ -21,11 +21,12 @@ use crate::apiserver::objects::{
 use crate::apiserver::patch;
 use crate::apiserver::status::{ApiError, Cause, Details, Result};
 use crate::apiserver::store::{ObjKey, StoreError, Stored};
+use crate::apiserver::validation::Write;
 
 impl Ctx<'_> {
     pub(super) fn create(&self, body: Bytes) -> Result<Response> {
         let mut obj = self.decode_object(&body)?;
-        self.check_body(&mut obj)?;
+        self.check_body(&mut obj, Write::Create { body: &body })?;
         self.require_namespace()?;
         if meta_str(&obj, "resourceVersion").is_some_and(|rv| !rv.is_empty()) {
             return Err(ApiError::BadRequest(
@@ -198,7 +199,7 @@ impl Ctx<'_> {
 
     pub(super) fn update(&self, body: Bytes) -> Result<Response> {
         let mut obj = self.decode_object(&body)?;
-        self.check_body(&mut obj)?;
+        self.check_body(&mut obj, Write::Update { body: &body })?;
         self.check_url_name(&mut obj)?;
         for _ in 0..MAX_RETRIES {
             let old = self
@@ -269,7 +270,15 @@ impl Ctx<'_> {
                     "the patched object is not a JSON object".into(),
                 ));
             }
-            self.check_body(&mut patched)?;
+            let write = match ct.as_str() {
+                "application/json-patch+json" => Write::JsonPatch { patch: &body },
+                "application/merge-patch+json" => Write::MergePatch { patch: &body },
+                _ => Write::StrategicMergePatch {
+                    patch: &body,
+                    doc: &patch_doc,
+                },
+            };
+            self.check_body(&mut patched, write)?;
             self.check_url_name(&mut patched)?;
             let patched = convert::to_storage(&self.target.info, patched);
             if let Attempt::Done((code, v)) = self.commit_update(&old, patched, None)? {
@@ -299,7 +308,18 @@ impl Ctx<'_> {
                 "error decoding YAML: the apply configuration must be an object".into(),
             ));
         }
-        self.check_body(&mut applied)?;
+        // named as sent: the real server's typed-conversion error prints them so
+        let (namespace, name) = (
+            meta_str(&applied, "namespace")
+                .unwrap_or_default()
+                .to_string(),
+            meta_str(&applied, "name").unwrap_or_default().to_string(),
+        );
+        let write = Write::Apply {
+            namespace: &namespace,
+            name: &name,
+        };
+        self.check_body(&mut applied, write)?;
         self.check_url_name(&mut applied)?;
         let kind = self.target.object_kind();
         for _ in 0..MAX_RETRIES {
