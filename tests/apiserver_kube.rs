@@ -2061,3 +2061,36 @@ async fn unknown_fields_are_refused_warned_about_or_dropped_by_field_validation(
         );
     }
 }
+
+#[tokio::test]
+async fn an_apply_that_creates_is_authorized_as_create_too() {
+    let (server, admin) = start().await;
+    server.add_token(
+        "patcher",
+        User::with_rules(
+            "patcher",
+            vec![Rule::new(&["get", "patch"], &["configmaps"])],
+        ),
+    );
+    let patcher = server.client_for_token("patcher").await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(patcher, "default");
+    let apply = PatchParams::apply("test").force();
+    let doc = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "v"}});
+    let err = status(
+        cms.patch("c", &apply, &Patch::Apply(&doc))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 403);
+    assert_eq!(
+        err.message,
+        "configmaps \"c\" is forbidden: User \"patcher\" cannot create resource \"configmaps\" in API group \"\" in the namespace \"default\""
+    );
+    // Once it exists, patch alone is enough.
+    Api::<ConfigMap>::namespaced(admin, "default")
+        .create(&PostParams::default(), &cm("c", json!({})))
+        .await
+        .unwrap();
+    let applied = cms.patch("c", &apply, &Patch::Apply(&doc)).await.unwrap();
+    assert_eq!(applied.data.unwrap()["k"], "v");
+}

@@ -625,6 +625,23 @@ async fn host_works_with_exactly_the_role_and_fails_loudly_without_one_verb() {
     let (last, stderr) = run_binary_until_it_fails(
         &server,
         &facts,
+        User::with_rules(
+            &service_account,
+            without_verb(&rules, "create", "configmaps"),
+        ),
+        &[],
+    )
+    .await;
+    assert!(
+        last.contains(&format!(
+            "configmaps is forbidden: User \"{service_account}\" cannot create resource \"configmaps\" in API group \"\" in the namespace \"{}\"",
+            facts.namespace
+        )),
+        "an apply that creates needs create: {stderr}"
+    );
+    let (last, stderr) = run_binary_until_it_fails(
+        &server,
+        &facts,
         User::with_rules(&service_account, without_verb(&rules, "update", "leases")),
         &["--leader-elect", "--identity=replica-1"],
     )

@@ -764,6 +764,17 @@ async fn partitioned_leader_stops_writing_before_another_starts() {
         span(wall_micros(a_gone_wall) - b_leads)
     );
     crate::support::summary_becomes(&c.admin, &[("n1", "2"), ("n2", "1")]).await;
+    // The timeline is a watch: let it catch up with what the GET saw.
+    crate::support::eventually("the timeline records the new summary", || {
+        let timeline = c.timeline.clone();
+        async move {
+            timeline
+                .changes()
+                .iter()
+                .any(|ch| ch.rv > cut_rv && ch.summary().is_some_and(|d| d.contains_key("n2")))
+        }
+    })
+    .await;
 
     // Between the cut and b's acquisition the summary did not change; the
     // first change after the cut is b's, with the new pod.

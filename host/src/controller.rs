@@ -684,8 +684,9 @@ pub fn split_guest_config(
 
 /// Checks, before any cache starts, that the host may do everything the
 /// guest's manifest needs (see [`crate::permissions`]): list and watch what
-/// it watches and the objects it writes (the outputs cache), and patch the
-/// write targets in the namespaces it names.
+/// it watches and the objects it writes (the outputs cache), and patch and
+/// create (an apply that creates is authorized as both) the write targets
+/// in the namespaces it names.
 async fn preflight(
     client: &Client,
     actuator: &Actuator,
@@ -733,6 +734,8 @@ async fn preflight(
         // Without a namespace the rule says where the guest *may* write,
         // not where it will: nothing precise to ask.
         if ns.is_some() {
+            // An apply that creates the object is authorized as create too.
+            needs.push(Need::new("create", group, &plural, ns, None));
             if rule.names.is_empty() {
                 needs.push(Need::new("patch", group, &plural, ns, None));
             }

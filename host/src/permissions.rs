@@ -6,7 +6,8 @@
 //! start, the host asks the API server — with `SelfSubjectAccessReview`, the
 //! request `kubectl auth can-i` makes — whether its own credentials allow
 //! everything the guest's manifest needs: `list` and `watch` on every
-//! watched resource in its scope, and `patch` (server-side apply) on every
+//! watched resource in its scope, and `patch` and `create` (a server-side
+//! apply that creates the object is authorized as both) on every
 //! write-allowlist entry that names a namespace. Every missing permission is
 //! reported at once, worded as the API server's own Forbidden message.
 //!

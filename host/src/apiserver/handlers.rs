@@ -352,6 +352,7 @@ async fn dispatch(app: &AppState, req: Request) -> Result<Response> {
         .unwrap_or_else(|| manager_from_user_agent(&headers));
     let ctx = Ctx {
         app,
+        user: &user,
         target,
         query,
         headers,
@@ -453,6 +454,8 @@ fn parse_rv(s: &str) -> Result<u64> {
 
 struct Ctx<'a> {
     app: &'a AppState,
+    /// Who asks (an apply that creates is authorized as `create` too).
+    user: &'a User,
     target: Target,
     query: HashMap<String, String>,
     headers: HeaderMap,

@@ -359,6 +359,26 @@ impl Ctx<'_> {
     fn create_from_apply(&self, obj: Value) -> Result<Response> {
         self.require_namespace()?;
         let name = self.target.name().to_string();
+        // Like the real server: an apply that creates the object is
+        // authorized as `create` as well as `patch`.
+        let ns = self.target.namespace.as_deref();
+        if self.app.faults.is_denied("create")
+            || !self.user.allows(
+                "create",
+                &self.target.info.group,
+                &self.target.info.plural,
+                ns,
+                Some(&name),
+            )
+        {
+            return Err(super::forbidden(
+                self.user,
+                "create",
+                &self.target,
+                ns,
+                Some(&name),
+            ));
+        }
         let errs = validate_name(&self.target.info, &name);
         if !errs.is_empty() {
             return Err(self.invalid(&name, errs));
