@@ -19,7 +19,9 @@ use serde_json::Value as Json;
 
 use crate::actuator::{Actuator, ActuatorCounters, ActuatorError, LiveObjects};
 use crate::guest::snapshot::{self, WatchView};
-use crate::guest::{Environment, GuestError, GuestManifest, GuestModule, KeyMapping, ObjectKey};
+use crate::guest::{
+    Environment, GuestError, GuestManifest, GuestModule, KeyMapping, ObjectKey, WatchSpec,
+};
 use crate::informer::{
     field_positions, whole_object, Change, Informer, InformerKey, InformerRegistry, SyncError,
 };
@@ -229,16 +231,7 @@ impl GuestController {
 
         let mut watches = Vec::new();
         for spec in &manifest.watches {
-            let plural = match &spec.plural {
-                Some(p) => p.clone(),
-                None => {
-                    actuator
-                        .resource(&spec.gvk)
-                        .await
-                        .map_err(resolve_err)?
-                        .plural
-                }
-            };
+            let plural = watch_plural(&actuator, spec).await.map_err(resolve_err)?;
             let key = InformerKey {
                 group: spec.gvk.group.clone(),
                 version: spec.gvk.version.clone(),
@@ -682,6 +675,14 @@ pub fn split_guest_config(
     Ok(out)
 }
 
+/// The resource plural a watch reads: the guest's, or discovery's.
+async fn watch_plural(actuator: &Actuator, spec: &WatchSpec) -> Result<String, ActuatorError> {
+    match &spec.plural {
+        Some(p) => Ok(p.clone()),
+        None => Ok(actuator.resource(&spec.gvk).await?.plural),
+    }
+}
+
 /// Checks, before any cache starts, that the host may do everything the
 /// guest's manifest needs (see [`crate::permissions`]): list and watch what
 /// it watches and the objects it writes (the outputs cache), and patch and
@@ -696,16 +697,7 @@ async fn preflight(
 ) -> Result<(), ControllerError> {
     let mut needs = Vec::new();
     for spec in &manifest.watches {
-        let plural = match &spec.plural {
-            Some(p) => p.clone(),
-            None => {
-                actuator
-                    .resource(&spec.gvk)
-                    .await
-                    .map_err(&resolve_err)?
-                    .plural
-            }
-        };
+        let plural = watch_plural(actuator, spec).await.map_err(&resolve_err)?;
         for verb in ["list", "watch"] {
             needs.push(Need::new(
                 verb,
