@@ -339,3 +339,53 @@ async fn hostile_guests_are_backed_off_and_do_not_delay_a_healthy_one() {
     h.task.await.unwrap().unwrap();
     let _ = BTreeMap::<String, String>::new();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_guest_needing_a_permission_the_host_lacks_is_rejected_and_the_others_keep_running() {
+    use wasmctrl::apiserver::{Rule, User};
+    let (server, admin) = server().await;
+    // Every ConfigMap in the host's namespace may be read, but only the GPU
+    // guest's may be patched.
+    server.add_token(
+        "host",
+        User::with_rules(
+            "host-sa",
+            vec![
+                Rule::new(&["get", "list", "watch"], &["pods"]),
+                Rule::new(&["get", "list", "watch"], &["configmaps"]).in_namespace(HOST_NS),
+                Rule::new(&["patch"], &["configmaps"])
+                    .in_namespace(HOST_NS)
+                    .named(&["gpu-summary"]),
+                Rule::new(&["create"], &["configmaps"]).in_namespace(HOST_NS),
+                Rule::new(&["create", "patch"], &["events"]),
+            ],
+        ),
+    );
+    let client = server.client_for_token("host").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let gpu = std::fs::read(guest_path()).unwrap();
+    write_like_kubelet(dir.path(), 1, &[("gpu-summary.wasm", &gpu)]).unwrap();
+    let h = start_dir_host(&client, dir.path(), RuntimeConfig::default()).await;
+    pod("a").on("n1").requesting("1").create(&admin).await;
+    summary_becomes(&admin, &[("n1", "1")]).await;
+
+    // "logic" writes ConfigMap "logic". Its caches would sync and every
+    // apply would then fail with 403 into a backoff; the preflight finds
+    // the missing patch first, and the guest never starts.
+    write_like_kubelet(
+        dir.path(),
+        2,
+        &[("gpu-summary.wasm", &gpu), ("logic.wasm", &logic("v1"))],
+    )
+    .unwrap();
+    eventually("logic rejected", || async {
+        swaps(&h.metrics, "logic", "rejected") == "1"
+    })
+    .await;
+    assert!(h.host.controller("logic").is_none());
+    assert_eq!(logic_version(&admin).await, None, "it never wrote");
+    pod("b").on("n1").requesting("2").create(&admin).await;
+    summary_becomes(&admin, &[("n1", "3")]).await;
+    h.stop.send(()).unwrap();
+    h.task.await.unwrap().unwrap();
+}
