@@ -3,7 +3,10 @@
 //! Owns every write a guest causes: server-side apply with the guest's
 //! field manager (`wasmctrl/<guest>`) and force, skipped entirely when the
 //! cached live object already holds the desired fields (so a reconcile never
-//! triggers itself); deletes; events through kube's recorder, each emitted
+//! triggers itself); recognising the watch echo of its own applies by their
+//! resourceVersion, so the echo wakes no reconcile, while a cache still
+//! older than our last apply is never trusted to skip one; deletes; events
+//! through kube's recorder, each emitted
 //! once per appearance rather than once per reconcile. It never retries in
 //! line: any failure goes back to the caller, which requeues with backoff.
 //! The write allowlist was already enforced when the plan was validated.
@@ -111,6 +114,19 @@ pub struct Actuator {
     counters: Arc<ActuatorCounters>,
     /// Events emitted for each request key by its last successful plan.
     emitted: Mutex<HashMap<String, BTreeSet<EventId>>>,
+    /// Our applies whose watch echo has not been seen yet (see
+    /// [`Actuator::settle`]).
+    pending: Mutex<HashMap<ObjectKey, Echo>>,
+}
+
+/// Where the watch echo of one of our applies stands.
+#[derive(Debug)]
+enum Echo {
+    /// The apply is in flight; the resourceVersions the outputs cache
+    /// reported meanwhile ("" for a delete) wait for its response.
+    InFlight(Vec<String>),
+    /// The apply returned this resourceVersion; its echo is still to come.
+    Due(String),
 }
 
 /// Whether `live` already has every field of `desired` with the same value.
@@ -206,7 +222,60 @@ impl Actuator {
             recorder,
             counters: Arc::new(ActuatorCounters::default()),
             emitted: Mutex::new(HashMap::new()),
+            pending: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Called for every change of an object the guest writes, with the
+    /// resourceVersion the outputs cache now holds (None: gone). Returns
+    /// true when the change needs no reconcile from the caller: it is the
+    /// watch echo of our own last apply (the cache now shows exactly what
+    /// that apply returned), or it arrived while an apply of that object
+    /// was in flight — then the apply's response decides (see
+    /// [`Actuator::execute`]). Any other change (someone else's write, an
+    /// older event, a delete) forgets the apply and must be reconciled.
+    ///
+    /// Only equality of resourceVersions is used: they are opaque, never
+    /// ordered.
+    pub fn settle(&self, target: &ObjectKey, cached_rv: Option<&str>) -> bool {
+        let mut pending = lock(&self.pending);
+        match pending.get_mut(target) {
+            Some(Echo::InFlight(seen)) => {
+                seen.push(cached_rv.unwrap_or_default().to_string());
+                true
+            }
+            Some(Echo::Due(rv)) => {
+                let echo = Some(rv.as_str()) == cached_rv;
+                pending.remove(target);
+                echo
+            }
+            None => false,
+        }
+    }
+
+    /// Settles an apply of `target` that returned `rv` (None: it failed)
+    /// against what the cache reported while it was in flight. Returns
+    /// whether someone else changed the object meanwhile.
+    fn applied(&self, target: &ObjectKey, rv: Option<&str>, live: &dyn LiveObjects) -> bool {
+        let mut pending = lock(&self.pending);
+        let seen = match pending.remove(target) {
+            Some(Echo::InFlight(seen)) => seen,
+            _ => Vec::new(),
+        };
+        let foreign = seen.iter().any(|s| Some(s.as_str()) != rv);
+        if let Some(rv) = rv {
+            // The echo already came, or the apply changed nothing (the
+            // cache holds that version): nothing to wait for.
+            let cached = live.live(target);
+            let cached_rv = cached
+                .as_ref()
+                .and_then(|o| o.pointer("/metadata/resourceVersion"))
+                .and_then(Json::as_str);
+            if !seen.iter().any(|s| s == rv) && cached_rv != Some(rv) {
+                pending.insert(target.clone(), Echo::Due(rv.to_string()));
+            }
+        }
+        foreign
     }
 
     /// The field manager used for every apply.
@@ -246,14 +315,21 @@ impl Actuator {
 
     /// Carries out `plan` for request `key`. Stops at the first failure
     /// (the caller requeues; the next attempt recomputes the whole plan).
+    /// Returns whether an object it wrote was changed by someone else
+    /// while the write was in flight (the caller reconciles the key again).
     pub async fn execute(
         &self,
         key: &str,
         plan: &ValidatedPlan,
         live: &dyn LiveObjects,
-    ) -> Result<(), ActuatorError> {
+    ) -> Result<bool, ActuatorError> {
+        let mut changed_meanwhile = false;
         for (target, desired) in &plan.apply {
-            if let Some(current) = live.live(target) {
+            // While our previous apply's echo is on its way the cache is
+            // older than the object: no skip decided on it, apply again
+            // (a no-op on the server if nothing changed).
+            let echo_due = lock(&self.pending).contains_key(target);
+            if let Some(current) = live.live(target).filter(|_| !echo_due) {
                 if contains(&current, desired)
                     && !drops_owned_field(&current, desired, &self.field_manager)
                 {
@@ -270,11 +346,17 @@ impl Actuator {
             }
             let ar = self.resource(&target.gvk).await?;
             let params = PatchParams::apply(&self.field_manager).force();
+            lock(&self.pending).insert(target.clone(), Echo::InFlight(Vec::new()));
             let result = self
                 .api(&ar, target.namespace.as_deref())
                 .patch(&target.name, &params, &Patch::Apply(desired))
                 .await;
             self.count(&result);
+            let rv = result
+                .as_ref()
+                .ok()
+                .and_then(|o| o.metadata.resource_version.as_deref());
+            changed_meanwhile |= self.applied(target, rv, live);
             result.map_err(|source| ActuatorError::Api {
                 verb: "apply",
                 target: target.to_string(),
@@ -308,7 +390,8 @@ impl Actuator {
                 }
             }
         }
-        self.publish_events(key, &plan.events, live).await
+        self.publish_events(key, &plan.events, live).await?;
+        Ok(changed_meanwhile)
     }
 
     fn count_write(&self, verb: &str) {
@@ -388,6 +471,100 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The outputs cache, as the echo bookkeeping sees it.
+    struct Cache(Mutex<Option<String>>);
+
+    impl LiveObjects for Cache {
+        fn live(&self, _: &ObjectKey) -> Option<Json> {
+            let rv = lock(&self.0).clone()?;
+            Some(json!({"metadata": {"resourceVersion": rv}}))
+        }
+        fn uid(&self, _: &ObjectKey) -> Option<String> {
+            None
+        }
+    }
+
+    fn target() -> ObjectKey {
+        ObjectKey {
+            gvk: Gvk {
+                group: String::new(),
+                version: "v1".into(),
+                kind: "ConfigMap".into(),
+            },
+            namespace: Some("ops".into()),
+            name: "s".into(),
+        }
+    }
+
+    async fn actuator() -> Actuator {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        Actuator::new(Client::try_from(config).unwrap(), "g", None)
+    }
+
+    fn in_flight(a: &Actuator) {
+        lock(&a.pending).insert(target(), Echo::InFlight(Vec::new()));
+    }
+
+    #[tokio::test]
+    async fn an_echo_that_beats_the_apply_response_is_swallowed() {
+        let a = actuator().await;
+        let cache = Cache(Mutex::new(Some("4".into())));
+        in_flight(&a);
+        *lock(&cache.0) = Some("5".into());
+        assert!(a.settle(&target(), Some("5")), "held for the response");
+        assert!(!a.applied(&target(), Some("5"), &cache), "it was ours");
+        assert!(lock(&a.pending).is_empty(), "nothing left to wait for");
+        // The next change is someone else's.
+        assert!(!a.settle(&target(), Some("6")));
+    }
+
+    #[tokio::test]
+    async fn an_echo_after_the_response_is_swallowed_and_anything_else_is_not() {
+        let a = actuator().await;
+        let cache = Cache(Mutex::new(Some("4".into())));
+        in_flight(&a);
+        assert!(!a.applied(&target(), Some("5"), &cache));
+        assert!(a.settle(&target(), Some("5")), "our echo");
+        in_flight(&a);
+        assert!(!a.applied(&target(), Some("7"), &cache));
+        assert!(!a.settle(&target(), Some("8")), "someone else's write");
+        assert!(
+            !a.settle(&target(), Some("7")),
+            "forgotten after a foreign change"
+        );
+        in_flight(&a);
+        assert!(!a.applied(&target(), Some("9"), &cache));
+        assert!(!a.settle(&target(), None), "a delete is never an echo");
+    }
+
+    #[tokio::test]
+    async fn a_foreign_write_during_the_apply_asks_for_another_look() {
+        let a = actuator().await;
+        let cache = Cache(Mutex::new(Some("4".into())));
+        in_flight(&a);
+        assert!(a.settle(&target(), Some("5")));
+        assert!(a.applied(&target(), Some("6"), &cache), "5 was not ours");
+        assert!(a.settle(&target(), Some("6")), "6 still is");
+        // A failed apply: whatever came meanwhile is someone else's.
+        in_flight(&a);
+        assert!(a.settle(&target(), Some("7")));
+        assert!(a.applied(&target(), None, &cache));
+        assert!(lock(&a.pending).is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_apply_that_changed_nothing_waits_for_no_echo() {
+        let a = actuator().await;
+        let cache = Cache(Mutex::new(Some("4".into())));
+        in_flight(&a);
+        assert!(!a.applied(&target(), Some("4"), &cache));
+        assert!(lock(&a.pending).is_empty());
+        assert!(
+            !a.settle(&target(), Some("5")),
+            "a later change is reconciled"
+        );
+    }
 
     #[test]
     fn live_object_with_extra_fields_contains_the_desired_ones() {

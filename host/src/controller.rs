@@ -23,7 +23,8 @@ use crate::guest::{
     Environment, GuestError, GuestManifest, GuestModule, KeyMapping, ObjectKey, WatchSpec,
 };
 use crate::informer::{
-    field_positions, whole_object, Change, Informer, InformerKey, InformerRegistry, SyncError,
+    field_positions, whole_object, Change, ChangeKind, Informer, InformerKey, InformerRegistry,
+    SyncError,
 };
 use crate::metrics::{self as m, Metrics};
 use crate::permissions::{self, Checked, Need, PermissionError};
@@ -288,16 +289,21 @@ impl GuestController {
             let gvk = rule.gvk.clone();
             let producers = producers.clone();
             let aggregate_keys = aggregate_keys.clone();
+            let echoes = actuator.clone();
             let handler = informer.add_handler(Arc::new(move |change: &Change| {
                 let written = ObjectKey {
                     gvk: gvk.clone(),
                     namespace: (!change.namespace.is_empty()).then(|| change.namespace.to_string()),
                     name: change.name.to_string(),
                 };
-                // Our own applies echo back here too, on purpose: the
-                // no-op check compares with this cache, and the echo's
-                // reconcile is what corrects a decision made while the
-                // cache still lagged behind our previous write.
+                // The echo of our own apply changes nothing we did not
+                // decide: no reconcile. (Until it arrives, the actuator
+                // does not trust this cache to skip a write.)
+                let cached_rv = (change.kind != ChangeKind::Deleted)
+                    .then_some(change.resource_version.as_ref());
+                if echoes.settle(&written, cached_rv) {
+                    return;
+                }
                 let producer = lock(&producers).get(&written).cloned();
                 match producer {
                     Some(k) => q.add(k),
@@ -603,11 +609,18 @@ impl GuestController {
                 producers.insert(target.clone(), key.clone());
             }
         }
-        if let Err(e) = self.actuator.execute(&key, &plan, self).await {
-            self.stats.errors.fetch_add(1, Ordering::Relaxed);
-            let reason = e.metric_label();
-            tracing::warn!(reason, "{e}");
-            return (Outcome::retry(e), Some(reason));
+        match self.actuator.execute(&key, &plan, self).await {
+            Err(e) => {
+                self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                let reason = e.metric_label();
+                tracing::warn!(reason, "{e}");
+                return (Outcome::retry(e), Some(reason));
+            }
+            // Someone else wrote an output while our apply was in flight:
+            // look again (the key is being processed, so this re-queues it
+            // once it is done).
+            Ok(true) => self.queue.add(key.clone()),
+            Ok(false) => {}
         }
         let outcome = match plan.requeue_after {
             Some(d) => Outcome::RequeueAfter(d),

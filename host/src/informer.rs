@@ -131,6 +131,8 @@ pub struct Change {
     pub namespace: Arc<str>,
     /// The object's name.
     pub name: Arc<str>,
+    /// The resourceVersion the cache now holds ("" after a delete).
+    pub resource_version: Arc<str>,
 }
 
 /// A change callback.
@@ -239,12 +241,16 @@ impl Informer {
             *next
         };
         write(&self.inner.handlers).push((id, handler.clone()));
-        let existing: Vec<ObjKey> = read(&self.inner.objects).keys().cloned().collect();
-        for (namespace, name) in existing {
+        let existing: Vec<(ObjKey, Arc<str>)> = read(&self.inner.objects)
+            .iter()
+            .map(|(k, o)| (k.clone(), o.resource_version.clone()))
+            .collect();
+        for ((namespace, name), resource_version) in existing {
             handler(&Change {
                 kind: ChangeKind::Added,
                 namespace,
                 name,
+                resource_version,
             });
         }
         id
@@ -468,11 +474,13 @@ fn upsert(inner: &Inner, obj: Pruned) -> Option<Change> {
         None => ChangeKind::Added,
     };
     let (namespace, name) = key.clone();
+    let resource_version = projected.resource_version.clone();
     objects.insert(key, Arc::new(projected));
     Some(Change {
         kind,
         namespace,
         name,
+        resource_version,
     })
 }
 
@@ -528,6 +536,7 @@ async fn run(client: Client, inner: Arc<Inner>) {
                             kind: ChangeKind::Deleted,
                             namespace,
                             name,
+                            resource_version: Arc::from(""),
                         },
                     );
                 }
@@ -553,6 +562,7 @@ async fn run(client: Client, inner: Arc<Inner>) {
                             kind: ChangeKind::Deleted,
                             namespace,
                             name,
+                            resource_version: Arc::from(""),
                         },
                     );
                 }
