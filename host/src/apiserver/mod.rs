@@ -1,7 +1,9 @@
 //! Embedded, in-memory Kubernetes API server: real HTTPS, real API
 //! semantics (resourceVersions, watch, selectors, paging, patches,
-//! finalizers, status subresources, Status errors), bearer-token auth and
-//! fault injection. It is wasmctrl's dev/demo/test cluster; it never talks
+//! finalizers, status subresources, graceful pod deletion, unknown-field
+//! validation, Status errors), bearer-token auth with RBAC-like rules
+//! (namespace scope, resourceNames, self access reviews) and fault
+//! injection. It is wasmctrl's dev/demo/test cluster; it never talks
 //! to a real cluster.
 //!
 //! Start one with [`ApiServer::start`]; talk to it with
