@@ -1286,8 +1286,81 @@ async fn leases_and_namespaces_round_trip_and_namespace_delete_empties_it() {
     leases.create(&PostParams::default(), &l).await.unwrap();
     let got = leases.get("leader").await.unwrap();
     assert_eq!(got.spec.unwrap().holder_identity.as_deref(), Some("me"));
-    ns.delete("work", &DeleteParams::default()).await.unwrap();
+    // Deleting a namespace makes it Terminating at once; new content is
+    // refused; the content, then the namespace, go in the background.
+    let deleting = ns
+        .delete("work", &DeleteParams::default())
+        .await
+        .unwrap()
+        .left()
+        .expect("the namespace is returned, terminating");
+    assert_eq!(
+        deleting.status.unwrap().phase.as_deref(),
+        Some("Terminating")
+    );
+    assert!(deleting.metadata.deletion_timestamp.is_some());
+    let mut late = l.clone();
+    late.metadata.name = Some("late".into());
+    let refused = status(
+        leases
+            .create(&PostParams::default(), &late)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(refused.code, 403);
+    assert_eq!(
+        refused.message,
+        "leases.coordination.k8s.io \"late\" is forbidden: unable to create new content in namespace work because it is being terminated"
+    );
+    let started = Instant::now();
+    while ns.get_opt("work").await.unwrap().is_some() {
+        assert!(
+            started.elapsed() < WAIT,
+            "the namespace is removed once empty"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert_eq!(status(leases.get("leader").await.unwrap_err()).code, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_namespace_waits_for_its_running_pods_to_terminate() {
+    let (_s, client) = start().await;
+    let ns: Api<Namespace> = Api::all(client.clone());
+    ns.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "job"}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "job");
+    pods.create(&PostParams::default(), &scheduled("runner", 1))
+        .await
+        .unwrap();
+    ns.delete("job", &DeleteParams::default()).await.unwrap();
+    // The sweep deletes the pod like anyone would: gracefully.
+    let started = Instant::now();
+    loop {
+        match pods.get_opt("runner").await.unwrap() {
+            Some(p) if p.metadata.deletion_timestamp.is_some() => break,
+            Some(_) => assert!(started.elapsed() < WAIT, "the pod starts terminating"),
+            None => panic!("a running pod must terminate gracefully, not vanish"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        ns.get_opt("job").await.unwrap().is_some(),
+        "still terminating"
+    );
+    while ns.get_opt("job").await.unwrap().is_some() {
+        assert!(
+            started.elapsed() < WAIT,
+            "gone after the pod's grace period"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(started.elapsed() >= Duration::from_millis(800));
+    assert!(pods.get_opt("runner").await.unwrap().is_none());
 }
 
 #[tokio::test]

@@ -609,11 +609,31 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    fn require_namespace(&self) -> Result<()> {
+    /// The request's namespace exists and accepts new content (`name`: the
+    /// object being created, for the refusal message).
+    fn require_namespace(&self, name: &str) -> Result<()> {
         if let Some(ns) = &self.target.namespace {
             let key = (String::new(), ns.clone());
             if self.store().get("namespaces", &key).is_none() {
                 return Err(ApiError::not_found("", "namespaces", ns));
+            }
+            if super::namespaces::is_terminating(self.store(), ns) {
+                let info = &self.target.info;
+                let subject = match name {
+                    "" => super::status::qualified(&info.group, &info.plural),
+                    n => format!(
+                        "{} \"{n}\"",
+                        super::status::qualified(&info.group, &info.plural)
+                    ),
+                };
+                return Err(ApiError::Forbidden {
+                    message: format!("{subject} is forbidden: {}", super::namespaces::refusal(ns)),
+                    details: Details {
+                        name: name.to_string(),
+                        group: info.group.clone(),
+                        kind: info.plural.clone(),
+                    },
+                });
             }
         }
         Ok(())

@@ -1,6 +1,7 @@
 //! Embedded, in-memory Kubernetes API server: real HTTPS, real API
 //! semantics (resourceVersions, watch, selectors, paging, patches,
-//! finalizers, status subresources, graceful pod deletion, unknown-field
+//! finalizers, status subresources, graceful pod deletion, namespace
+//! termination, unknown-field
 //! validation, Status errors), bearer-token auth with RBAC-like rules
 //! (namespace scope, resourceNames, self access reviews) and fault
 //! injection. It is wasmctrl's dev/demo/test cluster; it never talks
@@ -17,6 +18,7 @@ pub mod discovery;
 pub mod faults;
 mod handlers;
 mod kubelet;
+mod namespaces;
 pub mod objects;
 pub mod patch;
 pub mod proto;

@@ -14,6 +14,7 @@ use super::{
 use crate::apiserver::convert;
 use crate::apiserver::crd;
 use crate::apiserver::kubelet::{self, PodDeletion};
+use crate::apiserver::namespaces;
 use crate::apiserver::objects::{
     generated_name, meta_mut, meta_str, now_rfc3339, prepare_create, prepare_update,
     ready_to_remove, validate_name,
@@ -27,7 +28,7 @@ impl Ctx<'_> {
     pub(super) fn create(&self, body: Bytes) -> Result<Response> {
         let mut obj = self.decode_object(&body)?;
         self.check_body(&mut obj, Write::Create { body: &body })?;
-        self.require_namespace()?;
+        self.require_namespace(meta_str(&obj, "name").unwrap_or_default())?;
         if meta_str(&obj, "resourceVersion").is_some_and(|rv| !rv.is_empty()) {
             return Err(ApiError::BadRequest(
                 "resourceVersion should not be set on objects to be created".into(),
@@ -357,8 +358,8 @@ impl Ctx<'_> {
     }
 
     fn create_from_apply(&self, obj: Value) -> Result<Response> {
-        self.require_namespace()?;
         let name = self.target.name().to_string();
+        self.require_namespace(&name)?;
         // Like the real server: an apply that creates the object is
         // authorized as `create` as well as `patch`.
         let ns = self.target.namespace.as_deref();
@@ -554,7 +555,26 @@ impl Ctx<'_> {
                 }
             }
             if target.info.plural == "namespaces" && target.info.group.is_empty() {
-                self.empty_namespace(&key.1);
+                // Terminating at once; the content, then the namespace,
+                // go in the background (the namespace controller's work).
+                if meta_str(&v, "deletionTimestamp").is_some() {
+                    return Ok((StatusCode::OK, v));
+                }
+                namespaces::mark_terminating(&mut v);
+                match self.store().update(&storage, key, Some(old.rv), v) {
+                    Ok(s) => {
+                        let served = self.app.registry.all().into_iter().filter(|i| i.namespaced);
+                        namespaces::sweep(
+                            self.app.store.clone(),
+                            served.collect(),
+                            key.1.clone(),
+                            self.app.kubelet,
+                        );
+                        return Ok((StatusCode::OK, s.value()));
+                    }
+                    Err(StoreError::Conflict) => continue,
+                    Err(e) => return Err(store_err(&target, e)),
+                }
             }
             match self.store().delete(&storage, key, Some(old.rv), None) {
                 Ok(s) => {
@@ -567,17 +587,6 @@ impl Ctx<'_> {
             }
         }
         Err(target.stale())
-    }
-
-    /// Removes everything in a namespace being deleted (the real server
-    /// does this asynchronously through the namespace controller).
-    fn empty_namespace(&self, ns: &str) {
-        for info in self.app.registry.all().iter().filter(|i| i.namespaced) {
-            let storage = info.storage_key();
-            for key in self.store().keys_in(&storage, ns) {
-                let _ = self.store().delete(&storage, &key, None, None);
-            }
-        }
     }
 
     pub(super) async fn delete_collection(&self, body: Bytes) -> Result<Response> {
