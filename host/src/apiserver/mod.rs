@@ -1,8 +1,8 @@
 //! Embedded, in-memory Kubernetes API server: real HTTPS, real API
 //! semantics (resourceVersions, watch, selectors, paging, patches,
 //! finalizers, status subresources, graceful pod deletion, namespace
-//! termination, unknown-field
-//! validation, Status errors), bearer-token auth with RBAC-like rules
+//! termination, unknown-field validation, Status errors), bearer-token auth
+//! with RBAC-like rules
 //! (namespace scope, resourceNames, self access reviews) and fault
 //! injection. It is wasmctrl's dev/demo/test cluster; it never talks
 //! to a real cluster.
