@@ -37,7 +37,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, Resource};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use wasmctrl::apiserver::{Rule, RunningApiServer, User};
@@ -205,48 +205,6 @@ fn cleared(spec: &LeaseSpec) -> bool {
         .as_deref()
         .unwrap_or_default()
         .is_empty()
-}
-
-// ---------------------------------------------------------------------------
-// A TCP relay that can be cut (as in tests/leader.rs).
-
-/// A TCP relay in front of the API server that can be cut: after `cut`,
-/// every connection stays open but no byte passes (a network partition, so
-/// requests hang rather than fail).
-struct Partitionable {
-    addr: SocketAddr,
-    cut: watch::Sender<bool>,
-}
-
-impl Partitionable {
-    async fn start(upstream: SocketAddr) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (cut, cut_rx) = watch::channel(false);
-        tokio::spawn(async move {
-            while let Ok((mut inbound, _)) = listener.accept().await {
-                let mut cut_rx = cut_rx.clone();
-                tokio::spawn(async move {
-                    if !*cut_rx.borrow() {
-                        if let Ok(mut outbound) = TcpStream::connect(upstream).await {
-                            tokio::select! {
-                                _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => return,
-                                _ = cut_rx.wait_for(|c| *c) => {}
-                            }
-                            // Cut: hold both ends open, pass nothing.
-                            std::future::pending::<()>().await;
-                        }
-                    }
-                    std::future::pending::<()>().await;
-                });
-            }
-        });
-        Partitionable { addr, cut }
-    }
-
-    fn cut(&self) {
-        self.cut.send_replace(true);
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -703,7 +661,7 @@ async fn sigterm_hands_over_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partitioned_leader_stops_writing_before_another_starts() {
     let c = cluster().await;
-    let link = Partitionable::start(c.server.addr()).await;
+    let link = crate::support::Partitionable::start(c.server.addr()).await;
     // a reaches the API server only through the relay, and leads.
     let mut a = c.start("replica-a", &c.kubeconfig_via(link.addr), FAST);
     a.wait_ready().await;

@@ -17,7 +17,7 @@ use wasmctrl::controller::ControllerConfig;
 use wasmctrl::guest::RuntimeConfig;
 use wasmctrl::guestdir::write_like_kubelet;
 use wasmctrl::metrics::Metrics;
-use wasmctrl::runner::{Host, HostConfig};
+use wasmctrl::runner::HostConfig;
 
 fn logic(version: &str) -> Vec<u8> {
     guest(
@@ -45,9 +45,7 @@ async fn logic_version(client: &Client) -> Option<String> {
 }
 
 struct DirHost {
-    host: Arc<Host>,
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<Result<(), wasmctrl::runner::HostError>>,
+    running: RunningHost,
     metrics: Arc<Metrics>,
 }
 
@@ -61,26 +59,8 @@ async fn start_dir_host(client: &Client, dir: &Path, runtime: RuntimeConfig) -> 
         rescan: Some(Duration::from_secs(60)),
         ..HostConfig::default()
     };
-    let host = Arc::new(
-        Host::start(client.clone(), config, Some(metrics.clone()))
-            .await
-            .expect("host starts"),
-    );
-    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    let h = host.clone();
-    let task = tokio::spawn(async move {
-        h.run(
-            async {
-                let _ = rx.await;
-            },
-            Duration::from_secs(5),
-        )
-        .await
-    });
     DirHost {
-        host,
-        stop,
-        task,
+        running: run_host(client, config, Some(metrics.clone())).await,
         metrics,
     }
 }
@@ -116,9 +96,10 @@ async fn kubelet_symlink_swap_switches_logic_without_a_restart() {
     })
     .await;
     summary_becomes(&client, &[("n1", "1")]).await;
-    let gpu_controller = h.host.controller("gpu-summary").unwrap();
+    let gpu_controller = h.running.host.controller("gpu-summary").unwrap();
     let pod_informers = || {
-        h.host
+        h.running
+            .host
             .registry()
             .all()
             .into_iter()
@@ -159,10 +140,10 @@ async fn kubelet_symlink_swap_switches_logic_without_a_restart() {
     assert_eq!(pod_informers(), 2);
     assert!(!Arc::ptr_eq(
         &gpu_controller,
-        &h.host.controller("gpu-summary").unwrap()
+        &h.running.host.controller("gpu-summary").unwrap()
     ));
     // The host was not restarted: the same task is still running.
-    assert!(!h.task.is_finished());
+    assert!(!h.running.task.is_finished());
 
     // Nothing is lost across the swap: a change right after is seen.
     pod("b").on("n2").requesting("1").create(&client).await;
@@ -173,8 +154,7 @@ async fn kubelet_symlink_swap_switches_logic_without_a_restart() {
     )
     .unwrap();
     summary_becomes(&client, &[("n1", "1"), ("n2", "1")]).await;
-    h.stop.send(()).unwrap();
-    h.task.await.unwrap().unwrap();
+    h.running.stop().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -185,7 +165,7 @@ async fn corrupt_module_is_rejected_and_the_old_one_keeps_running() {
     write_like_kubelet(dir.path(), 1, &[("gpu-summary.wasm", &gpu)]).unwrap();
     let h = start_dir_host(&client, dir.path(), RuntimeConfig::default()).await;
     summary_becomes(&client, &[]).await;
-    let before = h.host.controller("gpu-summary").unwrap();
+    let before = h.running.host.controller("gpu-summary").unwrap();
 
     write_like_kubelet(dir.path(), 2, &[("gpu-summary.wasm", b"\0asm not really")]).unwrap();
     eventually("rejection counted", || async {
@@ -193,7 +173,7 @@ async fn corrupt_module_is_rejected_and_the_old_one_keeps_running() {
     })
     .await;
     assert!(
-        Arc::ptr_eq(&before, &h.host.controller("gpu-summary").unwrap()),
+        Arc::ptr_eq(&before, &h.running.host.controller("gpu-summary").unwrap()),
         "old module still in place"
     );
     pod("a").on("n1").requesting("2").create(&client).await;
@@ -215,8 +195,7 @@ async fn corrupt_module_is_rejected_and_the_old_one_keeps_running() {
     .await;
     pod("b").on("n1").requesting("1").create(&client).await;
     summary_becomes(&client, &[("n1", "3")]).await;
-    h.stop.send(()).unwrap();
-    h.task.await.unwrap().unwrap();
+    h.running.stop().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -238,7 +217,7 @@ async fn removing_a_guest_stops_it_and_leaves_its_outputs() {
     write_like_kubelet(dir.path(), 2, &[("logic.wasm", &v1)]).unwrap();
     // The swap is counted once the removed guest's queue has drained.
     eventually("removed", || async {
-        h.host.controller("gpu-summary").is_none()
+        h.running.host.controller("gpu-summary").is_none()
             && swaps(&h.metrics, "gpu-summary", "removed") == "1"
     })
     .await;
@@ -250,11 +229,10 @@ async fn removing_a_guest_stops_it_and_leaves_its_outputs() {
         "outputs left in place, no longer updated"
     );
     assert!(
-        h.host.controller("logic").is_some(),
+        h.running.host.controller("logic").is_some(),
         "the other guest keeps running"
     );
-    h.stop.send(()).unwrap();
-    h.task.await.unwrap().unwrap();
+    h.running.stop().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -321,7 +299,7 @@ async fn hostile_guests_are_backed_off_and_do_not_delay_a_healthy_one() {
         let line =
             format!("wasmctrl_guest_failures_total{{guest=\"{guest}\",reason=\"{reason}\"}}");
         assert!(text.contains(&line), "missing {line}");
-        let c = h.host.controller(guest).unwrap();
+        let c = h.running.host.controller(guest).unwrap();
         assert!(c.stats().errors.load(Ordering::Relaxed) >= 1);
         assert!(
             c.queue().num_requeues(&"all".to_string()) >= 1,
@@ -333,10 +311,9 @@ async fn hostile_guests_are_backed_off_and_do_not_delay_a_healthy_one() {
         summary(&client).await,
         Some(data(&[("n1", "1"), ("n2", "1"), ("n3", "1")]))
     );
-    let healthy = h.host.controller("gpu-summary").unwrap();
+    let healthy = h.running.host.controller("gpu-summary").unwrap();
     assert_eq!(healthy.stats().errors.load(Ordering::Relaxed), 0);
-    h.stop.send(()).unwrap();
-    h.task.await.unwrap().unwrap();
+    h.running.stop().await.unwrap();
     let _ = BTreeMap::<String, String>::new();
 }
 
@@ -382,10 +359,9 @@ async fn a_new_guest_needing_a_permission_the_host_lacks_is_rejected_and_the_oth
         swaps(&h.metrics, "logic", "rejected") == "1"
     })
     .await;
-    assert!(h.host.controller("logic").is_none());
+    assert!(h.running.host.controller("logic").is_none());
     assert_eq!(logic_version(&admin).await, None, "it never wrote");
     pod("b").on("n1").requesting("2").create(&admin).await;
     summary_becomes(&admin, &[("n1", "3")]).await;
-    h.stop.send(()).unwrap();
-    h.task.await.unwrap().unwrap();
+    h.running.stop().await.unwrap();
 }

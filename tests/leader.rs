@@ -7,7 +7,6 @@
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -15,7 +14,6 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::PostParams;
 use kube::{Api, Client};
 use serde_json::json;
-use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use wasmctrl::apiserver::{ApiServer, ApiServerConfig, Rule, RunningApiServer, User};
@@ -85,54 +83,6 @@ async fn leads(h: &LeaderHandle) {
     bounded("becomes leader", h.status().until_leading())
         .await
         .unwrap();
-}
-
-/// A TCP relay in front of the API server that can be cut: after `cut`,
-/// every connection stays open but no byte passes (a network partition, so
-/// requests hang rather than fail).
-struct Partitionable {
-    addr: SocketAddr,
-    cut: watch::Sender<bool>,
-}
-
-impl Partitionable {
-    async fn start(upstream: SocketAddr) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (cut, cut_rx) = watch::channel(false);
-        tokio::spawn(async move {
-            while let Ok((mut inbound, _)) = listener.accept().await {
-                let mut cut_rx = cut_rx.clone();
-                tokio::spawn(async move {
-                    if !*cut_rx.borrow() {
-                        if let Ok(mut outbound) = TcpStream::connect(upstream).await {
-                            tokio::select! {
-                                _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => return,
-                                _ = cut_rx.wait_for(|c| *c) => {}
-                            }
-                            // Cut: hold both ends open, pass nothing.
-                            std::future::pending::<()>().await;
-                        }
-                    }
-                    std::future::pending::<()>().await;
-                });
-            }
-        });
-        Partitionable { addr, cut }
-    }
-
-    async fn client(&self, server: &RunningApiServer) -> Client {
-        let mut config = server
-            .kube_config_for_token(server.admin_token())
-            .await
-            .unwrap();
-        config.cluster_url = format!("https://{}", self.addr).parse().unwrap();
-        Client::try_from(config).unwrap()
-    }
-
-    fn cut(&self) {
-        self.cut.send_replace(true);
-    }
 }
 
 /// Records when `h` stops leading and when `other` starts, so a test can
@@ -303,7 +253,7 @@ async fn a_gracefully_stopped_leader_hands_over_without_waiting_for_expiry() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_cut_off_from_the_api_server_declares_lost_before_a_standby_leads() {
     let (server, client) = server().await;
-    let link = Partitionable::start(server.addr()).await;
+    let link = crate::support::Partitionable::start(server.addr()).await;
     let a = candidate(&link.client(&server).await, fast("a"));
     leads(&a).await;
     let b = candidate(&client, fast("b"));

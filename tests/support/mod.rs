@@ -252,8 +252,17 @@ pub async fn start_host_with(
     controller: ControllerConfig,
     metrics: Option<Arc<wasmctrl::metrics::Metrics>>,
 ) -> RunningHost {
+    run_host(client, host_config(controller), metrics).await
+}
+
+/// Starts a host with `config` and runs it in the background.
+pub async fn run_host(
+    client: &Client,
+    config: HostConfig,
+    metrics: Option<Arc<wasmctrl::metrics::Metrics>>,
+) -> RunningHost {
     let host = Arc::new(
-        Host::start(client.clone(), host_config(controller), metrics)
+        Host::start(client.clone(), config, metrics)
             .await
             .expect("host starts"),
     );
@@ -272,5 +281,55 @@ pub async fn start_host_with(
         host,
         stop: Some(tx),
         task,
+    }
+}
+
+/// A TCP relay in front of the API server that can be cut: after `cut`,
+/// every connection stays open but no byte passes (a network partition, so
+/// requests hang rather than fail).
+pub struct Partitionable {
+    pub addr: std::net::SocketAddr,
+    cut: tokio::sync::watch::Sender<bool>,
+}
+
+impl Partitionable {
+    pub async fn start(upstream: std::net::SocketAddr) -> Self {
+        use tokio::net::{TcpListener, TcpStream};
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (cut, cut_rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let mut cut_rx = cut_rx.clone();
+                tokio::spawn(async move {
+                    if !*cut_rx.borrow() {
+                        if let Ok(mut outbound) = TcpStream::connect(upstream).await {
+                            tokio::select! {
+                                _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => return,
+                                _ = cut_rx.wait_for(|c| *c) => {}
+                            }
+                            // Cut: hold both ends open, pass nothing.
+                            std::future::pending::<()>().await;
+                        }
+                    }
+                    std::future::pending::<()>().await;
+                });
+            }
+        });
+        Partitionable { addr, cut }
+    }
+
+    /// An admin client of `server` that goes through the relay.
+    pub async fn client(&self, server: &RunningApiServer) -> Client {
+        let mut config = server
+            .kube_config_for_token(server.admin_token())
+            .await
+            .unwrap();
+        config.cluster_url = format!("https://{}", self.addr).parse().unwrap();
+        Client::try_from(config).unwrap()
+    }
+
+    pub fn cut(&self) {
+        self.cut.send_replace(true);
     }
 }

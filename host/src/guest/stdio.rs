@@ -106,26 +106,22 @@ pub fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
         "[method]output-stream.check-write",
         |_, (_this,): (Resource<OutputStream>,)| Ok((Ok::<u64, StreamError>(4096),)),
     )?;
-    s.func_wrap(
+    // Lines are forwarded as they complete, so a write is also a flush.
+    for method in [
         "[method]output-stream.write",
-        |mut store: wasmtime::StoreContextMut<'_, CallState>,
-         (this, bytes): (Resource<OutputStream>, Vec<u8>)| {
-            let state = store.data_mut();
-            let guest = state.guest.clone();
-            state.output.write(&guest, this.rep(), &bytes);
-            Ok((Ok::<(), StreamError>(()),))
-        },
-    )?;
-    s.func_wrap(
         "[method]output-stream.blocking-write-and-flush",
-        |mut store: wasmtime::StoreContextMut<'_, CallState>,
-         (this, bytes): (Resource<OutputStream>, Vec<u8>)| {
-            let state = store.data_mut();
-            let guest = state.guest.clone();
-            state.output.write(&guest, this.rep(), &bytes);
-            Ok((Ok::<(), StreamError>(()),))
-        },
-    )?;
+    ] {
+        s.func_wrap(
+            method,
+            |mut store: wasmtime::StoreContextMut<'_, CallState>,
+             (this, bytes): (Resource<OutputStream>, Vec<u8>)| {
+                let state = store.data_mut();
+                let guest = state.guest.clone();
+                state.output.write(&guest, this.rep(), &bytes);
+                Ok((Ok::<(), StreamError>(()),))
+            },
+        )?;
+    }
     for method in [
         "[method]output-stream.blocking-flush",
         "[method]output-stream.flush",
