@@ -30,12 +30,12 @@ use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use wasmctrl::apiserver::auth::Scope;
-use wasmctrl::apiserver::{ApiServer, ApiServerConfig, Rule, RunningApiServer, User};
 use wasmctrl::controller::ControllerConfig;
 use wasmctrl::guest::RuntimeConfig;
 use wasmctrl::leader::{LeaderElectionConfig, LeaderElector};
 use wasmctrl::runner::{Host, HostConfig};
+use wasmctrl_apiserver::auth::Scope;
+use wasmctrl_apiserver::{ApiServer, ApiServerConfig, Rule, RunningApiServer, User};
 
 /// Manifests in the order a person applies them (`kubectl apply -f` of a
 /// directory would also read `kustomization.yaml`, which is not an object).

@@ -40,7 +40,7 @@ use kube::{Api, Client, Resource};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Instant;
-use wasmctrl::apiserver::{Rule, RunningApiServer, User};
+use wasmctrl_apiserver::{Rule, RunningApiServer, User};
 
 const LEASE: &str = "failover";
 const SUMMARY: &str = "gpu-summary";

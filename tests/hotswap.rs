@@ -319,7 +319,7 @@ async fn hostile_guests_are_backed_off_and_do_not_delay_a_healthy_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_guest_needing_a_permission_the_host_lacks_is_rejected_and_the_others_keep_running() {
-    use wasmctrl::apiserver::{Rule, User};
+    use wasmctrl_apiserver::{Rule, User};
     let (server, admin) = server().await;
     // Every ConfigMap in the host's namespace may be read, but only the GPU
     // guest's may be patched.

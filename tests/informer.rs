@@ -10,9 +10,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::Api;
 use serde_json::json;
-use wasmctrl::apiserver::{ApiServerConfig, FailRequests};
 use wasmctrl::informer::{Change, ChangeKind, InformerKey, InformerRegistry};
 use wasmctrl::projection::FieldPath;
+use wasmctrl_apiserver::{ApiServerConfig, FailRequests};
 
 fn pods_key() -> InformerKey {
     InformerKey {

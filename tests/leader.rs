@@ -16,10 +16,10 @@ use kube::{Api, Client};
 use serde_json::json;
 use tokio::sync::watch;
 use tokio::time::Instant;
-use wasmctrl::apiserver::{ApiServer, ApiServerConfig, Rule, RunningApiServer, User};
 use wasmctrl::leader::{
     LeaderElectionConfig, LeaderElector, LeaderHandle, LeaderState, LostReason, Termination,
 };
+use wasmctrl_apiserver::{ApiServer, ApiServerConfig, Rule, RunningApiServer, User};
 
 const NS: &str = "ops";
 const LEASE: &str = "wasmctrl";

@@ -12,9 +12,6 @@
 
 mod support;
 
-mod apiserver_kube;
-mod apiserver_kubectl;
-mod apiserver_scale;
 mod cli_reconcile;
 mod deploy;
 mod failover;

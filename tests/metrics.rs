@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use crate::support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use wasmctrl::apiserver::FailRequests;
 use wasmctrl::client::ClientLimits;
 use wasmctrl::controller::ControllerConfig;
 use wasmctrl::metrics::{serve_health, serve_metrics, Metrics};
+use wasmctrl_apiserver::FailRequests;
 
 async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();

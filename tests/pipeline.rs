@@ -10,8 +10,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::Api;
 use serde_json::json;
-use wasmctrl::apiserver::{ApiServerConfig, FailRequests, Rule, User};
 use wasmctrl::controller::ControllerConfig;
+use wasmctrl_apiserver::{ApiServerConfig, FailRequests, Rule, User};
 
 fn fast() -> ControllerConfig {
     ControllerConfig::default()

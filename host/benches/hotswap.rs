@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
-use wasmctrl::apiserver::{ApiServer, ApiServerConfig};
 use wasmctrl::guest::RuntimeConfig;
 use wasmctrl::guestdir::write_like_kubelet;
 use wasmctrl::runner::{Host, HostConfig};
+use wasmctrl_apiserver::{ApiServer, ApiServerConfig};
 
 /// The same component with a custom section appended: identical logic, a
 /// new digest, so the host must compile and swap it.

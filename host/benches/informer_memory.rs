@@ -38,10 +38,10 @@ use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::Client;
 use serde_json::{json, Value};
-use wasmctrl::apiserver::{ApiServer, ApiServerConfig};
 use wasmctrl::guest::{self, GuestRuntime, RuntimeConfig};
 use wasmctrl::informer::{Informer, InformerKey};
 use wasmctrl::projection::ProjectedObject;
+use wasmctrl_apiserver::{ApiServer, ApiServerConfig};
 
 /// Pods in the real run (`cargo bench`).
 const FULL_PODS: usize = 100_000;

@@ -18,10 +18,10 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 
-use crate::apiserver::{ApiServer, ApiServerConfig};
 use crate::controller::ControllerConfig;
 use crate::guest::RuntimeConfig;
 use crate::runner::{Host, HostConfig};
+use wasmctrl_apiserver::{ApiServer, ApiServerConfig};
 
 /// Demo settings.
 #[derive(Debug, Clone)]

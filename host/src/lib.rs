@@ -5,9 +5,9 @@
 //! a plan of desired state.
 
 pub mod actuator;
-pub mod apiserver;
 pub mod client;
 pub mod controller;
+#[cfg(feature = "dev-server")]
 pub mod demo;
 pub mod guest;
 pub mod guestdir;

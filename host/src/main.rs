@@ -25,9 +25,11 @@ enum Command {
     /// Run a guest once over objects from files and print its plan as JSON.
     Reconcile(ReconcileArgs),
     /// Serve the embedded Kubernetes API server until SIGINT/SIGTERM.
+    #[cfg(feature = "dev-server")]
     Apiserver(ApiserverArgs),
     /// Simulate a GPU cluster on the embedded API server and run the host
     /// with the GPU-summary guest against it.
+    #[cfg(feature = "dev-server")]
     Demo(DemoArgs),
     /// Package guests for a cluster.
     #[command(subcommand)]
@@ -120,6 +122,7 @@ struct RunArgs {
     sandbox: SandboxArgs,
 }
 
+#[cfg(feature = "dev-server")]
 #[derive(Args)]
 struct ApiserverArgs {
     /// Address to listen on.
@@ -133,6 +136,7 @@ struct ApiserverArgs {
     history: Option<usize>,
 }
 
+#[cfg(feature = "dev-server")]
 #[derive(Args)]
 struct DemoArgs {
     /// Number of GPU nodes.
@@ -425,15 +429,17 @@ async fn shutdown_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
+#[cfg(feature = "dev-server")]
 async fn apiserver(args: ApiserverArgs) -> anyhow::Result<()> {
-    let mut config = wasmctrl::apiserver::ApiServerConfig::default().listen(args.listen);
+    let mut config = wasmctrl_apiserver::ApiServerConfig::default().listen(args.listen);
     if let Some(h) = args.history {
         config = config.history(h);
     }
-    wasmctrl::apiserver::serve_until_signal(config, args.kubeconfig_out.as_deref()).await?;
+    wasmctrl_apiserver::serve_until_signal(config, args.kubeconfig_out.as_deref()).await?;
     Ok(())
 }
 
+#[cfg(feature = "dev-server")]
 async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     let verdict = wasmctrl::demo::run(wasmctrl::demo::DemoConfig {
         nodes: args.nodes,
@@ -498,7 +504,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Reconcile(args) => reconcile(args),
         Command::Run(args) => runtime.block_on(run(args)),
+        #[cfg(feature = "dev-server")]
         Command::Apiserver(args) => runtime.block_on(apiserver(args)),
+        #[cfg(feature = "dev-server")]
         Command::Demo(args) => runtime.block_on(demo(args)),
         Command::Guest(GuestCommand::Configmap(args)) => guest_configmap(args),
     };

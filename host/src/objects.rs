@@ -2,7 +2,8 @@
 //! (a `List`), single objects, and multi-document YAML.
 //!
 //! Owns parsing and the errors that name the file and the problem. It never
-//! evaluates selectors or projections (see `offline`).
+//! evaluates selectors or projections (see `offline`); which fields a
+//! selector can read comes from `wasmctrl_kube_rules::selector`.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -79,7 +80,7 @@ impl Keep {
         // read, as the embedded API server defines them.
         for w in &manifest.watches {
             for leaf in
-                crate::apiserver::selector::supported_fields(&crate::offline::resource_name(w))
+                wasmctrl_kube_rules::selector::supported_fields(&crate::offline::resource_name(w))
             {
                 object.add_leaf(leaf);
             }

@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use serde_json::{json, Value as Json};
 
-use crate::apiserver::selector::{extract_attrs, FieldSelector, LabelSelector, SelectorError};
 use crate::guest::{
     self, Environment, GuestError, GuestManifest, GuestModule, KeyMapping, ValidatedPlan,
 };
 use crate::projection::{Interner, ProjectedObject};
+use wasmctrl_kube_rules::selector::{extract_attrs, FieldSelector, LabelSelector, SelectorError};
 
 /// Why an offline reconcile failed.
 #[derive(Debug, thiserror::Error)]

@@ -25,7 +25,7 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::PostParams;
 use kube::{Api, Client};
 
-use crate::apiserver::auth::forbidden_message;
+use wasmctrl_kube_rules::forbidden::forbidden_message;
 
 /// One permission a guest needs.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

@@ -13,10 +13,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{json, Value};
-use wasmctrl::apiserver::{ApiServer, ApiServerConfig, RunningApiServer};
 use wasmctrl::controller::ControllerConfig;
 use wasmctrl::guest::RuntimeConfig;
 use wasmctrl::runner::{Host, HostConfig, HostError};
+use wasmctrl_apiserver::{ApiServer, ApiServerConfig, RunningApiServer};
 
 /// Namespace the host runs in during tests.
 pub mod wat;

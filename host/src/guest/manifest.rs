@@ -192,15 +192,6 @@ impl GuestManifest {
     }
 }
 
-fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
 fn check_selector(
     index: usize,
     which: &'static str,
@@ -239,7 +230,7 @@ fn check_selector(
 
 /// Validates a guest-returned manifest.
 pub fn validate(m: &wit::Manifest) -> Result<GuestManifest, ManifestError> {
-    if !is_dns_label(&m.name) {
+    if !wasmctrl_kube_rules::names::is_dns1123_label(&m.name) {
         return Err(ManifestError::BadName(m.name.clone()));
     }
     if m.watches.is_empty() {

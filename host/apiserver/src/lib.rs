@@ -23,13 +23,14 @@ pub mod objects;
 pub mod patch;
 pub mod proto;
 pub mod registry;
-pub mod selector;
 pub mod server;
 pub mod status;
 pub mod store;
 pub mod table;
 pub mod validation;
 pub mod watch;
+
+pub use wasmctrl_kube_rules::selector;
 
 pub use auth::{Rule, Scope, User};
 pub use faults::{FailRequests, FaultCommand, Faults};

@@ -12,21 +12,10 @@ pub fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
-const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
-
-fn is_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
-fn is_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_label)
-}
+use wasmctrl_kube_rules::names::{
+    is_dns1123_label as is_label, is_dns1123_subdomain as is_subdomain, DNS1123_LABEL_MSG,
+    DNS1123_SUBDOMAIN_MSG,
+};
 
 /// Validates an object name for `info`; returns `(field, message)` errors as the real server words them.
 pub fn validate_name(info: &ResourceInfo, name: &str) -> Vec<(String, String)> {
@@ -325,7 +314,7 @@ pub fn ready_to_remove(obj: &Value) -> bool {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::apiserver::registry::Registry;
+    use crate::registry::Registry;
 
     fn pods() -> ResourceInfo {
         Registry::new().lookup("", "v1", "pods").unwrap()

@@ -102,8 +102,8 @@ fn invalid(field: &str, message: &str) -> ApiError {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::apiserver::auth::Rule;
-    use crate::apiserver::store::Store;
+    use crate::auth::Rule;
+    use crate::store::Store;
     use std::sync::Arc;
 
     fn ask(user: &User, faults: &Faults, attrs: Value) -> bool {

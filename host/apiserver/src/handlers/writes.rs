@@ -11,18 +11,18 @@ use serde_json::{json, Value};
 use super::{
     json_response, parse_rv, store_err, value_response, Attempt, Ctx, Target, MAX_RETRIES,
 };
-use crate::apiserver::convert;
-use crate::apiserver::crd;
-use crate::apiserver::kubelet::{self, PodDeletion};
-use crate::apiserver::namespaces;
-use crate::apiserver::objects::{
+use crate::convert;
+use crate::crd;
+use crate::kubelet::{self, PodDeletion};
+use crate::namespaces;
+use crate::objects::{
     generated_name, meta_mut, meta_str, now_rfc3339, prepare_create, prepare_update,
     ready_to_remove, validate_name,
 };
-use crate::apiserver::patch;
-use crate::apiserver::status::{ApiError, Cause, Details, Result};
-use crate::apiserver::store::{ObjKey, StoreError, Stored};
-use crate::apiserver::validation::Write;
+use crate::patch;
+use crate::status::{ApiError, Cause, Details, Result};
+use crate::store::{ObjKey, StoreError, Stored};
+use crate::validation::Write;
 
 impl Ctx<'_> {
     pub(super) fn create(&self, body: Bytes) -> Result<Response> {

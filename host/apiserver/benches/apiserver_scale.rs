@@ -4,7 +4,7 @@
 //! client.
 //!
 //! Prints a markdown table for BENCHMARKS.md. Run with
-//! `cargo bench -p wasmctrl --bench apiserver_scale` (set
+//! `cargo bench -p wasmctrl-apiserver --bench apiserver_scale` (set
 //! `WASMCTRL_BENCH_PODS` for another size). Under `cargo test --all-targets`
 //! (no `--bench` argument) it runs a 1,000-pod smoke version in seconds.
 
@@ -16,7 +16,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
-use wasmctrl::apiserver::{ApiServer, ApiServerConfig, RunningApiServer};
+use wasmctrl_apiserver::{ApiServer, ApiServerConfig, RunningApiServer};
 
 /// Watchers the fan-out is measured with (the number).
 const WATCHERS: usize = 10;
@@ -217,7 +217,7 @@ async fn run(size: Size) -> Vec<(String, String)> {
     );
     // What the unknown-field check (a round trip through the typed `Pod`)
     // adds to each create, on one core, against the wall time per create.
-    let info = wasmctrl::apiserver::registry::Registry::new()
+    let info = wasmctrl_apiserver::registry::Registry::new()
         .lookup("", "v1", "pods")
         .unwrap();
     let body = serde_json::to_vec(&pod(0)).unwrap();
@@ -226,11 +226,11 @@ async fn run(size: Size) -> Vec<(String, String)> {
     let started = Instant::now();
     for _ in 0..checks {
         let mut obj = parsed.clone();
-        wasmctrl::apiserver::validation::check(
+        wasmctrl_apiserver::validation::check(
             &info,
             &mut obj,
-            wasmctrl::apiserver::validation::Directive::Strict,
-            &wasmctrl::apiserver::validation::Write::Create { body: &body },
+            wasmctrl_apiserver::validation::Directive::Strict,
+            &wasmctrl_apiserver::validation::Write::Create { body: &body },
         )
         .unwrap();
     }

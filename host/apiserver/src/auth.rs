@@ -214,31 +214,7 @@ pub fn field_selector_name(selector: &str) -> Option<&str> {
         })
 }
 
-/// The real server's Forbidden message.
-pub fn forbidden_message(
-    user: &str,
-    verb: &str,
-    group: &str,
-    resource: &str,
-    subresource: Option<&str>,
-    name: Option<&str>,
-    namespace: Option<&str>,
-) -> String {
-    let qualified = super::status::qualified(group, resource);
-    let subject = match name {
-        Some(n) => format!("{qualified} \"{n}\""),
-        None => qualified,
-    };
-    let res = match subresource {
-        Some(s) => format!("{resource}/{s}"),
-        None => resource.to_string(),
-    };
-    let scope = match namespace {
-        Some(ns) => format!("in the namespace \"{ns}\""),
-        None => "at the cluster scope".to_string(),
-    };
-    format!("{subject} is forbidden: User \"{user}\" cannot {verb} resource \"{res}\" in API group \"{group}\" {scope}")
-}
+pub use wasmctrl_kube_rules::forbidden::forbidden_message;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

@@ -348,14 +348,7 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// `resource.group` as the real server prints it (`pods`, `leases.coordination.k8s.io`).
-pub fn qualified(group: &str, resource: &str) -> String {
-    if group.is_empty() {
-        resource.to_string()
-    } else {
-        format!("{resource}.{group}")
-    }
-}
+pub use wasmctrl_kube_rules::forbidden::qualified;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

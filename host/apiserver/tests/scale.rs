@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::ResourceExt;
 use serde_json::json;
-use wasmctrl::apiserver::{ApiServer, ApiServerConfig, RunningApiServer};
+use wasmctrl_apiserver::{ApiServer, ApiServerConfig, RunningApiServer};
 
 const PODS: usize = 1_000;
 const WATCHERS: usize = 10;

@@ -1,6 +1,6 @@
 //! Drives the embedded API server with unchanged third-party clients: the
 //! real kubectl binary and the official Python `kubernetes` client
-//! (`tests/python_client.py`). Each test is skipped with a visible message
+//! (`host/apiserver/tests/python_client.py`). Each test is skipped with a visible message
 //! when its client is not installed.
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
-use wasmctrl::apiserver::{ApiServer, ApiServerConfig, RunningApiServer};
+use wasmctrl_apiserver::{ApiServer, ApiServerConfig, RunningApiServer};
 
 const KUBECTL_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -361,7 +361,7 @@ async fn python_client_creates_lists_watches_patches_and_deletes() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     server.write_kubeconfig(&kubeconfig).unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python_client.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python_client.py");
     let out = tokio::time::timeout(
         PYTHON_TIMEOUT,
         tokio::process::Command::new("python3")
@@ -405,10 +405,10 @@ async fn kubectl_auth_can_i_and_whoami_answer_from_the_tokens_rules() {
     let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
     server.add_token(
         "reader",
-        wasmctrl::apiserver::User::with_rules(
+        wasmctrl_apiserver::User::with_rules(
             "system:serviceaccount:default:reader",
             vec![
-                wasmctrl::apiserver::Rule::new(&["get", "list"], &["pods"]).in_namespace("default")
+                wasmctrl_apiserver::Rule::new(&["get", "list"], &["pods"]).in_namespace("default")
             ],
         ),
     );

@@ -787,7 +787,7 @@ fn go_float(f: f64) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::apiserver::registry::Registry;
+    use crate::registry::Registry;
     use serde_json::json;
 
     fn info(group: &str, plural: &str) -> ResourceInfo {

@@ -14,7 +14,7 @@ use kube::api::{
 use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::{Client, Error};
 use serde_json::json;
-use wasmctrl::apiserver::{ApiServer, ApiServerConfig, FailRequests, Rule, RunningApiServer, User};
+use wasmctrl_apiserver::{ApiServer, ApiServerConfig, FailRequests, Rule, RunningApiServer, User};
 
 const WAIT: Duration = Duration::from_secs(10);
 

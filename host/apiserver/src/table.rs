@@ -188,7 +188,7 @@ pub fn table(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::apiserver::registry::Registry;
+    use crate::registry::Registry;
 
     #[test]
     fn pod_rows_show_ready_status_and_age() {

@@ -78,7 +78,7 @@ pub fn bytes_from_storage(info: &ResourceInfo, json: &[u8]) -> Vec<u8> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::apiserver::registry::Registry;
+    use crate::registry::Registry;
     use serde_json::json;
 
     #[test]

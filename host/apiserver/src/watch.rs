@@ -210,8 +210,8 @@ pub fn error_stream(status: &Value) -> Body {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::apiserver::registry::Registry;
-    use crate::apiserver::selector::{extract_attrs, FieldSelector, LabelSelector};
+    use crate::registry::Registry;
+    use crate::selector::{extract_attrs, FieldSelector, LabelSelector};
     use std::sync::Arc;
 
     fn rec(event: EventType, prev: Option<Value>, now: Value) -> Record {

@@ -8,11 +8,11 @@ use serde_json::{json, Value};
 use std::time::Duration;
 
 use super::{json_response, parse_rv, store_err, value_response, Ctx};
-use crate::apiserver::convert;
-use crate::apiserver::status::{ApiError, Result};
-use crate::apiserver::store::{ObjKey, StoreError};
-use crate::apiserver::table;
-use crate::apiserver::watch::{self, WatchSpec};
+use crate::convert;
+use crate::status::{ApiError, Result};
+use crate::store::{ObjKey, StoreError};
+use crate::table;
+use crate::watch::{self, WatchSpec};
 
 /// The real server's message when a continue token's revision was compacted.
 const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
