@@ -33,7 +33,7 @@ use serde_json::{json, Value};
 use wasmctrl::controller::ControllerConfig;
 use wasmctrl::guest::RuntimeConfig;
 use wasmctrl::leader::{LeaderElectionConfig, LeaderElector};
-use wasmctrl::runner::{Host, HostConfig};
+use wasmctrl::supervisor::{Supervisor, SupervisorConfig};
 use wasmctrl_apiserver::auth::Scope;
 use wasmctrl_apiserver::{ApiServer, ApiServerConfig, Rule, RunningApiServer, User};
 
@@ -529,15 +529,15 @@ async fn host_works_with_exactly_the_role_and_fails_loudly_without_one_verb() {
         Some(identity)
     );
 
-    let config = HostConfig {
+    let config = SupervisorConfig {
         guests: vec![crate::support::guest_path()],
         namespace: facts.namespace.clone(),
         controller: ControllerConfig::default().instance(Some(identity.into())),
         runtime: RuntimeConfig::default().cache_dir(None),
-        ..HostConfig::default()
+        ..SupervisorConfig::default()
     };
     let host = Arc::new(
-        Host::start(exact.clone(), config, None)
+        Supervisor::start(exact.clone(), config, None)
             .await
             .expect("the host starts with exactly the Role"),
     );

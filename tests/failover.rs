@@ -870,7 +870,7 @@ async fn leader_refused_its_lease_stops_writing_before_another_starts() {
 /// after a standby has taken over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn losing_the_lease_while_draining_after_sigterm_stops_at_once() {
-    use wasmctrl::runner::{Host, HostError, Leadership};
+    use wasmctrl::supervisor::{Leadership, Supervisor, SupervisorError};
     let (server, admin) = crate::support::server().await;
     crate::support::pod("a")
         .on("n1")
@@ -879,7 +879,7 @@ async fn losing_the_lease_while_draining_after_sigterm_stops_at_once() {
         .await;
     let (leadership, lead_rx) = watch::channel(Leadership::Leading);
     let host = Arc::new(
-        Host::start_with_leadership(
+        Supervisor::start_with_leadership(
             admin.clone(),
             crate::support::host_config(wasmctrl::controller::ControllerConfig::default()),
             None,
@@ -923,7 +923,7 @@ async fn losing_the_lease_while_draining_after_sigterm_stops_at_once() {
     let took = lost.elapsed();
     server.faults().set_latency(Duration::ZERO);
     assert!(
-        matches!(result, Err(HostError::LostLeadership(_))),
+        matches!(result, Err(SupervisorError::LostLeadership(_))),
         "{result:?}"
     );
     assert!(

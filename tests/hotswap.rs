@@ -17,7 +17,7 @@ use wasmctrl::controller::ControllerConfig;
 use wasmctrl::guest::RuntimeConfig;
 use wasmctrl::guestdir::write_like_kubelet;
 use wasmctrl::metrics::Metrics;
-use wasmctrl::runner::HostConfig;
+use wasmctrl::supervisor::SupervisorConfig;
 
 fn logic(version: &str) -> Vec<u8> {
     guest(
@@ -51,13 +51,13 @@ struct DirHost {
 
 async fn start_dir_host(client: &Client, dir: &Path, runtime: RuntimeConfig) -> DirHost {
     let metrics = Arc::new(Metrics::new());
-    let config = HostConfig {
+    let config = SupervisorConfig {
         guest_dir: Some(dir.to_path_buf()),
         namespace: HOST_NS.into(),
         controller: ControllerConfig::default(),
         runtime: runtime.cache_dir(None),
         rescan: Some(Duration::from_secs(60)),
-        ..HostConfig::default()
+        ..SupervisorConfig::default()
     };
     DirHost {
         running: run_host(client, config, Some(metrics.clone())).await,

@@ -169,7 +169,7 @@ async fn readyz_waits_for_synced_caches_and_healthz_answers() {
             .resource("pods"),
     );
     let stuck = Arc::new(
-        wasmctrl::runner::Host::start(
+        wasmctrl::supervisor::Supervisor::start(
             admin.clone(),
             host_config(ControllerConfig::default()),
             None,

@@ -251,7 +251,7 @@ async fn watch_forbidden_makes_the_host_exit_with_the_resource_and_verb() {
     // The preflight check (SelfSubjectAccessReview) refuses to start the
     // guest before any cache syncs: no reconcile, no write, and the error
     // reads like the API server's own Forbidden message.
-    let err = wasmctrl::runner::Host::start(limited.clone(), host_config(fast()), None)
+    let err = wasmctrl::supervisor::Supervisor::start(limited.clone(), host_config(fast()), None)
         .await
         .err()
         .expect("a host that cannot watch must not start")
@@ -310,7 +310,7 @@ async fn ten_rapid_changes_to_one_pod_during_a_slow_reconcile_cause_two_or_three
     let mut config = host_config(fast());
     config.guests = vec![path];
     let host = std::sync::Arc::new(
-        wasmctrl::runner::Host::start(client.clone(), config, None)
+        wasmctrl::supervisor::Supervisor::start(client.clone(), config, None)
             .await
             .unwrap(),
     );

@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
 use wasmctrl::guest::RuntimeConfig;
 use wasmctrl::guestdir::write_like_kubelet;
-use wasmctrl::runner::{Host, HostConfig};
+use wasmctrl::supervisor::{Supervisor, SupervisorConfig};
 use wasmctrl_apiserver::{ApiServer, ApiServerConfig};
 
 /// The same component with a custom section appended: identical logic, a
@@ -58,13 +58,13 @@ async fn main() {
     let dir = tempfile::tempdir().unwrap();
     write_like_kubelet(dir.path(), 0, &[("gpu-summary.wasm", &wasm)]).unwrap();
     let host = Arc::new(
-        Host::start(
+        Supervisor::start(
             client,
-            HostConfig {
+            SupervisorConfig {
                 guest_dir: Some(dir.path().to_path_buf()),
                 namespace: "ops".into(),
                 runtime: RuntimeConfig::default().cache_dir(None),
-                ..HostConfig::default()
+                ..SupervisorConfig::default()
             },
             None,
         )

@@ -22,6 +22,7 @@ use kube::{Api, Client};
 use serde_json::Value as Json;
 
 use crate::guest::{EventType, Gvk, ObjectKey, PlannedEvent, ValidatedPlan};
+use crate::sync::lock;
 
 /// Why a plan could not be carried out.
 #[derive(Debug, thiserror::Error)]
@@ -461,10 +462,6 @@ impl Actuator {
         lock(&self.emitted).insert(key.to_string(), now);
         Ok(())
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ use crate::informer::{
 use crate::metrics::{self as m, Metrics};
 use crate::permissions::{self, Checked, Need, PermissionError};
 use crate::projection::FieldPath;
+use crate::sync::lock;
 use crate::workqueue::{self, Outcome, Workqueue};
 
 /// Why a guest's controller could not start or stopped.
@@ -662,10 +663,6 @@ impl LiveObjects for GuestController {
         };
         (!uid.is_empty()).then_some(uid)
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Per-guest configuration from `GUEST.KEY=VALUE` pairs.

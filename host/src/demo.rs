@@ -20,7 +20,7 @@ use serde_json::json;
 
 use crate::controller::ControllerConfig;
 use crate::guest::RuntimeConfig;
-use crate::runner::{Host, HostConfig};
+use crate::supervisor::{Supervisor, SupervisorConfig};
 use wasmctrl_apiserver::{ApiServer, ApiServerConfig};
 
 /// Demo settings.
@@ -123,15 +123,15 @@ pub async fn run(config: DemoConfig) -> anyhow::Result<Verdict> {
             .await?;
     }
 
-    let host = Host::start(
+    let host = Supervisor::start(
         client.clone(),
-        HostConfig {
+        SupervisorConfig {
             guests: vec![config.guest.clone()],
             namespace: HOST_NAMESPACE.into(),
             guest_config: BTreeMap::new(),
             controller: ControllerConfig::default(),
             runtime: RuntimeConfig::default(),
-            ..HostConfig::default()
+            ..SupervisorConfig::default()
         },
         None,
     )

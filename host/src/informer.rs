@@ -27,6 +27,7 @@ use tokio::task::JoinHandle;
 
 use crate::objects::Keep;
 use crate::projection::{FieldPath, Interner, ProjectedObject, Projection};
+use crate::sync::{lock, read, write};
 
 /// Identity of a shared informer.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -292,16 +293,6 @@ impl Informer {
     fn users(&self) -> usize {
         Arc::strong_count(&self.task)
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    m.read().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    m.write().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Errors a controller cannot outlive: the credentials or the resource are

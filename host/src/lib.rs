@@ -19,5 +19,6 @@ pub mod offline;
 pub mod packaging;
 pub mod permissions;
 pub mod projection;
-pub mod runner;
+pub mod supervisor;
+mod sync;
 pub mod workqueue;

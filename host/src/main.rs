@@ -277,7 +277,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let namespace = host_namespace(args.namespace, &client);
     let guest_config =
         wasmctrl::controller::split_guest_config(&args.config).map_err(anyhow::Error::msg)?;
-    let config = wasmctrl::runner::HostConfig {
+    let config = wasmctrl::supervisor::SupervisorConfig {
         guests: args.guests,
         namespace,
         guest_config,
@@ -296,7 +296,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let _metrics_endpoint = wasmctrl::metrics::serve_metrics(args.metrics_addr, metrics.clone())
         .await
         .with_context(|| format!("binding the metrics endpoint on {}", args.metrics_addr))?;
-    use wasmctrl::runner::Leadership;
+    use wasmctrl::supervisor::Leadership;
     let lease = args.lease_name.clone();
     let set_gauge = {
         let metrics = metrics.clone();
@@ -362,8 +362,13 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     // Informers start (and sync) before the election: a follower is a warm
     // standby, ready to take over.
     let host = std::sync::Arc::new(
-        wasmctrl::runner::Host::start_with_leadership(client, config, Some(metrics), lead_rx)
-            .await?,
+        wasmctrl::supervisor::Supervisor::start_with_leadership(
+            client,
+            config,
+            Some(metrics),
+            lead_rx,
+        )
+        .await?,
     );
     let handle = match elector {
         Some((client, le_config)) => {

@@ -25,7 +25,9 @@ use std::fmt;
 use std::future::Future;
 use std::hash::Hash;
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
+
+use crate::sync::lock;
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -116,12 +118,6 @@ impl Config {
         self.burst = burst;
         self
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Nothing panics while holding these locks; if something ever does, the
-    // state is still consistent enough to keep serving rather than cascade.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Per-key exponential backoff (client-go's `ItemExponentialFailureRateLimiter`).

@@ -15,7 +15,7 @@ use kube::{Api, Client};
 use serde_json::{json, Value};
 use wasmctrl::controller::ControllerConfig;
 use wasmctrl::guest::RuntimeConfig;
-use wasmctrl::runner::{Host, HostConfig, HostError};
+use wasmctrl::supervisor::{Supervisor, SupervisorConfig, SupervisorError};
 use wasmctrl_apiserver::{ApiServer, ApiServerConfig, RunningApiServer};
 
 /// Namespace the host runs in during tests.
@@ -200,13 +200,13 @@ pub async fn summary_becomes(client: &Client, want: &[(&str, &str)]) {
 
 /// A host running the GPU guest in the background.
 pub struct RunningHost {
-    pub host: Arc<Host>,
+    pub host: Arc<Supervisor>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    pub task: tokio::task::JoinHandle<Result<(), HostError>>,
+    pub task: tokio::task::JoinHandle<Result<(), SupervisorError>>,
 }
 
 impl RunningHost {
-    pub async fn stop(mut self) -> Result<(), HostError> {
+    pub async fn stop(mut self) -> Result<(), SupervisorError> {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
         }
@@ -232,14 +232,14 @@ impl RunningHost {
     }
 }
 
-pub fn host_config(controller: ControllerConfig) -> HostConfig {
-    HostConfig {
+pub fn host_config(controller: ControllerConfig) -> SupervisorConfig {
+    SupervisorConfig {
         guests: vec![guest_path()],
         namespace: HOST_NS.into(),
         guest_config: BTreeMap::new(),
         controller,
         runtime: RuntimeConfig::default().cache_dir(None),
-        ..HostConfig::default()
+        ..SupervisorConfig::default()
     }
 }
 
@@ -258,11 +258,11 @@ pub async fn start_host_with(
 /// Starts a host with `config` and runs it in the background.
 pub async fn run_host(
     client: &Client,
-    config: HostConfig,
+    config: SupervisorConfig,
     metrics: Option<Arc<wasmctrl::metrics::Metrics>>,
 ) -> RunningHost {
     let host = Arc::new(
-        Host::start(client.clone(), config, metrics)
+        Supervisor::start(client.clone(), config, metrics)
             .await
             .expect("host starts"),
     );

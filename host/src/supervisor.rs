@@ -1,4 +1,5 @@
-//! The host process: several guests, one client, shared informers.
+//! The guest supervisor: the host process's set of running guests, over one
+//! client and shared informers.
 //!
 //! Owns the set of running guests: loading each (from `--guest` files or a
 //! watched `--guest-dir`), giving it its configuration and namespace,
@@ -26,10 +27,11 @@ use crate::guest::{self, GuestError, GuestModule, GuestRuntime, RuntimeConfig};
 use crate::guestdir::{self, DirWatch, GuestDirError, GuestFile};
 use crate::informer::InformerRegistry;
 use crate::metrics::{Metrics, ResultLabels};
+use crate::sync::lock;
 
-/// Why the host stopped with an error.
+/// Why the supervisor (and so the host process) stopped with an error.
 #[derive(Debug, thiserror::Error)]
-pub enum HostError {
+pub enum SupervisorError {
     /// A guest could not be loaded.
     #[error(transparent)]
     Guest(#[from] GuestError),
@@ -65,15 +67,15 @@ pub enum HostError {
     LostLeadership(String),
 }
 
-impl From<ControllerError> for HostError {
+impl From<ControllerError> for SupervisorError {
     fn from(e: ControllerError) -> Self {
-        HostError::Controller(Box::new(e))
+        SupervisorError::Controller(Box::new(e))
     }
 }
 
 /// Everything the host needs to start.
 #[derive(Debug, Clone, Default)]
-pub struct HostConfig {
+pub struct SupervisorConfig {
     /// Guest component files.
     pub guests: Vec<PathBuf>,
     /// A directory of guests to watch (ConfigMap volume layout supported).
@@ -112,12 +114,12 @@ struct RunningGuest {
     task: tokio::task::JoinHandle<()>,
 }
 
-/// A running host. Share it in an `Arc` to serve readiness while it runs.
-pub struct Host {
+/// The running guests of one host process. Share it in an `Arc` to serve readiness while it runs.
+pub struct Supervisor {
     client: Client,
     registry: InformerRegistry,
     runtime: GuestRuntime,
-    config: HostConfig,
+    config: SupervisorConfig,
     metrics: Option<Arc<Metrics>>,
     guests: Mutex<BTreeMap<String, RunningGuest>>,
     failures_tx: mpsc::UnboundedSender<ControllerError>,
@@ -133,33 +135,29 @@ fn stem(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-impl Host {
+impl Supervisor {
     /// Loads every `--guest` file and starts its informers (not its
     /// workers). Without a leadership signal the host always leads.
     pub async fn start(
         client: Client,
-        config: HostConfig,
+        config: SupervisorConfig,
         metrics: Option<Arc<Metrics>>,
-    ) -> Result<Self, HostError> {
+    ) -> Result<Self, SupervisorError> {
         let (tx, rx) = watch::channel(Leadership::Leading);
         let mut host = Self::start_with_leadership(client, config, metrics, rx).await?;
         host._leadership_tx = Some(tx);
         Ok(host)
     }
 
-    /// Like [`Host::start`], with workers gated on `leadership`.
+    /// Like [`Supervisor::start`], with workers gated on `leadership`.
     pub async fn start_with_leadership(
         client: Client,
-        config: HostConfig,
+        config: SupervisorConfig,
         metrics: Option<Arc<Metrics>>,
         leadership: watch::Receiver<Leadership>,
-    ) -> Result<Self, HostError> {
+    ) -> Result<Self, SupervisorError> {
         if config.guests.is_empty() && config.guest_dir.is_none() {
-            return Err(HostError::NoGuests);
+            return Err(SupervisorError::NoGuests);
         }
         let runtime = GuestRuntime::new(config.runtime.clone())?;
         let registry = InformerRegistry::new(client.clone());
@@ -171,7 +169,7 @@ impl Host {
                 instance: config.pod.as_ref().map(|(_, n)| n.clone()),
             },
         );
-        let host = Host {
+        let host = Supervisor {
             client,
             registry,
             runtime,
@@ -201,10 +199,13 @@ impl Host {
             // The directory's initial content must be valid: failing loudly
             // at start beats running with half the guests.
             for (key, file) in guestdir::scan(&dir)? {
-                let config = file.config.clone().map_err(|message| HostError::Config {
-                    key: key.clone(),
-                    message,
-                })?;
+                let config = file
+                    .config
+                    .clone()
+                    .map_err(|message| SupervisorError::Config {
+                        key: key.clone(),
+                        message,
+                    })?;
                 let module = host
                     .runtime
                     .load_bytes(&format!("{key}.wasm"), &file.bytes)?;
@@ -222,12 +223,12 @@ impl Host {
         Ok(host)
     }
 
-    fn check_unique(&self, c: &GuestController, source: &str) -> Result<(), HostError> {
+    fn check_unique(&self, c: &GuestController, source: &str) -> Result<(), SupervisorError> {
         if let Some(other) = lock(&self.guests)
             .values()
             .find(|g| g.controller.name() == c.name())
         {
-            return Err(HostError::DuplicateName {
+            return Err(SupervisorError::DuplicateName {
                 name: c.name().to_string(),
                 first: other.source.clone(),
                 second: source.to_string(),
@@ -236,8 +237,8 @@ impl Host {
         Ok(())
     }
 
-    /// Registers a controller; its task starts in [`Host::run`] (or at once
-    /// when the host is already running, via [`Host::spawn`]).
+    /// Registers a controller; its task starts in [`Supervisor::run`] (or at once
+    /// when the host is already running, via [`Supervisor::spawn`]).
     fn insert(&self, key: String, source: String, digest: String, controller: GuestController) {
         let controller = Arc::new(controller);
         let task = tokio::spawn(std::future::pending());
@@ -290,7 +291,7 @@ impl Host {
         &self,
         module: GuestModule,
         values: BTreeMap<String, String>,
-    ) -> Result<GuestController, HostError> {
+    ) -> Result<GuestController, SupervisorError> {
         let env = guest::environment(&self.config.namespace, &values);
         Ok(GuestController::start(
             self.client.clone(),
@@ -387,7 +388,7 @@ impl Host {
     /// Brings the running set in line with the guest directory: new files
     /// start, changed ones are swapped, removed ones stop. A file that fails
     /// to compile or validate is rejected; what ran before keeps running.
-    pub async fn sync_dir(&self) -> Result<(), HostError> {
+    pub async fn sync_dir(&self) -> Result<(), SupervisorError> {
         let Some(dir) = self.config.guest_dir.clone() else {
             return Ok(());
         };
@@ -416,10 +417,13 @@ impl Host {
             .map(|g| g.controller.name().to_string());
         let label = previous_name.clone().unwrap_or_else(|| key.clone());
         let candidate = async {
-            let config = file.config.clone().map_err(|message| HostError::Config {
-                key: key.clone(),
-                message,
-            })?;
+            let config = file
+                .config
+                .clone()
+                .map_err(|message| SupervisorError::Config {
+                    key: key.clone(),
+                    message,
+                })?;
             let runtime = self.runtime.clone();
             let bytes = file.bytes.clone();
             let name = format!("{key}.wasm");
@@ -427,7 +431,7 @@ impl Host {
             let module = tokio::task::spawn_blocking(move || runtime.load_bytes(&name, &bytes))
                 .await
                 .map_err(|e| {
-                    HostError::Guest(GuestError {
+                    SupervisorError::Guest(GuestError {
                         guest: key.clone(),
                         kind: guest::GuestErrorKind::Compile(format!("compile task failed: {e}")),
                     })
@@ -437,7 +441,7 @@ impl Host {
                 .values()
                 .find(|g| g.key != key && g.controller.name() == controller.name())
             {
-                return Err(HostError::DuplicateName {
+                return Err(SupervisorError::DuplicateName {
                     name: controller.name().to_string(),
                     first: other.source.clone(),
                     second: file.path.display().to_string(),
@@ -545,7 +549,7 @@ impl Host {
         &self,
         shutdown: impl Future<Output = ()>,
         drain: Duration,
-    ) -> Result<(), HostError> {
+    ) -> Result<(), SupervisorError> {
         {
             let mut guests = lock(&self.guests);
             for g in guests.values_mut() {
@@ -575,14 +579,14 @@ impl Host {
         let mut result = loop {
             tokio::select! {
                 () = &mut shutdown => break Ok(()),
-                Some(e) = failures.recv() => break Err(HostError::from(e)),
+                Some(e) = failures.recv() => break Err(SupervisorError::from(e)),
                 changed = leadership.changed(), if leadership_open => {
                     if changed.is_err() {
                         leadership_open = false;
                         continue;
                     }
                     if let Leadership::Lost(why) = &*leadership.borrow_and_update() {
-                        break Err(HostError::LostLeadership(why.clone()));
+                        break Err(SupervisorError::LostLeadership(why.clone()));
                     }
                 }
                 () = async {
@@ -604,7 +608,7 @@ impl Host {
                 .map(|g| (g.controller, g.task))
                 .collect()
         };
-        if matches!(result, Err(HostError::LostLeadership(_))) {
+        if matches!(result, Err(SupervisorError::LostLeadership(_))) {
             // Stop every write at once: no draining.
             for (c, task) in &running {
                 c.shutdown();
@@ -640,7 +644,7 @@ impl Host {
                 _ = drained => {}
                 why = lost => {
                     tracing::error!("lost leadership while draining; in-flight reconciles abandoned");
-                    result = Err(HostError::LostLeadership(why));
+                    result = Err(SupervisorError::LostLeadership(why));
                 }
             }
             for (_, task) in &running {
