@@ -4,19 +4,9 @@
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 use serde_json::{json, Value};
-
-fn guest() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    let p = target.join("wasm32-wasip2/guest/guest_gpu_summary.wasm");
-    assert!(p.exists(), "build the guest first: make guest");
-    p
-}
 
 fn wasmctrl(args: &[&str], stdin: Option<&str>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_wasmctrl"));
@@ -63,7 +53,7 @@ fn kubectl_list_dump_produces_the_summary_plan() {
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "ml"}},
     ]});
     let file = write(&dir, "dump.json", &list.to_string());
-    let g = guest();
+    let g = crate::support::guest_path();
     let out = wasmctrl(
         &[
             "reconcile",
@@ -96,7 +86,7 @@ fn kubectl_list_dump_produces_the_summary_plan() {
 #[test]
 fn yaml_from_stdin_with_configuration_and_a_bad_quantity() {
     let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ml}\nspec:\n  nodeName: n1\n  containers:\n  - name: c\n    resources:\n      requests: {nvidia.com/gpu: 1}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: bad, namespace: ml}\nspec:\n  nodeName: n1\n  containers:\n  - name: c\n    resources:\n      requests: {nvidia.com/gpu: one}\n";
-    let g = guest();
+    let g = crate::support::guest_path();
     let out = wasmctrl(
         &[
             "reconcile",
@@ -133,7 +123,7 @@ fn yaml_from_stdin_with_configuration_and_a_bad_quantity() {
 #[test]
 fn bad_input_exits_non_zero_naming_the_file_and_problem() {
     let dir = tempfile::tempdir().unwrap();
-    let g = guest();
+    let g = crate::support::guest_path();
     let g = g.to_str().unwrap();
     let cases = [
         (

@@ -37,10 +37,11 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, Resource};
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use wasmctrl_apiserver::{Rule, RunningApiServer, User};
+
+use crate::support::replica::Replica;
 
 const LEASE: &str = "failover";
 const SUMMARY: &str = "gpu-summary";
@@ -211,54 +212,31 @@ fn cleared(spec: &LeaseSpec) -> bool {
 // The cluster and the replicas.
 
 async fn bounded<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(BOUND, f)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: not within {BOUND:?}"))
+    crate::support::bounded(what, BOUND, f).await
 }
 
-/// A free localhost port (bound and released; the race is harmless here).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// `GET path` on localhost: the status code and body, or None if nothing
-/// answers (in time).
-async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let exchange = async {
-        let mut stream = TcpStream::connect(("127.0.0.1", port)).await.ok()?;
-        let request =
-            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
-        stream.write_all(request.as_bytes()).await.ok()?;
-        let mut response = Vec::new();
-        stream.read_to_end(&mut response).await.ok()?;
-        let text = String::from_utf8_lossy(&response).into_owned();
-        let status = text.split_whitespace().nth(1)?.parse().ok()?;
-        let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
-        Some((status, body))
-    };
-    tokio::time::timeout(Duration::from_secs(2), exchange)
-        .await
-        .ok()
-        .flatten()
-}
-
-/// The sum of the samples of `name` whose labels include every `label`.
-fn metric(text: &str, name: &str, labels: &[&str]) -> f64 {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| {
-            let (series, value) = l.rsplit_once(' ')?;
-            let metric_name = series.split('{').next()?;
-            (metric_name == name && labels.iter().all(|want| series.contains(want)))
-                .then(|| value.parse::<f64>().ok())
-                .flatten()
-        })
-        .sum()
+/// Waits, bounded, for `replica` to exit on its own while reading its own
+/// count of writes (its /metrics is local, never behind a relay or a
+/// revoked token): the exit status, when the test saw the exit, and the
+/// last count read, starting from `writes`.
+async fn writes_until_exit(
+    replica: &mut Replica,
+    writes: f64,
+) -> (ExitStatus, Instant, SystemTime, f64) {
+    let mut last_writes = writes;
+    let (status, gone, gone_wall) = bounded(&format!("{} exits", replica.id), async {
+        loop {
+            if let Some(status) = replica.child.try_wait().unwrap() {
+                return (status, Instant::now(), SystemTime::now());
+            }
+            if let Some(w) = replica.writes().await {
+                last_writes = w;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    (status, gone, gone_wall, last_writes)
 }
 
 struct Cluster {
@@ -319,48 +297,35 @@ impl Cluster {
 
     /// Starts the real binary as candidate `id`.
     fn start(&self, id: &str, kubeconfig: &Path, t: Timings) -> Replica {
-        let dir = tempfile::tempdir().unwrap();
-        let log = std::fs::File::create(dir.path().join("stderr")).unwrap();
-        let (health, metrics) = (free_port(), free_port());
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_wasmctrl"))
-            .arg("run")
-            .arg("--guest")
-            .arg(crate::support::guest_path())
-            .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg(format!("--namespace={}", crate::support::HOST_NS))
-            .arg("--leader-elect")
-            .arg(format!("--lease-name={LEASE}"))
-            .arg(format!("--identity={id}"))
-            .arg(format!(
-                "--lease-duration-seconds={}",
-                t.lease.as_secs_f64()
-            ))
-            .arg(format!(
-                "--renew-deadline-seconds={}",
-                t.renew.as_secs_f64()
-            ))
-            .arg(format!("--retry-period-seconds={}", t.retry.as_secs_f64()))
-            .arg(format!("--health-addr=127.0.0.1:{health}"))
-            .arg(format!("--metrics-addr=127.0.0.1:{metrics}"))
-            .arg(format!(
-                "--guest-cache-dir={}",
-                self.dir.path().join("cache").display()
-            ))
-            .env_remove("POD_NAME")
-            .env_remove("POD_NAMESPACE")
-            .env("RUST_LOG", "info")
-            .stdout(std::process::Stdio::null())
-            .stderr(log)
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        Replica {
-            id: id.into(),
-            child,
-            health,
-            metrics,
-            dir,
-        }
+        Replica::start(id, |command, _, health, metrics| {
+            command
+                .arg("run")
+                .arg("--guest")
+                .arg(crate::support::guest_path())
+                .arg(format!("--kubeconfig={}", kubeconfig.display()))
+                .arg(format!("--namespace={}", crate::support::HOST_NS))
+                .arg("--leader-elect")
+                .arg(format!("--lease-name={LEASE}"))
+                .arg(format!("--identity={id}"))
+                .arg(format!(
+                    "--lease-duration-seconds={}",
+                    t.lease.as_secs_f64()
+                ))
+                .arg(format!(
+                    "--renew-deadline-seconds={}",
+                    t.renew.as_secs_f64()
+                ))
+                .arg(format!("--retry-period-seconds={}", t.retry.as_secs_f64()))
+                .arg(format!("--health-addr={health}"))
+                .arg(format!("--metrics-addr={metrics}"))
+                .arg(format!(
+                    "--guest-cache-dir={}",
+                    self.dir.path().join("cache").display()
+                ))
+                .env_remove("POD_NAME")
+                .env_remove("POD_NAMESPACE")
+                .env("RUST_LOG", "info");
+        })
     }
 
     async fn lease(&self) -> LeaseSpec {
@@ -401,119 +366,15 @@ impl Cluster {
     }
 }
 
-struct Replica {
-    id: String,
-    child: tokio::process::Child,
-    health: u16,
-    metrics: u16,
-    /// Holds the replica's log (`stderr`).
-    dir: tempfile::TempDir,
-}
-
-impl Replica {
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("stderr")).unwrap_or_default()
-    }
-
-    /// Waits for `/readyz` to answer 200; fails at once if the process exits.
-    async fn wait_ready(&mut self) {
-        let deadline = Instant::now() + BOUND;
-        while http_get(self.health, "/readyz").await.map(|(s, _)| s) != Some(200) {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!(
-                    "{} exited before it was ready: {status}\n{}",
-                    self.id,
-                    self.log()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{} never became ready\n{}",
-                self.id,
-                self.log()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    async fn readyz(&self) -> Option<u16> {
-        http_get(self.health, "/readyz").await.map(|(s, _)| s)
-    }
-
-    async fn scrape(&self) -> Option<String> {
-        http_get(self.metrics, "/metrics")
-            .await
-            .filter(|(s, _)| *s == 200)
-            .map(|(_, body)| body)
-    }
-
-    /// `leader_election_master_status{name="failover"}`.
-    async fn master_status(&self) -> Option<f64> {
-        let name = format!("name=\"{LEASE}\"");
-        let text = self.scrape().await?;
-        text.contains("leader_election_master_status")
-            .then(|| metric(&text, "leader_election_master_status", &[&name]))
-    }
-
-    /// `wasmctrl_writes_total` of the GPU guest, every verb.
-    async fn writes(&self) -> Option<f64> {
-        let text = self.scrape().await?;
-        Some(metric(
-            &text,
-            "wasmctrl_writes_total",
-            &["guest=\"gpu-summary\""],
-        ))
-    }
-
-    async fn until_master_status(&self, want: f64) {
-        bounded(
-            &format!("{}: leader_election_master_status {want}", self.id),
-            async {
-                while self.master_status().await != Some(want) {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            },
-        )
-        .await;
-    }
-
-    /// SIGTERM, as the kubelet stops a container.
-    fn sigterm(&self) {
-        let pid = self.child.id().expect("still running").to_string();
-        let sent = std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap();
-        assert!(sent.success());
-    }
-
-    /// Waits for the process to exit: its status and when the test saw it
-    /// (an upper bound of the exit).
-    async fn exited(&mut self) -> (ExitStatus, Instant, SystemTime) {
-        let status = tokio::time::timeout(BOUND, self.child.wait())
-            .await
-            .unwrap_or_else(|_| panic!("{} did not exit\n{}", self.id, self.log()))
-            .unwrap();
-        (status, Instant::now(), SystemTime::now())
-    }
-
-    /// SIGTERM and the exit status, which must be 0.
-    async fn stop_cleanly(mut self) {
-        self.sigterm();
-        let (status, _, _) = self.exited().await;
-        assert!(
-            status.success(),
-            "{} exits 0 on SIGTERM: {status}\n{}",
-            self.id,
-            self.log()
-        );
-    }
-}
-
 /// The warm standby: ready while not leading; the gauge says who leads.
 async fn assert_roles(leader: &Replica, follower: &Replica) {
-    leader.until_master_status(1.0).await;
-    assert_eq!(follower.master_status().await, Some(0.0), "{}", follower.id);
+    leader.until_master_status(LEASE, 1.0).await;
+    assert_eq!(
+        follower.master_status(LEASE).await,
+        Some(0.0),
+        "{}",
+        follower.id
+    );
     assert_eq!(
         follower.readyz().await,
         Some(200),
@@ -591,7 +452,7 @@ async fn abruptly_killed_leader_is_replaced_after_expiry_and_the_summary_converg
         first_with_b.rv,
         follower.id
     );
-    follower.until_master_status(1.0).await;
+    follower.until_master_status(LEASE, 1.0).await;
     follower.stop_cleanly().await;
 }
 
@@ -646,7 +507,7 @@ async fn sigterm_hands_over_at_once() {
     assert_eq!(after.lease_duration_seconds, Some(6));
 
     // The new leader works.
-    follower.until_master_status(1.0).await;
+    follower.until_master_status(LEASE, 1.0).await;
     crate::support::pod("b")
         .on("n2")
         .requesting("1")
@@ -684,21 +545,8 @@ async fn partitioned_leader_stops_writing_before_another_starts() {
         .create(&c.admin)
         .await;
 
-    // a's own count of writes (its /metrics is local, not behind the relay)
-    // until the moment it exits.
-    let mut last_writes = a_writes;
-    let (status, a_gone, a_gone_wall) = bounded("a exits", async {
-        loop {
-            if let Some(status) = a.child.try_wait().unwrap() {
-                return (status, Instant::now(), SystemTime::now());
-            }
-            if let Some(w) = a.writes().await {
-                last_writes = w;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await;
+    // a's own count of writes until the moment it exits.
+    let (status, a_gone, a_gone_wall, last_writes) = writes_until_exit(&mut a, a_writes).await;
     let log = a.log();
     assert!(!status.success(), "a exits non-zero: {status}\n{log}");
     assert!(log.contains("lost leadership"), "{log}");
@@ -759,7 +607,7 @@ async fn partitioned_leader_stops_writing_before_another_starts() {
             .unwrap_or(0)
             + 1
     );
-    b.until_master_status(1.0).await;
+    b.until_master_status(LEASE, 1.0).await;
     b.stop_cleanly().await;
 }
 
@@ -810,19 +658,7 @@ async fn leader_refused_its_lease_stops_writing_before_another_starts() {
         ),
     );
     let at_fault = a.writes().await.expect("a's /metrics answers");
-    let mut last_writes = at_fault;
-    let (status, a_gone, a_gone_wall) = bounded("a exits", async {
-        loop {
-            if let Some(status) = a.child.try_wait().unwrap() {
-                return (status, Instant::now(), SystemTime::now());
-            }
-            if let Some(w) = a.writes().await {
-                last_writes = w;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await;
+    let (status, a_gone, a_gone_wall, last_writes) = writes_until_exit(&mut a, at_fault).await;
     let log = a.log();
     assert!(!status.success(), "a exits non-zero: {status}\n{log}");
     assert!(log.contains("lost leadership"), "{log}");
@@ -860,7 +696,7 @@ async fn leader_refused_its_lease_stops_writing_before_another_starts() {
     let pods = bounded("churn stops", churn).await.unwrap();
     let n3 = pods.to_string();
     crate::support::summary_becomes(&c.admin, &[("n1", "2"), ("n3", &n3)]).await;
-    b.until_master_status(1.0).await;
+    b.until_master_status(LEASE, 1.0).await;
     b.stop_cleanly().await;
 }
 
@@ -878,29 +714,15 @@ async fn losing_the_lease_while_draining_after_sigterm_stops_at_once() {
         .create(&admin)
         .await;
     let (leadership, lead_rx) = watch::channel(Leadership::Leading);
-    let host = Arc::new(
-        Supervisor::start_with_leadership(
-            admin.clone(),
-            crate::support::host_config(wasmctrl::controller::ControllerConfig::default()),
-            None,
-            lead_rx,
-        )
-        .await
-        .unwrap(),
-    );
-    let (sigterm, sigterm_rx) = tokio::sync::oneshot::channel::<()>();
-    let running = {
-        let host = host.clone();
-        tokio::spawn(async move {
-            host.run(
-                async {
-                    let _ = sigterm_rx.await;
-                },
-                Duration::from_secs(20),
-            )
-            .await
-        })
-    };
+    let host = Supervisor::start_with_leadership(
+        admin.clone(),
+        crate::support::host_config(wasmctrl::controller::ControllerConfig::default()),
+        None,
+        lead_rx,
+    )
+    .await
+    .unwrap();
+    let mut running = crate::support::spawn(Arc::new(host), Duration::from_secs(20));
     crate::support::summary_becomes(&admin, &[("n1", "2")]).await;
 
     // Every request now takes 3 s: the pod is stored when its create
@@ -913,13 +735,13 @@ async fn losing_the_lease_while_draining_after_sigterm_stops_at_once() {
         .create(&admin)
         .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let _ = sigterm.send(());
+    running.request_stop(); // SIGTERM
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!running.is_finished(), "the drain waits for the apply");
 
     let lost = Instant::now();
     leadership.send_replace(Leadership::Lost("renew deadline exceeded".into()));
-    let result = bounded("the host stops", running).await.unwrap();
+    let result = bounded("the host stops", running.join()).await;
     let took = lost.elapsed();
     server.faults().set_latency(Duration::ZERO);
     assert!(

@@ -3,7 +3,6 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -18,6 +17,9 @@ use wasmctrl::guest::RuntimeConfig;
 use wasmctrl::guestdir::write_like_kubelet;
 use wasmctrl::metrics::Metrics;
 use wasmctrl::supervisor::SupervisorConfig;
+
+/// How long a test watches for a write that must not come.
+const NOT_UPDATED: Duration = Duration::from_millis(500);
 
 fn logic(version: &str) -> Vec<u8> {
     guest(
@@ -65,16 +67,17 @@ async fn start_dir_host(client: &Client, dir: &Path, runtime: RuntimeConfig) -> 
     }
 }
 
-fn swaps(metrics: &Metrics, guest: &str, result: &str) -> String {
-    let text = metrics.encode();
-    text.lines()
-        .find(|l| {
-            l.starts_with(&format!(
-                "wasmctrl_guest_swaps_total{{controller=\"{guest}\",result=\"{result}\"}}"
-            ))
-        })
-        .map(|l| l.rsplit(' ').next().unwrap_or("0").to_string())
-        .unwrap_or_else(|| "0".into())
+/// `wasmctrl_guest_swaps_total` of `guest` with `result`.
+fn swaps(metrics: &Metrics, guest: &str, result: &str) -> f64 {
+    let labels = [
+        format!("controller=\"{guest}\""),
+        format!("result=\"{result}\""),
+    ];
+    prom::metric(
+        &metrics.encode(),
+        "wasmctrl_guest_swaps_total",
+        &[&labels[0], &labels[1]],
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -132,8 +135,8 @@ async fn kubelet_symlink_swap_switches_logic_without_a_restart() {
     // Counted right after the new controller starts, so possibly after
     // its first write.
     eventually("both swaps counted", || async {
-        swaps(&h.metrics, "logic", "swapped") == "1"
-            && swaps(&h.metrics, "gpu-summary", "swapped") == "1"
+        swaps(&h.metrics, "logic", "swapped") == 1.0
+            && swaps(&h.metrics, "gpu-summary", "swapped") == 1.0
     })
     .await;
     // Informers were replaced or shared across the swap, never leaked.
@@ -143,7 +146,7 @@ async fn kubelet_symlink_swap_switches_logic_without_a_restart() {
         &h.running.host.controller("gpu-summary").unwrap()
     ));
     // The host was not restarted: the same task is still running.
-    assert!(!h.running.task.is_finished());
+    assert!(!h.running.is_finished());
 
     // Nothing is lost across the swap: a change right after is seen.
     pod("b").on("n2").requesting("1").create(&client).await;
@@ -169,7 +172,7 @@ async fn corrupt_module_is_rejected_and_the_old_one_keeps_running() {
 
     write_like_kubelet(dir.path(), 2, &[("gpu-summary.wasm", b"\0asm not really")]).unwrap();
     eventually("rejection counted", || async {
-        swaps(&h.metrics, "gpu-summary", "rejected") == "1"
+        swaps(&h.metrics, "gpu-summary", "rejected") == 1.0
     })
     .await;
     assert!(
@@ -190,7 +193,7 @@ async fn corrupt_module_is_rejected_and_the_old_one_keeps_running() {
     )
     .unwrap();
     eventually("second rejection", || async {
-        swaps(&h.metrics, "gpu-summary", "rejected") == "2"
+        swaps(&h.metrics, "gpu-summary", "rejected") == 2.0
     })
     .await;
     pod("b").on("n1").requesting("1").create(&client).await;
@@ -218,11 +221,24 @@ async fn removing_a_guest_stops_it_and_leaves_its_outputs() {
     // The swap is counted once the removed guest's queue has drained.
     eventually("removed", || async {
         h.running.host.controller("gpu-summary").is_none()
-            && swaps(&h.metrics, "gpu-summary", "removed") == "1"
+            && swaps(&h.metrics, "gpu-summary", "removed") == 1.0
     })
     .await;
+    // The host still watches pods (for "logic"): once logic has reconciled
+    // the new pod, the host has seen it, and the summary must not follow.
+    let logic = h.running.host.controller("logic").unwrap();
+    eventually("logic is idle", || async { idle(&logic, &h.metrics) }).await;
+    let reconciles = || logic.stats().reconciles.load(Ordering::Relaxed);
+    let before = reconciles();
     pod("b").on("n1").requesting("5").create(&client).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    eventually("logic reconciles the new pod", || async {
+        reconciles() > before
+    })
+    .await;
+    stays_for(NOT_UPDATED, "the removed guest's summary stays", || async {
+        summary(&client).await == Some(data(&[("n1", "1")]))
+    })
+    .await;
     assert_eq!(
         summary(&client).await,
         Some(data(&[("n1", "1")])),
@@ -289,15 +305,27 @@ async fn hostile_guests_are_backed_off_and_do_not_delay_a_healthy_one() {
             .await;
     }
     summary_becomes(&client, &[("n1", "1"), ("n2", "1"), ("n3", "1")]).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let text = h.metrics.encode();
-    for (guest, reason) in [
+    let hostile = [
         ("trapper", "trap"),
         ("spinner", "deadline"),
         ("thief", "forbidden_write"),
-    ] {
-        let line =
-            format!("wasmctrl_guest_failures_total{{guest=\"{guest}\",reason=\"{reason}\"}}");
+    ];
+    let failure_line = |guest: &str, reason: &str| {
+        format!("wasmctrl_guest_failures_total{{guest=\"{guest}\",reason=\"{reason}\"}}")
+    };
+    eventually("every hostile guest failed and was backed off", || async {
+        let text = h.metrics.encode();
+        hostile.iter().all(|(guest, reason)| {
+            let c = h.running.host.controller(guest).unwrap();
+            text.contains(&failure_line(guest, reason))
+                && c.stats().errors.load(Ordering::Relaxed) >= 1
+                && c.queue().num_requeues(&"all".to_string()) >= 1
+        })
+    })
+    .await;
+    let text = h.metrics.encode();
+    for (guest, reason) in hostile {
+        let line = failure_line(guest, reason);
         assert!(text.contains(&line), "missing {line}");
         let c = h.running.host.controller(guest).unwrap();
         assert!(c.stats().errors.load(Ordering::Relaxed) >= 1);
@@ -314,7 +342,6 @@ async fn hostile_guests_are_backed_off_and_do_not_delay_a_healthy_one() {
     let healthy = h.running.host.controller("gpu-summary").unwrap();
     assert_eq!(healthy.stats().errors.load(Ordering::Relaxed), 0);
     h.running.stop().await.unwrap();
-    let _ = BTreeMap::<String, String>::new();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -356,7 +383,7 @@ async fn a_new_guest_needing_a_permission_the_host_lacks_is_rejected_and_the_oth
     )
     .unwrap();
     eventually("logic rejected", || async {
-        swaps(&h.metrics, "logic", "rejected") == "1"
+        swaps(&h.metrics, "logic", "rejected") == 1.0
     })
     .await;
     assert!(h.running.host.controller("logic").is_none());

@@ -10,7 +10,6 @@ use std::future::Future;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Namespace;
 use kube::api::PostParams;
 use kube::{Api, Client};
 use serde_json::json;
@@ -19,25 +18,14 @@ use tokio::time::Instant;
 use wasmctrl::leader::{
     LeaderElectionConfig, LeaderElector, LeaderHandle, LeaderState, LostReason, Termination,
 };
-use wasmctrl_apiserver::{ApiServer, ApiServerConfig, Rule, RunningApiServer, User};
+use wasmctrl_apiserver::{Rule, User};
 
-const NS: &str = "ops";
+use crate::support::server;
+
+const NS: &str = crate::support::HOST_NS;
 const LEASE: &str = "wasmctrl";
 /// The longest any single wait in these tests may take.
 const BOUND: Duration = Duration::from_secs(20);
-
-async fn server() -> (RunningApiServer, Client) {
-    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
-    let client = server.client().await.unwrap();
-    let ns: Api<Namespace> = Api::all(client.clone());
-    ns.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap(),
-    )
-    .await
-    .unwrap();
-    (server, client)
-}
 
 /// Lease 2 s, renew deadline 1 s, retry 0.2 s.
 fn fast(identity: &str) -> LeaderElectionConfig {
@@ -74,9 +62,7 @@ async fn transitions(client: &Client) -> i32 {
 }
 
 async fn bounded<T>(what: &str, f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(BOUND, f)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: not within {BOUND:?}"))
+    crate::support::bounded(what, BOUND, f).await
 }
 
 async fn leads(h: &LeaderHandle) {

@@ -3,53 +3,27 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::support::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wasmctrl::client::ClientLimits;
 use wasmctrl::controller::ControllerConfig;
 use wasmctrl::metrics::{serve_health, serve_metrics, Metrics};
 use wasmctrl_apiserver::FailRequests;
 
-async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream
-        .write_all(
-            format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").as_bytes(),
-        )
+/// `GET path` at `addr`, which must answer.
+async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    http_get(addr, path)
         .await
-        .unwrap();
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await.unwrap();
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let code = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (code, body)
+        .unwrap_or_else(|| panic!("GET {path} at {addr} answers"))
 }
 
-/// Parses Prometheus text exposition: series (name + labels) -> value.
-fn parse(text: &str) -> BTreeMap<String, f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .filter_map(|l| {
-            let (series, value) = l.rsplit_once(' ')?;
-            Some((series.to_string(), value.parse().ok()?))
-        })
-        .collect()
-}
-
-fn value(m: &BTreeMap<String, f64>, prefix: &str) -> f64 {
-    m.iter()
-        .filter(|(k, _)| k.starts_with(prefix))
+/// The sum of every sample whose series (name and labels, as written)
+/// starts with `prefix`.
+fn value(samples: &[(String, f64)], prefix: &str) -> f64 {
+    samples
+        .iter()
+        .filter(|(series, _)| series.starts_with(prefix))
         .map(|(_, v)| v)
         .sum()
 }
@@ -76,9 +50,9 @@ async fn metrics_are_scraped_and_a_failing_reconcile_bumps_the_error_counter() {
         .unwrap();
     summary_becomes(&admin, &[("n1", "2")]).await;
 
-    let (code, body) = http_get(endpoint.addr, "/metrics").await;
+    let (code, body) = get(endpoint.addr, "/metrics").await;
     assert_eq!(code, 200);
-    let m = parse(&body);
+    let m = prom::samples(&body);
     let g = "{controller=\"gpu-summary\"";
     assert!(
         value(
@@ -135,27 +109,34 @@ async fn metrics_are_scraped_and_a_failing_reconcile_bumps_the_error_counter() {
         "{body}"
     );
     let info = m
-        .keys()
+        .iter()
+        .map(|(series, _)| series)
         .find(|k| k.starts_with("wasmctrl_guest_info{guest=\"gpu-summary\",digest=\""))
         .expect("guest info with its digest");
     assert!(info.contains("file=\"guest_gpu_summary.wasm\""), "{info}");
     host.stop().await.unwrap();
 }
 
+/// `/healthz` and `/readyz` of `host` on a free localhost port.
+async fn serve_readiness_of(
+    host: Arc<wasmctrl::supervisor::Supervisor>,
+) -> wasmctrl::metrics::Endpoint {
+    serve_health(
+        "127.0.0.1:0".parse().unwrap(),
+        Arc::new(move || host.readiness()),
+    )
+    .await
+    .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_waits_for_synced_caches_and_healthz_answers() {
     let (_server, client) = server().await;
     let host = start_host(&client, ControllerConfig::default()).await;
-    let h = host.host.clone();
-    let health = serve_health(
-        "127.0.0.1:0".parse().unwrap(),
-        Arc::new(move || h.readiness()),
-    )
-    .await
-    .unwrap();
-    assert_eq!(http_get(health.addr, "/healthz").await.0, 200);
+    let health = serve_readiness_of(host.host.clone()).await;
+    assert_eq!(get(health.addr, "/healthz").await.0, 200);
     eventually("ready", || async {
-        http_get(health.addr, "/readyz").await.0 == 200
+        http_status(health.addr, "/readyz").await == Some(200)
     })
     .await;
     host.stop().await.unwrap();
@@ -177,14 +158,8 @@ async fn readyz_waits_for_synced_caches_and_healthz_answers() {
         .await
         .unwrap(),
     );
-    let s = stuck.clone();
-    let health = serve_health(
-        "127.0.0.1:0".parse().unwrap(),
-        Arc::new(move || s.readiness()),
-    )
-    .await
-    .unwrap();
-    let (code, body) = http_get(health.addr, "/readyz").await;
+    let health = serve_readiness_of(stuck).await;
+    let (code, body) = get(health.addr, "/readyz").await;
     assert_eq!(code, 503);
     assert!(body.contains("gpu-summary"), "{body}");
 }

@@ -1,33 +1,38 @@
-//! Shared fixtures for integration tests: an embedded API server, namespaces,
-//! pods that read like sentences, and a running host.
+//! Shared fixtures for the host's integration tests: an embedded API server
+//! with namespaces, pods that read like sentences, a host running in the
+//! background ([`spawn`], [`RunningHost`]), replicas of the real binary
+//! ([`replica`]) and hand-written guests ([`wat`]). What the server's tests
+//! share too (kubectl, waits, HTTP probes) is in `wasmctrl-test-support`.
 
 #![allow(dead_code, missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{json, Value};
-use wasmctrl::controller::ControllerConfig;
+use wasmctrl::controller::{ControllerConfig, GuestController};
 use wasmctrl::guest::RuntimeConfig;
+use wasmctrl::metrics::Metrics;
 use wasmctrl::supervisor::{Supervisor, SupervisorConfig, SupervisorError};
 use wasmctrl_apiserver::{ApiServer, ApiServerConfig, RunningApiServer};
+pub use wasmctrl_test_support::{
+    bounded, create_namespace, eventually, free_port, http_get, http_status, prom, stays_for,
+    CONVERGE,
+};
 
-/// Namespace the host runs in during tests.
+pub mod replica;
 pub mod wat;
 
 /// Namespace the host runs in during tests.
 pub const HOST_NS: &str = "ops";
 /// Namespace test pods live in.
 pub const PODS_NS: &str = "ml";
-/// How long any convergence may take before a test fails.
-pub const CONVERGE: Duration = Duration::from_secs(30);
-
+/// The built GPU-summary guest (`make guest`).
 pub fn guest_path() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
@@ -46,14 +51,8 @@ pub async fn server_with(config: ApiServerConfig) -> (RunningApiServer, Client) 
         .await
         .expect("embedded API server starts");
     let client = server.client().await.unwrap();
-    let ns: Api<Namespace> = Api::all(client.clone());
-    for n in [HOST_NS, PODS_NS] {
-        ns.create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": n}})).unwrap(),
-        )
-        .await
-        .unwrap();
+    for namespace in [HOST_NS, PODS_NS] {
+        create_namespace(&client, namespace).await;
     }
     (server, client)
 }
@@ -161,25 +160,6 @@ pub fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Polls `check` until it returns true or `CONVERGE` passes.
-pub async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + CONVERGE;
-    loop {
-        if check().await {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// Waits until the summary equals `want`.
 pub async fn summary_becomes(client: &Client, want: &[(&str, &str)]) {
     let want = data(want);
@@ -198,38 +178,109 @@ pub async fn summary_becomes(client: &Client, want: &[(&str, &str)]) {
     }
 }
 
-/// A host running the GPU guest in the background.
+/// A host running in the background, as the binary runs it: `Supervisor::run`
+/// on its own task until [`RunningHost::stop`] (the binary's SIGTERM) or
+/// until it fails by itself.
 pub struct RunningHost {
     pub host: Arc<Supervisor>,
+    /// The host's metrics, when it was started with them ([`run_host`]
+    /// always does).
+    pub metrics: Option<Arc<Metrics>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    pub task: tokio::task::JoinHandle<Result<(), SupervisorError>>,
+    task: tokio::task::JoinHandle<Result<(), SupervisorError>>,
+}
+
+/// Runs a started `host` in the background; after a stop, in-flight
+/// reconciles get `drain` to finish.
+pub fn spawn(host: Arc<Supervisor>, drain: Duration) -> RunningHost {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn({
+        let host = host.clone();
+        async move {
+            host.run(
+                async {
+                    let _ = stopped.await;
+                },
+                drain,
+            )
+            .await
+        }
+    });
+    RunningHost {
+        host,
+        metrics: None,
+        stop: Some(stop),
+        task,
+    }
 }
 
 impl RunningHost {
-    pub async fn stop(mut self) -> Result<(), SupervisorError> {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
+    /// Asks the host to stop (drain, then end) without waiting for it.
+    pub fn request_stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
         }
-        self.task.await.unwrap()
     }
+
+    /// Asks the host to stop and waits for its result.
+    pub async fn stop(mut self) -> Result<(), SupervisorError> {
+        self.request_stop();
+        self.join().await
+    }
+
+    /// Waits for the host to end (by itself, or after a stop request) and
+    /// returns its result.
+    pub async fn join(self) -> Result<(), SupervisorError> {
+        self.task.await.expect("the host task does not panic")
+    }
+
+    /// Whether the host has ended.
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+
+    /// The first (usually only) guest's controller.
+    pub fn controller(&self) -> Arc<GuestController> {
+        self.host.controllers()[0].clone()
+    }
+
     pub fn applies(&self) -> u64 {
-        self.host.controllers()[0]
+        self.controller()
             .actuator_counters()
             .applies
             .load(std::sync::atomic::Ordering::Relaxed)
     }
     pub fn skipped(&self) -> u64 {
-        self.host.controllers()[0]
+        self.controller()
             .actuator_counters()
             .skipped
             .load(std::sync::atomic::Ordering::Relaxed)
     }
     pub fn reconciles(&self) -> u64 {
-        self.host.controllers()[0]
+        self.controller()
             .stats()
             .reconciles
             .load(std::sync::atomic::Ordering::Relaxed)
     }
+
+    /// Whether the first guest's queue is idle: see [`idle`].
+    pub fn idle(&self) -> bool {
+        let metrics = self.metrics.as_ref().expect("a host started by run_host");
+        idle(&self.controller(), metrics)
+    }
+}
+
+/// Whether `controller`'s queue holds no key ready to run and none in
+/// flight (its `workqueue_longest_running_processor_seconds` gauge is 0).
+/// `metrics` must be the ones its host was started with.
+pub fn idle(controller: &GuestController, metrics: &Metrics) -> bool {
+    let name = format!("name=\"{}\"", controller.name());
+    let longest = prom::metric(
+        &metrics.encode(),
+        "workqueue_longest_running_processor_seconds",
+        &[&name],
+    );
+    controller.queue().is_empty() && longest == 0.0
 }
 
 pub fn host_config(controller: ControllerConfig) -> SupervisorConfig {
@@ -250,37 +301,25 @@ pub async fn start_host(client: &Client, controller: ControllerConfig) -> Runnin
 pub async fn start_host_with(
     client: &Client,
     controller: ControllerConfig,
-    metrics: Option<Arc<wasmctrl::metrics::Metrics>>,
+    metrics: Option<Arc<Metrics>>,
 ) -> RunningHost {
     run_host(client, host_config(controller), metrics).await
 }
 
-/// Starts a host with `config` and runs it in the background.
+/// Starts a host with `config` (and `metrics`, or metrics of its own) and
+/// runs it in the background with a 5 s drain.
 pub async fn run_host(
     client: &Client,
     config: SupervisorConfig,
-    metrics: Option<Arc<wasmctrl::metrics::Metrics>>,
+    metrics: Option<Arc<Metrics>>,
 ) -> RunningHost {
-    let host = Arc::new(
-        Supervisor::start(client.clone(), config, metrics)
-            .await
-            .expect("host starts"),
-    );
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let h = host.clone();
-    let task = tokio::spawn(async move {
-        h.run(
-            async {
-                let _ = rx.await;
-            },
-            Duration::from_secs(5),
-        )
+    let metrics = metrics.unwrap_or_else(|| Arc::new(Metrics::new()));
+    let host = Supervisor::start(client.clone(), config, Some(metrics.clone()))
         .await
-    });
+        .expect("host starts");
     RunningHost {
-        host,
-        stop: Some(tx),
-        task,
+        metrics: Some(metrics),
+        ..spawn(Arc::new(host), Duration::from_secs(5))
     }
 }
 

@@ -1,10 +1,9 @@
 //! Hand-written guests for integration tests: a core module in WAT whose
 //! `describe` returns a manifest laid out in memory by a tiny canonical-ABI
-//! writer, turned into a component with our WIT at test time.
+//! writer, turned into a component with our WIT at test time
+//! (`wasmctrl_test_support::component`).
 
 #![allow(dead_code, missing_docs, clippy::unwrap_used)]
-
-use std::path::PathBuf;
 
 /// A watch on pods (all namespaces) with an aggregate key.
 pub struct WatManifest {
@@ -167,25 +166,7 @@ pub fn guest(m: &WatManifest, behaviour: Behaviour) -> Vec<u8> {
   (func (export "wasmctrl:controller/reconciler@0.1.0#reconcile") (param i32) (result i32)
     {body}))"#
     );
-    let mut module = wat::parse_str(&wat).unwrap();
-    let mut resolve = wit_parser::Resolve::default();
-    let (pkg, _) = resolve
-        .push_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../wit"))
-        .unwrap();
-    let world = resolve.select_world(&[pkg], Some("controller")).unwrap();
-    wit_component::embed_component_metadata(
-        &mut module,
-        &resolve,
-        world,
-        wit_component::StringEncoding::UTF8,
-    )
-    .unwrap();
-    wit_component::ComponentEncoder::default()
-        .module(&module)
-        .unwrap()
-        .validate(true)
-        .encode()
-        .unwrap()
+    wasmctrl_test_support::component::component_from_wat(&wat)
 }
 
 /// A ConfigMap document in `namespace` named `name` with `data`.

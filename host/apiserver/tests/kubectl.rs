@@ -1,96 +1,27 @@
 //! Drives the embedded API server with unchanged third-party clients: the
 //! real kubectl binary and the official Python `kubernetes` client
-//! (`host/apiserver/tests/python_client.py`). Each test is skipped with a visible message
-//! when its client is not installed.
+//! (`host/apiserver/tests/python_client.py`). A test whose client is not
+//! installed fails under CI (`CI` set) and is skipped with a visible
+//! message elsewhere (`wasmctrl_test_support::tools`).
 #![allow(clippy::unwrap_used, missing_docs)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
-use wasmctrl_apiserver::{ApiServer, ApiServerConfig, RunningApiServer};
-
-const KUBECTL_TIMEOUT: Duration = Duration::from_secs(20);
-
-fn kubectl_path() -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join("kubectl"))
-            .find(|p| p.is_file())
-    })
-}
-
-struct Kubectl {
-    bin: PathBuf,
-    kubeconfig: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Kubectl {
-    fn new(bin: PathBuf, server: &RunningApiServer) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        server.write_kubeconfig(&kubeconfig).unwrap();
-        Kubectl {
-            bin,
-            kubeconfig,
-            _dir: dir,
-        }
-    }
-
-    fn dir(&self) -> &Path {
-        self._dir.path()
-    }
-
-    /// Runs kubectl; returns (success, stdout, stderr).
-    async fn run(&self, args: &[&str]) -> (bool, String, String) {
-        let out = tokio::time::timeout(
-            KUBECTL_TIMEOUT,
-            tokio::process::Command::new(&self.bin)
-                .arg("--kubeconfig")
-                .arg(&self.kubeconfig)
-                .arg("--cache-dir")
-                .arg(self.dir().join("cache"))
-                .args(args)
-                .kill_on_drop(true)
-                .output(),
-        )
-        .await
-        .expect("kubectl timed out")
-        .unwrap();
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    async fn ok(&self, args: &[&str]) -> String {
-        let (ok, out, err) = self.run(args).await;
-        assert!(ok, "kubectl {args:?} failed: {err}\n{out}");
-        out
-    }
-
-    fn write(&self, name: &str, content: &str) -> String {
-        let p = self.dir().join(name);
-        std::fs::write(&p, content).unwrap();
-        p.display().to_string()
-    }
-}
+use wasmctrl_apiserver::{ApiServer, ApiServerConfig};
+use wasmctrl_test_support::kubectl::KUBECTL_TIMEOUT;
+use wasmctrl_test_support::{tools, Kubectl};
 
 const CONFIGMAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo\n  labels:\n    app: demo\ndata:\n  key: one\n";
 const POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: c\n    image: nginx:1.27\n    resources:\n      limits:\n        nvidia.com/gpu: \"1\"\n";
 
 #[tokio::test]
 async fn kubectl_create_get_apply_patch_delete_and_watch() {
-    let Some(bin) = kubectl_path() else {
-        eprintln!(
-            "SKIPPED kubectl_create_get_apply_patch_delete_and_watch: kubectl not found on PATH"
-        );
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    let Some(k) = Kubectl::admin(&server) else {
         return;
     };
-    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
-    let k = Kubectl::new(bin, &server);
 
     let cm = k.write("cm.yaml", CONFIGMAP);
     let out = k.ok(&["create", "-f", &cm]).await;
@@ -192,19 +123,11 @@ async fn kubectl_create_get_apply_patch_delete_and_watch() {
     assert_eq!(phase, "Pending");
 
     // get -w prints the existing object, then changes, until its timeout
-    let watch = tokio::spawn({
-        let bin = k.bin.clone();
-        let kubeconfig = k.kubeconfig.clone();
-        async move {
-            tokio::process::Command::new(bin)
-                .arg("--kubeconfig")
-                .arg(kubeconfig)
-                .args(["get", "configmaps", "-w", "--request-timeout=3s"])
-                .kill_on_drop(true)
-                .output()
-                .await
-        }
-    });
+    let watch = tokio::spawn(
+        k.command()
+            .args(["get", "configmaps", "-w", "--request-timeout=3s"])
+            .output(),
+    );
     tokio::time::sleep(Duration::from_millis(700)).await;
     k.ok(&["label", "configmap", "demo", "watched=yes"]).await;
     let out = tokio::time::timeout(KUBECTL_TIMEOUT, watch)
@@ -290,14 +213,10 @@ const TYPO_POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: typo\nspec
 
 #[tokio::test]
 async fn kubectl_refuses_unknown_fields_unless_validation_is_off() {
-    let Some(bin) = kubectl_path() else {
-        eprintln!(
-            "SKIPPED kubectl_refuses_unknown_fields_unless_validation_is_off: kubectl not found on PATH"
-        );
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    let Some(k) = Kubectl::admin(&server) else {
         return;
     };
-    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
-    let k = Kubectl::new(bin, &server);
     let typo = k.write("typo.yaml", TYPO_POD);
 
     // kubectl sends fieldValidation=Strict by default, on create and on
@@ -339,24 +258,11 @@ async fn kubectl_refuses_unknown_fields_unless_validation_is_off() {
 /// Time the Python client script may take (interpreter start included).
 const PYTHON_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// True if `python3` can import the `kubernetes` package.
-async fn python_kubernetes_available() -> bool {
-    tokio::process::Command::new("python3")
-        .args(["-c", "import kubernetes"])
-        .output()
-        .await
-        .is_ok_and(|o| o.status.success())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_client_creates_lists_watches_patches_and_deletes() {
-    if !python_kubernetes_available().await {
-        eprintln!(
-            "SKIPPED python_client_creates_lists_watches_patches_and_deletes: \
-             `python3 -c \"import kubernetes\"` failed (install with `python3 -m pip install kubernetes`)"
-        );
+    let Some(python) = tools::python_client() else {
         return;
-    }
+    };
     let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
@@ -364,7 +270,7 @@ async fn python_client_creates_lists_watches_patches_and_deletes() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python_client.py");
     let out = tokio::time::timeout(
         PYTHON_TIMEOUT,
-        tokio::process::Command::new("python3")
+        tokio::process::Command::new(python)
             .arg(&script)
             .arg(&kubeconfig)
             .kill_on_drop(true)
@@ -398,10 +304,6 @@ async fn python_client_creates_lists_watches_patches_and_deletes() {
 
 #[tokio::test]
 async fn kubectl_auth_can_i_and_whoami_answer_from_the_tokens_rules() {
-    let Some(bin) = kubectl_path() else {
-        eprintln!("SKIPPED kubectl_auth_can_i_and_whoami_answer_from_the_tokens_rules: kubectl not found on PATH");
-        return;
-    };
     let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
     server.add_token(
         "reader",
@@ -412,13 +314,8 @@ async fn kubectl_auth_can_i_and_whoami_answer_from_the_tokens_rules() {
             ],
         ),
     );
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, server.kubeconfig_for_token("reader")).unwrap();
-    let k = Kubectl {
-        bin,
-        kubeconfig,
-        _dir: dir,
+    let Some(k) = Kubectl::for_token(&server, "reader") else {
+        return;
     };
     // kubectl sends these reviews as protobuf.
     let (ok, out, _) = k

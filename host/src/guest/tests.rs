@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use wasmctrl_test_support::component::{component_from_wat, component_from_wat_in};
+
 use super::*;
 use crate::projection::Interner;
 
@@ -31,29 +33,6 @@ pub(crate) fn gpu_guest_path() -> PathBuf {
 
 fn runtime(config: RuntimeConfig) -> GuestRuntime {
     GuestRuntime::new(config.cache_dir(None)).unwrap()
-}
-
-/// Componentizes a core module written in WAT against our WIT world.
-fn component_from_wat(wat: &str) -> Vec<u8> {
-    let mut module = wat::parse_str(wat).expect("test .wat parses");
-    let mut resolve = wit_parser::Resolve::default();
-    let (pkg, _) = resolve
-        .push_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../wit"))
-        .unwrap();
-    let world = resolve.select_world(&[pkg], Some("controller")).unwrap();
-    wit_component::embed_component_metadata(
-        &mut module,
-        &resolve,
-        world,
-        wit_component::StringEncoding::UTF8,
-    )
-    .unwrap();
-    wit_component::ComponentEncoder::default()
-        .module(&module)
-        .unwrap()
-        .validate(true)
-        .encode()
-        .unwrap()
 }
 
 /// A core module exporting the reconciler with `body` as `reconcile`
@@ -468,31 +447,7 @@ fn printer_component(reconcile_body: &str, data: &str) -> Vec<u8> {
         ),
         1,
     );
-    let mut module = wat::parse_str(&wat).expect("test .wat parses");
-    let mut resolve = wit_parser::Resolve::default();
-    resolve
-        .push_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../wit"))
-        .unwrap();
-    let mut last = None;
-    for (name, text) in PRINTER_WIT {
-        last = Some(resolve.push_str(name, text).unwrap());
-    }
-    let world = resolve
-        .select_world(&[last.unwrap()], Some("printer"))
-        .unwrap();
-    wit_component::embed_component_metadata(
-        &mut module,
-        &resolve,
-        world,
-        wit_component::StringEncoding::UTF8,
-    )
-    .unwrap();
-    wit_component::ComponentEncoder::default()
-        .module(&module)
-        .unwrap()
-        .validate(true)
-        .encode()
-        .unwrap()
+    component_from_wat_in(&wat, &PRINTER_WIT, "printer")
 }
 
 /// Captures formatted tracing output on this thread.
