@@ -416,6 +416,9 @@ async fn changes_during_a_slow_reconcile_of_their_key_cause_exactly_one_more_rec
     // first change's: the other nine all reached the queue during it.
     let age = in_flight_for();
     let since = started_by.elapsed();
+    eprintln!(
+        "the last change was cached {since:?} after the reconcile was seen in flight ({age:?} old)"
+    );
     assert!(
         age >= since,
         "the slow reconcile ended before the last change arrived \
