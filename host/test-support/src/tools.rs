@@ -6,6 +6,7 @@
 //! with a message naming the tool; on a developer's machine the test prints
 //! a `SKIPPED` line saying what to install and returns.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -27,14 +28,20 @@ fn test_name() -> String {
 
 /// Reports that `tool` is missing (`why`, and `install` says how to get
 /// it): panics under CI, else prints `SKIPPED <test>: …` to stderr. The
-/// caller returns after it.
+/// caller returns after it. The line reaches the terminal even when
+/// libtest captures the test's output.
 pub fn missing(tool: &str, why: &str, install: &str) {
     let test = test_name();
     assert!(
         !in_ci(),
         "{test}: {tool} is required under CI (CI is set) but {why}; install it: {install} (.ci/run does)"
     );
-    eprintln!("SKIPPED {test}: {tool} {why}; install it ({install}) to run this test, and CI=1 makes it required");
+    // Straight to the process's stderr: libtest captures `eprintln!` of a
+    // passing test, and a skip must be seen.
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED {test}: {tool} {why}; install it ({install}) to run this test, and CI=1 makes it required"
+    );
 }
 
 /// The first executable named `name` on `PATH`.
@@ -66,8 +73,8 @@ pub fn kubectl() -> Option<PathBuf> {
 pub fn python_client() -> Option<PathBuf> {
     let Some(python) = on_path("python3") else {
         missing(
-            "python3 with the kubernetes package",
-            "python3 is not on PATH",
+            "python3",
+            "is not on PATH",
             "python3, then `python3 -m pip install kubernetes`",
         );
         return None;
