@@ -149,30 +149,19 @@ fn bad_input_exits_non_zero_naming_the_file_and_problem() {
             "nothing printed on stdout on failure"
         );
     }
-    let out = wasmctrl(
-        &[
-            "reconcile",
-            "--guest",
+    let bad_runs: [(&[&str], &str); 2] = [
+        (
+            &["--guest", "/nonexistent.wasm", "--objects", "-"],
             "/nonexistent.wasm",
-            "--objects",
-            "-",
-        ],
-        Some("[]"),
-    );
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent.wasm"));
-    let out = wasmctrl(
-        &[
-            "reconcile",
-            "--guest",
-            g,
-            "--objects",
-            "-",
-            "--config",
-            "bogus=1",
-        ],
-        Some("[]"),
-    );
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("bogus"));
+        ),
+        (
+            &["--guest", g, "--objects", "-", "--config", "bogus=1"],
+            "bogus",
+        ),
+    ];
+    for (args, want) in bad_runs {
+        let out = wasmctrl(&[&["reconcile"], args].concat(), Some("[]"));
+        assert!(!out.status.success(), "{args:?} should fail");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(want));
+    }
 }

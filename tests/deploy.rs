@@ -516,13 +516,11 @@ async fn host_works_with_exactly_the_role_and_fails_loudly_without_one_verb() {
 
     // One verb less: the real binary, pointed at the server with that token,
     // exits non-zero naming the resource and the verb instead of idling.
-    let (last, stderr) = run_binary_until_it_fails(
-        &server,
-        &facts,
-        User::with_rules(&service_account, without_verb(&rules, "watch", "pods")),
-        &[],
-    )
-    .await;
+    let fails_without = |verb: &str, resource: &str, extra_args: &'static [&'static str]| {
+        let user = User::with_rules(&service_account, without_verb(&rules, verb, resource));
+        run_binary_until_it_fails(&server, &facts, user, extra_args)
+    };
+    let (last, stderr) = fails_without("watch", "pods", &[]).await;
     assert!(
         last.contains("watch") && last.contains("pods"),
         "the final error names the verb and the resource: {stderr}"
@@ -530,16 +528,7 @@ async fn host_works_with_exactly_the_role_and_fails_loudly_without_one_verb() {
 
     // Checked before anything starts, and named precisely: the output the
     // guest writes, and the Lease of leader election.
-    let (last, stderr) = run_binary_until_it_fails(
-        &server,
-        &facts,
-        User::with_rules(
-            &service_account,
-            without_verb(&rules, "patch", "configmaps"),
-        ),
-        &[],
-    )
-    .await;
+    let (last, stderr) = fails_without("patch", "configmaps", &[]).await;
     assert!(
         last.contains(&format!(
             "configmaps \"gpu-summary\" is forbidden: User \"{service_account}\" cannot patch resource \"configmaps\" in API group \"\" in the namespace \"{}\"",
@@ -547,16 +536,7 @@ async fn host_works_with_exactly_the_role_and_fails_loudly_without_one_verb() {
         )),
         "the final error names the output: {stderr}"
     );
-    let (last, stderr) = run_binary_until_it_fails(
-        &server,
-        &facts,
-        User::with_rules(
-            &service_account,
-            without_verb(&rules, "create", "configmaps"),
-        ),
-        &[],
-    )
-    .await;
+    let (last, stderr) = fails_without("create", "configmaps", &[]).await;
     assert!(
         last.contains(&format!(
             "configmaps is forbidden: User \"{service_account}\" cannot create resource \"configmaps\" in API group \"\" in the namespace \"{}\"",
@@ -564,10 +544,9 @@ async fn host_works_with_exactly_the_role_and_fails_loudly_without_one_verb() {
         )),
         "an apply that creates needs create: {stderr}"
     );
-    let (last, stderr) = run_binary_until_it_fails(
-        &server,
-        &facts,
-        User::with_rules(&service_account, without_verb(&rules, "update", "leases")),
+    let (last, stderr) = fails_without(
+        "update",
+        "leases",
         &["--leader-elect", "--identity=replica-1"],
     )
     .await;

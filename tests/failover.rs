@@ -118,35 +118,41 @@ fn rv_of<K: Resource>(k: &K) -> u64 {
 impl Timeline {
     fn record(admin: &Client) -> Self {
         let timeline = Timeline::default();
-        let leases: Api<Lease> = Api::namespaced(admin.clone(), crate::support::HOST_NS);
-        let t = timeline.clone();
-        tokio::spawn(async move {
-            let mut events = watcher(leases, watcher::Config::default())
-                .default_backoff()
-                .boxed();
-            while let Some(event) = events.next().await {
-                if let Ok(watcher::Event::Apply(l) | watcher::Event::InitApply(l)) = event {
-                    if l.metadata.name.as_deref() == Some(LEASE) {
-                        t.push(rv_of(&l), Seen::Lease(l.spec.unwrap_or_default()));
-                    }
-                }
-            }
+        timeline.follow(admin, LEASE, |l: Lease| {
+            Seen::Lease(l.spec.unwrap_or_default())
         });
-        let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), crate::support::HOST_NS);
-        let t = timeline.clone();
-        tokio::spawn(async move {
-            let mut events = watcher(cms, watcher::Config::default())
-                .default_backoff()
-                .boxed();
-            while let Some(event) = events.next().await {
-                if let Ok(watcher::Event::Apply(cm) | watcher::Event::InitApply(cm)) = event {
-                    if cm.metadata.name.as_deref() == Some(SUMMARY) {
-                        t.push(rv_of(&cm), Seen::Summary(cm.data.unwrap_or_default()));
-                    }
-                }
-            }
+        timeline.follow(admin, SUMMARY, |cm: ConfigMap| {
+            Seen::Summary(cm.data.unwrap_or_default())
         });
         timeline
+    }
+
+    /// Records every version of the `K` named `name` in the host's
+    /// namespace, by watch, as `seen` makes of it.
+    fn follow<K>(&self, admin: &Client, name: &'static str, seen: fn(K) -> Seen)
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned
+            + Send
+            + 'static,
+        K::DynamicType: Default,
+    {
+        let api: Api<K> = Api::namespaced(admin.clone(), crate::support::HOST_NS);
+        let t = self.clone();
+        tokio::spawn(async move {
+            let mut events = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .boxed();
+            while let Some(event) = events.next().await {
+                if let Ok(watcher::Event::Apply(k) | watcher::Event::InitApply(k)) = event {
+                    if k.meta().name.as_deref() == Some(name) {
+                        t.push(rv_of(&k), seen(k));
+                    }
+                }
+            }
+        });
     }
 
     fn push(&self, rv: u64, seen: Seen) {

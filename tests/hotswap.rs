@@ -23,12 +23,7 @@ const NOT_UPDATED: Duration = Duration::from_millis(500);
 
 fn logic(version: &str) -> Vec<u8> {
     guest(
-        &WatManifest {
-            name: "logic".into(),
-            write_namespace: HOST_NS.into(),
-            write_names: vec!["logic".into()],
-            aggregate_key: "all".into(),
-        },
+        &WatManifest::writing_its_own_configmap("logic", HOST_NS),
         Behaviour::Apply(vec![configmap_doc(
             HOST_NS,
             "logic",
@@ -44,6 +39,13 @@ async fn logic_version(client: &Client) -> Option<String> {
         .unwrap()
         .and_then(|cm| cm.data)
         .and_then(|d| d.get("version").cloned())
+}
+
+/// A ConfigMap-volume-style directory holding `files` as its first version.
+fn guest_dir(files: &[(&str, &[u8])]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write_like_kubelet(dir.path(), 1, files).unwrap();
+    dir
 }
 
 struct DirHost {
@@ -83,15 +85,9 @@ fn swaps(metrics: &Metrics, guest: &str, result: &str) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubelet_symlink_swap_switches_logic_without_a_restart() {
     let (_server, client) = server().await;
-    let dir = tempfile::tempdir().unwrap();
     let gpu = std::fs::read(guest_path()).unwrap();
     let v1 = logic("v1");
-    write_like_kubelet(
-        dir.path(),
-        1,
-        &[("logic.wasm", &v1), ("gpu-summary.wasm", &gpu)],
-    )
-    .unwrap();
+    let dir = guest_dir(&[("logic.wasm", &v1), ("gpu-summary.wasm", &gpu)]);
     pod("a").on("n1").requesting("1").create(&client).await;
     let h = start_dir_host(&client, dir.path(), RuntimeConfig::default()).await;
     eventually("v1 writes", || async {
@@ -163,9 +159,8 @@ async fn kubelet_symlink_swap_switches_logic_without_a_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn corrupt_module_is_rejected_and_the_old_one_keeps_running() {
     let (_server, client) = server().await;
-    let dir = tempfile::tempdir().unwrap();
     let gpu = std::fs::read(guest_path()).unwrap();
-    write_like_kubelet(dir.path(), 1, &[("gpu-summary.wasm", &gpu)]).unwrap();
+    let dir = guest_dir(&[("gpu-summary.wasm", &gpu)]);
     let h = start_dir_host(&client, dir.path(), RuntimeConfig::default()).await;
     summary_becomes(&client, &[]).await;
     let before = h.running.host.controller("gpu-summary").unwrap();
@@ -204,15 +199,9 @@ async fn corrupt_module_is_rejected_and_the_old_one_keeps_running() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn removing_a_guest_stops_it_and_leaves_its_outputs() {
     let (_server, client) = server().await;
-    let dir = tempfile::tempdir().unwrap();
     let gpu = std::fs::read(guest_path()).unwrap();
     let v1 = logic("v1");
-    write_like_kubelet(
-        dir.path(),
-        1,
-        &[("logic.wasm", &v1), ("gpu-summary.wasm", &gpu)],
-    )
-    .unwrap();
+    let dir = guest_dir(&[("logic.wasm", &v1), ("gpu-summary.wasm", &gpu)]);
     let h = start_dir_host(&client, dir.path(), RuntimeConfig::default()).await;
     pod("a").on("n1").requesting("1").create(&client).await;
     summary_becomes(&client, &[("n1", "1")]).await;
@@ -254,19 +243,9 @@ async fn removing_a_guest_stops_it_and_leaves_its_outputs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_guests_are_backed_off_and_do_not_delay_a_healthy_one() {
     let (_server, client) = server().await;
-    let dir = tempfile::tempdir().unwrap();
     let gpu = std::fs::read(guest_path()).unwrap();
-    let hostile = |name: &str, b: Behaviour| {
-        guest(
-            &WatManifest {
-                name: name.into(),
-                write_namespace: HOST_NS.into(),
-                write_names: vec![name.into()],
-                aggregate_key: "all".into(),
-            },
-            b,
-        )
-    };
+    let hostile =
+        |name: &str, b: Behaviour| guest(&WatManifest::writing_its_own_configmap(name, HOST_NS), b);
     let trap = hostile("trapper", Behaviour::Trap);
     let spin = hostile("spinner", Behaviour::Spin);
     // Writes a ConfigMap it did not declare.
@@ -278,17 +257,12 @@ async fn hostile_guests_are_backed_off_and_do_not_delay_a_healthy_one() {
             &[("n1", "999")],
         )]),
     );
-    write_like_kubelet(
-        dir.path(),
-        1,
-        &[
-            ("gpu-summary.wasm", &gpu),
-            ("trapper.wasm", &trap),
-            ("spinner.wasm", &spin),
-            ("thief.wasm", &thief),
-        ],
-    )
-    .unwrap();
+    let dir = guest_dir(&[
+        ("gpu-summary.wasm", &gpu),
+        ("trapper.wasm", &trap),
+        ("spinner.wasm", &spin),
+        ("thief.wasm", &thief),
+    ]);
     let h = start_dir_host(
         &client,
         dir.path(),
@@ -366,9 +340,8 @@ async fn a_new_guest_needing_a_permission_the_host_lacks_is_rejected_and_the_oth
         ),
     );
     let client = server.client_for_token("host").await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
     let gpu = std::fs::read(guest_path()).unwrap();
-    write_like_kubelet(dir.path(), 1, &[("gpu-summary.wasm", &gpu)]).unwrap();
+    let dir = guest_dir(&[("gpu-summary.wasm", &gpu)]);
     let h = start_dir_host(&client, dir.path(), RuntimeConfig::default()).await;
     pod("a").on("n1").requesting("1").create(&admin).await;
     summary_becomes(&admin, &[("n1", "1")]).await;

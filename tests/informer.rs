@@ -12,7 +12,7 @@ use kube::Api;
 use serde_json::json;
 use wasmctrl::informer::{Change, ChangeKind, InformerKey, InformerRegistry};
 use wasmctrl::projection::FieldPath;
-use wasmctrl_apiserver::{ApiServerConfig, FailRequests};
+use wasmctrl_apiserver::ApiServerConfig;
 
 fn pods_key() -> InformerKey {
     InformerKey {
@@ -39,6 +39,14 @@ fn recorder() -> (Seen, wasmctrl::informer::Handler) {
         seen,
         Arc::new(move |c: &Change| s.lock().unwrap().push((c.kind, c.name.to_string()))),
     )
+}
+
+/// Waits until the recorder has seen `kind` of `name`.
+async fn until_seen(seen: &Seen, kind: ChangeKind, name: &str) {
+    eventually(&format!("{kind:?} {name}"), || async {
+        seen.lock().unwrap().contains(&(kind, name.into()))
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -73,11 +81,7 @@ async fn only_changes_to_projected_fields_wake_handlers() {
     let (seen, handler) = recorder();
     informer.add_handler(handler);
     informer.wait_synced().await.unwrap();
-    eventually("initial add", || {
-        let s = seen.clone();
-        async move { s.lock().unwrap().contains(&(ChangeKind::Added, "a".into())) }
-    })
-    .await;
+    until_seen(&seen, ChangeKind::Added, "a").await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), PODS_NS);
     // A label is not projected: no notification.
     pods.patch(
@@ -89,15 +93,7 @@ async fn only_changes_to_projected_fields_wake_handlers() {
     .unwrap();
     // The phase is: one Updated.
     set_phase(&client, "a", "Running").await;
-    eventually("phase update", || {
-        let s = seen.clone();
-        async move {
-            s.lock()
-                .unwrap()
-                .contains(&(ChangeKind::Updated, "a".into()))
-        }
-    })
-    .await;
+    until_seen(&seen, ChangeKind::Updated, "a").await;
     assert_eq!(
         seen.lock()
             .unwrap()
@@ -127,19 +123,7 @@ async fn objects_deleted_while_the_watch_was_down_are_reported_deleted_after_rel
 
     // No watch can be opened; meanwhile "gone" is deleted and history is
     // compacted past the informer's resourceVersion.
-    let before = faults.injected_failures();
-    faults.fail(
-        FailRequests::new(500, 10_000)
-            .verb("watch")
-            .resource("pods"),
-    );
-    faults.drop_watches();
-    // Once a re-watch was refused, the informer's watch is down for sure.
-    eventually("a refused re-watch", || {
-        let f = faults.clone();
-        async move { f.injected_failures() > before }
-    })
-    .await;
+    pod_watches_down(&faults).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), PODS_NS);
     pods.delete("gone", &DeleteParams::default().grace_period(0))
         .await
@@ -149,15 +133,7 @@ async fn objects_deleted_while_the_watch_was_down_are_reported_deleted_after_rel
     }
     faults.compact_history();
     faults.clear();
-    eventually("the tombstone", || {
-        let s = seen.clone();
-        async move {
-            s.lock()
-                .unwrap()
-                .contains(&(ChangeKind::Deleted, "gone".into()))
-        }
-    })
-    .await;
+    until_seen(&seen, ChangeKind::Deleted, "gone").await;
     assert!(informer.lists() >= 2, "it relisted");
     assert!(informer.get(PODS_NS, "gone").is_none());
     assert!(informer.get(PODS_NS, "stays").is_some());

@@ -26,6 +26,18 @@ fn fast() -> ControllerConfig {
     ControllerConfig::default()
 }
 
+/// Someone else sets the summary's `n1` to 99.
+async fn edit_summary_by_hand(client: &kube::Client) {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), HOST_NS);
+    cms.patch(
+        "gpu-summary",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"n1": "99"}})),
+    )
+    .await
+    .unwrap();
+}
+
 /// Holds the stopped server's address during an outage until a client
 /// (an informer re-watching) knocks, and turns it away: so the outage
 /// lasts until it has certainly been felt.
@@ -106,17 +118,11 @@ async fn hand_edits_and_deletes_of_the_summary_are_undone() {
     let host = start_host(&client, fast()).await;
     summary_becomes(&client, &[("n1", "3")]).await;
 
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), HOST_NS);
     // Someone edits our key by hand.
-    cms.patch(
-        "gpu-summary",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"data": {"n1": "99"}})),
-    )
-    .await
-    .unwrap();
+    edit_summary_by_hand(&client).await;
     summary_becomes(&client, &[("n1", "3")]).await;
     // Someone deletes the ConfigMap.
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), HOST_NS);
     cms.delete("gpu-summary", &DeleteParams::default())
         .await
         .unwrap();
@@ -233,19 +239,7 @@ async fn dropped_watches_compaction_and_a_server_restart_converge() {
     // Changes while no watch can be opened, then history compacted: the
     // re-watch gets 410 Gone, the informer relists, and the pod deleted
     // meanwhile is noticed as deleted (the tombstone case).
-    let refused_before = faults.injected_failures();
-    faults.fail(
-        FailRequests::new(500, 10_000)
-            .verb("watch")
-            .resource("pods"),
-    );
-    faults.drop_watches();
-    // Once a re-watch was refused, the informer's watch is down for sure.
-    eventually("the informer tried to re-watch and was refused", || {
-        let f = faults.clone();
-        async move { f.injected_failures() > refused_before }
-    })
-    .await;
+    pod_watches_down(&faults).await;
     delete_now(&client, "a").await;
     pod("c").on("n2").requesting("3").create(&client).await;
     for i in 0..60 {
@@ -340,12 +334,7 @@ async fn changes_during_a_slow_reconcile_of_their_key_cause_exactly_one_more_rec
     let (_server, client) = server().await;
     pod("busy").on("n1").create(&client).await;
     let slow = guest(
-        &WatManifest {
-            name: "slow".into(),
-            write_namespace: HOST_NS.into(),
-            write_names: vec!["slow".into()],
-            aggregate_key: "all".into(),
-        },
+        &WatManifest::writing_its_own_configmap("slow", HOST_NS),
         Behaviour::SlowApply(
             SLOW_RECONCILE_COUNT,
             vec![configmap_doc(HOST_NS, "slow", &[("ok", "1")])],
@@ -481,14 +470,7 @@ async fn the_watch_echo_of_our_own_apply_triggers_no_reconcile() {
     );
 
     // Someone else's edit of the summary is not an echo: undone.
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), HOST_NS);
-    cms.patch(
-        "gpu-summary",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"data": {"n1": "99"}})),
-    )
-    .await
-    .unwrap();
+    edit_summary_by_hand(&client).await;
     let w: Vec<(&str, &str)> = want.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
     summary_becomes(&client, &w).await;
     host.stop().await.unwrap();

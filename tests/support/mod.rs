@@ -19,7 +19,7 @@ use wasmctrl::controller::{ControllerConfig, GuestController};
 use wasmctrl::guest::RuntimeConfig;
 use wasmctrl::metrics::Metrics;
 use wasmctrl::supervisor::{Supervisor, SupervisorConfig, SupervisorError};
-use wasmctrl_apiserver::{ApiServer, ApiServerConfig, RunningApiServer};
+use wasmctrl_apiserver::{ApiServer, ApiServerConfig, FailRequests, Faults, RunningApiServer};
 pub use wasmctrl_test_support::{
     bounded, create_namespace, eventually, free_port, http_get, http_status, prom, stays_for,
     CONVERGE,
@@ -158,6 +158,24 @@ pub fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
+}
+
+/// Breaks every watch and refuses every re-watch of pods (500) until
+/// `faults.clear()`. Returns once a re-watch has been refused, so the
+/// informers' pod watches are down for sure.
+pub async fn pod_watches_down(faults: &Faults) {
+    let refused_before = faults.injected_failures();
+    faults.fail(
+        FailRequests::new(500, 10_000)
+            .verb("watch")
+            .resource("pods"),
+    );
+    faults.drop_watches();
+    eventually(
+        "an informer tried to re-watch pods and was refused",
+        || async { faults.injected_failures() > refused_before },
+    )
+    .await;
 }
 
 /// Waits until the summary equals `want`.

@@ -13,6 +13,19 @@ pub struct WatManifest {
     pub aggregate_key: String,
 }
 
+impl WatManifest {
+    /// Guest `name`, reconciling every pod under one key (`all`), that may
+    /// write only the ConfigMap `name` in `namespace`.
+    pub fn writing_its_own_configmap(name: &str, namespace: &str) -> Self {
+        WatManifest {
+            name: name.into(),
+            write_namespace: namespace.into(),
+            write_names: vec![name.into()],
+            aggregate_key: "all".into(),
+        }
+    }
+}
+
 /// Linear memory image under construction, starting at `base`.
 struct Mem {
     base: u32,

@@ -76,38 +76,22 @@ async fn kubectl_create_get_apply_patch_delete_and_watch() {
         .collect();
     assert!(managers.contains(&"kubectl"), "{managers:?}");
 
-    let out = k
-        .ok(&[
-            "patch",
-            "configmap",
-            "demo",
-            "-p",
-            r#"{"data":{"extra":"x"}}"#,
-        ])
-        .await;
-    assert_eq!(out.trim(), "configmap/demo patched");
-    let out = k
-        .ok(&[
-            "patch",
-            "configmap",
-            "demo",
-            "--type=merge",
-            "-p",
-            r#"{"data":{"extra":"y"}}"#,
-        ])
-        .await;
-    assert_eq!(out.trim(), "configmap/demo patched");
-    let out = k
-        .ok(&[
-            "patch",
-            "configmap",
-            "demo",
-            "--type=json",
-            "-p",
+    // A strategic-merge (the default), a merge and a JSON patch.
+    let patches = [
+        (None, r#"{"data":{"extra":"x"}}"#),
+        (Some("--type=merge"), r#"{"data":{"extra":"y"}}"#),
+        (
+            Some("--type=json"),
             r#"[{"op":"remove","path":"/data/extra"}]"#,
-        ])
-        .await;
-    assert_eq!(out.trim(), "configmap/demo patched");
+        ),
+    ];
+    for (kind, patch) in patches {
+        let mut args = vec!["patch", "configmap", "demo"];
+        args.extend(kind);
+        args.extend(["-p", patch]);
+        let out = k.ok(&args).await;
+        assert_eq!(out.trim(), "configmap/demo patched", "{args:?}");
+    }
     let json: Value =
         serde_json::from_str(&k.ok(&["get", "cm", "demo", "-o", "json"]).await).unwrap();
     assert!(json["data"].get("extra").is_none());
