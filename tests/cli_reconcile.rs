@@ -24,6 +24,20 @@ fn wasmctrl(args: &[&str], stdin: Option<&str>) -> Output {
     child.wait_with_output().unwrap()
 }
 
+/// `wasmctrl reconcile --guest <the GPU guest> ARGS` with `stdin`, which
+/// must succeed: the plan it prints.
+fn plan(args: &[&str], stdin: Option<&str>) -> Value {
+    let guest = crate::support::guest_path();
+    let guest_args = ["reconcile", "--guest", guest.to_str().unwrap()];
+    let out = wasmctrl(&[&guest_args[..], args].concat(), stdin);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 fn pod(name: &str, node: Option<&str>, phase: &str, gpus: &str) -> Value {
     let mut spec =
         json!({"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus}}}]});
@@ -53,25 +67,7 @@ fn kubectl_list_dump_produces_the_summary_plan() {
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "ml"}},
     ]});
     let file = write(&dir, "dump.json", &list.to_string());
-    let g = crate::support::guest_path();
-    let out = wasmctrl(
-        &[
-            "reconcile",
-            "--guest",
-            g.to_str().unwrap(),
-            "--objects",
-            &file,
-            "--namespace",
-            "ops",
-        ],
-        None,
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let plan = plan(&["--objects", &file, "--namespace", "ops"], None);
     assert_eq!(
         plan["apply"],
         json!([{"apiVersion": "v1", "kind": "ConfigMap",
@@ -86,12 +82,8 @@ fn kubectl_list_dump_produces_the_summary_plan() {
 #[test]
 fn yaml_from_stdin_with_configuration_and_a_bad_quantity() {
     let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ml}\nspec:\n  nodeName: n1\n  containers:\n  - name: c\n    resources:\n      requests: {nvidia.com/gpu: 1}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: bad, namespace: ml}\nspec:\n  nodeName: n1\n  containers:\n  - name: c\n    resources:\n      requests: {nvidia.com/gpu: one}\n";
-    let g = crate::support::guest_path();
-    let out = wasmctrl(
+    let plan = plan(
         &[
-            "reconcile",
-            "--guest",
-            g.to_str().unwrap(),
             "--objects",
             "-",
             "--config",
@@ -101,12 +93,6 @@ fn yaml_from_stdin_with_configuration_and_a_bad_quantity() {
         ],
         Some(yaml),
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         plan["apply"][0]["metadata"],
         json!({"name": "gpus", "namespace": "infra"})

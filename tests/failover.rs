@@ -345,8 +345,9 @@ impl Cluster {
 
     /// Starts `replica-a`, waits until it is ready (it compiles the guest
     /// into the shared cache), then `replica-b` from that cache; waits until
-    /// one of them holds the Lease and the summary has converged. Returns
-    /// (leader, follower) as the Lease names them.
+    /// one of them holds the Lease and the summary has converged, and checks
+    /// their roles ([`assert_roles`]). Returns (leader, follower) as the
+    /// Lease names them.
     async fn two_replicas(&self, t: Timings) -> (Replica, Replica) {
         let mut a = self.start("replica-a", &self.kubeconfig(), t);
         a.wait_ready().await;
@@ -364,11 +365,13 @@ impl Cluster {
         })
         .await;
         crate::support::summary_becomes(&self.admin, &[("n1", "2")]).await;
-        if spec.holder_identity.as_deref() == Some(a.id.as_str()) {
+        let (leader, follower) = if spec.holder_identity.as_deref() == Some(a.id.as_str()) {
             (a, b)
         } else {
             (b, a)
-        }
+        };
+        assert_roles(&leader, &follower).await;
+        (leader, follower)
     }
 }
 
@@ -396,7 +399,6 @@ async fn assert_roles(leader: &Replica, follower: &Replica) {
 async fn abruptly_killed_leader_is_replaced_after_expiry_and_the_summary_converges() {
     let c = cluster().await;
     let (mut leader, follower) = c.two_replicas(FAST).await;
-    assert_roles(&leader, &follower).await;
     // A few renewals, so the follower has watched the lease move.
     tokio::time::sleep(Duration::from_millis(600)).await;
     let before = c.lease().await;
@@ -466,7 +468,6 @@ async fn abruptly_killed_leader_is_replaced_after_expiry_and_the_summary_converg
 async fn sigterm_hands_over_at_once() {
     let c = cluster().await;
     let (mut leader, follower) = c.two_replicas(LONG).await;
-    assert_roles(&leader, &follower).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let before = c.lease().await;
     let stopped_rv = c.server.current_resource_version();

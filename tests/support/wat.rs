@@ -5,6 +5,8 @@
 
 #![allow(dead_code, missing_docs, clippy::unwrap_used)]
 
+use wasmctrl_test_support::component::BUMP_REALLOC;
+
 /// A watch on pods (all namespaces) with an aggregate key.
 pub struct WatManifest {
     pub name: String,
@@ -163,17 +165,7 @@ pub fn guest(m: &WatManifest, behaviour: Behaviour) -> Vec<u8> {
   (global $heap (mut i32) (i32.const 65536))
   {manifest_data}
   {plan_data}
-  (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32)
-    (local $p i32)
-    (local.set $p (i32.and
-      (i32.add (global.get $heap) (i32.sub (local.get 2) (i32.const 1)))
-      (i32.xor (i32.sub (local.get 2) (i32.const 1)) (i32.const -1))))
-    (global.set $heap (i32.add (local.get $p) (local.get 3)))
-    (block
-      (br_if 0 (i32.le_u (global.get $heap) (i32.mul (memory.size) (i32.const 65536))))
-      (drop (memory.grow (i32.add (i32.const 1)
-        (i32.div_u (i32.sub (global.get $heap) (i32.mul (memory.size) (i32.const 65536))) (i32.const 65536))))))
-    (local.get $p))
+  {BUMP_REALLOC}
   (func (export "wasmctrl:controller/reconciler@0.1.0#describe") (param i32 i32 i32 i32) (result i32)
     (i32.const {manifest_at}))
   (func (export "wasmctrl:controller/reconciler@0.1.0#reconcile") (param i32) (result i32)

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use wasmctrl_test_support::component::{component_from_wat, component_from_wat_in};
+use wasmctrl_test_support::component::{component_from_wat, component_from_wat_in, BUMP_REALLOC};
 
 use super::*;
 use crate::projection::Interner;
@@ -43,17 +43,7 @@ fn wat_guest(body: &str) -> String {
         r#"(module
   (memory (export "memory") 1)
   (global $heap (mut i32) (i32.const 4096))
-  (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32)
-    (local $p i32)
-    (local.set $p (i32.and
-      (i32.add (global.get $heap) (i32.sub (local.get 2) (i32.const 1)))
-      (i32.xor (i32.sub (local.get 2) (i32.const 1)) (i32.const -1))))
-    (global.set $heap (i32.add (local.get $p) (local.get 3)))
-    (block
-      (br_if 0 (i32.le_u (global.get $heap) (i32.mul (memory.size) (i32.const 65536))))
-      (drop (memory.grow (i32.add (i32.const 1)
-        (i32.div_u (i32.sub (global.get $heap) (i32.mul (memory.size) (i32.const 65536))) (i32.const 65536))))))
-    (local.get $p))
+  {BUMP_REALLOC}
   (func (export "wasmctrl:controller/reconciler@0.1.0#describe") (param i32 i32 i32 i32) (result i32)
     unreachable)
   (func (export "wasmctrl:controller/reconciler@0.1.0#reconcile") (param i32) (result i32)

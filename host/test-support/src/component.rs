@@ -4,6 +4,21 @@
 
 use std::path::Path;
 
+/// A core module's `cabi_realloc`: a bump allocator over a mutable global
+/// `$heap` (the module declares it, at the first free address), growing
+/// memory as needed and never freeing. Paste it into a `(module …)`.
+pub const BUMP_REALLOC: &str = r#"(func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32)
+    (local $p i32)
+    (local.set $p (i32.and
+      (i32.add (global.get $heap) (i32.sub (local.get 2) (i32.const 1)))
+      (i32.xor (i32.sub (local.get 2) (i32.const 1)) (i32.const -1))))
+    (global.set $heap (i32.add (local.get $p) (local.get 3)))
+    (block
+      (br_if 0 (i32.le_u (global.get $heap) (i32.mul (memory.size) (i32.const 65536))))
+      (drop (memory.grow (i32.add (i32.const 1)
+        (i32.div_u (i32.sub (global.get $heap) (i32.mul (memory.size) (i32.const 65536))) (i32.const 65536))))))
+    (local.get $p))"#;
+
 /// The repository's `wit/` directory.
 fn wit_dir() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../wit"))
