@@ -27,7 +27,6 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -221,14 +220,18 @@ async fn bounded<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
     crate::support::bounded(what, BOUND, f).await
 }
 
-/// Waits, bounded, for `replica` to exit on its own while reading its own
-/// count of writes (its /metrics is local, never behind a relay or a
-/// revoked token): the exit status, when the test saw the exit, and the
-/// last count read, starting from `writes`.
-async fn writes_until_exit(
+/// Waits, bounded, for `replica` (running with [`FAST`] timings) to give up
+/// after `fault`, which happened at `since`: it must exit non-zero saying it
+/// lost leadership, within its renew deadline (plus 1 s). Meanwhile reads
+/// its own count of writes (its /metrics is local, never behind a relay or
+/// a revoked token). Returns when the test saw it exit (monotonic and wall
+/// clock) and the last count read, starting from `writes`.
+async fn gives_up_after(
     replica: &mut Replica,
+    fault: &str,
+    since: Instant,
     writes: f64,
-) -> (ExitStatus, Instant, SystemTime, f64) {
+) -> (Instant, SystemTime, f64) {
     let mut last_writes = writes;
     let (status, gone, gone_wall) = bounded(&format!("{} exits", replica.id), async {
         loop {
@@ -242,7 +245,25 @@ async fn writes_until_exit(
         }
     })
     .await;
-    (status, gone, gone_wall, last_writes)
+    let (id, log) = (&replica.id, replica.log());
+    assert!(!status.success(), "{id} exits non-zero: {status}\n{log}");
+    assert!(log.contains("lost leadership"), "{log}");
+    assert!(
+        gone - since < FAST.renew + Duration::from_secs(1),
+        "{id} gave up {:?} after the {fault}",
+        gone - since
+    );
+    (gone, gone_wall, last_writes)
+}
+
+/// The new leader's `acquireTime` (`acquired`, in µs) is after the old one
+/// exited (`gone_wall`, when the test saw it).
+fn assert_acquired_after_exit(gone_wall: SystemTime, acquired: i64) {
+    assert!(
+        wall_micros(gone_wall) < acquired,
+        "b acquired {:?} before a exited",
+        span(wall_micros(gone_wall) - acquired)
+    );
 }
 
 struct Cluster {
@@ -552,16 +573,7 @@ async fn partitioned_leader_stops_writing_before_another_starts() {
         .create(&c.admin)
         .await;
 
-    // a's own count of writes until the moment it exits.
-    let (status, a_gone, a_gone_wall, last_writes) = writes_until_exit(&mut a, a_writes).await;
-    let log = a.log();
-    assert!(!status.success(), "a exits non-zero: {status}\n{log}");
-    assert!(log.contains("lost leadership"), "{log}");
-    assert!(
-        a_gone - cut < FAST.renew + Duration::from_secs(1),
-        "a gave up {:?} after the cut",
-        a_gone - cut
-    );
+    let (a_gone, a_gone_wall, last_writes) = gives_up_after(&mut a, "cut", cut, a_writes).await;
     assert_eq!(last_writes, a_writes, "a wrote nothing after the cut");
 
     let (acquired_rv, after) = c.timeline.until_acquired("replica-b", cut_rv).await;
@@ -571,11 +583,7 @@ async fn partitioned_leader_stops_writing_before_another_starts() {
         a_gone - cut,
         span(b_leads - wall_micros(a_gone_wall))
     );
-    assert!(
-        wall_micros(a_gone_wall) < b_leads,
-        "b acquired {:?} before a exited",
-        span(wall_micros(a_gone_wall) - b_leads)
-    );
+    assert_acquired_after_exit(a_gone_wall, b_leads);
     crate::support::summary_becomes(&c.admin, &[("n1", "2"), ("n2", "1")]).await;
     // The timeline is a watch: let it catch up with what the GET saw.
     crate::support::eventually("the timeline records the new summary", || {
@@ -665,15 +673,7 @@ async fn leader_refused_its_lease_stops_writing_before_another_starts() {
         ),
     );
     let at_fault = a.writes().await.expect("a's /metrics answers");
-    let (status, a_gone, a_gone_wall, last_writes) = writes_until_exit(&mut a, at_fault).await;
-    let log = a.log();
-    assert!(!status.success(), "a exits non-zero: {status}\n{log}");
-    assert!(log.contains("lost leadership"), "{log}");
-    assert!(
-        a_gone - fault < FAST.renew + Duration::from_secs(1),
-        "a gave up {:?} after the fault",
-        a_gone - fault
-    );
+    let (a_gone, a_gone_wall, last_writes) = gives_up_after(&mut a, "fault", fault, at_fault).await;
     // The fault left a's writes working: it kept applying while it led.
     assert!(
         last_writes > at_fault,
@@ -688,11 +688,7 @@ async fn leader_refused_its_lease_stops_writing_before_another_starts() {
         span(b_leads - wall_micros(a_gone_wall)),
         last_writes - at_fault
     );
-    assert!(
-        wall_micros(a_gone_wall) < b_leads,
-        "b acquired {:?} before a exited",
-        span(wall_micros(a_gone_wall) - b_leads)
-    );
+    assert_acquired_after_exit(a_gone_wall, b_leads);
     // a's writes landed between the fault and b's acquisition; b's after.
     let changes = c.timeline.changes();
     assert!(changes
