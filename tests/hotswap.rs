@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -70,7 +69,7 @@ fn swaps(metrics: &Metrics, guest: &str, result: &str) -> String {
     text.lines()
         .find(|l| {
             l.starts_with(&format!(
-                "wasmctrl_guest_swaps_total{{controller=\"{guest}\",result=\"{result}\"}}"
+                "wasmctrl_guest_swaps_total{{guest=\"{guest}\",result=\"{result}\"}}"
             ))
         })
         .map(|l| l.rsplit(' ').next().unwrap_or("0").to_string())
@@ -300,7 +299,7 @@ async fn hostile_guests_are_backed_off_and_do_not_delay_a_healthy_one() {
             format!("wasmctrl_guest_failures_total{{guest=\"{guest}\",reason=\"{reason}\"}}");
         assert!(text.contains(&line), "missing {line}");
         let c = h.running.host.controller(guest).unwrap();
-        assert!(c.stats().errors.load(Ordering::Relaxed) >= 1);
+        assert!(c.metrics().errors() >= 1);
         assert!(
             c.queue().num_requeues(&"all".to_string()) >= 1,
             "{guest} is backed off"
@@ -312,7 +311,7 @@ async fn hostile_guests_are_backed_off_and_do_not_delay_a_healthy_one() {
         Some(data(&[("n1", "1"), ("n2", "1"), ("n3", "1")]))
     );
     let healthy = h.running.host.controller("gpu-summary").unwrap();
-    assert_eq!(healthy.stats().errors.load(Ordering::Relaxed), 0);
+    assert_eq!(healthy.metrics().errors(), 0);
     h.running.stop().await.unwrap();
     let _ = BTreeMap::<String, String>::new();
 }

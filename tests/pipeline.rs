@@ -105,11 +105,11 @@ async fn resync_of_an_unchanged_world_makes_no_writes() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let applies = host.applies();
     let reconciles = host.reconciles();
-    let resyncs = host.host.controllers()[0].stats();
-    let before = resyncs.resyncs.load(std::sync::atomic::Ordering::Relaxed);
+    let resyncs = host.host.controllers()[0].metrics().clone();
+    let before = resyncs.resyncs();
     eventually("three more resyncs", || {
         let r = resyncs.clone();
-        async move { r.resyncs.load(std::sync::atomic::Ordering::Relaxed) >= before + 3 }
+        async move { r.resyncs() >= before + 3 }
     })
     .await;
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -145,10 +145,7 @@ async fn injected_conflicts_and_server_errors_converge_without_a_write_storm() {
         5,
         "every injected failure was hit"
     );
-    let errors = host.host.controllers()[0]
-        .stats()
-        .errors
-        .load(std::sync::atomic::Ordering::Relaxed);
+    let errors = host.host.controllers()[0].metrics().errors();
     assert!(errors >= 5, "failures went back to the queue ({errors})");
     assert!(
         host.applies() <= 3,
@@ -326,8 +323,8 @@ async fn ten_rapid_changes_to_one_pod_during_a_slow_reconcile_cause_two_or_three
         .await
     });
     let controller = host.controller("slow").unwrap();
-    let stats = controller.stats();
-    let reconciles = || stats.reconciles.load(std::sync::atomic::Ordering::Relaxed);
+    let stats = controller.metrics().clone();
+    let reconciles = || stats.reconciles();
     // Settle: the first reconcile (and the one its own write triggers).
     eventually("first reconcile done", || async {
         controller.queue().is_empty() && reconciles() >= 1

@@ -10,7 +10,6 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
@@ -137,8 +136,7 @@ pub async fn run(config: DemoConfig) -> anyhow::Result<Verdict> {
     )
     .await?;
     let controller = host.controllers()[0].clone();
-    let stats = controller.stats();
-    let counters = controller.actuator_counters();
+    let counters = controller.metrics().clone();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let host_task = tokio::spawn(async move {
         host.run(
@@ -243,9 +241,9 @@ pub async fn run(config: DemoConfig) -> anyhow::Result<Verdict> {
                 "t={:>4.0}s pods={:<4} reconciles={:<5} applies={:<4} skipped={:<5} {}",
                 started.elapsed().as_secs_f64(),
                 sim.len(),
-                stats.reconciles.load(Ordering::Relaxed),
-                counters.applies.load(Ordering::Relaxed),
-                counters.skipped.load(Ordering::Relaxed),
+                counters.reconciles(),
+                counters.applies(),
+                counters.skipped(),
                 if summary == want {
                     "summary == truth"
                 } else {
@@ -275,10 +273,10 @@ pub async fn run(config: DemoConfig) -> anyhow::Result<Verdict> {
     }
     println!(
         "reconciles={} applies={} skipped-writes={} errors={}",
-        stats.reconciles.load(Ordering::Relaxed),
-        counters.applies.load(Ordering::Relaxed),
-        counters.skipped.load(Ordering::Relaxed),
-        stats.errors.load(Ordering::Relaxed)
+        counters.reconciles(),
+        counters.applies(),
+        counters.skipped(),
+        counters.errors()
     );
     let _ = stop_tx.send(());
     let host_result = host_task.await;

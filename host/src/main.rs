@@ -217,7 +217,7 @@ struct ReconcileArgs {
 }
 
 fn reconcile(args: ReconcileArgs) -> anyhow::Result<()> {
-    let config = wasmctrl::offline::parse_config(&args.config).map_err(anyhow::Error::msg)?;
+    let config = wasmctrl::config::parse_pairs(&args.config)?;
     let runtime = GuestRuntime::new(args.sandbox.runtime_config())?;
     let module = runtime.load_file(&args.guest)?;
     let env = guest::environment(&args.namespace, &config);
@@ -275,8 +275,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let metrics = std::sync::Arc::new(wasmctrl::metrics::Metrics::new());
     let client = kube_client(args.kubeconfig.as_deref(), limits, Some(metrics.clone())).await?;
     let namespace = host_namespace(args.namespace, &client);
-    let guest_config =
-        wasmctrl::controller::split_guest_config(&args.config).map_err(anyhow::Error::msg)?;
+    let guest_config = wasmctrl::config::parse_guest_pairs(&args.config)?;
     let config = wasmctrl::supervisor::SupervisorConfig {
         guests: args.guests,
         namespace,

@@ -5,7 +5,6 @@
 //! Owns the mapping from a flat list of objects to each watch's cached view
 //! and the JSON shape of the printed plan. It never contacts a cluster.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{json, Value as Json};
@@ -181,19 +180,4 @@ pub fn plan_json(plans: &[ValidatedPlan]) -> Json {
         .min()
         .map(|d: Duration| d.as_secs_f64());
     json!({"apply": apply, "delete": delete, "events": events, "requeueAfterSeconds": requeue})
-}
-
-/// Parses `KEY=VALUE` pairs.
-pub fn parse_config(pairs: &[String]) -> Result<BTreeMap<String, String>, String> {
-    let mut out = BTreeMap::new();
-    for p in pairs {
-        let (k, v) = p
-            .split_once('=')
-            .ok_or_else(|| format!("--config {p:?}: expected KEY=VALUE"))?;
-        if k.is_empty() {
-            return Err(format!("--config {p:?}: empty key"));
-        }
-        out.insert(k.to_string(), v.to_string());
-    }
-    Ok(out)
 }

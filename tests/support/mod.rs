@@ -213,22 +213,13 @@ impl RunningHost {
         self.task.await.unwrap()
     }
     pub fn applies(&self) -> u64 {
-        self.host.controllers()[0]
-            .actuator_counters()
-            .applies
-            .load(std::sync::atomic::Ordering::Relaxed)
+        self.host.controllers()[0].metrics().applies()
     }
     pub fn skipped(&self) -> u64 {
-        self.host.controllers()[0]
-            .actuator_counters()
-            .skipped
-            .load(std::sync::atomic::Ordering::Relaxed)
+        self.host.controllers()[0].metrics().skipped()
     }
     pub fn reconciles(&self) -> u64 {
-        self.host.controllers()[0]
-            .stats()
-            .reconciles
-            .load(std::sync::atomic::Ordering::Relaxed)
+        self.host.controllers()[0].metrics().reconciles()
     }
 }
 
