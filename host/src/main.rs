@@ -223,12 +223,13 @@ fn reconcile(args: ReconcileArgs) -> anyhow::Result<()> {
     let env = guest::environment(&args.namespace, &config);
     // Decode only what the guest's watches need (the same projection the
     // host caches), which is what makes large dumps fast.
-    let keep = wasmctrl::objects::Keep::for_manifest(&module.manifest(&env)?);
+    let manifest = module.manifest(&env)?;
+    let keep = wasmctrl::objects::Keep::for_manifest(&manifest);
     let mut objects = Vec::new();
     for path in &args.objects {
         objects.extend(wasmctrl::objects::read_objects_keeping(path, &keep)?);
     }
-    let plan = wasmctrl::offline::reconcile(&module, &env, &objects)?;
+    let plan = wasmctrl::offline::reconcile(&module, &env, &manifest, &objects)?;
     let mut out = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut out, &plan).context("writing the plan")?;
     writeln!(out).context("writing the plan")?;

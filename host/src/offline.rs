@@ -111,15 +111,16 @@ pub fn keys(manifest: &GuestManifest, world: &[Vec<ProjectedObject>]) -> Vec<Str
     keys.into_iter().collect()
 }
 
-/// Runs the guest over `objects` once per request key and merges the plans.
+/// Runs the guest (described with `env` as `manifest`) over `objects` once
+/// per request key and merges the plans.
 pub fn reconcile(
     module: &GuestModule,
     env: &Environment,
+    manifest: &GuestManifest,
     objects: &[Json],
 ) -> Result<Json, OfflineError> {
-    let manifest = module.manifest(env)?;
     let mut interner = Interner::default();
-    let world = project_world(&manifest, objects, &mut interner)?;
+    let world = project_world(manifest, objects, &mut interner)?;
     let views: Vec<guest::snapshot::WatchView<'_>> = world
         .iter()
         .zip(&manifest.watches)
@@ -127,10 +128,10 @@ pub fn reconcile(
             guest::snapshot::WatchView::identity(objs.iter().collect(), w.projection.paths().len())
         })
         .collect();
-    let snapshot = guest::snapshot::build(&manifest, &views);
+    let snapshot = guest::snapshot::build(manifest, &views);
     let mut plans = Vec::new();
-    for key in keys(&manifest, &world) {
-        let (result, _stats) = module.reconcile(&manifest, env, &key, &snapshot);
+    for key in keys(manifest, &world) {
+        let (result, _stats) = module.reconcile(manifest, env, &key, &snapshot);
         plans.push(result?);
     }
     Ok(plan_json(&plans))
