@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, watch};
 use crate::controller::{ControllerConfig, ControllerError, DescribedGuest, GuestController};
 use crate::discovery::Discovery;
 use crate::guest::{self, GuestError, GuestModule, GuestRuntime, RuntimeConfig};
-use crate::guestdir::{self, DirWatch, GuestDirError, GuestFile};
+use crate::guestdir::{self, ConfigFileError, DirWatch, GuestDirError, GuestFile};
 use crate::informer::InformerRegistry;
 use crate::metrics::{GuestResultLabels, Metrics};
 use crate::sync::lock;
@@ -56,12 +56,13 @@ pub enum SupervisorError {
         second: String,
     },
     /// A guest's configuration file is unusable.
-    #[error("guest {key}: {message}")]
+    #[error("guest {key}: {source}")]
     Config {
         /// The guest's file stem.
         key: String,
         /// What is wrong.
-        message: String,
+        #[source]
+        source: ConfigFileError,
     },
     /// Leadership was lost: writes stopped; the process must exit.
     #[error("lost leadership: {0}")]
@@ -217,9 +218,9 @@ impl Supervisor {
                 let config = file
                     .config
                     .clone()
-                    .map_err(|message| SupervisorError::Config {
+                    .map_err(|source| SupervisorError::Config {
                         key: key.clone(),
-                        message,
+                        source,
                     })?;
                 let module = host
                     .runtime
@@ -463,9 +464,9 @@ impl Supervisor {
             let config = file
                 .config
                 .clone()
-                .map_err(|message| SupervisorError::Config {
+                .map_err(|source| SupervisorError::Config {
                     key: key.clone(),
-                    message,
+                    source,
                 })?;
             let runtime = self.runtime.clone();
             let bytes = file.bytes.clone();
