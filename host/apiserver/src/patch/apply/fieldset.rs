@@ -11,8 +11,8 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
 
-use super::super::fields::{FieldPath, FieldSet, PathElement};
-use super::super::schema::{ListKind, Types};
+use crate::patch::fields::{FieldPath, FieldSet, PathElement};
+use crate::patch::schema::{ListKind, Types};
 
 fn names_of(names: &[String]) -> Vec<&str> {
     names.iter().map(String::as_str).collect()

@@ -12,9 +12,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::super::fields::{path_string, FieldPath, FieldSet, PathElement};
-use super::super::{ApplyError, FieldConflict};
 use super::{ANCIENT_CHANGES_MANAGER, MAX_UPDATE_MANAGERS};
+use crate::patch::fields::{path_string, FieldPath, FieldSet, PathElement};
+use crate::patch::{ApplyError, FieldConflict};
 
 /// The `operation` of a server-side apply entry.
 pub(super) const APPLY: &str = "Apply";

@@ -10,9 +10,9 @@ use std::collections::{BTreeSet, VecDeque};
 
 use serde_json::Value;
 
-use super::super::fields::{FieldSet, PathElement};
-use super::super::schema::{ListKind, Types};
 use super::fieldset::{atomic_map, find_item, index_items, item_element, type_of_list};
+use crate::patch::fields::{FieldSet, PathElement};
+use crate::patch::schema::{ListKind, Types};
 
 /// Metadata the apply prune step never deletes, whoever owned it.
 const NEVER_PRUNED: &[&str] = &[

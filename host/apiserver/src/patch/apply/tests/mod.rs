@@ -7,8 +7,8 @@
 
 use serde_json::{json, Value};
 
-use super::super::{ApplyError, FieldConflict, ObjectKind};
 use super::{record_update, server_side_apply};
+use crate::patch::{ApplyError, FieldConflict, ObjectKind};
 
 mod lists;
 mod ownership;
