@@ -2,6 +2,10 @@
 //! (and kube's retries of them), denied verbs, latency, dropped watches,
 //! listener restarts that keep the state, and the admin endpoint that
 //! injects the same faults over HTTP for admin tokens only.
+//!
+//! Like every kube-client module, it talks to the server only over HTTPS
+//! (kube's typed calls, raw requests where kube has none) and never
+//! reaches into the server's internals beyond its fault handle.
 
 use std::time::{Duration, Instant};
 

@@ -3,6 +3,10 @@
 //! object without them and sends one `Warning` header each, Ignore drops
 //! them silently; patches are judged on the patched object and server-side
 //! apply fails with structured-merge-diff's 500 whatever the directive.
+//!
+//! Like every kube-client module, it talks to the server only over HTTPS
+//! (kube's typed calls, raw requests where kube has none) and never
+//! reaches into the server's internals beyond its fault handle.
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};

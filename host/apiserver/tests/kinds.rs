@@ -2,6 +2,10 @@
 //! version and discovery documents, custom resources served once their CRD
 //! exists (and gone with it), and events served in both the core and the
 //! events.k8s.io group from one store.
+//!
+//! Like every kube-client module, it talks to the server only over HTTPS
+//! (kube's typed calls, raw requests where kube has none) and never
+//! reaches into the server's internals beyond its fault handle.
 
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::{core, events};

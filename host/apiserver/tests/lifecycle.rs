@@ -2,6 +2,10 @@
 //! preconditions, deletecollection with a selector, graceful pod deletion
 //! (with and without a kubelet) and namespace termination, which refuses
 //! new content and waits for its pods before the namespace goes.
+//!
+//! Like every kube-client module, it talks to the server only over HTTPS
+//! (kube's typed calls, raw requests where kube has none) and never
+//! reaches into the server's internals beyond its fault handle.
 
 use std::time::{Duration, Instant};
 
@@ -152,20 +156,14 @@ async fn a_terminating_pod_stays_without_a_kubelet_and_a_shorter_grace_period_re
     let pods: Api<Pod> = Api::namespaced(client, "default");
     create(&pods, &scheduled("p", 30)).await;
     pods.delete("p", &DeleteParams::default()).await.unwrap();
-    let shortened = pods
-        .delete("p", &DeleteParams::default().grace_period(10))
-        .await
-        .unwrap()
-        .left()
-        .unwrap();
+    let delete_with_grace = async |seconds: u32| {
+        let dp = DeleteParams::default().grace_period(seconds);
+        pods.delete("p", &dp).await.unwrap().left().unwrap()
+    };
+    let shortened = delete_with_grace(10).await;
     assert_eq!(shortened.metadata.deletion_grace_period_seconds, Some(10));
     // Longer is ignored.
-    let same = pods
-        .delete("p", &DeleteParams::default().grace_period(60))
-        .await
-        .unwrap()
-        .left()
-        .unwrap();
+    let same = delete_with_grace(60).await;
     assert_eq!(same.metadata.deletion_grace_period_seconds, Some(10));
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(

@@ -1,6 +1,10 @@
 //! Lists: paging with continue tokens served from the first page's
 //! snapshot (410 once compacted), label and field selectors, and the
 //! resourceVersion and resourceVersionMatch semantics of the real server.
+//!
+//! Like every kube-client module, it talks to the server only over HTTPS
+//! (kube's typed calls, raw requests where kube has none) and never
+//! reaches into the server's internals beyond its fault handle.
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, DeleteParams, ListParams};

@@ -6,7 +6,8 @@
 //! `patch`, `field_validation`, `lifecycle`, `kinds`, `auth`, `faults`)
 //! drives the server with the real kube client, sharing the fixtures of
 //! `common`; `kubectl` drives it with kubectl and the Python client;
-//! `scale` with many objects and watchers.
+//! `scale` with many objects and watchers. Tests never share a server:
+//! each starts its own, so they run in parallel and in any order.
 //! `cargo test -p wasmctrl-apiserver --test apiserver watch::` runs one
 //! area.
 

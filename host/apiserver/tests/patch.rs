@@ -2,6 +2,10 @@
 //! patches, apply conflicts between field managers (409 with one
 //! `FieldManagerConflict` cause per field until forced) and the exact JSON
 //! patches kube-runtime's finalizer helper sends.
+//!
+//! Like every kube-client module, it talks to the server only over HTTPS
+//! (kube's typed calls, raw requests where kube has none) and never
+//! reaches into the server's internals beyond its fault handle.
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};

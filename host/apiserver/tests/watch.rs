@@ -3,6 +3,10 @@
 //! 0, timeouts, 410 Expired after compaction, bookmarks (streaming lists and
 //! periodic), single-object watches, and kube-runtime's watcher and
 //! reflector relisting and converging on top of them.
+//!
+//! Like every kube-client module, it talks to the server only over HTTPS
+//! (kube's typed calls, raw requests where kube has none) and never
+//! reaches into the server's internals beyond its fault handle.
 
 use std::time::{Duration, Instant};
 

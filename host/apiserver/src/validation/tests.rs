@@ -1,6 +1,7 @@
 //! Unit tests of field validation: what each directive reports for each
 //! write, in the real server's order and words, and that only unknown
 //! fields are ever removed.
+//! They call `check` and its helpers directly, never a server.
 #![allow(clippy::unwrap_used)]
 
 use super::messages::go_float;

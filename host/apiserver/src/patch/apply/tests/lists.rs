@@ -1,6 +1,7 @@
 //! Lists and maps by type: associative lists merge and conflict per item
 //! key, sets per value, atomic lists and maps are owned whole, and a CRD's
 //! `x-kubernetes-list-type` makes a custom resource's list associative.
+//! They call the pure functions only: never storage, HTTP or a clock.
 
 use super::*;
 use crate::patch::apply::{server_side_apply_with, ApplyOptions};
@@ -124,12 +125,13 @@ fn apply_atomic_lists_are_owned_whole() {
 fn apply_owns_atomic_selectors_whole() {
     let kind = ObjectKind::new("apps", "v1", "Deployment");
     let d = |sel: Value| json!({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"},"spec":{"selector":sel}});
-    let v1 = server_side_apply(
+    let apply_d = |live: Option<&Value>, selector: Value, manager: &str, now: &str| {
+        server_side_apply(live, &d(selector), manager, false, &kind, now)
+    };
+    let v1 = apply_d(
         None,
-        &d(json!({"matchLabels":{"app":"a","tier":"x"}})),
+        json!({"matchLabels":{"app":"a","tier":"x"}}),
         "one",
-        false,
-        &kind,
         T0,
     )
     .expect("create");
@@ -137,24 +139,10 @@ fn apply_owns_atomic_selectors_whole() {
         entry(&v1, "one")["fieldsV1"],
         json!({"f:spec":{"f:selector":{}}})
     );
-    let (list, _) = conflicts(server_side_apply(
-        Some(&v1),
-        &d(json!({"matchLabels":{"app":"a"}})),
-        "two",
-        false,
-        &kind,
-        T1,
-    ));
+    let narrower = json!({"matchLabels":{"app":"a"}});
+    let (list, _) = conflicts(apply_d(Some(&v1), narrower.clone(), "two", T1));
     assert_eq!(list[0].field, ".spec.selector");
-    let v2 = server_side_apply(
-        Some(&v1),
-        &d(json!({"matchLabels":{"app":"a"}})),
-        "one",
-        false,
-        &kind,
-        T1,
-    )
-    .expect("replace");
+    let v2 = apply_d(Some(&v1), narrower, "one", T1).expect("replace");
     assert_eq!(
         v2["spec"]["selector"],
         json!({"matchLabels":{"app":"a"}}),
@@ -192,12 +180,13 @@ fn apply_lease_holder_conflicts_between_candidates() {
 fn apply_custom_resource_maps_are_granular() {
     let kind = ObjectKind::new("example.com", "v1", "Widget");
     let w = |spec: Value| json!({"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"},"spec":spec});
-    let v1 = server_side_apply(
+    let apply_w = |live: Option<&Value>, spec: Value, manager: &str, now: &str| {
+        server_side_apply(live, &w(spec), manager, false, &kind, now)
+    };
+    let v1 = apply_w(
         None,
-        &w(json!({"config":{"a":{"x":1},"b":2},"items":[1,2]})),
+        json!({"config":{"a":{"x":1},"b":2},"items":[1,2]}),
         "one",
-        false,
-        &kind,
         T0,
     )
     .expect("create");
@@ -205,25 +194,9 @@ fn apply_custom_resource_maps_are_granular() {
         entry(&v1, "one")["fieldsV1"],
         json!({"f:spec":{"f:config":{"f:a":{"f:x":{}},"f:b":{}},"f:items":{}}})
     );
-    let v2 = server_side_apply(
-        Some(&v1),
-        &w(json!({"config":{"a":{"y":3}}})),
-        "two",
-        false,
-        &kind,
-        T1,
-    )
-    .expect("merge");
+    let v2 = apply_w(Some(&v1), json!({"config":{"a":{"y":3}}}), "two", T1).expect("merge");
     assert_eq!(v2["spec"]["config"], json!({"a":{"x":1,"y":3},"b":2}));
-    let v3 = server_side_apply(
-        Some(&v2),
-        &w(json!({"config":{"b":2}})),
-        "one",
-        false,
-        &kind,
-        T2,
-    )
-    .expect("prune");
+    let v3 = apply_w(Some(&v2), json!({"config":{"b":2}}), "one", T2).expect("prune");
     assert_eq!(v3["spec"], json!({"config":{"a":{"y":3},"b":2}}));
 }
 
@@ -237,26 +210,17 @@ fn apply_custom_resource_conditions_follow_crd_list_map_keys() {
     let options = ApplyOptions::status_subresource().schema(schema);
     let w = |conds: Value| json!({"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"},"status":{"conditions":conds}});
     let live = json!({"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"},"spec":{"size":1}});
-    let v1 = server_side_apply_with(
-        Some(&live),
-        &w(json!([{"type":"Ready","status":"True"}])),
-        "ctrl",
-        true,
-        &kind,
-        T0,
-        &options,
-    )
-    .expect("first condition");
-    let v2 = server_side_apply_with(
-        Some(&v1),
-        &w(json!([{"type":"Synced","status":"True"}])),
-        "syncer",
-        false,
-        &kind,
-        T1,
-        &options,
-    )
-    .expect("second condition merges, no conflict");
+    let ready = || w(json!([{"type":"Ready","status":"True"}]));
+    let synced = || w(json!([{"type":"Synced","status":"True"}]));
+    // The controller forces its first condition; the syncer adds its own.
+    let by_ctrl = |live: &Value, options: &ApplyOptions| {
+        server_side_apply_with(Some(live), &ready(), "ctrl", true, &kind, T0, options)
+    };
+    let by_syncer = |live: &Value, options: &ApplyOptions| {
+        server_side_apply_with(Some(live), &synced(), "syncer", false, &kind, T1, options)
+    };
+    let v1 = by_ctrl(&live, &options).expect("first condition");
+    let v2 = by_syncer(&v1, &options).expect("second condition merges, no conflict");
     assert_eq!(v2["status"]["conditions"].as_array().map(Vec::len), Some(2));
     assert_eq!(
         entry(&v2, "syncer")["fieldsV1"],
@@ -269,29 +233,12 @@ fn apply_custom_resource_conditions_follow_crd_list_map_keys() {
     );
     // Without the schema the same list is atomic: the second manager conflicts.
     let atomic = ApplyOptions::status_subresource();
-    let a1 = server_side_apply_with(
-        Some(&live),
-        &w(json!([{"type":"Ready","status":"True"}])),
-        "ctrl",
-        true,
-        &kind,
-        T0,
-        &atomic,
-    )
-    .expect("first condition");
+    let a1 = by_ctrl(&live, &atomic).expect("first condition");
     assert_eq!(
         entry(&a1, "ctrl")["fieldsV1"],
         json!({"f:status":{"f:conditions":{}}})
     );
-    let (list, _) = conflicts(server_side_apply_with(
-        Some(&a1),
-        &w(json!([{"type":"Synced","status":"True"}])),
-        "syncer",
-        false,
-        &kind,
-        T1,
-        &atomic,
-    ));
+    let (list, _) = conflicts(by_syncer(&a1, &atomic));
     assert_eq!(list[0].field, ".status.conditions");
 }
 

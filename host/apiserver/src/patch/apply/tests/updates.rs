@@ -2,6 +2,7 @@
 //! what it added or changed, entries combine per manager identity, times
 //! move only when fields are taken, and the list is sorted and capped as
 //! apimachinery does.
+//! They call the pure functions only: never storage, HTTP or a clock.
 
 use super::*;
 use crate::patch::apply::managed::ManagerKey;
