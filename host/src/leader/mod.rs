@@ -4,10 +4,11 @@
 //! This module owns one Lease: it creates it, acquires it, renews it, observes
 //! who holds it, and releases it, always with resourceVersion-guarded writes so
 //! two candidates racing for an expired lease produce exactly one winner (the
-//! other gets 409 Conflict). It publishes the candidate's [`LeaderState`] and
-//! nothing else: it never runs workers, never waits for caches, and never
-//! writes any object but its Lease. Stopping writes when leadership is lost is
-//! the host's job; this module's job is to say so at once.
+//! other gets 409 Conflict). It publishes the candidate's [`LeaderState`], and
+//! translates it into the host's [`Leadership`], and nothing else: it never
+//! runs workers, never waits for caches, and never writes any object but its
+//! Lease. Stopping writes when leadership is lost is the host's job; this
+//! module's job is to say so at once.
 //!
 //! # Rules (as client-go)
 //! - A holder's lease is judged expired by **this candidate's local clock**:
@@ -56,13 +57,18 @@
 //! }
 //! # Ok(())
 //! # }
-//! ```//!
+//! ```
+//!
 //! # Layout
 //! - `config`: [`LeaderElectionConfig`], its validation, [`default_identity`].
 //! - `lock`: the Lease itself — reading, writing, the election record.
 //! - `elector`: the state machine ([`LeaderElector`], [`LeaderHandle`]).
 //! - `status`: what others read ([`LeaderStatus`], [`LeaderState`]).
+//! - `bridge`: the host's side — [`Leadership`], the preflight, starting
+//!   the elector once caches are warm ([`HostElection`]), the
+//!   `leader_election_master_status` gauge.
 
+mod bridge;
 mod config;
 mod elector;
 mod lock;
@@ -72,6 +78,9 @@ mod tests;
 
 use std::time::Duration;
 
+use crate::permissions::PermissionError;
+
+pub use bridge::{ElectionHandle, HostElection, Leadership};
 pub use config::{default_identity, LeaderElectionConfig, JITTER_FACTOR};
 pub use elector::{LeaderElector, LeaderHandle};
 pub use status::{LeaderState, LeaderStatus, LostReason, Termination};
@@ -135,6 +144,17 @@ pub enum Error {
     /// The elector task panicked or was aborted.
     #[error("leader election: the elector task ended abnormally: {0}")]
     Task(String),
+    /// The host's credentials may not use the Lease (preflight of
+    /// [`HostElection::preflight`]).
+    // `denied` is in the message and deliberately not a `#[source]`, so
+    // `{:#}` chains print it once.
+    #[error("leader election on Lease {lease}: {denied}")]
+    Permissions {
+        /// The lease name.
+        lease: String,
+        /// Every missing permission.
+        denied: PermissionError,
+    },
 }
 
 impl Error {
@@ -151,6 +171,7 @@ impl Error {
             Error::Release { .. } => "release",
             Error::ReleaseTimedOut { .. } => "release_timeout",
             Error::Task(_) => "task",
+            Error::Permissions { .. } => "permissions",
         }
     }
 }

@@ -1,4 +1,5 @@
-//! Unit tests of the elector against an in-memory Lease, with paused time.
+//! Unit tests of the elector (against an in-memory Lease) and of the host
+//! bridge, with paused time.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -10,15 +11,18 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::core::Status;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::{sleep, Instant};
 
+use super::bridge::publish;
 use super::config::lease_duration_seconds;
 use super::elector::{Attempt, Elector};
 use super::lock::{LeaseLock, Observed, Record};
 use super::{
-    Error, LeaderElectionConfig, LeaderState, LeaderStatus, LostReason, Result, Termination,
+    Error, HostElection, LeaderElectionConfig, LeaderState, LeaderStatus, Leadership, LostReason,
+    Result, Termination,
 };
 
 /// What the in-memory lease does with requests.
@@ -540,4 +544,86 @@ async fn a_dropped_elector_reads_as_lost_not_leader() {
         status.until_not_leading().await,
         LeaderState::Lost(LostReason::ElectorGone)
     );
+}
+
+// The bridge: leadership as the host sees it.
+
+#[test]
+fn the_host_reads_a_lost_or_stopped_elector_as_lost_with_its_final_state() {
+    assert_eq!(
+        Leadership::from(LeaderState::Follower {
+            holder: Some("b".into())
+        }),
+        Leadership::Waiting
+    );
+    assert_eq!(
+        Leadership::from(LeaderState::Leader {
+            valid_until: Instant::now()
+        }),
+        Leadership::Leading
+    );
+    assert_eq!(
+        Leadership::from(LeaderState::Lost(LostReason::Taken { holder: None })),
+        Leadership::Lost("Lost(Taken { holder: None })".into())
+    );
+    assert_eq!(
+        Leadership::from(LeaderState::Stopped),
+        Leadership::Lost("Stopped".into())
+    );
+}
+
+#[test]
+fn without_an_election_the_host_leads_at_once_and_reports_master_status_1() {
+    let (election, leadership) = HostElection::always_leading();
+    assert_eq!(*leadership.borrow(), Leadership::Leading);
+    let gauge = Gauge::default();
+    let handle = election.start(gauge.clone());
+    assert_eq!(gauge.get(), 1);
+    assert!(
+        leadership.has_changed().is_ok(),
+        "the signal stays open while the handle lives"
+    );
+    handle.abort();
+    assert!(leadership.has_changed().is_err());
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_host_waits_then_leads_then_loses_and_master_status_follows() {
+    let fake = FakeLeases::new();
+    let (status, _stop, _task) = start(candidate(&fake, "a"));
+    let (tx, mut leadership) = tokio::sync::watch::channel(Leadership::Waiting);
+    let gauge = Gauge::default();
+    tokio::spawn(publish(status, tx, gauge.clone()));
+
+    let led = leadership.wait_for(|l| *l != Leadership::Waiting).await;
+    assert_eq!(*led.unwrap(), Leadership::Leading);
+    assert_eq!(gauge.get(), 1);
+
+    let leading_since = Instant::now();
+    fake.set_mode(Mode::Fail);
+    let lost = leadership.wait_for(|l| *l != Leadership::Leading).await;
+    let Leadership::Lost(why) = lost.unwrap().clone() else {
+        panic!("lost")
+    };
+    assert!(why.contains("RenewDeadlineExceeded"), "{why}");
+    assert_eq!(leading_since.elapsed(), Duration::from_secs(10));
+    assert_eq!(gauge.get(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_elector_stopped_before_leading_is_lost_to_the_host_and_never_master() {
+    let fake = FakeLeases::new();
+    fake.put(held_by("other", 15));
+    let (status, stop, task) = start(candidate(&fake, "a"));
+    let (tx, mut leadership) = tokio::sync::watch::channel(Leadership::Waiting);
+    let gauge = Gauge::default();
+    let publisher = tokio::spawn(publish(status, tx, gauge.clone()));
+    sleep(Duration::from_secs(1)).await;
+    assert_eq!(*leadership.borrow_and_update(), Leadership::Waiting);
+
+    let _ = stop.send(());
+    task.await.unwrap().unwrap();
+    publisher.await.unwrap();
+    assert_eq!(*leadership.borrow(), Leadership::Lost("Stopped".into()));
+    assert_eq!(gauge.get(), 0);
 }
