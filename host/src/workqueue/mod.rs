@@ -22,11 +22,12 @@
 //!
 //! # Layout
 //! - `rate_limit`: [`Config`] and the [`RateLimiter`] (per-key backoff,
-//!   global bucket).
+//!   global bucket on [`governor`]); `clock`: the bucket's tokio clock.
 //! - `queue`: the [`Workqueue`] itself.
 //! - `workers`: [`run_workers`] and the handler's [`Outcome`].
 //! - `metrics`: the shared [`WorkqueueMetrics`] families.
 
+mod clock;
 mod metrics;
 mod queue;
 mod rate_limit;

@@ -8,11 +8,16 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
+use std::num::NonZeroU32;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use governor::middleware::NoOpMiddleware;
+use governor::state::{InMemoryState, NotKeyed};
+use governor::Quota;
 use tokio::time::Instant;
 
+use super::clock::{TokioClock, TokioInstant};
 use super::MAX_SCHEDULE_AHEAD;
 use crate::sync::lock;
 
@@ -82,7 +87,8 @@ impl Config {
 
     /// The global bucket's size: how many rate-limited adds pass at once
     /// before the rate applies. A burst of 0 makes even the first add wait
-    /// `1 / qps`.
+    /// `1 / qps`. The bucket never holds more than refills in ten years
+    /// (`qps` × ten years), which only caps bursts at absurdly low rates.
     #[must_use]
     pub fn burst(mut self, burst: u32) -> Self {
         self.burst = burst;
@@ -124,45 +130,80 @@ impl<K: Clone + Eq + Hash> ItemBackoff<K> {
     }
 }
 
-/// A token bucket that always grants a reservation and says how long to wait
-/// for it, like golang.org/x/time/rate's `Reserve().Delay()`.
+/// governor's direct (unkeyed) limiter on the bucket's own clock.
+type Gcra =
+    governor::RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<TokioInstant>>;
+
+/// client-go's `BucketRateLimiter`: a token bucket (`qps`, `burst`, starting
+/// full) that always grants a reservation and says how long to wait for it,
+/// like golang.org/x/time/rate's `Reserve().Delay()`. A reservation the bucket
+/// cannot serve now is granted at the instant governor says it could be, so
+/// reservations queue behind each other: with the bucket empty, the next two
+/// wait one and two periods.
+///
+/// Two limits keep governor's nanosecond arithmetic (at most 584 years) far
+/// from overflow. A reservation that would wait longer than the ten-year
+/// scheduling horizon is not booked: it waits the horizon. And a bucket holds
+/// at most the tokens that refill within that horizon — 3.15 billion at the
+/// default 10 qps, so only absurd settings (a burst of more than 315 at one
+/// token per million seconds) get a smaller burst than configured.
 #[derive(Debug)]
 pub(super) struct TokenBucket {
     /// `None` when unlimited.
-    qps: Option<f64>,
-    burst: f64,
-    tokens: f64,
-    last: Option<Instant>,
+    gcra: Option<Gcra>,
+    /// governor's smallest burst is 1. A burst of 0 is a burst of 1 whose
+    /// every wait is one period longer (the bucket's state moves the same),
+    /// so this is one period for a burst of 0, else zero.
+    zero_burst_wait: Duration,
 }
 
 impl TokenBucket {
     pub(super) fn new(qps: f64, burst: u32) -> Self {
-        let qps = (qps > 0.0 && qps.is_finite()).then_some(qps);
-        let burst = f64::from(burst);
-        Self {
-            qps,
-            burst,
-            tokens: burst,
-            last: None,
+        let unlimited = TokenBucket {
+            gcra: None,
+            zero_burst_wait: Duration::ZERO,
+        };
+        if !(qps > 0.0 && qps.is_finite()) {
+            return unlimited;
+        }
+        let period = Duration::try_from_secs_f64(1.0 / qps)
+            .unwrap_or(MAX_SCHEDULE_AHEAD)
+            .clamp(Duration::from_nanos(1), MAX_SCHEDULE_AHEAD);
+        let horizon_burst = MAX_SCHEDULE_AHEAD.as_nanos() / period.as_nanos();
+        let burst_cap = u32::try_from(horizon_burst).unwrap_or(u32::MAX);
+        let (Some(quota), Some(cells)) = (
+            Quota::with_period(period),
+            NonZeroU32::new(burst.clamp(1, burst_cap.max(1))),
+        ) else {
+            return unlimited;
+        };
+        let clock = TokioClock::new(Instant::now());
+        TokenBucket {
+            gcra: Some(Gcra::direct_with_clock(quota.allow_burst(cells), clock)),
+            zero_burst_wait: if burst == 0 { period } else { Duration::ZERO },
         }
     }
 
+    /// Takes a token at `now` and returns how long to wait for it.
     pub(super) fn reserve(&mut self, now: Instant) -> Duration {
-        let Some(qps) = self.qps else {
+        let Some(gcra) = &self.gcra else {
             return Duration::ZERO;
         };
-        if let Some(last) = self.last {
-            let refill = now.saturating_duration_since(last).as_secs_f64() * qps;
-            self.tokens = (self.tokens + refill).min(self.burst);
+        gcra.clock().set(now);
+        let granted_at = match gcra.check() {
+            Ok(()) => return self.zero_burst_wait,
+            Err(not_until) => not_until.earliest_possible().0,
+        };
+        let wait = granted_at.saturating_duration_since(now);
+        if wait >= MAX_SCHEDULE_AHEAD {
+            return MAX_SCHEDULE_AHEAD;
         }
-        self.last = Some(self.last.map_or(now, |last| last.max(now)));
-        self.tokens -= 1.0;
-        if self.tokens >= 0.0 {
-            return Duration::ZERO;
-        }
-        Duration::try_from_secs_f64(-self.tokens / qps)
-            .unwrap_or(MAX_SCHEDULE_AHEAD)
-            .min(MAX_SCHEDULE_AHEAD)
+        // Book the token at the instant it is granted: the cell conforms
+        // then, and the next reservation queues behind it.
+        gcra.clock().set(granted_at);
+        let booked = gcra.check();
+        debug_assert!(booked.is_ok(), "a cell conforms at its earliest instant");
+        (wait + self.zero_burst_wait).min(MAX_SCHEDULE_AHEAD)
     }
 }
 

@@ -119,6 +119,74 @@ async fn token_bucket_passes_a_burst_of_100_then_one_per_100ms() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_idle_bucket_refills_at_qps_up_to_its_burst() {
+    let mut bucket = TokenBucket::new(DEFAULT_QPS, DEFAULT_BURST);
+    let now = Instant::now();
+    for _ in 0..100 {
+        assert_eq!(bucket.reserve(now), Duration::ZERO);
+    }
+    // 5 s refill 50 tokens...
+    let later = now + Duration::from_secs(5);
+    for _ in 0..50 {
+        assert_eq!(bucket.reserve(later), Duration::ZERO);
+    }
+    assert_eq!(bucket.reserve(later), ms(100));
+    // ...and a long idle never more than the burst.
+    let much_later = now + Duration::from_secs(3600);
+    for _ in 0..100 {
+        assert_eq!(bucket.reserve(much_later), Duration::ZERO);
+    }
+    assert_eq!(bucket.reserve(much_later), ms(100));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_zero_burst_makes_every_add_wait_at_least_one_period() {
+    let mut bucket = TokenBucket::new(DEFAULT_QPS, 0);
+    let now = Instant::now();
+    assert_eq!(bucket.reserve(now), ms(100));
+    assert_eq!(bucket.reserve(now), ms(200));
+    // Idling refills nothing beyond the (empty) burst.
+    assert_eq!(bucket.reserve(now + Duration::from_secs(60)), ms(100));
+}
+
+#[tokio::test(start_paused = true)]
+async fn non_positive_nan_and_infinite_qps_never_throttle() {
+    for qps in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        let mut bucket = TokenBucket::new(qps, 0);
+        let now = Instant::now();
+        for _ in 0..1000 {
+            assert_eq!(bucket.reserve(now), Duration::ZERO, "qps {qps}");
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn absurd_rates_and_bursts_wait_at_most_the_horizon_and_never_overflow() {
+    let horizon = Duration::from_secs(10 * 365 * 24 * 60 * 60);
+    for (qps, burst) in [(1e-300, u32::MAX), (1e-12, 3), (0.1, u32::MAX), (1e12, 0)] {
+        let mut bucket = TokenBucket::new(qps, burst);
+        let now = Instant::now();
+        for _ in 0..1000 {
+            assert!(bucket.reserve(now) <= horizon, "qps {qps}, burst {burst}");
+        }
+    }
+    // One token per 10^12 s: the first passes, the next waits the horizon.
+    let mut bucket = TokenBucket::new(1e-12, 1);
+    assert_eq!(bucket.reserve(Instant::now()), Duration::ZERO);
+    assert_eq!(bucket.reserve(Instant::now()), horizon);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_global_bucket_follows_paused_tokio_time() {
+    let limiter = RateLimiter::new(&Config::default().base_delay(Duration::ZERO).burst(1));
+    assert_eq!(limiter.when(&key("a")), Duration::ZERO);
+    assert_eq!(limiter.when(&key("b")), ms(100));
+    tokio::time::advance(ms(200)).await;
+    assert_eq!(limiter.when(&key("c")), Duration::ZERO);
+    assert_eq!(limiter.when(&key("d")), ms(100));
+}
+
+#[tokio::test(start_paused = true)]
 async fn first_100_rate_limited_adds_are_immediate_and_the_101st_waits_100ms() {
     let q = Workqueue::new(&Config::default().base_delay(Duration::ZERO));
     for i in 0..101 {
