@@ -105,16 +105,8 @@ pub struct SupervisorConfig {
     pub rescan: Option<Duration>,
 }
 
-/// Leadership as the host sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Leadership {
-    /// Not leading (yet): caches stay warm, no worker runs.
-    Waiting,
-    /// Leading: workers run.
-    Leading,
-    /// Lost: stop every write and exit.
-    Lost(String),
-}
+/// Leadership as the host sees it (defined by the leader-election bridge).
+pub use crate::leader::Leadership;
 
 struct RunningGuest {
     key: String,
