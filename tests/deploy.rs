@@ -504,11 +504,7 @@ async fn host_works_with_exactly_the_role_and_fails_loudly_without_one_verb() {
         },
     )
     .await;
-    let errors = running
-        .controller()
-        .stats()
-        .errors
-        .load(std::sync::atomic::Ordering::Relaxed);
+    let errors = running.controller().metrics().errors();
     assert_eq!(errors, 0, "no request was refused");
     assert!(!running.is_finished(), "the host keeps running");
     running.stop().await.expect("the host stops cleanly");

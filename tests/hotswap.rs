@@ -4,7 +4,6 @@
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -71,10 +70,7 @@ async fn start_dir_host(client: &Client, dir: &Path, runtime: RuntimeConfig) -> 
 
 /// `wasmctrl_guest_swaps_total` of `guest` with `result`.
 fn swaps(metrics: &Metrics, guest: &str, result: &str) -> f64 {
-    let labels = [
-        format!("controller=\"{guest}\""),
-        format!("result=\"{result}\""),
-    ];
+    let labels = [format!("guest=\"{guest}\""), format!("result=\"{result}\"")];
     prom::metric(
         &metrics.encode(),
         "wasmctrl_guest_swaps_total",
@@ -217,7 +213,7 @@ async fn removing_a_guest_stops_it_and_leaves_its_outputs() {
     // the new pod, the host has seen it, and the summary must not follow.
     let logic = h.running.host.controller("logic").unwrap();
     eventually("logic is idle", || async { idle(&logic, &h.metrics) }).await;
-    let reconciles = || logic.stats().reconciles.load(Ordering::Relaxed);
+    let reconciles = || logic.metrics().reconciles();
     let before = reconciles();
     pod("b").on("n1").requesting("5").create(&client).await;
     eventually("logic reconciles the new pod", || async {
@@ -292,7 +288,7 @@ async fn hostile_guests_are_backed_off_and_do_not_delay_a_healthy_one() {
         hostile.iter().all(|(guest, reason)| {
             let c = h.running.host.controller(guest).unwrap();
             text.contains(&failure_line(guest, reason))
-                && c.stats().errors.load(Ordering::Relaxed) >= 1
+                && c.metrics().errors() >= 1
                 && c.queue().num_requeues(&"all".to_string()) >= 1
         })
     })
@@ -302,7 +298,7 @@ async fn hostile_guests_are_backed_off_and_do_not_delay_a_healthy_one() {
         let line = failure_line(guest, reason);
         assert!(text.contains(&line), "missing {line}");
         let c = h.running.host.controller(guest).unwrap();
-        assert!(c.stats().errors.load(Ordering::Relaxed) >= 1);
+        assert!(c.metrics().errors() >= 1);
         assert!(
             c.queue().num_requeues(&"all".to_string()) >= 1,
             "{guest} is backed off"
@@ -314,7 +310,7 @@ async fn hostile_guests_are_backed_off_and_do_not_delay_a_healthy_one() {
         Some(data(&[("n1", "1"), ("n2", "1"), ("n3", "1")]))
     );
     let healthy = h.running.host.controller("gpu-summary").unwrap();
-    assert_eq!(healthy.stats().errors.load(Ordering::Relaxed), 0);
+    assert_eq!(healthy.metrics().errors(), 0);
     h.running.stop().await.unwrap();
 }
 

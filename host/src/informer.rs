@@ -2,16 +2,16 @@
 //! projected cache, and change notifications to handlers.
 //!
 //! Owns the reflector loop (kube-runtime's `watcher`, which relists after a
-//! `410 Gone`), the store of [`ProjectedObject`]s (projection at ingest, like
-//! client-go's transform), delete notifications for objects that vanished
-//! while the watch was down (the tombstone case), the sync state, and the
-//! registry that shares one informer between every guest that needs it.
+//! `410 Gone`), projection at ingest (like client-go's transform) into the
+//! informer's [`Store`] (see [`crate::store`], which decides what each event
+//! amounts to, tombstones included), notifying handlers, the sync state, and
+//! the registry that shares one informer between every guest that needs it.
 //! It never computes request keys or does work for a guest: handlers are
 //! plain callbacks that must return at once.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 use futures::StreamExt;
@@ -25,8 +25,11 @@ use serde_json::Value as Json;
 use tokio::sync::watch as tokio_watch;
 use tokio::task::JoinHandle;
 
+pub use crate::store::{Change, ChangeKind};
+
 use crate::objects::Keep;
 use crate::projection::{FieldPath, Interner, ProjectedObject, Projection};
+use crate::store::{Store, Writer};
 use crate::sync::{lock, read, write};
 
 /// Identity of a shared informer.
@@ -112,39 +115,13 @@ pub enum SyncState {
     Failed(SyncError),
 }
 
-/// What happened to one object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChangeKind {
-    /// Seen for the first time.
-    Added,
-    /// Its projected fields changed.
-    Updated,
-    /// Deleted, left the selector, or vanished during a relist (tombstone).
-    Deleted,
-}
-
-/// A change notification. Handlers get it by reference and must not block.
-#[derive(Debug, Clone)]
-pub struct Change {
-    /// What happened.
-    pub kind: ChangeKind,
-    /// The object's namespace ("" for cluster-scoped).
-    pub namespace: Arc<str>,
-    /// The object's name.
-    pub name: Arc<str>,
-    /// The resourceVersion the cache now holds ("" after a delete).
-    pub resource_version: Arc<str>,
-}
-
 /// A change callback.
 pub type Handler = Arc<dyn Fn(&Change) + Send + Sync>;
-
-type ObjKey = (Arc<str>, Arc<str>);
 
 struct Inner {
     key: InformerKey,
     projection: Projection,
-    objects: RwLock<BTreeMap<ObjKey, Arc<ProjectedObject>>>,
+    store: Store,
     interner: Mutex<Interner>,
     handlers: RwLock<Vec<(u64, Handler)>>,
     next_handler: Mutex<u64>,
@@ -172,17 +149,18 @@ impl Informer {
     /// Starts listing and watching `key`, keeping `projection` of each object.
     pub fn start(client: Client, key: InformerKey, projection: Projection) -> Self {
         let (state, _) = tokio_watch::channel(SyncState::Pending);
+        let writer = Writer::default();
         let inner = Arc::new(Inner {
             key,
             projection,
-            objects: RwLock::new(BTreeMap::new()),
+            store: writer.store(),
             interner: Mutex::new(Interner::default()),
             handlers: RwLock::new(Vec::new()),
             next_handler: Mutex::new(0),
             state,
             lists: std::sync::atomic::AtomicU64::new(0),
         });
-        let task = tokio::spawn(run(client, inner.clone()));
+        let task = tokio::spawn(run(client, inner.clone(), writer));
         Informer {
             inner,
             task: Arc::new(TaskGuard(task)),
@@ -242,11 +220,7 @@ impl Informer {
             *next
         };
         write(&self.inner.handlers).push((id, handler.clone()));
-        let existing: Vec<(ObjKey, Arc<str>)> = read(&self.inner.objects)
-            .iter()
-            .map(|(k, o)| (k.clone(), o.resource_version.clone()))
-            .collect();
-        for ((namespace, name), resource_version) in existing {
+        for ((namespace, name), resource_version) in self.inner.store.versions() {
             handler(&Change {
                 kind: ChangeKind::Added,
                 namespace,
@@ -262,15 +236,19 @@ impl Informer {
         write(&self.inner.handlers).retain(|(h, _)| *h != id);
     }
 
+    /// A reader of the informer's cache.
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
     /// All cached objects, sorted by namespace then name.
     pub fn list(&self) -> Vec<Arc<ProjectedObject>> {
-        read(&self.inner.objects).values().cloned().collect()
+        self.inner.store.list()
     }
 
     /// One cached object.
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<ProjectedObject>> {
-        let key: ObjKey = (Arc::from(namespace), Arc::from(name));
-        read(&self.inner.objects).get(&key).cloned()
+        self.inner.store.get(namespace, name)
     }
 
     /// How many complete lists (the initial one plus relists after a
@@ -281,7 +259,7 @@ impl Informer {
 
     /// Number of cached objects.
     pub fn len(&self) -> usize {
-        read(&self.inner.objects).len()
+        self.inner.store.len()
     }
 
     /// Whether the cache is empty.
@@ -420,13 +398,6 @@ impl Resource for Pruned {
     }
 }
 
-fn meta_key(obj: &Pruned) -> ObjKey {
-    (
-        Arc::from(obj.metadata.namespace.as_deref().unwrap_or("")),
-        Arc::from(obj.metadata.name.as_deref().unwrap_or("")),
-    )
-}
-
 fn project(inner: &Inner, obj: Pruned) -> ProjectedObject {
     let mut body = obj.body;
     // List items come without apiVersion and kind (the list names them
@@ -448,34 +419,7 @@ fn project(inner: &Inner, obj: Pruned) -> ProjectedObject {
     inner.projection.project(&body, &mut interner)
 }
 
-/// Upserts; returns the change to report (None when projected fields are
-/// unchanged, so a resourceVersion-only update wakes nobody).
-fn upsert(inner: &Inner, obj: Pruned) -> Option<Change> {
-    let projected = project(inner, obj);
-    // The key shares the projected object's strings: no second copy.
-    let key: ObjKey = (projected.namespace.clone(), projected.name.clone());
-    let mut objects = write(&inner.objects);
-    let kind = match objects.get(&key) {
-        Some(old) if old.same_content(&projected) => {
-            // Keep the newest resourceVersion without waking handlers.
-            objects.insert(key, Arc::new(projected));
-            return None;
-        }
-        Some(_) => ChangeKind::Updated,
-        None => ChangeKind::Added,
-    };
-    let (namespace, name) = key.clone();
-    let resource_version = projected.resource_version.clone();
-    objects.insert(key, Arc::new(projected));
-    Some(Change {
-        kind,
-        namespace,
-        name,
-        resource_version,
-    })
-}
-
-async fn run(client: Client, inner: Arc<Inner>) {
+async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
     let ar = inner.key.api_resource();
     let api: Api<Pruned> = match &inner.key.namespace {
         Some(ns) => Api::namespaced_with(client, ns, &ar),
@@ -493,43 +437,17 @@ async fn run(client: Client, inner: Arc<Inner>) {
     let mut events = watcher(api, config).default_backoff().boxed();
     let mut stream =
         futures::stream::poll_fn(move |cx| with_keep(&keep, || events.poll_next_unpin(cx)));
-    // Keys seen since the last Init: what survives a relist.
-    let mut relisting: Option<BTreeSet<ObjKey>> = None;
     while let Some(event) = stream.next().await {
         match event {
-            Ok(watcher::Event::Init) => relisting = Some(BTreeSet::new()),
-            Ok(watcher::Event::InitApply(obj)) => {
-                if let Some(seen) = relisting.as_mut() {
-                    seen.insert(meta_key(&obj));
-                }
-                if let Some(change) = upsert(&inner, obj) {
+            Ok(watcher::Event::Init) => writer.start_relist(),
+            Ok(watcher::Event::InitApply(obj)) | Ok(watcher::Event::Apply(obj)) => {
+                if let Some(change) = writer.apply(project(&inner, obj)) {
                     notify(&inner, &change);
                 }
             }
             Ok(watcher::Event::InitDone) => {
-                let seen = relisting.take().unwrap_or_default();
-                let gone: Vec<ObjKey> = {
-                    let mut objects = write(&inner.objects);
-                    let gone: Vec<ObjKey> = objects
-                        .keys()
-                        .filter(|k| !seen.contains(*k))
-                        .cloned()
-                        .collect();
-                    for k in &gone {
-                        objects.remove(k);
-                    }
-                    gone
-                };
-                for (namespace, name) in gone {
-                    notify(
-                        &inner,
-                        &Change {
-                            kind: ChangeKind::Deleted,
-                            namespace,
-                            name,
-                            resource_version: Arc::from(""),
-                        },
-                    );
+                for tombstone in writer.finish_relist() {
+                    notify(&inner, &tombstone);
                 }
                 lock(&inner.interner).sweep();
                 inner
@@ -537,25 +455,11 @@ async fn run(client: Client, inner: Arc<Inner>) {
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 inner.state.send_replace(SyncState::Synced);
             }
-            Ok(watcher::Event::Apply(obj)) => {
-                if let Some(change) = upsert(&inner, obj) {
-                    notify(&inner, &change);
-                }
-            }
             Ok(watcher::Event::Delete(obj)) => {
-                let key = meta_key(&obj);
-                let removed = write(&inner.objects).remove(&key);
-                if removed.is_some() {
-                    let (namespace, name) = key;
-                    notify(
-                        &inner,
-                        &Change {
-                            kind: ChangeKind::Deleted,
-                            namespace,
-                            name,
-                            resource_version: Arc::from(""),
-                        },
-                    );
+                let meta = &obj.metadata;
+                let (ns, name) = (meta.namespace.as_deref(), meta.name.as_deref());
+                if let Some(tombstone) = writer.delete(ns.unwrap_or(""), name.unwrap_or("")) {
+                    notify(&inner, &tombstone);
                 }
             }
             Err(e) => {

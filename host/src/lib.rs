@@ -6,9 +6,11 @@
 
 pub mod actuator;
 pub mod client;
+pub mod config;
 pub mod controller;
 #[cfg(feature = "dev-server")]
 pub mod demo;
+pub mod discovery;
 pub mod guest;
 pub mod guestdir;
 pub mod informer;
@@ -16,9 +18,11 @@ pub mod leader;
 pub mod metrics;
 pub mod objects;
 pub mod offline;
+pub mod outputs;
 pub mod packaging;
 pub mod permissions;
 pub mod projection;
+pub mod store;
 pub mod supervisor;
 mod sync;
 pub mod workqueue;

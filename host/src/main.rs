@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
 use wasmctrl::guest::{self, GuestRuntime, RuntimeConfig};
+use wasmctrl::leader::{HostElection, LeaderElectionConfig};
 
 /// WebAssembly-pluggable Kubernetes controller host.
 #[derive(Parser)]
@@ -21,7 +22,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run guests against a cluster (in-cluster config first, then kubeconfig).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Run a guest once over objects from files and print its plan as JSON.
     Reconcile(ReconcileArgs),
     /// Serve the embedded Kubernetes API server until SIGINT/SIGTERM.
@@ -92,6 +93,21 @@ struct RunArgs {
     /// Address of the `/healthz` and `/readyz` endpoints.
     #[arg(long, default_value = "0.0.0.0:8081")]
     health_addr: std::net::SocketAddr,
+    #[command(flatten)]
+    election: ElectionArgs,
+    /// Client-side limit on API requests per second (all guests together).
+    #[arg(long, default_value_t = 20.0)]
+    kube_api_qps: f64,
+    /// Client-side burst of API requests.
+    #[arg(long, default_value_t = 40)]
+    kube_api_burst: u32,
+    #[command(flatten)]
+    sandbox: SandboxArgs,
+}
+
+/// Leader-election flags of `run`.
+#[derive(Args)]
+struct ElectionArgs {
     /// Elect a leader through a coordination.k8s.io Lease in the host's
     /// namespace: only the leader runs workers and writes; the others keep
     /// their caches warm.
@@ -112,14 +128,30 @@ struct RunArgs {
     /// Retry period, seconds.
     #[arg(long, default_value_t = 2.0)]
     retry_period_seconds: f64,
-    /// Client-side limit on API requests per second (all guests together).
-    #[arg(long, default_value_t = 20.0)]
-    kube_api_qps: f64,
-    /// Client-side burst of API requests.
-    #[arg(long, default_value_t = 40)]
-    kube_api_burst: u32,
-    #[command(flatten)]
-    sandbox: SandboxArgs,
+}
+
+impl ElectionArgs {
+    /// The election these flags ask for, on a Lease in `namespace`; `None`
+    /// without `--leader-elect`.
+    fn config(&self, namespace: &str) -> anyhow::Result<Option<LeaderElectionConfig>> {
+        if !self.leader_elect {
+            return Ok(None);
+        }
+        let identity = self
+            .identity
+            .clone()
+            .or_else(wasmctrl::leader::default_identity)
+            .context("no --identity, $POD_NAME or host name for leader election")?;
+        Ok(Some(
+            LeaderElectionConfig::default()
+                .namespace(namespace)
+                .lease_name(self.lease_name.clone())
+                .identity(identity)
+                .lease_duration(Duration::from_secs_f64(self.lease_duration_seconds))
+                .renew_deadline(Duration::from_secs_f64(self.renew_deadline_seconds))
+                .retry_period(Duration::from_secs_f64(self.retry_period_seconds)),
+        ))
+    }
 }
 
 #[cfg(feature = "dev-server")]
@@ -217,18 +249,19 @@ struct ReconcileArgs {
 }
 
 fn reconcile(args: ReconcileArgs) -> anyhow::Result<()> {
-    let config = wasmctrl::offline::parse_config(&args.config).map_err(anyhow::Error::msg)?;
+    let config = wasmctrl::config::parse_pairs(&args.config)?;
     let runtime = GuestRuntime::new(args.sandbox.runtime_config())?;
     let module = runtime.load_file(&args.guest)?;
     let env = guest::environment(&args.namespace, &config);
     // Decode only what the guest's watches need (the same projection the
     // host caches), which is what makes large dumps fast.
-    let keep = wasmctrl::objects::Keep::for_manifest(&module.manifest(&env)?);
+    let manifest = module.manifest(&env)?;
+    let keep = wasmctrl::objects::Keep::for_manifest(&manifest);
     let mut objects = Vec::new();
     for path in &args.objects {
         objects.extend(wasmctrl::objects::read_objects_keeping(path, &keep)?);
     }
-    let plan = wasmctrl::offline::reconcile(&module, &env, &objects)?;
+    let plan = wasmctrl::offline::reconcile(&module, &env, &manifest, &objects)?;
     let mut out = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut out, &plan).context("writing the plan")?;
     writeln!(out).context("writing the plan")?;
@@ -275,8 +308,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let metrics = std::sync::Arc::new(wasmctrl::metrics::Metrics::new());
     let client = kube_client(args.kubeconfig.as_deref(), limits, Some(metrics.clone())).await?;
     let namespace = host_namespace(args.namespace, &client);
-    let guest_config =
-        wasmctrl::controller::split_guest_config(&args.config).map_err(anyhow::Error::msg)?;
+    let guest_config = wasmctrl::config::parse_guest_pairs(&args.config)?;
     let config = wasmctrl::supervisor::SupervisorConfig {
         guests: args.guests,
         namespace,
@@ -296,105 +328,28 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let _metrics_endpoint = wasmctrl::metrics::serve_metrics(args.metrics_addr, metrics.clone())
         .await
         .with_context(|| format!("binding the metrics endpoint on {}", args.metrics_addr))?;
-    use wasmctrl::supervisor::Leadership;
-    let lease = args.lease_name.clone();
-    let set_gauge = {
-        let metrics = metrics.clone();
-        let lease = lease.clone();
-        move |v: i64| {
-            metrics
-                .leader
-                .get_or_create(&wasmctrl::metrics::NameLabels {
-                    name: lease.clone(),
-                })
-                .set(v);
-        }
+    let (election, leadership) = match args.election.config(&config.namespace)? {
+        Some(le_config) => HostElection::preflight(&client, le_config).await?,
+        None => HostElection::always_leading(),
     };
-    let elector = if args.leader_elect {
-        let identity = args
-            .identity
-            .clone()
-            .or_else(wasmctrl::leader::default_identity)
-            .context("no --identity, $POD_NAME or host name for leader election")?;
-        let le_config = wasmctrl::leader::LeaderElectionConfig::default()
-            .namespace(config.namespace.clone())
-            .lease_name(lease.clone())
-            .identity(identity)
-            .lease_duration(Duration::from_secs_f64(args.lease_duration_seconds))
-            .renew_deadline(Duration::from_secs_f64(args.renew_deadline_seconds))
-            .retry_period(Duration::from_secs_f64(args.retry_period_seconds));
-        le_config.validate()?;
-        // Fail now, naming what is missing, rather than as a follower that
-        // can never become leader.
-        use wasmctrl::permissions::{check, Checked, Need};
-        let ns = Some(config.namespace.as_str());
-        let needs = [
-            Need::new(
-                "get",
-                "coordination.k8s.io",
-                "leases",
-                ns,
-                Some(lease.as_str()),
-            ),
-            Need::new(
-                "update",
-                "coordination.k8s.io",
-                "leases",
-                ns,
-                Some(lease.as_str()),
-            ),
-            Need::new("create", "coordination.k8s.io", "leases", ns, None),
-        ];
-        match check(&client, &needs).await {
-            Ok(Checked::Allowed) => {}
-            Ok(unavailable) => tracing::warn!("leader election: {unavailable}"),
-            Err(e) => anyhow::bail!("leader election on Lease {lease}: {e}"),
-        }
-        Some((client.clone(), le_config))
-    } else {
-        None
-    };
-    let (lead_tx, lead_rx) = tokio::sync::watch::channel(if elector.is_some() {
-        Leadership::Waiting
-    } else {
-        Leadership::Leading
-    });
     // Informers start (and sync) before the election: a follower is a warm
     // standby, ready to take over.
     let host = std::sync::Arc::new(
         wasmctrl::supervisor::Supervisor::start_with_leadership(
             client,
             config,
-            Some(metrics),
-            lead_rx,
+            Some(metrics.clone()),
+            leadership,
         )
         .await?,
     );
-    let handle = match elector {
-        Some((client, le_config)) => {
-            set_gauge(0);
-            let handle = wasmctrl::leader::LeaderElector::new(client, le_config)?.spawn();
-            let mut status = handle.status();
-            let set_gauge = set_gauge.clone();
-            tokio::spawn(async move {
-                if let Err(state) = status.until_leading().await {
-                    let _ = lead_tx.send(Leadership::Lost(format!("{state:?}")));
-                    return;
-                }
-                tracing::info!(lease = %status.lease_name(), "became the leader; starting workers");
-                set_gauge(1);
-                let _ = lead_tx.send(Leadership::Leading);
-                let state = status.until_not_leading().await;
-                set_gauge(0);
-                let _ = lead_tx.send(Leadership::Lost(format!("{state:?}")));
-            });
-            Some(handle)
-        }
-        None => {
-            set_gauge(1);
-            None
-        }
-    };
+    let master_status = metrics
+        .leader
+        .get_or_create(&wasmctrl::metrics::NameLabels {
+            name: args.election.lease_name,
+        })
+        .clone();
+    let election = election.start(master_status);
     let ready_host = host.clone();
     let _health_endpoint = wasmctrl::metrics::serve_health(
         args.health_addr,
@@ -403,16 +358,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     .await
     .with_context(|| format!("binding the health endpoint on {}", args.health_addr))?;
     let result = host.run(shutdown_signal(), Duration::from_secs(10)).await;
-    if let Some(handle) = handle {
-        match &result {
-            // Workers are stopped and drained: release the lease so a
-            // standby takes over at once.
-            Ok(()) => match handle.stop().await {
-                Ok(t) => tracing::info!(?t, "leader election stopped"),
-                Err(e) => tracing::warn!("cannot release the lease; it will expire: {e}"),
-            },
-            Err(_) => handle.abort(),
-        }
+    match &result {
+        // Workers are stopped and drained: release the lease so a standby
+        // takes over at once.
+        Ok(()) => election.stop().await,
+        Err(_) => election.abort(),
     }
     result?;
     Ok(())
@@ -508,7 +458,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Reconcile(args) => reconcile(args),
-        Command::Run(args) => runtime.block_on(run(args)),
+        Command::Run(args) => runtime.block_on(run(*args)),
         #[cfg(feature = "dev-server")]
         Command::Apiserver(args) => runtime.block_on(apiserver(args)),
         #[cfg(feature = "dev-server")]

@@ -1,7 +1,9 @@
 //! Prometheus metrics and the health/metrics HTTP endpoints.
 //!
 //! Owns every metric family the host exports (registered once, labelled by
-//! guest, so guests can come and go) and the two small HTTP servers
+//! guest, so guests can come and go), each guest's [`GuestMetrics`] handle
+//! on them (the only counters the host keeps: tests and the demo read the
+//! same numbers Prometheus scrapes), and the two small HTTP servers
 //! controller-runtime managers also run: `/metrics` on the metrics address,
 //! `/healthz` and `/readyz` on the health address. It never decides what is
 //! healthy: callers pass a readiness probe.
@@ -85,6 +87,15 @@ pub struct WriteLabels {
     pub verb: String,
 }
 
+/// `{guest, result}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct GuestResultLabels {
+    /// The guest name.
+    pub guest: String,
+    /// The outcome.
+    pub result: String,
+}
+
 /// `{name}`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct NameLabels {
@@ -155,7 +166,9 @@ pub struct Metrics {
     /// `wasmctrl_guest_info{guest,digest,file}` = 1 for each loaded module.
     pub guest_info: Family<GuestInfoLabels, Gauge>,
     /// `wasmctrl_guest_swaps_total{guest,result}`.
-    pub guest_swaps: Family<ResultLabels, Counter>,
+    pub guest_swaps: Family<GuestResultLabels, Counter>,
+    /// `wasmctrl_resyncs_total{guest}`: periodic re-enqueues of every key.
+    pub resyncs: Family<GuestLabels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -190,6 +203,7 @@ impl Metrics {
             guest_failures: Family::default(),
             guest_info: Family::default(),
             guest_swaps: Family::default(),
+            resyncs: Family::default(),
             registry: Registry::default(),
         };
         // prometheus-client appends `_total` to counters.
@@ -258,6 +272,11 @@ impl Metrics {
             "Guest module swaps by result",
             m.guest_swaps.clone(),
         );
+        registry.register(
+            "wasmctrl_resyncs",
+            "Periodic resyncs (every key re-enqueued) per guest",
+            m.resyncs.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -271,8 +290,219 @@ impl Metrics {
     }
 }
 
-/// Readiness probe: Ok when ready, Err(reason) otherwise.
-pub type Readiness = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+/// One guest's handles on the host's metric families, labelled once when the
+/// guest starts. Cheap to clone; every clone counts into the same series.
+///
+/// Label names: the families controller-runtime and client-go define keep
+/// their standard label (`controller` for `controller_runtime_*`, `name`
+/// for `workqueue_*`); every `wasmctrl_*` family labels the guest `guest`.
+#[derive(Clone)]
+pub struct GuestMetrics {
+    metrics: Arc<Metrics>,
+    guest: String,
+    reconcile_ok: Counter,
+    reconcile_requeue: Counter,
+    reconcile_error: Counter,
+    reconcile_time: Histogram,
+    applies: Counter,
+    deletes: Counter,
+    events: Counter,
+    skipped: Counter,
+    instantiate: Histogram,
+    call: Histogram,
+    resyncs: Counter,
+}
+
+impl std::fmt::Debug for GuestMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GuestMetrics")
+            .field("guest", &self.guest)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How one reconcile ended, for `controller_runtime_reconcile_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReconcileResult {
+    /// Done; nothing to come back for.
+    Success,
+    /// Done; the guest asked to be called again after a delay.
+    RequeueAfter,
+    /// Failed with this reason (a metric label: `trap`, `conflict`, ...).
+    Error(&'static str),
+}
+
+/// A write the actuator made, for `wasmctrl_writes_total{verb}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteVerb {
+    /// A server-side apply.
+    Apply,
+    /// A delete.
+    Delete,
+    /// An event.
+    Event,
+}
+
+impl WriteVerb {
+    fn label(self) -> &'static str {
+        match self {
+            WriteVerb::Apply => "apply",
+            WriteVerb::Delete => "delete",
+            WriteVerb::Event => "event",
+        }
+    }
+}
+
+impl GuestMetrics {
+    /// The handle for `guest` on `metrics`' families.
+    pub fn new(metrics: Arc<Metrics>, guest: &str) -> Self {
+        let result = |r: &str| {
+            metrics
+                .reconcile_total
+                .get_or_create(&ResultLabels {
+                    controller: guest.to_string(),
+                    result: r.to_string(),
+                })
+                .clone()
+        };
+        let write = |verb: WriteVerb| {
+            metrics
+                .writes
+                .get_or_create(&WriteLabels {
+                    guest: guest.to_string(),
+                    verb: verb.label().to_string(),
+                })
+                .clone()
+        };
+        let g = GuestLabels {
+            guest: guest.to_string(),
+        };
+        GuestMetrics {
+            reconcile_ok: result("success"),
+            reconcile_requeue: result("requeue_after"),
+            reconcile_error: result("error"),
+            reconcile_time: metrics
+                .reconcile_time
+                .get_or_create(&ControllerLabels {
+                    controller: guest.to_string(),
+                })
+                .clone(),
+            applies: write(WriteVerb::Apply),
+            deletes: write(WriteVerb::Delete),
+            events: write(WriteVerb::Event),
+            skipped: metrics.writes_skipped.get_or_create(&g).clone(),
+            instantiate: metrics.guest_instantiate.get_or_create(&g).clone(),
+            call: metrics.guest_reconcile.get_or_create(&g).clone(),
+            resyncs: metrics.resyncs.get_or_create(&g).clone(),
+            guest: guest.to_string(),
+            metrics: metrics.clone(),
+        }
+    }
+
+    /// The host's families (for what is not per-guest: the queue's).
+    pub fn families(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Records one reconcile and how long it took.
+    pub fn reconciled(&self, result: ReconcileResult, elapsed: Duration) {
+        self.reconcile_time.observe(elapsed.as_secs_f64());
+        match result {
+            ReconcileResult::Success => self.reconcile_ok.inc(),
+            ReconcileResult::RequeueAfter => self.reconcile_requeue.inc(),
+            ReconcileResult::Error(reason) => {
+                self.metrics
+                    .reconcile_errors
+                    .get_or_create(&ReasonLabels {
+                        controller: self.guest.clone(),
+                        reason: reason.to_string(),
+                    })
+                    .inc();
+                self.reconcile_error.inc()
+            }
+        };
+    }
+
+    /// Records one guest call: instance creation and time inside the guest,
+    /// and its failure reason if it failed.
+    pub fn guest_call(&self, instantiate: Duration, call: Duration, failure: Option<&str>) {
+        self.instantiate.observe(instantiate.as_secs_f64());
+        self.call.observe(call.as_secs_f64());
+        if let Some(reason) = failure {
+            self.metrics
+                .guest_failures
+                .get_or_create(&GuestReasonLabels {
+                    guest: self.guest.clone(),
+                    reason: reason.to_string(),
+                })
+                .inc();
+        }
+    }
+
+    /// Records a write request that succeeded.
+    pub fn wrote(&self, verb: WriteVerb) {
+        match verb {
+            WriteVerb::Apply => self.applies.inc(),
+            WriteVerb::Delete => self.deletes.inc(),
+            WriteVerb::Event => self.events.inc(),
+        };
+    }
+
+    /// Records an apply skipped because the live object already matched.
+    pub fn skipped_write(&self) {
+        self.skipped.inc();
+    }
+
+    /// Records a periodic resync.
+    pub fn resynced(&self) {
+        self.resyncs.inc();
+    }
+
+    /// Marks `digest` (loaded from `file`) as this guest's module.
+    pub fn loaded(&self, digest: &str, file: &str) {
+        self.metrics
+            .guest_info
+            .get_or_create(&GuestInfoLabels {
+                guest: self.guest.clone(),
+                digest: digest.to_string(),
+                file: file.to_string(),
+            })
+            .set(1);
+    }
+
+    /// Reconciles run, whatever their result.
+    pub fn reconciles(&self) -> u64 {
+        self.reconcile_ok.get() + self.reconcile_requeue.get() + self.reconcile_error.get()
+    }
+
+    /// Reconciles that failed (guest or actuator).
+    pub fn errors(&self) -> u64 {
+        self.reconcile_error.get()
+    }
+
+    /// Apply requests that succeeded.
+    pub fn applies(&self) -> u64 {
+        self.applies.get()
+    }
+
+    /// Applies skipped as no-ops.
+    pub fn skipped(&self) -> u64 {
+        self.skipped.get()
+    }
+
+    /// Requests that changed the cluster: applies, deletes and events.
+    pub fn writes(&self) -> u64 {
+        self.applies.get() + self.deletes.get() + self.events.get()
+    }
+
+    /// Periodic resyncs.
+    pub fn resyncs(&self) -> u64 {
+        self.resyncs.get()
+    }
+}
+
+/// Readiness probe: Ok when ready, Err(why not) otherwise.
+pub type Readiness<E> = Arc<dyn Fn() -> Result<(), E> + Send + Sync>;
 
 async fn metrics_handler(State(m): State<Arc<Metrics>>) -> impl IntoResponse {
     (
@@ -289,7 +519,7 @@ async fn healthz() -> impl IntoResponse {
     (StatusCode::OK, "ok\n")
 }
 
-async fn readyz(State(ready): State<Readiness>) -> impl IntoResponse {
+async fn readyz<E: std::fmt::Display>(State(ready): State<Readiness<E>>) -> impl IntoResponse {
     match ready() {
         Ok(()) => (StatusCode::OK, "ok\n".to_string()),
         Err(why) => (
@@ -336,7 +566,10 @@ pub async fn serve_metrics(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::
 }
 
 /// Serves `/healthz` and `/readyz` on `addr`.
-pub async fn serve_health(addr: SocketAddr, ready: Readiness) -> std::io::Result<Endpoint> {
+pub async fn serve_health<E: std::fmt::Display + 'static>(
+    addr: SocketAddr,
+    ready: Readiness<E>,
+) -> std::io::Result<Endpoint> {
     let app = Router::new()
         .route("/healthz", get(healthz))
         .route("/livez", get(healthz))
@@ -399,5 +632,30 @@ mod tests {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }
         assert!(text.contains("# TYPE workqueue_depth gauge"), "{text}");
+    }
+
+    #[test]
+    fn a_guest_handle_counts_into_the_scraped_series_with_one_label_per_family() {
+        let m = Arc::new(Metrics::new());
+        let g = GuestMetrics::new(m.clone(), "gpu");
+        g.reconciled(ReconcileResult::Error("conflict"), Duration::from_millis(2));
+        g.reconciled(ReconcileResult::Success, Duration::from_millis(1));
+        g.wrote(WriteVerb::Apply);
+        g.skipped_write();
+        g.guest_call(Duration::ZERO, Duration::ZERO, Some("trap"));
+        let text = m.encode();
+        for line in [
+            "controller_runtime_reconcile_total{controller=\"gpu\",result=\"error\"} 1",
+            "controller_runtime_reconcile_errors_total{controller=\"gpu\",reason=\"conflict\"} 1",
+            "wasmctrl_writes_total{guest=\"gpu\",verb=\"apply\"} 1",
+            "wasmctrl_writes_skipped_total{guest=\"gpu\"} 1",
+            "wasmctrl_guest_failures_total{guest=\"gpu\",reason=\"trap\"} 1",
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+        assert_eq!(
+            (g.reconciles(), g.errors(), g.applies(), g.writes()),
+            (2, 1, 1, 1)
+        );
     }
 }

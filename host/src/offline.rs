@@ -5,7 +5,6 @@
 //! Owns the mapping from a flat list of objects to each watch's cached view
 //! and the JSON shape of the printed plan. It never contacts a cluster.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{json, Value as Json};
@@ -112,15 +111,16 @@ pub fn keys(manifest: &GuestManifest, world: &[Vec<ProjectedObject>]) -> Vec<Str
     keys.into_iter().collect()
 }
 
-/// Runs the guest over `objects` once per request key and merges the plans.
+/// Runs the guest (described with `env` as `manifest`) over `objects` once
+/// per request key and merges the plans.
 pub fn reconcile(
     module: &GuestModule,
     env: &Environment,
+    manifest: &GuestManifest,
     objects: &[Json],
 ) -> Result<Json, OfflineError> {
-    let manifest = module.manifest(env)?;
     let mut interner = Interner::default();
-    let world = project_world(&manifest, objects, &mut interner)?;
+    let world = project_world(manifest, objects, &mut interner)?;
     let views: Vec<guest::snapshot::WatchView<'_>> = world
         .iter()
         .zip(&manifest.watches)
@@ -128,10 +128,10 @@ pub fn reconcile(
             guest::snapshot::WatchView::identity(objs.iter().collect(), w.projection.paths().len())
         })
         .collect();
-    let snapshot = guest::snapshot::build(&manifest, &views);
+    let snapshot = guest::snapshot::build(manifest, &views);
     let mut plans = Vec::new();
-    for key in keys(&manifest, &world) {
-        let (result, _stats) = module.reconcile(&manifest, env, &key, &snapshot);
+    for key in keys(manifest, &world) {
+        let (result, _stats) = module.reconcile(manifest, env, &key, &snapshot);
         plans.push(result?);
     }
     Ok(plan_json(&plans))
@@ -181,19 +181,4 @@ pub fn plan_json(plans: &[ValidatedPlan]) -> Json {
         .min()
         .map(|d: Duration| d.as_secs_f64());
     json!({"apply": apply, "delete": delete, "events": events, "requeueAfterSeconds": requeue})
-}
-
-/// Parses `KEY=VALUE` pairs.
-pub fn parse_config(pairs: &[String]) -> Result<BTreeMap<String, String>, String> {
-    let mut out = BTreeMap::new();
-    for p in pairs {
-        let (k, v) = p
-            .split_once('=')
-            .ok_or_else(|| format!("--config {p:?}: expected KEY=VALUE"))?;
-        if k.is_empty() {
-            return Err(format!("--config {p:?}: empty key"));
-        }
-        out.insert(k.to_string(), v.to_string());
-    }
-    Ok(out)
 }

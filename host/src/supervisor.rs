@@ -22,11 +22,12 @@ use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::Client;
 use tokio::sync::{mpsc, watch};
 
-use crate::controller::{ControllerConfig, ControllerError, GuestController};
+use crate::controller::{ControllerConfig, ControllerError, DescribedGuest, GuestController};
+use crate::discovery::Discovery;
 use crate::guest::{self, GuestError, GuestModule, GuestRuntime, RuntimeConfig};
-use crate::guestdir::{self, DirWatch, GuestDirError, GuestFile};
+use crate::guestdir::{self, ConfigFileError, DirWatch, GuestDirError, GuestFile};
 use crate::informer::InformerRegistry;
-use crate::metrics::{Metrics, ResultLabels};
+use crate::metrics::{GuestResultLabels, Metrics};
 use crate::sync::lock;
 
 /// Why the supervisor (and so the host process) stopped with an error.
@@ -55,12 +56,13 @@ pub enum SupervisorError {
         second: String,
     },
     /// A guest's configuration file is unusable.
-    #[error("guest {key}: {message}")]
+    #[error("guest {key}: {source}")]
     Config {
         /// The guest's file stem.
         key: String,
         /// What is wrong.
-        message: String,
+        #[source]
+        source: ConfigFileError,
     },
     /// Leadership was lost: writes stopped; the process must exit.
     #[error("lost leadership: {0}")]
@@ -71,6 +73,14 @@ impl From<ControllerError> for SupervisorError {
     fn from(e: ControllerError) -> Self {
         SupervisorError::Controller(Box::new(e))
     }
+}
+
+/// A guest whose caches have not synced yet (the host is not ready).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("caches of guest {guest} not synced")]
+pub struct NotSynced {
+    /// The guest.
+    pub guest: String,
 }
 
 /// Everything the host needs to start.
@@ -95,16 +105,8 @@ pub struct SupervisorConfig {
     pub rescan: Option<Duration>,
 }
 
-/// Leadership as the host sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Leadership {
-    /// Not leading (yet): caches stay warm, no worker runs.
-    Waiting,
-    /// Leading: workers run.
-    Leading,
-    /// Lost: stop every write and exit.
-    Lost(String),
-}
+/// Leadership as the host sees it (defined by the leader-election bridge).
+pub use crate::leader::Leadership;
 
 struct RunningGuest {
     key: String,
@@ -119,8 +121,9 @@ pub struct Supervisor {
     client: Client,
     registry: InformerRegistry,
     runtime: GuestRuntime,
+    discovery: Discovery,
     config: SupervisorConfig,
-    metrics: Option<Arc<Metrics>>,
+    metrics: Arc<Metrics>,
     guests: Mutex<BTreeMap<String, RunningGuest>>,
     failures_tx: mpsc::UnboundedSender<ControllerError>,
     failures_rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<ControllerError>>,
@@ -161,6 +164,10 @@ impl Supervisor {
         }
         let runtime = GuestRuntime::new(config.runtime.clone())?;
         let registry = InformerRegistry::new(client.clone());
+        let discovery = Discovery::new(client.clone());
+        // Without a scraped registry the guests still count (tests and the
+        // demo read the same counters).
+        let metrics = metrics.unwrap_or_default();
         let (failures_tx, failures_rx) = mpsc::unbounded_channel();
         let recorder = Recorder::new(
             client.clone(),
@@ -173,6 +180,7 @@ impl Supervisor {
             client,
             registry,
             runtime,
+            discovery,
             config,
             metrics,
             guests: Mutex::new(BTreeMap::new()),
@@ -184,8 +192,8 @@ impl Supervisor {
         };
         for path in host.config.guests.clone() {
             let module = host.runtime.load_file(&path)?;
-            let values = host.config_for(&module, &path);
-            let controller = host.controller_for(module, values).await?;
+            let described = host.describe_file(module, &path).await?;
+            let controller = host.controller_for(described).await?;
             host.check_unique(&controller, &path.display().to_string())?;
             tracing::info!(guest = controller.name(), path = %path.display(), "guest loaded");
             host.insert(
@@ -202,14 +210,15 @@ impl Supervisor {
                 let config = file
                     .config
                     .clone()
-                    .map_err(|message| SupervisorError::Config {
+                    .map_err(|source| SupervisorError::Config {
                         key: key.clone(),
-                        message,
+                        source,
                     })?;
                 let module = host
                     .runtime
                     .load_bytes(&format!("{key}.wasm"), &file.bytes)?;
-                let controller = host.controller_for(module, config).await?;
+                let described = host.describe(module, config).await?;
+                let controller = host.controller_for(described).await?;
                 host.check_unique(&controller, &file.path.display().to_string())?;
                 tracing::info!(guest = controller.name(), path = %file.path.display(), "guest loaded");
                 host.insert(
@@ -274,30 +283,59 @@ impl Supervisor {
         })
     }
 
-    /// The guest's configuration: `--config` entries under its declared
-    /// name (asked once without configuration) or its file stem.
-    fn config_for(&self, module: &GuestModule, path: &Path) -> BTreeMap<String, String> {
-        let bare = guest::environment(&self.config.namespace, &BTreeMap::new());
-        let declared = module.manifest(&bare).ok().map(|m| m.name);
-        declared
-            .as_ref()
-            .and_then(|n| self.config.guest_config.get(n))
-            .or_else(|| self.config.guest_config.get(&stem(path)))
-            .cloned()
-            .unwrap_or_default()
+    /// Describes `module` with `values` as its configuration (off the
+    /// async runtime: a guest call may take up to its deadline).
+    async fn describe(
+        &self,
+        module: GuestModule,
+        values: BTreeMap<String, String>,
+    ) -> Result<DescribedGuest, SupervisorError> {
+        let env = guest::environment(&self.config.namespace, &values);
+        let (m, e) = (module.clone(), env.clone());
+        let manifest = tokio::task::spawn_blocking(move || m.manifest(&e))
+            .await
+            .map_err(|e| GuestError {
+                guest: module.label().to_string(),
+                kind: guest::GuestErrorKind::Trap(format!("describe task failed: {e}")),
+            })??;
+        Ok(DescribedGuest {
+            module,
+            env,
+            manifest,
+        })
+    }
+
+    /// Describes a `--guest` file with its `--config` entries, found under
+    /// its declared name or else its file stem. The name is only known by
+    /// describing, so the guest is described with the stem's entries (or
+    /// none) first, and again only when entries under its declared name
+    /// differ from those.
+    async fn describe_file(
+        &self,
+        module: GuestModule,
+        path: &Path,
+    ) -> Result<DescribedGuest, SupervisorError> {
+        let by_stem = self.config.guest_config.get(&stem(path)).cloned();
+        let first = self
+            .describe(module.clone(), by_stem.clone().unwrap_or_default())
+            .await?;
+        match self.config.guest_config.get(&first.manifest.name) {
+            Some(by_name) if Some(by_name) != by_stem.as_ref() => {
+                self.describe(module, by_name.clone()).await
+            }
+            _ => Ok(first),
+        }
     }
 
     async fn controller_for(
         &self,
-        module: GuestModule,
-        values: BTreeMap<String, String>,
+        described: DescribedGuest,
     ) -> Result<GuestController, SupervisorError> {
-        let env = guest::environment(&self.config.namespace, &values);
         Ok(GuestController::start(
             self.client.clone(),
             &self.registry,
-            module,
-            env,
+            &self.discovery,
+            described,
             self.config.controller.clone(),
             self.metrics.clone(),
         )
@@ -327,16 +365,15 @@ impl Supervisor {
 
     /// Readiness: Ok once every cache of every guest has synced (followers
     /// too: they must be able to take over); otherwise which guest waits.
-    pub fn readiness(&self) -> Result<(), String> {
+    pub fn readiness(&self) -> Result<(), NotSynced> {
         match lock(&self.guests)
             .values()
             .find(|g| !g.controller.is_synced())
         {
             None => Ok(()),
-            Some(g) => Err(format!(
-                "caches of guest {} not synced",
-                g.controller.name()
-            )),
+            Some(g) => Err(NotSynced {
+                guest: g.controller.name().to_string(),
+            }),
         }
     }
 
@@ -346,14 +383,13 @@ impl Supervisor {
     }
 
     fn count_swap(&self, guest: &str, result: &str) {
-        if let Some(m) = &self.metrics {
-            m.guest_swaps
-                .get_or_create(&ResultLabels {
-                    controller: guest.to_string(),
-                    result: result.to_string(),
-                })
-                .inc();
-        }
+        self.metrics
+            .guest_swaps
+            .get_or_create(&GuestResultLabels {
+                guest: guest.to_string(),
+                result: result.to_string(),
+            })
+            .inc();
     }
 
     /// Records a Kubernetes Event about a guest change on the host's Pod
@@ -420,9 +456,9 @@ impl Supervisor {
             let config = file
                 .config
                 .clone()
-                .map_err(|message| SupervisorError::Config {
+                .map_err(|source| SupervisorError::Config {
                     key: key.clone(),
-                    message,
+                    source,
                 })?;
             let runtime = self.runtime.clone();
             let bytes = file.bytes.clone();
@@ -436,7 +472,8 @@ impl Supervisor {
                         kind: guest::GuestErrorKind::Compile(format!("compile task failed: {e}")),
                     })
                 })??;
-            let controller = self.controller_for(module, config).await?;
+            let described = self.describe(module, config).await?;
+            let controller = self.controller_for(described).await?;
             if let Some(other) = lock(&self.guests)
                 .values()
                 .find(|g| g.key != key && g.controller.name() == controller.name())

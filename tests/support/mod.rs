@@ -263,22 +263,13 @@ impl RunningHost {
     }
 
     pub fn applies(&self) -> u64 {
-        self.controller()
-            .actuator_counters()
-            .applies
-            .load(std::sync::atomic::Ordering::Relaxed)
+        self.controller().metrics().applies()
     }
     pub fn skipped(&self) -> u64 {
-        self.controller()
-            .actuator_counters()
-            .skipped
-            .load(std::sync::atomic::Ordering::Relaxed)
+        self.controller().metrics().skipped()
     }
     pub fn reconciles(&self) -> u64 {
-        self.controller()
-            .stats()
-            .reconciles
-            .load(std::sync::atomic::Ordering::Relaxed)
+        self.controller().metrics().reconciles()
     }
 
     /// Whether the first guest's queue is idle: see [`idle`].

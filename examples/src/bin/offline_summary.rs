@@ -35,7 +35,8 @@ fn main() -> anyhow::Result<()> {
     let mut config = BTreeMap::new();
     config.insert("name".to_string(), "gpu-summary".to_string());
     let env = guest::environment("ops", &config);
-    let plan = wasmctrl::offline::reconcile(&module, &env, &objects)?;
+    let manifest = module.manifest(&env)?;
+    let plan = wasmctrl::offline::reconcile(&module, &env, &manifest, &objects)?;
     println!("{}", serde_json::to_string_pretty(&plan)?);
     anyhow::ensure!(
         plan["apply"][0]["data"] == json!({"gpu-node-1": "6", "gpu-node-2": "1"}),

@@ -2,6 +2,8 @@
 //! `/apis/{group}/{version}`) built from the [`Registry`]. Only the legacy
 //! (unaggregated) discovery types are served: clients asking for aggregated
 //! discovery also accept `application/json` and fall back to these.
+//! It reads only the [`Registry`]: it never touches objects or the store,
+//! and never advertises a resource the registry does not serve.
 
 use serde_json::{json, Value};
 

@@ -2,11 +2,26 @@
 //! links neither wasmtime nor the host: the real kube client, kubectl and
 //! the official Python client against the server over real HTTPS.
 //!
-//! `cargo test -p wasmctrl-apiserver --test apiserver kubectl::` runs one
+//! One module per area a client can observe (`crud`, `lists`, `watch`,
+//! `patch`, `field_validation`, `lifecycle`, `kinds`, `auth`, `faults`)
+//! drives the server with the real kube client, sharing the fixtures of
+//! `common`; `kubectl` drives it with kubectl and the Python client;
+//! `scale` with many objects and watchers. Tests never share a server:
+//! each starts its own, so they run in parallel and in any order.
+//! `cargo test -p wasmctrl-apiserver --test apiserver watch::` runs one
 //! area.
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-mod kube_client;
+mod auth;
+mod common;
+mod crud;
+mod faults;
+mod field_validation;
+mod kinds;
 mod kubectl;
+mod lifecycle;
+mod lists;
+mod patch;
 mod scale;
+mod watch;

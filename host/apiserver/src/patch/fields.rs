@@ -1,6 +1,9 @@
 //! Field paths and field sets as structured-merge-diff models them, with
 //! the `FieldsV1` encoding stored in `metadata.managedFields` and the path
 //! notation used in apply conflict messages.
+//! These are plain values: this module never looks at an object (which
+//! fields a value has is the apply walk's business) and never decides
+//! ownership.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

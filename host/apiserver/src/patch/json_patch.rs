@@ -1,5 +1,7 @@
 //! JSON patch (RFC 6902) over JSON pointers (RFC 6901): `add`, `remove`,
 //! `replace`, `move`, `copy`, `test`, applied atomically in order.
+//! It never knows the object's kind and never returns a half-patched
+//! document: the first failing operation fails the whole patch.
 
 use serde_json::Value;
 

@@ -1,5 +1,7 @@
 //! JSON merge patch (RFC 7386): objects merge key by key, `null` deletes a
 //! key, everything else (arrays included) replaces.
+//! It never looks at list types, merge keys or the object's kind (that is
+//! strategic merge patch) and never fails.
 
 use serde_json::{Map, Value};
 

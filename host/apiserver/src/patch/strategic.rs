@@ -2,6 +2,8 @@
 //! except that the well-known lists (see [`super::schema`]) merge by their
 //! patch merge key or as sets, and the `$patch`, `$deleteFromPrimitiveList`,
 //! `$retainKeys` and `$setElementOrder` directives are understood.
+//! It never records field ownership and never validates the patched
+//! object against its kind (callers do both afterwards).
 
 use serde_json::{Map, Value};
 

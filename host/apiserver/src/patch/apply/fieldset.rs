@@ -1,0 +1,269 @@
+//! Typed walks over objects: the field set an applied configuration
+//! owns (structured-merge-diff `ToFieldSet`) and the comparison of two
+//! objects (`Compare`), with the path element of each list item chosen by
+//! the list's type (index, set value or associative keys).
+//!
+//! This module owns *which fields a value has and which of them differ*;
+//! it never changes an object (the merge and prune steps do) and never
+//! reads or writes `managedFields`.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value};
+
+use crate::patch::fields::{FieldPath, FieldSet, PathElement};
+use crate::patch::schema::{ListKind, Types};
+
+fn names_of(names: &[String]) -> Vec<&str> {
+    names.iter().map(String::as_str).collect()
+}
+
+pub(super) fn type_of_list(kind: &Types<'_>, names: &[String]) -> ListKind {
+    kind.list(&names_of(names))
+}
+
+pub(super) fn atomic_map(kind: &Types<'_>, names: &[String]) -> bool {
+    kind.atomic_map(&names_of(names))
+}
+
+/// The path element of a list item, or why it has none.
+pub(super) fn item_element(
+    list: &ListKind,
+    index: usize,
+    item: &Value,
+) -> Result<PathElement, String> {
+    match list {
+        ListKind::Atomic => Ok(PathElement::Index(index)),
+        ListKind::Set => Ok(PathElement::Value(item.to_string())),
+        ListKind::Map(keys) => {
+            let mut fields = Vec::with_capacity(keys.len());
+            for (key, default) in keys {
+                let value = match (item.get(key.as_str()), default) {
+                    (Some(v), _) if !v.is_null() => v.to_string(),
+                    (_, Some(d)) => d.clone(),
+                    _ => {
+                        return Err(format!(
+                            "element {index}: associative list with keys has an element that omits key field {key:?} (and doesn't have default value)"
+                        ))
+                    }
+                };
+                fields.push((key.clone(), value));
+            }
+            fields.sort();
+            Ok(PathElement::Key(fields))
+        }
+    }
+}
+
+pub(super) fn find_item<'a>(
+    items: &[(PathElement, &'a Value)],
+    pe: &PathElement,
+) -> Option<&'a Value> {
+    items.iter().find(|(p, _)| p == pe).map(|(_, v)| *v)
+}
+
+/// Items of a non-atomic list with their path elements, first occurrence
+/// of a duplicate winning; items without a key fall back to their index.
+pub(super) fn index_items<'a>(
+    list: &ListKind,
+    items: &'a [Value],
+) -> Vec<(PathElement, &'a Value)> {
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let pe = item_element(list, i, item).unwrap_or(PathElement::Index(i));
+        if seen.insert(pe.clone()) {
+            out.push((pe, item));
+        }
+    }
+    out
+}
+
+/// structured-merge-diff `ToFieldSet` of an applied configuration.
+pub(super) fn to_field_set(kind: &Types<'_>, applied: &Value) -> Result<FieldSet, String> {
+    let mut set = FieldSet::new();
+    field_set_node(kind, &mut Vec::new(), &mut Vec::new(), applied, &mut set)?;
+    Ok(set)
+}
+
+fn field_set_node(
+    kind: &Types<'_>,
+    names: &mut Vec<String>,
+    path: &mut FieldPath,
+    v: &Value,
+    set: &mut FieldSet,
+) -> Result<(), String> {
+    match v {
+        Value::Object(_) if atomic_map(kind, names) => set.insert(path),
+        Value::Object(m) => {
+            for (k, child) in m {
+                names.push(k.clone());
+                path.push(PathElement::Field(k.clone()));
+                // A null is owned like a scalar (below); an empty object owns
+                // nothing, as structured-merge-diff's ToFieldSet does for
+                // declared fields.
+                field_set_node(kind, names, path, child, set)?;
+                path.pop();
+                names.pop();
+            }
+        }
+        Value::Array(items) => {
+            let list = type_of_list(kind, names);
+            if list == ListKind::Atomic {
+                set.insert(path);
+                return Ok(());
+            }
+            let mut seen = BTreeSet::new();
+            for (i, item) in items.iter().enumerate() {
+                let pe = item_element(&list, i, item)
+                    .map_err(|e| format!(".{}: {e}", names.join(".")))?;
+                if !seen.insert(pe.clone()) {
+                    return Err(format!(
+                        ".{}: duplicate entries for key {pe}",
+                        names.join(".")
+                    ));
+                }
+                path.push(pe);
+                field_set_node(kind, names, path, item, set)?;
+                set.insert(path);
+                path.pop();
+            }
+        }
+        _ => set.insert(path),
+    }
+    Ok(())
+}
+
+/// What changed between two objects, as structured-merge-diff's `Compare`
+/// reports it (added maps and list items are themselves members of
+/// `added`, which is where the `.` entries of Update managers come from).
+#[derive(Debug, Default)]
+pub(super) struct Comparison {
+    pub(super) added: FieldSet,
+    pub(super) modified: FieldSet,
+    pub(super) removed: FieldSet,
+}
+
+impl Comparison {
+    pub(super) fn exclude(self, ignored: &FieldSet) -> Self {
+        Self {
+            added: self.added.recursive_difference(ignored),
+            modified: self.modified.recursive_difference(ignored),
+            removed: self.removed.recursive_difference(ignored),
+        }
+    }
+}
+
+pub(super) fn compare(kind: &Types<'_>, lhs: &Value, rhs: &Value) -> Comparison {
+    let mut c = Comparison::default();
+    compare_node(
+        kind,
+        &mut Vec::new(),
+        &mut Vec::new(),
+        Some(lhs),
+        Some(rhs),
+        &mut c,
+    );
+    c
+}
+
+fn compare_leaf(path: &FieldPath, lhs: Option<&Value>, rhs: Option<&Value>, c: &mut Comparison) {
+    match (lhs, rhs) {
+        (None, Some(_)) => c.added.insert(path),
+        (Some(_), None) => c.removed.insert(path),
+        (Some(a), Some(b)) if a != b => c.modified.insert(path),
+        _ => {}
+    }
+}
+
+fn compare_node(
+    kind: &Types<'_>,
+    names: &mut Vec<String>,
+    path: &mut FieldPath,
+    lhs: Option<&Value>,
+    rhs: Option<&Value>,
+    c: &mut Comparison,
+) {
+    let shape = |v: Option<&Value>| match v {
+        None => 0,
+        Some(Value::Object(_)) => 1,
+        Some(Value::Array(_)) => 2,
+        Some(_) => 3,
+    };
+    let (ls, rs) = (shape(lhs), shape(rhs));
+    let node = if ls == 0 {
+        rs
+    } else if rs == 0 || ls == rs {
+        ls
+    } else {
+        3
+    };
+    match node {
+        1 => {
+            let l = lhs.and_then(Value::as_object);
+            let r = rhs.and_then(Value::as_object);
+            if atomic_map(kind, names)
+                || (l.is_none_or(Map::is_empty) && r.is_none_or(Map::is_empty))
+            {
+                compare_leaf(path, lhs, rhs, c);
+                return;
+            }
+            let mut keys: Vec<&String> = l.map(|m| m.keys().collect()).unwrap_or_default();
+            if let Some(r) = r {
+                keys.extend(r.keys().filter(|k| !l.is_some_and(|l| l.contains_key(*k))));
+            }
+            for k in keys {
+                names.push(k.clone());
+                path.push(PathElement::Field(k.clone()));
+                compare_node(
+                    kind,
+                    names,
+                    path,
+                    l.and_then(|m| m.get(k)),
+                    r.and_then(|m| m.get(k)),
+                    c,
+                );
+                path.pop();
+                names.pop();
+            }
+            post_item(path, lhs, rhs, c);
+        }
+        2 => {
+            let empty = Vec::new();
+            let l = lhs.and_then(Value::as_array);
+            let r = rhs.and_then(Value::as_array);
+            let list = type_of_list(kind, names);
+            if list == ListKind::Atomic
+                || (l.is_none_or(Vec::is_empty) && r.is_none_or(Vec::is_empty))
+            {
+                compare_leaf(path, lhs, rhs, c);
+                return;
+            }
+            let li = index_items(&list, l.unwrap_or(&empty));
+            let ri = index_items(&list, r.unwrap_or(&empty));
+            let find = find_item;
+            let mut pes: Vec<PathElement> = li.iter().map(|(p, _)| p.clone()).collect();
+            pes.extend(
+                ri.iter()
+                    .map(|(p, _)| p.clone())
+                    .filter(|p| find(&li, p).is_none()),
+            );
+            for pe in pes {
+                let (lv, rv) = (find(&li, &pe), find(&ri, &pe));
+                path.push(pe);
+                compare_node(kind, names, path, lv, rv, c);
+                path.pop();
+            }
+            post_item(path, lhs, rhs, c);
+        }
+        _ => compare_leaf(path, lhs, rhs, c),
+    }
+}
+
+fn post_item(path: &FieldPath, lhs: Option<&Value>, rhs: Option<&Value>, c: &mut Comparison) {
+    if lhs.is_none() {
+        c.added.insert(path);
+    } else if rhs.is_none() {
+        c.removed.insert(path);
+    }
+}

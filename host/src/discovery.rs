@@ -1,0 +1,78 @@
+//! Type resolution: which API resource (plural, scope) serves a
+//! group/version/kind, asked of the API server's discovery once and cached.
+//!
+//! Owns the cache of resolved kinds, shared by everything that reads or
+//! writes a guest's types (informers need the plural of what they watch,
+//! the actuator the resource it writes, the permission preflight both). It
+//! never reads or writes objects.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use kube::api::{ApiResource, GroupVersionKind};
+use kube::Client;
+
+use crate::guest::{Gvk, WatchSpec};
+use crate::sync::lock;
+
+/// A kind discovery could not resolve.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot resolve {gvk} through API discovery: {source}")]
+pub struct DiscoveryError {
+    /// The kind.
+    pub gvk: String,
+    /// The client error.
+    #[source]
+    pub source: kube::Error,
+}
+
+/// Resolves kinds to API resources, caching every answer. Cheap to clone;
+/// clones share the cache.
+#[derive(Clone)]
+pub struct Discovery {
+    client: Client,
+    resolved: Arc<Mutex<HashMap<Gvk, ApiResource>>>,
+}
+
+impl std::fmt::Debug for Discovery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Discovery").finish_non_exhaustive()
+    }
+}
+
+impl Discovery {
+    /// Discovery through `client`.
+    pub fn new(client: Client) -> Self {
+        Discovery {
+            client,
+            resolved: Arc::default(),
+        }
+    }
+
+    /// The API resource serving `gvk`.
+    pub async fn resource(&self, gvk: &Gvk) -> Result<ApiResource, DiscoveryError> {
+        if let Some(ar) = lock(&self.resolved).get(gvk) {
+            return Ok(ar.clone());
+        }
+        let (ar, _caps) = kube::discovery::pinned_kind(
+            &self.client,
+            &GroupVersionKind::gvk(&gvk.group, &gvk.version, &gvk.kind),
+        )
+        .await
+        .map_err(|source| DiscoveryError {
+            gvk: gvk.to_string(),
+            source,
+        })?;
+        lock(&self.resolved).insert(gvk.clone(), ar.clone());
+        Ok(ar)
+    }
+
+    /// The resource plural a watch reads: the one the guest named, or
+    /// discovery's.
+    pub async fn watch_plural(&self, spec: &WatchSpec) -> Result<String, DiscoveryError> {
+        match &spec.plural {
+            Some(p) => Ok(p.clone()),
+            None => Ok(self.resource(&spec.gvk).await?.plural),
+        }
+    }
+}

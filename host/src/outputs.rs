@@ -1,0 +1,297 @@
+//! A guest's outputs, as its actuator sees them: the objects it may write,
+//! their live state, who asked for each, and which of their changes are
+//! merely the echo of our own apply.
+//!
+//! Owns the outputs informers (one per write rule, whole objects, so a hand
+//! edit or delete is seen), the request key that last planned each written
+//! object (its producer), and the echo bookkeeping ([`Echoes`]). Its change
+//! handler is the loop's feedback edge, like controller-runtime's `Owns`: a
+//! change to an output that is not our own echo enqueues the key that
+//! produced it (or, for an object written before this process started,
+//! every aggregate key). It never writes and never reconciles.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value as Json;
+
+use crate::discovery::{Discovery, DiscoveryError};
+use crate::guest::{GuestManifest, KeyMapping, ObjectKey, WriteRule};
+use crate::informer::{whole_object, Change, ChangeKind, Informer, InformerKey, InformerRegistry};
+use crate::projection::FieldPath;
+use crate::sync::lock;
+use crate::workqueue::Workqueue;
+
+/// Where the watch echo of one of our applies stands.
+#[derive(Debug)]
+enum Echo {
+    /// The apply is in flight; the resourceVersions the outputs cache
+    /// reported meanwhile ("" for a delete) wait for its response.
+    InFlight(Vec<String>),
+    /// The apply returned this resourceVersion; its echo is still to come.
+    Due(String),
+}
+
+/// Our applies whose watch echo has not been seen yet. Only equality of
+/// resourceVersions is used: they are opaque, never ordered.
+#[derive(Debug, Default)]
+pub struct Echoes {
+    pending: Mutex<HashMap<ObjectKey, Echo>>,
+}
+
+impl Echoes {
+    /// An apply of `target` is about to be sent.
+    pub fn begin(&self, target: &ObjectKey) {
+        lock(&self.pending).insert(target.clone(), Echo::InFlight(Vec::new()));
+    }
+
+    /// Whether an apply of `target` is in flight or its echo is still to
+    /// come: the cache is then older than the object, and no skip may be
+    /// decided on it.
+    pub fn awaiting(&self, target: &ObjectKey) -> bool {
+        lock(&self.pending).contains_key(target)
+    }
+
+    /// Called for every change of an output, with the resourceVersion the
+    /// outputs cache now holds (None: gone). Returns true when the change
+    /// needs no reconcile: it is the watch echo of our own last apply (the
+    /// cache now shows exactly what that apply returned), or it arrived
+    /// while an apply of that object was in flight — then the apply's
+    /// response decides (see [`Echoes::applied`]). Any other change
+    /// (someone else's write, an older event, a delete) forgets the apply
+    /// and must be reconciled.
+    pub fn settle(&self, target: &ObjectKey, cached_rv: Option<&str>) -> bool {
+        let mut pending = lock(&self.pending);
+        match pending.get_mut(target) {
+            Some(Echo::InFlight(seen)) => {
+                seen.push(cached_rv.unwrap_or_default().to_string());
+                true
+            }
+            Some(Echo::Due(rv)) => {
+                let echo = Some(rv.as_str()) == cached_rv;
+                pending.remove(target);
+                echo
+            }
+            None => false,
+        }
+    }
+
+    /// Settles an apply of `target` that returned `rv` (None: it failed)
+    /// against what the cache reported while it was in flight, given the
+    /// resourceVersion the cache holds now. Returns whether someone else
+    /// changed the object meanwhile.
+    pub fn applied(&self, target: &ObjectKey, rv: Option<&str>, cached_rv: Option<&str>) -> bool {
+        let mut pending = lock(&self.pending);
+        let seen = match pending.remove(target) {
+            Some(Echo::InFlight(seen)) => seen,
+            _ => Vec::new(),
+        };
+        let foreign = seen.iter().any(|s| Some(s.as_str()) != rv);
+        if let Some(rv) = rv {
+            // The echo already came, or the apply changed nothing (the
+            // cache holds that version): nothing to wait for.
+            if !seen.iter().any(|s| s == rv) && cached_rv != Some(rv) {
+                pending.insert(target.clone(), Echo::Due(rv.to_string()));
+            }
+        }
+        foreign
+    }
+}
+
+struct Output {
+    rule: WriteRule,
+    informer: Informer,
+    handler: u64,
+}
+
+/// The objects one guest writes: caches, producers and echoes.
+pub struct Outputs {
+    outputs: Vec<Output>,
+    producers: Arc<Mutex<HashMap<ObjectKey, String>>>,
+    echoes: Arc<Echoes>,
+}
+
+impl Drop for Outputs {
+    fn drop(&mut self) {
+        for o in &self.outputs {
+            o.informer.remove_handler(o.handler);
+        }
+    }
+}
+
+impl Outputs {
+    /// Acquires an informer on every write rule of `manifest` whose changes
+    /// (other than our echoes) enqueue their producer on `queue`.
+    pub async fn start(
+        registry: &InformerRegistry,
+        discovery: &Discovery,
+        manifest: &GuestManifest,
+        queue: &Workqueue<String>,
+    ) -> Result<Self, DiscoveryError> {
+        let producers: Arc<Mutex<HashMap<ObjectKey, String>>> = Arc::default();
+        let echoes: Arc<Echoes> = Arc::default();
+        let aggregate_keys: Arc<[String]> = manifest
+            .watches
+            .iter()
+            .filter_map(|w| match &w.keys {
+                KeyMapping::Aggregate(k) => Some(k.clone()),
+                _ => None,
+            })
+            .collect();
+        let mut outputs = Vec::new();
+        for rule in &manifest.writes {
+            let ar = discovery.resource(&rule.gvk).await?;
+            let field_selector = match rule.names.as_slice() {
+                [one] => Some(format!("metadata.name={one}")),
+                _ => None,
+            };
+            let key = InformerKey {
+                group: rule.gvk.group.clone(),
+                version: rule.gvk.version.clone(),
+                kind: rule.gvk.kind.clone(),
+                plural: ar.plural,
+                namespace: rule.namespace.clone(),
+                label_selector: None,
+                field_selector,
+            };
+            let informer = registry.acquire(&key, &[FieldPath::whole()]);
+            let (q, gvk) = (queue.clone(), rule.gvk.clone());
+            let (producers, echoes) = (producers.clone(), echoes.clone());
+            let aggregate_keys = aggregate_keys.clone();
+            let handler = informer.add_handler(Arc::new(move |change: &Change| {
+                let written = ObjectKey {
+                    gvk: gvk.clone(),
+                    namespace: (!change.namespace.is_empty()).then(|| change.namespace.to_string()),
+                    name: change.name.to_string(),
+                };
+                let cached_rv = (change.kind != ChangeKind::Deleted)
+                    .then_some(change.resource_version.as_ref());
+                if echoes.settle(&written, cached_rv) {
+                    return;
+                }
+                let producer = lock(&producers).get(&written).cloned();
+                match producer {
+                    Some(k) => q.add(k),
+                    None => aggregate_keys.iter().for_each(|k| q.add(k.clone())),
+                }
+            }));
+            outputs.push(Output {
+                rule: rule.clone(),
+                informer,
+                handler,
+            });
+        }
+        Ok(Outputs {
+            outputs,
+            producers,
+            echoes,
+        })
+    }
+
+    /// The outputs caches (the controller waits for them to sync).
+    pub fn informers(&self) -> impl Iterator<Item = &Informer> {
+        self.outputs.iter().map(|o| &o.informer)
+    }
+
+    /// The echo bookkeeping.
+    pub fn echoes(&self) -> &Echoes {
+        &self.echoes
+    }
+
+    /// Remembers that request `key` planned `target`: a later foreign
+    /// change of `target` wakes `key`.
+    pub fn produced_by(&self, target: &ObjectKey, key: &str) {
+        lock(&self.producers).insert(target.clone(), key.to_string());
+    }
+
+    /// The cached live object, if the cache has it.
+    pub fn live(&self, target: &ObjectKey) -> Option<Json> {
+        let output = self.outputs.iter().find(|o| {
+            o.rule
+                .allows(&target.gvk, target.namespace.as_deref(), &target.name)
+        })?;
+        let obj = output
+            .informer
+            .get(target.namespace.as_deref().unwrap_or(""), &target.name)?;
+        whole_object(&obj)
+    }
+}
+
+/// The resourceVersion of a live object.
+pub fn resource_version(live: &Json) -> Option<&str> {
+    live.pointer("/metadata/resourceVersion")
+        .and_then(Json::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::guest::Gvk;
+
+    fn target() -> ObjectKey {
+        ObjectKey {
+            gvk: Gvk {
+                group: String::new(),
+                version: "v1".into(),
+                kind: "ConfigMap".into(),
+            },
+            namespace: Some("ops".into()),
+            name: "s".into(),
+        }
+    }
+
+    #[test]
+    fn an_echo_that_beats_the_apply_response_is_swallowed() {
+        let e = Echoes::default();
+        e.begin(&target());
+        assert!(e.settle(&target(), Some("5")), "held for the response");
+        assert!(!e.applied(&target(), Some("5"), Some("5")), "it was ours");
+        assert!(!e.awaiting(&target()), "nothing left to wait for");
+        // The next change is someone else's.
+        assert!(!e.settle(&target(), Some("6")));
+    }
+
+    #[test]
+    fn an_echo_after_the_response_is_swallowed_and_anything_else_is_not() {
+        let e = Echoes::default();
+        e.begin(&target());
+        assert!(!e.applied(&target(), Some("5"), Some("4")));
+        assert!(e.settle(&target(), Some("5")), "our echo");
+        e.begin(&target());
+        assert!(!e.applied(&target(), Some("7"), Some("4")));
+        assert!(!e.settle(&target(), Some("8")), "someone else's write");
+        assert!(
+            !e.settle(&target(), Some("7")),
+            "forgotten after a foreign change"
+        );
+        e.begin(&target());
+        assert!(!e.applied(&target(), Some("9"), Some("4")));
+        assert!(!e.settle(&target(), None), "a delete is never an echo");
+    }
+
+    #[test]
+    fn a_foreign_write_during_the_apply_asks_for_another_look() {
+        let e = Echoes::default();
+        e.begin(&target());
+        assert!(e.settle(&target(), Some("5")));
+        assert!(e.applied(&target(), Some("6"), Some("5")), "5 was not ours");
+        assert!(e.settle(&target(), Some("6")), "6 still is");
+        // A failed apply: whatever came meanwhile is someone else's.
+        e.begin(&target());
+        assert!(e.settle(&target(), Some("7")));
+        assert!(e.applied(&target(), None, Some("7")));
+        assert!(!e.awaiting(&target()));
+    }
+
+    #[test]
+    fn an_apply_that_changed_nothing_waits_for_no_echo() {
+        let e = Echoes::default();
+        e.begin(&target());
+        assert!(!e.applied(&target(), Some("4"), Some("4")));
+        assert!(!e.awaiting(&target()));
+        assert!(
+            !e.settle(&target(), Some("5")),
+            "a later change is reconciled"
+        );
+    }
+}
