@@ -181,7 +181,7 @@ impl fmt::Display for QuantityError {
 impl std::error::Error for QuantityError {}
 
 /// `s` cut to at most `max` characters, with `…` appended when cut.
-pub(crate) fn truncate_chars(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+pub fn truncate_chars(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
     match s.char_indices().nth(max) {
         None => std::borrow::Cow::Borrowed(s),
         Some((end, _)) => std::borrow::Cow::Owned(format!("{}…", &s[..end])),

@@ -1,0 +1,101 @@
+//! The wasmctrl guest SDK: everything a Rust controller guest needs besides
+//! its own logic, for contract `wasmctrl:controller@0.2.0`.
+//!
+//! - [`Guest`] and [`export_guest!`]: implement `describe`/`reconcile` with
+//!   SDK types; the macro wires them to the component's exports (the
+//!   bindings are generated once, here, in [`bindings`]).
+//! - [`Schema`], [`Snapshot`], [`Object`]: snapshot access by watch and
+//!   field *name*, resolved once against the guest's own manifest into
+//!   [`Field`] handles. A name the manifest does not project is an error
+//!   when the guest is described, never a silently absent value.
+//! - [`Plan`]: apply, update, status, finalizers, delete, events.
+//! - [`condition`]: `set_condition` keeping `lastTransitionTime`; [`time`]:
+//!   `env.now-ms` as RFC 3339.
+//! - [`log!`], [`info!`], [`warn!`], ...: logging that works natively too;
+//!   a panic hook that logs the panic's message.
+//! - [`quantity`] and [`pod_request`]: Kubernetes quantities and a pod's
+//!   effective request, as apimachinery and kube-scheduler compute them.
+//! - [`testing`]: build snapshots natively with the host's own layout code
+//!   and run a guest exactly as its component export would.
+//!
+//! The SDK never does I/O and never panics on snapshot contents: bad indices
+//! read as absent, and every failure is a value.
+
+pub mod condition;
+pub mod log;
+pub mod manifest;
+pub mod plan;
+pub mod pod_request;
+pub mod quantity;
+pub mod run;
+pub mod snapshot;
+pub mod testing;
+pub mod time;
+
+/// The bindings of the `controller` world, generated once for every guest.
+#[allow(missing_docs, unsafe_code, clippy::all)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        world: "controller",
+        path: "../controller.wit",
+        pub_export_macro: true,
+        default_bindings_module: "wasmctrl_guest_sdk::bindings",
+        additional_derives: [PartialEq],
+    });
+}
+
+/// The contract's records, as the component boundary carries them.
+pub use bindings::wasmctrl::controller::types as wit;
+
+pub use condition::{set_condition, Condition, ConditionFields};
+pub use log::Level;
+pub use plan::{document, Plan};
+pub use run::Guest;
+pub use snapshot::{Field, Object, Schema, SchemaError, Snapshot, WatchSchema};
+pub use wit::{
+    Environment, Event, EventType, GroupVersionKind, IndexLink, IndexSpec, KeyMapping, Manifest,
+    ObjectRef, ReconcileError, Request, Watch, WriteRule,
+};
+
+/// serde_json, for `json!` documents and for tests that parse a plan.
+pub use serde_json::{self, json};
+
+/// Exports a [`Guest`] implementation as the component's `reconciler`:
+/// `wasmctrl_guest_sdk::export_guest!(MyGuest);` at the crate root of a
+/// `cdylib`. Only the `wasm32` build exports anything (the export names are
+/// not valid native symbols), so the same crate also builds as a native
+/// `rlib` for unit tests.
+#[macro_export]
+macro_rules! export_guest {
+    ($guest:ty) => {
+        #[cfg(target_arch = "wasm32")]
+        #[allow(unsafe_code, missing_docs)]
+        mod __wasmctrl_export {
+            use $crate::bindings::exports::wasmctrl::controller::reconciler as r;
+
+            struct Export;
+
+            impl r::Guest for Export {
+                fn describe(
+                    env: $crate::Environment,
+                ) -> ::std::result::Result<$crate::Manifest, ::std::string::String> {
+                    $crate::run::describe::<$guest>(&env)
+                }
+
+                fn reconcile(
+                    env: $crate::Environment,
+                    request: $crate::Request,
+                    snapshot: $crate::wit::Snapshot,
+                ) -> ::std::result::Result<$crate::wit::Plan, $crate::ReconcileError> {
+                    $crate::run::reconcile::<$guest>(
+                        &env,
+                        &request,
+                        $crate::snapshot::from_wit(snapshot),
+                    )
+                }
+            }
+
+            $crate::bindings::export!(Export with_types_in $crate::bindings);
+        }
+    };
+}

@@ -1,0 +1,261 @@
+//! Native test helpers: environments, requests, and snapshots described by
+//! watch and field *name* ([`World`]), laid out by `wasmctrl-snapshot`'s
+//! `Builder` — the code the host builds its snapshots with, so a guest's
+//! unit tests see exactly what the host would send. Run the guest with
+//! [`run::describe`](crate::run::describe) and
+//! [`run::reconcile`](crate::run::reconcile), the same path as its
+//! component exports. For tests only: unknown names are errors, never
+//! silently absent.
+
+use wasmctrl_snapshot::{Builder, SnapshotData, Value as LayoutValue};
+
+use crate::snapshot::SchemaError;
+use crate::{Environment, Manifest, Request, Schema};
+
+impl Environment {
+    /// An environment for tests: the host runs in `namespace`, no
+    /// configuration, clock at 0.
+    pub fn test(namespace: &str) -> Self {
+        Environment {
+            namespace: namespace.to_string(),
+            config: Vec::new(),
+            now_ms: 0,
+        }
+    }
+
+    /// With one more configuration entry.
+    #[must_use]
+    pub fn config(mut self, key: &str, value: &str) -> Self {
+        self.config.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// With the clock at `ms` milliseconds since the epoch.
+    #[must_use]
+    pub fn now_ms(mut self, ms: u64) -> Self {
+        self.now_ms = ms;
+        self
+    }
+}
+
+impl Request {
+    /// The request for an aggregate key.
+    pub fn aggregate(key: &str) -> Self {
+        Request {
+            key: key.to_string(),
+            watch: None,
+        }
+    }
+
+    /// The request for the primary object `key` (`namespace/name`) of
+    /// `watch`.
+    pub fn object(watch: &str, key: &str) -> Self {
+        Request {
+            key: key.to_string(),
+            watch: Some(watch.to_string()),
+        }
+    }
+}
+
+/// One value of a field, as a test writes it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Val {
+    /// Missing or null.
+    Absent,
+    /// A string.
+    Str(String),
+    /// An integer.
+    Int(i64),
+    /// Another number.
+    Float(f64),
+    /// A boolean.
+    Bool(bool),
+    /// An object or list, as JSON text.
+    Json(String),
+}
+
+impl From<&str> for Val {
+    fn from(s: &str) -> Self {
+        Val::Str(s.to_string())
+    }
+}
+
+impl From<String> for Val {
+    fn from(s: String) -> Self {
+        Val::Str(s)
+    }
+}
+
+impl From<i64> for Val {
+    fn from(n: i64) -> Self {
+        Val::Int(n)
+    }
+}
+
+impl From<bool> for Val {
+    fn from(b: bool) -> Self {
+        Val::Bool(b)
+    }
+}
+
+impl<T: Into<Val>> From<Option<T>> for Val {
+    fn from(v: Option<T>) -> Self {
+        v.map_or(Val::Absent, Into::into)
+    }
+}
+
+/// One object of a [`World`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Obj {
+    watch: String,
+    namespace: String,
+    name: String,
+    uid: String,
+    generation: i64,
+    deletion_timestamp: String,
+    fields: Vec<(String, Vec<Val>)>,
+}
+
+impl Obj {
+    /// The object `namespace/name` of the watch named `watch`, with uid
+    /// `uid-<namespace>-<name>`, generation 1, not being deleted, and every
+    /// projected field absent.
+    pub fn new(watch: &str, namespace: &str, name: &str) -> Self {
+        Obj {
+            watch: watch.to_string(),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            uid: format!("uid-{namespace}-{name}"),
+            generation: 1,
+            deletion_timestamp: String::new(),
+            fields: Vec::new(),
+        }
+    }
+
+    /// With `metadata.uid` = `uid`.
+    #[must_use]
+    pub fn uid(mut self, uid: &str) -> Self {
+        self.uid = uid.to_string();
+        self
+    }
+
+    /// With `metadata.generation` = `generation`.
+    #[must_use]
+    pub fn generation(mut self, generation: i64) -> Self {
+        self.generation = generation;
+        self
+    }
+
+    /// Being deleted since `timestamp` (RFC 3339).
+    #[must_use]
+    pub fn deleting(mut self, timestamp: &str) -> Self {
+        self.deletion_timestamp = timestamp.to_string();
+        self
+    }
+
+    /// The field `path` (as written in the watch's `fields`) yields `value`.
+    #[must_use]
+    pub fn set(self, path: &str, value: impl Into<Val>) -> Self {
+        self.set_list(path, [value])
+    }
+
+    /// The field `path` (a `[*]` path) yields `values`, one per element.
+    #[must_use]
+    pub fn set_list<V: Into<Val>>(
+        mut self,
+        path: &str,
+        values: impl IntoIterator<Item = V>,
+    ) -> Self {
+        let values = values.into_iter().map(Into::into).collect();
+        match self.fields.iter_mut().find(|(p, _)| p == path) {
+            Some((_, old)) => *old = values,
+            None => self.fields.push((path.to_string(), values)),
+        }
+        self
+    }
+}
+
+/// A set of objects for one manifest, turned into a snapshot by the host's
+/// layout code.
+#[derive(Clone, Debug)]
+pub struct World {
+    manifest: Manifest,
+    objects: Vec<Obj>,
+}
+
+impl World {
+    /// An empty world seen through `manifest`.
+    pub fn new(manifest: &Manifest) -> Self {
+        World {
+            manifest: manifest.clone(),
+            objects: Vec::new(),
+        }
+    }
+
+    /// Adds an object (order does not matter: the snapshot sorts).
+    #[must_use]
+    pub fn with(mut self, object: Obj) -> Self {
+        self.objects.push(object);
+        self
+    }
+
+    /// Adds objects.
+    #[must_use]
+    pub fn with_all(mut self, objects: impl IntoIterator<Item = Obj>) -> Self {
+        self.objects.extend(objects);
+        self
+    }
+
+    /// The snapshot the host would send: objects sorted by watch, namespace
+    /// and name; each projected field in the watch's order, absent unless
+    /// set (a `[*]` path yields no values unless set). A watch or field the
+    /// manifest does not declare is an error.
+    pub fn snapshot(&self) -> Result<SnapshotData, SchemaError> {
+        let schema = Schema::new(&self.manifest)?;
+        let mut rows = Vec::with_capacity(self.objects.len());
+        for o in &self.objects {
+            let watch = schema.watch(&o.watch)?;
+            for (path, _) in &o.fields {
+                watch.field(path)?;
+            }
+            let spec = &self.manifest.watches[watch.id().index()];
+            let slots: Vec<Vec<LayoutValue>> = spec
+                .fields
+                .iter()
+                .map(|path| match o.fields.iter().find(|(p, _)| p == path) {
+                    Some((_, values)) => values.iter().map(layout_value).collect(),
+                    None if path.contains("[*]") => Vec::new(),
+                    None => vec![LayoutValue::Absent],
+                })
+                .collect();
+            rows.push((watch.id().index(), o, slots));
+        }
+        rows.sort_by(|a, b| {
+            (a.0, &a.1.namespace, &a.1.name).cmp(&(b.0, &b.1.namespace, &b.1.name))
+        });
+        let mut builder = Builder::new();
+        for (watch, o, slots) in rows {
+            builder.object(
+                watch as u32,
+                &o.namespace,
+                &o.name,
+                &o.uid,
+                o.generation,
+                &o.deletion_timestamp,
+                slots,
+            );
+        }
+        Ok(builder.finish())
+    }
+}
+
+fn layout_value(v: &Val) -> LayoutValue {
+    match v {
+        Val::Absent => LayoutValue::Absent,
+        Val::Str(s) => LayoutValue::Str(s.clone()),
+        Val::Int(n) => LayoutValue::Int(*n),
+        Val::Float(f) => LayoutValue::Float(*f),
+        Val::Bool(b) => LayoutValue::Bool(*b),
+        Val::Json(s) => LayoutValue::Json(s.clone()),
+    }
+}
