@@ -1,57 +1,34 @@
 //! The GPU-summary guest: keeps one ConfigMap whose `data` maps each node to
 //! the number of `nvidia.com/gpu` that pods scheduled there request.
 //!
-//! This file is only the glue between the wasmctrl contract (`wit/`) and the
-//! plain-Rust logic in [`quantity`] and [`summary`]; it never does I/O (the
-//! host does every read and write) and never panics on snapshot contents.
+//! This file is only the glue between the guest SDK and the plain-Rust
+//! logic in [`summary`]; it never does I/O (the host does every read and
+//! write) and never panics on snapshot contents.
 //!
 //! Configuration keys (all optional):
 //! - `name`: the ConfigMap's name (default `gpu-summary`);
 //! - `namespace`: its namespace (default: the host's namespace);
 //! - `resource`: the extended resource to count (default `nvidia.com/gpu`).
 
-pub mod json;
-pub mod quantity;
-pub mod snapshot;
 pub mod summary;
 
-#[allow(missing_docs, unsafe_code, clippy::all)]
-mod bindings {
-    wit_bindgen::generate!({
-        world: "controller",
-        path: "../wit",
-        additional_derives: [PartialEq],
-    });
-}
-
-use bindings::exports::wasmctrl::controller::reconciler::Guest;
-pub use bindings::wasmctrl::controller::types::{
-    Bucket, Environment, Event, EventType, GroupVersionKind, Index, IndexSpec, KeyMapping,
-    Manifest, ObjectRef, Plan, ReconcileError, Snapshot, Watch, WriteRule,
+use wasmctrl_guest_sdk::pod_request::{pod_resource_paths, PodResourceFields};
+use wasmctrl_guest_sdk::snapshot::WatchId;
+use wasmctrl_guest_sdk::{
+    document, json, Environment, Event, GroupVersionKind, Manifest, Plan, ReconcileError, Request,
+    Schema, Snapshot, Watch, WriteRule,
 };
-use snapshot::SnapshotView;
-use summary::{ContainerGpu, PodGpu};
 
 /// The guest's name, used in its field manager (`wasmctrl/gpu-summary`).
 pub const GUEST_NAME: &str = "gpu-summary";
 /// The request key every pod change maps to: the summary is one object.
 pub const AGGREGATE_KEY: &str = "gpu-summary";
+/// The name of the pod watch.
+pub const POD_WATCH: &str = "pods";
 /// Default ConfigMap name.
 pub const DEFAULT_CONFIGMAP: &str = "gpu-summary";
 /// Default resource counted.
 pub const DEFAULT_RESOURCE: &str = "nvidia.com/gpu";
-
-/// Slots of the pod watch's projection, in the order of [`pod_fields`].
-mod slot {
-    pub const NODE_NAME: usize = 0;
-    pub const PHASE: usize = 1;
-    pub const REQUESTS: usize = 2;
-    pub const LIMITS: usize = 3;
-    pub const INIT_RESTART_POLICY: usize = 4;
-    pub const INIT_REQUESTS: usize = 5;
-    pub const INIT_LIMITS: usize = 6;
-    pub const OVERHEAD: usize = 7;
-}
 
 /// Where the summary goes and what it counts, read from the environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,171 +76,76 @@ impl Settings {
     }
 }
 
-/// The pod projection: exactly the fields the summary needs.
-pub fn pod_fields(resource: &str) -> Vec<String> {
-    vec![
-        "spec.nodeName".to_string(),
-        "status.phase".to_string(),
-        format!("spec.containers[*].resources.requests['{resource}']"),
-        format!("spec.containers[*].resources.limits['{resource}']"),
-        "spec.initContainers[*].restartPolicy".to_string(),
-        format!("spec.initContainers[*].resources.requests['{resource}']"),
-        format!("spec.initContainers[*].resources.limits['{resource}']"),
-        format!("spec.overhead['{resource}']"),
-    ]
-}
-
 /// The manifest for the given settings.
 pub fn manifest_for(settings: &Settings) -> Manifest {
-    Manifest {
-        name: GUEST_NAME.to_string(),
-        watches: vec![Watch {
-            gvk: GroupVersionKind {
-                group: String::new(),
-                version: "v1".to_string(),
-                kind: "Pod".to_string(),
-            },
-            plural: Some("pods".to_string()),
-            namespace: None,
-            label_selector: None,
-            // Unscheduled and finished pods never hold devices: let the API
-            // server filter them so the host does not even cache them.
-            field_selector: Some(
-                "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed".to_string(),
-            ),
-            fields: pod_fields(&settings.resource),
-            indexes: Vec::new(),
-            keys: KeyMapping::Aggregate(AGGREGATE_KEY.to_string()),
-        }],
-        writes: vec![WriteRule {
-            gvk: GroupVersionKind {
-                group: String::new(),
-                version: "v1".to_string(),
-                kind: "ConfigMap".to_string(),
-            },
-            namespace: Some(settings.namespace.clone()),
-            names: vec![settings.name.clone()],
-        }],
-        resync_seconds: None,
+    // Unscheduled and finished pods never hold devices: the API server
+    // filters them, so the host does not even cache them.
+    let pods = Watch::new(POD_WATCH, GroupVersionKind::core("Pod"))
+        .plural("pods")
+        .field_selector("spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed")
+        .fields(pod_resource_paths(&settings.resource))
+        .aggregate(AGGREGATE_KEY);
+    let summary = WriteRule::new(GroupVersionKind::core("ConfigMap"))
+        .namespace(&settings.namespace)
+        .name(&settings.name);
+    Manifest::new(GUEST_NAME).watch(pods).write(summary)
+}
+
+/// The guest.
+pub struct GpuSummary;
+
+/// What a reconcile reads: the settings and the pod watch's fields.
+pub struct Fields {
+    settings: Settings,
+    pods: WatchId,
+    pod: PodResourceFields,
+}
+
+impl wasmctrl_guest_sdk::Guest for GpuSummary {
+    type Fields = Fields;
+
+    fn describe(env: &Environment) -> Result<Manifest, String> {
+        Settings::from_env(env).map(|s| manifest_for(&s))
     }
-}
 
-/// Decodes the pods of watch 0 from a snapshot.
-pub fn pods_from_snapshot<'a>(view: &'a SnapshotView<'a>) -> Vec<PodGpu<'a>> {
-    let containers = |o: usize, req: usize, lim: usize, policy: Option<usize>| {
-        let n = view
-            .field_len(o, req)
-            .max(view.field_len(o, lim))
-            .max(policy.map_or(0, |p| view.field_len(o, p)));
-        (0..n)
-            .map(|i| ContainerGpu {
-                request: view.text(o, req, i),
-                limit: view.text(o, lim, i),
-                restart_policy: policy.and_then(|p| view.text(o, p, i)),
-            })
-            .collect::<Vec<_>>()
-    };
-    (0..view.len())
-        .filter(|&o| view.watch(o) == 0)
-        .map(|o| PodGpu {
-            namespace: view.namespace(o),
-            name: view.name(o),
-            node_name: view.first(o, slot::NODE_NAME),
-            phase: view.first(o, slot::PHASE),
-            containers: containers(o, slot::REQUESTS, slot::LIMITS, None),
-            init_containers: containers(
-                o,
-                slot::INIT_REQUESTS,
-                slot::INIT_LIMITS,
-                Some(slot::INIT_RESTART_POLICY),
-            ),
-            overhead: view.first(o, slot::OVERHEAD),
+    fn fields(env: &Environment, schema: &Schema) -> Result<Fields, String> {
+        let settings = Settings::from_env(env)?;
+        let pods = schema.watch(POD_WATCH)?;
+        let pod = PodResourceFields::resolve(&pods, &settings.resource)?;
+        Ok(Fields {
+            pods: pods.id(),
+            pod,
+            settings,
         })
-        .collect()
-}
-
-/// The whole reconcile, as a plain function (natively testable).
-pub fn reconcile_plan(env: &Environment, snapshot: &Snapshot) -> Result<Plan, ReconcileError> {
-    let settings = Settings::from_env(env).map_err(ReconcileError::Terminal)?;
-    let view = SnapshotView::new(snapshot).map_err(ReconcileError::Terminal)?;
-    let pods = pods_from_snapshot(&view);
-    let summary = summary::summarize_resource(&settings.resource, pods);
-    let data = summary::summary_data(&summary);
-
-    let mut doc = String::with_capacity(128 + data.len() * 32);
-    doc.push_str(r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"#);
-    json::push_str(&mut doc, &settings.name);
-    doc.push_str(r#","namespace":"#);
-    json::push_str(&mut doc, &settings.namespace);
-    doc.push_str(r#"},"data":{"#);
-    for (i, (node, count)) in data.iter().enumerate() {
-        if i > 0 {
-            doc.push(',');
-        }
-        json::push_str(&mut doc, node);
-        doc.push(':');
-        json::push_str(&mut doc, count);
-    }
-    doc.push_str("}}");
-
-    let events = summary
-        .invalid
-        .iter()
-        .map(|bad| Event {
-            regarding: ObjectRef {
-                api_version: "v1".to_string(),
-                kind: "Pod".to_string(),
-                namespace: Some(bad.namespace.clone()),
-                name: bad.name.clone(),
-            },
-            event_type: EventType::Warning,
-            reason: "InvalidQuantity".to_string(),
-            message: format!(
-                "pod {}/{} not counted in {}/{}: {} has invalid quantity {:?}: {}",
-                bad.namespace,
-                bad.name,
-                settings.namespace,
-                settings.name,
-                bad.field,
-                bad.value,
-                bad.message
-            ),
-        })
-        .collect();
-
-    Ok(Plan {
-        apply: vec![doc],
-        delete: Vec::new(),
-        events,
-        requeue_after_ms: None,
-    })
-}
-
-#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
-struct Component;
-
-impl Guest for Component {
-    fn describe(env: Environment) -> Result<Manifest, String> {
-        Settings::from_env(&env).map(|s| manifest_for(&s))
     }
 
     fn reconcile(
-        env: Environment,
-        _key: String,
-        snapshot: Snapshot,
+        _: &Environment,
+        _: &Request,
+        snapshot: &Snapshot<'_>,
+        f: &Fields,
     ) -> Result<Plan, ReconcileError> {
-        reconcile_plan(&env, &snapshot)
+        let (s, pods) = (&f.settings, snapshot.objects(f.pods));
+        let summary = summary::summarize_resource(&s.resource, pods.map(|p| f.pod.read(&p)));
+        let target = GroupVersionKind::core("ConfigMap").object(&s.namespace, &s.name);
+        let mut plan = Plan::new();
+        plan.apply(&document(
+            &target,
+            json!({ "data": summary::summary_data(&summary) }),
+        ));
+        for bad in &summary.invalid {
+            let pod = GroupVersionKind::core("Pod").object(&bad.namespace, &bad.name);
+            let message = format!(
+                "pod {}/{} not counted in {}/{}: {} has invalid quantity {:?}: {}",
+                bad.namespace, bad.name, s.namespace, s.name, bad.field, bad.value, bad.message
+            );
+            plan.event(Event::warning(pod, "InvalidQuantity", message).related(target.clone()));
+        }
+        Ok(plan)
     }
 }
 
-// Exported only in the component build: the export symbols' names are not
-// valid native link names, and native tests call `reconcile_plan` directly.
-#[cfg(target_arch = "wasm32")]
-#[allow(unsafe_code)] // the generated export shims; this crate's own code has none
-mod export {
-    use super::Component;
-    crate::bindings::export!(Component with_types_in crate::bindings);
-}
+wasmctrl_guest_sdk::export_guest!(GpuSummary);
 
 #[cfg(test)]
 mod tests;

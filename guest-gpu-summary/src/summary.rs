@@ -9,11 +9,11 @@
 
 use std::collections::BTreeMap;
 
-use wasmctrl_guest_sdk::quantity::truncate_chars;
 pub use wasmctrl_guest_sdk::pod_request::{
     pod_outcome, pod_request, ContainerResources as ContainerGpu, InvalidQuantity, PodOutcome,
     PodResources as PodGpu, SkipReason, INVALID_VALUE_MAX_CHARS,
 };
+use wasmctrl_guest_sdk::quantity::truncate_chars;
 
 /// The extended resource counted by default.
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";

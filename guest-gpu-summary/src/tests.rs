@@ -1,20 +1,13 @@
-//! Glue tests: snapshots laid out exactly as the host lays them out, through
-//! `reconcile_plan`, natively (no wasm, no cluster).
+//! Glue tests: snapshots laid out by the host's own layout code (the SDK's
+//! `World`), through the same path as the component's exports, natively (no
+//! wasm, no cluster).
+
+use wasmctrl_guest_sdk::snapshot::{kind, SnapshotData};
+use wasmctrl_guest_sdk::testing::{Obj, World};
+use wasmctrl_guest_sdk::wit::{Plan, Write};
+use wasmctrl_guest_sdk::{run, EventType, KeyMapping};
 
 use super::*;
-
-/// Builds a snapshot the way the host does: one string blob, per-object
-/// columns, each pod with the eight projected slots of `pod_fields`.
-#[derive(Default)]
-struct Fixture {
-    strings: Vec<String>,
-    object_ns: Vec<u32>,
-    object_name: Vec<u32>,
-    first_slot: Vec<u32>,
-    slot_ends: Vec<u32>,
-    kinds: Vec<u8>,
-    data: Vec<u64>,
-}
 
 /// One container's GPU fields.
 #[derive(Clone, Copy, Default)]
@@ -31,94 +24,59 @@ fn req(q: &'static str) -> C {
     }
 }
 
+/// Pods of the default manifest, built with the host's snapshot layout.
+struct Fixture(World);
+
+impl Default for Fixture {
+    fn default() -> Self {
+        let settings = Settings::from_env(&env(&[])).expect("default settings");
+        Fixture(World::new(&manifest_for(&settings)))
+    }
+}
+
 impl Fixture {
-    fn s(&mut self, s: &str) -> u32 {
-        if self.strings.is_empty() {
-            self.strings.push(String::new());
-        }
-        if let Some(i) = self.strings.iter().position(|x| x == s) {
-            return i as u32;
-        }
-        self.strings.push(s.to_string());
-        (self.strings.len() - 1) as u32
-    }
-
-    fn field(&mut self, vals: Vec<Option<&str>>) {
-        for v in vals {
-            match v {
-                Some(s) => {
-                    let id = self.s(s);
-                    self.kinds.push(snapshot::kind::STR);
-                    self.data.push(u64::from(id));
-                }
-                None => {
-                    self.kinds.push(snapshot::kind::ABSENT);
-                    self.data.push(0);
-                }
-            }
-        }
-        self.slot_ends.push(self.kinds.len() as u32);
-    }
-
     fn pod(
-        mut self,
+        self,
         name: &str,
         node: Option<&str>,
         phase: &str,
         containers: &[C],
         init: &[C],
     ) -> Self {
-        let (ns, name) = (self.s("default"), self.s(name));
-        self.object_ns.push(ns);
-        self.object_name.push(name);
-        self.first_slot.push(self.slot_ends.len() as u32);
-        self.field(vec![node]);
-        self.field(vec![Some(phase)]);
-        self.field(containers.iter().map(|c| c.req).collect());
-        self.field(containers.iter().map(|c| c.lim).collect());
-        self.field(init.iter().map(|c| c.always.then_some("Always")).collect());
-        self.field(init.iter().map(|c| c.req).collect());
-        self.field(init.iter().map(|c| c.lim).collect());
-        self.field(vec![None]);
-        self
+        let paths = pod_resource_paths(DEFAULT_RESOURCE);
+        let pod = Obj::new(POD_WATCH, "default", name)
+            .set(&paths[0], node)
+            .set(&paths[1], phase)
+            .set_list(&paths[2], containers.iter().map(|c| c.req))
+            .set_list(&paths[3], containers.iter().map(|c| c.lim))
+            .set_list(&paths[4], init.iter().map(|c| c.always.then_some("Always")))
+            .set_list(&paths[5], init.iter().map(|c| c.req))
+            .set_list(&paths[6], init.iter().map(|c| c.lim));
+        Fixture(self.0.with(pod))
     }
 
-    fn snapshot(mut self) -> Snapshot {
-        self.s("");
-        let mut strings = String::new();
-        let mut ends = Vec::new();
-        for s in &self.strings {
-            strings.push_str(s);
-            ends.push(strings.len() as u32);
-        }
-        Snapshot {
-            strings,
-            string_ends: ends,
-            object_watch: vec![0; self.object_ns.len()],
-            object_namespace: self.object_ns,
-            object_name: self.object_name,
-            object_first_slot: self.first_slot,
-            slot_ends: self.slot_ends,
-            value_kinds: self.kinds,
-            value_data: self.data,
-            indexes: Vec::new(),
-        }
+    fn snapshot(self) -> SnapshotData {
+        self.0
+            .snapshot()
+            .expect("fixture names are in the manifest")
     }
 }
 
 fn env(config: &[(&str, &str)]) -> Environment {
-    Environment {
-        namespace: "wasmctrl".into(),
-        config: config
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-    }
+    config
+        .iter()
+        .fold(Environment::test("wasmctrl"), |e, (k, v)| e.config(k, v))
+}
+
+fn reconcile_plan(env: &Environment, snapshot: &SnapshotData) -> Result<Plan, ReconcileError> {
+    run::reconcile::<GpuSummary>(env, &Request::aggregate(AGGREGATE_KEY), snapshot.clone())
 }
 
 fn applied(plan: &Plan) -> &str {
-    assert_eq!(plan.apply.len(), 1);
-    &plan.apply[0]
+    match plan.writes.as_slice() {
+        [Write::Apply(doc)] => doc,
+        other => panic!("expected one apply, got {other:?}"),
+    }
 }
 
 #[test]
@@ -159,7 +117,7 @@ fn plan_applies_one_configmap_with_per_node_counts() {
         r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"gpu-summary","namespace":"wasmctrl"},"data":{"node-1":"5","node-2":"1"}}"#
     );
     assert!(plan.events.is_empty());
-    assert!(plan.delete.is_empty());
+    assert_eq!(plan.writes.len(), 1, "no deletes");
     assert_eq!(plan.requeue_after_ms, None);
 }
 
@@ -188,6 +146,9 @@ fn configuration_moves_the_configmap_and_unknown_keys_are_rejected() {
     assert!(Settings::from_env(&env(&[("name", "")]))
         .unwrap_err()
         .contains("name"));
+    assert!(run::describe::<GpuSummary>(&env(&[("nmae", "x")]))
+        .unwrap_err()
+        .contains("nmae"));
 }
 
 #[test]
@@ -209,6 +170,10 @@ fn invalid_quantity_skips_the_pod_and_plans_a_warning_event() {
     assert_eq!(e.regarding.name, "bad");
     assert!(e.message.contains("\"two\""), "{}", e.message);
     assert!(e.message.contains("default/bad"), "{}", e.message);
+    assert_eq!(
+        e.related.as_ref().map(|r| r.kind.as_str()),
+        Some("ConfigMap")
+    );
 }
 
 #[test]
@@ -244,7 +209,7 @@ fn numbers_and_booleans_read_as_text() {
         .pod("a", Some("n1"), "Running", &[req("1")], &[])
         .snapshot();
     // The container's request (slot 2, value 2) as an unquoted number.
-    snap.value_kinds[2] = snapshot::kind::INT;
+    snap.value_kinds[2] = kind::INT;
     snap.value_data[2] = 3;
     let plan = reconcile_plan(&env(&[]), &snap).unwrap();
     assert!(
@@ -261,10 +226,16 @@ fn manifest_watches_pods_and_allows_only_the_summary() {
     assert_eq!(m.name, "gpu-summary");
     assert_eq!(m.watches.len(), 1);
     let w = &m.watches[0];
+    assert_eq!(w.name, POD_WATCH);
     assert_eq!(w.gvk.kind, "Pod");
     assert_eq!(w.keys, KeyMapping::Aggregate(AGGREGATE_KEY.into()));
     assert!(w.fields.iter().any(|f| f.contains("['amd.com/gpu']")));
     assert_eq!(m.writes.len(), 1);
     assert_eq!(m.writes[0].namespace.as_deref(), Some("wasmctrl"));
     assert_eq!(m.writes[0].names, vec!["gpu-summary".to_string()]);
+    assert!(!m.writes[0].status);
+    assert_eq!(
+        run::describe::<GpuSummary>(&env(&[])),
+        Ok(manifest_for(&Settings::from_env(&env(&[])).unwrap()))
+    );
 }

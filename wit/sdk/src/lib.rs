@@ -68,9 +68,10 @@ pub use serde_json::{self, json};
 #[macro_export]
 macro_rules! export_guest {
     ($guest:ty) => {
+        // A const block, not a module: `$guest` stays in scope.
         #[cfg(target_arch = "wasm32")]
         #[allow(unsafe_code, missing_docs)]
-        mod __wasmctrl_export {
+        const _: () = {
             use $crate::bindings::exports::wasmctrl::controller::reconciler as r;
 
             struct Export;
@@ -95,7 +96,7 @@ macro_rules! export_guest {
                 }
             }
 
-            $crate::bindings::export!(Export with_types_in $crate::bindings);
-        }
+    $crate::bindings::export!(Export with_types_in $crate::bindings);
+        };
     };
 }

@@ -74,8 +74,12 @@ pub fn panic_line(info: &std::panic::PanicHookInfo<'_>) -> String {
 /// WASI and so traps in a guest before printing anything) with one that logs
 /// the message at [`Level::Error`]. The guest still aborts; the host then
 /// reports the trap, and the log line says why. Idempotent; the export glue
-/// calls it before every `describe` and `reconcile`.
+/// calls it before every `describe` and `reconcile`. Natively (tests) it
+/// does nothing: the standard hook works there.
 pub fn install_panic_hook() {
+    if cfg!(not(target_arch = "wasm32")) {
+        return;
+    }
     static HOOK: Once = Once::new();
     HOOK.call_once(|| {
         std::panic::set_hook(Box::new(|info| write(Level::Error, &panic_line(info))));
