@@ -15,7 +15,7 @@ pub mod summary;
 use wasmctrl_guest_sdk::pod_request::{pod_resource_paths, PodResourceFields};
 use wasmctrl_guest_sdk::snapshot::WatchId;
 use wasmctrl_guest_sdk::{
-    document, json, Environment, Event, GroupVersionKind, Manifest, Plan, ReconcileError, Request,
+    document, Entry, Environment, Event, GroupVersionKind, Manifest, Plan, ReconcileError, Request,
     Schema, Snapshot, Watch, WriteRule,
 };
 
@@ -131,7 +131,7 @@ impl wasmctrl_guest_sdk::Guest for GpuSummary {
         let mut plan = Plan::new();
         plan.apply(&document(
             &target,
-            json!({ "data": summary::summary_data(&summary) }),
+            Entry("data", summary::summary_data(&summary)),
         ));
         for bad in &summary.invalid {
             let pod = GroupVersionKind::core("Pod").object(&bad.namespace, &bad.name);

@@ -81,32 +81,22 @@ fn ready(status: &Value) -> &Value {
 
 #[test]
 fn status_and_ready_follow_usage_against_the_limit() {
-    let cases: &[(&str, i64, &[&str], i64, &str, &str, bool)] = &[
-        ("no pods", 2, &[], 0, "True", "WithinLimit", false),
-        ("under", 4, &["1", "2"], 3, "True", "WithinLimit", false),
-        (
-            "at the limit",
-            3,
-            &["1", "2"],
-            3,
-            "True",
-            "WithinLimit",
-            false,
-        ),
-        ("over", 2, &["1", "2"], 3, "False", "OverLimit", true),
-        ("zero limit", 0, &["1"], 1, "False", "OverLimit", true),
+    // (what, limit, pods' GPU requests, used, over the limit)
+    let cases: &[(&str, i64, &[&str], i64, bool)] = &[
+        ("no pods", 2, &[], 0, false),
+        ("under", 4, &["1", "2"], 3, false),
+        ("at the limit", 3, &["1", "2"], 3, false),
+        ("over", 2, &["1", "2"], 3, true),
+        ("zero limit", 0, &["1"], 1, true),
         // Each pod's total rounds up, as the scheduler accounts it.
-        (
-            "fractions round up per pod",
-            1,
-            &["500m", "0.5"],
-            2,
-            "False",
-            "OverLimit",
-            true,
-        ),
+        ("fractions round up per pod", 1, &["500m", "0.5"], 2, true),
     ];
-    for &(what, limit, gpus, used, ready_status, reason, warned) in cases {
+    for &(what, limit, gpus, used, over_limit) in cases {
+        let (ready_status, reason) = if over_limit {
+            ("False", "OverLimit")
+        } else {
+            ("True", "WithinLimit")
+        };
         let mut objects = vec![quota(limit)];
         objects.extend(
             gpus.iter()
@@ -126,7 +116,7 @@ fn status_and_ready_follow_usage_against_the_limit() {
             .iter()
             .filter(|e| e.reason == "OverLimit")
             .collect();
-        assert_eq!(over.len(), usize::from(warned), "{what}");
+        assert_eq!(over.len(), usize::from(over_limit), "{what}");
         if let Some(e) = over.first() {
             assert_eq!(
                 (e.event_type, e.action.as_str()),

@@ -49,7 +49,7 @@ pub use bindings::wasmctrl::controller::types as wit;
 
 pub use condition::{set_condition, Condition, ConditionFields};
 pub use log::Level;
-pub use plan::{document, Plan};
+pub use plan::{document, Entry, Plan};
 pub use run::Guest;
 pub use snapshot::{Field, Object, Schema, SchemaError, Snapshot, WatchSchema};
 pub use wit::{
