@@ -8,9 +8,7 @@
 //! namespace and name, and typed values. Nothing here panics on a malformed
 //! snapshot: out-of-range indices read as absent.
 
-use std::cmp::Ordering;
-
-pub use wasmctrl_snapshot::{kind, SnapshotData, SnapshotView};
+pub use wasmctrl_snapshot::{kind, SnapshotData, SnapshotView, Value};
 
 use crate::{wit, GroupVersionKind, Manifest, ObjectRef, Request};
 
@@ -190,23 +188,6 @@ pub struct IndexName {
     name: String,
 }
 
-/// One value of a field, typed as the snapshot carries it.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Value<'a> {
-    /// Missing or null.
-    Absent,
-    /// A JSON string.
-    Str(&'a str),
-    /// An integer.
-    Int(i64),
-    /// Any other number.
-    Float(f64),
-    /// A boolean.
-    Bool(bool),
-    /// An object or list, as compact JSON.
-    Json(&'a str),
-}
-
 /// The contract's snapshot record as the layout crate's data, moving the
 /// columns (no copy).
 pub fn from_wit(s: wit::Snapshot) -> SnapshotData {
@@ -244,7 +225,7 @@ pub struct Snapshot<'a> {
 impl<'a> Snapshot<'a> {
     /// Validates `data`'s tables (see [`SnapshotView::new`]).
     pub fn new(schema: &'a Schema, data: &'a SnapshotData) -> Result<Self, String> {
-        let view = SnapshotView::new(data)?;
+        let view = SnapshotView::new(data).map_err(|e| e.to_string())?;
         Ok(Snapshot { schema, view })
     }
 
@@ -294,13 +275,9 @@ impl<'a> Snapshot<'a> {
     /// The object `namespace/name` of `watch` ("" namespace for
     /// cluster-scoped objects).
     pub fn get(&self, watch: WatchId, namespace: &str, name: &str) -> Option<Object<'_>> {
-        let r = self.range(watch);
-        let key = |o: usize| (self.view.namespace(o), self.view.name(o));
-        let at = r.start
-            + partition_point(r.len(), |i| {
-                key(r.start + i).cmp(&(namespace, name)) == Ordering::Less
-            });
-        (at < r.end && key(at) == (namespace, name)).then(|| self.object(at))
+        self.view
+            .find(watch.0, namespace, name)
+            .map(|o| self.object(o))
     }
 
     /// The primary object a per-object request is about: the key
@@ -315,7 +292,7 @@ impl<'a> Snapshot<'a> {
     /// The objects of `index`'s bucket `key`.
     pub fn indexed(&self, index: &IndexName, key: &str) -> Vec<Object<'_>> {
         self.view
-            .index_bucket(index.watch.0, &index.name, key)
+            .lookup(index.watch.0, &index.name, key)
             .iter()
             .map(|&o| self.object(o as usize))
             .filter(|o| o.index < self.view.len())
@@ -379,7 +356,7 @@ impl<'a> Object<'a> {
 
     /// `metadata.deletionTimestamp`, when it is being deleted.
     pub fn deletion_timestamp(&self) -> Option<&'a str> {
-        Some(self.snap.view.deletion_timestamp(self.index)).filter(|t| !t.is_empty())
+        self.snap.view.deletion_timestamp(self.index)
     }
 
     /// Whether it is being deleted (finalizers are holding it).
@@ -414,20 +391,9 @@ impl<'a> Object<'a> {
 
     /// Value `i` of `field`, typed.
     pub fn value_at(&self, field: Field, i: usize) -> Value<'a> {
-        let Some(slot) = self.slot(field) else {
-            return Value::Absent;
-        };
-        let view = &self.snap.view;
-        let Some((k, data)) = view.value(self.index, slot, i) else {
-            return Value::Absent;
-        };
-        match k {
-            kind::STR => Value::Str(view.string(u32::try_from(data).unwrap_or(u32::MAX))),
-            kind::JSON => Value::Json(view.string(u32::try_from(data).unwrap_or(u32::MAX))),
-            kind::INT => Value::Int(data as i64),
-            kind::FLOAT => Value::Float(f64::from_bits(data)),
-            kind::BOOL => Value::Bool(data != 0),
-            _ => Value::Absent,
+        match self.slot(field) {
+            Some(slot) => self.snap.view.value(self.index, slot, i),
+            None => Value::Absent,
         }
     }
 

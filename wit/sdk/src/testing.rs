@@ -7,7 +7,7 @@
 //! component exports. For tests only: unknown names are errors, never
 //! silently absent.
 
-use wasmctrl_snapshot::{Builder, SnapshotData, Value as LayoutValue};
+use wasmctrl_snapshot::{Builder, SnapshotData, Value};
 
 use crate::snapshot::SchemaError;
 use crate::{Environment, Manifest, Request, Schema};
@@ -208,54 +208,72 @@ impl World {
 
     /// The snapshot the host would send: objects sorted by watch, namespace
     /// and name; each projected field in the watch's order, absent unless
-    /// set (a `[*]` path yields no values unless set). A watch or field the
-    /// manifest does not declare is an error.
+    /// set (a `[*]` path yields no values unless set); each declared index
+    /// filled from the values set on its field's path. A watch or field
+    /// the manifest does not declare is an error.
     pub fn snapshot(&self) -> Result<SnapshotData, SchemaError> {
         let schema = Schema::new(&self.manifest)?;
         let mut rows = Vec::with_capacity(self.objects.len());
         for o in &self.objects {
             let watch = schema.watch(&o.watch)?;
             for (path, _) in &o.fields {
-                watch.field(path)?;
+                let declared = self.manifest.watches[watch.id().index()]
+                    .indexes
+                    .iter()
+                    .any(|i| &i.field == path);
+                if !declared {
+                    watch.field(path)?;
+                }
             }
-            let spec = &self.manifest.watches[watch.id().index()];
-            let slots: Vec<Vec<LayoutValue>> = spec
-                .fields
-                .iter()
-                .map(|path| match o.fields.iter().find(|(p, _)| p == path) {
-                    Some((_, values)) => values.iter().map(layout_value).collect(),
-                    None if path.contains("[*]") => Vec::new(),
-                    None => vec![LayoutValue::Absent],
-                })
-                .collect();
-            rows.push((watch.id().index(), o, slots));
+            rows.push((watch.id().index(), o));
         }
         rows.sort_by(|a, b| {
             (a.0, &a.1.namespace, &a.1.name).cmp(&(b.0, &b.1.namespace, &b.1.name))
         });
-        let mut builder = Builder::new();
-        for (watch, o, slots) in rows {
-            builder.object(
-                watch as u32,
-                &o.namespace,
-                &o.name,
-                &o.uid,
-                o.generation,
-                &o.deletion_timestamp,
-                slots,
-            );
+
+        let mut b = Builder::with_capacity(rows.len(), rows.len() * 8);
+        for &(watch, o) in &rows {
+            let (ns, name, uid) = (b.string(&o.namespace), b.string(&o.name), b.string(&o.uid));
+            let deleting = b.string(&o.deletion_timestamp);
+            b.object(watch as u32, ns, name, uid, o.generation, deleting);
+            for path in &self.manifest.watches[watch].fields {
+                match o.fields.iter().find(|(p, _)| p == path) {
+                    Some((_, values)) => values.iter().for_each(|v| b.push(layout_value(v))),
+                    None if path.contains("[*]") => {}
+                    None => b.push(Value::Absent),
+                }
+                b.end_slot();
+            }
         }
-        Ok(builder.finish())
+        for (w, spec) in self.manifest.watches.iter().enumerate() {
+            for index in &spec.indexes {
+                let entries = rows
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, (rw, _))| *rw == w)
+                    .flat_map(|(at, (_, o))| {
+                        let values = o.fields.iter().filter(|(p, _)| *p == index.field);
+                        values
+                            .flat_map(|(_, vs)| vs.iter())
+                            .filter_map(move |v| match v {
+                                Val::Str(key) => Some((key.as_str(), at as u32)),
+                                _ => None,
+                            })
+                    });
+                b.index(w as u32, &index.name, entries.collect::<Vec<_>>());
+            }
+        }
+        Ok(b.finish())
     }
 }
 
-fn layout_value(v: &Val) -> LayoutValue {
+fn layout_value(v: &Val) -> Value<'_> {
     match v {
-        Val::Absent => LayoutValue::Absent,
-        Val::Str(s) => LayoutValue::Str(s.clone()),
-        Val::Int(n) => LayoutValue::Int(*n),
-        Val::Float(f) => LayoutValue::Float(*f),
-        Val::Bool(b) => LayoutValue::Bool(*b),
-        Val::Json(s) => LayoutValue::Json(s.clone()),
+        Val::Absent => Value::Absent,
+        Val::Str(s) => Value::Str(s),
+        Val::Int(n) => Value::Int(*n),
+        Val::Float(f) => Value::Float(*f),
+        Val::Bool(b) => Value::Bool(*b),
+        Val::Json(s) => Value::Json(s),
     }
 }
