@@ -439,3 +439,149 @@ impl<'a> Object<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{Obj, World};
+    use crate::Watch;
+
+    fn manifest() -> Manifest {
+        Manifest::new("t")
+            .watch(
+                Watch::new(
+                    "quotas",
+                    GroupVersionKind::new("example.com", "v1", "GpuQuota"),
+                )
+                .fields(["spec.limit", "spec.tags[*]", "spec.on"])
+                .index("by-team", "metadata.labels.team")
+                .per_object(),
+            )
+            .watch(
+                Watch::new("pods", GroupVersionKind::core("Pod"))
+                    .fields(["spec.nodeName"])
+                    .same_namespace("quotas"),
+            )
+    }
+
+    fn world() -> SnapshotData {
+        World::new(&manifest())
+            .with(Obj::new("pods", "b", "p2").set("spec.nodeName", "n2"))
+            .with(Obj::new("pods", "a", "p1").set("spec.nodeName", "n1"))
+            .with(Obj::new("pods", "b", "p1"))
+            .with(
+                Obj::new("quotas", "a", "q")
+                    .generation(4)
+                    .set("spec.limit", 3)
+                    .set_list("spec.tags[*]", ["x", "y"])
+                    .set("spec.on", true)
+                    .set("metadata.labels.team", "ml"),
+            )
+            .with(Obj::new("quotas", "b", "q").deleting("2026-12-01T00:00:00Z"))
+            .snapshot()
+            .expect("names are declared")
+    }
+
+    #[test]
+    fn unknown_names_are_errors_that_name_what_exists() {
+        let schema = Schema::new(&manifest()).expect("unique names");
+        let err = schema.watch("pod").unwrap_err().to_string();
+        assert!(err.contains("\"pod\"") && err.contains("\"pods\""), "{err}");
+        let quotas = schema.watch("quotas").expect("declared");
+        let err = quotas.field("spec.limits").unwrap_err().to_string();
+        assert!(
+            err.contains("\"spec.limits\"") && err.contains("\"spec.limit\""),
+            "{err}"
+        );
+        assert!(quotas.index("by-owner").is_err());
+        assert!(quotas.index("by-team").is_ok());
+        let twice = manifest().watch(Watch::new("pods", GroupVersionKind::core("Pod")));
+        assert_eq!(
+            Schema::new(&twice).unwrap_err(),
+            SchemaError::DuplicateWatch("pods".into())
+        );
+    }
+
+    #[test]
+    fn objects_are_found_by_watch_namespace_and_name() {
+        let schema = Schema::new(&manifest()).expect("unique names");
+        let data = world();
+        let snap = Snapshot::new(&schema, &data).expect("valid");
+        let (quotas, pods) = (
+            schema.watch("quotas").expect("declared").id(),
+            schema.watch("pods").expect("declared").id(),
+        );
+        let names = |it: &mut dyn Iterator<Item = Object<'_>>| {
+            it.map(|o| format!("{}/{}", o.namespace(), o.name()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&mut snap.objects(pods)), ["a/p1", "b/p1", "b/p2"]);
+        assert_eq!(names(&mut snap.in_namespace(pods, "b")), ["b/p1", "b/p2"]);
+        assert!(snap.in_namespace(pods, "c").next().is_none());
+        assert_eq!(snap.get(pods, "b", "p2").map(|o| o.name()), Some("p2"));
+        assert!(snap.get(quotas, "b", "p2").is_none());
+        let q = snap
+            .primary(&Request::object("quotas", "a/q"))
+            .expect("present");
+        assert_eq!((q.generation(), q.is_deleting()), (4, false));
+        assert_eq!(q.uid(), "uid-a-q");
+        assert_eq!(q.object_ref().kind, "GpuQuota");
+        assert!(snap.primary(&Request::aggregate("a/q")).is_none());
+        assert!(snap.primary(&Request::object("nope", "a/q")).is_none());
+        let deleting = snap.get(quotas, "b", "q").expect("present");
+        assert_eq!(deleting.deletion_timestamp(), Some("2026-12-01T00:00:00Z"));
+        let team = schema
+            .watch("quotas")
+            .and_then(|w| w.index("by-team"))
+            .expect("declared");
+        assert_eq!(names(&mut snap.indexed(&team, "ml").into_iter()), ["a/q"]);
+        assert!(snap.indexed(&team, "web").is_empty());
+    }
+
+    #[test]
+    fn values_read_typed_and_as_text_and_other_watches_fields_read_absent() {
+        let schema = Schema::new(&manifest()).expect("unique names");
+        let data = world();
+        let snap = Snapshot::new(&schema, &data).expect("valid");
+        let quotas = schema.watch("quotas").expect("declared");
+        let [limit, tags, on] =
+            ["spec.limit", "spec.tags[*]", "spec.on"].map(|f| quotas.field(f).expect("declared"));
+        let q = snap.get(quotas.id(), "a", "q").expect("present");
+        assert_eq!((q.int(limit), q.text(limit)), (Some(3), Some("3")));
+        assert_eq!(q.texts(tags).collect::<Vec<_>>(), [Some("x"), Some("y")]);
+        assert_eq!(
+            (q.len(tags), q.bool(on), q.text(on)),
+            (2, Some(true), Some("true"))
+        );
+        assert_eq!(q.value_at(tags, 2), Value::Absent);
+        let empty = snap.get(quotas.id(), "b", "q").expect("present");
+        assert_eq!(
+            (empty.len(tags), empty.len(limit), empty.int(limit)),
+            (0, 1, None)
+        );
+        let node = schema
+            .watch("pods")
+            .and_then(|w| w.field("spec.nodeName"))
+            .expect("declared");
+        assert_eq!(q.text(node), None, "a pod field on a quota");
+    }
+
+    #[test]
+    fn malformed_tables_are_errors_and_bad_indices_read_as_absent() {
+        let schema = Schema::new(&manifest()).expect("unique names");
+        let mut data = world();
+        data.object_uid.pop();
+        assert!(Snapshot::new(&schema, &data).is_err());
+        let mut data = world();
+        data.object_first_slot
+            .iter_mut()
+            .for_each(|s| *s = u32::MAX);
+        data.object_name[0] = u32::MAX;
+        let snap = Snapshot::new(&schema, &data).expect("tables line up");
+        let quotas = schema.watch("quotas").expect("declared");
+        let limit = quotas.field("spec.limit").expect("declared");
+        let all: Vec<_> = snap.objects(quotas.id()).collect();
+        assert!(all.iter().all(|o| o.int(limit).is_none()));
+        assert!(snap.objects(WatchId(7)).next().is_none());
+    }
+}
