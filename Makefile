@@ -1,9 +1,13 @@
 # The two commands README.md shows a newcomer:
 #   make demo   - the host with the GPU-summary guest against the embedded API server
-#   make test   - every check CI runs (fmt, clippy, guest build + size, all tests)
+#   make test   - every check CI runs (fmt, clippy, guest builds + sizes, all tests,
+#                 the guests' native unit tests included)
 
 CARGO ?= cargo
-GUEST_WASM := target/wasm32-wasip2/guest/guest_gpu_summary.wasm
+# Guests land in target/wasm32-wasip2/guest/<crate_name>.wasm.
+GUEST_DIR := target/wasm32-wasip2/guest
+GUEST_WASM := $(GUEST_DIR)/guest_gpu_summary.wasm
+QUOTA_WASM := $(GUEST_DIR)/guest_gpu_quota.wasm
 GUEST_MAX_BYTES := 262144
 
 .PHONY: all setup guest test lint fmt demo clean
@@ -14,10 +18,12 @@ setup:
 	rustup target add wasm32-wasip2
 
 guest: setup
-	$(CARGO) build -p guest-gpu-summary --target wasm32-wasip2 --profile guest
-	@size=$$(stat -c %s $(GUEST_WASM)); \
-	  echo "guest-gpu-summary.wasm: $$size bytes (limit $(GUEST_MAX_BYTES))"; \
-	  test $$size -le $(GUEST_MAX_BYTES) || { echo "guest too large"; exit 1; }
+	$(CARGO) build -p guest-gpu-summary -p guest-gpu-quota --target wasm32-wasip2 --profile guest
+	@for wasm in $(GUEST_WASM) $(QUOTA_WASM); do \
+	  size=$$(stat -c %s $$wasm); \
+	  echo "$$(basename $$wasm): $$size bytes (limit $(GUEST_MAX_BYTES))"; \
+	  test $$size -le $(GUEST_MAX_BYTES) || { echo "$$wasm too large"; exit 1; }; \
+	done
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -247,3 +247,61 @@ fn manifest_relates_pods_to_the_quotas_of_their_namespace() {
     let err = run::describe::<GpuQuota>(&env.config("limit", "3")).unwrap_err();
     assert!(err.contains("\"limit\""), "{err}");
 }
+
+#[test]
+fn crd_yaml_declares_what_the_manifest_reads_and_writes() {
+    let crd: serde_yaml::Value =
+        serde_yaml::from_str(include_str!("../crd.yaml")).expect("crd.yaml parses");
+    let gvk = quota_gvk();
+    assert_eq!(
+        crd["metadata"]["name"].as_str(),
+        Some("gpuquotas.example.com")
+    );
+    assert_eq!(crd["spec"]["group"].as_str(), Some(gvk.group.as_str()));
+    assert_eq!(
+        crd["spec"]["names"]["kind"].as_str(),
+        Some(gvk.kind.as_str())
+    );
+    assert_eq!(crd["spec"]["scope"].as_str(), Some("Namespaced"));
+    let version = &crd["spec"]["versions"][0];
+    assert_eq!(version["name"].as_str(), Some(gvk.version.as_str()));
+    assert!(
+        version["subresources"]["status"].is_mapping(),
+        "status subresource"
+    );
+    let columns: Vec<_> = version["additionalPrinterColumns"]
+        .as_sequence()
+        .expect("printer columns")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert!(
+        columns.starts_with(&["Limit", "Used", "Ready"]),
+        "{columns:?}"
+    );
+    let props = &version["schema"]["openAPIV3Schema"]["properties"];
+    assert_eq!(
+        props["spec"]["properties"]["limit"]["type"].as_str(),
+        Some("integer")
+    );
+    assert_eq!(
+        props["spec"]["properties"]["limit"]["minimum"].as_i64(),
+        Some(0)
+    );
+    let status = &props["status"]["properties"];
+    for field in ["used", "observedGeneration"] {
+        assert_eq!(status[field]["type"].as_str(), Some("integer"), "{field}");
+    }
+    let conditions = &status["conditions"];
+    assert_eq!(conditions["x-kubernetes-list-type"].as_str(), Some("map"));
+    assert_eq!(
+        conditions["x-kubernetes-list-map-keys"][0].as_str(),
+        Some("type")
+    );
+    // Every condition field the guest reads and writes is in the schema.
+    let item = &conditions["items"]["properties"];
+    for path in condition_paths("status.conditions") {
+        let field = path.rsplit('.').next().unwrap_or_default();
+        assert!(item[field].is_mapping(), "{path}");
+    }
+}
