@@ -45,27 +45,12 @@ impl Settings {
     /// Reads the configuration; unknown keys and empty values are errors that
     /// name the key, so an operator's typo never goes unnoticed.
     pub fn from_env(env: &Environment) -> Result<Self, String> {
-        let mut settings = Settings {
-            name: DEFAULT_CONFIGMAP.to_string(),
-            namespace: env.namespace.clone(),
-            resource: DEFAULT_RESOURCE.to_string(),
+        let config = env.settings(&["name", "namespace", "resource"])?;
+        let settings = Settings {
+            name: config.get_or("name", DEFAULT_CONFIGMAP),
+            namespace: config.get_or("namespace", &env.namespace),
+            resource: config.get_or("resource", DEFAULT_RESOURCE),
         };
-        for (key, value) in &env.config {
-            let slot = match key.as_str() {
-                "name" => &mut settings.name,
-                "namespace" => &mut settings.namespace,
-                "resource" => &mut settings.resource,
-                other => {
-                    return Err(format!(
-                        "unknown configuration key {other:?} (known: name, namespace, resource)"
-                    ))
-                }
-            };
-            if value.is_empty() {
-                return Err(format!("configuration key {key:?} must not be empty"));
-            }
-            value.clone_into(slot);
-        }
         if settings.namespace.is_empty() {
             return Err("no namespace: set configuration key \"namespace\"".to_string());
         }

@@ -76,10 +76,8 @@ impl wasmctrl_guest_sdk::Guest for GpuQuota {
     type Fields = Fields;
 
     fn describe(env: &Environment) -> Result<Manifest, String> {
-        match env.config.first() {
-            Some((key, _)) => Err(format!("unknown configuration key {key:?} (none known)")),
-            None => Ok(manifest()),
-        }
+        env.settings(&[])?;
+        Ok(manifest())
     }
 
     fn fields(_: &Environment, schema: &Schema) -> Result<Fields, String> {

@@ -9,6 +9,7 @@
 //!   [`Field`] handles. A name the manifest does not project is an error
 //!   when the guest is described, never a silently absent value.
 //! - [`Plan`]: apply, update, status, finalizers, delete, events.
+//! - [`config::Config`]: the operator's configuration, unknown keys rejected.
 //! - [`condition`]: `set_condition` keeping `lastTransitionTime`; [`time`]:
 //!   `env.now-ms` as RFC 3339.
 //! - [`log!`], [`info!`], [`warn!`], ...: logging that works natively too;
@@ -22,6 +23,7 @@
 //! read as absent, and every failure is a value.
 
 pub mod condition;
+pub mod config;
 pub mod log;
 pub mod manifest;
 pub mod plan;
