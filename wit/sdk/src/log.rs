@@ -64,10 +64,14 @@ macro_rules! error {
     ($($arg:tt)+) => { $crate::log!($crate::log::Level::Error, $($arg)+) };
 }
 
-/// The line the panic hook logs: `guest panicked at FILE:LINE:COL:` and the
-/// panic's message.
+/// The line the panic hook logs, on one line:
+/// `guest panicked at FILE:LINE:COL: MESSAGE`.
 pub fn panic_line(info: &std::panic::PanicHookInfo<'_>) -> String {
-    format!("guest {info}")
+    let message = info.payload_as_str().unwrap_or("(a non-string payload)");
+    match info.location() {
+        Some(at) => format!("guest panicked at {at}: {message}"),
+        None => format!("guest panicked: {message}"),
+    }
 }
 
 /// Replaces the standard panic hook (which reads `RUST_BACKTRACE` through
@@ -107,8 +111,9 @@ mod tests {
         assert!(result.is_err());
         let line = seen.lock().map(|s| s.clone()).unwrap_or_default();
         assert!(line.starts_with("guest panicked at "), "{line}");
-        assert!(line.contains("log.rs"), "{line}");
-        assert!(line.ends_with("quota 7 is broken"), "{line}");
+        assert!(line.contains("log.rs:"), "{line}");
+        assert!(line.ends_with(": quota 7 is broken"), "{line}");
+        assert!(!line.contains('\n'), "{line}");
     }
 
     #[test]
