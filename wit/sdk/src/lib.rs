@@ -21,6 +21,71 @@
 //!
 //! The SDK never does I/O and never panics on snapshot contents: bad indices
 //! read as absent, and every failure is a value.
+//!
+//! A whole guest, tested natively (`examples/guest-gpu-quota` is a larger
+//! one):
+//!
+//! ```
+//! use wasmctrl_guest_sdk::testing::{Obj, World};
+//! use wasmctrl_guest_sdk::{wit, *};
+//!
+//! /// Copies each ConfigMap's `data.color` into a ConfigMap `<name>-color`.
+//! struct Painter;
+//!
+//! impl Guest for Painter {
+//!     type Fields = Field;
+//!
+//!     fn describe(env: &Environment) -> Result<Manifest, String> {
+//!         env.settings(&[])?;
+//!         let maps = Watch::new("maps", GroupVersionKind::core("ConfigMap"))
+//!             .fields(["data.color"])
+//!             .per_object();
+//!         Ok(Manifest::new("painter")
+//!             .watch(maps)
+//!             .write(WriteRule::new(GroupVersionKind::core("ConfigMap"))))
+//!     }
+//!
+//!     fn fields(_: &Environment, schema: &Schema) -> Result<Field, String> {
+//!         Ok(schema.watch("maps")?.field("data.color")?)
+//!     }
+//!
+//!     fn reconcile(
+//!         _: &Environment,
+//!         request: &Request,
+//!         snapshot: &Snapshot<'_>,
+//!         color: &Field,
+//!     ) -> Result<Plan, ReconcileError> {
+//!         let mut plan = Plan::new();
+//!         if let Some(map) = snapshot.primary(request).filter(|m| !m.is_deleting()) {
+//!             let copy = GroupVersionKind::core("ConfigMap")
+//!                 .object(map.namespace(), &format!("{}-color", map.name()));
+//!             let data = json!({"color": map.text(*color).unwrap_or("none")});
+//!             plan.apply(&document(&copy, Entry("data", data)));
+//!         }
+//!         Ok(plan)
+//!     }
+//! }
+//!
+//! export_guest!(Painter);
+//!
+//! let manifest = run::describe::<Painter>(&Environment::test("ops"))?;
+//! let data = World::new(&manifest)
+//!     .with(Obj::new("maps", "ops", "m").set("data.color", "red"))
+//!     .snapshot()?;
+//! let plan = run::reconcile::<Painter>(
+//!     &Environment::test("ops"),
+//!     &Request::object("maps", "ops/m"),
+//!     data,
+//! )
+//! .map_err(|e| format!("{e:?}"))?;
+//! assert_eq!(
+//!     plan.writes,
+//!     [wit::Write::Apply(
+//!         r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"m-color","namespace":"ops"},"data":{"color":"red"}}"#.into()
+//!     )]
+//! );
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod condition;
 pub mod config;

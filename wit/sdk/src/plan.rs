@@ -14,7 +14,9 @@ use crate::{EventType, ObjectRef, ReconcileError};
 /// A complete object document: `apiVersion`, `kind`, `metadata.name` (and
 /// `namespace` when the target has one), then the fields of `body` (a
 /// struct or map: `json!({"data": ..})`, [`Entry`]`("data", &data)`), in
-/// that order. Build one with [`document`].
+/// that order. Build one with [`document`]. `body` must not repeat those
+/// keys: a document that sets labels, annotations or owner references is
+/// written whole, e.g. with `json!`.
 #[derive(Serialize)]
 pub struct Document<'a, B> {
     #[serde(rename = "apiVersion")]

@@ -51,8 +51,9 @@ pub fn describe<G: Guest>(env: &Environment) -> Result<Manifest, String> {
 
 /// `reconcile` as the component exports it. Describing or resolving fails
 /// only if the guest is not deterministic (the host described it with the
-/// same environment) and a malformed snapshot is a host bug: both are
-/// terminal errors, not panics.
+/// same environment); a request for a watch the manifest lacks and a
+/// malformed snapshot are host bugs: all are terminal errors naming the
+/// guest, not panics.
 pub fn reconcile<G: Guest>(
     env: &Environment,
     request: &Request,
@@ -61,8 +62,13 @@ pub fn reconcile<G: Guest>(
     crate::log::install_panic_hook();
     let manifest = G::describe(env).map_err(ReconcileError::Terminal)?;
     let (schema, fields) = resolve::<G>(env, &manifest).map_err(ReconcileError::Terminal)?;
-    let snapshot = Snapshot::new(&schema, &data)
-        .map_err(|e| ReconcileError::Terminal(format!("guest {}: {e}", manifest.name)))?;
+    let named = |e: String| ReconcileError::Terminal(format!("guest {}: {e}", manifest.name));
+    if let Some(watch) = &request.watch {
+        schema
+            .watch(watch)
+            .map_err(|e| named(format!("request {:?}: {e}", request.key)))?;
+    }
+    let snapshot = Snapshot::new(&schema, &data).map_err(named)?;
     G::reconcile(env, request, &snapshot, &fields)?.finish()
 }
 
@@ -179,6 +185,10 @@ mod tests {
         }
         let err = reconcile::<Toy>(&env, &Request::object("apps", "ns/gone"), data.clone());
         assert_eq!(err, Err(ReconcileError::Retryable("gone".into())));
+        let err = reconcile::<Toy>(&env, &Request::object("app", "ns/web"), data.clone());
+        assert!(
+            matches!(err, Err(ReconcileError::Terminal(m)) if m.contains("no watch named \"app\""))
+        );
         let mut bad = data;
         bad.object_name.clear();
         let err = reconcile::<Toy>(&env, &Request::object("apps", "ns/web"), bad);

@@ -246,9 +246,9 @@ impl<'a> Snapshot<'a> {
     /// The objects of `watch`'s range (objects are sorted by watch, then
     /// namespace, then name).
     fn range(&self, watch: WatchId) -> std::ops::Range<usize> {
-        let n = self.view.len();
-        let start = partition_point(n, |o| self.view.watch(o) < watch.0);
-        let end = partition_point(n, |o| self.view.watch(o) <= watch.0);
+        let column = &self.view.data().object_watch;
+        let start = column.partition_point(|&w| w < watch.0);
+        let end = column.partition_point(|&w| w <= watch.0);
         start..end.max(start)
     }
 
@@ -282,7 +282,9 @@ impl<'a> Snapshot<'a> {
 
     /// The primary object a per-object request is about: the key
     /// (`namespace/name`, or `name`) in the request's watch. `None` for an
-    /// aggregate request, an unknown watch, or an object that is gone.
+    /// aggregate request or an object that is gone (a request naming a
+    /// watch the manifest lacks never reaches the guest: the SDK rejects
+    /// it first).
     pub fn primary(&self, request: &Request) -> Option<Object<'_>> {
         let watch = self.schema.watch(request.watch.as_deref()?).ok()?.id();
         let (namespace, name) = split_key(&request.key);
@@ -307,7 +309,8 @@ pub fn split_key(key: &str) -> (&str, &str) {
 }
 
 /// The first `i` in `0..n` for which `pred` is false, assuming `pred` is
-/// true then false over the range (binary search over object indices).
+/// true then false over the range (binary search over object indices, for
+/// orderings that are not a column of the data).
 fn partition_point(n: usize, pred: impl Fn(usize) -> bool) -> usize {
     let (mut lo, mut hi) = (0, n);
     while lo < hi {
