@@ -53,12 +53,12 @@ async fn until_seen(seen: &Seen, kind: ChangeKind, name: &str) {
 async fn guests_watching_the_same_thing_share_one_informer_with_the_union_of_fields() {
     let (_server, client) = server().await;
     let registry = InformerRegistry::new(client.clone());
-    let a = registry.acquire(&pods_key(), &[path("spec.nodeName")]);
-    let b = registry.acquire(&pods_key(), &[path("spec.nodeName")]);
+    let a = registry.acquire(&pods_key(), &[path("spec.nodeName")], &[]);
+    let b = registry.acquire(&pods_key(), &[path("spec.nodeName")], &[]);
     assert_eq!(registry.len(), 1);
     assert_eq!(a.key(), b.key());
     // A guest needing more fields gets an informer with the union.
-    let c = registry.acquire(&pods_key(), &[path("status.phase")]);
+    let c = registry.acquire(&pods_key(), &[path("status.phase")], &[]);
     assert_eq!(
         c.projection().paths(),
         &[path("spec.nodeName"), path("status.phase")]
@@ -66,7 +66,7 @@ async fn guests_watching_the_same_thing_share_one_informer_with_the_union_of_fie
     // Another selector is another informer.
     let mut other = pods_key();
     other.label_selector = Some("app=x".into());
-    registry.acquire(&other, &[path("spec.nodeName")]);
+    registry.acquire(&other, &[path("spec.nodeName")], &[]);
     assert_eq!(registry.len(), 2);
     drop((a, b));
     c.wait_synced().await.unwrap();
@@ -77,7 +77,11 @@ async fn only_changes_to_projected_fields_wake_handlers() {
     let (_server, client) = server().await;
     pod("a").on("n1").requesting("1").create(&client).await;
     let registry = InformerRegistry::new(client.clone());
-    let informer = registry.acquire(&pods_key(), &[path("spec.nodeName"), path("status.phase")]);
+    let informer = registry.acquire(
+        &pods_key(),
+        &[path("spec.nodeName"), path("status.phase")],
+        &[],
+    );
     let (seen, handler) = recorder();
     informer.add_handler(handler);
     informer.wait_synced().await.unwrap();
@@ -115,7 +119,7 @@ async fn objects_deleted_while_the_watch_was_down_are_reported_deleted_after_rel
     pod("gone").on("n1").create(&client).await;
     pod("stays").on("n1").create(&client).await;
     let registry = InformerRegistry::new(client.clone());
-    let informer = registry.acquire(&pods_key(), &[path("spec.nodeName")]);
+    let informer = registry.acquire(&pods_key(), &[path("spec.nodeName")], &[]);
     let (seen, handler) = recorder();
     informer.add_handler(handler);
     informer.wait_synced().await.unwrap();
@@ -146,7 +150,7 @@ async fn a_handler_added_after_sync_first_gets_every_cached_object_as_added() {
     pod("a").on("n1").create(&client).await;
     pod("b").on("n2").create(&client).await;
     let registry = InformerRegistry::new(client.clone());
-    let informer = registry.acquire(&pods_key(), &[path("spec.nodeName")]);
+    let informer = registry.acquire(&pods_key(), &[path("spec.nodeName")], &[]);
     informer.wait_synced().await.unwrap();
     let (seen, handler) = recorder();
     informer.add_handler(handler);

@@ -555,7 +555,7 @@ async fn run(pods: usize) -> bool {
     // (1) + (2): the projected informer.
     let before = measure().await;
     let t = Instant::now();
-    let informer = Informer::start(client.clone(), key.clone(), watch.projection.clone());
+    let informer = Informer::start(client.clone(), key.clone(), watch.projection.clone(), &[]);
     deadline("informer sync", informer.wait_synced())
         .await
         .expect("informer syncs");

@@ -26,12 +26,20 @@ pub struct DiscoveryError {
     pub source: kube::Error,
 }
 
+/// What discovery says about one kind.
+#[derive(Debug, Clone)]
+struct Resolved {
+    resource: ApiResource,
+    /// Subresource names ("status", "scale", ...).
+    subresources: Vec<String>,
+}
+
 /// Resolves kinds to API resources, caching every answer. Cheap to clone;
 /// clones share the cache.
 #[derive(Clone)]
 pub struct Discovery {
     client: Client,
-    resolved: Arc<Mutex<HashMap<Gvk, ApiResource>>>,
+    resolved: Arc<Mutex<HashMap<Gvk, Resolved>>>,
 }
 
 impl std::fmt::Debug for Discovery {
@@ -49,12 +57,11 @@ impl Discovery {
         }
     }
 
-    /// The API resource serving `gvk`.
-    pub async fn resource(&self, gvk: &Gvk) -> Result<ApiResource, DiscoveryError> {
-        if let Some(ar) = lock(&self.resolved).get(gvk) {
-            return Ok(ar.clone());
+    async fn resolve(&self, gvk: &Gvk) -> Result<Resolved, DiscoveryError> {
+        if let Some(r) = lock(&self.resolved).get(gvk) {
+            return Ok(r.clone());
         }
-        let (ar, _caps) = kube::discovery::pinned_kind(
+        let (resource, caps) = kube::discovery::pinned_kind(
             &self.client,
             &GroupVersionKind::gvk(&gvk.group, &gvk.version, &gvk.kind),
         )
@@ -63,8 +70,32 @@ impl Discovery {
             gvk: gvk.to_string(),
             source,
         })?;
-        lock(&self.resolved).insert(gvk.clone(), ar.clone());
-        Ok(ar)
+        let resolved = Resolved {
+            resource,
+            subresources: caps
+                .subresources
+                .into_iter()
+                .map(|(ar, _)| ar.plural)
+                .collect(),
+        };
+        lock(&self.resolved).insert(gvk.clone(), resolved.clone());
+        Ok(resolved)
+    }
+
+    /// The API resource serving `gvk`.
+    pub async fn resource(&self, gvk: &Gvk) -> Result<ApiResource, DiscoveryError> {
+        Ok(self.resolve(gvk).await?.resource)
+    }
+
+    /// Whether `gvk` has a `status` subresource (writes to the main
+    /// resource then drop `status`).
+    pub async fn has_status(&self, gvk: &Gvk) -> Result<bool, DiscoveryError> {
+        Ok(self
+            .resolve(gvk)
+            .await?
+            .subresources
+            .iter()
+            .any(|s| s == "status"))
     }
 
     /// The resource plural a watch reads: the one the guest named, or

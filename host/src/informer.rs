@@ -135,6 +135,7 @@ struct Inner {
 pub struct Informer {
     inner: Arc<Inner>,
     task: Arc<TaskGuard>,
+    indexed: Arc<[FieldPath]>,
 }
 
 struct TaskGuard(JoinHandle<()>);
@@ -146,10 +147,17 @@ impl Drop for TaskGuard {
 }
 
 impl Informer {
-    /// Starts listing and watching `key`, keeping `projection` of each object.
-    pub fn start(client: Client, key: InformerKey, projection: Projection) -> Self {
+    /// Starts listing and watching `key`, keeping `projection` of each object
+    /// and indexing the values of the projected fields `indexed` (namespace
+    /// and controller owner are always indexed).
+    pub fn start(
+        client: Client,
+        key: InformerKey,
+        projection: Projection,
+        indexed: &[FieldPath],
+    ) -> Self {
         let (state, _) = tokio_watch::channel(SyncState::Pending);
-        let writer = Writer::default();
+        let writer = Writer::with_field_indexes(&field_positions(&projection, indexed));
         let inner = Arc::new(Inner {
             key,
             projection,
@@ -164,6 +172,7 @@ impl Informer {
         Informer {
             inner,
             task: Arc::new(TaskGuard(task)),
+            indexed: indexed.into(),
         }
     }
 
@@ -220,13 +229,8 @@ impl Informer {
             *next
         };
         write(&self.inner.handlers).push((id, handler.clone()));
-        for ((namespace, name), resource_version) in self.inner.store.versions() {
-            handler(&Change {
-                kind: ChangeKind::Added,
-                namespace,
-                name,
-                resource_version,
-            });
+        for object in self.inner.store.list() {
+            handler(&Change::added(object));
         }
         id
     }
@@ -499,31 +503,46 @@ impl InformerRegistry {
         }
     }
 
-    /// The informer for `key` whose projection includes `fields`. An existing
-    /// informer is shared when it already keeps those fields; otherwise a new
-    /// one with the union of fields replaces it for new users (existing
-    /// users keep theirs until they release it).
-    pub fn acquire(&self, key: &InformerKey, fields: &[FieldPath]) -> Informer {
+    /// The informer for `key` whose projection includes `fields` and whose
+    /// store indexes the values of `indexed` (a subset of `fields`). An
+    /// existing informer is shared when it already keeps and indexes those
+    /// fields; otherwise a new one with the union of fields and indexes
+    /// replaces it for new users (existing users keep theirs until they
+    /// release it).
+    pub fn acquire(
+        &self,
+        key: &InformerKey,
+        fields: &[FieldPath],
+        indexed: &[FieldPath],
+    ) -> Informer {
         let mut map = lock(&self.informers);
         if let Some(existing) = map.get(key) {
             let have = existing.projection().paths();
-            if fields.iter().all(|f| have.contains(f)) {
+            if fields.iter().chain(indexed).all(|f| have.contains(f))
+                && indexed.iter().all(|f| existing.indexed.contains(f))
+            {
                 return existing.clone();
             }
         }
-        let mut union: Vec<FieldPath> = map
+        let (mut union, mut union_indexed): (Vec<FieldPath>, Vec<FieldPath>) = map
             .get(key)
-            .map(|i| i.projection().paths().to_vec())
+            .map(|i| (i.projection().paths().to_vec(), i.indexed.to_vec()))
             .unwrap_or_default();
-        for f in fields {
+        for f in fields.iter().chain(indexed) {
             if !union.contains(f) {
                 union.push(f.clone());
+            }
+        }
+        for f in indexed {
+            if !union_indexed.contains(f) {
+                union_indexed.push(f.clone());
             }
         }
         let informer = Informer::start(
             self.client.clone(),
             key.clone(),
             Projection::new(union, vec![]),
+            &union_indexed,
         );
         map.insert(key.clone(), informer.clone());
         informer

@@ -22,6 +22,7 @@ pub mod outputs;
 pub mod packaging;
 pub mod permissions;
 pub mod projection;
+pub mod request;
 pub mod store;
 pub mod supervisor;
 mod sync;

@@ -244,8 +244,28 @@ struct ReconcileArgs {
     /// The namespace the guest is told the host runs in.
     #[arg(long, default_value = "default")]
     namespace: String,
+    /// Reconcile only this request key (`namespace/name`, `name`, or an
+    /// aggregate key); default: every key the objects produce, one plan
+    /// (JSON document) each.
+    #[arg(long)]
+    key: Option<String>,
+    /// The clock the guest sees (`env.now-ms`): RFC 3339
+    /// (`2026-01-02T03:04:05Z`) or milliseconds since the Unix epoch;
+    /// default: now.
+    #[arg(long, value_parser = parse_now)]
+    now: Option<u64>,
     #[command(flatten)]
     sandbox: SandboxArgs,
+}
+
+/// `--now`: RFC 3339 or milliseconds since the epoch.
+fn parse_now(s: &str) -> Result<u64, String> {
+    if let Ok(ms) = s.parse::<u64>() {
+        return Ok(ms);
+    }
+    let t = chrono::DateTime::parse_from_rfc3339(s)
+        .map_err(|e| format!("{s:?} is neither RFC 3339 nor milliseconds since the epoch: {e}"))?;
+    u64::try_from(t.timestamp_millis()).map_err(|_| format!("{s:?} is before 1970"))
 }
 
 fn reconcile(args: ReconcileArgs) -> anyhow::Result<()> {
@@ -261,10 +281,14 @@ fn reconcile(args: ReconcileArgs) -> anyhow::Result<()> {
     for path in &args.objects {
         objects.extend(wasmctrl::objects::read_objects_keeping(path, &keep)?);
     }
-    let plan = wasmctrl::offline::reconcile(&module, &env, &manifest, &objects)?;
+    let env = env.at(args.now.unwrap_or_else(guest::now_ms));
+    let plans =
+        wasmctrl::offline::reconcile(&module, &env, &manifest, &objects, args.key.as_deref())?;
     let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, &plan).context("writing the plan")?;
-    writeln!(out).context("writing the plan")?;
+    for plan in &plans {
+        serde_json::to_writer_pretty(&mut out, plan).context("writing the plan")?;
+        writeln!(out).context("writing the plan")?;
+    }
     Ok(())
 }
 

@@ -156,6 +156,9 @@ pub struct Metrics {
     pub writes: Family<WriteLabels, Counter>,
     /// `wasmctrl_writes_skipped_total{guest}`: applies skipped as no-ops.
     pub writes_skipped: Family<GuestLabels, Counter>,
+    /// `wasmctrl_writes_dropped_total{guest,verb}`: pinned writes whose
+    /// object was gone or replaced.
+    pub writes_dropped: Family<WriteLabels, Counter>,
     /// `wasmctrl_guest_instantiate_seconds{guest}`.
     pub guest_instantiate: Hist<GuestLabels>,
     /// `wasmctrl_guest_reconcile_seconds{guest}`: time inside the guest.
@@ -198,6 +201,7 @@ impl Metrics {
             rest_latency: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
             writes: Family::default(),
             writes_skipped: Family::default(),
+            writes_dropped: Family::default(),
             guest_instantiate: Family::new_with_constructor(fast_histogram as fn() -> Histogram),
             guest_reconcile: Family::new_with_constructor(fast_histogram as fn() -> Histogram),
             guest_failures: Family::default(),
@@ -246,6 +250,11 @@ impl Metrics {
             "wasmctrl_writes_skipped",
             "Applies skipped because the live object already matched (no-op writes)",
             m.writes_skipped.clone(),
+        );
+        registry.register(
+            "wasmctrl_writes_dropped",
+            "Pinned writes dropped because their object was gone or replaced (404, uid mismatch, failed test); the key re-reconciles",
+            m.writes_dropped.clone(),
         );
         registry.register(
             "wasmctrl_guest_instantiate_seconds",
@@ -332,13 +341,22 @@ pub enum ReconcileResult {
     Error(&'static str),
 }
 
-/// A write the actuator made, for `wasmctrl_writes_total{verb}`.
+/// A write the actuator made, for `wasmctrl_writes_total{verb}` and
+/// `wasmctrl_writes_dropped_total{verb}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriteVerb {
-    /// A server-side apply.
+    /// A server-side apply (create or update).
     Apply,
+    /// An update-only server-side apply, pinned to a uid.
+    Update,
+    /// A server-side apply to the status subresource.
+    ApplyStatus,
     /// A delete.
     Delete,
+    /// A finalizer added (by a plan or by the host).
+    AddFinalizer,
+    /// A finalizer removed.
+    RemoveFinalizer,
     /// An event.
     Event,
 }
@@ -347,7 +365,11 @@ impl WriteVerb {
     fn label(self) -> &'static str {
         match self {
             WriteVerb::Apply => "apply",
+            WriteVerb::Update => "update",
+            WriteVerb::ApplyStatus => "apply_status",
             WriteVerb::Delete => "delete",
+            WriteVerb::AddFinalizer => "add_finalizer",
+            WriteVerb::RemoveFinalizer => "remove_finalizer",
             WriteVerb::Event => "event",
         }
     }
@@ -445,7 +467,49 @@ impl GuestMetrics {
             WriteVerb::Apply => self.applies.inc(),
             WriteVerb::Delete => self.deletes.inc(),
             WriteVerb::Event => self.events.inc(),
+            other => self
+                .metrics
+                .writes
+                .get_or_create(&WriteLabels {
+                    guest: self.guest.clone(),
+                    verb: other.label().to_string(),
+                })
+                .inc(),
         };
+    }
+
+    /// Records a pinned write dropped because its object was gone or
+    /// replaced (404, uid mismatch, a failed `test`): not an error.
+    pub fn dropped_write(&self, verb: WriteVerb) {
+        self.metrics
+            .writes_dropped
+            .get_or_create(&WriteLabels {
+                guest: self.guest.clone(),
+                verb: verb.label().to_string(),
+            })
+            .inc();
+    }
+
+    /// Writes of `verb` dropped so far (tests and the demo read it).
+    pub fn dropped(&self, verb: WriteVerb) -> u64 {
+        self.metrics
+            .writes_dropped
+            .get_or_create(&WriteLabels {
+                guest: self.guest.clone(),
+                verb: verb.label().to_string(),
+            })
+            .get()
+    }
+
+    /// Successful writes of `verb` so far.
+    pub fn written(&self, verb: WriteVerb) -> u64 {
+        self.metrics
+            .writes
+            .get_or_create(&WriteLabels {
+                guest: self.guest.clone(),
+                verb: verb.label().to_string(),
+            })
+            .get()
     }
 
     /// Records an apply skipped because the live object already matched.

@@ -91,7 +91,8 @@ impl Keep {
     }
 
     /// Keep one object's identity (apiVersion, kind, name, namespace, uid,
-    /// resourceVersion) and `paths` — what an informer with that
+    /// resourceVersion, generation, deletionTimestamp, finalizers, owner
+    /// references) and `paths` — what an informer with that
     /// projection needs from each object it decodes.
     pub fn for_paths<'a>(paths: impl IntoIterator<Item = &'a FieldPath>) -> Self {
         let mut keep = Keep::default();
@@ -102,6 +103,10 @@ impl Keep {
             "metadata.namespace",
             "metadata.uid",
             "metadata.resourceVersion",
+            "metadata.generation",
+            "metadata.deletionTimestamp",
+            "metadata.finalizers",
+            "metadata.ownerReferences",
         ] {
             keep.add_leaf(leaf);
         }

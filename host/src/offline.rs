@@ -3,16 +3,23 @@
 //! and plan validation), and report the plan.
 //!
 //! Owns the mapping from a flat list of objects to each watch's cached view
-//! and the JSON shape of the printed plan. It never contacts a cluster.
+//! (indexed stores, as the host keeps them), the choice of keys (all, or
+//! `--key`), and the JSON shape of the printed plan (the contract's field
+//! names). It never contacts a cluster, so a host-managed finalizer is not
+//! added offline.
 
 use std::time::Duration;
 
 use serde_json::{json, Value as Json};
 
+use crate::controller::keys::WatchCache;
 use crate::guest::{
-    self, Environment, GuestError, GuestManifest, GuestModule, KeyMapping, ValidatedPlan,
+    self, snapshot, Environment, GuestError, GuestManifest, GuestModule, KeyMapping, ObjectKey,
+    PlannedWrite, Request, ValidatedPlan,
 };
 use crate::projection::{Interner, ProjectedObject};
+use crate::request::RequestKey;
+use crate::store::Writer;
 use wasmctrl_kube_rules::selector::{extract_attrs, FieldSelector, LabelSelector, SelectorError};
 
 /// Why an offline reconcile failed.
@@ -21,6 +28,16 @@ pub enum OfflineError {
     /// Loading or running the guest failed.
     #[error(transparent)]
     Guest(#[from] GuestError),
+    /// `--key` names no key the objects produce.
+    #[error("guest {guest}: no request key {key:?} in these objects (keys: {})", known.join(", "))]
+    UnknownKey {
+        /// The guest.
+        guest: String,
+        /// The key asked for.
+        key: String,
+        /// The keys there are.
+        known: Vec<String>,
+    },
     /// A selector in the manifest does not parse.
     #[error("guest {guest}: {source}")]
     Selector {
@@ -82,103 +99,153 @@ pub fn project_world(
     Ok(out)
 }
 
-/// Request keys the world produces, in order.
+/// The world as the host would cache it: one indexed store per watch,
+/// holding the projected objects (the same stores, indexes, key mappings
+/// and per-key object selection the controller uses).
+fn caches(manifest: &GuestManifest, world: Vec<Vec<ProjectedObject>>) -> Vec<WatchCache> {
+    manifest
+        .watches
+        .iter()
+        .zip(world)
+        .map(|(w, objects)| {
+            let positions: Vec<usize> = (0..w.projection.paths().len()).collect();
+            let indexed = crate::informer::field_positions(&w.projection, &w.indexed_paths());
+            let mut writer = Writer::with_field_indexes(&indexed);
+            for o in objects {
+                writer.apply(o);
+            }
+            WatchCache {
+                store: writer.store(),
+                positions,
+            }
+        })
+        .collect()
+}
+
+/// Request keys the world produces, in order (an aggregate key even when
+/// the world is empty).
 pub fn keys(manifest: &GuestManifest, world: &[Vec<ProjectedObject>]) -> Vec<String> {
-    let mut keys = std::collections::BTreeSet::new();
-    for (w, objs) in manifest.watches.iter().zip(world) {
-        match &w.keys {
-            KeyMapping::Aggregate(k) => {
-                keys.insert(k.clone());
-            }
-            KeyMapping::PerObject => {
-                for o in objs {
-                    keys.insert(if o.namespace.is_empty() {
-                        o.name.to_string()
-                    } else {
-                        format!("{}/{}", o.namespace, o.name)
-                    });
-                }
-            }
-            KeyMapping::None => {}
-        }
-    }
-    // An aggregate guest with an empty world still reconciles its key.
+    let caches = caches(manifest, world.to_vec());
+    let mut keys: Vec<String> = request_keys(manifest, &caches)
+        .into_iter()
+        .map(|k| k.key.to_string())
+        .collect();
+    keys.dedup();
+    keys
+}
+
+fn request_keys(manifest: &GuestManifest, caches: &[WatchCache]) -> Vec<RequestKey> {
+    let mut keys: std::collections::BTreeSet<RequestKey> =
+        crate::controller::keys::all_keys(manifest, caches)
+            .into_iter()
+            .collect();
     for w in &manifest.watches {
         if let KeyMapping::Aggregate(k) = &w.keys {
-            keys.insert(k.clone());
+            keys.insert(RequestKey::aggregate(k.as_str()));
         }
     }
     keys.into_iter().collect()
 }
 
-/// Runs the guest (described with `env` as `manifest`) over `objects` once
-/// per request key and merges the plans.
+/// Runs the guest (described with `env` as `manifest`; `env.now-ms` is the
+/// clock it sees) over `objects` once per request key — or only for `key`
+/// — exactly as the host would (per-key snapshots included). Returns one
+/// document per key: the request and its plan ([`plan_json`]).
 pub fn reconcile(
     module: &GuestModule,
     env: &Environment,
     manifest: &GuestManifest,
     objects: &[Json],
-) -> Result<Json, OfflineError> {
+    key: Option<&str>,
+) -> Result<Vec<Json>, OfflineError> {
     let mut interner = Interner::default();
     let world = project_world(manifest, objects, &mut interner)?;
-    let views: Vec<guest::snapshot::WatchView<'_>> = world
-        .iter()
-        .zip(&manifest.watches)
-        .map(|(objs, w)| {
-            guest::snapshot::WatchView::identity(objs.iter().collect(), w.projection.paths().len())
-        })
-        .collect();
-    let snapshot = guest::snapshot::build(manifest, &views);
-    let mut plans = Vec::new();
-    for key in keys(manifest, &world) {
-        let (result, _stats) = module.reconcile(manifest, env, &key, &snapshot);
-        plans.push(result?);
+    let caches = caches(manifest, world);
+    let all = request_keys(manifest, &caches);
+    let chosen: Vec<RequestKey> = match key {
+        None => all,
+        Some(k) => {
+            let found: Vec<RequestKey> = all.iter().filter(|r| &*r.key == k).cloned().collect();
+            if found.is_empty() {
+                return Err(OfflineError::UnknownKey {
+                    guest: manifest.name.clone(),
+                    key: k.to_string(),
+                    known: all.iter().map(|r| r.key.to_string()).collect(),
+                });
+            }
+            found
+        }
+    };
+    let mut out = Vec::with_capacity(chosen.len());
+    for request_key in chosen {
+        let objects = crate::controller::related::objects_for(manifest, &caches, &request_key);
+        let views: Vec<snapshot::WatchView<'_>> = objects
+            .iter()
+            .zip(&caches)
+            .map(|(objs, cache)| snapshot::WatchView {
+                objects: objs.iter().map(|o| o.as_ref()).collect(),
+                positions: cache.positions.clone(),
+            })
+            .collect();
+        let data = snapshot::build(manifest, &views);
+        let request = Request {
+            key: request_key.key.to_string(),
+            watch: request_key.watch.map(|w| manifest.watches[w].name.clone()),
+        };
+        let (result, _stats) = module.reconcile(manifest, env, &request, data);
+        let plan = result?;
+        out.push(json!({
+            "request": {"key": request.key, "watch": request.watch},
+            "plan": plan_json(&plan),
+        }));
     }
-    Ok(plan_json(&plans))
+    Ok(out)
 }
 
-/// The printed form of one or more plans.
-pub fn plan_json(plans: &[ValidatedPlan]) -> Json {
-    let apply: Vec<&Json> = plans
+fn reference(k: &ObjectKey) -> Json {
+    let mut r = json!({"api-version": k.gvk.api_version(), "kind": k.gvk.kind, "name": k.name});
+    if let Some(ns) = &k.namespace {
+        r["namespace"] = json!(ns);
+    }
+    r
+}
+
+/// The printed form of a plan, with the contract's field names (the WIT
+/// `plan` record: `writes` as `{"<variant>": payload}`, `events`,
+/// `requeue-after-ms`).
+pub fn plan_json(plan: &ValidatedPlan) -> Json {
+    let writes: Vec<Json> = plan
+        .writes
         .iter()
-        .flat_map(|p| p.apply.iter().map(|(_, o)| o))
-        .collect();
-    let delete: Vec<Json> = plans
-        .iter()
-        .flat_map(|p| &p.delete)
-        .map(|k| {
-            let mut r =
-                json!({"apiVersion": k.gvk.api_version(), "kind": k.gvk.kind, "name": k.name});
-            if let Some(ns) = &k.namespace {
-                r["namespace"] = json!(ns);
-            }
-            r
+        .map(|w| match w {
+            PlannedWrite::Apply { doc, .. } => json!({"apply": doc}),
+            PlannedWrite::Update { doc, .. } => json!({"update": doc}),
+            PlannedWrite::ApplyStatus { doc, .. } => json!({"apply-status": doc}),
+            PlannedWrite::Delete { target, .. } => json!({"delete": reference(target)}),
+            PlannedWrite::AddFinalizer {
+                target, finalizer, ..
+            } => json!({"add-finalizer": {"target": reference(target), "finalizer": finalizer}}),
+            PlannedWrite::RemoveFinalizer {
+                target, finalizer, ..
+            } => json!({"remove-finalizer": {"target": reference(target), "finalizer": finalizer}}),
         })
         .collect();
-    let events: Vec<Json> = plans
+    let events: Vec<Json> = plan
+        .events
         .iter()
-        .flat_map(|p| &p.events)
         .map(|e| {
-            let mut regarding = json!({
-                "apiVersion": e.regarding.gvk.api_version(),
-                "kind": e.regarding.gvk.kind,
-                "name": e.regarding.name,
-            });
-            if let Some(ns) = &e.regarding.namespace {
-                regarding["namespace"] = json!(ns);
-            }
             json!({
-                "type": match e.event_type { guest::EventType::Normal => "Normal", guest::EventType::Warning => "Warning" },
+                "regarding": reference(&e.regarding),
+                "related": e.related.as_ref().map(reference),
+                "event-type": match e.event_type { guest::EventType::Normal => "normal", guest::EventType::Warning => "warning" },
                 "reason": e.reason,
+                "action": e.action,
                 "message": e.message,
-                "regarding": regarding,
             })
         })
         .collect();
-    let requeue = plans
-        .iter()
-        .filter_map(|p| p.requeue_after)
-        .min()
-        .map(|d: Duration| d.as_secs_f64());
-    json!({"apply": apply, "delete": delete, "events": events, "requeueAfterSeconds": requeue})
+    let requeue = plan
+        .requeue_after
+        .map(|d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    json!({"writes": writes, "events": events, "requeue-after-ms": requeue})
 }

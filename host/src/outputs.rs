@@ -4,7 +4,9 @@
 //!
 //! Owns the outputs informers (one per write rule, whole objects, so a hand
 //! edit or delete is seen), the request key that last planned each written
-//! object (its producer), and the echo bookkeeping ([`Echoes`]). Its change
+//! object (its producer), and the echo bookkeeping ([`Echoes`]: several of
+//! our writes to one object — an update, then its status — may be due at
+//! once). Its change
 //! handler is the loop's feedback edge, like controller-runtime's `Owns`: a
 //! change to an output that is not our own echo enqueues the key that
 //! produced it (or, for an object written before this process started,
@@ -19,20 +21,28 @@ use crate::discovery::{Discovery, DiscoveryError};
 use crate::guest::{GuestManifest, KeyMapping, ObjectKey, WriteRule};
 use crate::informer::{whole_object, Change, ChangeKind, Informer, InformerKey, InformerRegistry};
 use crate::projection::FieldPath;
+use crate::request::RequestKey;
 use crate::sync::lock;
 use crate::workqueue::Workqueue;
 
-/// Where the watch echo of one of our applies stands.
+/// Where the watch echoes of our writes to one object stand.
 #[derive(Debug)]
 enum Echo {
-    /// The apply is in flight; the resourceVersions the outputs cache
-    /// reported meanwhile ("" for a delete) wait for its response.
-    InFlight(Vec<String>),
-    /// The apply returned this resourceVersion; its echo is still to come.
-    Due(String),
+    /// A write is in flight; `seen` holds the resourceVersions the outputs
+    /// cache reported meanwhile ("" for a delete), `ours` those of earlier
+    /// writes (in the same plan) whose echo is still to come.
+    InFlight {
+        /// Reported while in flight.
+        seen: Vec<String>,
+        /// Our earlier writes' versions.
+        ours: Vec<String>,
+    },
+    /// The writes returned these resourceVersions, oldest first; their
+    /// echoes are still to come.
+    Due(Vec<String>),
 }
 
-/// Our applies whose watch echo has not been seen yet. Only equality of
+/// Our writes whose watch echo has not been seen yet. Only equality of
 /// resourceVersions is used: they are opaque, never ordered.
 #[derive(Debug, Default)]
 pub struct Echoes {
@@ -40,12 +50,25 @@ pub struct Echoes {
 }
 
 impl Echoes {
-    /// An apply of `target` is about to be sent.
+    /// A write of `target` is about to be sent (echoes of earlier writes
+    /// still due stay ours).
     pub fn begin(&self, target: &ObjectKey) {
-        lock(&self.pending).insert(target.clone(), Echo::InFlight(Vec::new()));
+        let mut pending = lock(&self.pending);
+        let ours = match pending.remove(target) {
+            Some(Echo::Due(rvs)) => rvs,
+            Some(Echo::InFlight { ours, .. }) => ours,
+            None => Vec::new(),
+        };
+        pending.insert(
+            target.clone(),
+            Echo::InFlight {
+                seen: Vec::new(),
+                ours,
+            },
+        );
     }
 
-    /// Whether an apply of `target` is in flight or its echo is still to
+    /// Whether a write of `target` is in flight or its echo is still to
     /// come: the cache is then older than the object, and no skip may be
     /// decided on it.
     pub fn awaiting(&self, target: &ObjectKey) -> bool {
@@ -54,45 +77,67 @@ impl Echoes {
 
     /// Called for every change of an output, with the resourceVersion the
     /// outputs cache now holds (None: gone). Returns true when the change
-    /// needs no reconcile: it is the watch echo of our own last apply (the
-    /// cache now shows exactly what that apply returned), or it arrived
-    /// while an apply of that object was in flight — then the apply's
-    /// response decides (see [`Echoes::applied`]). Any other change
-    /// (someone else's write, an older event, a delete) forgets the apply
-    /// and must be reconciled.
+    /// needs no reconcile: it is the watch echo of one of our writes (the
+    /// cache now shows exactly what a write returned), or it arrived while a
+    /// write of that object was in flight — then the write's response
+    /// decides (see [`Echoes::applied`]). Any other change (someone else's
+    /// write, an older event, a delete) forgets our writes and must be
+    /// reconciled.
     pub fn settle(&self, target: &ObjectKey, cached_rv: Option<&str>) -> bool {
         let mut pending = lock(&self.pending);
         match pending.get_mut(target) {
-            Some(Echo::InFlight(seen)) => {
+            Some(Echo::InFlight { seen, .. }) => {
                 seen.push(cached_rv.unwrap_or_default().to_string());
                 true
             }
-            Some(Echo::Due(rv)) => {
-                let echo = Some(rv.as_str()) == cached_rv;
-                pending.remove(target);
-                echo
+            Some(Echo::Due(rvs)) => {
+                let Some(at) = rvs.iter().position(|rv| Some(rv.as_str()) == cached_rv) else {
+                    pending.remove(target);
+                    return false;
+                };
+                rvs.drain(..=at);
+                if rvs.is_empty() {
+                    pending.remove(target);
+                }
+                true
             }
             None => false,
         }
     }
 
-    /// Settles an apply of `target` that returned `rv` (None: it failed)
+    /// Settles a write of `target` that returned `rv` (None: it failed)
     /// against what the cache reported while it was in flight, given the
     /// resourceVersion the cache holds now. Returns whether someone else
     /// changed the object meanwhile.
     pub fn applied(&self, target: &ObjectKey, rv: Option<&str>, cached_rv: Option<&str>) -> bool {
         let mut pending = lock(&self.pending);
-        let seen = match pending.remove(target) {
-            Some(Echo::InFlight(seen)) => seen,
-            _ => Vec::new(),
+        let (seen, mut ours) = match pending.remove(target) {
+            Some(Echo::InFlight { seen, ours }) => (seen, ours),
+            _ => (Vec::new(), Vec::new()),
         };
-        let foreign = seen.iter().any(|s| Some(s.as_str()) != rv);
+        let foreign = seen
+            .iter()
+            .any(|s| Some(s.as_str()) != rv && !ours.contains(s));
+        // Echoes of earlier writes that came while this one was in flight
+        // are settled.
+        if let Some(last) = seen
+            .iter()
+            .rev()
+            .find_map(|s| ours.iter().position(|o| o == s))
+        {
+            ours.drain(..=last);
+        }
         if let Some(rv) = rv {
-            // The echo already came, or the apply changed nothing (the
+            // The echo already came, or the write changed nothing (the
             // cache holds that version): nothing to wait for.
             if !seen.iter().any(|s| s == rv) && cached_rv != Some(rv) {
-                pending.insert(target.clone(), Echo::Due(rv.to_string()));
+                ours.push(rv.to_string());
+            } else {
+                ours.clear();
             }
+        }
+        if !ours.is_empty() {
+            pending.insert(target.clone(), Echo::Due(ours));
         }
         foreign
     }
@@ -107,7 +152,7 @@ struct Output {
 /// The objects one guest writes: caches, producers and echoes.
 pub struct Outputs {
     outputs: Vec<Output>,
-    producers: Arc<Mutex<HashMap<ObjectKey, String>>>,
+    producers: Arc<Mutex<HashMap<ObjectKey, RequestKey>>>,
     echoes: Arc<Echoes>,
 }
 
@@ -126,15 +171,15 @@ impl Outputs {
         registry: &InformerRegistry,
         discovery: &Discovery,
         manifest: &GuestManifest,
-        queue: &Workqueue<String>,
+        queue: &Workqueue<RequestKey>,
     ) -> Result<Self, DiscoveryError> {
-        let producers: Arc<Mutex<HashMap<ObjectKey, String>>> = Arc::default();
+        let producers: Arc<Mutex<HashMap<ObjectKey, RequestKey>>> = Arc::default();
         let echoes: Arc<Echoes> = Arc::default();
-        let aggregate_keys: Arc<[String]> = manifest
+        let aggregate_keys: Arc<[RequestKey]> = manifest
             .watches
             .iter()
             .filter_map(|w| match &w.keys {
-                KeyMapping::Aggregate(k) => Some(k.clone()),
+                KeyMapping::Aggregate(k) => Some(RequestKey::aggregate(k.as_str())),
                 _ => None,
             })
             .collect();
@@ -154,7 +199,7 @@ impl Outputs {
                 label_selector: None,
                 field_selector,
             };
-            let informer = registry.acquire(&key, &[FieldPath::whole()]);
+            let informer = registry.acquire(&key, &[FieldPath::whole()], &[]);
             let (q, gvk) = (queue.clone(), rule.gvk.clone());
             let (producers, echoes) = (producers.clone(), echoes.clone());
             let aggregate_keys = aggregate_keys.clone();
@@ -200,8 +245,8 @@ impl Outputs {
 
     /// Remembers that request `key` planned `target`: a later foreign
     /// change of `target` wakes `key`.
-    pub fn produced_by(&self, target: &ObjectKey, key: &str) {
-        lock(&self.producers).insert(target.clone(), key.to_string());
+    pub fn produced_by(&self, target: &ObjectKey, key: &RequestKey) {
+        lock(&self.producers).insert(target.clone(), key.clone());
     }
 
     /// The cached live object, if the cache has it.

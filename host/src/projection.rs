@@ -290,14 +290,70 @@ impl Projection {
             path.extract(obj, interner, &mut values);
             ends.push(u32::try_from(values.len()).unwrap_or(u32::MAX));
         }
+        let deletion = text("deletionTimestamp");
+        let finalizers = meta
+            .and_then(|m| m.get("finalizers"))
+            .and_then(Json::as_array)
+            .map(|list| {
+                list.iter()
+                    .filter_map(Json::as_str)
+                    .map(|f| interner.intern(f))
+                    .collect()
+            })
+            .unwrap_or_default();
         ProjectedObject {
             namespace: interner.intern(text("namespace")),
             name: Arc::from(text("name")),
             uid: Arc::from(text("uid")),
             resource_version: Arc::from(text("resourceVersion")),
+            generation: meta
+                .and_then(|m| m.get("generation"))
+                .and_then(Json::as_i64)
+                .unwrap_or(0),
+            deletion_timestamp: (!deletion.is_empty()).then(|| interner.intern(deletion)),
+            owner: meta.and_then(|m| OwnerRef::controller_of(m, interner)),
+            finalizers,
             values: values.into_boxed_slice(),
             ends: ends.into_boxed_slice(),
         }
+    }
+}
+
+/// The controller owner of an object: its `ownerReferences` entry with
+/// `controller: true` (Kubernetes allows at most one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnerRef {
+    /// The owner's `apiVersion`; interned.
+    pub api_version: Arc<str>,
+    /// The owner's kind; interned.
+    pub kind: Arc<str>,
+    /// The owner's name (in the owned object's namespace).
+    pub name: Arc<str>,
+    /// The owner's uid.
+    pub uid: Arc<str>,
+}
+
+impl OwnerRef {
+    fn controller_of(meta: &Json, interner: &mut Interner) -> Option<Self> {
+        let entry = meta
+            .get("ownerReferences")?
+            .as_array()?
+            .iter()
+            .find(|r| r.get("controller").and_then(Json::as_bool) == Some(true))?;
+        let text = |k: &str| entry.get(k).and_then(Json::as_str).unwrap_or("");
+        Some(OwnerRef {
+            api_version: interner.intern(text("apiVersion")),
+            kind: interner.intern(text("kind")),
+            name: Arc::from(text("name")),
+            uid: Arc::from(text("uid")),
+        })
+    }
+
+    /// The owner's API group ("" for core).
+    pub fn group(&self) -> &str {
+        self.api_version
+            .split_once('/')
+            .map_or("", |(group, _)| group)
     }
 }
 
@@ -312,6 +368,14 @@ pub struct ProjectedObject {
     pub uid: Arc<str>,
     /// metadata.resourceVersion ("" when unknown).
     pub resource_version: Arc<str>,
+    /// metadata.generation (0 when the type has none).
+    pub generation: i64,
+    /// metadata.deletionTimestamp, when the object is being deleted.
+    pub deletion_timestamp: Option<Arc<str>>,
+    /// The controller owner reference, if any.
+    pub owner: Option<OwnerRef>,
+    /// metadata.finalizers, in order; interned.
+    pub finalizers: Box<[Arc<str>]>,
     values: Box<[Projected]>,
     ends: Box<[u32]>,
 }
@@ -323,6 +387,10 @@ impl ProjectedObject {
         self.namespace == other.namespace
             && self.name == other.name
             && self.uid == other.uid
+            && self.generation == other.generation
+            && self.deletion_timestamp == other.deletion_timestamp
+            && self.owner == other.owner
+            && self.finalizers == other.finalizers
             && self.ends == other.ends
             && self.values == other.values
     }
@@ -334,6 +402,17 @@ impl ProjectedObject {
         };
         let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
         self.values.get(start..end as usize).unwrap_or(&[])
+    }
+
+    /// Whether `finalizer` is in metadata.finalizers.
+    pub fn has_finalizer(&self, finalizer: &str) -> bool {
+        self.finalizers.iter().any(|f| &**f == finalizer)
+    }
+
+    /// The request key of this object: `namespace/name`, or `name` when
+    /// cluster-scoped.
+    pub fn key(&self) -> String {
+        crate::store::object_key(&self.namespace, &self.name)
     }
 
     /// Number of fields held (visible and index fields).
@@ -348,6 +427,11 @@ impl ProjectedObject {
             + self.uid.len()
             + self.resource_version.len()
             + 3 * 16
+            + self
+                .owner
+                .as_ref()
+                .map_or(0, |o| o.name.len() + o.uid.len() + 64)
+            + self.finalizers.len() * 16
             + std::mem::size_of_val(&*self.values)
             + std::mem::size_of_val(&*self.ends)
     }

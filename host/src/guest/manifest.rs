@@ -9,63 +9,35 @@ use std::time::Duration;
 use super::bindings::wasmctrl::controller::types as wit;
 use crate::projection::{FieldPath, PathError, Projection};
 
-/// Why a manifest was rejected.
+/// Why a manifest was rejected. Every variant names the manifest field
+/// (`watches[1] (pods).keys`), and the guest is named by the
+/// [`super::GuestError`] that carries it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ManifestError {
-    /// The guest's own `manifest` returned an error.
+    /// The guest's own `describe` returned an error.
     #[error("the guest rejected its configuration: {0}")]
     Rejected(String),
     /// The guest name is not a DNS label.
-    #[error("guest name {0:?} is not a lowercase DNS label (a-z, 0-9, '-', at most 63)")]
+    #[error("name: {0:?} is not a lowercase DNS label (a-z, 0-9, '-', at most 63)")]
     BadName(String),
-    /// A watch or write rule names no kind or version.
-    #[error("{what} {index}: group/version/kind needs a version and a kind, got {gvk:?}")]
-    BadKind {
-        /// "watch" or "write rule".
-        what: &'static str,
-        /// Position in the manifest.
-        index: usize,
-        /// What was given.
-        gvk: String,
-    },
-    /// A projected field path does not parse.
-    #[error("watch {index}: {source}")]
-    BadPath {
-        /// Watch position.
-        index: usize,
-        /// The parse error.
-        #[source]
-        source: PathError,
-    },
-    /// A selector is syntactically unusable.
-    #[error("watch {index}: invalid {which} selector {selector:?}: {problem}")]
-    BadSelector {
-        /// Watch position.
-        index: usize,
-        /// "label" or "field".
-        which: &'static str,
-        /// The selector.
-        selector: String,
+    /// A guest that watches nothing can never be triggered.
+    #[error("watches: the manifest declares no watches")]
+    NoWatches,
+    /// A field of the manifest is unusable.
+    #[error("{field}: {problem}")]
+    Invalid {
+        /// Where, e.g. `watches[1] (pods).keys.by-index.index`.
+        field: String,
         /// What is wrong.
         problem: String,
     },
-    /// Two indexes of one watch share a name, or an index name is empty.
-    #[error("watch {index}: index name {name:?} is empty or declared twice")]
-    BadIndex {
-        /// Watch position.
-        index: usize,
-        /// The name.
-        name: String,
-    },
-    /// An aggregate key is empty.
-    #[error("watch {index}: aggregate key must not be empty")]
-    EmptyAggregateKey {
-        /// Watch position.
-        index: usize,
-    },
-    /// A guest that watches nothing can never be triggered.
-    #[error("the manifest declares no watches")]
-    NoWatches,
+}
+
+fn invalid(field: impl Into<String>, problem: impl Into<String>) -> ManifestError {
+    ManifestError::Invalid {
+        field: field.into(),
+        problem: problem.into(),
+    }
 }
 
 /// group/version/kind on the host side.
@@ -117,20 +89,48 @@ impl std::fmt::Display for Gvk {
     }
 }
 
-/// How object changes become request keys.
+/// How object changes become request keys (validated: watch and index
+/// references are positions).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyMapping {
-    /// "namespace/name" (or "name").
+    /// "namespace/name" (or "name"): the watch is a primary.
     PerObject,
     /// One fixed key.
     Aggregate(String),
     /// Never enqueue.
     None,
+    /// Enqueue the controller owner, an object of primary watch `.0`.
+    Owner(usize),
+    /// Enqueue every object of primary watch `.0` in the same namespace.
+    SameNamespace(usize),
+    /// Enqueue the objects of `primary` whose index `index` (position in
+    /// its `indexes`) holds a value of this watch's visible field `field`.
+    ByIndex {
+        /// The primary watch.
+        primary: usize,
+        /// The index, by position in the primary's `indexes`.
+        index: usize,
+        /// This watch's field, by position in its projection.
+        field: usize,
+    },
+}
+
+impl KeyMapping {
+    /// The primary watch this secondary watch relates to, if any.
+    pub fn primary(&self) -> Option<usize> {
+        match self {
+            KeyMapping::Owner(p) | KeyMapping::SameNamespace(p) => Some(*p),
+            KeyMapping::ByIndex { primary, .. } => Some(*primary),
+            _ => None,
+        }
+    }
 }
 
 /// One validated watch.
 #[derive(Debug, Clone)]
 pub struct WatchSpec {
+    /// Unique name within the manifest (a DNS label).
+    pub name: String,
     /// The type.
     pub gvk: Gvk,
     /// Resource plural, when the guest gave one.
@@ -147,6 +147,29 @@ pub struct WatchSpec {
     pub indexes: Vec<String>,
     /// Key mapping.
     pub keys: KeyMapping,
+    /// The finalizer the host manages on this watch's objects.
+    pub finalizer: Option<String>,
+}
+
+impl WatchSpec {
+    /// The projection position of index `i`'s field.
+    pub fn index_path(&self, i: usize) -> usize {
+        self.projection.visible() + i
+    }
+
+    /// The projection paths whose values the store must index for this
+    /// watch: its declared indexes' fields, and the field of its
+    /// `by-index` link.
+    pub fn indexed_paths(&self) -> Vec<FieldPath> {
+        let paths = self.projection.paths();
+        let mut out: Vec<FieldPath> = paths[self.projection.visible()..].to_vec();
+        if let KeyMapping::ByIndex { field, .. } = self.keys {
+            if let Some(p) = paths.get(field) {
+                out.push(p.clone());
+            }
+        }
+        out
+    }
 }
 
 /// One write allowlist entry.
@@ -158,6 +181,8 @@ pub struct WriteRule {
     pub namespace: Option<String>,
     /// Name restriction (empty = any).
     pub names: Vec<String>,
+    /// Whether the status subresource may be written.
+    pub status: bool,
 }
 
 impl WriteRule {
@@ -190,20 +215,55 @@ impl GuestManifest {
     pub fn may_write(&self, gvk: &Gvk, namespace: Option<&str>, name: &str) -> bool {
         self.writes.iter().any(|w| w.allows(gvk, namespace, name))
     }
+
+    /// Whether a write rule allows writing this object's status.
+    pub fn may_write_status(&self, gvk: &Gvk, namespace: Option<&str>, name: &str) -> bool {
+        self.writes
+            .iter()
+            .any(|w| w.status && w.allows(gvk, namespace, name))
+    }
+
+    /// Whether `finalizer` is the declared finalizer of a watch that can
+    /// hold this object (the guest may always release what the host adds
+    /// for it).
+    pub fn declares_finalizer(&self, gvk: &Gvk, namespace: Option<&str>, finalizer: &str) -> bool {
+        self.watches.iter().any(|w| {
+            w.finalizer.as_deref() == Some(finalizer)
+                && w.gvk == *gvk
+                && w.namespace
+                    .as_deref()
+                    .is_none_or(|ns| Some(ns) == namespace)
+        })
+    }
+
+    /// Position of the watch named `name`.
+    pub fn watch_named(&self, name: &str) -> Option<usize> {
+        self.watches.iter().position(|w| w.name == name)
+    }
 }
 
-fn check_selector(
-    index: usize,
-    which: &'static str,
-    s: &Option<String>,
-) -> Result<(), ManifestError> {
-    let Some(sel) = s else { return Ok(()) };
-    let bad = |problem: &str| ManifestError::BadSelector {
-        index,
-        which,
-        selector: sel.clone(),
-        problem: problem.to_string(),
+/// Whether `s` is a Kubernetes qualified name with a prefix, as finalizers
+/// should be: `prefix/name`, the prefix a DNS subdomain, the name at most
+/// 63 characters of alphanumerics, `-`, `_` and `.`, starting and ending
+/// alphanumeric.
+pub fn is_qualified_finalizer(s: &str) -> bool {
+    let Some((prefix, name)) = s.split_once('/') else {
+        return false;
     };
+    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    wasmctrl_kube_rules::names::is_dns1123_subdomain(prefix)
+        && !name.is_empty()
+        && name.len() <= 63
+        && alnum(name.chars().next())
+        && alnum(name.chars().last())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+fn check_selector(field: &str, s: &Option<String>) -> Result<(), ManifestError> {
+    let Some(sel) = s else { return Ok(()) };
+    let bad = |problem: &str| invalid(field, format!("invalid selector {sel:?}: {problem}"));
     let mut depth = 0i32;
     for c in sel.chars() {
         match c {
@@ -218,7 +278,7 @@ fn check_selector(
     if depth != 0 {
         return Err(bad("unbalanced parentheses"));
     }
-    if which == "field" {
+    if field.ends_with("field-selector") {
         for term in sel.split(',').filter(|t| !t.trim().is_empty()) {
             if !term.contains('=') {
                 return Err(bad(&format!("term {term:?} needs =, == or !=")));
@@ -228,7 +288,19 @@ fn check_selector(
     Ok(())
 }
 
-/// Validates a guest-returned manifest.
+fn check_gvk(field: &str, g: &wit::GroupVersionKind) -> Result<Gvk, ManifestError> {
+    if g.version.is_empty() || g.kind.is_empty() {
+        return Err(invalid(
+            format!("{field}.gvk"),
+            format!("group/version/kind needs a version and a kind, got {g:?}"),
+        ));
+    }
+    Ok(Gvk::from_wit(g))
+}
+
+/// Validates a guest-returned manifest: everything that can be checked
+/// without the cluster (the status subresource is checked against
+/// discovery when the controller starts).
 pub fn validate(m: &wit::Manifest) -> Result<GuestManifest, ManifestError> {
     if !wasmctrl_kube_rules::names::is_dns1123_label(&m.name) {
         return Err(ManifestError::BadName(m.name.clone()));
@@ -236,65 +308,154 @@ pub fn validate(m: &wit::Manifest) -> Result<GuestManifest, ManifestError> {
     if m.watches.is_empty() {
         return Err(ManifestError::NoWatches);
     }
+    let names: Vec<&str> = m.watches.iter().map(|w| w.name.as_str()).collect();
     let mut watches = Vec::with_capacity(m.watches.len());
-    for (index, w) in m.watches.iter().enumerate() {
-        if w.gvk.version.is_empty() || w.gvk.kind.is_empty() {
-            return Err(ManifestError::BadKind {
-                what: "watch",
-                index,
-                gvk: format!("{:?}", w.gvk),
-            });
+    for (i, w) in m.watches.iter().enumerate() {
+        let at = format!("watches[{i}] ({})", w.name);
+        if !wasmctrl_kube_rules::names::is_dns1123_label(&w.name) {
+            return Err(invalid(
+                format!("watches[{i}].name"),
+                format!("{:?} is not a lowercase DNS label", w.name),
+            ));
         }
-        check_selector(index, "label", &w.label_selector)?;
-        check_selector(index, "field", &w.field_selector)?;
-        let parse = |p: &String| {
-            FieldPath::parse(p).map_err(|source| ManifestError::BadPath { index, source })
+        if names[..i].contains(&w.name.as_str()) {
+            return Err(invalid(
+                format!("watches[{i}].name"),
+                format!("watch name {:?} is declared twice", w.name),
+            ));
+        }
+        let gvk = check_gvk(&at, &w.gvk)?;
+        check_selector(&format!("{at}.label-selector"), &w.label_selector)?;
+        check_selector(&format!("{at}.field-selector"), &w.field_selector)?;
+        let parse = |what: String, p: &String| {
+            FieldPath::parse(p).map_err(|e: PathError| invalid(what, e.to_string()))
         };
-        let fields = w.fields.iter().map(parse).collect::<Result<Vec<_>, _>>()?;
-        let mut names: Vec<String> = Vec::new();
+        let fields = w
+            .fields
+            .iter()
+            .enumerate()
+            .map(|(f, p)| parse(format!("{at}.fields[{f}]"), p))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut index_names: Vec<String> = Vec::new();
         let mut index_paths = Vec::new();
-        for spec in &w.indexes {
-            if spec.name.is_empty() || names.contains(&spec.name) {
-                return Err(ManifestError::BadIndex {
-                    index,
-                    name: spec.name.clone(),
-                });
+        for (x, spec) in w.indexes.iter().enumerate() {
+            if spec.name.is_empty() || index_names.contains(&spec.name) {
+                return Err(invalid(
+                    format!("{at}.indexes[{x}].name"),
+                    format!("index name {:?} is empty or declared twice", spec.name),
+                ));
             }
-            names.push(spec.name.clone());
-            index_paths.push(parse(&spec.field)?);
+            index_names.push(spec.name.clone());
+            index_paths.push(parse(format!("{at}.indexes[{x}].field"), &spec.field)?);
         }
-        let keys = match &w.keys {
-            wit::KeyMapping::PerObject => KeyMapping::PerObject,
-            wit::KeyMapping::None => KeyMapping::None,
-            wit::KeyMapping::Aggregate(k) if k.is_empty() => {
-                return Err(ManifestError::EmptyAggregateKey { index })
+        let finalizer = match &w.finalizer {
+            Some(f) if !is_qualified_finalizer(f) => {
+                return Err(invalid(
+                    format!("{at}.finalizer"),
+                    format!("{f:?} is not a qualified name (prefix/name, the prefix a DNS subdomain, e.g. example.com/cleanup)"),
+                ))
             }
-            wit::KeyMapping::Aggregate(k) => KeyMapping::Aggregate(k.clone()),
+            Some(f) if !matches!(w.keys, wit::KeyMapping::PerObject) => {
+                return Err(invalid(
+                    format!("{at}.finalizer"),
+                    format!("finalizer {f:?} needs per-object keys: only a primary watch's objects get a reconcile of their own"),
+                ))
+            }
+            other => other.clone(),
         };
         watches.push(WatchSpec {
-            gvk: Gvk::from_wit(&w.gvk),
+            name: w.name.clone(),
+            gvk,
             plural: w.plural.clone().filter(|p| !p.is_empty()),
             namespace: w.namespace.clone().filter(|n| !n.is_empty()),
             label_selector: w.label_selector.clone().filter(|s| !s.is_empty()),
             field_selector: w.field_selector.clone().filter(|s| !s.is_empty()),
             projection: Projection::new(fields, index_paths),
-            indexes: names,
-            keys,
+            indexes: index_names,
+            keys: KeyMapping::None,
+            finalizer,
         });
     }
+    // Key mappings refer to other watches by name: resolve them once every
+    // watch is known.
+    for (i, w) in m.watches.iter().enumerate() {
+        let at = format!("watches[{i}] ({}).keys", w.name);
+        let primary = |variant: &str, name: &str| -> Result<usize, ManifestError> {
+            let field = format!("{at}.{variant}");
+            let p = watches.iter().position(|x| x.name == name).ok_or_else(|| {
+                invalid(
+                    &field,
+                    format!("names watch {name:?}, which the manifest does not declare"),
+                )
+            })?;
+            if p != i && matches!(m.watches[p].keys, wit::KeyMapping::PerObject) {
+                return Ok(p);
+            }
+            Err(invalid(
+                field,
+                format!(
+                    "names watch {name:?}, which is not a primary (its keys are not per-object)"
+                ),
+            ))
+        };
+        let keys = match &w.keys {
+            wit::KeyMapping::PerObject => KeyMapping::PerObject,
+            wit::KeyMapping::None => KeyMapping::None,
+            wit::KeyMapping::Aggregate(k) if k.is_empty() => {
+                return Err(invalid(
+                    format!("{at}.aggregate"),
+                    "the aggregate key must not be empty",
+                ))
+            }
+            wit::KeyMapping::Aggregate(k) => KeyMapping::Aggregate(k.clone()),
+            wit::KeyMapping::Owner(p) => KeyMapping::Owner(primary("owner", p)?),
+            wit::KeyMapping::SameNamespace(p) => {
+                KeyMapping::SameNamespace(primary("same-namespace", p)?)
+            }
+            wit::KeyMapping::ByIndex(link) => {
+                let p = primary("by-index.primary", &link.primary)?;
+                let index = watches[p]
+                    .indexes
+                    .iter()
+                    .position(|x| *x == link.index)
+                    .ok_or_else(|| {
+                        invalid(
+                            format!("{at}.by-index.index"),
+                            format!(
+                                "names index {:?}, which watch {:?} does not declare",
+                                link.index, link.primary
+                            ),
+                        )
+                    })?;
+                let field = w
+                    .fields
+                    .iter()
+                    .position(|f| *f == link.field)
+                    .ok_or_else(|| {
+                        invalid(
+                            format!("{at}.by-index.field"),
+                            format!(
+                                "names field {:?}, which is not in this watch's fields",
+                                link.field
+                            ),
+                        )
+                    })?;
+                KeyMapping::ByIndex {
+                    primary: p,
+                    index,
+                    field,
+                }
+            }
+        };
+        watches[i].keys = keys;
+    }
     let mut writes = Vec::with_capacity(m.writes.len());
-    for (index, w) in m.writes.iter().enumerate() {
-        if w.gvk.version.is_empty() || w.gvk.kind.is_empty() {
-            return Err(ManifestError::BadKind {
-                what: "write rule",
-                index,
-                gvk: format!("{:?}", w.gvk),
-            });
-        }
+    for (i, w) in m.writes.iter().enumerate() {
         writes.push(WriteRule {
-            gvk: Gvk::from_wit(&w.gvk),
+            gvk: check_gvk(&format!("writes[{i}]"), &w.gvk)?,
             namespace: w.namespace.clone().filter(|n| !n.is_empty()),
             names: w.names.clone(),
+            status: w.status,
         });
     }
     Ok(GuestManifest {

@@ -25,7 +25,8 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap};
 
 pub use manifest::{GuestManifest, Gvk, KeyMapping, ManifestError, WatchSpec, WriteRule};
-pub use plan::{EventType, ObjectKey, PlanError, PlannedEvent, ValidatedPlan};
+pub use plan::{EventType, ObjectKey, PlanError, PlannedEvent, PlannedWrite, ValidatedPlan};
+pub use wasmctrl_snapshot::SnapshotData;
 
 /// Host-side bindings generated from `wit/`.
 #[allow(missing_docs, clippy::all)]
@@ -34,18 +35,21 @@ pub mod bindings {
 }
 
 use bindings::wasmctrl::controller::types as wit;
-pub use bindings::wasmctrl::controller::types::{Environment, Snapshot};
+pub use bindings::wasmctrl::controller::types::{Environment, Request, Snapshot};
 use bindings::{Controller, ControllerPre};
 
 /// The contract version this host implements (the WIT package version).
-pub const CONTRACT_VERSION: &str = "wasmctrl:controller@0.1.0";
+pub const CONTRACT_VERSION: &str = "wasmctrl:controller@0.2.0";
+
+/// The interface every guest exports, without its version.
+const RECONCILER: &str = "wasmctrl:controller/reconciler@";
 
 /// Result alias for this module.
 pub type Result<T, E = GuestError> = std::result::Result<T, E>;
 
 /// A failure while loading or running a guest, naming the guest.
 #[derive(Debug, thiserror::Error)]
-#[error("guest {guest}: {kind}")]
+#[error("guest {guest}{} {kind}", if matches!(.kind, GuestErrorKind::Version { .. }) { "" } else { ":" })]
 pub struct GuestError {
     /// The guest's name (its manifest name, or the file it came from).
     pub guest: String,
@@ -86,6 +90,12 @@ pub enum GuestErrorKind {
     /// The bytes are not a valid component for this engine.
     #[error("not a valid WebAssembly component: {0}")]
     Compile(String),
+    /// The component was built against another contract version.
+    #[error("was built against wasmctrl:controller@{found}; this host speaks @{}: rebuild it with the wasmctrl guest SDK (see wit/README.md)", CONTRACT_VERSION.trim_start_matches("wasmctrl:controller@"))]
+    Version {
+        /// The version its reconciler export names.
+        found: String,
+    },
     /// The component does not implement the world this host speaks, or
     /// instantiation failed.
     #[error("cannot instantiate (does it implement {CONTRACT_VERSION}?): {0}")]
@@ -124,6 +134,7 @@ impl GuestErrorKind {
         match self {
             GuestErrorKind::Read { .. } => "read",
             GuestErrorKind::Compile(_) => "compile",
+            GuestErrorKind::Version { .. } => "version",
             GuestErrorKind::Instantiate(_) => "instantiate",
             GuestErrorKind::Trap(_) => "trap",
             GuestErrorKind::Deadline(_) => "deadline",
@@ -364,6 +375,11 @@ impl GuestRuntime {
         let started = Instant::now();
         let (component, from_cache) = self.compile(&digest, bytes).map_err(err)?;
         let compile_time = started.elapsed();
+        if let Some(found) = contract_version(&component, &self.shared.engine)
+            .filter(|v| CONTRACT_VERSION.strip_prefix("wasmctrl:controller@") != Some(v.as_str()))
+        {
+            return Err(err(GuestErrorKind::Version { found }));
+        }
 
         let mut linker: Linker<CallState> = Linker::new(&self.shared.engine);
         Controller::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
@@ -433,6 +449,17 @@ impl GuestRuntime {
         }
         Ok((component, false))
     }
+}
+
+/// The contract version a component's reconciler export names
+/// (`wasmctrl:controller/reconciler@0.1.0` → `0.1.0`), read from its type
+/// before instantiation so a guest of another version gets an exact
+/// message rather than a type-check failure.
+fn contract_version(component: &Component, engine: &Engine) -> Option<String> {
+    component
+        .component_type()
+        .exports(engine)
+        .find_map(|(name, _)| name.strip_prefix(RECONCILER).map(str::to_string))
 }
 
 fn write_cache(
@@ -574,14 +601,15 @@ impl GuestModule {
         manifest::validate(&raw).map_err(|e| self.error(&label, GuestErrorKind::Manifest(e)))
     }
 
-    /// Runs one reconcile in a fresh store and validates the plan against
-    /// `manifest`'s allowlist.
+    /// Runs one reconcile of `request` over `snapshot` in a fresh store and
+    /// validates the plan against `manifest`'s allowlist and the snapshot
+    /// (pinned writes take the uids it holds).
     pub fn reconcile(
         &self,
         manifest: &GuestManifest,
         env: &Environment,
-        key: &str,
-        snapshot: &Snapshot,
+        request: &Request,
+        snapshot: SnapshotData,
     ) -> (Result<ValidatedPlan>, CallStats) {
         let mut stats = CallStats::default();
         let name = manifest.name.as_str();
@@ -591,10 +619,11 @@ impl GuestModule {
             Err(e) => return (Err(e), stats),
         };
         stats.instantiate = started.elapsed();
+        let snapshot = snapshot::to_wit(snapshot);
         let called = Instant::now();
         let raw = instance
             .wasmctrl_controller_reconciler()
-            .call_reconcile(&mut store, env, key, snapshot);
+            .call_reconcile(&mut store, env, request, &snapshot);
         stats.call = called.elapsed();
         let result = match raw {
             Err(e) => Err(self.classify(name, &store, e)),
@@ -612,8 +641,18 @@ impl GuestModule {
                     message,
                 },
             )),
-            Ok(Ok(plan)) => plan::validate(&plan, manifest)
-                .map_err(|e| self.error(name, GuestErrorKind::Plan(e))),
+            Ok(Ok(plan)) => {
+                let data = snapshot::from_wit(snapshot);
+                match wasmctrl_snapshot::SnapshotView::new(&data) {
+                    Ok(view) => plan::validate(&plan, manifest, &view)
+                        .map_err(|e| self.error(name, GuestErrorKind::Plan(e))),
+                    // The host built it: unreachable unless the layout code
+                    // is broken; reported, never a panic.
+                    Err(e) => {
+                        Err(self.error(name, GuestErrorKind::Trap(format!("host snapshot: {e}"))))
+                    }
+                }
+            }
         };
         (result, stats)
     }
@@ -621,6 +660,7 @@ impl GuestModule {
 
 /// Builds an [`Environment`] from a namespace and key/value pairs (sorted by
 /// key, so the guest sees a deterministic order).
+/// `now_ms` is 0: what `describe` gets; see [`Environment::at`].
 pub fn environment(
     namespace: &str,
     config: &std::collections::BTreeMap<String, String>,
@@ -628,7 +668,28 @@ pub fn environment(
     Environment {
         namespace: namespace.to_string(),
         config: config.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        now_ms: 0,
     }
+}
+
+impl Environment {
+    /// This environment with the clock at `now_ms` (milliseconds since the
+    /// Unix epoch).
+    #[must_use]
+    pub fn at(&self, now_ms: u64) -> Self {
+        Environment {
+            now_ms,
+            ..self.clone()
+        }
+    }
+}
+
+/// The host's clock in milliseconds since the Unix epoch (0 if the clock is
+/// before it).
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]

@@ -1,7 +1,10 @@
 //! Validation of a guest's plan before the host acts on it.
 //!
-//! Owns turning the guest's raw plan (JSON documents, references, events)
-//! into typed, checked values, and enforcing the write allowlist. Nothing
+//! Owns turning the guest's raw plan (typed writes, events) into checked
+//! values: the write allowlist (status writes included), and pinning every
+//! update, status and finalizer write to the uid of the object as the
+//! snapshot saw it — a write aimed at an object the guest did not see is
+//! refused here, so the host never creates what it meant to update. Nothing
 //! here sends a request: a plan that fails validation is rejected whole, so
 //! a half-valid plan never reaches the cluster.
 
@@ -10,36 +13,73 @@ use std::time::Duration;
 use serde_json::Value as Json;
 
 use super::bindings::wasmctrl::controller::types as wit;
-use super::manifest::{GuestManifest, Gvk};
+use super::manifest::{is_qualified_finalizer, GuestManifest, Gvk};
+use wasmctrl_snapshot::SnapshotView;
 
-/// Why a plan was rejected.
+/// Why a plan was rejected. `writes[i]` positions name the write.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
-    /// An `apply` entry is not a JSON object.
-    #[error("apply[{index}] is not a JSON object: {problem}")]
+    /// A document is not a JSON object.
+    #[error("writes[{index}] ({verb}) is not a JSON object: {problem}")]
     NotAnObject {
-        /// Position in `apply`.
+        /// Position in `writes`.
         index: usize,
+        /// The write's kind.
+        verb: &'static str,
         /// Parse error or what was found instead.
         problem: String,
     },
-    /// An `apply` entry lacks a required field.
-    #[error("apply[{index}] has no {field}")]
+    /// A document or reference lacks a required field.
+    #[error("writes[{index}] ({verb}) has no {field}")]
     MissingField {
-        /// Position in `apply`.
+        /// Position in `writes`.
         index: usize,
+        /// The write's kind.
+        verb: &'static str,
         /// The missing field.
         field: &'static str,
     },
     /// A write outside the guest's allowlist.
     #[error("{verb} of {gvk} {target} is outside the guest's write allowlist")]
     NotAllowed {
-        /// "apply" or "delete".
+        /// "apply", "update", "apply-status", "delete", "add-finalizer" or
+        /// "remove-finalizer".
         verb: &'static str,
         /// The type.
         gvk: String,
         /// "namespace/name" or "name".
         target: String,
+    },
+    /// A status write the allowlist does not grant (`write-rule.status`).
+    #[error("apply-status of {gvk} {target}: no write rule with status: true allows it")]
+    StatusNotAllowed {
+        /// The type.
+        gvk: String,
+        /// "namespace/name" or "name".
+        target: String,
+    },
+    /// A write pinned to an object the snapshot did not hold: the host has
+    /// no uid to pin it to, and must never create it.
+    #[error("{verb} of {gvk} {target}: the snapshot did not hold that object (only objects the guest saw can be updated; use apply to create)")]
+    NotSeen {
+        /// The write's kind.
+        verb: &'static str,
+        /// The type.
+        gvk: String,
+        /// "namespace/name" or "name".
+        target: String,
+    },
+    /// A finalizer that is not a qualified name.
+    #[error(
+        "writes[{index}] ({verb}): finalizer {finalizer:?} is not a qualified name (prefix/name)"
+    )]
+    BadFinalizer {
+        /// Position in `writes`.
+        index: usize,
+        /// The write's kind.
+        verb: &'static str,
+        /// The finalizer.
+        finalizer: String,
     },
     /// An event with an empty reason or regarding no object.
     #[error("events[{index}]: {problem}")]
@@ -49,13 +89,15 @@ pub enum PlanError {
         /// What is wrong.
         problem: &'static str,
     },
-    /// The same object appears twice in one plan.
-    #[error("{gvk} {target} appears more than once in the plan")]
+    /// The same object written twice the same way in one plan.
+    #[error("{gvk} {target} appears more than once in the plan as {what}")]
     Duplicate {
         /// The type.
         gvk: String,
         /// "namespace/name" or "name".
         target: String,
+        /// "apply/update", "status", "delete" or the finalizer.
+        what: String,
     },
 }
 
@@ -80,14 +122,15 @@ impl std::fmt::Display for ObjectKey {
 }
 
 impl ObjectKey {
-    fn target(&self) -> String {
+    /// "namespace/name", or "name" when cluster-scoped.
+    pub fn target(&self) -> String {
         match &self.namespace {
             Some(ns) => format!("{ns}/{}", self.name),
             None => self.name.clone(),
         }
     }
 
-    fn from_ref(r: &wit::ObjectRef) -> Self {
+    pub(crate) fn from_ref(r: &wit::ObjectRef) -> Self {
         ObjectKey {
             gvk: Gvk::from_api_version(&r.api_version, &r.kind),
             namespace: r.namespace.clone().filter(|n| !n.is_empty()),
@@ -110,86 +153,298 @@ pub enum EventType {
 pub struct PlannedEvent {
     /// The object it is about.
     pub regarding: ObjectKey,
+    /// A second object involved.
+    pub related: Option<ObjectKey>,
     /// Severity.
     pub event_type: EventType,
     /// Reason.
     pub reason: String,
+    /// What the controller did ("Reconcile" when the guest left it empty).
+    pub action: String,
     /// Message.
     pub message: String,
+}
+
+/// One checked write. Every variant but `Apply` is pinned to the uid of the
+/// object as the snapshot saw it (`Delete` when the snapshot saw it), so it
+/// can never create or touch a namesake.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PlannedWrite {
+    /// Create-or-update server-side apply.
+    Apply {
+        /// The object.
+        target: ObjectKey,
+        /// The document.
+        doc: Json,
+    },
+    /// Update-only server-side apply (the document carries the uid).
+    Update {
+        /// The object.
+        target: ObjectKey,
+        /// The uid the snapshot saw.
+        uid: String,
+        /// The document, `metadata.uid` set.
+        doc: Json,
+    },
+    /// Server-side apply to the status subresource.
+    ApplyStatus {
+        /// The object.
+        target: ObjectKey,
+        /// The uid the snapshot saw.
+        uid: String,
+        /// The document, `metadata.uid` set.
+        doc: Json,
+    },
+    /// Delete, with a uid precondition when the snapshot saw the object.
+    Delete {
+        /// The object.
+        target: ObjectKey,
+        /// The uid the snapshot saw.
+        uid: Option<String>,
+    },
+    /// Add a finalizer.
+    AddFinalizer {
+        /// The object.
+        target: ObjectKey,
+        /// The uid the snapshot saw.
+        uid: String,
+        /// The finalizer.
+        finalizer: String,
+    },
+    /// Remove a finalizer (exactly that entry).
+    RemoveFinalizer {
+        /// The object.
+        target: ObjectKey,
+        /// The uid the snapshot saw.
+        uid: String,
+        /// The finalizer.
+        finalizer: String,
+    },
+}
+
+impl PlannedWrite {
+    /// The object written.
+    pub fn target(&self) -> &ObjectKey {
+        match self {
+            PlannedWrite::Apply { target, .. }
+            | PlannedWrite::Update { target, .. }
+            | PlannedWrite::ApplyStatus { target, .. }
+            | PlannedWrite::Delete { target, .. }
+            | PlannedWrite::AddFinalizer { target, .. }
+            | PlannedWrite::RemoveFinalizer { target, .. } => target,
+        }
+    }
+
+    /// The contract's name for this kind of write.
+    pub fn verb(&self) -> &'static str {
+        match self {
+            PlannedWrite::Apply { .. } => "apply",
+            PlannedWrite::Update { .. } => "update",
+            PlannedWrite::ApplyStatus { .. } => "apply-status",
+            PlannedWrite::Delete { .. } => "delete",
+            PlannedWrite::AddFinalizer { .. } => "add-finalizer",
+            PlannedWrite::RemoveFinalizer { .. } => "remove-finalizer",
+        }
+    }
 }
 
 /// A checked plan.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ValidatedPlan {
-    /// Objects to apply, with their keys.
-    pub apply: Vec<(ObjectKey, Json)>,
-    /// Objects to delete.
-    pub delete: Vec<ObjectKey>,
+    /// Writes, in the guest's order.
+    pub writes: Vec<PlannedWrite>,
     /// Events to record.
     pub events: Vec<PlannedEvent>,
     /// Requeue delay.
     pub requeue_after: Option<Duration>,
 }
 
-/// Checks a plan against the manifest's allowlist.
-pub fn validate(plan: &wit::Plan, manifest: &GuestManifest) -> Result<ValidatedPlan, PlanError> {
-    let mut apply = Vec::with_capacity(plan.apply.len());
-    let mut seen = std::collections::BTreeSet::new();
-    for (index, doc) in plan.apply.iter().enumerate() {
-        let obj: Json = serde_json::from_str(doc).map_err(|e| PlanError::NotAnObject {
+/// The uid of `key` as the snapshot saw it: from any watch of its group and
+/// kind that holds it.
+pub fn seen_uid(
+    manifest: &GuestManifest,
+    view: &SnapshotView<'_>,
+    key: &ObjectKey,
+) -> Option<String> {
+    let ns = key.namespace.as_deref().unwrap_or("");
+    manifest
+        .watches
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| w.gvk.group == key.gvk.group && w.gvk.kind == key.gvk.kind)
+        .find_map(|(w, _)| view.find(u32::try_from(w).ok()?, ns, &key.name))
+        .map(|o| view.uid(o).to_string())
+        .filter(|uid| !uid.is_empty())
+}
+
+fn parse_doc(index: usize, verb: &'static str, doc: &str) -> Result<(ObjectKey, Json), PlanError> {
+    let obj: Json = serde_json::from_str(doc).map_err(|e| PlanError::NotAnObject {
+        index,
+        verb,
+        problem: e.to_string(),
+    })?;
+    if !obj.is_object() {
+        return Err(PlanError::NotAnObject {
             index,
-            problem: e.to_string(),
-        })?;
-        if !obj.is_object() {
-            return Err(PlanError::NotAnObject {
-                index,
-                problem: format!("found {}", type_name(&obj)),
-            });
-        }
-        let text = |f: &str| obj.get(f).and_then(Json::as_str).filter(|s| !s.is_empty());
-        let meta = |f: &str| {
-            obj.get("metadata")
-                .and_then(|m| m.get(f))
-                .and_then(Json::as_str)
-                .filter(|s| !s.is_empty())
-        };
-        let api_version = text("apiVersion").ok_or(PlanError::MissingField {
-            index,
-            field: "apiVersion",
-        })?;
-        let kind = text("kind").ok_or(PlanError::MissingField {
-            index,
-            field: "kind",
-        })?;
-        let name = meta("name").ok_or(PlanError::MissingField {
-            index,
-            field: "metadata.name",
-        })?;
-        let key = ObjectKey {
-            gvk: Gvk::from_api_version(api_version, kind),
-            namespace: meta("namespace").map(str::to_string),
-            name: name.to_string(),
-        };
-        check_allowed("apply", &key, manifest)?;
-        if !seen.insert(key.clone()) {
-            return Err(PlanError::Duplicate {
-                gvk: key.gvk.to_string(),
-                target: key.target(),
-            });
-        }
-        apply.push((key, obj));
+            verb,
+            problem: format!("found {}", type_name(&obj)),
+        });
     }
-    let mut delete = Vec::with_capacity(plan.delete.len());
-    for r in &plan.delete {
-        let key = ObjectKey::from_ref(r);
-        check_allowed("delete", &key, manifest)?;
-        if !seen.insert(key.clone()) {
+    let text = |f: &str| obj.get(f).and_then(Json::as_str).filter(|s| !s.is_empty());
+    let meta = |f: &str| {
+        obj.get("metadata")
+            .and_then(|m| m.get(f))
+            .and_then(Json::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    let missing = |field| PlanError::MissingField { index, verb, field };
+    let api_version = text("apiVersion").ok_or(missing("apiVersion"))?;
+    let kind = text("kind").ok_or(missing("kind"))?;
+    let name = meta("name").ok_or(missing("metadata.name"))?;
+    let key = ObjectKey {
+        gvk: Gvk::from_api_version(api_version, kind),
+        namespace: meta("namespace").map(str::to_string),
+        name: name.to_string(),
+    };
+    Ok((key, obj))
+}
+
+fn check_ref(index: usize, verb: &'static str, r: &wit::ObjectRef) -> Result<ObjectKey, PlanError> {
+    let missing = |field| PlanError::MissingField { index, verb, field };
+    if r.api_version.is_empty() {
+        return Err(missing("apiVersion"));
+    }
+    if r.kind.is_empty() {
+        return Err(missing("kind"));
+    }
+    if r.name.is_empty() {
+        return Err(missing("name"));
+    }
+    Ok(ObjectKey::from_ref(r))
+}
+
+fn with_uid(mut doc: Json, uid: &str) -> Json {
+    if let Some(meta) = doc
+        .as_object_mut()
+        .map(|o| {
+            o.entry("metadata")
+                .or_insert_with(|| Json::Object(Default::default()))
+        })
+        .and_then(Json::as_object_mut)
+    {
+        meta.insert("uid".into(), Json::String(uid.to_string()));
+    }
+    doc
+}
+
+/// Checks a plan against the manifest's allowlist and the snapshot the
+/// guest was given (pinned writes take the uid it saw).
+pub fn validate(
+    plan: &wit::Plan,
+    manifest: &GuestManifest,
+    seen: &SnapshotView<'_>,
+) -> Result<ValidatedPlan, PlanError> {
+    let mut writes = Vec::with_capacity(plan.writes.len());
+    let mut once = std::collections::BTreeSet::new();
+    let pinned = |verb: &'static str, key: &ObjectKey| {
+        seen_uid(manifest, seen, key).ok_or_else(|| PlanError::NotSeen {
+            verb,
+            gvk: key.gvk.to_string(),
+            target: key.target(),
+        })
+    };
+    for (index, w) in plan.writes.iter().enumerate() {
+        let write = match w {
+            wit::Write::Apply(doc) => {
+                let (target, doc) = parse_doc(index, "apply", doc)?;
+                check_allowed("apply", &target, manifest)?;
+                PlannedWrite::Apply { target, doc }
+            }
+            wit::Write::Update(doc) => {
+                let (target, doc) = parse_doc(index, "update", doc)?;
+                check_allowed("update", &target, manifest)?;
+                let uid = pinned("update", &target)?;
+                let doc = with_uid(doc, &uid);
+                PlannedWrite::Update { target, uid, doc }
+            }
+            wit::Write::ApplyStatus(doc) => {
+                let (target, doc) = parse_doc(index, "apply-status", doc)?;
+                if !manifest.may_write_status(
+                    &target.gvk,
+                    target.namespace.as_deref(),
+                    &target.name,
+                ) {
+                    return Err(PlanError::StatusNotAllowed {
+                        gvk: target.gvk.to_string(),
+                        target: target.target(),
+                    });
+                }
+                let uid = pinned("apply-status", &target)?;
+                let doc = with_uid(doc, &uid);
+                PlannedWrite::ApplyStatus { target, uid, doc }
+            }
+            wit::Write::Delete(r) => {
+                let target = check_ref(index, "delete", r)?;
+                check_allowed("delete", &target, manifest)?;
+                let uid = seen_uid(manifest, seen, &target);
+                PlannedWrite::Delete { target, uid }
+            }
+            wit::Write::AddFinalizer(f) | wit::Write::RemoveFinalizer(f) => {
+                let add = matches!(w, wit::Write::AddFinalizer(_));
+                let verb = if add {
+                    "add-finalizer"
+                } else {
+                    "remove-finalizer"
+                };
+                let target = check_ref(index, verb, &f.target)?;
+                if !is_qualified_finalizer(&f.finalizer) {
+                    return Err(PlanError::BadFinalizer {
+                        index,
+                        verb,
+                        finalizer: f.finalizer.clone(),
+                    });
+                }
+                // A watch's declared finalizer is the host's to add and the
+                // guest's to release: no write rule needed for it.
+                if !manifest.declares_finalizer(
+                    &target.gvk,
+                    target.namespace.as_deref(),
+                    &f.finalizer,
+                ) {
+                    check_allowed(verb, &target, manifest)?;
+                }
+                let uid = pinned(verb, &target)?;
+                let finalizer = f.finalizer.clone();
+                if add {
+                    PlannedWrite::AddFinalizer {
+                        target,
+                        uid,
+                        finalizer,
+                    }
+                } else {
+                    PlannedWrite::RemoveFinalizer {
+                        target,
+                        uid,
+                        finalizer,
+                    }
+                }
+            }
+        };
+        let what = match &write {
+            PlannedWrite::Apply { .. } | PlannedWrite::Update { .. } => "apply/update".to_string(),
+            PlannedWrite::ApplyStatus { .. } => "status".to_string(),
+            PlannedWrite::Delete { .. } => "delete".to_string(),
+            PlannedWrite::AddFinalizer { finalizer, .. }
+            | PlannedWrite::RemoveFinalizer { finalizer, .. } => format!("finalizer {finalizer}"),
+        };
+        if !once.insert((write.target().clone(), what.clone())) {
             return Err(PlanError::Duplicate {
-                gvk: key.gvk.to_string(),
-                target: key.target(),
+                gvk: write.target().gvk.to_string(),
+                target: write.target().target(),
+                what,
             });
         }
-        delete.push(key);
+        writes.push(write);
     }
     let mut events = Vec::with_capacity(plan.events.len());
     for (index, e) in plan.events.iter().enumerate() {
@@ -199,28 +454,39 @@ pub fn validate(plan: &wit::Plan, manifest: &GuestManifest) -> Result<ValidatedP
                 problem: "empty reason",
             });
         }
-        if e.regarding.name.is_empty()
-            || e.regarding.kind.is_empty()
-            || e.regarding.api_version.is_empty()
-        {
+        let complete = |r: &wit::ObjectRef| {
+            !(r.name.is_empty() || r.kind.is_empty() || r.api_version.is_empty())
+        };
+        if !complete(&e.regarding) {
             return Err(PlanError::BadEvent {
                 index,
                 problem: "regarding needs apiVersion, kind and name",
             });
         }
+        if e.related.as_ref().is_some_and(|r| !complete(r)) {
+            return Err(PlanError::BadEvent {
+                index,
+                problem: "related needs apiVersion, kind and name",
+            });
+        }
         events.push(PlannedEvent {
             regarding: ObjectKey::from_ref(&e.regarding),
+            related: e.related.as_ref().map(ObjectKey::from_ref),
             event_type: match e.event_type {
                 wit::EventType::Normal => EventType::Normal,
                 wit::EventType::Warning => EventType::Warning,
             },
             reason: e.reason.clone(),
+            action: if e.action.is_empty() {
+                "Reconcile".to_string()
+            } else {
+                e.action.clone()
+            },
             message: e.message.clone(),
         });
     }
     Ok(ValidatedPlan {
-        apply,
-        delete,
+        writes,
         events,
         requeue_after: plan.requeue_after_ms.map(Duration::from_millis),
     })

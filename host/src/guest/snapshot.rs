@@ -1,64 +1,19 @@
-//! Building the interned, columnar snapshot a guest reconciles over.
+//! Building the snapshot a guest reconciles over from cached objects.
 //!
-//! Owns the translation from cached [`ProjectedObject`]s to the WIT
-//! `snapshot` record: one string blob with every distinct string once,
-//! objects and values as plain integers, indexes as buckets. It never reads
-//! from the cluster and never reorders objects (callers pass them sorted).
+//! Owns feeding [`ProjectedObject`]s (each watch's objects, in the order
+//! the caller chose) through the shared layout code
+//! ([`wasmctrl_snapshot::Builder`]: one string blob, columns of integers,
+//! index buckets) and moving the result into and out of the WIT record
+//! without copying its vectors. It never reads from the cluster, never
+//! decides which objects a snapshot holds (the controller does: all of
+//! them for an aggregate key, the related ones for a per-object key) and
+//! never reorders objects (callers pass them sorted).
 
-use std::collections::BTreeMap;
-
-use rustc_hash::FxHashMap;
+use wasmctrl_snapshot::{kind, Builder, IndexData, SnapshotData};
 
 use super::bindings::wasmctrl::controller::types as wit;
 use super::manifest::GuestManifest;
 use crate::projection::{Projected, ProjectedObject};
-
-/// Accumulates strings into one blob. Strings are keyed by address: the
-/// cache interns repeated values (phases, quantities, node names), so one
-/// address per distinct value is the common case, and hashing a pointer is
-/// far cheaper than hashing text. Two equal strings at different addresses
-/// merely appear twice in the blob.
-#[derive(Default)]
-struct Strings {
-    blob: String,
-    ends: Vec<u32>,
-    ids: FxHashMap<(usize, usize), u32>,
-}
-
-impl Strings {
-    fn with_capacity(strings: usize) -> Self {
-        let mut s = Strings {
-            blob: String::with_capacity(strings * 16),
-            ends: Vec::with_capacity(strings),
-            ids: FxHashMap::with_capacity_and_hasher(strings, Default::default()),
-        };
-        s.id("");
-        s
-    }
-
-    fn id(&mut self, s: &str) -> u32 {
-        let key = (s.as_ptr() as usize, s.len());
-        if let Some(&id) = self.ids.get(&key) {
-            return id;
-        }
-        let id = u32::try_from(self.ends.len()).unwrap_or(u32::MAX);
-        self.blob.push_str(s);
-        self.ends
-            .push(u32::try_from(self.blob.len()).unwrap_or(u32::MAX));
-        self.ids.insert(key, id);
-        id
-    }
-
-    /// Appends a string known to be unique (object names), skipping the
-    /// lookup that could never hit.
-    fn push_unique(&mut self, s: &str) -> u32 {
-        let id = u32::try_from(self.ends.len()).unwrap_or(u32::MAX);
-        self.blob.push_str(s);
-        self.ends
-            .push(u32::try_from(self.blob.len()).unwrap_or(u32::MAX));
-        id
-    }
-}
 
 /// One watch's objects as the snapshot builder reads them.
 pub struct WatchView<'a> {
@@ -79,39 +34,15 @@ impl<'a> WatchView<'a> {
     }
 }
 
-/// Value kinds, as documented on the WIT `snapshot` record.
-pub mod kind {
-    /// Missing or null.
-    pub const ABSENT: u8 = 0;
-    /// A string (payload: string index).
-    pub const STR: u8 = 1;
-    /// An integer (payload: s64 bits).
-    pub const INT: u8 = 2;
-    /// Another number (payload: f64 bits).
-    pub const FLOAT: u8 = 3;
-    /// A boolean (payload: 0 or 1).
-    pub const BOOL: u8 = 4;
-    /// An object or list as JSON text (payload: string index).
-    pub const JSON: u8 = 5;
-}
-
 fn idx(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 /// Builds the snapshot for `manifest` from each watch's objects (indexed
 /// like `manifest.watches`).
-pub fn build(manifest: &GuestManifest, per_watch: &[WatchView<'_>]) -> wit::Snapshot {
+pub fn build(manifest: &GuestManifest, per_watch: &[WatchView<'_>]) -> SnapshotData {
     let total: usize = per_watch.iter().map(|w| w.objects.len()).sum();
-    let mut strings = Strings::with_capacity(total + 1024);
-    let mut object_watch = Vec::with_capacity(total);
-    let mut object_namespace = Vec::with_capacity(total);
-    let mut object_name = Vec::with_capacity(total);
-    let mut object_first_slot = Vec::with_capacity(total);
-    let mut slot_ends = Vec::with_capacity(total * 8);
-    let mut value_kinds = Vec::with_capacity(total * 8);
-    let mut value_data = Vec::with_capacity(total * 8);
-    let mut indexes = Vec::new();
+    let mut b = Builder::with_capacity(total, total * 8);
     let mut base = 0u32;
     for (w, (spec, view)) in manifest.watches.iter().zip(per_watch).enumerate() {
         let w = idx(w);
@@ -119,59 +50,104 @@ pub fn build(manifest: &GuestManifest, per_watch: &[WatchView<'_>]) -> wit::Snap
         let objs = &view.objects;
         let at = |i: usize| view.positions.get(i).copied().unwrap_or(usize::MAX);
         for obj in objs {
-            object_watch.push(w);
-            object_namespace.push(strings.id(&obj.namespace));
-            object_name.push(strings.push_unique(&obj.name));
-            object_first_slot.push(idx(slot_ends.len()));
+            // The cache interns namespaces and repeated values: key them by
+            // address. Names and uids never repeat.
+            let ns = b.shared_string(&obj.namespace);
+            let name = b.unique_string(&obj.name);
+            let uid = b.unique_string(&obj.uid);
+            let deleting = obj
+                .deletion_timestamp
+                .as_deref()
+                .map_or(0, |t| b.shared_string(t));
+            b.object(w, ns, name, uid, obj.generation, deleting);
             for f in 0..visible {
                 for v in obj.field(at(f)) {
-                    let (k, d) = match v {
-                        Projected::Absent => (kind::ABSENT, 0),
-                        Projected::Str(s) => (kind::STR, u64::from(strings.id(s))),
-                        Projected::Int(i) => (kind::INT, *i as u64),
-                        Projected::Float(x) => (kind::FLOAT, x.to_bits()),
-                        Projected::Bool(b) => (kind::BOOL, u64::from(*b)),
-                        Projected::Json(s) => (kind::JSON, u64::from(strings.id(s))),
-                    };
-                    value_kinds.push(k);
-                    value_data.push(d);
+                    match v {
+                        Projected::Absent => b.push_raw(kind::ABSENT, 0),
+                        Projected::Str(s) => {
+                            let id = b.shared_string(s);
+                            b.push_raw(kind::STR, u64::from(id));
+                        }
+                        Projected::Int(i) => b.push_raw(kind::INT, *i as u64),
+                        Projected::Float(x) => b.push_raw(kind::FLOAT, x.to_bits()),
+                        Projected::Bool(x) => b.push_raw(kind::BOOL, u64::from(*x)),
+                        Projected::Json(s) => {
+                            let id = b.shared_string(s);
+                            b.push_raw(kind::JSON, u64::from(id));
+                        }
+                    }
                 }
-                slot_ends.push(idx(value_kinds.len()));
+                b.end_slot();
             }
         }
         for (i, name) in spec.indexes.iter().enumerate() {
-            let mut buckets: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
-            for (n, obj) in objs.iter().enumerate() {
-                for v in obj.field(at(visible + i)) {
-                    if let Some(key) = v.as_str() {
-                        buckets.entry(key).or_default().push(base + idx(n));
-                    }
-                }
-            }
-            indexes.push(wit::Index {
-                watch: w,
-                name: name.clone(),
-                buckets: buckets
-                    .into_iter()
-                    .map(|(key, objects)| wit::Bucket {
-                        key: strings.id(key),
-                        objects,
-                    })
-                    .collect(),
+            let entries = objs.iter().enumerate().flat_map(|(n, obj)| {
+                obj.field(at(visible + i))
+                    .iter()
+                    .filter_map(Projected::as_str)
+                    .map(move |key| (key, base + idx(n)))
             });
+            b.index(w, name, entries);
         }
         base += idx(objs.len());
     }
+    b.finish()
+}
+
+/// The WIT record, moving every vector (no copy of the bulk columns).
+pub fn to_wit(s: SnapshotData) -> wit::Snapshot {
     wit::Snapshot {
-        strings: strings.blob,
-        string_ends: strings.ends,
-        object_watch,
-        object_namespace,
-        object_name,
-        object_first_slot,
-        slot_ends,
-        value_kinds,
-        value_data,
-        indexes,
+        strings: s.strings,
+        string_ends: s.string_ends,
+        object_watch: s.object_watch,
+        object_namespace: s.object_namespace,
+        object_name: s.object_name,
+        object_uid: s.object_uid,
+        object_generation: s.object_generation,
+        object_deletion_timestamp: s.object_deletion_timestamp,
+        object_first_slot: s.object_first_slot,
+        slot_ends: s.slot_ends,
+        value_kinds: s.value_kinds,
+        value_data: s.value_data,
+        indexes: s
+            .indexes
+            .into_iter()
+            .map(|i| wit::Index {
+                watch: i.watch,
+                name: i.name,
+                buckets: i
+                    .buckets
+                    .into_iter()
+                    .map(|(key, objects)| wit::Bucket { key, objects })
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+/// Back from the WIT record (after the call), moving every vector.
+pub fn from_wit(s: wit::Snapshot) -> SnapshotData {
+    SnapshotData {
+        strings: s.strings,
+        string_ends: s.string_ends,
+        object_watch: s.object_watch,
+        object_namespace: s.object_namespace,
+        object_name: s.object_name,
+        object_uid: s.object_uid,
+        object_generation: s.object_generation,
+        object_deletion_timestamp: s.object_deletion_timestamp,
+        object_first_slot: s.object_first_slot,
+        slot_ends: s.slot_ends,
+        value_kinds: s.value_kinds,
+        value_data: s.value_data,
+        indexes: s
+            .indexes
+            .into_iter()
+            .map(|i| IndexData {
+                watch: i.watch,
+                name: i.name,
+                buckets: i.buckets.into_iter().map(|b| (b.key, b.objects)).collect(),
+            })
+            .collect(),
     }
 }

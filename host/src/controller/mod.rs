@@ -2,32 +2,46 @@
 //! → stores → handlers → workqueue → workers → pure guest reconcile →
 //! actuator.
 //!
-//! Owns wiring a described guest into the shared machinery: the permission
-//! preflight, acquiring the informers its manifest watches, mapping changes
-//! to request keys, the resync timer, waiting for every cache (the
+//! Owns wiring a described guest into the shared machinery: the checks
+//! that need the cluster (status subresources, the permission preflight),
+//! acquiring the informers its manifest watches (with the indexes its key
+//! mappings need), the resync timer, waiting for every cache (the
 //! actuator's outputs caches included) to sync before any worker starts,
-//! building each reconcile's snapshot from the stores, and turning results
-//! into queue outcomes. Handlers only compute keys and enqueue; the guest
-//! never writes; what the guest writes, and the echoes of those writes,
-//! belong to the actuator, which never calls back here.
+//! the host-managed finalizer (added to a primary object before its
+//! reconcile; never removed here), and each reconcile: its snapshot, the
+//! guest call with the host's clock, the plan handed to the actuator, the
+//! result turned into a queue outcome. Mapping changes to keys is `keys`;
+//! choosing a key's objects is `related`. Handlers only compute keys and
+//! enqueue; the guest never writes; what the guest writes, and the echoes
+//! of those writes, belong to the actuator, which never calls back here.
+
+pub(crate) mod keys;
+pub(crate) mod related;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
 
-use crate::actuator::{Actuator, Watched as ActuatorWatched};
+use crate::actuator::{Actuator, Executed, Watched as ActuatorWatched};
 use crate::discovery::{Discovery, DiscoveryError};
 use crate::guest::snapshot::{self, WatchView};
-use crate::guest::{Environment, GuestError, GuestManifest, GuestModule, KeyMapping};
-use crate::informer::{
-    field_positions, Change, Informer, InformerKey, InformerRegistry, SyncError,
+use crate::guest::{
+    Environment, GuestError, GuestManifest, GuestModule, ManifestError, ObjectKey, Request,
 };
+use crate::informer::{field_positions, Informer, InformerKey, InformerRegistry, SyncError};
 use crate::metrics::{GuestMetrics, Metrics, ReconcileResult};
 use crate::outputs::Outputs;
 use crate::permissions::{self, Checked, Need, PermissionError};
-use crate::store::object_key;
+use crate::request::RequestKey;
 use crate::workqueue::{self, Outcome, Workqueue};
+use keys::WatchCache;
+
+/// How soon a key whose pinned write was dropped (its object gone or
+/// replaced) is looked at again, if no watch event has re-enqueued it
+/// first: long enough for the caches to catch up, short enough that a
+/// deletion's clean-up is not held up.
+pub const DROPPED_WRITE_RECHECK: Duration = Duration::from_millis(200);
 
 /// Why a guest's controller could not start or stopped.
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +63,16 @@ pub enum ControllerError {
         /// Every missing permission.
         #[source]
         source: PermissionError,
+    },
+    /// The manifest asks for something the cluster does not offer (a
+    /// status write rule for a kind without a status subresource).
+    #[error("guest {guest}: invalid manifest: {source}")]
+    Manifest {
+        /// The guest.
+        guest: String,
+        /// Which field, and why.
+        #[source]
+        source: ManifestError,
     },
     /// A cache the guest needs cannot sync (or stopped syncing).
     #[error("guest {guest}: {source}")]
@@ -117,8 +141,6 @@ impl ControllerConfig {
 
 struct Watched {
     informer: Informer,
-    positions: Vec<usize>,
-    keys: KeyMapping,
     handler: u64,
 }
 
@@ -141,7 +163,8 @@ pub struct GuestController {
     manifest: Arc<GuestManifest>,
     env: Environment,
     watches: Vec<Watched>,
-    queue: Workqueue<String>,
+    caches: Arc<[WatchCache]>,
+    queue: Workqueue<RequestKey>,
     actuator: Actuator,
     config: ControllerConfig,
     metrics: GuestMetrics,
@@ -181,9 +204,10 @@ impl GuestController {
             source,
         };
 
+        check_status_rules(discovery, &manifest, &name).await?;
         preflight(&client, discovery, &manifest, &name, resolve_err).await?;
 
-        let mut watches = Vec::new();
+        let mut informers = Vec::new();
         for spec in &manifest.watches {
             let plural = discovery.watch_plural(spec).await.map_err(resolve_err)?;
             let key = InformerKey {
@@ -195,22 +219,33 @@ impl GuestController {
                 label_selector: spec.label_selector.clone(),
                 field_selector: spec.field_selector.clone(),
             };
-            let informer = registry.acquire(&key, spec.projection.paths());
-            let positions = field_positions(informer.projection(), spec.projection.paths());
-            let q = queue.clone();
-            let mapping = spec.keys.clone();
-            let handler = informer.add_handler(Arc::new(move |change: &Change| match &mapping {
-                KeyMapping::PerObject => q.add(change.object_key()),
-                KeyMapping::Aggregate(k) => q.add(k.clone()),
-                KeyMapping::None => {}
-            }));
-            watches.push(Watched {
-                informer,
-                positions,
-                keys: spec.keys.clone(),
-                handler,
-            });
+            informers.push(registry.acquire(&key, spec.projection.paths(), &spec.indexed_paths()));
         }
+        let caches: Arc<[WatchCache]> = manifest
+            .watches
+            .iter()
+            .zip(&informers)
+            .map(|(spec, informer)| WatchCache {
+                store: informer.store().clone(),
+                positions: field_positions(informer.projection(), spec.projection.paths()),
+            })
+            .collect();
+        // Every cache exists before the first handler: a handler replays
+        // what its informer already holds and may look up other watches.
+        let shared = Arc::new(manifest.clone());
+        let watches: Vec<Watched> = informers
+            .into_iter()
+            .enumerate()
+            .map(|(w, informer)| {
+                let handler = informer.add_handler(keys::handler(
+                    shared.clone(),
+                    caches.clone(),
+                    w,
+                    queue.clone(),
+                ));
+                Watched { informer, handler }
+            })
+            .collect();
 
         let outputs = Outputs::start(registry, discovery, &manifest, &queue)
             .await
@@ -239,6 +274,7 @@ impl GuestController {
             manifest: Arc::new(manifest),
             env,
             watches,
+            caches,
             queue,
             actuator,
             config,
@@ -267,7 +303,7 @@ impl GuestController {
     }
 
     /// The guest's queue.
-    pub fn queue(&self) -> &Workqueue<String> {
+    pub fn queue(&self) -> &Workqueue<RequestKey> {
         &self.queue
     }
 
@@ -300,16 +336,8 @@ impl GuestController {
 
     /// Enqueues every key the guest's world produces.
     pub fn enqueue_all(&self) {
-        for w in &self.watches {
-            match &w.keys {
-                KeyMapping::Aggregate(k) => self.queue.add(k.clone()),
-                KeyMapping::PerObject => {
-                    for ((namespace, name), _) in w.informer.store().versions() {
-                        self.queue.add(object_key(&namespace, &name));
-                    }
-                }
-                KeyMapping::None => {}
-            }
+        for key in keys::all_keys(&self.manifest, &self.caches) {
+            self.queue.add(key);
         }
     }
 
@@ -368,7 +396,7 @@ impl GuestController {
             workqueue::run_workers(
                 self.queue.clone(),
                 self.config.workers,
-                move |key: String| {
+                move |key: RequestKey| {
                     let this = this.clone();
                     async move { this.reconcile(key).await }
                 },
@@ -388,7 +416,7 @@ impl GuestController {
     }
 
     /// One reconcile of `key`, measured.
-    async fn reconcile(&self, key: String) -> Outcome {
+    async fn reconcile(&self, key: RequestKey) -> Outcome {
         let started = std::time::Instant::now();
         let (outcome, reason) = self.reconcile_inner(key).await;
         let result = match (&outcome, reason) {
@@ -400,29 +428,70 @@ impl GuestController {
         outcome
     }
 
+    /// Adds the primary watch's declared finalizer to `key`'s object when it
+    /// lacks it and is not being deleted: before the guest ever sees it, so
+    /// no deletion can happen without the guest's plan releasing it.
+    async fn ensure_finalizer(
+        &self,
+        key: &RequestKey,
+    ) -> Result<Executed, crate::actuator::ActuatorError> {
+        let Some(p) = key.watch else {
+            return Ok(Executed::default());
+        };
+        let spec = &self.manifest.watches[p];
+        let Some(finalizer) = &spec.finalizer else {
+            return Ok(Executed::default());
+        };
+        let (ns, name) = key.namespace_and_name();
+        let Some(obj) = self.caches[p].store.get(ns, name) else {
+            return Ok(Executed::default());
+        };
+        if obj.deletion_timestamp.is_some() || obj.has_finalizer(finalizer) {
+            return Ok(Executed::default());
+        }
+        let target = ObjectKey {
+            gvk: spec.gvk.clone(),
+            namespace: (!ns.is_empty()).then(|| ns.to_string()),
+            name: name.to_string(),
+        };
+        self.actuator
+            .ensure_finalizer(&target, &obj.uid, finalizer)
+            .await
+    }
+
     /// One reconcile; the error reason (a metric label) when it failed.
-    async fn reconcile_inner(&self, key: String) -> (Outcome, Option<&'static str>) {
+    async fn reconcile_inner(&self, key: RequestKey) -> (Outcome, Option<&'static str>) {
         let span = tracing::info_span!("reconcile", guest = %self.name, key = %key);
         let _enter = span.enter();
-        let lists: Vec<(Vec<Arc<crate::projection::ProjectedObject>>, Vec<usize>)> = self
-            .watches
-            .iter()
-            .map(|w| (w.informer.list(), w.positions.clone()))
-            .collect();
+        let mut executed = match self.ensure_finalizer(&key).await {
+            Ok(done) => done,
+            Err(e) => {
+                let reason = e.metric_label();
+                tracing::warn!(reason, "adding the host-managed finalizer: {e}");
+                return (Outcome::retry(e), Some(reason));
+            }
+        };
         let module = self.module.clone();
         let manifest = self.manifest.clone();
-        let env = self.env.clone();
+        let caches = self.caches.clone();
+        let env = self.env.at(crate::guest::now_ms());
+        let request = Request {
+            key: key.key.to_string(),
+            watch: key.watch.map(|w| manifest.watches[w].name.clone()),
+        };
         let k = key.clone();
         let joined = tokio::task::spawn_blocking(move || {
-            let views: Vec<WatchView<'_>> = lists
+            let objects = related::objects_for(&manifest, &caches, &k);
+            let views: Vec<WatchView<'_>> = objects
                 .iter()
-                .map(|(objs, positions)| WatchView {
+                .zip(caches.iter())
+                .map(|(objs, cache)| WatchView {
                     objects: objs.iter().map(Arc::as_ref).collect(),
-                    positions: positions.clone(),
+                    positions: cache.positions.clone(),
                 })
                 .collect();
             let snap = snapshot::build(&manifest, &views);
-            module.reconcile(&manifest, &env, &k, &snap)
+            module.reconcile(&manifest, &env, &request, snap)
         })
         .await;
         let (result, stats) = match joined {
@@ -465,18 +534,65 @@ impl GuestController {
                 tracing::warn!(reason, "{e}");
                 return (Outcome::retry(e), Some(reason));
             }
-            // Someone else wrote an output while our apply was in flight:
-            // look again (the key is being processed, so this re-queues it
-            // once it is done).
-            Ok(true) => self.queue.add(key.clone()),
-            Ok(false) => {}
+            Ok(done) => {
+                executed.changed_meanwhile |= done.changed_meanwhile;
+                executed.dropped += done.dropped;
+            }
         }
-        let outcome = match plan.requeue_after {
+        // Someone else wrote an output while our write was in flight: look
+        // again (the key is being processed, so this re-queues it once it
+        // is done).
+        if executed.changed_meanwhile {
+            self.queue.add(key.clone());
+        }
+        let mut requeue = plan.requeue_after;
+        if executed.dropped > 0 {
+            // A pinned write met a gone or replaced object: not an error;
+            // the key is looked at again once the caches have caught up.
+            requeue = Some(requeue.map_or(DROPPED_WRITE_RECHECK, |d| d.min(DROPPED_WRITE_RECHECK)));
+        }
+        let outcome = match requeue {
             Some(d) => Outcome::RequeueAfter(d),
             None => Outcome::Success,
         };
         (outcome, None)
     }
+}
+
+/// Refuses, naming the guest and the rule, a status write rule for a kind
+/// without a status subresource (a status written to the main resource
+/// would be dropped by the API server, silently, forever).
+async fn check_status_rules(
+    discovery: &Discovery,
+    manifest: &GuestManifest,
+    guest: &str,
+) -> Result<(), ControllerError> {
+    for (i, rule) in manifest.writes.iter().enumerate() {
+        if !rule.status {
+            continue;
+        }
+        let has =
+            discovery
+                .has_status(&rule.gvk)
+                .await
+                .map_err(|source| ControllerError::Resolve {
+                    guest: guest.to_string(),
+                    source,
+                })?;
+        if !has {
+            return Err(ControllerError::Manifest {
+                guest: guest.to_string(),
+                source: ManifestError::Invalid {
+                    field: format!("writes[{i}].status"),
+                    problem: format!(
+                        "{} has no status subresource (API discovery lists none): write its status with update, or drop status: true",
+                        rule.gvk
+                    ),
+                },
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Checks, before any cache starts, that the host may do everything the
@@ -497,6 +613,17 @@ async fn preflight(
         for verb in ["list", "watch"] {
             needs.push(Need::new(
                 verb,
+                &spec.gvk.group,
+                &plural,
+                spec.namespace.as_deref(),
+                None,
+            ));
+        }
+        // The host adds (and the guest's plan removes) the declared
+        // finalizer with a patch.
+        if spec.finalizer.is_some() {
+            needs.push(Need::new(
+                "patch",
                 &spec.gvk.group,
                 &plural,
                 spec.namespace.as_deref(),

@@ -1,28 +1,33 @@
-//! The informer cache: projected objects by namespace and name, and the
-//! change each write to it amounts to.
+//! The informer cache: projected objects by namespace and name, their
+//! indexes, and the change each write to it amounts to.
 //!
 //! Like kube-runtime's `reflector::store` (and client-go's indexer), the
 //! cache is split in two: one [`Writer`], owned by the informer that feeds it
 //! from list and watch events, and any number of cheap [`Store`] readers
-//! (the controller building snapshots, the actuator comparing live objects).
-//! The writer decides what a change is — added, updated (projected fields
-//! changed; a resourceVersion-only update is no change), deleted, or gone
-//! during a relist (the tombstone case). It never talks to the API server,
-//! never projects, and never calls handlers: it returns the [`Change`] and
-//! its owner notifies.
+//! (the controller building snapshots and mapping keys, the actuator
+//! comparing live objects). The writer decides what a change is — added,
+//! updated (projected fields or identity changed; a resourceVersion-only
+//! update is no change), deleted, or gone during a relist (the tombstone
+//! case) — and keeps the indexes (`index`: by namespace, by controller
+//! owner uid, by field value) in step under the same lock. It never talks
+//! to the API server, never projects, and never calls handlers: it returns
+//! the [`Change`] and its owner notifies.
+
+mod index;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, RwLock};
 
 use crate::projection::ProjectedObject;
 use crate::sync::{read, write};
+use index::Indexes;
 
 /// What happened to one object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChangeKind {
     /// Seen for the first time.
     Added,
-    /// Its projected fields changed.
+    /// Its projected fields or identity changed.
     Updated,
     /// Deleted, left the selector, or vanished during a relist (tombstone).
     Deleted,
@@ -39,15 +44,35 @@ pub struct Change {
     pub name: Arc<str>,
     /// The resourceVersion the cache now holds ("" after a delete).
     pub resource_version: Arc<str>,
+    /// The object as the cache now holds it; for a delete, as it was last
+    /// held.
+    pub object: Arc<ProjectedObject>,
+    /// For an update, the object as it was before.
+    pub old: Option<Arc<ProjectedObject>>,
 }
 
 impl Change {
-    fn deleted((namespace, name): StoreKey) -> Self {
+    fn deleted(object: Arc<ProjectedObject>) -> Self {
         Change {
             kind: ChangeKind::Deleted,
-            namespace,
-            name,
+            namespace: object.namespace.clone(),
+            name: object.name.clone(),
             resource_version: Arc::from(""),
+            object,
+            old: None,
+        }
+    }
+
+    /// A change reporting `object` as added (replaying a cache to a new
+    /// handler).
+    pub fn added(object: Arc<ProjectedObject>) -> Self {
+        Change {
+            kind: ChangeKind::Added,
+            namespace: object.namespace.clone(),
+            name: object.name.clone(),
+            resource_version: object.resource_version.clone(),
+            object,
+            old: None,
         }
     }
 
@@ -55,6 +80,13 @@ impl Change {
     /// cluster-scoped.
     pub fn object_key(&self) -> String {
         object_key(&self.namespace, &self.name)
+    }
+
+    /// The object before and after the change (one of them for an add or a
+    /// delete): what a key mapping looks at, so that a field that changed
+    /// wakes both the old and the new related keys.
+    pub fn versions(&self) -> impl Iterator<Item = &ProjectedObject> {
+        std::iter::once(self.object.as_ref()).chain(self.old.as_deref())
     }
 }
 
@@ -71,38 +103,88 @@ pub fn object_key(namespace: &str, name: &str) -> String {
 /// (namespace, name); the strings are shared with the cached object.
 pub type StoreKey = (Arc<str>, Arc<str>);
 
-type Objects = BTreeMap<StoreKey, Arc<ProjectedObject>>;
+#[derive(Default)]
+struct Cache {
+    objects: BTreeMap<StoreKey, Arc<ProjectedObject>>,
+    indexes: Indexes,
+}
+
+impl Cache {
+    fn resolve<'a>(&self, keys: impl Iterator<Item = &'a StoreKey>) -> Vec<Arc<ProjectedObject>> {
+        keys.filter_map(|k| self.objects.get(k).cloned()).collect()
+    }
+}
 
 /// A read handle on an informer's cache. Cheap to clone; reads never wait
 /// for the API server.
 #[derive(Clone, Default)]
 pub struct Store {
-    objects: Arc<RwLock<Objects>>,
+    cache: Arc<RwLock<Cache>>,
 }
 
 impl Store {
     /// One cached object.
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<ProjectedObject>> {
         let key: StoreKey = (Arc::from(namespace), Arc::from(name));
-        read(&self.objects).get(&key).cloned()
+        read(&self.cache).objects.get(&key).cloned()
     }
 
     /// All cached objects, sorted by namespace then name.
     pub fn list(&self) -> Vec<Arc<ProjectedObject>> {
-        read(&self.objects).values().cloned().collect()
+        read(&self.cache).objects.values().cloned().collect()
     }
 
     /// The key and resourceVersion of every cached object.
     pub fn versions(&self) -> Vec<(StoreKey, Arc<str>)> {
-        read(&self.objects)
+        read(&self.cache)
+            .objects
             .iter()
             .map(|(k, o)| (k.clone(), o.resource_version.clone()))
             .collect()
     }
 
+    /// The objects in namespace `ns`, sorted by name (through the
+    /// namespace index: no scan).
+    pub fn in_namespace(&self, ns: &str) -> Vec<Arc<ProjectedObject>> {
+        let cache = read(&self.cache);
+        let ns: Arc<str> = Arc::from(ns);
+        cache
+            .indexes
+            .in_namespace(&ns)
+            .filter_map(|name| cache.objects.get(&(ns.clone(), name.clone())).cloned())
+            .collect()
+    }
+
+    /// The objects whose controller owner has `uid`, sorted by namespace
+    /// and name (through the owner index).
+    pub fn owned_by(&self, uid: &str) -> Vec<Arc<ProjectedObject>> {
+        if uid.is_empty() {
+            return Vec::new();
+        }
+        let cache = read(&self.cache);
+        cache.resolve(cache.indexes.owned_by(uid))
+    }
+
+    /// The objects whose projected field `position` yields the string
+    /// `value`, sorted by namespace and name (through that field's index;
+    /// empty when the field is not indexed).
+    pub fn with_value(&self, position: usize, value: &str) -> Vec<Arc<ProjectedObject>> {
+        let cache = read(&self.cache);
+        let found = match cache.indexes.with_value(position, value) {
+            Some(keys) => cache.resolve(keys),
+            None => Vec::new(),
+        };
+        found
+    }
+
+    /// Whether projected field `position` is indexed.
+    pub fn indexes(&self, position: usize) -> bool {
+        read(&self.cache).indexes.indexes(position)
+    }
+
     /// Number of cached objects.
     pub fn len(&self) -> usize {
-        read(&self.objects).len()
+        read(&self.cache).objects.len()
     }
 
     /// Whether the cache is empty.
@@ -120,6 +202,14 @@ pub struct Writer {
 }
 
 impl Writer {
+    /// A writer whose store also indexes the projected fields at
+    /// `field_positions` by value (namespace and owner are always indexed).
+    pub fn with_field_indexes(field_positions: &[usize]) -> Self {
+        let writer = Writer::default();
+        write(&writer.store.cache).indexes = Indexes::new(field_positions);
+        writer
+    }
+
     /// A reader of this writer's cache.
     pub fn store(&self) -> Store {
         self.store.clone()
@@ -134,32 +224,37 @@ impl Writer {
         if let Some(seen) = self.relisting.as_mut() {
             seen.insert(key.clone());
         }
-        let mut objects = write(&self.store.objects);
-        let kind = match objects.get(&key) {
-            Some(old) if old.same_content(&object) => {
-                objects.insert(key, Arc::new(object));
-                return None;
+        let object = Arc::new(object);
+        let mut cache = write(&self.store.cache);
+        let Cache { objects, indexes } = &mut *cache;
+        let old = objects.insert(key.clone(), object.clone());
+        let kind = match &old {
+            Some(old) if old.same_content(&object) => return None,
+            Some(old) => {
+                indexes.remove(&key, old);
+                ChangeKind::Updated
             }
-            Some(_) => ChangeKind::Updated,
             None => ChangeKind::Added,
         };
-        let (namespace, name) = key.clone();
-        let resource_version = object.resource_version.clone();
-        objects.insert(key, Arc::new(object));
+        indexes.insert(&key, &object);
+        let (namespace, name) = key;
         Some(Change {
             kind,
             namespace,
             name,
-            resource_version,
+            resource_version: object.resource_version.clone(),
+            object,
+            old,
         })
     }
 
     /// Removes an object; the change to report if it was cached.
     pub fn delete(&mut self, namespace: &str, name: &str) -> Option<Change> {
         let key: StoreKey = (Arc::from(namespace), Arc::from(name));
-        write(&self.store.objects)
-            .remove_entry(&key)
-            .map(|(key, _)| Change::deleted(key))
+        let mut cache = write(&self.store.cache);
+        let (key, old) = cache.objects.remove_entry(&key)?;
+        cache.indexes.remove(&key, &old);
+        Some(Change::deleted(old))
     }
 
     /// A relist begins: objects not applied again before
@@ -172,16 +267,21 @@ impl Writer {
     /// the watch was down) and returns their tombstones.
     pub fn finish_relist(&mut self) -> Vec<Change> {
         let seen = self.relisting.take().unwrap_or_default();
-        let mut objects = write(&self.store.objects);
-        let gone: Vec<StoreKey> = objects
+        let mut cache = write(&self.store.cache);
+        let gone: Vec<StoreKey> = cache
+            .objects
             .keys()
             .filter(|k| !seen.contains(*k))
             .cloned()
             .collect();
+        let mut tombstones = Vec::with_capacity(gone.len());
         for k in &gone {
-            objects.remove(k);
+            if let Some(old) = cache.objects.remove(k) {
+                cache.indexes.remove(k, &old);
+                tombstones.push(Change::deleted(old));
+            }
         }
-        gone.into_iter().map(Change::deleted).collect()
+        tombstones
     }
 }
 

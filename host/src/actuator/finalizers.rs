@@ -1,0 +1,205 @@
+//! Finalizer writes: adding and removing one entry of `metadata.finalizers`
+//! with a JSON Patch that can neither create the object nor touch anyone
+//! else's entry.
+//!
+//! Owns the patches (kube-runtime's `finalizer.rs` idea): every one first
+//! `test`s `metadata.uid` (the object as the guest saw it), then the list
+//! as the cache saw it (an add) or the exact entry at its index (a remove),
+//! so a concurrent change fails the patch (422) instead of being
+//! overwritten, and a patch of a missing object is a 404. Both end as a
+//! dropped write and a re-reconcile. It also owns reading the current list
+//! from the caches. It never decides *when* a finalizer is added or removed
+//! (the controller adds a watch's declared finalizer; only a plan removes).
+
+use kube::api::{Patch, PatchParams};
+use serde_json::{json, Value as Json};
+
+use super::{Actuator, ActuatorError, Step};
+use crate::guest::ObjectKey;
+use crate::metrics::WriteVerb;
+
+/// An object's identity and finalizers, as a cache holds them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Current {
+    /// metadata.uid.
+    pub uid: String,
+    /// metadata.finalizers, in order.
+    pub finalizers: Vec<String>,
+    /// Whether metadata.deletionTimestamp is set.
+    pub deleting: bool,
+}
+
+/// The JSON Patch adding `finalizer` to an object with uid `uid` whose list
+/// is `current`: None when it is already there.
+pub fn add_patch(uid: &str, current: &[String], finalizer: &str) -> Option<Json> {
+    if current.iter().any(|f| f == finalizer) {
+        return None;
+    }
+    let uid_test = json!({"op": "test", "path": "/metadata/uid", "value": uid});
+    Some(if current.is_empty() {
+        json!([
+            uid_test,
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": [finalizer]},
+        ])
+    } else {
+        // The API server does not deduplicate finalizers: pin the whole
+        // list, so a concurrent add fails rather than doubling an entry.
+        json!([
+            uid_test,
+            {"op": "test", "path": "/metadata/finalizers", "value": current},
+            {"op": "add", "path": "/metadata/finalizers/-", "value": finalizer},
+        ])
+    })
+}
+
+/// The JSON Patch removing `finalizer` from an object with uid `uid` whose
+/// list is `current`: None when it is not there.
+pub fn remove_patch(uid: &str, current: &[String], finalizer: &str) -> Option<Json> {
+    let at = current.iter().position(|f| f == finalizer)?;
+    let path = format!("/metadata/finalizers/{at}");
+    Some(json!([
+        {"op": "test", "path": "/metadata/uid", "value": uid},
+        {"op": "test", "path": path, "value": finalizer},
+        {"op": "remove", "path": path},
+    ]))
+}
+
+impl Actuator {
+    /// The object's uid and finalizers: from a watched cache of its kind,
+    /// else from the outputs cache.
+    pub(super) fn current(&self, target: &ObjectKey) -> Option<Current> {
+        let ns = target.namespace.as_deref().unwrap_or("");
+        let watched = self
+            .watched
+            .iter()
+            .filter(|w| w.gvk.group == target.gvk.group && w.gvk.kind == target.gvk.kind)
+            .find_map(|w| w.store.get(ns, &target.name));
+        if let Some(o) = watched {
+            return Some(Current {
+                uid: o.uid.to_string(),
+                finalizers: o.finalizers.iter().map(|f| f.to_string()).collect(),
+                deleting: o.deletion_timestamp.is_some(),
+            });
+        }
+        let live = self.outputs.live(target)?;
+        Some(Current {
+            uid: live.pointer("/metadata/uid")?.as_str()?.to_string(),
+            finalizers: live
+                .pointer("/metadata/finalizers")
+                .and_then(Json::as_array)
+                .map(|l| {
+                    l.iter()
+                        .filter_map(Json::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default(),
+            deleting: live.pointer("/metadata/deletionTimestamp").is_some(),
+        })
+    }
+
+    /// Adds (`add`) or removes `finalizer` on `target`, pinned to `uid`.
+    pub(super) async fn finalizer(
+        &self,
+        target: &ObjectKey,
+        uid: &str,
+        finalizer: &str,
+        add: bool,
+    ) -> Result<Step, ActuatorError> {
+        let verb = if add {
+            WriteVerb::AddFinalizer
+        } else {
+            WriteVerb::RemoveFinalizer
+        };
+        let dropped = || {
+            self.metrics.dropped_write(verb);
+            Ok(Step::Dropped)
+        };
+        // Not cached, or cached as a namesake: the object the guest saw is
+        // gone (or the cache is behind, and its event will re-enqueue).
+        let Some(current) = self.current(target).filter(|c| c.uid == uid) else {
+            return dropped();
+        };
+        let patch = if add {
+            if current.deleting && !current.finalizers.iter().any(|f| f == finalizer) {
+                // The API server forbids new finalizers on a deleting object.
+                return dropped();
+            }
+            add_patch(uid, &current.finalizers, finalizer)
+        } else {
+            remove_patch(uid, &current.finalizers, finalizer)
+        };
+        let Some(patch) = patch else {
+            self.metrics.skipped_write();
+            return Ok(Step::Skipped);
+        };
+        let patch: json_patch::Patch = serde_json::from_value(patch).map_err(|e| {
+            ActuatorError::Internal(format!("finalizer patch does not serialize: {e}"))
+        })?;
+        let ar = self.discovery.resource(&target.gvk).await?;
+        let params = PatchParams {
+            field_manager: Some(self.field_manager.clone()),
+            ..PatchParams::default()
+        };
+        let result = self
+            .api(&ar, target.namespace.as_deref())
+            .patch(&target.name, &params, &Patch::<()>::Json(patch))
+            .await;
+        match result {
+            Ok(_) => {
+                self.metrics.wrote(verb);
+                Ok(Step::Done {
+                    changed_meanwhile: false,
+                })
+            }
+            Err(e) if super::writes::gone(&e, verb) => {
+                tracing::info!(target = %target, finalizer, "finalizer patch refused (object gone, replaced or changed meanwhile); dropped: {e}");
+                dropped()
+            }
+            Err(source) => Err(ActuatorError::Api {
+                verb: super::writes::verb_name(verb),
+                target: target.to_string(),
+                source,
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn an_add_pins_the_uid_and_the_list_it_extends() {
+        let p = add_patch("u1", &[], "example.com/x").unwrap();
+        assert_eq!(
+            p[0],
+            json!({"op": "test", "path": "/metadata/uid", "value": "u1"})
+        );
+        assert_eq!(p[1]["value"], Json::Null);
+        assert_eq!(p[2]["value"], json!(["example.com/x"]));
+        let p = add_patch("u1", &list(&["other/a"]), "example.com/x").unwrap();
+        assert_eq!(p[1]["value"], json!(["other/a"]));
+        assert_eq!(p[2]["path"], "/metadata/finalizers/-");
+        assert!(add_patch("u1", &list(&["example.com/x"]), "example.com/x").is_none());
+    }
+
+    #[test]
+    fn a_remove_pins_the_exact_entry_and_never_touches_another() {
+        let p = remove_patch("u1", &list(&["other/a", "example.com/x"]), "example.com/x").unwrap();
+        assert_eq!(
+            p,
+            json!([
+                {"op": "test", "path": "/metadata/uid", "value": "u1"},
+                {"op": "test", "path": "/metadata/finalizers/1", "value": "example.com/x"},
+                {"op": "remove", "path": "/metadata/finalizers/1"},
+            ])
+        );
+        assert!(remove_patch("u1", &list(&["other/a"]), "example.com/x").is_none());
+    }
+}

@@ -1,0 +1,314 @@
+//! The actuator: makes a validated plan true in the cluster.
+//!
+//! Owns every write a guest causes, carried out in the plan's order:
+//! server-side applies with the guest's field manager (`wasmctrl/<guest>`)
+//! and force — create-or-update, update-only and status-subresource —,
+//! deletes, and finalizer patches (`writes`, `finalizers`). Each is skipped
+//! when the cached live object already agrees (so a reconcile never
+//! triggers itself), and every write aimed at an object the guest saw is
+//! pinned to its uid: when that object is gone or replaced the write is
+//! dropped and counted, never turned into a create. It also owns the
+//! guest's [`Outputs`] (live state of what it writes, producers, and the
+//! echo bookkeeping that keeps the watch echo of our own writes from waking
+//! a reconcile) and events through kube's recorder, each emitted once per
+//! appearance rather than once per reconcile. It reads the watched caches
+//! only for uids and finalizer lists, never calls back into the
+//! controller, and never retries in line: any failure goes back to the
+//! caller, which requeues with backoff. The write allowlist and pinning
+//! were already enforced when the plan was validated.
+
+mod finalizers;
+mod writes;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
+use kube::{Api, Client};
+
+pub use finalizers::{add_patch, remove_patch, Current};
+pub use writes::{contains, drops_owned_field, gone};
+
+use crate::discovery::{Discovery, DiscoveryError};
+use crate::guest::{EventType, Gvk, ObjectKey, PlannedEvent, PlannedWrite, ValidatedPlan};
+use crate::metrics::{GuestMetrics, WriteVerb};
+use crate::outputs::Outputs;
+use crate::request::RequestKey;
+use crate::store::Store;
+use crate::sync::lock;
+use writes::Part;
+
+/// Why a plan could not be carried out.
+#[derive(Debug, thiserror::Error)]
+pub enum ActuatorError {
+    /// The type could not be resolved through discovery.
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+    /// An API request failed.
+    #[error("{verb} {target} failed: {source}")]
+    Api {
+        /// "apply", "update", "apply-status", "delete", "add-finalizer",
+        /// "remove-finalizer" or "event".
+        verb: &'static str,
+        /// The object.
+        target: String,
+        /// The client error.
+        #[source]
+        source: kube::Error,
+    },
+    /// A request the host built is unusable (a bug, reported, not a panic).
+    #[error("internal: {0}")]
+    Internal(String),
+}
+
+impl ActuatorError {
+    /// Short label for metrics: "conflict", "throttled", "server", "client",
+    /// "discovery", "transport" or "internal".
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            ActuatorError::Discovery(_) => "discovery",
+            ActuatorError::Internal(_) => "internal",
+            ActuatorError::Api {
+                source: kube::Error::Api(s),
+                ..
+            } => match s.code {
+                409 => "conflict",
+                429 => "throttled",
+                500..=599 => "server",
+                _ => "client",
+            },
+            ActuatorError::Api { .. } => "transport",
+        }
+    }
+}
+
+/// How one write ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Sent and accepted; whether someone else changed the object while
+    /// it was in flight.
+    Done {
+        /// Changed by someone else meanwhile.
+        changed_meanwhile: bool,
+    },
+    /// Not needed: the live object already agrees.
+    Skipped,
+    /// The object the write was pinned to is gone or replaced.
+    Dropped,
+}
+
+/// What carrying out a plan amounted to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Executed {
+    /// An object we wrote was changed by someone else while the write was
+    /// in flight: reconcile the key again.
+    pub changed_meanwhile: bool,
+    /// Pinned writes dropped because their object was gone or replaced:
+    /// reconcile the key again once the caches have caught up.
+    pub dropped: usize,
+}
+
+impl Executed {
+    fn add(&mut self, step: Step) {
+        match step {
+            Step::Done { changed_meanwhile } => self.changed_meanwhile |= changed_meanwhile,
+            Step::Skipped => {}
+            Step::Dropped => self.dropped += 1,
+        }
+    }
+}
+
+/// An event's identity: what it is about, its reason and its message.
+type EventId = (ObjectKey, String, String);
+
+/// A watched cache the actuator may read uids and finalizers from.
+pub struct Watched {
+    /// The kind the cache holds.
+    pub gvk: Gvk,
+    /// The cache.
+    pub store: Store,
+}
+
+/// Carries out plans for one guest.
+pub struct Actuator {
+    client: Client,
+    discovery: Discovery,
+    metrics: GuestMetrics,
+    field_manager: String,
+    recorder: Recorder,
+    outputs: Outputs,
+    watched: Vec<Watched>,
+    /// Events emitted for each request key by its last successful plan.
+    emitted: Mutex<HashMap<RequestKey, BTreeSet<EventId>>>,
+}
+
+impl Actuator {
+    /// An actuator writing as `wasmctrl/<guest>` into `outputs`, reading
+    /// uids and finalizers from `watched`.
+    pub fn new(
+        client: Client,
+        discovery: Discovery,
+        outputs: Outputs,
+        watched: Vec<Watched>,
+        metrics: GuestMetrics,
+        guest: &str,
+        instance: Option<String>,
+    ) -> Self {
+        let field_manager = format!("wasmctrl/{guest}");
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: field_manager.clone(),
+                instance,
+            },
+        );
+        Actuator {
+            client,
+            discovery,
+            metrics,
+            field_manager,
+            recorder,
+            outputs,
+            watched,
+            emitted: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The field manager used for every write.
+    pub fn field_manager(&self) -> &str {
+        &self.field_manager
+    }
+
+    /// What the guest writes.
+    pub fn outputs(&self) -> &Outputs {
+        &self.outputs
+    }
+
+    fn api(&self, ar: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
+        match namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, ar),
+            None => Api::all_with(self.client.clone(), ar),
+        }
+    }
+
+    /// Carries out `plan` for request `key`, write by write. Stops at the
+    /// first failure (the caller requeues; the next attempt recomputes the
+    /// whole plan); a dropped write is not a failure.
+    pub async fn execute(
+        &self,
+        key: &RequestKey,
+        plan: &ValidatedPlan,
+    ) -> Result<Executed, ActuatorError> {
+        let mut done = Executed::default();
+        for w in &plan.writes {
+            self.outputs.produced_by(w.target(), key);
+        }
+        for w in &plan.writes {
+            let step = match w {
+                PlannedWrite::Apply { target, doc } => {
+                    self.apply_doc(target, doc, Part::Object, WriteVerb::Apply, false)
+                        .await?
+                }
+                PlannedWrite::Update { target, doc, .. } => {
+                    self.apply_doc(target, doc, Part::Object, WriteVerb::Update, true)
+                        .await?
+                }
+                PlannedWrite::ApplyStatus { target, doc, .. } => {
+                    self.apply_doc(target, doc, Part::Status, WriteVerb::ApplyStatus, true)
+                        .await?
+                }
+                PlannedWrite::Delete { target, uid } => self.delete(target, uid.as_deref()).await?,
+                PlannedWrite::AddFinalizer {
+                    target,
+                    uid,
+                    finalizer,
+                } => self.finalizer(target, uid, finalizer, true).await?,
+                PlannedWrite::RemoveFinalizer {
+                    target,
+                    uid,
+                    finalizer,
+                } => self.finalizer(target, uid, finalizer, false).await?,
+            };
+            done.add(step);
+        }
+        self.publish_events(key, &plan.events).await?;
+        Ok(done)
+    }
+
+    /// Adds a watch's declared `finalizer` to `target` (pinned to `uid`),
+    /// the host's own write: whether it was dropped.
+    pub async fn ensure_finalizer(
+        &self,
+        target: &ObjectKey,
+        uid: &str,
+        finalizer: &str,
+    ) -> Result<Executed, ActuatorError> {
+        let mut done = Executed::default();
+        done.add(self.finalizer(target, uid, finalizer, true).await?);
+        Ok(done)
+    }
+
+    /// The uid of an object a planned event names: from a watched cache of
+    /// its kind, else from the outputs cache.
+    fn uid(&self, target: &ObjectKey) -> Option<String> {
+        self.current(target)
+            .map(|c| c.uid)
+            .filter(|uid| !uid.is_empty())
+    }
+
+    fn reference(&self, key: &ObjectKey) -> ObjectReference {
+        ObjectReference {
+            api_version: Some(key.gvk.api_version()),
+            kind: Some(key.gvk.kind.clone()),
+            name: Some(key.name.clone()),
+            namespace: key.namespace.clone(),
+            uid: self.uid(key),
+            ..ObjectReference::default()
+        }
+    }
+
+    /// Publishes the events that were not already emitted by this key's
+    /// previous successful plan: a condition is reported when it appears,
+    /// not again on every reconcile or resync.
+    async fn publish_events(
+        &self,
+        key: &RequestKey,
+        events: &[PlannedEvent],
+    ) -> Result<(), ActuatorError> {
+        let now: BTreeSet<EventId> = events
+            .iter()
+            .map(|e| (e.regarding.clone(), e.reason.clone(), e.message.clone()))
+            .collect();
+        let before = lock(&self.emitted).get(key).cloned().unwrap_or_default();
+        for e in events {
+            let id = (e.regarding.clone(), e.reason.clone(), e.message.clone());
+            if before.contains(&id) {
+                continue;
+            }
+            let event = KubeEvent {
+                type_: match e.event_type {
+                    EventType::Normal => KubeEventType::Normal,
+                    EventType::Warning => KubeEventType::Warning,
+                },
+                reason: e.reason.clone(),
+                note: Some(e.message.clone()),
+                action: e.action.clone(),
+                secondary: e.related.as_ref().map(|r| self.reference(r)),
+            };
+            let result = self
+                .recorder
+                .publish(&event, &self.reference(&e.regarding))
+                .await;
+            result.map_err(|source| ActuatorError::Api {
+                verb: "event",
+                target: format!("event {} on {}", e.reason, e.regarding),
+                source,
+            })?;
+            self.metrics.wrote(WriteVerb::Event);
+        }
+        lock(&self.emitted).insert(key.clone(), now);
+        Ok(())
+    }
+}

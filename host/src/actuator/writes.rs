@@ -1,0 +1,351 @@
+//! The object writes: server-side apply (create-or-update, update-only,
+//! status subresource) and delete, each skipped when the cached live
+//! object already agrees, and each pinned write classified as done,
+//! skipped or dropped.
+//!
+//! Owns the no-op tests ([`contains`], [`drops_owned_field`]), the echo
+//! bookkeeping around each apply, and [`gone`]: which API answers mean the
+//! object a pinned write aimed at no longer exists as the guest saw it
+//! (404, 409 uid mismatch or failed precondition, 422 on `metadata.uid`).
+//! It never creates through a pinned write: the uid travels in the
+//! document (apply) or the preconditions (delete), and the API server
+//! refuses the rest. It never retries in line.
+
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use serde_json::Value as Json;
+
+use super::{Actuator, ActuatorError, Step};
+use crate::guest::ObjectKey;
+use crate::metrics::WriteVerb;
+use crate::outputs::resource_version;
+
+/// Whether `live` already has every field of `desired` with the same value.
+/// Lists and scalars compare whole; an empty map or list in `desired`
+/// matches an absent field (the API server omits empty maps).
+pub fn contains(live: &Json, desired: &Json) -> bool {
+    match (live, desired) {
+        (Json::Object(l), Json::Object(d)) => d.iter().all(|(k, dv)| match l.get(k) {
+            Some(lv) => contains(lv, dv),
+            None => is_empty(dv),
+        }),
+        (l, d) => l == d || (is_empty(l) && is_empty(d)),
+    }
+}
+
+fn is_empty(v: &Json) -> bool {
+    match v {
+        Json::Null => true,
+        Json::Object(m) => m.values().all(is_empty),
+        Json::Array(a) => a.is_empty(),
+        _ => false,
+    }
+}
+
+/// Whether `manager` owns (through Apply, on the main resource when
+/// `subresource` is None, else on that subresource) a field of `live` that
+/// `desired` no longer sets — an apply is then needed to remove it.
+pub fn drops_owned_field(
+    live: &Json,
+    desired: &Json,
+    manager: &str,
+    subresource: Option<&str>,
+) -> bool {
+    let Some(entries) = live
+        .pointer("/metadata/managedFields")
+        .and_then(Json::as_array)
+    else {
+        return false;
+    };
+    entries
+        .iter()
+        .filter(|e| {
+            e.get("manager").and_then(Json::as_str) == Some(manager)
+                && e.get("operation").and_then(Json::as_str) == Some("Apply")
+                && e.get("subresource").and_then(Json::as_str) == subresource
+        })
+        .filter_map(|e| e.get("fieldsV1"))
+        .any(|fields| owned_missing(fields, Some(desired)))
+}
+
+fn owned_missing(fields: &Json, desired: Option<&Json>) -> bool {
+    let Some(map) = fields.as_object() else {
+        return false;
+    };
+    map.iter().any(|(k, child)| {
+        let Some(name) = k.strip_prefix("f:") else {
+            // "." or list-item keys ("k:", "v:", "i:"): lists compare whole.
+            return false;
+        };
+        match desired.and_then(|d| d.get(name)) {
+            None => true,
+            Some(d) => {
+                child.as_object().is_some_and(|c| !c.is_empty())
+                    && d.is_object()
+                    && owned_missing(child, Some(d))
+            }
+        }
+    })
+}
+
+/// Whether an API error answering a write pinned to a uid means the object
+/// is gone or was replaced: 404; 409 (uid mismatch on apply, failed uid
+/// precondition on delete); 422 naming `metadata.uid` (immutable) or a
+/// failed JSON Patch `test` (finalizer patches only test, so any 422 is
+/// one). Such a write is dropped, not an error.
+pub fn gone(e: &kube::Error, verb: WriteVerb) -> bool {
+    let kube::Error::Api(s) = e else {
+        return false;
+    };
+    match s.code {
+        404 | 409 => true,
+        422 => {
+            matches!(verb, WriteVerb::AddFinalizer | WriteVerb::RemoveFinalizer)
+                || s.message.contains("uid")
+        }
+        _ => false,
+    }
+}
+
+/// What an apply writes to: the object, or its status subresource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Part {
+    Object,
+    Status,
+}
+
+impl Actuator {
+    /// Server-side applies `desired` to `target` (its status when `part` is
+    /// Status), unless the live object already agrees. A `pinned` write's
+    /// document carries the uid the snapshot saw: an answer meaning the
+    /// object is gone drops it.
+    pub(super) async fn apply_doc(
+        &self,
+        target: &ObjectKey,
+        desired: &Json,
+        part: Part,
+        verb: WriteVerb,
+        pinned: bool,
+    ) -> Result<Step, ActuatorError> {
+        let echoes = self.outputs.echoes();
+        // While our previous write's echo is on its way the cache is older
+        // than the object: no skip decided on it, apply again (a no-op on
+        // the server if nothing changed).
+        let echo_due = echoes.awaiting(target);
+        if let Some(current) = self.outputs.live(target).filter(|_| !echo_due) {
+            let noop = match part {
+                Part::Object => {
+                    contains(&current, desired)
+                        && !drops_owned_field(&current, desired, &self.field_manager, None)
+                }
+                // Status applies compare against the live object's status.
+                Part::Status => {
+                    let null = Json::Null;
+                    contains(
+                        current.get("status").unwrap_or(&null),
+                        desired.get("status").unwrap_or(&null),
+                    ) && !drops_owned_field(&current, desired, &self.field_manager, Some("status"))
+                }
+            };
+            if noop {
+                self.metrics.skipped_write();
+                return Ok(Step::Skipped);
+            }
+        }
+        let ar = self.discovery.resource(&target.gvk).await?;
+        let params = PatchParams::apply(&self.field_manager).force();
+        let api = self.api(&ar, target.namespace.as_deref());
+        echoes.begin(target);
+        let patch = Patch::Apply(desired);
+        let result = match part {
+            Part::Object => api.patch(&target.name, &params, &patch).await,
+            Part::Status => api.patch_status(&target.name, &params, &patch).await,
+        };
+        let rv = result
+            .as_ref()
+            .ok()
+            .and_then(|o| o.metadata.resource_version.as_deref());
+        let cached = self.outputs.live(target);
+        let cached_rv = cached.as_ref().and_then(resource_version);
+        let changed_meanwhile = echoes.applied(target, rv, cached_rv);
+        match result {
+            Ok(_) => {
+                self.metrics.wrote(verb);
+                Ok(Step::Done { changed_meanwhile })
+            }
+            Err(e) if pinned && gone(&e, verb) => {
+                tracing::info!(target = %target, verb = ?verb, "object gone or replaced; write dropped: {e}");
+                self.metrics.dropped_write(verb);
+                Ok(Step::Dropped)
+            }
+            Err(source) => Err(ActuatorError::Api {
+                verb: verb_name(verb),
+                target: target.to_string(),
+                source,
+            }),
+        }
+    }
+
+    /// Deletes `target` (with a uid precondition when `uid` is given),
+    /// unless it is already gone, going, or replaced.
+    pub(super) async fn delete(
+        &self,
+        target: &ObjectKey,
+        uid: Option<&str>,
+    ) -> Result<Step, ActuatorError> {
+        let Some(live) = self.outputs.live(target) else {
+            return Ok(Step::Skipped);
+        };
+        let live_uid = live.pointer("/metadata/uid").and_then(Json::as_str);
+        if uid.is_some() && live_uid.is_some() && uid != live_uid {
+            self.metrics.dropped_write(WriteVerb::Delete);
+            return Ok(Step::Dropped);
+        }
+        if live.pointer("/metadata/deletionTimestamp").is_some() {
+            return Ok(Step::Skipped);
+        }
+        let ar = self.discovery.resource(&target.gvk).await?;
+        let params = DeleteParams {
+            preconditions: uid.map(|uid| Preconditions {
+                uid: Some(uid.to_string()),
+                resource_version: None,
+            }),
+            ..DeleteParams::background()
+        };
+        let result = self
+            .api(&ar, target.namespace.as_deref())
+            .delete(&target.name, &params)
+            .await;
+        match result {
+            Ok(_) => {
+                self.metrics.wrote(WriteVerb::Delete);
+                Ok(Step::Done {
+                    changed_meanwhile: false,
+                })
+            }
+            // Already gone: what the guest wanted.
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(Step::Skipped),
+            Err(e) if uid.is_some() && gone(&e, WriteVerb::Delete) => {
+                self.metrics.dropped_write(WriteVerb::Delete);
+                Ok(Step::Dropped)
+            }
+            Err(source) => Err(ActuatorError::Api {
+                verb: "delete",
+                target: target.to_string(),
+                source,
+            }),
+        }
+    }
+}
+
+/// The contract's name for a write verb, for error messages.
+pub(super) fn verb_name(verb: WriteVerb) -> &'static str {
+    match verb {
+        WriteVerb::Apply => "apply",
+        WriteVerb::Update => "update",
+        WriteVerb::ApplyStatus => "apply-status",
+        WriteVerb::Delete => "delete",
+        WriteVerb::AddFinalizer => "add-finalizer",
+        WriteVerb::RemoveFinalizer => "remove-finalizer",
+        WriteVerb::Event => "event",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn live_object_with_extra_fields_contains_the_desired_ones() {
+        let live = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "s", "namespace": "ops", "uid": "u", "resourceVersion": "9"},
+            "data": {"n1": "2", "other": "x"}});
+        let cases = [
+            (
+                json!({"metadata": {"name": "s", "namespace": "ops"}, "data": {"n1": "2"}}),
+                true,
+            ),
+            (
+                json!({"metadata": {"name": "s"}, "data": {"n1": "3"}}),
+                false,
+            ),
+            (json!({"data": {"n2": "1"}}), false),
+            (json!({"data": {}}), true),
+            (json!({"binaryData": {}}), true),
+            (json!({"spec": {"list": []}}), true),
+            (json!({"spec": {"list": [1]}}), false),
+            // An update pinned to another uid is never a no-op.
+            (json!({"metadata": {"uid": "other"}}), false),
+        ];
+        for (desired, want) in cases {
+            assert_eq!(contains(&live, &desired), want, "{desired}");
+        }
+    }
+
+    #[test]
+    fn a_key_this_manager_applied_before_and_omits_now_needs_an_apply() {
+        let live = json!({"metadata": {"managedFields": [
+            {"manager": "wasmctrl/g", "operation": "Apply", "fieldsV1": {"f:data": {"f:n1": {}, "f:n2": {}}}},
+            {"manager": "wasmctrl/g", "operation": "Apply", "subresource": "status", "fieldsV1": {"f:status": {"f:used": {}}}},
+            {"manager": "kubectl", "operation": "Update", "fieldsV1": {"f:data": {"f:x": {}}}}
+        ]}, "data": {"n1": "1", "n2": "1", "x": "y"}, "status": {"used": 1}});
+        let m = "wasmctrl/g";
+        assert!(!drops_owned_field(
+            &live,
+            &json!({"data": {"n1": "1", "n2": "1"}}),
+            m,
+            None
+        ));
+        assert!(drops_owned_field(
+            &live,
+            &json!({"data": {"n1": "1"}}),
+            m,
+            None
+        ));
+        assert!(drops_owned_field(&live, &json!({}), m, None));
+        // Another manager's fields never force our apply.
+        assert!(!drops_owned_field(
+            &live,
+            &json!({"data": {"n1": "1", "n2": "1"}}),
+            "kubectl",
+            None
+        ));
+        // Status entries count only for status applies.
+        assert!(!drops_owned_field(
+            &live,
+            &json!({"status": {"used": 2}}),
+            m,
+            Some("status")
+        ));
+        assert!(drops_owned_field(
+            &live,
+            &json!({"status": {}}),
+            m,
+            Some("status")
+        ));
+    }
+
+    #[test]
+    fn only_answers_about_the_object_itself_mean_it_is_gone() {
+        let api = |code: u16, message: &str| {
+            kube::Error::Api(
+                kube::core::Status::failure(message, "")
+                    .with_code(code)
+                    .boxed(),
+            )
+        };
+        assert!(gone(&api(404, "not found"), WriteVerb::ApplyStatus));
+        assert!(gone(&api(409, "uid mismatch"), WriteVerb::Update));
+        assert!(gone(
+            &api(422, "metadata.uid: field is immutable"),
+            WriteVerb::Update
+        ));
+        assert!(gone(&api(422, "test failed"), WriteVerb::RemoveFinalizer));
+        assert!(!gone(
+            &api(422, "spec.replicas: Invalid value"),
+            WriteVerb::Update
+        ));
+        assert!(!gone(&api(500, "boom"), WriteVerb::Update));
+        assert!(!gone(&api(403, "forbidden"), WriteVerb::Delete));
+    }
+}

@@ -1,0 +1,133 @@
+//! The store's indexes: by namespace, by controller owner uid, and by the
+//! values of chosen projected fields (client-go's indexers).
+//!
+//! Owns keeping each index exactly in step with the objects map, one
+//! object at a time: the [`super::Writer`] calls [`Indexes::insert`] and
+//! [`Indexes::remove`] under the same write lock as the map, so a reader
+//! never sees an index disagree with the objects (O(log n) per event, no
+//! rebuild). It never decides what an index is used for (key mappings and
+//! per-key snapshots are the controller's) and never scans the world.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use super::StoreKey;
+use crate::projection::{Projected, ProjectedObject};
+
+/// One field index: object keys by each string value a projected field
+/// (by position in the informer's projection) yields.
+#[derive(Debug, Default)]
+struct FieldIndex {
+    position: usize,
+    values: HashMap<Arc<str>, BTreeSet<StoreKey>>,
+}
+
+/// Every index of one store.
+#[derive(Debug, Default)]
+pub(super) struct Indexes {
+    namespaces: HashMap<Arc<str>, BTreeSet<Arc<str>>>,
+    owners: HashMap<Arc<str>, BTreeSet<StoreKey>>,
+    fields: Vec<FieldIndex>,
+}
+
+/// The distinct string values of field `position` of `obj`.
+fn string_values(obj: &ProjectedObject, position: usize) -> BTreeSet<&Arc<str>> {
+    obj.field(position)
+        .iter()
+        .filter_map(|v| match v {
+            Projected::Str(s) => Some(s),
+            _ => None,
+        })
+        .collect()
+}
+
+fn remove_from<K: std::hash::Hash + Eq, V: Ord>(
+    map: &mut HashMap<K, BTreeSet<V>>,
+    key: &K,
+    value: &V,
+) {
+    if let Some(set) = map.get_mut(key) {
+        set.remove(value);
+        if set.is_empty() {
+            map.remove(key);
+        }
+    }
+}
+
+impl Indexes {
+    /// Indexes by namespace and owner, plus one field index per position.
+    pub(super) fn new(field_positions: &[usize]) -> Self {
+        Indexes {
+            fields: field_positions
+                .iter()
+                .map(|&position| FieldIndex {
+                    position,
+                    values: HashMap::new(),
+                })
+                .collect(),
+            ..Indexes::default()
+        }
+    }
+
+    /// Adds `obj` (stored under `key`) to every index.
+    pub(super) fn insert(&mut self, key: &StoreKey, obj: &ProjectedObject) {
+        self.namespaces
+            .entry(key.0.clone())
+            .or_default()
+            .insert(key.1.clone());
+        if let Some(owner) = obj.owner.as_ref().filter(|o| !o.uid.is_empty()) {
+            self.owners
+                .entry(owner.uid.clone())
+                .or_default()
+                .insert(key.clone());
+        }
+        for index in &mut self.fields {
+            for value in string_values(obj, index.position) {
+                index
+                    .values
+                    .entry(value.clone())
+                    .or_default()
+                    .insert(key.clone());
+            }
+        }
+    }
+
+    /// Removes `obj` (stored under `key`) from every index.
+    pub(super) fn remove(&mut self, key: &StoreKey, obj: &ProjectedObject) {
+        remove_from(&mut self.namespaces, &key.0, &key.1);
+        if let Some(owner) = &obj.owner {
+            remove_from(&mut self.owners, &owner.uid, key);
+        }
+        for index in &mut self.fields {
+            for value in string_values(obj, index.position) {
+                remove_from(&mut index.values, value, key);
+            }
+        }
+    }
+
+    /// Names in namespace `ns`, sorted.
+    pub(super) fn in_namespace(&self, ns: &str) -> impl Iterator<Item = &Arc<str>> {
+        self.namespaces.get(ns).into_iter().flatten()
+    }
+
+    /// Keys of the objects whose controller owner has `uid`, sorted.
+    pub(super) fn owned_by(&self, uid: &str) -> impl Iterator<Item = &StoreKey> {
+        self.owners.get(uid).into_iter().flatten()
+    }
+
+    /// Keys of the objects whose field `position` yields `value`, sorted;
+    /// None when that field is not indexed.
+    pub(super) fn with_value(
+        &self,
+        position: usize,
+        value: &str,
+    ) -> Option<impl Iterator<Item = &StoreKey>> {
+        let index = self.fields.iter().find(|i| i.position == position)?;
+        Some(index.values.get(value).into_iter().flatten())
+    }
+
+    /// Whether field `position` is indexed.
+    pub(super) fn indexes(&self, position: usize) -> bool {
+        self.fields.iter().any(|i| i.position == position)
+    }
+}
