@@ -404,8 +404,14 @@ impl<'a> Object<'a> {
     /// booleans as `true`/`false`, objects and lists as JSON; `None` when
     /// absent.
     pub fn text_at(&self, field: Field, i: usize) -> Option<&'a str> {
-        self.slot(field)
-            .and_then(|s| self.snap.view.text(self.index, s, i))
+        let slot = self.slot(field)?;
+        // Strings (nearly every value) straight from the typed read; only
+        // numbers need the view's rendered copies.
+        match self.snap.view.value(self.index, slot, i) {
+            Value::Str(s) | Value::Json(s) => Some(s),
+            Value::Absent => None,
+            _ => self.snap.view.text(self.index, slot, i),
+        }
     }
 
     /// The first value of `field` as text.
