@@ -112,6 +112,7 @@ impl wasmctrl_guest_sdk::Guest for GpuQuota {
         }
         let pods = snapshot.in_namespace(f.pods, quota.namespace());
         let usage = quota::usage(GPU_RESOURCE, pods.map(|p| f.pod.read(&p)));
+        // The CRD requires `spec.limit`; were it missing, any GPU is over.
         let limit = quota.int(f.limit).unwrap_or(0);
         let existing = f.conditions.read(&quota);
         let status = quota::status(limit, usage.used, quota.generation(), existing, env.now_ms);
