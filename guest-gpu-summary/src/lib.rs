@@ -27,7 +27,7 @@ mod bindings {
 use bindings::exports::wasmctrl::controller::reconciler::Guest;
 pub use bindings::wasmctrl::controller::types::{
     Bucket, Environment, Event, EventType, GroupVersionKind, Index, IndexSpec, KeyMapping,
-    Manifest, ObjectRef, Plan, ReconcileError, Snapshot, Watch, WriteRule,
+    Manifest, ObjectRef, Plan, ReconcileError, Request, Snapshot, Watch, Write, WriteRule,
 };
 use snapshot::SnapshotView;
 use summary::{ContainerGpu, PodGpu};
@@ -118,6 +118,7 @@ pub fn manifest_for(settings: &Settings) -> Manifest {
     Manifest {
         name: GUEST_NAME.to_string(),
         watches: vec![Watch {
+            name: "pods".to_string(),
             gvk: GroupVersionKind {
                 group: String::new(),
                 version: "v1".to_string(),
@@ -134,6 +135,7 @@ pub fn manifest_for(settings: &Settings) -> Manifest {
             fields: pod_fields(&settings.resource),
             indexes: Vec::new(),
             keys: KeyMapping::Aggregate(AGGREGATE_KEY.to_string()),
+            finalizer: None,
         }],
         writes: vec![WriteRule {
             gvk: GroupVersionKind {
@@ -143,6 +145,7 @@ pub fn manifest_for(settings: &Settings) -> Manifest {
             },
             namespace: Some(settings.namespace.clone()),
             names: vec![settings.name.clone()],
+            status: false,
         }],
         resync_seconds: None,
     }
@@ -216,8 +219,10 @@ pub fn reconcile_plan(env: &Environment, snapshot: &Snapshot) -> Result<Plan, Re
                 namespace: Some(bad.namespace.clone()),
                 name: bad.name.clone(),
             },
+            related: None,
             event_type: EventType::Warning,
             reason: "InvalidQuantity".to_string(),
+            action: "Summarize".to_string(),
             message: format!(
                 "pod {}/{} not counted in {}/{}: {} has invalid quantity {:?}: {}",
                 bad.namespace,
@@ -232,8 +237,7 @@ pub fn reconcile_plan(env: &Environment, snapshot: &Snapshot) -> Result<Plan, Re
         .collect();
 
     Ok(Plan {
-        apply: vec![doc],
-        delete: Vec::new(),
+        writes: vec![Write::Apply(doc)],
         events,
         requeue_after_ms: None,
     })
@@ -249,7 +253,7 @@ impl Guest for Component {
 
     fn reconcile(
         env: Environment,
-        _key: String,
+        _request: Request,
         snapshot: Snapshot,
     ) -> Result<Plan, ReconcileError> {
         reconcile_plan(&env, &snapshot)

@@ -95,6 +95,9 @@ impl Fixture {
             strings,
             string_ends: ends,
             object_watch: vec![0; self.object_ns.len()],
+            object_uid: vec![0; self.object_ns.len()],
+            object_generation: vec![0; self.object_ns.len()],
+            object_deletion_timestamp: vec![0; self.object_ns.len()],
             object_namespace: self.object_ns,
             object_name: self.object_name,
             object_first_slot: self.first_slot,
@@ -113,12 +116,15 @@ fn env(config: &[(&str, &str)]) -> Environment {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
+        now_ms: 0,
     }
 }
 
 fn applied(plan: &Plan) -> &str {
-    assert_eq!(plan.apply.len(), 1);
-    &plan.apply[0]
+    match plan.writes.as_slice() {
+        [Write::Apply(doc)] => doc,
+        other => panic!("expected one apply, got {other:?}"),
+    }
 }
 
 #[test]
@@ -159,7 +165,6 @@ fn plan_applies_one_configmap_with_per_node_counts() {
         r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"gpu-summary","namespace":"wasmctrl"},"data":{"node-1":"5","node-2":"1"}}"#
     );
     assert!(plan.events.is_empty());
-    assert!(plan.delete.is_empty());
     assert_eq!(plan.requeue_after_ms, None);
 }
 
