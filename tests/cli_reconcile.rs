@@ -67,22 +67,23 @@ fn kubectl_list_dump_produces_the_summary_plan() {
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "ml"}},
     ]});
     let file = write(&dir, "dump.json", &list.to_string());
-    let plan = plan(&["--objects", &file, "--namespace", "ops"], None);
+    let doc = plan(&["--objects", &file, "--namespace", "ops"], None);
+    assert_eq!(doc["request"], json!({"key": "gpu-summary", "watch": null}));
+    let plan = &doc["plan"];
     assert_eq!(
-        plan["apply"],
-        json!([{"apiVersion": "v1", "kind": "ConfigMap",
+        plan["writes"],
+        json!([{"apply": {"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": "gpu-summary", "namespace": "ops"},
-                "data": {"n1": "3", "n2": "1"}}])
+                "data": {"n1": "3", "n2": "1"}}}])
     );
-    assert_eq!(plan["delete"], json!([]));
     assert_eq!(plan["events"], json!([]));
-    assert_eq!(plan["requeueAfterSeconds"], Value::Null);
+    assert_eq!(plan["requeue-after-ms"], Value::Null);
 }
 
 #[test]
 fn yaml_from_stdin_with_configuration_and_a_bad_quantity() {
     let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ml}\nspec:\n  nodeName: n1\n  containers:\n  - name: c\n    resources:\n      requests: {nvidia.com/gpu: 1}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: bad, namespace: ml}\nspec:\n  nodeName: n1\n  containers:\n  - name: c\n    resources:\n      requests: {nvidia.com/gpu: one}\n";
-    let plan = plan(
+    let doc = plan(
         &[
             "--objects",
             "-",
@@ -90,19 +91,25 @@ fn yaml_from_stdin_with_configuration_and_a_bad_quantity() {
             "name=gpus",
             "--config",
             "namespace=infra",
+            "--key",
+            "gpu-summary",
+            "--now",
+            "2026-01-02T03:04:05Z",
         ],
         Some(yaml),
     );
+    let plan = &doc["plan"];
+    let applied = &plan["writes"][0]["apply"];
     assert_eq!(
-        plan["apply"][0]["metadata"],
+        applied["metadata"],
         json!({"name": "gpus", "namespace": "infra"})
     );
-    assert_eq!(plan["apply"][0]["data"], json!({"n1": "1"}));
-    assert_eq!(plan["events"][0]["type"], "Warning");
+    assert_eq!(applied["data"], json!({"n1": "1"}));
+    assert_eq!(plan["events"][0]["event-type"], "warning");
     assert_eq!(plan["events"][0]["reason"], "InvalidQuantity");
     assert_eq!(
         plan["events"][0]["regarding"],
-        json!({"apiVersion": "v1", "kind": "Pod", "namespace": "ml", "name": "bad"})
+        json!({"api-version": "v1", "kind": "Pod", "namespace": "ml", "name": "bad"})
     );
 }
 

@@ -289,7 +289,9 @@ async fn hostile_guests_are_backed_off_and_do_not_delay_a_healthy_one() {
             let c = h.running.host.controller(guest).unwrap();
             text.contains(&failure_line(guest, reason))
                 && c.metrics().errors() >= 1
-                && c.queue().num_requeues(&"all".to_string()) >= 1
+                && c.queue()
+                    .num_requeues(&wasmctrl::request::RequestKey::aggregate("all"))
+                    >= 1
         })
     })
     .await;
@@ -300,7 +302,9 @@ async fn hostile_guests_are_backed_off_and_do_not_delay_a_healthy_one() {
         let c = h.running.host.controller(guest).unwrap();
         assert!(c.metrics().errors() >= 1);
         assert!(
-            c.queue().num_requeues(&"all".to_string()) >= 1,
+            c.queue()
+                .num_requeues(&wasmctrl::request::RequestKey::aggregate("all"))
+                >= 1,
             "{guest} is backed off"
         );
     }

@@ -15,6 +15,7 @@ mod support;
 mod cli_reconcile;
 mod deploy;
 mod failover;
+mod finalizers;
 mod hotswap;
 mod informer;
 mod leader;

@@ -1,18 +1,75 @@
 //! Hand-written guests for integration tests: a core module in WAT whose
 //! `describe` returns a manifest laid out in memory by a tiny canonical-ABI
-//! writer, turned into a component with our WIT at test time
-//! (`wasmctrl_test_support::component`).
+//! writer (the 0.2 `manifest` and `plan` records), turned into a component
+//! with our WIT at test time (`wasmctrl_test_support::component`).
 
 #![allow(dead_code, missing_docs, clippy::unwrap_used)]
 
 use wasmctrl_test_support::component::BUMP_REALLOC;
 
-/// A watch on pods (all namespaces) with an aggregate key.
+/// How a watch's changes become keys (the WIT `key-mapping`).
+#[derive(Clone)]
+pub enum WatKeys {
+    PerObject,
+    Aggregate(String),
+    None,
+    Owner(String),
+    SameNamespace(String),
+    ByIndex {
+        primary: String,
+        index: String,
+        field: String,
+    },
+}
+
+/// One watch (the WIT `watch`).
+#[derive(Clone)]
+pub struct WatWatch {
+    pub name: String,
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub plural: Option<String>,
+    pub fields: Vec<String>,
+    pub indexes: Vec<(String, String)>,
+    pub keys: WatKeys,
+    pub finalizer: Option<String>,
+}
+
+impl WatWatch {
+    /// Pods in every namespace, projecting node and phase.
+    pub fn pods(name: &str, keys: WatKeys) -> Self {
+        WatWatch {
+            name: name.into(),
+            group: String::new(),
+            version: "v1".into(),
+            kind: "Pod".into(),
+            plural: Some("pods".into()),
+            fields: vec!["spec.nodeName".into(), "status.phase".into()],
+            indexes: Vec::new(),
+            keys,
+            finalizer: None,
+        }
+    }
+}
+
+/// One write rule (the WIT `write-rule`).
+#[derive(Clone)]
+pub struct WatRule {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub names: Vec<String>,
+    pub status: bool,
+}
+
+/// A manifest (the WIT `manifest`).
+#[derive(Clone)]
 pub struct WatManifest {
     pub name: String,
-    pub write_namespace: String,
-    pub write_names: Vec<String>,
-    pub aggregate_key: String,
+    pub watches: Vec<WatWatch>,
+    pub writes: Vec<WatRule>,
 }
 
 impl WatManifest {
@@ -21,9 +78,15 @@ impl WatManifest {
     pub fn writing_its_own_configmap(name: &str, namespace: &str) -> Self {
         WatManifest {
             name: name.into(),
-            write_namespace: namespace.into(),
-            write_names: vec![name.into()],
-            aggregate_key: "all".into(),
+            watches: vec![WatWatch::pods("pods", WatKeys::Aggregate("all".into()))],
+            writes: vec![WatRule {
+                group: String::new(),
+                version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: Some(namespace.into()),
+                names: vec![name.into()],
+                status: false,
+            }],
         }
     }
 }
@@ -35,6 +98,12 @@ struct Mem {
 }
 
 impl Mem {
+    fn new(base: u32) -> Self {
+        Mem {
+            base,
+            buf: Vec::new(),
+        }
+    }
     fn alloc(&mut self, size: u32, align: u32) -> u32 {
         while !(self.base + self.buf.len() as u32).is_multiple_of(align) {
             self.buf.push(0);
@@ -57,7 +126,14 @@ impl Mem {
         self.u32(at, ptr);
         self.u32(at + 4, s.len() as u32);
     }
-    fn strings(&mut self, at: u32, items: &[&str]) {
+    /// option<string>: tag @0, string @4.
+    fn opt_string(&mut self, at: u32, s: Option<&str>) {
+        if let Some(s) = s {
+            self.u8(at, 1);
+            self.string(at + 4, s);
+        }
+    }
+    fn strings(&mut self, at: u32, items: &[String]) {
         let list = self.alloc(8 * items.len() as u32, 4);
         for (i, s) in items.iter().enumerate() {
             self.string(list + 8 * i as u32, s);
@@ -65,10 +141,18 @@ impl Mem {
         self.u32(at, list);
         self.u32(at + 4, items.len() as u32);
     }
-    fn gvk(&mut self, at: u32, version: &str, kind: &str) {
-        self.string(at, "");
+    fn gvk(&mut self, at: u32, group: &str, version: &str, kind: &str) {
+        self.string(at, group);
         self.string(at + 8, version);
         self.string(at + 16, kind);
+    }
+    /// object-ref (36 bytes): api-version @0, kind @8, namespace
+    /// option<string> @16, name @28.
+    fn object_ref(&mut self, at: u32, r: &WatRef) {
+        self.string(at, &r.api_version);
+        self.string(at + 8, &r.kind);
+        self.opt_string(at + 16, r.namespace.as_deref());
+        self.string(at + 28, &r.name);
     }
     fn data_segment(&self) -> String {
         let mut s = format!("(data (i32.const {}) \"", self.base);
@@ -82,50 +166,135 @@ impl Mem {
 
 /// Memory image of `ok(manifest)`: returns (data segment, address).
 fn manifest_image(m: &WatManifest, base: u32) -> (String, u32) {
-    let mut mem = Mem {
-        base,
-        buf: Vec::new(),
-    };
-    // result<manifest, string>: tag @0, manifest @4 (name, watches, writes,
-    // option<u32> resync).
+    let mut mem = Mem::new(base);
+    // result<manifest, string>: tag @0, manifest @4 (name @4, watches @12,
+    // writes @20, option<u32> resync @28).
     let ret = mem.alloc(36, 4);
-    mem.u8(ret, 0);
     mem.string(ret + 4, &m.name);
-    // One watch (100 bytes): gvk @0, plural @24, namespace @36, labels @48,
-    // fields @60 (options: tag + string), fields list @72, indexes @80,
-    // key-mapping @88 (tag + string).
-    let watch = mem.alloc(100, 4);
-    mem.gvk(watch, "v1", "Pod");
-    mem.u8(watch + 24, 1);
-    mem.string(watch + 28, "pods");
-    mem.strings(watch + 72, &["spec.nodeName", "status.phase"]);
-    mem.u8(watch + 88, 1);
-    mem.string(watch + 92, &m.aggregate_key);
-    mem.u32(ret + 12, watch);
-    mem.u32(ret + 16, 1);
-    // One write rule (44 bytes): gvk @0, namespace option @24, names @36.
-    let rule = mem.alloc(44, 4);
-    mem.gvk(rule, "v1", "ConfigMap");
-    mem.u8(rule + 24, 1);
-    mem.string(rule + 28, &m.write_namespace);
-    let names: Vec<&str> = m.write_names.iter().map(String::as_str).collect();
-    mem.strings(rule + 36, &names);
-    mem.u32(ret + 20, rule);
-    mem.u32(ret + 24, 1);
+    // watch (136 bytes): name @0, gvk @8, plural @32, namespace @44,
+    // labels @56, fields-selector @68 (option<string>: tag + string),
+    // fields @80, indexes @88, key-mapping @96 (tag, payload @100, 28
+    // bytes), finalizer option<string> @124.
+    let watches = mem.alloc(136 * m.watches.len() as u32, 4);
+    for (i, w) in m.watches.iter().enumerate() {
+        let at = watches + 136 * i as u32;
+        mem.string(at, &w.name);
+        mem.gvk(at + 8, &w.group, &w.version, &w.kind);
+        mem.opt_string(at + 32, w.plural.as_deref());
+        mem.strings(at + 80, &w.fields);
+        let indexes = mem.alloc(16 * w.indexes.len() as u32, 4);
+        for (x, (name, field)) in w.indexes.iter().enumerate() {
+            mem.string(indexes + 16 * x as u32, name);
+            mem.string(indexes + 16 * x as u32 + 8, field);
+        }
+        mem.u32(at + 88, indexes);
+        mem.u32(at + 92, w.indexes.len() as u32);
+        let k = at + 96;
+        match &w.keys {
+            WatKeys::PerObject => mem.u8(k, 0),
+            WatKeys::Aggregate(key) => {
+                mem.u8(k, 1);
+                mem.string(k + 4, key);
+            }
+            WatKeys::None => mem.u8(k, 2),
+            WatKeys::Owner(p) => {
+                mem.u8(k, 3);
+                mem.string(k + 4, p);
+            }
+            WatKeys::SameNamespace(p) => {
+                mem.u8(k, 4);
+                mem.string(k + 4, p);
+            }
+            WatKeys::ByIndex {
+                primary,
+                index,
+                field,
+            } => {
+                mem.u8(k, 5);
+                mem.string(k + 4, primary);
+                mem.string(k + 12, index);
+                mem.string(k + 20, field);
+            }
+        }
+        mem.opt_string(at + 124, w.finalizer.as_deref());
+    }
+    mem.u32(ret + 12, watches);
+    mem.u32(ret + 16, m.watches.len() as u32);
+    // write-rule (48 bytes): gvk @0, namespace option @24, names @36,
+    // status bool @44.
+    let rules = mem.alloc(48 * m.writes.len() as u32, 4);
+    for (i, r) in m.writes.iter().enumerate() {
+        let at = rules + 48 * i as u32;
+        mem.gvk(at, &r.group, &r.version, &r.kind);
+        mem.opt_string(at + 24, r.namespace.as_deref());
+        mem.strings(at + 36, &r.names);
+        mem.u8(at + 44, u8::from(r.status));
+    }
+    mem.u32(ret + 20, rules);
+    mem.u32(ret + 24, m.writes.len() as u32);
     (mem.data_segment(), ret)
 }
 
-/// Memory image of `ok(plan { apply: docs })`.
-fn plan_image(docs: &[String], base: u32) -> (String, u32) {
-    let mut mem = Mem {
-        base,
-        buf: Vec::new(),
-    };
-    // result<plan, reconcile-error>: tag @0, plan @8: apply @8, delete @16,
-    // events @24, option<u64> @32.
-    let ret = mem.alloc(48, 8);
-    let items: Vec<&str> = docs.iter().map(String::as_str).collect();
-    mem.strings(ret + 8, &items);
+/// An object reference in a plan.
+#[derive(Clone)]
+pub struct WatRef {
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+/// One write of a plan (the WIT `write`).
+#[derive(Clone)]
+pub enum WatWrite {
+    Apply(String),
+    Update(String),
+    ApplyStatus(String),
+    Delete(WatRef),
+    AddFinalizer(WatRef, String),
+    RemoveFinalizer(WatRef, String),
+}
+
+/// Memory image of `ok(plan { writes })`.
+fn plan_image(writes: &[WatWrite], base: u32) -> (String, u32) {
+    let mut mem = Mem::new(base);
+    // result<plan, reconcile-error>: tag @0, plan @8: writes @8, events
+    // @16, option<u64> @24 (payload @32).
+    let ret = mem.alloc(40, 8);
+    // write (48 bytes): tag @0, payload @4.
+    let list = mem.alloc(48 * writes.len() as u32, 4);
+    for (i, w) in writes.iter().enumerate() {
+        let at = list + 48 * i as u32;
+        match w {
+            WatWrite::Apply(doc) => mem.string(at + 4, doc),
+            WatWrite::Update(doc) => {
+                mem.u8(at, 1);
+                mem.string(at + 4, doc);
+            }
+            WatWrite::ApplyStatus(doc) => {
+                mem.u8(at, 2);
+                mem.string(at + 4, doc);
+            }
+            WatWrite::Delete(r) => {
+                mem.u8(at, 3);
+                mem.object_ref(at + 4, r);
+            }
+            WatWrite::AddFinalizer(r, f) | WatWrite::RemoveFinalizer(r, f) => {
+                mem.u8(
+                    at,
+                    if matches!(w, WatWrite::AddFinalizer(..)) {
+                        4
+                    } else {
+                        5
+                    },
+                );
+                mem.object_ref(at + 4, r);
+                mem.string(at + 40, f);
+            }
+        }
+    }
+    mem.u32(ret + 8, list);
+    mem.u32(ret + 12, writes.len() as u32);
     (mem.data_segment(), ret)
 }
 
@@ -139,22 +308,51 @@ pub enum Behaviour {
     Spin,
     /// Counts to this number (a slow reconcile), then applies the documents.
     SlowApply(u32, Vec<String>),
+    /// A per-object controller of one primary watch: nothing when its
+    /// snapshot is empty (the object is gone), `live` while the object
+    /// lives, `deleting` once it has a deletion timestamp.
+    ByLifecycle {
+        live: Vec<WatWrite>,
+        deleting: Vec<WatWrite>,
+    },
 }
+
+/// Offsets in the reconcile arguments (tuple<environment, request,
+/// snapshot>, passed by pointer): environment @0 (24 bytes, align 8),
+/// request @24 (20), snapshot @44: object-watch @60 (its length @64),
+/// object-deletion-timestamp @100.
+const OBJECTS_LEN: u32 = 64;
+const DELETION_TIMESTAMPS: u32 = 100;
 
 /// The component bytes.
 pub fn guest(m: &WatManifest, behaviour: Behaviour) -> Vec<u8> {
     let (manifest_data, manifest_at) = manifest_image(m, 16_384);
     let (plan_data, body) = match behaviour {
         Behaviour::Apply(docs) => {
-            let (d, at) = plan_image(&docs, 32_768);
+            let writes: Vec<WatWrite> = docs.into_iter().map(WatWrite::Apply).collect();
+            let (d, at) = plan_image(&writes, 32_768);
             (d, format!("(i32.const {at})"))
         }
         Behaviour::SlowApply(n, docs) => {
-            let (d, at) = plan_image(&docs, 32_768);
+            let writes: Vec<WatWrite> = docs.into_iter().map(WatWrite::Apply).collect();
+            let (d, at) = plan_image(&writes, 32_768);
             let body = format!(
                 "(local $i i32) (loop (local.set $i (i32.add (local.get $i) (i32.const 1))) (br_if 0 (i32.lt_u (local.get $i) (i32.const {n})))) (i32.const {at})"
             );
             (d, body)
+        }
+        Behaviour::ByLifecycle { live, deleting } => {
+            let (empty_d, empty) = plan_image(&[], 32_768);
+            let (live_d, live_at) = plan_image(&live, 36_864);
+            let (del_d, del_at) = plan_image(&deleting, 45_056);
+            let body = format!(
+                "(if (result i32) (i32.eqz (i32.load (i32.add (local.get 0) (i32.const {OBJECTS_LEN}))))
+                   (then (i32.const {empty}))
+                   (else (if (result i32) (i32.load (i32.load (i32.add (local.get 0) (i32.const {DELETION_TIMESTAMPS}))))
+                     (then (i32.const {del_at}))
+                     (else (i32.const {live_at})))))"
+            );
+            (format!("{empty_d}\n  {live_d}\n  {del_d}"), body)
         }
         Behaviour::Trap => (String::new(), "unreachable".to_string()),
         Behaviour::Spin => (String::new(), "(loop (br 0)) unreachable".to_string()),
@@ -166,9 +364,9 @@ pub fn guest(m: &WatManifest, behaviour: Behaviour) -> Vec<u8> {
   {manifest_data}
   {plan_data}
   {BUMP_REALLOC}
-  (func (export "wasmctrl:controller/reconciler@0.1.0#describe") (param i32 i32 i32 i32) (result i32)
+  (func (export "wasmctrl:controller/reconciler@0.2.0#describe") (param i32 i32 i32 i32 i64) (result i32)
     (i32.const {manifest_at}))
-  (func (export "wasmctrl:controller/reconciler@0.1.0#reconcile") (param i32) (result i32)
+  (func (export "wasmctrl:controller/reconciler@0.2.0#reconcile") (param i32) (result i32)
     {body}))"#
     );
     wasmctrl_test_support::component::component_from_wat(&wat)

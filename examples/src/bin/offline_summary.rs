@@ -36,10 +36,12 @@ fn main() -> anyhow::Result<()> {
     config.insert("name".to_string(), "gpu-summary".to_string());
     let env = guest::environment("ops", &config);
     let manifest = module.manifest(&env)?;
-    let plan = wasmctrl::offline::reconcile(&module, &env, &manifest, &objects)?;
-    println!("{}", serde_json::to_string_pretty(&plan)?);
+    let env = env.at(guest::now_ms());
+    let plans = wasmctrl::offline::reconcile(&module, &env, &manifest, &objects, None)?;
+    let plan = plans.first().context("one aggregate key")?;
+    println!("{}", serde_json::to_string_pretty(plan)?);
     anyhow::ensure!(
-        plan["apply"][0]["data"] == json!({"gpu-node-1": "6", "gpu-node-2": "1"}),
+        plan["plan"]["writes"][0]["apply"]["data"] == json!({"gpu-node-1": "6", "gpu-node-2": "1"}),
         "unexpected summary"
     );
     Ok(())

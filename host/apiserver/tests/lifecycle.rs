@@ -261,3 +261,46 @@ async fn a_deleted_namespace_waits_for_its_running_pods_to_terminate() {
     assert!(started.elapsed() >= Duration::from_millis(800));
     assert!(pods.get_opt("runner").await.unwrap().is_none());
 }
+
+#[tokio::test]
+async fn a_write_naming_a_uid_never_creates_or_touches_a_namesake() {
+    let (_s, client) = start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let apply = |uid: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "z", "uid": uid}, "data": {"k": "v"}})
+    };
+    let params = PatchParams::apply("test").force();
+    // No object: an apply naming a uid is a 409, and nothing is created.
+    let e = status(
+        cms.patch("z", &params, &Patch::Apply(apply("gone")))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 409);
+    assert!(e.message.contains("uid mismatch"), "{}", e.message);
+    assert_eq!(status(cms.get("z").await.unwrap_err()).code, 404);
+    // A namesake: the uid is immutable (422), the namesake untouched.
+    let live = create(&cms, &cm("z", json!({}))).await;
+    let e = status(
+        cms.patch("z", &params, &Patch::Apply(apply("gone")))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 422);
+    assert!(e.message.contains("metadata.uid"), "{}", e.message);
+    // The right uid applies.
+    let uid = live.metadata.uid.unwrap();
+    let done = cms
+        .patch("z", &params, &Patch::Apply(apply(&uid)))
+        .await
+        .unwrap();
+    assert_eq!(done.data.unwrap()["k"], "v");
+    // A status apply of a missing object is a 404, never a create.
+    let e = status(
+        cms.patch_status("missing", &params, &Patch::Apply(apply("x")))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 404);
+}

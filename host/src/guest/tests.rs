@@ -44,20 +44,21 @@ fn wat_guest(body: &str) -> String {
   (memory (export "memory") 1)
   (global $heap (mut i32) (i32.const 4096))
   {BUMP_REALLOC}
-  (func (export "wasmctrl:controller/reconciler@0.1.0#describe") (param i32 i32 i32 i32) (result i32)
+  (func (export "wasmctrl:controller/reconciler@0.2.0#describe") (param i32 i32 i32 i32 i64) (result i32)
     unreachable)
-  (func (export "wasmctrl:controller/reconciler@0.1.0#reconcile") (param i32) (result i32)
+  (func (export "wasmctrl:controller/reconciler@0.2.0#reconcile") (param i32) (result i32)
     {body}))"#
     )
 }
 
-/// A reconcile body that returns `ok(plan { apply: docs })`.
+/// A reconcile body that returns `ok(plan { writes: [apply(doc), ...] })`.
 fn returns_apply(docs: &[&str]) -> String {
     // Layout of result<plan, reconcile-error> at 1024: tag at +0, plan at
-    // +8 (apply list at +8/+12, delete +16/+20, events +24/+28, option tag
-    // +32). The list of strings at 1536, string bytes from 2048.
+    // +8 (writes list at +8/+12, events +16/+20, option tag +24). The
+    // writes (48 bytes each: tag, then the string at +4) at 1536, string
+    // bytes from 4096.
     let mut body = String::new();
-    let mut at = 2048;
+    let mut at = 4096;
     for (i, doc) in docs.iter().enumerate() {
         for (j, b) in doc.bytes().enumerate() {
             body.push_str(&format!(
@@ -65,10 +66,11 @@ fn returns_apply(docs: &[&str]) -> String {
                 at + j
             ));
         }
+        let write = 1536 + 48 * i;
         body.push_str(&format!(
-            "(i32.store (i32.const {}) (i32.const {at})) (i32.store (i32.const {}) (i32.const {}))\n",
-            1536 + 8 * i,
-            1540 + 8 * i,
+            "(i32.store8 (i32.const {write}) (i32.const 0)) (i32.store (i32.const {}) (i32.const {at})) (i32.store (i32.const {}) (i32.const {}))\n",
+            write + 4,
+            write + 8,
             doc.len()
         ));
         at += doc.len();
@@ -77,8 +79,7 @@ fn returns_apply(docs: &[&str]) -> String {
         "(i32.store8 (i32.const 1024) (i32.const 0))
          (i32.store (i32.const 1032) (i32.const 1536)) (i32.store (i32.const 1036) (i32.const {}))
          (i32.store (i32.const 1040) (i32.const 0)) (i32.store (i32.const 1044) (i32.const 0))
-         (i32.store (i32.const 1048) (i32.const 0)) (i32.store (i32.const 1052) (i32.const 0))
-         (i32.store8 (i32.const 1056) (i32.const 0))
+         (i32.store8 (i32.const 1048) (i32.const 0))
          (i32.const 1024)",
         docs.len()
     ));
@@ -89,6 +90,7 @@ fn gpu_manifest() -> GuestManifest {
     let m = bindings::wasmctrl::controller::types::Manifest {
         name: "gpu-summary".into(),
         watches: vec![bindings::wasmctrl::controller::types::Watch {
+            name: "pods".into(),
             gvk: wit::GroupVersionKind {
                 group: String::new(),
                 version: "v1".into(),
@@ -101,6 +103,7 @@ fn gpu_manifest() -> GuestManifest {
             fields: vec!["spec.nodeName".into()],
             indexes: vec![],
             keys: wit::KeyMapping::Aggregate("k".into()),
+            finalizer: None,
         }],
         writes: vec![wit::WriteRule {
             gvk: wit::GroupVersionKind {
@@ -110,6 +113,7 @@ fn gpu_manifest() -> GuestManifest {
             },
             namespace: Some("ops".into()),
             names: vec!["summary".into()],
+            status: false,
         }],
         resync_seconds: None,
     };
@@ -120,22 +124,29 @@ fn env() -> Environment {
     environment("ops", &BTreeMap::new())
 }
 
-fn empty_snapshot() -> Snapshot {
+fn empty_snapshot() -> SnapshotData {
     snapshot::build(&gpu_manifest(), &[snapshot::WatchView::identity(vec![], 1)])
 }
 
-fn run_wat(config: RuntimeConfig, body: &str, snapshot: &Snapshot) -> GuestError {
+fn request() -> Request {
+    Request {
+        key: "k".into(),
+        watch: None,
+    }
+}
+
+fn run_wat(config: RuntimeConfig, body: &str, snapshot: SnapshotData) -> GuestError {
     let rt = runtime(config);
     let module = rt
         .load_bytes("hostile.wasm", &component_from_wat(&wat_guest(body)))
         .unwrap();
-    let (result, _) = module.reconcile(&gpu_manifest(), &env(), "k", snapshot);
+    let (result, _) = module.reconcile(&gpu_manifest(), &env(), &request(), snapshot);
     result.expect_err("the hostile guest must fail")
 }
 
 #[test]
 fn trap_in_guest_is_a_typed_error_naming_the_guest() {
-    let e = run_wat(RuntimeConfig::default(), "unreachable", &empty_snapshot());
+    let e = run_wat(RuntimeConfig::default(), "unreachable", empty_snapshot());
     assert_eq!(e.reason(), "trap", "{e}");
     assert_eq!(e.guest, "gpu-summary");
     assert!(e.to_string().contains("unreachable"), "{e}");
@@ -148,7 +159,7 @@ fn endless_loop_hits_the_deadline() {
     let e = run_wat(
         RuntimeConfig::default().deadline(deadline),
         "(loop (br 0)) unreachable",
-        &empty_snapshot(),
+        empty_snapshot(),
     );
     assert_eq!(e.reason(), "deadline", "{e}");
     assert!(matches!(e.kind, GuestErrorKind::Deadline(d) if d == deadline));
@@ -161,7 +172,7 @@ fn fuel_exhaustion_is_reported_as_fuel() {
     let e = run_wat(
         RuntimeConfig::default().fuel(Some(10_000)),
         "(loop (br 0)) unreachable",
-        &empty_snapshot(),
+        empty_snapshot(),
     );
     assert_eq!(e.reason(), "fuel", "{e}");
 }
@@ -171,7 +182,7 @@ fn growing_memory_past_the_cap_is_reported_as_out_of_memory() {
     let e = run_wat(
         RuntimeConfig::default().memory_limit(4 << 20),
         "(loop (drop (memory.grow (i32.const 16))) (br 0)) unreachable",
-        &empty_snapshot(),
+        empty_snapshot(),
     );
     assert_eq!(e.reason(), "memory", "{e}");
     assert!(e.to_string().contains(&(4usize << 20).to_string()), "{e}");
@@ -199,7 +210,7 @@ fn snapshot_larger_than_the_cap_is_out_of_memory_not_a_crash() {
     let e = run_wat(
         RuntimeConfig::default().memory_limit(1 << 20),
         "unreachable",
-        &snap,
+        snap,
     );
     assert_eq!(e.reason(), "memory", "{e}");
 }
@@ -209,11 +220,12 @@ fn plan_that_is_not_json_is_malformed() {
     let e = run_wat(
         RuntimeConfig::default(),
         &returns_apply(&["not json"]),
-        &empty_snapshot(),
+        empty_snapshot(),
     );
     assert_eq!(e.reason(), "malformed_plan", "{e}");
     assert!(
-        e.to_string().contains("apply[0] is not a JSON object"),
+        e.to_string()
+            .contains("writes[0] (apply) is not a JSON object"),
         "{e}"
     );
 }
@@ -223,10 +235,11 @@ fn plan_without_a_name_is_malformed() {
     let e = run_wat(
         RuntimeConfig::default(),
         &returns_apply(&[r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{}}"#]),
-        &empty_snapshot(),
+        empty_snapshot(),
     );
     assert!(
-        e.to_string().contains("apply[0] has no metadata.name"),
+        e.to_string()
+            .contains("writes[0] (apply) has no metadata.name"),
         "{e}"
     );
 }
@@ -242,7 +255,7 @@ fn write_outside_the_allowlist_is_rejected_before_any_request() {
         let e = run_wat(
             RuntimeConfig::default(),
             &returns_apply(&[doc]),
-            &empty_snapshot(),
+            empty_snapshot(),
         );
         assert_eq!(e.reason(), "forbidden_write", "{e}");
         assert!(
@@ -263,10 +276,12 @@ fn allowed_plan_from_a_wat_guest_is_validated() {
             &component_from_wat(&wat_guest(&returns_apply(&[ok]))),
         )
         .unwrap();
-    let (plan, stats) = module.reconcile(&gpu_manifest(), &env(), "k", &empty_snapshot());
+    let (plan, stats) = module.reconcile(&gpu_manifest(), &env(), &request(), empty_snapshot());
     let plan = plan.unwrap();
-    assert_eq!(plan.apply.len(), 1);
-    assert_eq!(plan.apply[0].1["data"]["n"], "1");
+    match plan.writes.as_slice() {
+        [PlannedWrite::Apply { doc, .. }] => assert_eq!(doc["data"]["n"], "1"),
+        other => panic!("expected one apply: {other:?}"),
+    }
     assert!(stats.call > Duration::ZERO);
 }
 
@@ -283,6 +298,35 @@ fn guest_that_does_not_implement_the_world_is_refused_at_load() {
         .load_bytes("junk.wasm", b"\0asm junk")
         .expect_err("must be refused");
     assert_eq!(e.reason(), "compile", "{e}");
+}
+
+#[test]
+fn a_guest_built_against_0_1_is_refused_at_load_with_the_rebuild_message() {
+    let old = r#"(module
+  (memory (export "memory") 1)
+  (global $heap (mut i32) (i32.const 4096))
+  BUMP
+  (func (export "wasmctrl:controller/reconciler@0.1.0#describe") (param i32 i32 i32 i32) (result i32)
+    unreachable)
+  (func (export "wasmctrl:controller/reconciler@0.1.0#reconcile") (param i32) (result i32)
+    unreachable))"#
+        .replace("BUMP", BUMP_REALLOC);
+    let bytes = component_from_wat_in(
+        &old,
+        &[(
+            "controller-0.1.0.wit",
+            include_str!("testdata/controller-0.1.0.wit"),
+        )],
+        "controller",
+    );
+    let e = runtime(RuntimeConfig::default())
+        .load_bytes("old-guest.wasm", &bytes)
+        .expect_err("a 0.1 guest must be refused");
+    assert_eq!(e.reason(), "version", "{e}");
+    assert_eq!(
+        e.to_string(),
+        "guest old-guest.wasm was built against wasmctrl:controller@0.1.0; this host speaks @0.2.0: rebuild it with the wasmctrl guest SDK (see wit/README.md)"
+    );
 }
 
 #[test]
@@ -354,10 +398,17 @@ fn gpu_guest_reconciles_a_projected_world() {
             m.watches[0].projection.paths().len(),
         )],
     );
-    let (plan, _) = module.reconcile(&m, &env(), "gpu-summary", &snap);
+    let request = Request {
+        key: "gpu-summary".into(),
+        watch: None,
+    };
+    let (plan, _) = module.reconcile(&m, &env(), &request, snap);
     let plan = plan.unwrap();
+    let PlannedWrite::Apply { doc, .. } = &plan.writes[0] else {
+        panic!("expected an apply: {:?}", plan.writes);
+    };
     assert_eq!(
-        plan.apply[0].1,
+        *doc,
         json!({"apiVersion": "v1", "kind": "ConfigMap",
                "metadata": {"name": "gpu-summary", "namespace": "ops"},
                "data": {"n1": "6"}})
@@ -422,7 +473,7 @@ interface stderr { use wasi:io/streams@0.2.6.{output-stream}; get-stderr: func()
         "printer.wit",
         r#"package test:printer;
 world printer {
-  include wasmctrl:controller/controller@0.1.0;
+  include wasmctrl:controller/controller@0.2.0;
   import wasi:cli/stdout@0.2.6;
   import wasi:cli/stderr@0.2.6;
 }"#,
@@ -479,8 +530,8 @@ fn guest_stdout_and_stderr_go_to_tracing_with_the_guest_name() {
         let module = rt
             .load_bytes("printer.wasm", &printer_component(body, data))
             .unwrap();
-        let (plan, _) = module.reconcile(&gpu_manifest(), &env(), "k", &empty_snapshot());
-        assert!(plan.unwrap().apply.is_empty());
+        let (plan, _) = module.reconcile(&gpu_manifest(), &env(), &request(), empty_snapshot());
+        assert!(plan.unwrap().writes.is_empty());
     });
     let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
     let lines: Vec<&str> = logs.lines().collect();

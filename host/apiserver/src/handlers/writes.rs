@@ -134,6 +134,18 @@ impl Ctx<'_> {
         if requested.is_some_and(|r| r != old.rv) {
             return Err(self.target.stale());
         }
+        // Like ValidateObjectMetaUpdate: a write naming another object's
+        // uid (a namesake replaced it) is refused, never applied to it.
+        let old_uid = meta_str(&oldv, "uid").unwrap_or_default();
+        if let Some(uid) = meta_str(&new, "uid").filter(|u| !u.is_empty() && *u != old_uid) {
+            return Err(self.invalid(
+                self.target.name(),
+                vec![(
+                    "metadata.uid".into(),
+                    format!("Invalid value: \"{uid}\": field is immutable"),
+                )],
+            ));
+        }
         let status_write = self.target.sub.as_deref() == Some("status");
         prepare_update(&self.target.info, &oldv, &mut new, status_write);
         let now = now_rfc3339();
@@ -347,6 +359,27 @@ impl Ctx<'_> {
                     if let Attempt::Done((code, v)) = self.commit_update(&old, result, Some(mf))? {
                         return Ok(value_response(code, &self.out(v)));
                     }
+                }
+                // A subresource of a missing object is missing too.
+                None if self.target.sub.is_some() => return Err(self.target.not_found()),
+                // An apply naming a uid is an update of that object: with
+                // no object, it is refused rather than creating a namesake.
+                None if meta_str(&applied, "uid").is_some_and(|u| !u.is_empty()) => {
+                    let uid = meta_str(&applied, "uid").unwrap_or_default();
+                    return Err(ApiError::Conflict {
+                        message: format!(
+                            "Operation cannot be fulfilled on {}.{} \"{}\": uid mismatch: the provided object specified uid {uid}, and no existing object was found",
+                            self.target.info.plural,
+                            self.target.info.group,
+                            self.target.name()
+                        ),
+                        details: Details {
+                            name: self.target.name().to_string(),
+                            group: self.target.info.group.clone(),
+                            kind: self.target.info.plural.clone(),
+                        },
+                        causes: Vec::new(),
+                    });
                 }
                 None => match self.create_from_apply(result) {
                     Err(ApiError::AlreadyExists { .. }) => continue,

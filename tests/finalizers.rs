@@ -1,0 +1,272 @@
+//! Contract 0.2 writes against the embedded API server over real HTTPS: a
+//! finalizer-holding custom resource (status subresource) reconciled by a
+//! `.wat` guest — the host adds the finalizer, the guest's plan writes
+//! status through `/status` and releases the finalizer once the deletion
+//! timestamp appears (also after a host restart in the middle of a
+//! deletion), and no write ever resurrects a deleted object.
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, PostParams, WatchEvent, WatchParams,
+};
+use kube::Client;
+use serde_json::json;
+use wasmctrl::controller::ControllerConfig;
+use wasmctrl::guest::RuntimeConfig;
+use wasmctrl::metrics::WriteVerb;
+use wasmctrl::supervisor::SupervisorConfig;
+
+use crate::support::wat::{
+    guest, Behaviour, WatKeys, WatManifest, WatRef, WatRule, WatWatch, WatWrite,
+};
+use crate::support::*;
+
+const FINALIZER: &str = "example.com/cleanup";
+const NAME: &str = "z";
+
+fn widgets() -> ApiResource {
+    ApiResource {
+        group: "example.com".into(),
+        version: "v1".into(),
+        api_version: "example.com/v1".into(),
+        kind: "Widget".into(),
+        plural: "widgets".into(),
+    }
+}
+
+async fn install_crd(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    });
+    crds.create(
+        &PostParams::default(),
+        &serde_json::from_value(crd).unwrap(),
+    )
+    .await
+    .unwrap();
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), PODS_NS, &widgets());
+    eventually("the Widget resource is served", || async {
+        api.list(&Default::default()).await.is_ok()
+    })
+    .await;
+}
+
+/// The widget controller: per-object keys with a host-managed finalizer;
+/// status "Seen" while the widget lives; status "Cleaning" and the
+/// finalizer released once it is being deleted.
+fn widget_guest() -> Vec<u8> {
+    let m = WatManifest {
+        name: "widgets".into(),
+        watches: vec![WatWatch {
+            name: "widgets".into(),
+            group: "example.com".into(),
+            version: "v1".into(),
+            kind: "Widget".into(),
+            plural: Some("widgets".into()),
+            fields: vec!["spec.cycle".into()],
+            indexes: Vec::new(),
+            keys: WatKeys::PerObject,
+            finalizer: Some(FINALIZER.into()),
+        }],
+        writes: vec![WatRule {
+            group: "example.com".into(),
+            version: "v1".into(),
+            kind: "Widget".into(),
+            namespace: Some(PODS_NS.into()),
+            names: Vec::new(),
+            status: true,
+        }],
+    };
+    let status = |phase: &str| {
+        json!({"apiVersion": "example.com/v1", "kind": "Widget",
+               "metadata": {"name": NAME, "namespace": PODS_NS},
+               "status": {"phase": phase}})
+        .to_string()
+    };
+    let target = WatRef {
+        api_version: "example.com/v1".into(),
+        kind: "Widget".into(),
+        namespace: Some(PODS_NS.into()),
+        name: NAME.into(),
+    };
+    guest(
+        &m,
+        Behaviour::ByLifecycle {
+            live: vec![WatWrite::ApplyStatus(status("Seen"))],
+            deleting: vec![
+                WatWrite::ApplyStatus(status("Cleaning")),
+                WatWrite::RemoveFinalizer(target, FINALIZER.into()),
+            ],
+        },
+    )
+}
+
+async fn start_widget_host(client: &Client, dir: &std::path::Path) -> RunningHost {
+    let path = dir.join("widgets.wasm");
+    std::fs::write(&path, widget_guest()).unwrap();
+    let config = SupervisorConfig {
+        guests: vec![path],
+        namespace: HOST_NS.into(),
+        controller: ControllerConfig::default(),
+        runtime: RuntimeConfig::default().cache_dir(None),
+        ..SupervisorConfig::default()
+    };
+    run_host(client, config, None).await
+}
+
+fn widget(cycle: u32) -> DynamicObject {
+    serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": NAME, "namespace": PODS_NS}, "spec": {"cycle": cycle}}))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn the_host_adds_the_finalizer_the_plan_writes_status_and_releases_it_on_deletion() {
+    let (_server, client) = server().await;
+    install_crd(&client).await;
+    let dir = tempfile::tempdir().unwrap();
+    let host = start_widget_host(&client, dir.path()).await;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), PODS_NS, &widgets());
+    api.create(&PostParams::default(), &widget(0))
+        .await
+        .unwrap();
+    eventually(
+        "finalizer added and status written through /status",
+        || async {
+            let Some(w) = api.get_opt(NAME).await.unwrap() else {
+                return false;
+            };
+            w.metadata.finalizers.unwrap_or_default() == [FINALIZER]
+                && w.data["status"]["phase"] == "Seen"
+        },
+    )
+    .await;
+    api.delete(NAME, &DeleteParams::default()).await.unwrap();
+    eventually(
+        "the plan releases the finalizer and the widget goes",
+        || async { api.get_opt(NAME).await.unwrap().is_none() },
+    )
+    .await;
+    let metrics = host.controller().metrics().clone();
+    assert!(metrics.written(WriteVerb::AddFinalizer) >= 1);
+    assert!(metrics.written(WriteVerb::RemoveFinalizer) >= 1);
+    assert!(metrics.written(WriteVerb::ApplyStatus) >= 1);
+    host.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_deletion_begun_while_the_host_is_down_is_finished_by_the_next_host() {
+    let (_server, client) = server().await;
+    install_crd(&client).await;
+    let dir = tempfile::tempdir().unwrap();
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), PODS_NS, &widgets());
+    let host = start_widget_host(&client, dir.path()).await;
+    api.create(&PostParams::default(), &widget(0))
+        .await
+        .unwrap();
+    eventually("the host added its finalizer", || async {
+        api.get_opt(NAME)
+            .await
+            .unwrap()
+            .is_some_and(|w| w.metadata.finalizers.unwrap_or_default() == [FINALIZER])
+    })
+    .await;
+    host.stop().await.unwrap();
+    api.delete(NAME, &DeleteParams::default()).await.unwrap();
+    stays_for(
+        Duration::from_millis(500),
+        "the finalizer holds the widget",
+        || async {
+            api.get_opt(NAME)
+                .await
+                .unwrap()
+                .is_some_and(|w| w.metadata.deletion_timestamp.is_some())
+        },
+    )
+    .await;
+    let host = start_widget_host(&client, dir.path()).await;
+    eventually(
+        "the restarted host lets the guest finish the deletion",
+        || async { api.get_opt(NAME).await.unwrap().is_none() },
+    )
+    .await;
+    host.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn fifty_rapid_create_delete_cycles_leave_zero_zombies() {
+    let (_server, client) = server().await;
+    install_crd(&client).await;
+    let dir = tempfile::tempdir().unwrap();
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), PODS_NS, &widgets());
+    // Every object that ever exists is seen by this watch: each one the
+    // test created carries spec.cycle; a zombie (made by a late write)
+    // would not.
+    let mut events = api
+        .watch(&WatchParams::default().timeout(290), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let host = start_widget_host(&client, dir.path()).await;
+    const CYCLES: u32 = 50;
+    for cycle in 0..CYCLES {
+        loop {
+            match api.create(&PostParams::default(), &widget(cycle)).await {
+                Ok(_) => break,
+                // The previous incarnation is still finalizing.
+                Err(kube::Error::Api(s)) if s.code == 409 => {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Err(e) => panic!("create {cycle}: {e}"),
+            }
+        }
+        api.delete(NAME, &DeleteParams::default()).await.unwrap();
+    }
+    eventually("the last widget is gone", || async {
+        api.get_opt(NAME).await.unwrap().is_none()
+    })
+    .await;
+    stays_for(Duration::from_secs(1), "no widget comes back", || async {
+        api.get_opt(NAME).await.unwrap().is_none()
+    })
+    .await;
+    let mut added = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while added.len() < CYCLES as usize + 1 {
+        let next = tokio::time::timeout_at(deadline, events.next()).await;
+        let Ok(Some(event)) = next else { break };
+        if let WatchEvent::Added(w) = event.unwrap() {
+            added.push(w.data["spec"]["cycle"].clone());
+        }
+    }
+    let zombies: Vec<_> = added.iter().filter(|c| c.is_null()).collect();
+    assert!(
+        zombies.is_empty(),
+        "objects created by a late write: {zombies:?}"
+    );
+    assert_eq!(
+        added.len(),
+        CYCLES as usize,
+        "one creation per cycle: {added:?}"
+    );
+    let metrics = host.controller().metrics().clone();
+    eprintln!(
+        "dropped writes: status {}, remove-finalizer {}, add-finalizer {}",
+        metrics.dropped(WriteVerb::ApplyStatus),
+        metrics.dropped(WriteVerb::RemoveFinalizer),
+        metrics.dropped(WriteVerb::AddFinalizer)
+    );
+    host.stop().await.unwrap();
+}
