@@ -25,3 +25,4 @@ mod lists;
 mod patch;
 mod scale;
 mod watch;
+mod writes;

@@ -134,6 +134,19 @@ impl Ctx<'_> {
         if requested.is_some_and(|r| r != old.rv) {
             return Err(self.target.stale());
         }
+        // `rest.BeforeUpdate` keeps the stored uid only when the write names
+        // none; naming another is ValidateObjectMetaUpdate's immutable field.
+        if let Some(uid) = meta_str(&new, "uid").filter(|u| !u.is_empty()) {
+            if Some(uid) != meta_str(&oldv, "uid") {
+                return Err(self.invalid(
+                    self.target.name(),
+                    vec![(
+                        "metadata.uid".into(),
+                        format!("Invalid value: {}: field is immutable", json!(uid)),
+                    )],
+                ));
+            }
+        }
         let status_write = self.target.sub.as_deref() == Some("status");
         prepare_update(&self.target.info, &oldv, &mut new, status_write);
         let now = now_rfc3339();
@@ -347,6 +360,19 @@ impl Ctx<'_> {
                     if let Attempt::Done((code, v)) = self.commit_update(&old, result, Some(mf))? {
                         return Ok(value_response(code, &self.out(v)));
                     }
+                }
+                // A missing object is never created through /status, and an
+                // apply naming a uid means "this object", which is gone
+                // (patch.go, `patcher.patchResource`: "uid mismatch").
+                None if self.target.sub.is_some() => return Err(self.target.not_found()),
+                None if meta_str(&applied, "uid").is_some_and(|u| !u.is_empty()) => {
+                    let uid = meta_str(&applied, "uid").unwrap_or_default();
+                    return Err(ApiError::conflict(
+                        &self.target.info.group,
+                        &self.target.info.plural,
+                        self.target.name(),
+                        &format!("uid mismatch: the provided object specified uid {uid}, and no existing object was found"),
+                    ));
                 }
                 None => match self.create_from_apply(result) {
                     Err(ApiError::AlreadyExists { .. }) => continue,
