@@ -16,6 +16,7 @@
 mod auth;
 mod common;
 mod crud;
+mod custom_resources;
 mod faults;
 mod field_validation;
 mod kinds;

@@ -62,6 +62,7 @@ impl Ctx<'_> {
         let now = now_rfc3339();
         let mut obj = convert::to_storage(&self.target.info, obj);
         prepare_create(&self.target.info, &mut obj, &now);
+        self.admit_custom(&mut obj)?;
         crd::on_create(&self.target.info, &mut obj);
         if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("managedFields");
@@ -149,6 +150,13 @@ impl Ctx<'_> {
         }
         let status_write = self.target.sub.as_deref() == Some("status");
         prepare_update(&self.target.info, &oldv, &mut new, status_write);
+        self.admit_custom(&mut new)?;
+        if crd::is_crd(&self.target.info) {
+            let errs = crd::validate(&self.target.info, &new);
+            if !errs.is_empty() {
+                return Err(self.invalid(self.target.name(), errs));
+            }
+        }
         let now = now_rfc3339();
         match apply_fields {
             Some(mf) => {
@@ -414,6 +422,7 @@ impl Ctx<'_> {
         let now = now_rfc3339();
         let mut obj = convert::to_storage(&self.target.info, obj);
         prepare_create(&self.target.info, &mut obj, &now);
+        self.admit_custom(&mut obj)?;
         crd::on_create(&self.target.info, &mut obj);
         if let Some(mf) = mf {
             meta_mut(&mut obj).insert("managedFields".into(), mf);
