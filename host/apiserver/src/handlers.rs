@@ -172,7 +172,13 @@ fn parse_target(reg: &Registry, group: &str, version: &str, rest: &[&str]) -> Re
         return Err(ApiError::NoRoute);
     }
     if let Some(s) = &sub {
-        if s != "status" || !info.has_status {
+        let is_pods = info.group.is_empty() && info.plural == "pods";
+        let served = match s.as_str() {
+            "status" => info.has_status,
+            "binding" => is_pods,
+            _ => false,
+        };
+        if !served {
             return Err(ApiError::NoRoute);
         }
     }
@@ -314,6 +320,13 @@ async fn dispatch(app: &AppState, req: Request) -> Result<Response> {
         (&Method::GET, false) if is_watch => "watch",
         (&Method::GET, false) => "list",
         (&Method::POST, false) if target.sub.is_none() => "create",
+        (&Method::POST, true) if target.sub.as_deref() == Some("binding") => "create",
+        (_, true) if target.sub.as_deref() == Some("binding") => {
+            return Err(ApiError::MethodNotAllowed(format!(
+                "the server does not allow this method on the requested resource ({})",
+                req.method()
+            )))
+        }
         (&Method::PUT, true) => "update",
         (&Method::PATCH, true) => "patch",
         (&Method::DELETE, true) if target.sub.is_none() => "delete",
@@ -364,6 +377,7 @@ async fn dispatch(app: &AppState, req: Request) -> Result<Response> {
         "list" => ctx.list(),
         "watch" => ctx.watch(),
         "deletecollection" => ctx.delete_collection(read_body(req).await?).await,
+        "create" if ctx.target.sub.is_some() => ctx.bind(read_body(req).await?),
         "create" => ctx.create(read_body(req).await?),
         "update" => ctx.update(read_body(req).await?),
         "patch" => ctx.patch(read_body(req).await?),

@@ -130,6 +130,15 @@ fn secret_type_missing(secret: &Value) -> bool {
 }
 
 fn default_pod(pod: &mut Value) {
+    default_pod_spec(pod);
+    let qos = qos_class(&pod["spec"]);
+    pod["status"] = json!({"phase": "Pending", "qosClass": qos});
+}
+
+/// The defaults the real server gives a pod's spec on every decode (create
+/// and update alike), so an update is compared with the stored pod as the
+/// real server compares them.
+pub(crate) fn default_pod_spec(pod: &mut Value) {
     if !pod.get("spec").is_some_and(Value::is_object) {
         pod["spec"] = json!({});
     }
@@ -155,8 +164,6 @@ fn default_pod(pod: &mut Value) {
             }
         }
     }
-    let qos = qos_class(&pod["spec"]);
-    pod["status"] = json!({"phase": "Pending", "qosClass": qos});
 }
 
 fn default_container(c: &mut Value) {

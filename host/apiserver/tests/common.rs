@@ -233,3 +233,18 @@ pub fn widget(name: &str, fields: serde_json::Value) -> kube::core::DynamicObjec
     }
     serde_json::from_value(obj).unwrap()
 }
+
+/// Binds the pod `name` to `node` through `pods/binding`, as a scheduler
+/// does (a pod's `spec.nodeName` cannot be changed by an update).
+pub async fn bind(pods: &Api<Pod>, name: &str, node: &str) {
+    let binding = json!({"apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": name}, "target": {"kind": "Node", "name": node}});
+    pods.create_subresource::<_, serde_json::Value>(
+        "binding",
+        name,
+        &PostParams::default(),
+        &binding,
+    )
+    .await
+    .unwrap();
+}

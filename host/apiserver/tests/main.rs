@@ -24,6 +24,7 @@ mod kubectl;
 mod lifecycle;
 mod lists;
 mod patch;
+mod pods;
 mod scale;
 mod watch;
 mod writes;
