@@ -15,6 +15,7 @@ mod support;
 mod cli_reconcile;
 mod deploy;
 mod failover;
+mod guest_runtime;
 mod hotswap;
 mod informer;
 mod leader;
