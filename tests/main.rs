@@ -13,6 +13,7 @@
 mod support;
 
 mod cli_reconcile;
+mod cli_reconcile_keys;
 mod deploy;
 mod failover;
 mod guest_runtime;

@@ -14,6 +14,8 @@
 //!   applies it with the key and the number of watched objects it saw;
 //! - `panic`: `describe` or `reconcile` makes that call panic with a
 //!   message naming it;
+//! - `keys`: `per-object` makes every watched object its own request key
+//!   (default: one aggregate key, `println`);
 //! - `lines`: a reconcile first prints this many 100-byte lines to stdout
 //!   (to exceed the host's per-call output cap).
 
@@ -97,7 +99,10 @@ impl Guest for PrintlnGuest {
                 field_selector: None,
                 fields: Vec::new(),
                 indexes: Vec::new(),
-                keys: KeyMapping::Aggregate(KEY.to_string()),
+                keys: match config(&env, "keys") {
+                    Some("per-object") => KeyMapping::PerObject,
+                    _ => KeyMapping::Aggregate(KEY.to_string()),
+                },
             }],
             writes,
             resync_seconds: None,
