@@ -18,12 +18,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::Client;
 use tokio::sync::{mpsc, watch};
 
 use crate::controller::{ControllerConfig, ControllerError, DescribedGuest, GuestController};
 use crate::discovery::Discovery;
+use crate::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use crate::guest::{self, GuestError, GuestModule, GuestRuntime, RuntimeConfig};
 use crate::guestdir::{self, ConfigFileError, DirWatch, GuestDirError, GuestFile};
 use crate::informer::InformerRegistry;
