@@ -21,4 +21,5 @@ mod hotswap;
 mod informer;
 mod leader;
 mod metrics;
+mod missing_kind;
 mod pipeline;

@@ -26,4 +26,5 @@ pub mod projection;
 pub mod store;
 pub mod supervisor;
 mod sync;
+pub mod waiting;
 pub mod workqueue;
