@@ -13,8 +13,10 @@ all: test
 setup:
 	rustup target add wasm32-wasip2
 
+# The GPU-summary guest (size-checked: it ships in a ConfigMap) and the
+# test guest examples/guest-println (std printing and panics, for the tests).
 guest: setup
-	$(CARGO) build -p guest-gpu-summary --target wasm32-wasip2 --profile guest
+	$(CARGO) build -p guest-gpu-summary -p guest-println --target wasm32-wasip2 --profile guest
 	@size=$$(stat -c %s $(GUEST_WASM)); \
 	  echo "guest-gpu-summary.wasm: $$size bytes (limit $(GUEST_MAX_BYTES))"; \
 	  test $$size -le $(GUEST_MAX_BYTES) || { echo "guest too large"; exit 1; }

@@ -76,7 +76,8 @@ fn kubectl_list_dump_produces_the_summary_plan() {
     );
     assert_eq!(plan["delete"], json!([]));
     assert_eq!(plan["events"], json!([]));
-    assert_eq!(plan["requeueAfterSeconds"], Value::Null);
+    assert_eq!(plan["requeue-after-ms"], Value::Null);
+    assert_eq!(plan["key"], "gpu-summary");
 }
 
 #[test]
@@ -98,11 +99,11 @@ fn yaml_from_stdin_with_configuration_and_a_bad_quantity() {
         json!({"name": "gpus", "namespace": "infra"})
     );
     assert_eq!(plan["apply"][0]["data"], json!({"n1": "1"}));
-    assert_eq!(plan["events"][0]["type"], "Warning");
+    assert_eq!(plan["events"][0]["event-type"], "warning");
     assert_eq!(plan["events"][0]["reason"], "InvalidQuantity");
     assert_eq!(
         plan["events"][0]["regarding"],
-        json!({"apiVersion": "v1", "kind": "Pod", "namespace": "ml", "name": "bad"})
+        json!({"api-version": "v1", "kind": "Pod", "namespace": "ml", "name": "bad"})
     );
 }
 

@@ -13,10 +13,13 @@
 mod support;
 
 mod cli_reconcile;
+mod cli_reconcile_keys;
 mod deploy;
 mod failover;
+mod guest_runtime;
 mod hotswap;
 mod informer;
 mod leader;
 mod metrics;
+mod missing_kind;
 mod pipeline;

@@ -6,9 +6,9 @@
 //! triggers itself); the guest's [`Outputs`] (live state of what it writes,
 //! producers, and the echo bookkeeping that keeps the watch echo of our own
 //! apply from waking a reconcile, while a cache still older than our last
-//! apply is never trusted to skip one); deletes; events through kube's
-//! recorder, each emitted once per appearance rather than once per
-//! reconcile. It reads the watched caches only to fill in event references,
+//! apply is never trusted to skip one); deletes; events through the
+//! [`crate::events`] recorder, each emitted once per appearance rather than
+//! once per reconcile (a changed message is a new appearance). It reads the watched caches only to fill in event references,
 //! never calls back into the controller, and never retries in line: any
 //! failure goes back to the caller, which requeues with backoff. The write
 //! allowlist was already enforced when the plan was validated.
@@ -18,11 +18,11 @@ use std::sync::Mutex;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
-use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 use kube::{Api, Client};
 use serde_json::Value as Json;
 
 use crate::discovery::{Discovery, DiscoveryError};
+use crate::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 use crate::guest::{EventType, Gvk, ObjectKey, PlannedEvent, ValidatedPlan};
 use crate::metrics::{GuestMetrics, WriteVerb};
 use crate::outputs::{resource_version, Outputs};

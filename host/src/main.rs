@@ -244,6 +244,10 @@ struct ReconcileArgs {
     /// The namespace the guest is told the host runs in.
     #[arg(long, default_value = "default")]
     namespace: String,
+    /// Reconcile only this request key (repeatable; any key, even one no
+    /// object produces). Without it: every key the objects produce.
+    #[arg(long = "key", value_name = "KEY")]
+    keys: Vec<String>,
     #[command(flatten)]
     sandbox: SandboxArgs,
 }
@@ -261,10 +265,19 @@ fn reconcile(args: ReconcileArgs) -> anyhow::Result<()> {
     for path in &args.objects {
         objects.extend(wasmctrl::objects::read_objects_keeping(path, &keep)?);
     }
-    let plan = wasmctrl::offline::reconcile(&module, &env, &manifest, &objects)?;
+    let which = if args.keys.is_empty() {
+        wasmctrl::offline::Keys::All
+    } else {
+        wasmctrl::offline::Keys::Only(args.keys)
+    };
+    let plans = wasmctrl::offline::reconcile(&module, &env, &manifest, &objects, &which)?;
+    // One JSON document per key, one after the other (`jq` reads the
+    // stream as is).
     let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, &plan).context("writing the plan")?;
-    writeln!(out).context("writing the plan")?;
+    for plan in &plans {
+        serde_json::to_writer_pretty(&mut out, plan).context("writing the plan")?;
+        writeln!(out).context("writing the plan")?;
+    }
     Ok(())
 }
 

@@ -2,15 +2,17 @@
 //! as the host would (same selectors, projection, snapshot, runtime, limits
 //! and plan validation), and report the plan.
 //!
-//! Owns the mapping from a flat list of objects to each watch's cached view
-//! and the JSON shape of the printed plan. It never contacts a cluster.
+//! Owns the mapping from a flat list of objects to each watch's cached view,
+//! the choice of request keys, and the JSON shape of a printed plan (the
+//! contract's field names, one document per key). It never contacts a
+//! cluster.
 
 use std::time::Duration;
 
 use serde_json::{json, Value as Json};
 
 use crate::guest::{
-    self, Environment, GuestError, GuestManifest, GuestModule, KeyMapping, ValidatedPlan,
+    self, Environment, GuestError, GuestManifest, GuestModule, KeyMapping, ObjectKey, ValidatedPlan,
 };
 use crate::projection::{Interner, ProjectedObject};
 use wasmctrl_kube_rules::selector::{extract_attrs, FieldSelector, LabelSelector, SelectorError};
@@ -111,14 +113,29 @@ pub fn keys(manifest: &GuestManifest, world: &[Vec<ProjectedObject>]) -> Vec<Str
     keys.into_iter().collect()
 }
 
+/// Which request keys an offline reconcile runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Keys {
+    /// Every key the objects produce under the manifest's key mappings
+    /// (see [`keys`]).
+    #[default]
+    All,
+    /// Exactly these, in this order, whether or not an object produces them
+    /// (a per-object key whose object is gone is a real request too).
+    Only(Vec<String>),
+}
+
 /// Runs the guest (described with `env` as `manifest`) over `objects` once
-/// per request key and merges the plans.
+/// per request key, each call on the same snapshot, and returns one plan per
+/// key in the printed form of [`plan_json`]. Plans are never merged: each
+/// is exactly what the host would act on for that key.
 pub fn reconcile(
     module: &GuestModule,
     env: &Environment,
     manifest: &GuestManifest,
     objects: &[Json],
-) -> Result<Json, OfflineError> {
+    which: &Keys,
+) -> Result<Vec<Json>, OfflineError> {
     let mut interner = Interner::default();
     let world = project_world(manifest, objects, &mut interner)?;
     let views: Vec<guest::snapshot::WatchView<'_>> = world
@@ -129,56 +146,60 @@ pub fn reconcile(
         })
         .collect();
     let snapshot = guest::snapshot::build(manifest, &views);
-    let mut plans = Vec::new();
-    for key in keys(manifest, &world) {
+    let keys = match which {
+        Keys::All => keys(manifest, &world),
+        Keys::Only(keys) => keys.clone(),
+    };
+    let mut plans = Vec::with_capacity(keys.len());
+    for key in keys {
         let (result, _stats) = module.reconcile(manifest, env, &key, &snapshot);
-        plans.push(result?);
+        plans.push(plan_json(&key, &result?));
     }
-    Ok(plan_json(&plans))
+    Ok(plans)
 }
 
-/// The printed form of one or more plans.
-pub fn plan_json(plans: &[ValidatedPlan]) -> Json {
-    let apply: Vec<&Json> = plans
+/// A contract `object-ref` as JSON (field names as in `wit/controller.wit`;
+/// `namespace` is null for a cluster-scoped object).
+fn object_ref_json(k: &ObjectKey) -> Json {
+    json!({
+        "api-version": k.gvk.api_version(),
+        "kind": k.gvk.kind,
+        "namespace": k.namespace,
+        "name": k.name,
+    })
+}
+
+/// The printed form of the plan for `key`: the contract's `plan` record
+/// with its field names (`apply`, `delete`, `events`, `requeue-after-ms`;
+/// events as `regarding`, `event-type` (`normal`/`warning`), `reason`,
+/// `message`), each applied document as JSON rather than a string, and the
+/// request `key` it answers.
+pub fn plan_json(key: &str, plan: &ValidatedPlan) -> Json {
+    let apply: Vec<&Json> = plan.apply.iter().map(|(_, o)| o).collect();
+    let delete: Vec<Json> = plan.delete.iter().map(object_ref_json).collect();
+    let events: Vec<Json> = plan
+        .events
         .iter()
-        .flat_map(|p| p.apply.iter().map(|(_, o)| o))
-        .collect();
-    let delete: Vec<Json> = plans
-        .iter()
-        .flat_map(|p| &p.delete)
-        .map(|k| {
-            let mut r =
-                json!({"apiVersion": k.gvk.api_version(), "kind": k.gvk.kind, "name": k.name});
-            if let Some(ns) = &k.namespace {
-                r["namespace"] = json!(ns);
-            }
-            r
-        })
-        .collect();
-    let events: Vec<Json> = plans
-        .iter()
-        .flat_map(|p| &p.events)
         .map(|e| {
-            let mut regarding = json!({
-                "apiVersion": e.regarding.gvk.api_version(),
-                "kind": e.regarding.gvk.kind,
-                "name": e.regarding.name,
-            });
-            if let Some(ns) = &e.regarding.namespace {
-                regarding["namespace"] = json!(ns);
-            }
             json!({
-                "type": match e.event_type { guest::EventType::Normal => "Normal", guest::EventType::Warning => "Warning" },
+                "regarding": object_ref_json(&e.regarding),
+                "event-type": match e.event_type {
+                    guest::EventType::Normal => "normal",
+                    guest::EventType::Warning => "warning",
+                },
                 "reason": e.reason,
                 "message": e.message,
-                "regarding": regarding,
             })
         })
         .collect();
-    let requeue = plans
-        .iter()
-        .filter_map(|p| p.requeue_after)
-        .min()
-        .map(|d: Duration| d.as_secs_f64());
-    json!({"apply": apply, "delete": delete, "events": events, "requeueAfterSeconds": requeue})
+    let requeue = plan
+        .requeue_after
+        .map(|d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    json!({
+        "key": key,
+        "apply": apply,
+        "delete": delete,
+        "events": events,
+        "requeue-after-ms": requeue,
+    })
 }

@@ -36,8 +36,17 @@ fn main() -> anyhow::Result<()> {
     config.insert("name".to_string(), "gpu-summary".to_string());
     let env = guest::environment("ops", &config);
     let manifest = module.manifest(&env)?;
-    let plan = wasmctrl::offline::reconcile(&module, &env, &manifest, &objects)?;
-    println!("{}", serde_json::to_string_pretty(&plan)?);
+    let plans = wasmctrl::offline::reconcile(
+        &module,
+        &env,
+        &manifest,
+        &objects,
+        &wasmctrl::offline::Keys::All,
+    )?;
+    // One aggregate key, so one plan.
+    anyhow::ensure!(plans.len() == 1, "expected one plan, got {}", plans.len());
+    let plan = &plans[0];
+    println!("{}", serde_json::to_string_pretty(plan)?);
     anyhow::ensure!(
         plan["apply"][0]["data"] == json!({"gpu-node-1": "6", "gpu-node-2": "1"}),
         "unexpected summary"
