@@ -87,7 +87,7 @@ async fn a_guest_watching_a_crd_not_installed_waits_and_starts_once_it_is() {
     pod("p").on("n1").requesting("2").create(&client).await;
     summary_becomes(&client, &[("n1", "2")]).await;
     assert!(host.host.readiness().is_err(), "still waiting");
-    assert!(!host.task.is_finished(), "the host keeps running");
+    assert!(!host.is_finished(), "the host keeps running");
 
     install_widget_crd(&client).await;
     create_widget(&client, "w1").await;
