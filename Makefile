@@ -17,8 +17,10 @@ all: test
 setup:
 	rustup target add wasm32-wasip2
 
+# The guests (size-checked: they ship in ConfigMaps) and the test guest
+# examples/guest-println (std printing and panics, for the tests).
 guest: setup
-	$(CARGO) build -p guest-gpu-summary -p guest-gpu-quota --target wasm32-wasip2 --profile guest
+	$(CARGO) build -p guest-gpu-summary -p guest-gpu-quota -p guest-println --target wasm32-wasip2 --profile guest
 	@for wasm in $(GUEST_WASM) $(QUOTA_WASM); do \
 	  size=$$(stat -c %s $$wasm); \
 	  echo "$$(basename $$wasm): $$size bytes (limit $(GUEST_MAX_BYTES))"; \

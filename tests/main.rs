@@ -13,11 +13,14 @@
 mod support;
 
 mod cli_reconcile;
+mod cli_reconcile_keys;
 mod deploy;
 mod failover;
 mod finalizers;
+mod guest_runtime;
 mod hotswap;
 mod informer;
 mod leader;
 mod metrics;
+mod missing_kind;
 mod pipeline;

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use wasmctrl::guest::{self, GuestRuntime, RuntimeConfig};
 use wasmctrl::objects::{read_objects_keeping, Keep};
+use wasmctrl::offline::Keys;
 
 /// A pod shaped like kubectl prints it (~7.5 KB pretty-printed).
 fn pod(i: usize) -> serde_json::Value {
@@ -83,13 +84,14 @@ fn main() {
         let t = Instant::now();
         let keep = Keep::for_manifest(&manifest);
         let objects = read_objects_keeping(&dump, &keep).unwrap();
-        let plan = wasmctrl::offline::reconcile(&module, &env, &manifest, &objects).unwrap();
-        assert_eq!(plan["apply"].as_array().unwrap().len(), 1);
+        let plans =
+            wasmctrl::offline::reconcile(&module, &env, &manifest, &objects, &Keys::All).unwrap();
+        assert_eq!(plans[0]["apply"].as_array().unwrap().len(), 1);
         pruned.push(t.elapsed());
 
         let t = Instant::now();
         let objects = read_objects_keeping(&dump, &Keep::everything()).unwrap();
-        wasmctrl::offline::reconcile(&module, &env, &manifest, &objects).unwrap();
+        wasmctrl::offline::reconcile(&module, &env, &manifest, &objects, &Keys::All).unwrap();
         whole.push(t.elapsed());
     }
     pruned.sort();

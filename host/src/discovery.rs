@@ -34,6 +34,28 @@ struct Resolved {
     subresources: Vec<String>,
 }
 
+impl DiscoveryError {
+    /// Whether the API server simply does not serve the kind (yet): its
+    /// group/version is unknown (404) or does not list it — a CRD not
+    /// installed. A refusal (401/403), a server error or a transport
+    /// failure is not that.
+    pub fn is_not_served(&self) -> bool {
+        use kube::error::DiscoveryError as Missing;
+        match &self.source {
+            // By code, not reason: a real kube-apiserver answers an unknown
+            // group/version with a plain-text 404, no Status reason.
+            kube::Error::Api(status) => status.code == 404,
+            kube::Error::Discovery(
+                Missing::MissingKind(_)
+                | Missing::MissingApiGroup(_)
+                | Missing::MissingResource(_)
+                | Missing::EmptyApiGroup(_),
+            ) => true,
+            _ => false,
+        }
+    }
+}
+
 /// Resolves kinds to API resources, caching every answer. Cheap to clone;
 /// clones share the cache.
 #[derive(Clone)]
@@ -105,5 +127,34 @@ impl Discovery {
             Some(p) => Ok(p.clone()),
             None => Ok(self.resource(&spec.gvk).await?.plural),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::Status;
+    use kube::error::DiscoveryError as Missing;
+
+    fn error(source: kube::Error) -> DiscoveryError {
+        DiscoveryError {
+            gvk: "example.com/v1/Widget".into(),
+            source,
+        }
+    }
+
+    #[test]
+    fn only_an_unknown_group_version_or_kind_counts_as_not_served() {
+        let api = |code| kube::Error::Api(Box::new(Status::failure("x", "").with_code(code)));
+        assert!(error(api(404)).is_not_served());
+        assert!(error(kube::Error::Discovery(Missing::MissingKind(
+            "Widget".into()
+        )))
+        .is_not_served());
+        assert!(!error(api(403)).is_not_served(), "forbidden is not missing");
+        assert!(!error(api(401)).is_not_served());
+        assert!(!error(api(500)).is_not_served());
+        let bad_gv = Missing::InvalidGroupVersion("a/b/c".into());
+        assert!(!error(kube::Error::Discovery(bad_gv)).is_not_served());
     }
 }

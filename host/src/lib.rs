@@ -11,6 +11,7 @@ pub mod controller;
 #[cfg(feature = "dev-server")]
 pub mod demo;
 pub mod discovery;
+pub mod events;
 pub mod guest;
 pub mod guestdir;
 pub mod informer;
@@ -26,4 +27,5 @@ pub mod request;
 pub mod store;
 pub mod supervisor;
 mod sync;
+pub mod waiting;
 pub mod workqueue;

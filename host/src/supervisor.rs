@@ -7,9 +7,12 @@
 //! swapping a guest's module at run time (compiled and validated off the
 //! reconcile path; in-flight reconciles finish on the old module; a bad
 //! module is rejected and the old one keeps running), stopping removed
-//! guests, and running everything until shutdown, lost leadership, or a
-//! cache that cannot sync (fatal: a controller that silently does nothing is
-//! worse than one that exits). It never reconciles anything itself.
+//! guests, keeping a guest whose kinds the API server does not serve yet (a
+//! CRD not installed) waiting — not ready, retried with backoff, started
+//! when the kind appears — and running everything until shutdown, lost
+//! leadership, or a cache that cannot sync (fatal: a controller that
+//! silently does nothing is worse than one that exits). It never reconciles
+//! anything itself.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -18,17 +21,18 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::Client;
 use tokio::sync::{mpsc, watch};
 
 use crate::controller::{ControllerConfig, ControllerError, DescribedGuest, GuestController};
 use crate::discovery::Discovery;
+use crate::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use crate::guest::{self, GuestError, GuestModule, GuestRuntime, RuntimeConfig};
 use crate::guestdir::{self, ConfigFileError, DirWatch, GuestDirError, GuestFile};
 use crate::informer::InformerRegistry;
 use crate::metrics::{GuestResultLabels, Metrics};
 use crate::sync::lock;
+use crate::waiting::{or_wait, Waiting, WaitingGuest};
 
 /// Why the supervisor (and so the host process) stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +68,12 @@ pub enum SupervisorError {
         #[source]
         source: ConfigFileError,
     },
+    /// A new version of a running guest needs a kind that is not served.
+    #[error("the API server does not serve {kind} (is its CRD installed?)")]
+    NotServed {
+        /// The kind, `group/version/Kind`.
+        kind: String,
+    },
     /// Leadership was lost: writes stopped; the process must exit.
     #[error("lost leadership: {0}")]
     LostLeadership(String),
@@ -75,12 +85,14 @@ impl From<ControllerError> for SupervisorError {
     }
 }
 
-/// A guest whose caches have not synced yet (the host is not ready).
+/// A guest that is not running yet (the host is not ready), and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("caches of guest {guest} not synced")]
+#[error("guest {guest}: {why}")]
 pub struct NotSynced {
     /// The guest.
     pub guest: String,
+    /// What it waits for: its caches to sync, or a kind to be served.
+    pub why: String,
 }
 
 /// Everything the host needs to start.
@@ -116,6 +128,14 @@ struct RunningGuest {
     task: tokio::task::JoinHandle<()>,
 }
 
+/// What a swap candidate turned out to be.
+enum Swap {
+    /// Compiled, described, caches synced: ready to replace what runs.
+    Ready(Box<GuestController>),
+    /// A new guest needing a kind that is not served yet (the kind).
+    Waits(DescribedGuest, String),
+}
+
 /// The running guests of one host process. Share it in an `Arc` to serve readiness while it runs.
 pub struct Supervisor {
     client: Client,
@@ -125,6 +145,8 @@ pub struct Supervisor {
     config: SupervisorConfig,
     metrics: Arc<Metrics>,
     guests: Mutex<BTreeMap<String, RunningGuest>>,
+    /// Guests waiting for a kind to be served, by key.
+    waiting: Waiting,
     failures_tx: mpsc::UnboundedSender<ControllerError>,
     failures_rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<ControllerError>>,
     leadership: watch::Receiver<Leadership>,
@@ -184,6 +206,7 @@ impl Supervisor {
             config,
             metrics,
             guests: Mutex::new(BTreeMap::new()),
+            waiting: Waiting::default(),
             failures_tx,
             failures_rx: tokio::sync::Mutex::new(failures_rx),
             leadership,
@@ -193,15 +216,13 @@ impl Supervisor {
         for path in host.config.guests.clone() {
             let module = host.runtime.load_file(&path)?;
             let described = host.describe_file(module, &path).await?;
-            let controller = host.controller_for(described).await?;
-            host.check_unique(&controller, &path.display().to_string())?;
-            tracing::info!(guest = controller.name(), path = %path.display(), "guest loaded");
-            host.insert(
+            host.start_or_wait(
                 stem(&path),
                 path.display().to_string(),
                 String::new(),
-                controller,
-            );
+                described,
+            )
+            .await?;
         }
         if let Some(dir) = host.config.guest_dir.clone() {
             // The directory's initial content must be valid: failing loudly
@@ -218,39 +239,85 @@ impl Supervisor {
                     .runtime
                     .load_bytes(&format!("{key}.wasm"), &file.bytes)?;
                 let described = host.describe(module, config).await?;
-                let controller = host.controller_for(described).await?;
-                host.check_unique(&controller, &file.path.display().to_string())?;
-                tracing::info!(guest = controller.name(), path = %file.path.display(), "guest loaded");
-                host.insert(
-                    key,
-                    file.path.display().to_string(),
-                    file.digest,
-                    controller,
-                );
+                host.start_or_wait(key, file.path.display().to_string(), file.digest, described)
+                    .await?;
             }
         }
         Ok(host)
     }
 
-    fn check_unique(&self, c: &GuestController, source: &str) -> Result<(), SupervisorError> {
-        if let Some(other) = lock(&self.guests)
+    /// Starts a described guest's controller (registered, to run with
+    /// [`Supervisor::run`]), or, when a kind it needs is not served yet,
+    /// keeps it waiting. Any other failure is returned.
+    async fn start_or_wait(
+        &self,
+        key: String,
+        source: String,
+        digest: String,
+        described: DescribedGuest,
+    ) -> Result<(), SupervisorError> {
+        let name = described.manifest.name.clone();
+        self.check_unique(&name, &source)?;
+        match or_wait(self.controller_for(described.clone()).await)? {
+            Ok(controller) => {
+                tracing::info!(guest = %name, path = %source, "guest loaded");
+                self.insert(key, source, digest, controller, false);
+            }
+            Err(kind) => self
+                .waiting
+                .wait(key, WaitingGuest::new(source, digest, described, kind)),
+        }
+        Ok(())
+    }
+
+    /// Retries every waiting guest whose time has come: a guest whose kinds
+    /// are now served starts; one still missing a kind waits longer; any
+    /// other failure (a permission the host lacks, ...) is fatal, as it is
+    /// at start.
+    async fn retry_waiting(&self) -> Result<(), SupervisorError> {
+        for (key, w) in self.waiting.take_due() {
+            match or_wait(self.controller_for(w.described.clone()).await)? {
+                Ok(controller) => {
+                    tracing::info!(guest = %w.name(), kind = %w.kind, path = %w.source, "the kind the guest waited for is served; guest starting");
+                    self.insert(key, w.source, w.digest, controller, true);
+                }
+                Err(kind) => self.waiting.retry_later(key, w, kind),
+            }
+        }
+        Ok(())
+    }
+
+    fn check_unique(&self, name: &str, source: &str) -> Result<(), SupervisorError> {
+        let running = lock(&self.guests)
             .values()
-            .find(|g| g.controller.name() == c.name())
-        {
+            .find(|g| g.controller.name() == name)
+            .map(|g| g.source.clone());
+        if let Some(first) = running.or_else(|| self.waiting.source_of(name)) {
             return Err(SupervisorError::DuplicateName {
-                name: c.name().to_string(),
-                first: other.source.clone(),
+                name: name.to_string(),
+                first,
                 second: source.to_string(),
             });
         }
         Ok(())
     }
 
-    /// Registers a controller; its task starts in [`Supervisor::run`] (or at once
-    /// when the host is already running, via [`Supervisor::spawn`]).
-    fn insert(&self, key: String, source: String, digest: String, controller: GuestController) {
+    /// Registers a controller; its task starts now when `running` (the host
+    /// already runs), else in [`Supervisor::run`].
+    fn insert(
+        &self,
+        key: String,
+        source: String,
+        digest: String,
+        controller: GuestController,
+        running: bool,
+    ) {
         let controller = Arc::new(controller);
-        let task = tokio::spawn(std::future::pending());
+        let task = if running {
+            self.spawn(controller.clone())
+        } else {
+            tokio::spawn(std::future::pending())
+        };
         lock(&self.guests).insert(
             key.clone(),
             RunningGuest {
@@ -330,8 +397,8 @@ impl Supervisor {
     async fn controller_for(
         &self,
         described: DescribedGuest,
-    ) -> Result<GuestController, SupervisorError> {
-        Ok(GuestController::start(
+    ) -> Result<GuestController, ControllerError> {
+        GuestController::start(
             self.client.clone(),
             &self.registry,
             &self.discovery,
@@ -339,7 +406,7 @@ impl Supervisor {
             self.config.controller.clone(),
             self.metrics.clone(),
         )
-        .await?)
+        .await
     }
 
     /// The guests' controllers, in key order.
@@ -363,9 +430,17 @@ impl Supervisor {
         &self.registry
     }
 
-    /// Readiness: Ok once every cache of every guest has synced (followers
-    /// too: they must be able to take over); otherwise which guest waits.
+    /// Readiness: Ok once every guest runs and every cache of every guest
+    /// has synced (followers too: they must be able to take over);
+    /// otherwise which guest waits, and for what (a kind the API server
+    /// does not serve yet, or its caches).
     pub fn readiness(&self) -> Result<(), NotSynced> {
+        if let Some((guest, kind)) = self.waiting.any() {
+            return Err(NotSynced {
+                guest,
+                why: format!("waiting for {kind} to be served (is its CRD installed?)"),
+            });
+        }
         match lock(&self.guests)
             .values()
             .find(|g| !g.controller.is_synced())
@@ -373,6 +448,7 @@ impl Supervisor {
             None => Ok(()),
             Some(g) => Err(NotSynced {
                 guest: g.controller.name().to_string(),
+                why: "caches not synced".into(),
             }),
         }
     }
@@ -429,11 +505,14 @@ impl Supervisor {
             return Ok(());
         };
         let files = guestdir::scan(&dir)?;
-        let current: BTreeMap<String, String> = lock(&self.guests)
+        let mut current: BTreeMap<String, String> = lock(&self.guests)
             .values()
             .filter(|g| !g.digest.is_empty())
             .map(|g| (g.key.clone(), g.digest.clone()))
             .collect();
+        // A waiting guest is current too: it starts once its kind is served
+        // (a changed file replaces it; a removed one ends its wait).
+        current.extend(self.waiting.digests());
         for (key, file) in &files {
             if current.get(key) != Some(&file.digest) {
                 self.swap_in(file).await;
@@ -473,7 +552,12 @@ impl Supervisor {
                     })
                 })??;
             let described = self.describe(module, config).await?;
-            let controller = self.controller_for(described).await?;
+            let controller = match or_wait(self.controller_for(described.clone()).await)? {
+                Ok(c) => c,
+                // A new guest (nothing of it runs) may wait for its kind.
+                Err(kind) if previous_name.is_none() => return Ok(Swap::Waits(described, kind)),
+                Err(kind) => return Err(SupervisorError::NotServed { kind }),
+            };
             if let Some(other) = lock(&self.guests)
                 .values()
                 .find(|g| g.key != key && g.controller.name() == controller.name())
@@ -485,10 +569,16 @@ impl Supervisor {
                 });
             }
             controller.wait_synced().await?;
-            Ok(controller)
+            Ok(Swap::Ready(Box::new(controller)))
         };
         let controller = match candidate.await {
-            Ok(c) => c,
+            Ok(Swap::Ready(c)) => *c,
+            Ok(Swap::Waits(described, kind)) => {
+                let source = file.path.display().to_string();
+                let w = WaitingGuest::new(source, file.digest.clone(), described, kind);
+                self.waiting.wait(key, w);
+                return;
+            }
             Err(e) => {
                 tracing::error!(guest = %label, path = %file.path.display(), "guest rejected, previous version keeps running: {e}");
                 self.count_swap(&label, "rejected");
@@ -504,6 +594,8 @@ impl Supervisor {
         };
         let name = controller.name().to_string();
         let controller = Arc::new(controller);
+        // A version that waited for its kind is superseded.
+        self.waiting.remove(&key);
         let old = lock(&self.guests).remove(&key);
         if let Some(old) = &old {
             // In-flight reconciles finish on the old module; new keys wait
@@ -557,6 +649,9 @@ impl Supervisor {
     }
 
     async fn remove(&self, key: &str) {
+        if let Some(w) = self.waiting.remove(key) {
+            tracing::info!(guest = %w.name(), "waiting guest removed ({key}.wasm is gone)");
+        }
         let Some(old) = lock(&self.guests).remove(key) else {
             return;
         };
@@ -634,6 +729,16 @@ impl Supervisor {
                 } => {
                     if let Err(e) = self.sync_dir().await {
                         tracing::error!("guest directory: {e}");
+                    }
+                }
+                () = async {
+                    match self.waiting.next_retry() {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    if let Err(e) = self.retry_waiting().await {
+                        break Err(e);
                     }
                 }
             }

@@ -102,7 +102,10 @@ impl TestPod {
         if let Some(r) = &self.requests {
             resources["requests"] = json!({"nvidia.com/gpu": r});
         }
-        if let Some(l) = &self.limits {
+        // An extended resource needs a limit (the API server refuses a
+        // request without one), so a pod that only requests GPUs is
+        // limited to what it requests, as a valid pod would be.
+        if let Some(l) = self.limits.as_ref().or(self.requests.as_ref()) {
             resources["limits"] = json!({"nvidia.com/gpu": l});
         }
         let mut spec = json!({"containers": [{"name": "c", "image": "x", "resources": resources}]});

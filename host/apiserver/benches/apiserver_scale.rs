@@ -231,6 +231,7 @@ async fn run(size: Size) -> Vec<(String, String)> {
             &mut obj,
             wasmctrl_apiserver::validation::Directive::Strict,
             &wasmctrl_apiserver::validation::Write::Create { body: &body },
+            None,
         )
         .unwrap();
     }

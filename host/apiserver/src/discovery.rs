@@ -92,6 +92,15 @@ fn resource_entries(r: &ResourceInfo) -> Vec<Value> {
         main["categories"] = json!(r.categories);
     }
     let mut out = vec![main];
+    if r.group.is_empty() && r.plural == "pods" {
+        out.push(json!({
+            "name": "pods/binding",
+            "singularName": "",
+            "namespaced": true,
+            "kind": "Binding",
+            "verbs": ["create"],
+        }));
+    }
     if r.has_status {
         out.push(json!({
             "name": format!("{}/status", r.plural),

@@ -172,7 +172,13 @@ fn parse_target(reg: &Registry, group: &str, version: &str, rest: &[&str]) -> Re
         return Err(ApiError::NoRoute);
     }
     if let Some(s) = &sub {
-        if s != "status" || !info.has_status {
+        let is_pods = info.group.is_empty() && info.plural == "pods";
+        let served = match s.as_str() {
+            "status" => info.has_status,
+            "binding" => is_pods,
+            _ => false,
+        };
+        if !served {
             return Err(ApiError::NoRoute);
         }
     }
@@ -314,6 +320,13 @@ async fn dispatch(app: &AppState, req: Request) -> Result<Response> {
         (&Method::GET, false) if is_watch => "watch",
         (&Method::GET, false) => "list",
         (&Method::POST, false) if target.sub.is_none() => "create",
+        (&Method::POST, true) if target.sub.as_deref() == Some("binding") => "create",
+        (_, true) if target.sub.as_deref() == Some("binding") => {
+            return Err(ApiError::MethodNotAllowed(format!(
+                "the server does not allow this method on the requested resource ({})",
+                req.method()
+            )))
+        }
         (&Method::PUT, true) => "update",
         (&Method::PATCH, true) => "patch",
         (&Method::DELETE, true) if target.sub.is_none() => "delete",
@@ -364,6 +377,7 @@ async fn dispatch(app: &AppState, req: Request) -> Result<Response> {
         "list" => ctx.list(),
         "watch" => ctx.watch(),
         "deletecollection" => ctx.delete_collection(read_body(req).await?).await,
+        "create" if ctx.target.sub.is_some() => ctx.bind(read_body(req).await?),
         "create" => ctx.create(read_body(req).await?),
         "update" => ctx.update(read_body(req).await?),
         "patch" => ctx.patch(read_body(req).await?),
@@ -481,23 +495,36 @@ impl Ctx<'_> {
         if !crd::is_custom(&self.target.info) {
             return options;
         }
-        let info = &self.target.info;
-        let key = (String::new(), format!("{}.{}", info.plural, info.group));
-        let schema = self
-            .store()
-            .get("customresourcedefinitions.apiextensions.k8s.io", &key)
-            .and_then(|crd| {
-                crd.value()
-                    .pointer("/spec/versions")
-                    .and_then(Value::as_array)
-                    .and_then(|vs| vs.iter().find(|v| v["name"] == info.version.as_str()))
-                    .and_then(|v| v.pointer("/schema/openAPIV3Schema"))
-                    .cloned()
-            });
-        match schema {
+        match self.custom_schema() {
             Some(s) => options.schema(patch::SchemaOverrides::from_openapi_v3(&s)),
             None => options,
         }
+    }
+
+    /// The `openAPIV3Schema` of the custom resource being written (None for
+    /// built-in kinds and CRDs without one).
+    fn custom_schema(&self) -> Option<Value> {
+        if !crd::is_custom(&self.target.info) {
+            return None;
+        }
+        crd::version_schema(self.store(), &self.target.info)
+    }
+
+    /// Defaults and validates a custom object about to be stored against
+    /// its CRD's schema; any failure is the real server's 422 and stores
+    /// nothing. Built-in kinds pass unchanged.
+    fn admit_custom(&self, obj: &mut Value) -> Result<()> {
+        let Some(schema) = self.custom_schema() else {
+            return Ok(());
+        };
+        let errs = crd::admit(obj, &schema);
+        if errs.is_empty() {
+            return Ok(());
+        }
+        let name = super::objects::meta_str(obj, "name")
+            .unwrap_or_default()
+            .to_string();
+        Err(self.invalid(&name, errs))
     }
 
     /// A stored object in the requested version's form.
@@ -599,7 +626,8 @@ impl Ctx<'_> {
         }
         let directive =
             validation::Directive::from_query(self.q("fieldValidation"), write.options_kind())?;
-        let warnings = validation::check(info, obj, directive, &write)?;
+        let schema = self.custom_schema();
+        let warnings = validation::check(info, obj, directive, &write, schema.as_ref())?;
         if !warnings.is_empty() {
             self.warnings
                 .lock()
@@ -639,8 +667,16 @@ impl Ctx<'_> {
         Ok(())
     }
 
+    /// 422 about the object `name`, its kind named as Go's
+    /// `GroupKind.String()` does (`Widget.example.com`, `Pod`).
     fn invalid(&self, name: &str, errs: Vec<(String, String)>) -> ApiError {
-        ApiError::invalid(&self.target.info.group, &self.target.info.kind, name, errs)
+        let info = &self.target.info;
+        let kind = if info.group.is_empty() {
+            info.kind.clone()
+        } else {
+            format!("{}.{}", info.kind, info.group)
+        };
+        ApiError::invalid(&info.group, &kind, name, errs)
     }
 
     /// Decodes an object body by its Content-Type (see [`decode_body`]).

@@ -21,6 +21,7 @@ mod kubelet;
 mod namespaces;
 pub mod objects;
 pub mod patch;
+mod pods;
 pub mod proto;
 pub mod registry;
 pub mod server;

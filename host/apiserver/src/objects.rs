@@ -130,6 +130,15 @@ fn secret_type_missing(secret: &Value) -> bool {
 }
 
 fn default_pod(pod: &mut Value) {
+    default_pod_spec(pod);
+    let qos = qos_class(&pod["spec"]);
+    pod["status"] = json!({"phase": "Pending", "qosClass": qos});
+}
+
+/// The defaults the real server gives a pod's spec on every decode (create
+/// and update alike), so an update is compared with the stored pod as the
+/// real server compares them.
+pub(crate) fn default_pod_spec(pod: &mut Value) {
     if !pod.get("spec").is_some_and(Value::is_object) {
         pod["spec"] = json!({});
     }
@@ -155,8 +164,6 @@ fn default_pod(pod: &mut Value) {
             }
         }
     }
-    let qos = qos_class(&pod["spec"]);
-    pod["status"] = json!({"phase": "Pending", "qosClass": qos});
 }
 
 fn default_container(c: &mut Value) {
@@ -282,19 +289,29 @@ pub fn prepare_update(info: &ResourceInfo, old: &Value, new: &mut Value, status_
         }
     }
     if let Some(g) = old_meta.get("generation").and_then(Value::as_i64) {
-        if spec_of(old) != spec_of(new) {
+        let custom = super::crd::is_custom(info);
+        if !status_write && spec_of(old, custom) != spec_of(new, custom) {
             meta_mut(new).insert("generation".into(), json!(g + 1));
         }
     }
 }
 
-fn spec_of(obj: &Value) -> Value {
+/// The part of an object whose change bumps `generation`: `spec` for built-in kinds; for
+/// custom resources everything but metadata (`customResourceStrategy.
+/// PrepareForUpdate` compares `copyNonMetadata`), so without a status
+/// subresource a status change bumps it too.
+fn spec_of(obj: &Value, custom: bool) -> Value {
     match obj.get("spec") {
-        Some(s) => s.clone(),
-        None => {
+        Some(s) if !custom => s.clone(),
+        _ => {
             let mut rest = obj.as_object().cloned().unwrap_or_default();
-            for k in ["metadata", "status", "apiVersion", "kind"] {
-                rest.remove(k);
+            let skip: &[&str] = if custom {
+                &["metadata"]
+            } else {
+                &["metadata", "status", "apiVersion", "kind"]
+            };
+            for k in skip {
+                rest.remove(*k);
             }
             Value::Object(rest)
         }

@@ -156,11 +156,20 @@ impl ApiError {
 
     /// 409 Conflict for a stale resourceVersion, with the real server's message.
     pub fn stale(group: &str, resource: &str, name: &str) -> Self {
+        Self::conflict(
+            group,
+            resource,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        )
+    }
+
+    /// 409 Conflict as Go's `errors.NewConflict(resource, name, err)` words
+    /// it: `Operation cannot be fulfilled on <resource> "<name>": <why>`.
+    pub fn conflict(group: &str, resource: &str, name: &str, why: &str) -> Self {
         let qualified = qualified(group, resource);
         ApiError::Conflict {
-            message: format!(
-                "Operation cannot be fulfilled on {qualified} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
-            ),
+            message: format!("Operation cannot be fulfilled on {qualified} \"{name}\": {why}"),
             details: Details {
                 name: name.into(),
                 group: group.into(),

@@ -190,3 +190,61 @@ pub async fn eventually(what: &str, mut holds: impl AsyncFnMut() -> bool) {
         tokio::time::sleep(POLL).await;
     }
 }
+
+/// Creates the namespaced CustomResourceDefinition `widgets.example.com`
+/// (kind `Widget`, version `v1`) with `schema` as its `openAPIV3Schema` and
+/// `extra` merged into its one version (`subresources`,
+/// `additionalPrinterColumns`), and returns an API for its objects in
+/// `default`.
+pub async fn widgets(
+    client: &Client,
+    schema: serde_json::Value,
+    extra: serde_json::Value,
+) -> Api<kube::core::DynamicObject> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::core::{ApiResource, GroupVersionKind};
+    let mut version = json!({"name": "v1", "served": true, "storage": true,
+        "schema": {"openAPIV3Schema": schema}});
+    if let (Some(v), Some(extra)) = (version.as_object_mut(), extra.as_object()) {
+        v.extend(extra.clone());
+    }
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+            "versions": [version]}
+    }))
+    .unwrap();
+    create(&Api::<CustomResourceDefinition>::all(client.clone()), &crd).await;
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.com", "v1", "Widget"),
+        "widgets",
+    );
+    Api::namespaced_with(client.clone(), "default", &ar)
+}
+
+/// A `Widget` named `name` with `fields` (`spec`, `status`, ...) beside its metadata.
+pub fn widget(name: &str, fields: serde_json::Value) -> kube::core::DynamicObject {
+    let mut obj =
+        json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": name}});
+    if let (Some(o), Some(f)) = (obj.as_object_mut(), fields.as_object()) {
+        o.extend(f.clone());
+    }
+    serde_json::from_value(obj).unwrap()
+}
+
+/// Binds the pod `name` to `node` through `pods/binding`, as a scheduler
+/// does (a pod's `spec.nodeName` cannot be changed by an update).
+pub async fn bind(pods: &Api<Pod>, name: &str, node: &str) {
+    let binding = json!({"apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": name}, "target": {"kind": "Node", "name": node}});
+    pods.create_subresource::<_, serde_json::Value>(
+        "binding",
+        name,
+        &PostParams::default(),
+        &binding,
+    )
+    .await
+    .unwrap();
+}

@@ -11,7 +11,7 @@ use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::json;
 
 use crate::common::{
-    client_without_retries, cm, create, list_names, merge_patch, pod, start, status,
+    bind, client_without_retries, cm, create, list_names, merge_patch, pod, start, status,
 };
 
 #[tokio::test]
@@ -95,7 +95,7 @@ async fn label_and_field_selectors_filter_lists() {
     create(&pods, &pod("web-1", json!({"app": "web", "tier": "fe"}))).await;
     create(&pods, &pod("web-2", json!({"app": "web"}))).await;
     create(&pods, &pod("db-1", json!({"app": "db"}))).await;
-    merge_patch(&pods, "db-1", json!({"spec": {"nodeName": "n1"}})).await;
+    bind(&pods, "db-1", "n1").await;
     let q = |s: &str| ListParams::default().labels(s);
     assert_eq!(list_names(&pods, &q("app=web")).await, ["web-1", "web-2"]);
     assert_eq!(list_names(&pods, &q("app!=web")).await, ["db-1"]);

@@ -3,9 +3,11 @@
 //! the official Python client against the server over real HTTPS.
 //!
 //! One module per area a client can observe (`crud`, `lists`, `watch`,
-//! `patch`, `field_validation`, `lifecycle`, `kinds`, `auth`, `faults`)
+//! `patch`, `field_validation`, `lifecycle`, `kinds`, `auth`, `faults`,
+//! `writes`, `custom_resources`, `pods`)
 //! drives the server with the real kube client, sharing the fixtures of
-//! `common`; `kubectl` drives it with kubectl and the Python client;
+//! `common`; `kubectl` drives it with kubectl and the Python client, `kubectl_writes`
+//! shows kubectl users its write errors;
 //! `scale` with many objects and watchers. Tests never share a server:
 //! each starts its own, so they run in parallel and in any order.
 //! `cargo test -p wasmctrl-apiserver --test apiserver watch::` runs one
@@ -16,12 +18,16 @@
 mod auth;
 mod common;
 mod crud;
+mod custom_resources;
 mod faults;
 mod field_validation;
 mod kinds;
 mod kubectl;
+mod kubectl_writes;
 mod lifecycle;
 mod lists;
 mod patch;
+mod pods;
 mod scale;
 mod watch;
+mod writes;

@@ -19,8 +19,8 @@ use serde_json::json;
 use wasmctrl_apiserver::ApiServerConfig;
 
 use crate::common::{
-    cm, create, eventually, list_rv, merge_patch, next, next_event_types, next_or_end, pod, start,
-    start_with, watch, WAIT,
+    bind, cm, create, eventually, list_rv, merge_patch, next, next_event_types, next_or_end, pod,
+    start, start_with, watch, WAIT,
 };
 
 #[tokio::test]
@@ -34,7 +34,7 @@ async fn watch_applies_selector_transitions_as_added_and_deleted() {
         .labels("app=x")
         .timeout(10);
     let mut stream = watch(&pods, &wp, &rv).await;
-    merge_patch(&pods, "p", json!({"spec": {"nodeName": "n1"}})).await;
+    bind(&pods, "p", "n1").await;
     merge_patch(&pods, "p", json!({"metadata": {"annotations": {"a": "b"}}})).await;
     merge_patch(&pods, "p", json!({"metadata": {"labels": {"app": "y"}}})).await;
     merge_patch(&pods, "p", json!({"metadata": {"labels": {"app": "x"}}})).await;

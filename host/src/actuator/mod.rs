@@ -25,7 +25,7 @@ use std::sync::Mutex;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{ApiResource, DynamicObject};
-use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
+use crate::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 use kube::{Api, Client};
 
 pub use finalizers::{add_patch, remove_patch, Current};

@@ -85,6 +85,18 @@ pub enum ControllerError {
     },
 }
 
+impl ControllerError {
+    /// The kind the guest needs that the API server does not serve (yet),
+    /// when that is why the controller could not start: the guest can
+    /// wait for it (a CRD being installed) instead of failing.
+    pub fn kind_not_served(&self) -> Option<&str> {
+        match self {
+            ControllerError::Resolve { source, .. } if source.is_not_served() => Some(&source.gvk),
+            _ => None,
+        }
+    }
+}
+
 /// Settings for one guest's controller.
 #[derive(Debug, Clone)]
 pub struct ControllerConfig {
@@ -147,6 +159,7 @@ struct Watched {
 /// A guest ready to run: its module, the environment it was described
 /// with, and that description (describe runs once per load, in the
 /// supervisor).
+#[derive(Clone)]
 pub struct DescribedGuest {
     /// The compiled module.
     pub module: GuestModule,

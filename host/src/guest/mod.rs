@@ -2,9 +2,10 @@
 //!
 //! Owns the one wasmtime [`Engine`], compilation (once per content digest,
 //! with an on-disk cache of precompiled artifacts), the sandbox (no ambient
-//! authority — only stdout/stderr, routed to tracing —, an epoch deadline,
-//! a memory cap, optional fuel) and the
-//! classification of every way a guest can fail into a [`GuestError`].
+//! authority — only stdout/stderr, routed to tracing, see [`stdio`] —, an
+//! epoch deadline, a memory cap, optional fuel) and the classification of
+//! every way a guest can fail into a [`GuestError`] (a panic with its
+//! message).
 //! It never talks to the cluster and never acts on a plan: callers get a
 //! validated plan back and decide what to do with it.
 
@@ -100,9 +101,14 @@ pub enum GuestErrorKind {
     /// instantiation failed.
     #[error("cannot instantiate (does it implement {CONTRACT_VERSION}?): {0}")]
     Instantiate(String),
-    /// The guest trapped (panic, unreachable, out-of-bounds, ...).
+    /// The guest trapped (unreachable, out-of-bounds, a call to a WASI
+    /// function it has no access to, ...).
     #[error("trapped: {0}")]
     Trap(String),
+    /// The guest panicked: Rust's panic message (what `std` printed to
+    /// stderr just before the trap) and its location.
+    #[error("panicked: {0}")]
+    Panicked(String),
     /// The per-call deadline passed.
     #[error("exceeded its deadline of {0:?}")]
     Deadline(Duration),
@@ -137,6 +143,7 @@ impl GuestErrorKind {
             GuestErrorKind::Version { .. } => "version",
             GuestErrorKind::Instantiate(_) => "instantiate",
             GuestErrorKind::Trap(_) => "trap",
+            GuestErrorKind::Panicked(_) => "guest_panic",
             GuestErrorKind::Deadline(_) => "deadline",
             GuestErrorKind::OutOfMemory(_) => "memory",
             GuestErrorKind::OutOfFuel(_) => "fuel",
@@ -578,7 +585,10 @@ impl GuestModule {
             match e.downcast_ref::<Trap>() {
                 Some(Trap::Interrupt) => GuestErrorKind::Deadline(config.deadline),
                 Some(Trap::OutOfFuel) => GuestErrorKind::OutOfFuel(config.fuel.unwrap_or(0)),
-                _ => GuestErrorKind::Trap(format!("{e:#}")),
+                _ => match store.data().output.panic_message() {
+                    Some(message) => GuestErrorKind::Panicked(message),
+                    None => GuestErrorKind::Trap(format!("{e:#}")),
+                },
             }
         };
         self.error(guest, kind)

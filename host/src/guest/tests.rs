@@ -553,3 +553,21 @@ fn guest_stdout_and_stderr_go_to_tracing_with_the_guest_name() {
         "{oops}"
     );
 }
+
+#[test]
+fn a_guest_asking_for_stdio_handles_in_a_loop_traps_instead_of_growing_the_host() {
+    let body = "(local $i i32)
+        (loop $again
+          (drop (call $stdout))
+          (local.set $i (i32.add (local.get $i) (i32.const 1)))
+          (br_if $again (i32.lt_u (local.get $i) (i32.const 100000))))
+        (i32.const 3200)";
+    let rt = runtime(RuntimeConfig::default());
+    let module = rt
+        .load_bytes("grabber.wasm", &printer_component(body, ""))
+        .unwrap();
+    let (plan, _) = module.reconcile(&gpu_manifest(), &env(), "k", &empty_snapshot());
+    let e = plan.unwrap_err();
+    assert_eq!(e.reason(), "trap", "{e}");
+    assert!(e.to_string().contains("stdio handles"), "{e}");
+}

@@ -20,6 +20,7 @@ use crate::objects::{
     ready_to_remove, validate_name,
 };
 use crate::patch;
+use crate::pods;
 use crate::status::{ApiError, Cause, Details, Result};
 use crate::store::{ObjKey, StoreError, Stored};
 use crate::validation::Write;
@@ -62,6 +63,8 @@ impl Ctx<'_> {
         let now = now_rfc3339();
         let mut obj = convert::to_storage(&self.target.info, obj);
         prepare_create(&self.target.info, &mut obj, &now);
+        self.admit_custom(&mut obj)?;
+        self.check_pod(None, &mut obj)?;
         crd::on_create(&self.target.info, &mut obj);
         if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("managedFields");
@@ -100,6 +103,27 @@ impl Ctx<'_> {
         ))
     }
 
+    /// A pod about to be stored (`old`: the stored one, for an update
+    /// through the main resource) obeys the real server's pod validation;
+    /// other kinds pass. An update is defaulted first, as its body would be.
+    fn check_pod(&self, old: Option<&Value>, new: &mut Value) -> Result<()> {
+        let info = &self.target.info;
+        if !(info.group.is_empty() && info.plural == "pods") {
+            return Ok(());
+        }
+        let errs = match old {
+            Some(old) => {
+                crate::objects::default_pod_spec(new);
+                pods::validation::validate_update(old, new)
+            }
+            None => pods::validation::validate_spec(new),
+        };
+        if errs.is_empty() {
+            return Ok(());
+        }
+        Err(self.invalid(meta_str(new, "name").unwrap_or_default(), errs))
+    }
+
     fn after_write(&self, obj: &Value) {
         crd::sync_registry(&self.app.registry, &self.target.info, obj);
     }
@@ -134,20 +158,31 @@ impl Ctx<'_> {
         if requested.is_some_and(|r| r != old.rv) {
             return Err(self.target.stale());
         }
-        // Like ValidateObjectMetaUpdate: a write naming another object's
-        // uid (a namesake replaced it) is refused, never applied to it.
-        let old_uid = meta_str(&oldv, "uid").unwrap_or_default();
-        if let Some(uid) = meta_str(&new, "uid").filter(|u| !u.is_empty() && *u != old_uid) {
-            return Err(self.invalid(
-                self.target.name(),
-                vec![(
-                    "metadata.uid".into(),
-                    format!("Invalid value: \"{uid}\": field is immutable"),
-                )],
-            ));
+        // `rest.BeforeUpdate` keeps the stored uid only when the write names
+        // none; naming another is ValidateObjectMetaUpdate's immutable field.
+        if let Some(uid) = meta_str(&new, "uid").filter(|u| !u.is_empty()) {
+            if Some(uid) != meta_str(&oldv, "uid") {
+                return Err(self.invalid(
+                    self.target.name(),
+                    vec![(
+                        "metadata.uid".into(),
+                        format!("Invalid value: {}: field is immutable", json!(uid)),
+                    )],
+                ));
+            }
         }
         let status_write = self.target.sub.as_deref() == Some("status");
         prepare_update(&self.target.info, &oldv, &mut new, status_write);
+        self.admit_custom(&mut new)?;
+        if !status_write {
+            self.check_pod(Some(&oldv), &mut new)?;
+        }
+        if crd::is_crd(&self.target.info) {
+            let errs = crd::validate(&self.target.info, &new);
+            if !errs.is_empty() {
+                return Err(self.invalid(self.target.name(), errs));
+            }
+        }
         let now = now_rfc3339();
         match apply_fields {
             Some(mf) => {
@@ -360,26 +395,18 @@ impl Ctx<'_> {
                         return Ok(value_response(code, &self.out(v)));
                     }
                 }
-                // A subresource of a missing object is missing too.
+                // A missing object is never created through /status, and an
+                // apply naming a uid means "this object", which is gone
+                // (patch.go, `patcher.patchResource`: "uid mismatch").
                 None if self.target.sub.is_some() => return Err(self.target.not_found()),
-                // An apply naming a uid is an update of that object: with
-                // no object, it is refused rather than creating a namesake.
                 None if meta_str(&applied, "uid").is_some_and(|u| !u.is_empty()) => {
                     let uid = meta_str(&applied, "uid").unwrap_or_default();
-                    return Err(ApiError::Conflict {
-                        message: format!(
-                            "Operation cannot be fulfilled on {}.{} \"{}\": uid mismatch: the provided object specified uid {uid}, and no existing object was found",
-                            self.target.info.plural,
-                            self.target.info.group,
-                            self.target.name()
-                        ),
-                        details: Details {
-                            name: self.target.name().to_string(),
-                            group: self.target.info.group.clone(),
-                            kind: self.target.info.plural.clone(),
-                        },
-                        causes: Vec::new(),
-                    });
+                    return Err(ApiError::conflict(
+                        &self.target.info.group,
+                        &self.target.info.plural,
+                        self.target.name(),
+                        &format!("uid mismatch: the provided object specified uid {uid}, and no existing object was found"),
+                    ));
                 }
                 None => match self.create_from_apply(result) {
                     Err(ApiError::AlreadyExists { .. }) => continue,
@@ -421,6 +448,8 @@ impl Ctx<'_> {
         let now = now_rfc3339();
         let mut obj = convert::to_storage(&self.target.info, obj);
         prepare_create(&self.target.info, &mut obj, &now);
+        self.admit_custom(&mut obj)?;
+        self.check_pod(None, &mut obj)?;
         crd::on_create(&self.target.info, &mut obj);
         if let Some(mf) = mf {
             meta_mut(&mut obj).insert("managedFields".into(), mf);
@@ -466,6 +495,49 @@ impl Ctx<'_> {
             },
             patch::ApplyError::Invalid(m) => ApiError::BadRequest(m),
         }
+    }
+
+    /// POST `pods/{name}/binding`: binds the pod to the Binding's node
+    /// (see [`pods::binding`]); 201 with a success `Status`, as
+    /// `BindingREST.Create` answers.
+    pub(super) fn bind(&self, body: Bytes) -> Result<Response> {
+        let binding = self.decode_object(&body)?;
+        let name = self.target.name().to_string();
+        if meta_str(&binding, "name").is_some_and(|n| n != name) {
+            return Err(ApiError::BadRequest(
+                "name in URL does not match name in Binding object".into(),
+            ));
+        }
+        let node = pods::binding::target(&binding)
+            .map_err(|errs| ApiError::invalid("", "Binding", &name, errs))?;
+        let storage = self.target.storage();
+        let key = self.target.key();
+        for _ in 0..MAX_RETRIES {
+            let old = self
+                .store()
+                .get(&storage, &key)
+                .ok_or_else(|| self.target.not_found())?;
+            let mut pod = old.value();
+            if let Some(uid) = binding.pointer("/metadata/uid").and_then(Value::as_str) {
+                if meta_str(&pod, "uid") != Some(uid) {
+                    return Err(self.target.not_found());
+                }
+            }
+            pods::binding::bind(&mut pod, &node, &now_rfc3339())
+                .map_err(|why| ApiError::conflict("", "pods/binding", &name, &why))?;
+            if self.dry_run() {
+                break;
+            }
+            match self.store().update(&storage, &key, Some(old.rv), pod) {
+                Ok(_) => break,
+                Err(StoreError::Conflict) => continue,
+                Err(e) => return Err(store_err(&self.target, e)),
+            }
+        }
+        Ok(value_response(
+            StatusCode::CREATED,
+            &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+        ))
     }
 
     fn delete_options(&self, body: &[u8]) -> Result<Value> {

@@ -166,7 +166,7 @@ fn list_element(list: ListType, i: usize, item: &Value) -> PathElement {
 
 /// Go's `strconv.Quote` (`%q`): `"` and `\` escaped, control characters
 /// as `\n`, `\x01`, `\u0085`.
-pub(super) fn go_quote(s: &str) -> String {
+pub(crate) fn go_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
@@ -246,7 +246,7 @@ fn go_format_into(v: &Value, out: &mut String) {
 
 /// Go's `%v` of a `float64` (`strconv` `'g'`, shortest): exponent form
 /// (`1e+06`, `1.5e-07`) when the exponent is below -4 or at least 6.
-pub(super) fn go_float(f: f64) -> String {
+pub(crate) fn go_float(f: f64) -> String {
     let sci = format!("{f:e}");
     let Some((mantissa, exp)) = sci.split_once('e') else {
         return sci;

@@ -42,9 +42,12 @@ use axum::http::{HeaderMap, HeaderValue};
 use serde_json::Value;
 
 use self::duplicates::{body_problems, json_patch_problems, Doc};
-use self::messages::{apply_message, go_format, go_quote, Problems};
+use self::messages::{apply_message, go_format, Problems};
 use self::unknown::{prune, unknown_fields};
 use super::registry::ResourceInfo;
+
+pub(crate) use self::messages::{go_float, go_quote};
+pub(crate) use self::unknown::{Path, Seg};
 use super::status::ApiError;
 
 /// The `fieldValidation` directive of a write.
@@ -142,7 +145,9 @@ impl Write<'_> {
 }
 
 /// Checks `obj` (a write of `info`'s kind, already defaulted to its
-/// `kind`/`apiVersion`) for unknown and duplicated fields. Unknown fields
+/// `kind`/`apiVersion`) for unknown and duplicated fields; for a custom
+/// resource, unknown means not specified by `schema`, its version's
+/// structural schema (no schema: nothing is unknown). Unknown fields
 /// are removed from `obj` unless the write fails; the returned strings are
 /// the warnings to send (one `Warning` header each).
 ///
@@ -157,8 +162,14 @@ pub fn check(
     obj: &mut Value,
     directive: Directive,
     write: &Write<'_>,
+    schema: Option<&Value>,
 ) -> Result<Vec<String>, ApiError> {
-    let Some(unknown) = unknown_fields(info, obj) else {
+    let unknown = match schema {
+        // a custom resource: what its structural schema does not specify
+        Some(s) if super::crd::is_custom(info) => Some(super::crd::unknown_paths(obj, s)),
+        _ => unknown_fields(info, obj),
+    };
+    let Some(unknown) = unknown else {
         return Ok(Vec::new());
     };
     if let Write::Apply { namespace, name } = write {

@@ -4,10 +4,19 @@
 //! They call `check` and its helpers directly, never a server.
 #![allow(clippy::unwrap_used)]
 
-use super::messages::go_float;
 use super::*;
 use crate::registry::Registry;
 use serde_json::json;
+
+/// [`super::check`] for built-in kinds (no CRD schema).
+fn check(
+    info: &ResourceInfo,
+    obj: &mut Value,
+    directive: Directive,
+    write: &Write<'_>,
+) -> Result<Vec<String>, ApiError> {
+    super::check(info, obj, directive, write, None)
+}
 
 fn info(group: &str, plural: &str) -> ResourceInfo {
     let version = "v1";

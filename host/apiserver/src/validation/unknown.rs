@@ -14,13 +14,13 @@ use crate::registry::ResourceInfo;
 
 /// One step of a path through a JSON document.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(super) enum Seg {
+pub(crate) enum Seg {
     Key(String),
     Index(usize),
 }
 
 /// A path through a JSON document, from its root.
-pub(super) type Path = Vec<Seg>;
+pub(crate) type Path = Vec<Seg>;
 
 /// The paths of `obj` that `info`'s typed form drops, in depth-first order
 /// of sorted keys; `None` when `info` is not a built-in kind this module

@@ -1,13 +1,26 @@
-//! CustomResourceDefinitions: validating a CRD, marking it Established,
-//! and keeping the [`Registry`] in step so its custom resources are served.
-//! No schema validation or conversion of custom objects happens here.
+//! CustomResourceDefinitions and what they make of custom objects:
+//! validating a CRD (structural schemas included), marking it Established,
+//! keeping the [`Registry`] in step so its custom resources are served, and
+//! — through `schema`, `prune`, `defaults` and `validate` — pruning,
+//! defaulting and validating custom objects against their version's
+//! schema on every write. No conversion between versions happens here, and
+//! nothing here touches the network.
+
+mod defaults;
+mod prune;
+mod schema;
+mod validate;
 
 use serde_json::{json, Value};
+
+pub(crate) use prune::unknown_paths;
+pub(crate) use schema::version_schema;
 
 use super::handlers::AppState;
 use super::registry::{Registry, ResourceInfo};
 
-fn is_crd(info: &ResourceInfo) -> bool {
+/// True if `info` is CustomResourceDefinitions themselves.
+pub(crate) fn is_crd(info: &ResourceInfo) -> bool {
     info.group == "apiextensions.k8s.io" && info.plural == "customresourcedefinitions"
 }
 
@@ -66,7 +79,16 @@ pub fn validate(info: &ResourceInfo, obj: &Value) -> Vec<(String, String)> {
             "Invalid value: must have exactly one version marked as storage version".into(),
         ));
     }
+    errs.extend(schema::structural_errors(obj));
     errs
+}
+
+/// Defaults `obj` (a custom object about to be stored) from its version's
+/// `schema` and validates it; the `(field, message)` errors say why it may
+/// not be stored.
+pub(crate) fn admit(obj: &mut Value, schema: &Value) -> Vec<(String, String)> {
+    defaults::apply(obj, schema);
+    validate::validate(obj, schema)
 }
 
 /// Marks a new CRD Established with its accepted names, as the apiextensions controllers do at once.
@@ -190,7 +212,8 @@ mod tests {
         json!({"metadata": {"name": "widgets.example.com"}, "spec": {
             "group": "example.com", "scope": "Namespaced",
             "names": {"plural": "widgets", "kind": "Widget", "shortNames": ["wd"]},
-            "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}}}]
+            "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
         }})
     }
 

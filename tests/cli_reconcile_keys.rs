@@ -1,0 +1,89 @@
+//! `wasmctrl reconcile` prints one plan per request key, each its own JSON
+//! document in the contract's field names; `--key` picks the keys.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{json, Value};
+
+use crate::guest_runtime::println_guest_path;
+
+fn wasmctrl(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_wasmctrl"))
+        .args(args)
+        .arg("--no-guest-cache")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.as_bytes()).unwrap();
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+/// Every JSON document on stdout, in order.
+fn documents(out: &Output) -> Vec<Value> {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::Deserializer::from_slice(&out.stdout)
+        .into_iter::<Value>()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+const TWO_CONFIGMAPS: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b, namespace: ops}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: ops}\n";
+
+/// The test guest, one key per ConfigMap in `ops`, applying ConfigMap
+/// `out` with the key it was called for.
+fn per_object_args(guest: &str) -> Vec<&str> {
+    vec![
+        "reconcile",
+        "--guest",
+        guest,
+        "--objects",
+        "-",
+        "--namespace",
+        "ops",
+        "--config",
+        "keys=per-object",
+        "--config",
+        "output=out",
+    ]
+}
+
+fn applied(key: &str) -> Value {
+    json!({
+        "key": key,
+        "apply": [{"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "out", "namespace": "ops"},
+                   "data": {"key": key, "objects": "2"}}],
+        "delete": [],
+        "events": [],
+        "requeue-after-ms": null,
+    })
+}
+
+#[test]
+fn without_key_every_key_gets_its_own_plan_document_in_key_order() {
+    let g = println_guest_path();
+    let out = wasmctrl(&per_object_args(g.to_str().unwrap()), TWO_CONFIGMAPS);
+    assert_eq!(documents(&out), vec![applied("ops/a"), applied("ops/b")]);
+}
+
+#[test]
+fn key_flag_reconciles_only_the_keys_named_even_one_no_object_produces() {
+    let g = println_guest_path();
+    let mut args = per_object_args(g.to_str().unwrap());
+    args.extend(["--key", "ops/b"]);
+    let out = wasmctrl(&args, TWO_CONFIGMAPS);
+    assert_eq!(documents(&out), vec![applied("ops/b")]);
+
+    args.extend(["--key", "ops/gone"]);
+    let out = wasmctrl(&args, TWO_CONFIGMAPS);
+    assert_eq!(documents(&out), vec![applied("ops/b"), applied("ops/gone")]);
+}
