@@ -277,3 +277,32 @@ fn layout_value(v: &Val) -> Value<'_> {
         Val::Json(s) => Value::Json(s),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{GroupVersionKind, Watch};
+
+    #[test]
+    fn fixtures_naming_undeclared_watches_or_fields_are_errors() {
+        let m = Manifest::new("t").watch(
+            Watch::new("pods", GroupVersionKind::core("Pod"))
+                .fields(["spec.nodeName"])
+                .index("by-node", "spec.nodeName"),
+        );
+        let ok = World::new(&m).with(Obj::new("pods", "a", "p").set("spec.nodeName", "n1"));
+        let data = ok.snapshot().expect("declared names");
+        assert_eq!(data.indexes.len(), 1);
+        assert_eq!(data.indexes[0].buckets.len(), 1);
+        let err = World::new(&m)
+            .with(Obj::new("pods", "a", "p").set("spec.nodename", "n1"))
+            .snapshot()
+            .unwrap_err();
+        assert!(err.to_string().contains("\"spec.nodename\""), "{err}");
+        let err = World::new(&m)
+            .with(Obj::new("pod", "a", "p"))
+            .snapshot()
+            .unwrap_err();
+        assert!(err.to_string().contains("no watch named \"pod\""), "{err}");
+    }
+}
