@@ -46,14 +46,16 @@ mod wat;
 /// before entering the function).
 fn copy_only_guest() -> Vec<u8> {
     wat::guest(
-        &wat::WatManifest {
-            name: "copy-only".into(),
-            write_namespace: "default".into(),
-            write_names: vec![],
-            aggregate_key: "gpu-summary".into(),
-        },
+        &wat::WatManifest::writing_its_own_configmap("copy-only", "default"),
         wat::Behaviour::Trap,
     )
+}
+
+fn request() -> guest::Request {
+    guest::Request {
+        key: "gpu-summary".into(),
+        watch: None,
+    }
 }
 
 fn main() {
@@ -127,7 +129,7 @@ fn main() {
         let t = Instant::now();
         let snap = guest::snapshot::build(&manifest, &refs);
         build.push(t.elapsed());
-        let (plan, stats) = module.reconcile(&manifest, &env, "gpu-summary", &snap);
+        let (plan, stats) = module.reconcile(&manifest, &env, &request(), snap.clone());
         plan.unwrap();
         call.push(stats.call);
         inst.push(stats.instantiate);
@@ -137,7 +139,7 @@ fn main() {
     let copy_module = rt.load_bytes("copy-only.wasm", &copy_only_guest()).unwrap();
     let mut copy = Vec::new();
     for _ in 0..ROUNDS {
-        let (result, stats) = copy_module.reconcile(&manifest, &env, "gpu-summary", &snap);
+        let (result, stats) = copy_module.reconcile(&manifest, &env, &request(), snap.clone());
         assert!(result.is_err());
         copy.push(stats.call);
     }

@@ -84,14 +84,13 @@ fn main() {
         let t = Instant::now();
         let keep = Keep::for_manifest(&manifest);
         let objects = read_objects_keeping(&dump, &keep).unwrap();
-        let plans =
-            wasmctrl::offline::reconcile(&module, &env, &manifest, &objects, &Keys::All).unwrap();
-        assert_eq!(plans[0]["apply"].as_array().unwrap().len(), 1);
+        let plans = wasmctrl::offline::reconcile(&module, &env, &manifest, &objects, None).unwrap();
+        assert_eq!(plans[0]["plan"]["writes"].as_array().unwrap().len(), 1);
         pruned.push(t.elapsed());
 
         let t = Instant::now();
         let objects = read_objects_keeping(&dump, &Keep::everything()).unwrap();
-        wasmctrl::offline::reconcile(&module, &env, &manifest, &objects, &Keys::All).unwrap();
+        wasmctrl::offline::reconcile(&module, &env, &manifest, &objects, None).unwrap();
         whole.push(t.elapsed());
     }
     pruned.sort();

@@ -18,7 +18,7 @@ use crate::store::{object_key, Store};
 
 /// One watch's cache as the controller reads it.
 #[derive(Clone)]
-pub(crate) struct WatchCache {
+pub struct WatchCache {
     /// The informer's store.
     pub store: Store,
     /// Where each of the watch's paths (visible, then index fields) sits in
@@ -28,7 +28,7 @@ pub(crate) struct WatchCache {
 
 impl WatchCache {
     /// The informer position of the watch's path `i`.
-    pub fn at(&self, i: usize) -> usize {
+    pub(crate) fn at(&self, i: usize) -> usize {
         self.positions.get(i).copied().unwrap_or(usize::MAX)
     }
 }

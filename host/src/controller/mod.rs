@@ -35,7 +35,7 @@ use crate::outputs::Outputs;
 use crate::permissions::{self, Checked, Need, PermissionError};
 use crate::request::RequestKey;
 use crate::workqueue::{self, Outcome, Workqueue};
-use keys::WatchCache;
+pub use keys::WatchCache;
 
 /// How soon a key whose pinned write was dropped (its object gone or
 /// replaced) is looked at again, if no watch event has re-enqueued it
@@ -494,16 +494,7 @@ impl GuestController {
         };
         let k = key.clone();
         let joined = tokio::task::spawn_blocking(move || {
-            let objects = related::objects_for(&manifest, &caches, &k);
-            let views: Vec<WatchView<'_>> = objects
-                .iter()
-                .zip(caches.iter())
-                .map(|(objs, cache)| WatchView {
-                    objects: objs.iter().map(Arc::as_ref).collect(),
-                    positions: cache.positions.clone(),
-                })
-                .collect();
-            let snap = snapshot::build(&manifest, &views);
+            let snap = snapshot_for(&manifest, &caches, &k);
             module.reconcile(&manifest, &env, &request, snap)
         })
         .await;
@@ -570,6 +561,26 @@ impl GuestController {
         };
         (outcome, None)
     }
+}
+
+/// The snapshot one reconcile of `key` gets from `caches` (one per watch
+/// of `manifest`): every object for an aggregate key, the primary and its
+/// related objects for a per-object key (see `related`).
+pub fn snapshot_for(
+    manifest: &GuestManifest,
+    caches: &[WatchCache],
+    key: &RequestKey,
+) -> crate::guest::SnapshotData {
+    let objects = related::objects_for(manifest, caches, key);
+    let views: Vec<WatchView<'_>> = objects
+        .iter()
+        .zip(caches)
+        .map(|(objs, cache)| WatchView {
+            objects: objs.iter().map(Arc::as_ref).collect(),
+            positions: cache.positions.clone(),
+        })
+        .collect();
+    snapshot::build(manifest, &views)
 }
 
 /// Refuses, naming the guest and the rule, a status write rule for a kind
@@ -687,3 +698,6 @@ async fn preflight(
         }),
     }
 }
+
+#[cfg(test)]
+mod tests;

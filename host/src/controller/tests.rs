@@ -1,0 +1,348 @@
+//! Key mappings and per-key snapshots over real stores (no cluster): which
+//! keys a change wakes, and which objects a key's snapshot holds — the
+//! related ones only, found through the indexes.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use wasmctrl_snapshot::SnapshotView;
+
+use super::keys::{all_keys, keys_for, WatchCache};
+use super::related::objects_for;
+use crate::guest::bindings::wasmctrl::controller::types as wit;
+use crate::guest::manifest::{self, GuestManifest};
+use crate::guest::snapshot::{self, WatchView};
+use crate::informer::field_positions;
+use crate::projection::Interner;
+use crate::request::RequestKey;
+use crate::store::{Change, Writer};
+
+fn gvk(group: &str, kind: &str) -> wit::GroupVersionKind {
+    wit::GroupVersionKind {
+        group: group.into(),
+        version: "v1".into(),
+        kind: kind.into(),
+    }
+}
+
+fn watch(
+    name: &str,
+    g: wit::GroupVersionKind,
+    fields: &[&str],
+    keys: wit::KeyMapping,
+) -> wit::Watch {
+    wit::Watch {
+        name: name.into(),
+        gvk: g,
+        plural: None,
+        namespace: None,
+        label_selector: None,
+        field_selector: None,
+        fields: fields.iter().map(|f| f.to_string()).collect(),
+        indexes: vec![],
+        keys,
+        finalizer: None,
+    }
+}
+
+/// Quotas (primary, per namespace, indexed by `spec.node`), pods in the
+/// same namespace, replicas they own, and nodes matched by index.
+fn manifest() -> GuestManifest {
+    let mut quotas = watch(
+        "quotas",
+        gvk("example.com", "Quota"),
+        &["spec.limit"],
+        wit::KeyMapping::PerObject,
+    );
+    quotas.indexes = vec![wit::IndexSpec {
+        name: "node".into(),
+        field: "spec.node".into(),
+    }];
+    manifest::validate(&wit::Manifest {
+        name: "quota".into(),
+        watches: vec![
+            quotas,
+            watch(
+                "pods",
+                gvk("", "Pod"),
+                &["spec.nodeName"],
+                wit::KeyMapping::SameNamespace("quotas".into()),
+            ),
+            watch(
+                "parts",
+                gvk("", "ConfigMap"),
+                &["data.x"],
+                wit::KeyMapping::Owner("quotas".into()),
+            ),
+            watch(
+                "nodes",
+                gvk("", "Node"),
+                &["metadata.name"],
+                wit::KeyMapping::ByIndex(wit::IndexLink {
+                    primary: "quotas".into(),
+                    index: "node".into(),
+                    field: "metadata.name".into(),
+                }),
+            ),
+        ],
+        writes: vec![],
+        resync_seconds: None,
+    })
+    .unwrap()
+}
+
+struct World {
+    manifest: GuestManifest,
+    writers: Vec<Writer>,
+    caches: Vec<WatchCache>,
+    interner: Interner,
+}
+
+impl World {
+    fn new() -> Self {
+        let manifest = manifest();
+        let mut writers = Vec::new();
+        let mut caches = Vec::new();
+        for w in &manifest.watches {
+            let indexed = field_positions(&w.projection, &w.indexed_paths());
+            let writer = Writer::with_field_indexes(&indexed);
+            caches.push(WatchCache {
+                store: writer.store(),
+                positions: (0..w.projection.paths().len()).collect(),
+            });
+            writers.push(writer);
+        }
+        World {
+            manifest,
+            writers,
+            caches,
+            interner: Interner::default(),
+        }
+    }
+
+    fn put(&mut self, w: usize, obj: Value) -> Change {
+        let o = self.manifest.watches[w]
+            .projection
+            .project(&obj, &mut self.interner);
+        self.writers[w].apply(o).unwrap()
+    }
+
+    fn keys(&self, w: usize, change: &Change) -> Vec<String> {
+        keys_for(&self.manifest, &self.caches, w, change)
+            .into_iter()
+            .map(|k| {
+                format!(
+                    "{}:{}",
+                    k.watch.map_or("-".into(), |w| w.to_string()),
+                    k.key
+                )
+            })
+            .collect()
+    }
+
+    /// The names the guest's snapshot for `key` holds, per watch.
+    fn seen(&self, key: &RequestKey) -> Vec<(u32, String)> {
+        let objects = objects_for(&self.manifest, &self.caches, key);
+        let views: Vec<WatchView<'_>> = objects
+            .iter()
+            .zip(&self.caches)
+            .map(|(o, c)| WatchView {
+                objects: o.iter().map(Arc::as_ref).collect(),
+                positions: c.positions.clone(),
+            })
+            .collect();
+        let data = snapshot::build(&self.manifest, &views);
+        let view = SnapshotView::new(&data).unwrap();
+        (0..view.len())
+            .map(|o| {
+                (
+                    view.watch(o),
+                    format!("{}/{}", view.namespace(o), view.name(o)),
+                )
+            })
+            .collect()
+    }
+}
+
+fn quota(ns: &str, name: &str, uid: &str, node: &str) -> Value {
+    json!({"metadata": {"namespace": ns, "name": name, "uid": uid}, "spec": {"node": node}})
+}
+
+fn pod(ns: &str, name: &str) -> Value {
+    json!({"metadata": {"namespace": ns, "name": name, "uid": format!("p-{name}")}})
+}
+
+fn part(ns: &str, name: &str, owner: &str, owner_uid: &str) -> Value {
+    json!({"metadata": {"namespace": ns, "name": name, "uid": format!("c-{name}"),
+        "ownerReferences": [{"apiVersion": "example.com/v1", "kind": "Quota", "name": owner,
+                             "uid": owner_uid, "controller": true}]}})
+}
+
+fn node(name: &str) -> Value {
+    json!({"metadata": {"name": name, "uid": format!("n-{name}")}})
+}
+
+fn populated() -> World {
+    let mut w = World::new();
+    w.put(0, quota("a", "qa", "ua", "n1"));
+    w.put(0, quota("b", "qb", "ub", "n2"));
+    for i in 0..20 {
+        w.put(
+            1,
+            pod(if i % 2 == 0 { "a" } else { "b" }, &format!("p{i:02}")),
+        );
+    }
+    w.put(2, part("a", "owned-by-qa", "qa", "ua"));
+    w.put(2, part("b", "owned-by-qb", "qb", "ub"));
+    w.put(3, node("n1"));
+    w.put(3, node("n2"));
+    w.put(3, node("n3"));
+    w
+}
+
+#[test]
+fn same_namespace_owner_and_by_index_changes_wake_exactly_the_related_primaries() {
+    let mut w = populated();
+    let c = w.put(1, pod("a", "new"));
+    assert_eq!(
+        w.keys(1, &c),
+        ["0:a/qa"],
+        "a pod wakes the quotas of its namespace"
+    );
+    let c = w.put(2, part("b", "another", "qb", "ub"));
+    assert_eq!(
+        w.keys(2, &c),
+        ["0:b/qb"],
+        "an owned object wakes its controller owner"
+    );
+    let c = w.put(0, quota("a", "qa", "ua", "n3"));
+    assert_eq!(w.keys(0, &c), ["0:a/qa"], "a primary is its own key");
+    let c = w.put(3, node("n3-x"));
+    assert!(w.keys(3, &c).is_empty(), "no quota indexes n3-x");
+    let gone = w.writers[3].delete("", "n3").unwrap();
+    assert_eq!(
+        w.keys(3, &gone),
+        ["0:a/qa"],
+        "the node a quota indexes wakes it"
+    );
+    let mut keys = all_keys(&w.manifest, &w.caches);
+    keys.sort();
+    assert_eq!(
+        keys,
+        [RequestKey::object(0, "a/qa"), RequestKey::object(0, "b/qb")]
+    );
+}
+
+#[test]
+fn a_per_object_snapshot_holds_its_primary_and_only_related_objects() {
+    let w = populated();
+    let seen = w.seen(&RequestKey::object(0, "a/qa"));
+    let pods: Vec<&str> = seen
+        .iter()
+        .filter(|(w, _)| *w == 1)
+        .map(|(_, n)| n.as_str())
+        .collect();
+    assert_eq!(seen[0], (0, "a/qa".to_string()), "the primary comes first");
+    assert_eq!(
+        seen.iter().filter(|(w, _)| *w == 0).count(),
+        1,
+        "no other quota"
+    );
+    assert_eq!(pods.len(), 10);
+    assert!(pods.iter().all(|p| p.starts_with("a/")), "{pods:?}");
+    assert!(seen.contains(&(2, "a/owned-by-qa".into())));
+    assert!(!seen.contains(&(2, "b/owned-by-qb".into())));
+    assert!(seen.contains(&(3, "/n1".into())));
+    assert!(!seen.iter().any(|(w, n)| *w == 3 && n != "/n1"), "{seen:?}");
+    // A gone primary: an empty snapshot.
+    assert!(w.seen(&RequestKey::object(0, "a/missing")).is_empty());
+    // An aggregate key sees the world.
+    assert_eq!(w.seen(&RequestKey::aggregate("all")).len(), 2 + 20 + 2 + 3);
+}
+
+#[test]
+fn key_mappings_naming_unknown_watches_or_indexes_are_refused_naming_the_field() {
+    let base = || {
+        let mut m = wit::Manifest {
+            name: "g".into(),
+            watches: vec![
+                watch(
+                    "quotas",
+                    gvk("example.com", "Quota"),
+                    &["spec.limit"],
+                    wit::KeyMapping::PerObject,
+                ),
+                watch(
+                    "pods",
+                    gvk("", "Pod"),
+                    &["spec.nodeName"],
+                    wit::KeyMapping::None,
+                ),
+            ],
+            writes: vec![],
+            resync_seconds: None,
+        };
+        m.watches[0].indexes = vec![wit::IndexSpec {
+            name: "node".into(),
+            field: "spec.node".into(),
+        }];
+        m
+    };
+    let cases: Vec<(Box<dyn Fn(&mut wit::Manifest)>, &str)> = vec![
+        (
+            Box::new(|m| m.watches[1].keys = wit::KeyMapping::Owner("nope".into())),
+            "watches[1] (pods).keys.owner: names watch \"nope\", which the manifest does not declare",
+        ),
+        (
+            Box::new(|m| m.watches[1].keys = wit::KeyMapping::SameNamespace("pods".into())),
+            "watches[1] (pods).keys.same-namespace: names watch \"pods\", which is not a primary",
+        ),
+        (
+            Box::new(|m| {
+                m.watches[1].keys = wit::KeyMapping::ByIndex(wit::IndexLink {
+                    primary: "quotas".into(),
+                    index: "zone".into(),
+                    field: "spec.nodeName".into(),
+                })
+            }),
+            "watches[1] (pods).keys.by-index.index: names index \"zone\"",
+        ),
+        (
+            Box::new(|m| {
+                m.watches[1].keys = wit::KeyMapping::ByIndex(wit::IndexLink {
+                    primary: "quotas".into(),
+                    index: "node".into(),
+                    field: "spec.other".into(),
+                })
+            }),
+            "watches[1] (pods).keys.by-index.field: names field \"spec.other\"",
+        ),
+        (
+            Box::new(|m| m.watches[0].finalizer = Some("cleanup".into())),
+            "watches[0] (quotas).finalizer: \"cleanup\" is not a qualified name",
+        ),
+        (
+            Box::new(|m| m.watches[1].finalizer = Some("example.com/x".into())),
+            "watches[1] (pods).finalizer: finalizer \"example.com/x\" needs per-object keys",
+        ),
+        (
+            Box::new(|m| m.watches[1].name = "quotas".into()),
+            "watches[1].name: watch name \"quotas\" is declared twice",
+        ),
+        (
+            Box::new(|m| m.watches[1].name = "Pods".into()),
+            "watches[1].name: \"Pods\" is not a lowercase DNS label",
+        ),
+    ];
+    for (change, want) in cases {
+        let mut m = base();
+        change(&mut m);
+        let e = manifest::validate(&m).expect_err(want).to_string();
+        assert!(e.starts_with(want), "{e}\n  wanted: {want}");
+    }
+    let mut ok = base();
+    ok.watches[0].finalizer = Some("example.com/cleanup".into());
+    assert!(manifest::validate(&ok).is_ok());
+}
