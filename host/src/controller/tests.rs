@@ -290,7 +290,8 @@ fn key_mappings_naming_unknown_watches_or_indexes_are_refused_naming_the_field()
         }];
         m
     };
-    let cases: Vec<(Box<dyn Fn(&mut wit::Manifest)>, &str)> = vec![
+    type Edit = Box<dyn Fn(&mut wit::Manifest)>;
+    let cases: Vec<(Edit, &str)> = vec![
         (
             Box::new(|m| m.watches[1].keys = wit::KeyMapping::Owner("nope".into())),
             "watches[1] (pods).keys.owner: names watch \"nope\", which the manifest does not declare",

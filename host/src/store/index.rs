@@ -8,25 +8,31 @@
 //! rebuild). It never decides what an index is used for (key mappings and
 //! per-key snapshots are the controller's) and never scans the world.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::StoreKey;
 use crate::projection::{Projected, ProjectedObject};
 
-/// One field index: object keys by each string value a projected field
-/// (by position in the informer's projection) yields.
+/// Objects under one index key, sorted by (namespace, name). The index
+/// holds the objects themselves, not only their keys: a lookup reads them
+/// without a second search of the objects map (at 100,000 objects, those
+/// searches were most of a per-key snapshot's cost).
+type Bucket = BTreeMap<StoreKey, Arc<ProjectedObject>>;
+
+/// One field index: objects by each string value a projected field (by
+/// position in the informer's projection) yields.
 #[derive(Debug, Default)]
 struct FieldIndex {
     position: usize,
-    values: HashMap<Arc<str>, BTreeSet<StoreKey>>,
+    values: HashMap<Arc<str>, Bucket>,
 }
 
 /// Every index of one store.
 #[derive(Debug, Default)]
 pub(super) struct Indexes {
-    namespaces: HashMap<Arc<str>, BTreeSet<Arc<str>>>,
-    owners: HashMap<Arc<str>, BTreeSet<StoreKey>>,
+    namespaces: HashMap<Arc<str>, Bucket>,
+    owners: HashMap<Arc<str>, Bucket>,
     fields: Vec<FieldIndex>,
 }
 
@@ -41,11 +47,7 @@ fn string_values(obj: &ProjectedObject, position: usize) -> BTreeSet<&Arc<str>> 
         .collect()
 }
 
-fn remove_from<K: std::hash::Hash + Eq, V: Ord>(
-    map: &mut HashMap<K, BTreeSet<V>>,
-    key: &K,
-    value: &V,
-) {
+fn remove_from<K: std::hash::Hash + Eq>(map: &mut HashMap<K, Bucket>, key: &K, value: &StoreKey) {
     if let Some(set) = map.get_mut(key) {
         set.remove(value);
         if set.is_empty() {
@@ -70,16 +72,16 @@ impl Indexes {
     }
 
     /// Adds `obj` (stored under `key`) to every index.
-    pub(super) fn insert(&mut self, key: &StoreKey, obj: &ProjectedObject) {
+    pub(super) fn insert(&mut self, key: &StoreKey, obj: &Arc<ProjectedObject>) {
         self.namespaces
             .entry(key.0.clone())
             .or_default()
-            .insert(key.1.clone());
+            .insert(key.clone(), obj.clone());
         if let Some(owner) = obj.owner.as_ref().filter(|o| !o.uid.is_empty()) {
             self.owners
                 .entry(owner.uid.clone())
                 .or_default()
-                .insert(key.clone());
+                .insert(key.clone(), obj.clone());
         }
         for index in &mut self.fields {
             for value in string_values(obj, index.position) {
@@ -87,14 +89,14 @@ impl Indexes {
                     .values
                     .entry(value.clone())
                     .or_default()
-                    .insert(key.clone());
+                    .insert(key.clone(), obj.clone());
             }
         }
     }
 
     /// Removes `obj` (stored under `key`) from every index.
     pub(super) fn remove(&mut self, key: &StoreKey, obj: &ProjectedObject) {
-        remove_from(&mut self.namespaces, &key.0, &key.1);
+        remove_from(&mut self.namespaces, &key.0, key);
         if let Some(owner) = &obj.owner {
             remove_from(&mut self.owners, &owner.uid, key);
         }
@@ -105,25 +107,28 @@ impl Indexes {
         }
     }
 
-    /// Names in namespace `ns`, sorted.
-    pub(super) fn in_namespace(&self, ns: &str) -> impl Iterator<Item = &Arc<str>> {
-        self.namespaces.get(ns).into_iter().flatten()
+    /// The objects in namespace `ns`, sorted by name.
+    pub(super) fn in_namespace(&self, ns: &str) -> Vec<Arc<ProjectedObject>> {
+        self.namespaces
+            .get(ns)
+            .map_or_else(Vec::new, |b| b.values().cloned().collect())
     }
 
-    /// Keys of the objects whose controller owner has `uid`, sorted.
-    pub(super) fn owned_by(&self, uid: &str) -> impl Iterator<Item = &StoreKey> {
-        self.owners.get(uid).into_iter().flatten()
+    /// The objects whose controller owner has `uid`, sorted.
+    pub(super) fn owned_by(&self, uid: &str) -> Vec<Arc<ProjectedObject>> {
+        self.owners
+            .get(uid)
+            .map_or_else(Vec::new, |b| b.values().cloned().collect())
     }
 
-    /// Keys of the objects whose field `position` yields `value`, sorted;
-    /// None when that field is not indexed.
-    pub(super) fn with_value(
-        &self,
-        position: usize,
-        value: &str,
-    ) -> Option<impl Iterator<Item = &StoreKey>> {
-        let index = self.fields.iter().find(|i| i.position == position)?;
-        Some(index.values.get(value).into_iter().flatten())
+    /// The objects whose field `position` yields `value`, sorted (none
+    /// when that field is not indexed).
+    pub(super) fn with_value(&self, position: usize, value: &str) -> Vec<Arc<ProjectedObject>> {
+        self.fields
+            .iter()
+            .find(|i| i.position == position)
+            .and_then(|i| i.values.get(value))
+            .map_or_else(Vec::new, |b| b.values().cloned().collect())
     }
 
     /// Whether field `position` is indexed.

@@ -109,12 +109,6 @@ struct Cache {
     indexes: Indexes,
 }
 
-impl Cache {
-    fn resolve<'a>(&self, keys: impl Iterator<Item = &'a StoreKey>) -> Vec<Arc<ProjectedObject>> {
-        keys.filter_map(|k| self.objects.get(k).cloned()).collect()
-    }
-}
-
 /// A read handle on an informer's cache. Cheap to clone; reads never wait
 /// for the API server.
 #[derive(Clone, Default)]
@@ -146,13 +140,7 @@ impl Store {
     /// The objects in namespace `ns`, sorted by name (through the
     /// namespace index: no scan).
     pub fn in_namespace(&self, ns: &str) -> Vec<Arc<ProjectedObject>> {
-        let cache = read(&self.cache);
-        let ns: Arc<str> = Arc::from(ns);
-        cache
-            .indexes
-            .in_namespace(&ns)
-            .filter_map(|name| cache.objects.get(&(ns.clone(), name.clone())).cloned())
-            .collect()
+        read(&self.cache).indexes.in_namespace(ns)
     }
 
     /// The objects whose controller owner has `uid`, sorted by namespace
@@ -161,20 +149,14 @@ impl Store {
         if uid.is_empty() {
             return Vec::new();
         }
-        let cache = read(&self.cache);
-        cache.resolve(cache.indexes.owned_by(uid))
+        read(&self.cache).indexes.owned_by(uid)
     }
 
     /// The objects whose projected field `position` yields the string
     /// `value`, sorted by namespace and name (through that field's index;
     /// empty when the field is not indexed).
     pub fn with_value(&self, position: usize, value: &str) -> Vec<Arc<ProjectedObject>> {
-        let cache = read(&self.cache);
-        let found = match cache.indexes.with_value(position, value) {
-            Some(keys) => cache.resolve(keys),
-            None => Vec::new(),
-        };
-        found
+        read(&self.cache).indexes.with_value(position, value)
     }
 
     /// Whether projected field `position` is indexed.
@@ -338,6 +320,32 @@ mod tests {
             "already gone: no second tombstone"
         );
         assert_eq!(w.delete("ml", "b").unwrap().kind, ChangeKind::Deleted);
+    }
+
+    #[test]
+    fn indexes_follow_every_update_delete_and_relist() {
+        let mut w = Writer::with_field_indexes(&[0]);
+        let store = w.store();
+        w.apply(object("a", "1", "n1"));
+        w.apply(object("b", "1", "n1"));
+        let names = |v: Vec<Arc<ProjectedObject>>| -> Vec<String> {
+            v.iter().map(|o| o.name.to_string()).collect()
+        };
+        assert_eq!(names(store.with_value(0, "n1")), ["a", "b"]);
+        assert_eq!(names(store.in_namespace("ml")), ["a", "b"]);
+        w.apply(object("a", "2", "n2"));
+        assert_eq!(names(store.with_value(0, "n1")), ["b"], "moved out of n1");
+        assert_eq!(names(store.with_value(0, "n2")), ["a"]);
+        w.delete("ml", "b");
+        assert!(store.with_value(0, "n1").is_empty());
+        w.start_relist();
+        w.finish_relist();
+        assert!(
+            store.in_namespace("ml").is_empty(),
+            "tombstoned by the relist"
+        );
+        assert!(store.with_value(0, "n2").is_empty());
+        assert!(store.with_value(7, "n2").is_empty(), "not an indexed field");
     }
 
     #[test]
