@@ -1,5 +1,5 @@
 //! `wasmctrl reconcile` prints one plan per request key, each its own JSON
-//! document in the contract's field names; `--key` picks the keys.
+//! document in the contract's field names; `--key` picks one.
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
@@ -57,14 +57,17 @@ fn per_object_args(guest: &str) -> Vec<&str> {
 }
 
 fn applied(key: &str) -> Value {
+    // A per-object key's snapshot holds its primary only (no relations
+    // declared), so the guest sees one object.
     json!({
-        "key": key,
-        "apply": [{"apiVersion": "v1", "kind": "ConfigMap",
-                   "metadata": {"name": "out", "namespace": "ops"},
-                   "data": {"key": key, "objects": "2"}}],
-        "delete": [],
-        "events": [],
-        "requeue-after-ms": null,
+        "request": {"key": key, "watch": "watched"},
+        "plan": {
+            "writes": [{"apply": {"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": "out", "namespace": "ops"},
+                       "data": {"key": key, "objects": "1"}}}],
+            "events": [],
+            "requeue-after-ms": null,
+        },
     })
 }
 
@@ -76,14 +79,17 @@ fn without_key_every_key_gets_its_own_plan_document_in_key_order() {
 }
 
 #[test]
-fn key_flag_reconciles_only_the_keys_named_even_one_no_object_produces() {
+fn key_flag_reconciles_only_the_key_named_and_refuses_one_no_object_produces() {
     let g = println_guest_path();
     let mut args = per_object_args(g.to_str().unwrap());
     args.extend(["--key", "ops/b"]);
     let out = wasmctrl(&args, TWO_CONFIGMAPS);
     assert_eq!(documents(&out), vec![applied("ops/b")]);
 
+    let mut args = per_object_args(g.to_str().unwrap());
     args.extend(["--key", "ops/gone"]);
     let out = wasmctrl(&args, TWO_CONFIGMAPS);
-    assert_eq!(documents(&out), vec![applied("ops/b"), applied("ops/gone")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("ops/gone") && err.contains("ops/a"), "{err}");
 }

@@ -79,8 +79,8 @@ fn std_println_and_eprintln_reach_the_logs_with_the_guest_name() {
     let lines = logs_of(|| {
         let manifest = module.manifest(&env).unwrap();
         let snap = snapshot::build(&manifest, &[WatchView::identity(vec![], 0)]);
-        let (plan, _) = module.reconcile(&manifest, &env, "println", &snap);
-        assert!(plan.unwrap().apply.is_empty());
+        let (plan, _) = module.reconcile(&manifest, &env, &request("println"), snap);
+        assert!(plan.unwrap().writes.is_empty());
     });
     // describe runs before the manifest names the guest: the file labels it.
     let described = find(&lines, "describe: namespace ops");
@@ -112,7 +112,7 @@ fn a_guest_panic_is_reported_with_its_message() {
     let manifest = module.manifest(&env).unwrap();
     let snap = snapshot::build(&manifest, &[WatchView::identity(vec![], 0)]);
     let lines = logs_of(|| {
-        let (plan, _) = module.reconcile(&manifest, &env, "k1", &snap);
+        let (plan, _) = module.reconcile(&manifest, &env, &request("k1"), snap);
         let e = plan.unwrap_err();
         assert_eq!(e.reason(), "guest_panic", "{e}");
         let text = e.to_string();
@@ -142,7 +142,7 @@ fn output_past_the_per_call_cap_is_dropped_but_a_panic_still_names_its_message()
     let manifest = module.manifest(&env).unwrap();
     let snap = snapshot::build(&manifest, &[WatchView::identity(vec![], 0)]);
     let lines = logs_of(|| {
-        let (plan, _) = module.reconcile(&manifest, &env, "k", &snap);
+        let (plan, _) = module.reconcile(&manifest, &env, &request("k"), snap.clone());
         let e = plan.unwrap_err();
         assert!(
             e.to_string()
@@ -160,8 +160,15 @@ fn output_past_the_per_call_cap_is_dropped_but_a_panic_still_names_its_message()
     // The cap is per call: the next call logs afresh.
     let env = guest::environment("ops", &BTreeMap::new());
     let lines = logs_of(|| {
-        let (plan, _) = module.reconcile(&manifest, &env, "again", &snap);
+        let (plan, _) = module.reconcile(&manifest, &env, &request("again"), snap);
         plan.unwrap();
     });
     find(&lines, "reconcile again: 0 objects");
+}
+
+fn request(key: &str) -> wasmctrl::guest::Request {
+    wasmctrl::guest::Request {
+        key: key.to_string(),
+        watch: None,
+    }
 }

@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use wasmctrl::guest::{self, GuestRuntime, RuntimeConfig};
 use wasmctrl::objects::{read_objects_keeping, Keep};
-use wasmctrl::offline::Keys;
 
 /// A pod shaped like kubectl prints it (~7.5 KB pretty-printed).
 fn pod(i: usize) -> serde_json::Value {

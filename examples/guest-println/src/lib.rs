@@ -26,8 +26,8 @@ mod bindings {
 
 use bindings::exports::wasmctrl::controller::reconciler::Guest;
 use bindings::wasmctrl::controller::types::{
-    Environment, GroupVersionKind, KeyMapping, Manifest, Plan, ReconcileError, Snapshot, Watch,
-    WriteRule,
+    Environment, GroupVersionKind, KeyMapping, Manifest, Plan, ReconcileError, Request, Snapshot,
+    Watch, Write, WriteRule,
 };
 
 /// The aggregate key every change maps to.
@@ -86,12 +86,14 @@ impl Guest for PrintlnGuest {
                 gvk: configmap(),
                 namespace: Some(env.namespace.clone()),
                 names: vec![name.to_string()],
+                status: false,
             }],
             None => Vec::new(),
         };
         Ok(Manifest {
             name: config(&env, "name").unwrap_or("println").to_string(),
             watches: vec![Watch {
+                name: "watched".to_string(),
                 gvk,
                 plural: None,
                 namespace,
@@ -103,6 +105,7 @@ impl Guest for PrintlnGuest {
                     Some("per-object") => KeyMapping::PerObject,
                     _ => KeyMapping::Aggregate(KEY.to_string()),
                 },
+                finalizer: None,
             }],
             writes,
             resync_seconds: None,
@@ -111,9 +114,10 @@ impl Guest for PrintlnGuest {
 
     fn reconcile(
         env: Environment,
-        key: String,
+        request: Request,
         snapshot: Snapshot,
     ) -> Result<Plan, ReconcileError> {
+        let key = request.key;
         let seen = snapshot.object_watch.len();
         let lines = config(&env, "lines").and_then(|n| n.parse::<u32>().ok());
         for i in 0..lines.unwrap_or(0) {
@@ -124,18 +128,17 @@ impl Guest for PrintlnGuest {
         if config(&env, "panic") == Some("reconcile") {
             panic!("told to panic in reconcile of {key}");
         }
-        let apply = match config(&env, "output") {
-            Some(name) => vec![format!(
+        let writes = match config(&env, "output") {
+            Some(name) => vec![Write::Apply(format!(
                 r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":{},"namespace":{}}},"data":{{"key":{},"objects":"{seen}"}}}}"#,
                 quote(name),
                 quote(&env.namespace),
                 quote(&key),
-            )],
+            ))],
             None => Vec::new(),
         };
         Ok(Plan {
-            apply,
-            delete: Vec::new(),
+            writes,
             events: Vec::new(),
             requeue_after_ms: None,
         })

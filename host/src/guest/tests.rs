@@ -566,7 +566,7 @@ fn a_guest_asking_for_stdio_handles_in_a_loop_traps_instead_of_growing_the_host(
     let module = rt
         .load_bytes("grabber.wasm", &printer_component(body, ""))
         .unwrap();
-    let (plan, _) = module.reconcile(&gpu_manifest(), &env(), "k", &empty_snapshot());
+    let (plan, _) = module.reconcile(&gpu_manifest(), &env(), &request(), empty_snapshot());
     let e = plan.unwrap_err();
     assert_eq!(e.reason(), "trap", "{e}");
     assert!(e.to_string().contains("stdio handles"), "{e}");
