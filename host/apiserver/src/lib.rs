@@ -23,6 +23,7 @@ mod namespaces;
 pub mod objects;
 pub mod patch;
 mod pods;
+mod printer_columns;
 pub mod proto;
 pub mod registry;
 pub mod server;

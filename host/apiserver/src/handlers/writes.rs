@@ -145,7 +145,7 @@ impl Ctx<'_> {
     /// Commits `new` over `old`: carries immutable fields, separates
     /// status, records managedFields, and removes the object when a
     /// pending deletion lost its last finalizer.
-    fn commit_update(
+    pub(super) fn commit_update(
         &self,
         old: &Stored,
         mut new: Value,
