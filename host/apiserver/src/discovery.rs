@@ -101,6 +101,17 @@ fn resource_entries(r: &ResourceInfo) -> Vec<Value> {
             "verbs": ["create"],
         }));
     }
+    if r.scale.is_some() {
+        out.push(json!({
+            "name": format!("{}/scale", r.plural),
+            "singularName": "",
+            "namespaced": r.namespaced,
+            "group": "autoscaling",
+            "version": "v1",
+            "kind": "Scale",
+            "verbs": ["get", "patch", "update"],
+        }));
+    }
     if r.has_status {
         out.push(json!({
             "name": format!("{}/status", r.plural),

@@ -33,6 +33,7 @@ use super::table;
 use super::validation;
 
 mod reads;
+mod scale;
 mod writes;
 
 /// Largest accepted request body.
@@ -175,6 +176,7 @@ fn parse_target(reg: &Registry, group: &str, version: &str, rest: &[&str]) -> Re
         let is_pods = info.group.is_empty() && info.plural == "pods";
         let served = match s.as_str() {
             "status" => info.has_status,
+            "scale" => info.scale.is_some(),
             "binding" => is_pods,
             _ => false,
         };
@@ -372,7 +374,10 @@ async fn dispatch(app: &AppState, req: Request) -> Result<Response> {
         manager,
         warnings: Mutex::default(),
     };
+    let is_scale = ctx.target.sub.as_deref() == Some("scale");
     let result = match verb {
+        "get" if is_scale => ctx.get_scale(),
+        "update" | "patch" if is_scale => ctx.write_scale(read_body(req).await?, verb == "patch"),
         "get" => ctx.get(),
         "list" => ctx.list(),
         "watch" => ctx.watch(),

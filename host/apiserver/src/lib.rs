@@ -1,6 +1,6 @@
 //! Embedded, in-memory Kubernetes API server: real HTTPS, real API
 //! semantics (resourceVersions, watch, selectors, paging, patches,
-//! finalizers, status subresources, graceful pod deletion, namespace
+//! finalizers, garbage collection of dependents, status subresources, graceful pod deletion, namespace
 //! termination, unknown-field validation, Status errors), bearer-token auth
 //! with RBAC-like rules
 //! (namespace scope, resourceNames, self access reviews) and fault
@@ -16,12 +16,14 @@ pub mod convert;
 pub mod crd;
 pub mod discovery;
 pub mod faults;
+mod gc;
 mod handlers;
 mod kubelet;
 mod namespaces;
 pub mod objects;
 pub mod patch;
 mod pods;
+mod printer_columns;
 pub mod proto;
 pub mod registry;
 pub mod server;

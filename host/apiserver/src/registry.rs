@@ -26,6 +26,39 @@ pub struct ResourceInfo {
     pub short_names: Vec<String>,
     /// Discovery categories (`all`).
     pub categories: Vec<String>,
+    /// A custom resource version's `additionalPrinterColumns` (empty: the
+    /// default Age column; always empty for built-in kinds).
+    pub printer_columns: Vec<PrinterColumn>,
+    /// A custom resource version's scale subresource, if it declares one.
+    pub scale: Option<ScaleSubresource>,
+}
+
+/// One `additionalPrinterColumns` entry of a CRD version.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PrinterColumn {
+    /// Column header.
+    pub name: String,
+    /// `integer`, `number`, `string`, `boolean` or `date`.
+    pub type_: String,
+    /// OpenAPI format hint.
+    pub format: String,
+    /// Human description.
+    pub description: String,
+    /// 0 shows always; higher only in wide output.
+    pub priority: i64,
+    /// Simple JSONPath evaluated against each object (`.spec.replicas`).
+    pub json_path: String,
+}
+
+/// A CRD version's `subresources.scale`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ScaleSubresource {
+    /// JSONPath of the desired replicas (`.spec.replicas`).
+    pub spec_replicas_path: String,
+    /// JSONPath of the observed replicas (`.status.replicas`).
+    pub status_replicas_path: String,
+    /// JSONPath of the serialized label selector, if any.
+    pub label_selector_path: Option<String>,
 }
 
 impl ResourceInfo {
@@ -73,6 +106,8 @@ fn builtin(
         has_status,
         short_names: short.iter().map(|s| s.to_string()).collect(),
         categories: Vec::new(),
+        printer_columns: Vec::new(),
+        scale: None,
     }
 }
 

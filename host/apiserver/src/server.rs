@@ -22,6 +22,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::auth::{Tokens, User};
 use super::faults::Faults;
+use super::gc;
 use super::handlers::{self, AppState};
 use super::objects::{now_rfc3339, prepare_create};
 use super::registry::Registry;
@@ -70,6 +71,7 @@ pub struct ApiServerConfig {
     watch_timeout: Duration,
     bookmark_interval: Duration,
     kubelet: bool,
+    garbage_collector: bool,
 }
 
 impl Default for ApiServerConfig {
@@ -82,6 +84,7 @@ impl Default for ApiServerConfig {
             watch_timeout: DEFAULT_WATCH_TIMEOUT,
             bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
             kubelet: true,
+            garbage_collector: true,
         }
     }
 }
@@ -122,6 +125,17 @@ impl ApiServerConfig {
     #[must_use]
     pub fn kubelet(mut self, on: bool) -> Self {
         self.kubelet = on;
+        self
+    }
+
+    /// Whether a garbage collector deletes dependents whose owners are
+    /// gone and finishes foreground and orphan deletions (default true).
+    /// Without it an owner deleted with `propagationPolicy: Foreground` or
+    /// `Orphan` keeps its finalizer, as on a cluster whose
+    /// kube-controller-manager is down.
+    #[must_use]
+    pub fn garbage_collector(mut self, on: bool) -> Self {
+        self.garbage_collector = on;
         self
     }
 
@@ -170,6 +184,9 @@ impl ApiServer {
             bookmark_interval: config.bookmark_interval,
             kubelet: config.kubelet,
         });
+        if config.garbage_collector {
+            gc::spawn(&state);
+        }
         let router = Router::new()
             .fallback(handlers::handle)
             .with_state(state.clone());

@@ -546,6 +546,13 @@ impl Store {
         }
     }
 
+    /// Every change committed from now on, for in-process consumers (the
+    /// garbage collector); lagging behind [`BROADCAST_CAPACITY`] changes
+    /// loses some, which the receiver reports.
+    pub fn changes(&self) -> broadcast::Receiver<Arc<Record>> {
+        self.tx.subscribe()
+    }
+
     /// Forgets all retained history, as an etcd compaction at the current
     /// revision does: watches from any older resourceVersion get 410 Gone.
     pub fn compact(&self) {

@@ -59,6 +59,9 @@ fn col(name: &str, ty: &str, priority: u8) -> Value {
 }
 
 fn columns(info: &ResourceInfo) -> Vec<Value> {
+    if !info.printer_columns.is_empty() {
+        return super::printer_columns::definitions(&info.printer_columns);
+    }
     match (info.group.as_str(), info.plural.as_str()) {
         ("", "pods") => vec![
             col("Name", "string", 0),
@@ -84,6 +87,9 @@ fn columns(info: &ResourceInfo) -> Vec<Value> {
 }
 
 fn cells(info: &ResourceInfo, obj: &Value) -> Vec<Value> {
+    if !info.printer_columns.is_empty() {
+        return super::printer_columns::cells(&info.printer_columns, obj);
+    }
     let name = obj
         .pointer("/metadata/name")
         .cloned()

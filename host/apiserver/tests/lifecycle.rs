@@ -303,4 +303,56 @@ async fn a_write_naming_a_uid_never_creates_or_touches_a_namesake() {
             .unwrap_err(),
     );
     assert_eq!(e.code, 404);
+
+async fn a_terminating_namespace_reports_what_remains_in_its_conditions() {
+    let (_s, client) = start().await;
+    wasmctrl_test_support::create_namespace(&client, "t").await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "t");
+    let mut held = cm("held", json!({}));
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    create(&cms, &held).await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .delete("t", &DeleteParams::default())
+        .await
+        .unwrap();
+    let conditions = |ns: &Namespace| {
+        let cs = ns.status.as_ref().and_then(|s| s.conditions.clone());
+        cs.unwrap_or_default()
+            .into_iter()
+            .map(|c| {
+                (
+                    c.type_,
+                    c.status,
+                    c.reason.unwrap_or_default(),
+                    c.message.unwrap_or_default(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let api = namespaces.clone();
+    eventually("the namespace reports its remaining content", async || {
+        conditions(&api.get("t").await.unwrap()).len() == 5
+    })
+    .await;
+    let c = conditions(&namespaces.get("t").await.unwrap());
+    let s = |t: &str, st: &str, r: &str, m: &str| {
+        (t.to_string(), st.to_string(), r.to_string(), m.to_string())
+    };
+    assert_eq!(
+        c,
+        [
+            s("NamespaceDeletionDiscoveryFailure", "False", "ResourcesDiscovered", "All resources successfully discovered"),
+            s("NamespaceDeletionGroupVersionParsingFailure", "False", "ParsedGroupVersions", "All legacy kube types successfully parsed"),
+            s("NamespaceDeletionContentFailure", "False", "ContentDeleted", "All content successfully deleted, may be waiting on finalization"),
+            s("NamespaceContentRemaining", "True", "SomeResourcesRemain", "Some resources are remaining: configmaps. has 1 resource instances"),
+            s("NamespaceFinalizersRemaining", "True", "SomeFinalizersRemain", "Some content in the namespace has finalizers remaining: example.com/hold in 1 resource instances"),
+        ]
+    );
+    merge_patch(&cms, "held", json!({"metadata": {"finalizers": null}})).await;
+    let api = namespaces.clone();
+    eventually("the namespace goes once its content is gone", async || {
+        api.get_opt("t").await.unwrap().is_none()
+    })
+    .await;
 }

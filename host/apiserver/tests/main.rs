@@ -4,7 +4,7 @@
 //!
 //! One module per area a client can observe (`crud`, `lists`, `watch`,
 //! `patch`, `field_validation`, `lifecycle`, `kinds`, `auth`, `faults`,
-//! `writes`, `custom_resources`, `pods`)
+//! `writes`, `custom_resources`, `pods`, `gc`, `printer_columns`)
 //! drives the server with the real kube client, sharing the fixtures of
 //! `common`; `kubectl` drives it with kubectl and the Python client, `kubectl_writes`
 //! shows kubectl users its write errors;
@@ -21,6 +21,7 @@ mod crud;
 mod custom_resources;
 mod faults;
 mod field_validation;
+mod gc;
 mod kinds;
 mod kubectl;
 mod kubectl_writes;
@@ -28,6 +29,7 @@ mod lifecycle;
 mod lists;
 mod patch;
 mod pods;
+mod printer_columns;
 mod scale;
 mod watch;
 mod writes;

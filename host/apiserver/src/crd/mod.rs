@@ -17,7 +17,7 @@ pub(crate) use prune::unknown_paths;
 pub(crate) use schema::version_schema;
 
 use super::handlers::AppState;
-use super::registry::{Registry, ResourceInfo};
+use super::registry::{PrinterColumn, Registry, ResourceInfo, ScaleSubresource};
 
 /// True if `info` is CustomResourceDefinitions themselves.
 pub(crate) fn is_crd(info: &ResourceInfo) -> bool {
@@ -159,10 +159,49 @@ fn infos(obj: &Value) -> Option<(String, String, Vec<ResourceInfo>)> {
                 has_status: v.pointer("/subresources/status").is_some(),
                 short_names: strings("shortNames"),
                 categories: strings("categories"),
+                printer_columns: printer_columns(v),
+                scale: scale(v),
             })
         })
         .collect();
     Some((group, plural, versions))
+}
+
+/// A CRD version's `additionalPrinterColumns`.
+fn printer_columns(version: &Value) -> Vec<PrinterColumn> {
+    let text = |c: &Value, k: &str| {
+        c.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    version
+        .get("additionalPrinterColumns")
+        .and_then(Value::as_array)
+        .map(|cols| {
+            cols.iter()
+                .map(|c| PrinterColumn {
+                    name: text(c, "name"),
+                    type_: text(c, "type"),
+                    format: text(c, "format"),
+                    description: text(c, "description"),
+                    priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
+                    json_path: text(c, "jsonPath"),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A CRD version's `subresources.scale`.
+fn scale(version: &Value) -> Option<ScaleSubresource> {
+    let s = version.pointer("/subresources/scale")?;
+    let path = |k: &str| s.get(k).and_then(Value::as_str).map(str::to_string);
+    Some(ScaleSubresource {
+        spec_replicas_path: path("specReplicasPath")?,
+        status_replicas_path: path("statusReplicasPath")?,
+        label_selector_path: path("labelSelectorPath"),
+    })
 }
 
 /// After a CRD write: (re)registers its resources (removed while it is being deleted).

@@ -13,6 +13,7 @@ use super::{
 };
 use crate::convert;
 use crate::crd;
+use crate::gc;
 use crate::kubelet::{self, PodDeletion};
 use crate::namespaces;
 use crate::objects::{
@@ -144,7 +145,7 @@ impl Ctx<'_> {
     /// Commits `new` over `old`: carries immutable fields, separates
     /// status, records managedFields, and removes the object when a
     /// pending deletion lost its last finalizer.
-    fn commit_update(
+    pub(super) fn commit_update(
         &self,
         old: &Stored,
         mut new: Value,
@@ -550,18 +551,16 @@ impl Ctx<'_> {
 
     pub(super) fn delete(&self, body: Bytes) -> Result<Response> {
         let opts = self.delete_options(&body)?;
-        if let Some(p) = opts
-            .get("propagationPolicy")
-            .and_then(Value::as_str)
-            .or(self.q("propagationPolicy"))
-        {
-            if !matches!(p, "Orphan" | "Background" | "Foreground") {
-                return Err(ApiError::Unprocessable(format!(
-                    "propagationPolicy: Unsupported value: \"{p}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
-                )));
-            }
+        let (mut code, v) = self.delete_one(&self.target.key(), &opts)?;
+        // rest.DeleteResource: 202 when the object stays and the client
+        // asked for cascading with `orphanDependents: false`.
+        let stays = self
+            .store()
+            .get(&self.target.storage(), &self.target.key())
+            .is_some_and(|s| meta_str(&s.value(), "uid") == meta_str(&v, "uid"));
+        if stays && opts.get("orphanDependents") == Some(&Value::Bool(false)) {
+            code = StatusCode::ACCEPTED;
         }
-        let (code, v) = self.delete_one(&self.target.key(), &opts)?;
         Ok(value_response(code, &self.out(v)))
     }
 
@@ -571,6 +570,8 @@ impl Ctx<'_> {
             name: Some(key.1.clone()),
             ..self.target.clone()
         };
+        let propagation = gc::policy::requested(opts, self.q("propagationPolicy"))?;
+        let is_namespace = target.info.plural == "namespaces" && target.info.group.is_empty();
         for _ in 0..MAX_RETRIES {
             let old = self
                 .store()
@@ -599,6 +600,9 @@ impl Ctx<'_> {
                     });
                 }
             }
+            // The `orphan` / `foregroundDeletion` finalizers the policy
+            // asks for (the garbage collector finishes them, see `gc`).
+            let gc_finalizers = !is_namespace && gc::policy::apply(&mut v, propagation);
             let has_finalizers = v
                 .pointer("/metadata/finalizers")
                 .and_then(Value::as_array)
@@ -609,7 +613,7 @@ impl Ctx<'_> {
             } else {
                 PodDeletion::Immediate
             };
-            if graceful == PodDeletion::Pending {
+            if graceful == PodDeletion::Pending && !gc_finalizers {
                 return Ok((StatusCode::OK, v));
             }
             if let PodDeletion::Graceful {
@@ -642,9 +646,17 @@ impl Ctx<'_> {
             if self.dry_run() {
                 return Ok((StatusCode::OK, v));
             }
-            if has_finalizers {
+            let pending = graceful == PodDeletion::Pending;
+            if has_finalizers || pending {
                 if meta_str(&v, "deletionTimestamp").is_some() {
-                    return Ok((StatusCode::OK, v));
+                    if !gc_finalizers {
+                        return Ok((StatusCode::OK, v));
+                    }
+                    return match self.store().update(&storage, key, Some(old.rv), v) {
+                        Ok(s) => Ok((StatusCode::OK, s.value())),
+                        Err(StoreError::Conflict) => continue,
+                        Err(e) => Err(store_err(&target, e)),
+                    };
                 }
                 let grace = opts
                     .get("gracePeriodSeconds")
@@ -659,7 +671,7 @@ impl Ctx<'_> {
                     Err(e) => return Err(store_err(&target, e)),
                 }
             }
-            if target.info.plural == "namespaces" && target.info.group.is_empty() {
+            if is_namespace {
                 // Terminating at once; the content, then the namespace,
                 // go in the background (the namespace controller's work).
                 if meta_str(&v, "deletionTimestamp").is_some() {
