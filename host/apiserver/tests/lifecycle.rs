@@ -303,7 +303,9 @@ async fn a_write_naming_a_uid_never_creates_or_touches_a_namesake() {
             .unwrap_err(),
     );
     assert_eq!(e.code, 404);
+}
 
+#[tokio::test]
 async fn a_terminating_namespace_reports_what_remains_in_its_conditions() {
     let (_s, client) = start().await;
     wasmctrl_test_support::create_namespace(&client, "t").await;

@@ -23,9 +23,9 @@ mod writes;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
+use crate::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{ApiResource, DynamicObject};
-use crate::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 use kube::{Api, Client};
 
 pub use finalizers::{add_patch, remove_patch, Current};
