@@ -24,3 +24,4 @@ mod leader;
 mod metrics;
 mod missing_kind;
 mod pipeline;
+mod quota;
