@@ -83,25 +83,7 @@ impl Ctx<'_> {
             self.target.namespace.clone().unwrap_or_default(),
             name.clone(),
         );
-        if self.dry_run() {
-            return Ok(value_response(StatusCode::CREATED, &self.out(obj)));
-        }
-        let stored = self
-            .store()
-            .create(&self.target.storage(), key, obj)
-            .map_err(|e| match e {
-                StoreError::AlreadyExists => ApiError::already_exists(
-                    &self.target.info.group,
-                    &self.target.info.plural,
-                    &name,
-                ),
-                other => store_err(&self.target, other),
-            })?;
-        self.after_write(&stored.value());
-        Ok(json_response(
-            StatusCode::CREATED,
-            self.out_bytes(&stored.json),
-        ))
+        self.store_created(key, &name, obj)
     }
 
     /// A pod about to be stored (`old`: the stored one, for an update
@@ -455,17 +437,23 @@ impl Ctx<'_> {
         if let Some(mf) = mf {
             meta_mut(&mut obj).insert("managedFields".into(), mf);
         }
+        self.store_created(self.target.key(), &name, obj)
+    }
+
+    /// Stores a new, admitted object and answers 201 with it (or only
+    /// answers, under dryRun); a namesake that got there first is 409.
+    fn store_created(&self, key: ObjKey, name: &str, obj: Value) -> Result<Response> {
         if self.dry_run() {
             return Ok(value_response(StatusCode::CREATED, &self.out(obj)));
         }
         let stored = self
             .store()
-            .create(&self.target.storage(), self.target.key(), obj)
+            .create(&self.target.storage(), key, obj)
             .map_err(|e| match e {
                 StoreError::AlreadyExists => ApiError::already_exists(
                     &self.target.info.group,
                     &self.target.info.plural,
-                    &name,
+                    name,
                 ),
                 other => store_err(&self.target, other),
             })?;
