@@ -25,3 +25,4 @@ mod metrics;
 mod missing_kind;
 mod pipeline;
 mod quota;
+mod write_wars;

@@ -96,6 +96,15 @@ pub struct GuestResultLabels {
     pub result: String,
 }
 
+/// `{guest, manager}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ManagerLabels {
+    /// The guest name.
+    pub guest: String,
+    /// The other field manager.
+    pub manager: String,
+}
+
 /// `{name}`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct NameLabels {
@@ -172,6 +181,12 @@ pub struct Metrics {
     pub guest_swaps: Family<GuestResultLabels, Counter>,
     /// `wasmctrl_resyncs_total{guest}`: periodic re-enqueues of every key.
     pub resyncs: Family<GuestLabels, Counter>,
+    /// `wasmctrl_write_wars_total{guest,manager}`: outputs another field
+    /// manager kept taking back (see `actuator::contest`).
+    pub write_wars: Family<ManagerLabels, Counter>,
+    /// `wasmctrl_writes_held_back_total{guest}`: writes not sent during a
+    /// write war's hold-back.
+    pub writes_held_back: Family<GuestLabels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -208,6 +223,8 @@ impl Metrics {
             guest_info: Family::default(),
             guest_swaps: Family::default(),
             resyncs: Family::default(),
+            write_wars: Family::default(),
+            writes_held_back: Family::default(),
             registry: Registry::default(),
         };
         // prometheus-client appends `_total` to counters.
@@ -285,6 +302,16 @@ impl Metrics {
             "wasmctrl_resyncs",
             "Periodic resyncs (every key re-enqueued) per guest",
             m.resyncs.clone(),
+        );
+        registry.register(
+            "wasmctrl_write_wars",
+            "Write wars declared: an output another field manager kept taking back, by that manager",
+            m.write_wars.clone(),
+        );
+        registry.register(
+            "wasmctrl_writes_held_back",
+            "Writes not sent because their object was in a write war's hold-back",
+            m.writes_held_back.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -568,6 +595,46 @@ impl GuestMetrics {
     /// Periodic resyncs.
     pub fn resyncs(&self) -> u64 {
         self.resyncs.get()
+    }
+
+    fn manager(&self, manager: &str) -> ManagerLabels {
+        ManagerLabels {
+            guest: self.guest.clone(),
+            manager: manager.to_string(),
+        }
+    }
+
+    /// Records a write war with field manager `manager`.
+    pub fn write_war(&self, manager: &str) {
+        self.metrics
+            .write_wars
+            .get_or_create(&self.manager(manager))
+            .inc();
+    }
+
+    /// Write wars declared against `manager` so far.
+    pub fn write_wars(&self, manager: &str) -> u64 {
+        self.metrics
+            .write_wars
+            .get_or_create(&self.manager(manager))
+            .get()
+    }
+
+    /// Records a write not sent because of a write war's hold-back.
+    pub fn held_back_write(&self) {
+        self.held_back().inc();
+    }
+
+    fn held_back(&self) -> Counter {
+        let g = GuestLabels {
+            guest: self.guest.clone(),
+        };
+        self.metrics.writes_held_back.get_or_create(&g).clone()
+    }
+
+    /// Writes held back so far.
+    pub fn held_back_writes(&self) -> u64 {
+        self.held_back().get()
     }
 }
 

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value as Json;
 
+use crate::actuator::contest::{ContestConfig, Contests};
 use crate::discovery::{Discovery, DiscoveryError};
 use crate::guest::{GuestManifest, KeyMapping, ObjectKey, WriteRule};
 use crate::informer::{whole_object, Change, ChangeKind, Informer, InformerKey, InformerRegistry};
@@ -154,6 +155,7 @@ pub struct Outputs {
     outputs: Vec<Output>,
     producers: Arc<Mutex<HashMap<ObjectKey, RequestKey>>>,
     echoes: Arc<Echoes>,
+    contests: Arc<Contests>,
 }
 
 impl Drop for Outputs {
@@ -166,15 +168,19 @@ impl Drop for Outputs {
 
 impl Outputs {
     /// Acquires an informer on every write rule of `manifest` whose changes
-    /// (other than our echoes) enqueue their producer on `queue`.
+    /// (other than our echoes, and other than changes to an object whose
+    /// writes are held back by a write war judged by `contests`) enqueue
+    /// their producer on `queue`.
     pub async fn start(
         registry: &InformerRegistry,
         discovery: &Discovery,
         manifest: &GuestManifest,
         queue: &Workqueue<RequestKey>,
+        contests: ContestConfig,
     ) -> Result<Self, DiscoveryError> {
         let producers: Arc<Mutex<HashMap<ObjectKey, RequestKey>>> = Arc::default();
         let echoes: Arc<Echoes> = Arc::default();
+        let contests = Arc::new(Contests::new(contests));
         let aggregate_keys: Arc<[RequestKey]> = manifest
             .watches
             .iter()
@@ -202,6 +208,7 @@ impl Outputs {
             let informer = registry.acquire(&key, &[FieldPath::whole()], &[]);
             let (q, gvk) = (queue.clone(), rule.gvk.clone());
             let (producers, echoes) = (producers.clone(), echoes.clone());
+            let contests = contests.clone();
             let aggregate_keys = aggregate_keys.clone();
             let handler = informer.add_handler(Arc::new(move |change: &Change| {
                 let written = ObjectKey {
@@ -212,6 +219,16 @@ impl Outputs {
                 let cached_rv = (change.kind != ChangeKind::Deleted)
                     .then_some(change.resource_version.as_ref());
                 if echoes.settle(&written, cached_rv) {
+                    return;
+                }
+                if change.kind == ChangeKind::Deleted {
+                    contests.forget(&written);
+                } else if contests
+                    .held_back(&written, tokio::time::Instant::now())
+                    .is_some()
+                {
+                    // A write war: the other manager's writes do not wake
+                    // us; the producer comes back when the hold-back ends.
                     return;
                 }
                 let producer = lock(&producers).get(&written).cloned();
@@ -230,6 +247,7 @@ impl Outputs {
             outputs,
             producers,
             echoes,
+            contests,
         })
     }
 
@@ -241,6 +259,11 @@ impl Outputs {
     /// The echo bookkeeping.
     pub fn echoes(&self) -> &Echoes {
         &self.echoes
+    }
+
+    /// The write-war bookkeeping.
+    pub fn contests(&self) -> &Contests {
+        &self.contests
     }
 
     /// Remembers that request `key` planned `target`: a later foreign

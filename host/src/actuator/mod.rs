@@ -17,6 +17,7 @@
 //! caller, which requeues with backoff. The write allowlist and pinning
 //! were already enforced when the plan was validated.
 
+pub mod contest;
 mod finalizers;
 mod writes;
 
@@ -97,6 +98,8 @@ pub(crate) enum Step {
     Skipped,
     /// The object the write was pinned to is gone or replaced.
     Dropped,
+    /// Not sent: the object is in a write war; writes resume after this.
+    HeldBack(std::time::Duration),
 }
 
 /// What carrying out a plan amounted to.
@@ -108,6 +111,9 @@ pub struct Executed {
     /// Pinned writes dropped because their object was gone or replaced:
     /// reconcile the key again once the caches have caught up.
     pub dropped: usize,
+    /// Writes held back by a write war: reconcile the key again after the
+    /// shortest of these hold-backs.
+    pub held_back: Option<std::time::Duration>,
 }
 
 impl Executed {
@@ -116,6 +122,9 @@ impl Executed {
             Step::Done { changed_meanwhile } => self.changed_meanwhile |= changed_meanwhile,
             Step::Skipped => {}
             Step::Dropped => self.dropped += 1,
+            Step::HeldBack(d) => {
+                self.held_back = Some(self.held_back.map_or(d, |h| h.min(d)));
+            }
         }
     }
 }
@@ -266,6 +275,38 @@ impl Actuator {
             namespace: key.namespace.clone(),
             uid: self.uid(key),
             ..ObjectReference::default()
+        }
+    }
+
+    /// Reports a write war over `target` with field manager `other`: a
+    /// warning log, `wasmctrl_write_wars_total` and a Warning event on the
+    /// object (a failure to record the event is logged, not fatal).
+    async fn declare_war(
+        &self,
+        target: &ObjectKey,
+        other: &str,
+        backoff: std::time::Duration,
+        flips: u32,
+    ) {
+        let ours = &self.field_manager;
+        let window = self.outputs.contests().config().window;
+        let message = format!(
+            "field manager {other:?} took fields of {target} back from {ours} {flips} times within {}s; {ours} stops writing it for {}s",
+            window.as_secs(),
+            backoff.as_secs()
+        );
+        tracing::warn!(target = %target, manager = %other, "write war: {message}");
+        self.metrics.write_war(other);
+        let event = KubeEvent {
+            type_: KubeEventType::Warning,
+            reason: "WriteWar".to_string(),
+            note: Some(message),
+            action: "Apply".to_string(),
+            secondary: None,
+        };
+        match self.recorder.publish(&event, &self.reference(target)).await {
+            Ok(()) => self.metrics.wrote(WriteVerb::Event),
+            Err(e) => tracing::warn!(target = %target, "recording the write-war event failed: {e}"),
         }
     }
 

@@ -14,6 +14,7 @@
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use serde_json::Value as Json;
 
+use super::contest::Verdict;
 use super::{Actuator, ActuatorError, Step};
 use crate::guest::ObjectKey;
 use crate::metrics::WriteVerb;
@@ -131,6 +132,13 @@ impl Actuator {
         // than the object: no skip decided on it, apply again (a no-op on
         // the server if nothing changed).
         let echo_due = echoes.awaiting(target);
+        let now = tokio::time::Instant::now();
+        let contests = self.outputs.contests();
+        if let Some((left, other)) = contests.held_back(target, now) {
+            tracing::debug!(target = %target, manager = %other, "write war: write held back for {left:?}");
+            self.metrics.held_back_write();
+            return Ok(Step::HeldBack(left));
+        }
         if let Some(current) = self.outputs.live(target).filter(|_| !echo_due) {
             let noop = match part {
                 Part::Object => {
@@ -150,6 +158,21 @@ impl Actuator {
                 self.metrics.skipped_write();
                 return Ok(Step::Skipped);
             }
+            if let Some((verdict, other)) =
+                contests.retaken(target, &current, &self.field_manager, now)
+            {
+                match verdict {
+                    Verdict::Contested => tracing::info!(
+                        target = %target,
+                        manager = %other,
+                        "field manager {other:?} changed fields we own; taking them back"
+                    ),
+                    Verdict::War { backoff, flips } => {
+                        self.declare_war(target, &other, backoff, flips).await;
+                        return Ok(Step::HeldBack(backoff));
+                    }
+                }
+            }
         }
         let ar = self.discovery.resource(&target.gvk).await?;
         let params = PatchParams::apply(&self.field_manager).force();
@@ -168,7 +191,8 @@ impl Actuator {
         let cached_rv = cached.as_ref().and_then(resource_version);
         let changed_meanwhile = echoes.applied(target, rv, cached_rv);
         match result {
-            Ok(_) => {
+            Ok(ref o) => {
+                contests.wrote(target, o.metadata.resource_version.as_deref());
                 self.metrics.wrote(verb);
                 Ok(Step::Done { changed_meanwhile })
             }

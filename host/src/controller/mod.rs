@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use kube::Client;
 
+use crate::actuator::contest::ContestConfig;
 use crate::actuator::{Actuator, Executed, Watched as ActuatorWatched};
 use crate::discovery::{Discovery, DiscoveryError};
 use crate::guest::snapshot::{self, WatchView};
@@ -108,6 +109,8 @@ pub struct ControllerConfig {
     pub queue: workqueue::Config,
     /// Reporter instance for events (the pod name).
     pub instance: Option<String>,
+    /// When another field manager taking our outputs back is a write war.
+    pub contests: ContestConfig,
 }
 
 impl Default for ControllerConfig {
@@ -117,6 +120,7 @@ impl Default for ControllerConfig {
             resync: Duration::from_secs(600),
             queue: workqueue::Config::default(),
             instance: None,
+            contests: ContestConfig::default(),
         }
     }
 }
@@ -147,6 +151,13 @@ impl ControllerConfig {
     #[must_use]
     pub fn instance(mut self, instance: Option<String>) -> Self {
         self.instance = instance;
+        self
+    }
+
+    /// Sets when a contest over an output becomes a write war.
+    #[must_use]
+    pub fn contests(mut self, contests: ContestConfig) -> Self {
+        self.contests = contests;
         self
     }
 }
@@ -260,7 +271,7 @@ impl GuestController {
             })
             .collect();
 
-        let outputs = Outputs::start(registry, discovery, &manifest, &queue)
+        let outputs = Outputs::start(registry, discovery, &manifest, &queue, config.contests)
             .await
             .map_err(resolve_err)?;
         let watched = manifest
@@ -541,6 +552,7 @@ impl GuestController {
             Ok(done) => {
                 executed.changed_meanwhile |= done.changed_meanwhile;
                 executed.dropped += done.dropped;
+                executed.held_back = done.held_back;
             }
         }
         // Someone else wrote an output while our write was in flight: look
@@ -554,6 +566,10 @@ impl GuestController {
             // A pinned write met a gone or replaced object: not an error;
             // the key is looked at again once the caches have caught up.
             requeue = Some(requeue.map_or(DROPPED_WRITE_RECHECK, |d| d.min(DROPPED_WRITE_RECHECK)));
+        }
+        if let Some(d) = executed.held_back {
+            // A write war: come back when its hold-back ends.
+            requeue = Some(requeue.map_or(d, |r| r.min(d)));
         }
         let outcome = match requeue {
             Some(d) => Outcome::RequeueAfter(d),

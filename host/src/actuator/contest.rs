@@ -1,0 +1,342 @@
+//! Write wars: an output that another field manager keeps taking back.
+//!
+//! Every apply the host sends is forced (`force=true`): the guest's plan is
+//! the desired state, so fields another manager set are taken over. When
+//! another writer also forces (a second guest, a controller, a script
+//! running `kubectl apply --server-side --force-conflicts` in a loop), the
+//! two overwrite each other forever: each one's write is the other's
+//! trigger.
+//!
+//! Owns the per-object record of those take-backs. A take-back is an apply
+//! that is needed because someone else changed our fields after us: the
+//! object's resourceVersion is no longer the one our last write produced,
+//! and it no longer contains what the guest wants. `flips` take-backs
+//! within `window` declare a war: the host stops writing the object for a
+//! back-off (doubling per war, up to `max_backoff`), the caller records a
+//! Warning event and a metric naming the other field manager, and foreign
+//! changes to the object stop waking the guest until the back-off ends. After it, the
+//! host forces once more; a take-back soon after declares the next war at
+//! once, with the doubled back-off, so a war costs a bounded number of
+//! writes however long it lasts.
+//!
+//! It never sends a request and never decides what to write: the actuator
+//! asks it before and tells it after each apply.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde_json::Value as Json;
+use tokio::time::Instant;
+
+use crate::guest::ObjectKey;
+use crate::sync::lock;
+
+/// When a contest over an output becomes a war, and how long the host then
+/// holds back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContestConfig {
+    /// Take-backs within `window` that declare a war.
+    pub flips: u32,
+    /// The window take-backs are counted in.
+    pub window: Duration,
+    /// How long the host stops writing the object after its first war.
+    pub backoff: Duration,
+    /// The longest hold-back (each war doubles the previous one).
+    pub max_backoff: Duration,
+}
+
+impl Default for ContestConfig {
+    /// Three take-backs in a minute; hold back 30 s, doubling to 30 min.
+    fn default() -> Self {
+        ContestConfig {
+            flips: 3,
+            window: Duration::from_secs(60),
+            backoff: Duration::from_secs(30),
+            max_backoff: Duration::from_secs(30 * 60),
+        }
+    }
+}
+
+/// What a take-back amounted to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Counted; not (yet) a war: write as usual.
+    Contested,
+    /// A war: hold back for `backoff`.
+    War {
+        /// How long the host now stops writing the object.
+        backoff: Duration,
+        /// Take-backs that led to it (within the window).
+        flips: u32,
+    },
+}
+
+#[derive(Debug, Default)]
+struct Entry {
+    /// The resourceVersion our last write to the object produced.
+    ours: Option<String>,
+    /// Take-backs within the window, oldest first.
+    flips: Vec<Instant>,
+    /// Writes are held back until then.
+    until: Option<Instant>,
+    /// The next war's hold-back.
+    next_backoff: Option<Duration>,
+    /// The field manager that took the object back last.
+    other: String,
+}
+
+/// Every output's contest state, for one guest.
+#[derive(Debug, Default)]
+pub struct Contests {
+    config: ContestConfig,
+    objects: Mutex<HashMap<ObjectKey, Entry>>,
+}
+
+impl Contests {
+    /// Contests judged by `config`.
+    pub fn new(config: ContestConfig) -> Self {
+        Contests {
+            config,
+            objects: Mutex::default(),
+        }
+    }
+
+    /// The rules contests are judged by.
+    pub fn config(&self) -> &ContestConfig {
+        &self.config
+    }
+
+    /// How much longer writes to `target` are held back, if they are, and
+    /// the manager the war is with.
+    pub fn held_back(&self, target: &ObjectKey, now: Instant) -> Option<(Duration, String)> {
+        let objects = lock(&self.objects);
+        let e = objects.get(target)?;
+        let until = e.until.filter(|u| *u > now)?;
+        Some((until - now, e.other.clone()))
+    }
+
+    /// Records that our write to `target` produced resourceVersion `rv`.
+    pub fn wrote(&self, target: &ObjectKey, rv: Option<&str>) {
+        let mut objects = lock(&self.objects);
+        objects.entry(target.clone()).or_default().ours = rv.map(str::to_string);
+    }
+
+    /// Forgets `target` (deleted: a new object starts a new contest).
+    pub fn forget(&self, target: &ObjectKey) {
+        lock(&self.objects).remove(target);
+    }
+
+    /// Called when an apply to `target` is needed and the cache is current
+    /// (no echo of ours due): if someone else wrote the object after our
+    /// last write, that is a take-back by `other_manager(live)`: counts it
+    /// and says whether it makes a war.
+    pub fn retaken(
+        &self,
+        target: &ObjectKey,
+        live: &Json,
+        ours: &str,
+        now: Instant,
+    ) -> Option<(Verdict, String)> {
+        let rv = crate::outputs::resource_version(live)?;
+        let mut objects = lock(&self.objects);
+        let e = objects.get_mut(target)?;
+        // Never written by us in this process, or still our own write (the
+        // guest simply wants something new): not a take-back.
+        if e.ours.as_deref().is_none_or(|o| o == rv) {
+            return None;
+        }
+        // Counted once per foreign version.
+        e.ours = None;
+        e.other = other_manager(live, ours);
+        let config = &self.config;
+        // A take-back soon after a war's hold-back ended: the war goes on.
+        let resumed = e
+            .until
+            .is_some_and(|u| now.saturating_duration_since(u) <= config.window);
+        e.flips
+            .retain(|t| now.saturating_duration_since(*t) <= config.window);
+        e.flips.push(now);
+        let flips = u32::try_from(e.flips.len()).unwrap_or(u32::MAX);
+        if !resumed && flips < config.flips.max(1) {
+            return Some((Verdict::Contested, e.other.clone()));
+        }
+        let backoff = if resumed {
+            e.next_backoff.unwrap_or(config.backoff)
+        } else {
+            config.backoff
+        }
+        .min(config.max_backoff);
+        e.next_backoff = Some((backoff * 2).min(config.max_backoff));
+        e.until = Some(now + backoff);
+        e.flips.clear();
+        Some((Verdict::War { backoff, flips }, e.other.clone()))
+    }
+}
+
+/// The field manager, other than `ours`, that wrote `live` last: the
+/// managedFields entry with the latest `time` (an `Apply` wins a tie, being
+/// the forcing kind), or `"unknown"`.
+pub fn other_manager(live: &Json, ours: &str) -> String {
+    let entries = live
+        .pointer("/metadata/managedFields")
+        .and_then(Json::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    entries
+        .iter()
+        .filter_map(|e| {
+            let manager = e.get("manager").and_then(Json::as_str)?;
+            (manager != ours).then_some(())?;
+            let time = e.get("time").and_then(Json::as_str).unwrap_or("");
+            let apply = e.get("operation").and_then(Json::as_str) == Some("Apply");
+            Some(((time, apply), manager))
+        })
+        .max_by(|a, b| a.0.cmp(&b.0))
+        .map_or_else(|| "unknown".to_string(), |(_, m)| m.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::guest::Gvk;
+    use serde_json::json;
+
+    const OURS: &str = "wasmctrl/g";
+
+    fn target() -> ObjectKey {
+        ObjectKey {
+            gvk: Gvk::from_api_version("v1", "ConfigMap"),
+            namespace: Some("ops".into()),
+            name: "summary".into(),
+        }
+    }
+
+    fn live(rv: &str, manager: &str) -> Json {
+        json!({"metadata": {"resourceVersion": rv, "managedFields": [
+            {"manager": OURS, "operation": "Apply", "time": "2026-12-01T00:00:00Z"},
+            {"manager": manager, "operation": "Apply", "time": "2026-12-01T00:00:05Z"},
+        ]}})
+    }
+
+    fn config() -> ContestConfig {
+        ContestConfig {
+            flips: 3,
+            window: Duration::from_secs(60),
+            backoff: Duration::from_secs(30),
+            max_backoff: Duration::from_secs(100),
+        }
+    }
+
+    #[test]
+    fn a_new_desired_value_over_our_own_write_is_not_a_take_back() {
+        let c = Contests::new(config());
+        let now = Instant::now();
+        assert_eq!(c.retaken(&target(), &live("1", "x"), OURS, now), None);
+        c.wrote(&target(), Some("5"));
+        assert_eq!(c.retaken(&target(), &live("5", "x"), OURS, now), None);
+    }
+
+    #[test]
+    fn three_take_backs_in_the_window_declare_a_war_naming_the_manager() {
+        let c = Contests::new(config());
+        let t0 = Instant::now();
+        let mut verdicts = Vec::new();
+        for i in 0..3u64 {
+            c.wrote(&target(), Some(&format!("{}", 2 * i)));
+            let now = t0 + Duration::from_secs(10 * i);
+            verdicts.push(c.retaken(
+                &target(),
+                &live(&format!("{}", 2 * i + 1), "rival"),
+                OURS,
+                now,
+            ));
+        }
+        assert_eq!(verdicts[0], Some((Verdict::Contested, "rival".into())));
+        assert_eq!(verdicts[1], Some((Verdict::Contested, "rival".into())));
+        assert_eq!(
+            verdicts[2],
+            Some((
+                Verdict::War {
+                    backoff: Duration::from_secs(30),
+                    flips: 3
+                },
+                "rival".into()
+            ))
+        );
+        let now = t0 + Duration::from_secs(25);
+        let (left, who) = c.held_back(&target(), now).expect("held back");
+        assert_eq!((left, who.as_str()), (Duration::from_secs(25), "rival"));
+        assert_eq!(c.held_back(&target(), now + Duration::from_secs(26)), None);
+    }
+
+    #[test]
+    fn take_backs_spread_beyond_the_window_never_make_a_war() {
+        let c = Contests::new(config());
+        let t0 = Instant::now();
+        for i in 0..10u64 {
+            c.wrote(&target(), Some(&format!("{}", 2 * i)));
+            let now = t0 + Duration::from_secs(31 * i);
+            let v = c.retaken(
+                &target(),
+                &live(&format!("{}", 2 * i + 1), "hand"),
+                OURS,
+                now,
+            );
+            assert_eq!(v.map(|v| v.0), Some(Verdict::Contested), "take-back {i}");
+        }
+    }
+
+    #[test]
+    fn a_war_resumed_after_the_hold_back_doubles_it_up_to_the_cap() {
+        let c = Contests::new(config());
+        let mut now = Instant::now();
+        let mut rv = 0u64;
+        let mut take_back = |c: &Contests, now: Instant| {
+            rv += 2;
+            c.wrote(&target(), Some(&rv.to_string()));
+            c.retaken(&target(), &live(&(rv + 1).to_string(), "rival"), OURS, now)
+                .map(|v| v.0)
+        };
+        for _ in 0..2 {
+            take_back(&c, now);
+        }
+        let mut backoffs = Vec::new();
+        for _ in 0..4 {
+            match take_back(&c, now) {
+                Some(Verdict::War { backoff, .. }) => {
+                    backoffs.push(backoff.as_secs());
+                    // The host forces once more right after the hold-back.
+                    now += backoff + Duration::from_secs(1);
+                }
+                other => panic!("expected a war, got {other:?}"),
+            }
+        }
+        assert_eq!(backoffs, vec![30, 60, 100, 100]);
+    }
+
+    #[test]
+    fn one_foreign_version_is_counted_once() {
+        let c = Contests::new(config());
+        let now = Instant::now();
+        c.wrote(&target(), Some("4"));
+        assert!(c.retaken(&target(), &live("5", "x"), OURS, now).is_some());
+        assert_eq!(c.retaken(&target(), &live("5", "x"), OURS, now), None);
+    }
+
+    #[test]
+    fn the_other_manager_is_the_latest_writer_that_is_not_us() {
+        let l = json!({"metadata": {"managedFields": [
+            {"manager": "old", "operation": "Update", "time": "2026-12-01T00:00:01Z"},
+            {"manager": OURS, "operation": "Apply", "time": "2026-12-01T00:00:09Z"},
+            {"manager": "kubectl", "operation": "Update", "time": "2026-12-01T00:00:05Z"},
+            {"manager": "rival", "operation": "Apply", "time": "2026-12-01T00:00:05Z"},
+        ]}});
+        assert_eq!(other_manager(&l, OURS), "rival");
+        assert_eq!(other_manager(&json!({}), OURS), "unknown");
+        assert_eq!(
+            other_manager(&json!({"metadata": {"managedFields": "junk"}}), OURS),
+            "unknown"
+        );
+    }
+}

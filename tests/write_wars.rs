@@ -1,0 +1,191 @@
+//! Write wars: another field manager force-applying the field a guest
+//! writes. The host must notice, report it (a Warning event and a metric
+//! naming the other manager), stop fighting for a hold-back, and take the
+//! object back once the other writer has gone — never loop forever.
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use crate::support::wat::{configmap_doc, guest, Behaviour, WatManifest};
+use crate::support::*;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::json;
+use wasmctrl::actuator::contest::ContestConfig;
+use wasmctrl::controller::ControllerConfig;
+use wasmctrl::supervisor::SupervisorConfig;
+
+const NAME: &str = "contested";
+const RIVAL: &str = "rival";
+
+/// A guest that keeps `data.owner = guest` in its ConfigMap.
+async fn start_guest(
+    client: &Client,
+    dir: &std::path::Path,
+    contests: ContestConfig,
+) -> RunningHost {
+    let path = dir.join("contested.wasm");
+    let wasm = guest(
+        &WatManifest::writing_its_own_configmap(NAME, HOST_NS),
+        Behaviour::Apply(vec![configmap_doc(HOST_NS, NAME, &[("owner", "guest")])]),
+    );
+    std::fs::write(&path, wasm).unwrap();
+    let config = SupervisorConfig {
+        guests: vec![path],
+        controller: ControllerConfig::default().contests(contests),
+        ..host_config(ControllerConfig::default())
+    };
+    run_host(client, config, None).await
+}
+
+async fn owner(client: &Client) -> Option<String> {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), HOST_NS);
+    cms.get_opt(NAME)
+        .await
+        .unwrap()
+        .and_then(|cm| cm.data)
+        .and_then(|d| d.get("owner").cloned())
+}
+
+/// Another writer force-applying `owner = rival` every 100 ms, as a script
+/// running `kubectl apply --server-side --force-conflicts` in a loop would.
+fn rival(client: &Client) -> tokio::task::JoinHandle<()> {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), HOST_NS);
+    tokio::spawn(async move {
+        let doc = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": NAME, "namespace": HOST_NS}, "data": {"owner": RIVAL}});
+        loop {
+            let _ = cms
+                .patch(
+                    NAME,
+                    &PatchParams::apply(RIVAL).force(),
+                    &Patch::Apply(&doc),
+                )
+                .await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+}
+
+async fn war_events(client: &Client) -> Vec<Event> {
+    let events: Api<Event> = Api::namespaced(client.clone(), HOST_NS);
+    events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("WriteWar"))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_rival_force_applier_is_reported_and_no_longer_fought() {
+    let (_server, client) = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let host = start_guest(&client, dir.path(), ContestConfig::default()).await;
+    eventually("the guest's value is written", || async {
+        owner(&client).await.as_deref() == Some("guest")
+    })
+    .await;
+    let controller = host.controller();
+    let metrics = controller.metrics().clone();
+
+    let rival = rival(&client);
+    eventually("a write war with the rival is declared", || async {
+        metrics.write_wars(RIVAL) == 1
+    })
+    .await;
+    // Declared after three take-backs: the guest wrote at most a handful of
+    // times, not ~10/s as the rival does.
+    let applies = metrics.applies();
+    assert!(
+        applies <= 5,
+        "{applies} applies before the war was declared"
+    );
+
+    // While held back (30 s by default) the host neither writes nor
+    // reconciles on the rival's changes.
+    let reconciles = metrics.reconciles();
+    stays_for(
+        Duration::from_secs(5),
+        "no write and no reconcile while held back",
+        || async { metrics.applies() == applies && metrics.reconciles() == reconciles },
+    )
+    .await;
+    assert_eq!(owner(&client).await.as_deref(), Some(RIVAL));
+
+    let events = war_events(&client).await;
+    assert_eq!(events.len(), 1, "one WriteWar event: {events:?}");
+    let e = &events[0];
+    assert_eq!(e.type_.as_deref(), Some("Warning"));
+    assert_eq!(
+        e.regarding.as_ref().and_then(|r| r.name.as_deref()),
+        Some(NAME)
+    );
+    let note = e.note.clone().unwrap_or_default();
+    assert!(
+        note.contains("\"rival\"") && note.contains("wasmctrl/contested"),
+        "the event names both managers: {note}"
+    );
+    let scraped = host.metrics.as_ref().unwrap().encode();
+    assert_eq!(
+        prom::metric(
+            &scraped,
+            "wasmctrl_write_wars_total",
+            &["guest=\"contested\"", "manager=\"rival\""]
+        ),
+        1.0,
+        "{scraped}"
+    );
+    rival.abort();
+}
+
+#[tokio::test]
+async fn after_the_hold_back_the_host_takes_the_object_back_and_a_resumed_war_backs_off_longer() {
+    let (_server, client) = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let contests = ContestConfig {
+        flips: 3,
+        window: Duration::from_secs(60),
+        backoff: Duration::from_secs(2),
+        max_backoff: Duration::from_secs(8),
+    };
+    let host = start_guest(&client, dir.path(), contests).await;
+    eventually("the guest's value is written", || async {
+        owner(&client).await.as_deref() == Some("guest")
+    })
+    .await;
+    let metrics = host.controller().metrics().clone();
+
+    // The war goes on across hold-backs: each one ends with a single forced
+    // write, taken back at once, which declares the next war.
+    let fight = rival(&client);
+    eventually(
+        "a second war is declared after the first hold-back",
+        || async { metrics.write_wars(RIVAL) >= 2 },
+    )
+    .await;
+    let wars = metrics.write_wars(RIVAL);
+    let applies = metrics.applies();
+    // The second hold-back is 4 s: within 3 s, at most the one write that
+    // ended a hold-back.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        metrics.applies() <= applies + 1 && metrics.write_wars(RIVAL) <= wars + 1,
+        "{} applies and {} wars after {applies} and {wars}",
+        metrics.applies(),
+        metrics.write_wars(RIVAL)
+    );
+
+    // The rival goes away: the host takes the object back once the
+    // hold-back ends, without any change to wake it.
+    fight.abort();
+    eventually("the guest's value is back", || async {
+        owner(&client).await.as_deref() == Some("guest")
+    })
+    .await;
+}
