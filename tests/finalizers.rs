@@ -242,9 +242,27 @@ async fn fifty_rapid_create_delete_cycles_leave_zero_zombies() {
         api.get_opt(NAME).await.unwrap().is_none()
     })
     .await;
+    assert_one_creation_per_cycle(&mut events, CYCLES).await;
+    let metrics = host.controller().metrics().clone();
+    eprintln!(
+        "dropped writes: status {}, remove-finalizer {}, add-finalizer {}",
+        metrics.dropped(WriteVerb::ApplyStatus),
+        metrics.dropped(WriteVerb::RemoveFinalizer),
+        metrics.dropped(WriteVerb::AddFinalizer)
+    );
+    host.stop().await.unwrap();
+}
+
+/// Reads the widget watch's `Added` events: exactly one per cycle, each one
+/// a widget the test created (a zombie made by a late write has no
+/// `spec.cycle`).
+async fn assert_one_creation_per_cycle(
+    events: &mut (impl futures::Stream<Item = Result<WatchEvent<DynamicObject>, kube::Error>> + Unpin),
+    cycles: u32,
+) {
     let mut added = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while added.len() < CYCLES as usize + 1 {
+    while added.len() < cycles as usize + 1 {
         let next = tokio::time::timeout_at(deadline, events.next()).await;
         let Ok(Some(event)) = next else { break };
         if let WatchEvent::Added(w) = event.unwrap() {
@@ -258,15 +276,57 @@ async fn fifty_rapid_create_delete_cycles_leave_zero_zombies() {
     );
     assert_eq!(
         added.len(),
-        CYCLES as usize,
+        cycles as usize,
         "one creation per cycle: {added:?}"
     );
+}
+
+/// Each widget lives long enough for the host to add its finalizer, so every
+/// deletion goes through the guest's clean-up (status "Cleaning", then the
+/// finalizer released) and the next widget is created the moment the last
+/// one is gone: the late writes of a finished clean-up must never bring it
+/// back.
+#[tokio::test]
+async fn cycles_that_finalize_through_the_guest_leave_zero_zombies() {
+    let (_server, client) = server().await;
+    install_crd(&client).await;
+    let dir = tempfile::tempdir().unwrap();
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), PODS_NS, &widgets());
+    let mut events = api
+        .watch(&WatchParams::default().timeout(290), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let host = start_widget_host(&client, dir.path()).await;
+    const CYCLES: u32 = 20;
+    for cycle in 0..CYCLES {
+        api.create(&PostParams::default(), &widget(cycle))
+            .await
+            .unwrap_or_else(|e| panic!("create {cycle}: {e}"));
+        eventually("the host adds its finalizer", || async {
+            api.get_opt(NAME).await.unwrap().is_some_and(|w| {
+                w.metadata
+                    .finalizers
+                    .is_some_and(|f| f.iter().any(|f| f == FINALIZER))
+            })
+        })
+        .await;
+        api.delete(NAME, &DeleteParams::default()).await.unwrap();
+        eventually("the guest's clean-up releases the widget", || async {
+            api.get_opt(NAME).await.unwrap().is_none()
+        })
+        .await;
+    }
+    stays_for(Duration::from_secs(1), "no widget comes back", || async {
+        api.get_opt(NAME).await.unwrap().is_none()
+    })
+    .await;
+    assert_one_creation_per_cycle(&mut events, CYCLES).await;
     let metrics = host.controller().metrics().clone();
-    eprintln!(
-        "dropped writes: status {}, remove-finalizer {}, add-finalizer {}",
-        metrics.dropped(WriteVerb::ApplyStatus),
-        metrics.dropped(WriteVerb::RemoveFinalizer),
-        metrics.dropped(WriteVerb::AddFinalizer)
+    assert!(
+        metrics.written(WriteVerb::RemoveFinalizer) >= u64::from(CYCLES),
+        "every deletion was finished by the guest's plan: {} finalizer removals",
+        metrics.written(WriteVerb::RemoveFinalizer)
     );
     host.stop().await.unwrap();
 }
