@@ -18,9 +18,10 @@ setup:
 	rustup target add wasm32-wasip2
 
 # The guests (size-checked: they ship in ConfigMaps) and the test guest
-# examples/guest-println (std printing and panics, for the tests).
+# examples/guest-println (std printing and panics, for the tests) and
+# examples/guest-related (reports what each key's snapshot held).
 guest: setup
-	$(CARGO) build -p guest-gpu-summary -p guest-gpu-quota -p guest-println --target wasm32-wasip2 --profile guest
+	$(CARGO) build -p guest-gpu-summary -p guest-gpu-quota -p guest-println -p guest-related --target wasm32-wasip2 --profile guest
 	@for wasm in $(GUEST_WASM) $(QUOTA_WASM); do \
 	  size=$$(stat -c %s $$wasm); \
 	  echo "$$(basename $$wasm): $$size bytes (limit $(GUEST_MAX_BYTES))"; \

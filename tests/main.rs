@@ -25,4 +25,5 @@ mod metrics;
 mod missing_kind;
 mod pipeline;
 mod quota;
+mod related;
 mod write_wars;

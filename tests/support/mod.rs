@@ -34,11 +34,20 @@ pub const HOST_NS: &str = "ops";
 pub const PODS_NS: &str = "ml";
 /// The built GPU-summary guest (`make guest`).
 pub fn guest_path() -> PathBuf {
+    built_guest("guest_gpu_summary")
+}
+
+/// A guest `make guest` built: `target/wasm32-wasip2/guest/<name>.wasm`.
+pub fn built_guest(name: &str) -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    let p = target.join("wasm32-wasip2/guest/guest_gpu_summary.wasm");
-    assert!(p.exists(), "build the guest first: make guest");
+    let p = target.join(format!("wasm32-wasip2/guest/{name}.wasm"));
+    assert!(
+        p.exists(),
+        "build the guests first: make guest ({} is missing)",
+        p.display()
+    );
     p
 }
 

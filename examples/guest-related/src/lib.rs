@@ -1,0 +1,129 @@
+//! A test guest for the key mappings `owner` and `by-index`: for each
+//! primary it reports, in a ConfigMap, the related objects its reconcile's
+//! snapshot held. The host's integration tests (`tests/related.rs`) change
+//! related objects and read the reports to see which primary each change
+//! woke and what its per-key snapshot contained.
+//!
+//! Watches (ConfigMaps in the configured namespace, told apart by the label
+//! `role`):
+//! - `owners` (`role=owner`): the primaries, one key each, indexed by
+//!   `data.team` (index `team`);
+//! - `owned` (`role=owned`): related to their controller owner (`owner`);
+//! - `members` (`role=member`): related to the owners whose `data.team`
+//!   equals theirs (`by-index`).
+//!
+//! For primary `P` it applies the ConfigMap `seen-P` in the host's
+//! namespace with `data.owned` and `data.members`: the sorted, comma-joined
+//! names of the related objects of each watch in the snapshot. Gone
+//! primaries get nothing.
+//!
+//! Configuration: `namespace` (where the watched ConfigMaps live; default
+//! `ml`).
+
+use wasmctrl_guest_sdk::snapshot::WatchId;
+use wasmctrl_guest_sdk::{
+    document, Entry, Environment, GroupVersionKind, Manifest, Plan, ReconcileError, Request,
+    Schema, Snapshot, Watch, WriteRule,
+};
+
+/// The primary watch.
+pub const OWNERS: &str = "owners";
+/// Objects owned by a primary (controller owner reference).
+pub const OWNED: &str = "owned";
+/// Objects related to primaries through the `team` index.
+pub const MEMBERS: &str = "members";
+/// The index on the owners' `data.team`.
+pub const TEAM_INDEX: &str = "team";
+/// The field both sides of the index link read.
+pub const TEAM: &str = "data.team";
+
+/// The manifest for watched ConfigMaps in `namespace`, reports in
+/// `report_namespace`.
+pub fn manifest(namespace: &str, report_namespace: &str) -> Manifest {
+    let cm = || GroupVersionKind::core("ConfigMap");
+    let owners = Watch::new(OWNERS, cm())
+        .namespace(namespace)
+        .label_selector("role=owner")
+        .fields([TEAM])
+        .index(TEAM_INDEX, TEAM)
+        .per_object();
+    let owned = Watch::new(OWNED, cm())
+        .namespace(namespace)
+        .label_selector("role=owned")
+        .owner(OWNERS);
+    let members = Watch::new(MEMBERS, cm())
+        .namespace(namespace)
+        .label_selector("role=member")
+        .fields([TEAM])
+        .by_index(OWNERS, TEAM_INDEX, TEAM);
+    Manifest::new("related")
+        .watch(owners)
+        .watch(owned)
+        .watch(members)
+        .write(WriteRule::new(cm()).namespace(report_namespace))
+}
+
+/// The guest.
+pub struct Related;
+
+/// Watch handles.
+pub struct Fields {
+    owned: WatchId,
+    members: WatchId,
+    report_namespace: String,
+}
+
+fn namespace(env: &Environment) -> Result<String, String> {
+    Ok(env.settings(&["namespace"])?.get_or("namespace", "ml"))
+}
+
+fn names(snapshot: &Snapshot<'_>, watch: WatchId) -> String {
+    let mut names: Vec<&str> = snapshot.objects(watch).map(|o| o.name()).collect();
+    names.sort_unstable();
+    names.join(",")
+}
+
+impl wasmctrl_guest_sdk::Guest for Related {
+    type Fields = Fields;
+
+    fn describe(env: &Environment) -> Result<Manifest, String> {
+        Ok(manifest(&namespace(env)?, &env.namespace))
+    }
+
+    fn fields(env: &Environment, schema: &Schema) -> Result<Fields, String> {
+        Ok(Fields {
+            owned: schema.watch(OWNED)?.id(),
+            members: schema.watch(MEMBERS)?.id(),
+            report_namespace: env.namespace.clone(),
+        })
+    }
+
+    fn reconcile(
+        _: &Environment,
+        request: &Request,
+        snapshot: &Snapshot<'_>,
+        f: &Fields,
+    ) -> Result<Plan, ReconcileError> {
+        let mut plan = Plan::new();
+        let Some(primary) = snapshot.primary(request) else {
+            return Ok(plan);
+        };
+        let report = GroupVersionKind::core("ConfigMap")
+            .object(&f.report_namespace, &format!("seen-{}", primary.name()));
+        plan.apply(&document(
+            &report,
+            Entry(
+                "data",
+                [
+                    ("owned", names(snapshot, f.owned)),
+                    ("members", names(snapshot, f.members)),
+                ]
+                .into_iter()
+                .collect::<std::collections::BTreeMap<_, _>>(),
+            ),
+        ));
+        Ok(plan)
+    }
+}
+
+wasmctrl_guest_sdk::export_guest!(Related);
