@@ -21,6 +21,7 @@ mod handlers;
 mod kubelet;
 mod namespaces;
 pub mod objects;
+pub mod openapi;
 pub mod patch;
 mod pods;
 mod printer_columns;
