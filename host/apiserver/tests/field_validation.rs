@@ -18,7 +18,7 @@ use crate::common::{create, start, status};
 /// POSTs a raw JSON body (kube-rs 5's `PostParams` has no
 /// `fieldValidation`); returns the status code, the `Warning` headers and
 /// the JSON body.
-async fn post_json(
+pub(crate) async fn post_json(
     client: &Client,
     uri: &str,
     body: &str,

@@ -19,6 +19,7 @@ mod auth;
 mod common;
 mod crud;
 mod custom_resources;
+mod decoding;
 mod faults;
 mod field_validation;
 mod gc;

@@ -6,8 +6,6 @@
 //! it never words a problem (see `messages`) and never looks at kinds it
 //! has no type for (custom resources are left alone).
 
-use serde::de::DeserializeOwned;
-use serde::Serialize;
 use serde_json::Value;
 
 use crate::registry::ResourceInfo;
@@ -32,41 +30,9 @@ pub(super) fn unknown_fields(info: &ResourceInfo, obj: &Value) -> Option<Vec<Pat
     Some(out)
 }
 
-fn typed<T: DeserializeOwned + Serialize>(obj: &Value) -> Option<Value> {
-    let t = T::deserialize(obj).ok()?;
-    serde_json::to_value(&t).ok()
-}
-
 /// `obj` decoded into its k8s-openapi type and encoded again.
 fn round_trip(info: &ResourceInfo, obj: &Value) -> Option<Value> {
-    use k8s_openapi::api::{apps, coordination, core, events, rbac};
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
-    match (
-        info.group.as_str(),
-        info.version.as_str(),
-        info.kind.as_str(),
-    ) {
-        ("", "v1", "Namespace") => typed::<core::v1::Namespace>(obj),
-        ("", "v1", "Node") => typed::<core::v1::Node>(obj),
-        ("", "v1", "Pod") => typed::<core::v1::Pod>(obj),
-        ("", "v1", "ConfigMap") => typed::<core::v1::ConfigMap>(obj),
-        ("", "v1", "Secret") => typed::<core::v1::Secret>(obj),
-        ("", "v1", "Event") => typed::<core::v1::Event>(obj),
-        ("", "v1", "ServiceAccount") => typed::<core::v1::ServiceAccount>(obj),
-        ("events.k8s.io", "v1", "Event") => typed::<events::v1::Event>(obj),
-        ("coordination.k8s.io", "v1", "Lease") => typed::<coordination::v1::Lease>(obj),
-        ("apps", "v1", "Deployment") => typed::<apps::v1::Deployment>(obj),
-        ("rbac.authorization.k8s.io", "v1", "ClusterRole") => typed::<rbac::v1::ClusterRole>(obj),
-        ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding") => {
-            typed::<rbac::v1::ClusterRoleBinding>(obj)
-        }
-        ("rbac.authorization.k8s.io", "v1", "Role") => typed::<rbac::v1::Role>(obj),
-        ("rbac.authorization.k8s.io", "v1", "RoleBinding") => typed::<rbac::v1::RoleBinding>(obj),
-        ("apiextensions.k8s.io", "v1", "CustomResourceDefinition") => {
-            typed::<apiextensions::v1::CustomResourceDefinition>(obj)
-        }
-        _ => None,
-    }
+    super::typed::kind(info)?.round_trip(obj)
 }
 
 /// Collects the non-null keys of `input` that `typed` lacks.
