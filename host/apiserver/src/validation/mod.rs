@@ -7,9 +7,9 @@
 //! problem, `Strict` fails the request. This module imitates that for the
 //! built-in kinds of the [`Registry`](super::registry::Registry): it
 //! round-trips an object through its k8s-openapi type and calls every key
-//! present in the input but gone after the round trip unknown (keys whose
-//! value is `null` are never reported: a round trip drops those whether or
-//! not they are known). Duplicate keys of JSON documents are reported too.
+//! present in the input but gone after the round trip unknown (a key whose
+//! value is `null` too, when the type does not declare it: Go's strict
+//! decoder judges the key, not its value). Duplicate keys of JSON documents are reported too.
 //! Messages, paths and status codes follow the real handlers: create and
 //! update answer 400 (`... cannot be handled as a ...: strict decoding
 //! error: ...`), JSON/merge/strategic patches 422 about the patched object

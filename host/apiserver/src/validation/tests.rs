@@ -94,22 +94,32 @@ fn ignore_drops_unknown_fields_silently() {
 }
 
 #[test]
-fn null_values_are_never_reported_or_touched() {
+fn a_null_valued_unknown_field_is_unknown_and_a_null_known_one_is_not() {
+    // sigs.k8s.io/json object(): the key is judged before its value
     let body = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","creationTimestamp":null},
-        "spec":{"bogus":null,"containers":[{"name":"c","image":"i"}]}}"#;
-    let mut obj: Value = serde_json::from_str(body).unwrap();
-    let before = obj.clone();
-    let warnings = check(
-        &pod(),
-        &mut obj,
-        Directive::Strict,
-        &Write::Create {
-            body: body.as_bytes(),
-        },
-    )
-    .unwrap();
-    assert!(warnings.is_empty());
-    assert_eq!(obj, before);
+        "spec":{"bogus":null,"hostname":null,"containers":[{"name":"c","image":"i"}]}}"#;
+    let write = Write::Create {
+        body: body.as_bytes(),
+    };
+    let parsed: Value = serde_json::from_str(body).unwrap();
+    let mut obj = parsed.clone();
+    let err = check(&pod(), &mut obj, Directive::Strict, &write).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        r#"Pod in version "v1" cannot be handled as a Pod: strict decoding error: unknown field "spec.bogus""#
+    );
+    assert_eq!(obj, parsed);
+    let mut obj = parsed.clone();
+    let warnings = check(&pod(), &mut obj, Directive::Warn, &write).unwrap();
+    assert_eq!(warnings, vec![r#"unknown field "spec.bogus""#.to_string()]);
+    assert!(obj["spec"].get("bogus").is_none());
+    assert!(obj["spec"]["hostname"].is_null());
+    assert!(obj["metadata"]["creationTimestamp"].is_null());
+    let mut obj = parsed.clone();
+    assert!(check(&pod(), &mut obj, Directive::Ignore, &write)
+        .unwrap()
+        .is_empty());
+    assert!(obj["spec"].get("bogus").is_none());
 }
 
 #[test]

@@ -310,6 +310,20 @@ fn expected_at(kind: Kind, work: &Value, path: &[Seg]) -> Option<String> {
     None
 }
 
+/// Whether the field at `path` of `obj` (a key of an object the type
+/// decodes) is one the type declares: a `true` put there either fails to
+/// decode right there or survives the round trip. When the probe fails
+/// elsewhere the answer is yes, so nothing is called unknown on a guess.
+pub(super) fn declares(kind: Kind, obj: &Value, path: &[Seg]) -> bool {
+    let mut probe = obj.clone();
+    insert_at(&mut probe, path, json!(true));
+    if (kind.decode)(&probe).is_err() {
+        return true;
+    }
+    kind.round_trip(&probe)
+        .is_none_or(|typed| at(&typed, path).is_some())
+}
+
 /// A value of the type serde calls `expected`, for a missing field.
 fn placeholder(expected: &str) -> Value {
     match expected {

@@ -1,6 +1,7 @@
 //! Unknown fields by the typed round trip: an object of a built-in kind is
-//! decoded into its k8s-openapi type and encoded again, and every non-null
-//! key the round trip drops is unknown.
+//! decoded into its k8s-openapi type and encoded again, and every key the
+//! round trip drops is unknown (a `null`-valued one only when the type does
+//! not declare it).
 //!
 //! This module owns *which paths are unknown* and removes them on request;
 //! it never words a problem (see `messages`) and never looks at kinds it
@@ -8,6 +9,7 @@
 
 use serde_json::Value;
 
+use super::typed;
 use crate::registry::ResourceInfo;
 
 /// One step of a path through a JSON document.
@@ -24,29 +26,38 @@ pub(crate) type Path = Vec<Seg>;
 /// of sorted keys; `None` when `info` is not a built-in kind this module
 /// knows or `obj` does not decode into it.
 pub(super) fn unknown_fields(info: &ResourceInfo, obj: &Value) -> Option<Vec<Path>> {
-    let typed = round_trip(info, obj)?;
+    let kind = typed::kind(info)?;
+    let typed = kind.round_trip(obj)?;
     let mut out = Vec::new();
-    dropped(obj, &typed, &mut Vec::new(), &mut out);
+    let declared = |path: &[Seg]| typed::declares(kind, obj, path);
+    dropped(obj, &typed, &mut Vec::new(), &declared, &mut out);
     Some(out)
 }
 
-/// `obj` decoded into its k8s-openapi type and encoded again.
-fn round_trip(info: &ResourceInfo, obj: &Value) -> Option<Value> {
-    super::typed::kind(info)?.round_trip(obj)
-}
-
-/// Collects the non-null keys of `input` that `typed` lacks.
-fn dropped(input: &Value, typed: &Value, path: &mut Path, out: &mut Vec<Path>) {
+/// Collects the keys of `input` that `typed` lacks. A `null`-valued key is
+/// absent from both a known and an unknown field's round trip, so
+/// `declared` decides for those: Go's strict decoder calls a key unknown
+/// before it looks at the value (`sigs.k8s.io/json` `object()`), so
+/// `"x": null` is as unknown as `"x": 1`.
+fn dropped(
+    input: &Value,
+    typed: &Value,
+    path: &mut Path,
+    declared: &dyn Fn(&[Seg]) -> bool,
+    out: &mut Vec<Path>,
+) {
     match (input, typed) {
         (Value::Object(i), Value::Object(t)) => {
             for (k, v) in i {
-                if v.is_null() {
-                    continue;
-                }
                 path.push(Seg::Key(k.clone()));
                 match t.get(k) {
+                    None if v.is_null() => {
+                        if !declared(path) {
+                            out.push(path.clone());
+                        }
+                    }
                     None => out.push(path.clone()),
-                    Some(tv) => dropped(v, tv, path, out),
+                    Some(tv) => dropped(v, tv, path, declared, out),
                 }
                 path.pop();
             }
@@ -54,7 +65,7 @@ fn dropped(input: &Value, typed: &Value, path: &mut Path, out: &mut Vec<Path>) {
         (Value::Array(i), Value::Array(t)) => {
             for (n, (iv, tv)) in i.iter().zip(t).enumerate() {
                 path.push(Seg::Index(n));
-                dropped(iv, tv, path, out);
+                dropped(iv, tv, path, declared, out);
                 path.pop();
             }
         }
