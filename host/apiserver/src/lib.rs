@@ -20,6 +20,7 @@ mod gc;
 mod handlers;
 mod kubelet;
 mod namespaces;
+mod object_rules;
 pub mod objects;
 pub mod openapi;
 pub mod patch;

@@ -28,6 +28,7 @@ mod kubectl;
 mod kubectl_writes;
 mod lifecycle;
 mod lists;
+mod object_rules;
 mod patch;
 mod pods;
 mod printer_columns;
