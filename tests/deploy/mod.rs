@@ -30,7 +30,6 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use k8s_openapi::api::events::v1::Event;
 use kube::api::ListParams;
 use kube::{Api, Client};
 use serde::Deserialize;

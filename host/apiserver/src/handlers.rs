@@ -292,7 +292,8 @@ async fn dispatch(app: &AppState, req: Request) -> Result<Response> {
         ["openapi", "v3"] => Some(discovery::openapi_v3_root(&app.registry)),
         ["openapi", "v3", "api", v] => discovery::openapi_v3_group_version(&app.registry, "", v),
         ["openapi", "v3", "apis", g, v] => discovery::openapi_v3_group_version(&app.registry, g, v),
-        // OpenAPI v2 (and unknown v3 paths) are not published
+        ["openapi", "v2"] => return Ok(crate::openapi::v2_response(req.headers())),
+        // unknown OpenAPI paths
         ["openapi", ..] => return Err(ApiError::NoRoute),
         ["wasmctrl", "faults"] => return fault_endpoint(app, &user, req).await,
         ["api", "v1", ..] | ["apis", _, _, ..] => None,

@@ -177,3 +177,41 @@ async fn a_crd_whose_schema_is_not_structural_is_refused() {
         404
     );
 }
+
+/// allOf/anyOf/oneOf/not below the root, with kube-openapi's words wrapped
+/// as `kubeOpenAPIResultToFieldErrors` wraps errors that are not
+/// `*Validation`s (`field.Invalid(nil, "", ...)`).
+#[tokio::test]
+async fn composite_schemas_are_enforced_with_the_real_messages() {
+    let (_s, client) = start().await;
+    let schema = json!({"type": "object", "properties": {
+        "spec": {"type": "object",
+            "oneOf": [{"required": ["cpu"]}, {"required": ["gpu"]}],
+            "properties": {
+                "cpu": {"type": "integer"},
+                "gpu": {"type": "integer", "not": {"enum": [0]}},
+                "name": {"type": "string", "anyOf": [{"pattern": "^a"}, {"pattern": "^b"}]},
+            }},
+    }});
+    let api = widgets(&client, schema, json!({})).await;
+    create(
+        &api,
+        &widget("ok", json!({"spec": {"gpu": 1, "name": "alpha"}})),
+    )
+    .await;
+    let st = create_error(&api, &widget("both", json!({"spec": {"cpu": 1, "gpu": 1}}))).await;
+    assert_eq!(st.code, 422);
+    assert_eq!(
+        st.message,
+        r#"Widget.example.com "both" is invalid: <nil>: Invalid value: "": "spec" must validate one and only one schema (oneOf). Found 2 valid alternatives"#
+    );
+    let st = create_error(
+        &api,
+        &widget("zero", json!({"spec": {"gpu": 0, "name": "c"}})),
+    )
+    .await;
+    assert_eq!(
+        st.message,
+        r#"Widget.example.com "zero" is invalid: [<nil>: Invalid value: "": "spec.gpu" must not validate the schema (not), <nil>: Invalid value: "": "spec.name" must validate at least one schema (anyOf), spec.name: Invalid value: "c": spec.name in body should match '^a']"#
+    );
+}

@@ -18,7 +18,7 @@ use crate::common::{create, start, status};
 /// POSTs a raw JSON body (kube-rs 5's `PostParams` has no
 /// `fieldValidation`); returns the status code, the `Warning` headers and
 /// the JSON body.
-async fn post_json(
+pub(crate) async fn post_json(
     client: &Client,
     uri: &str,
     body: &str,
@@ -153,4 +153,43 @@ async fn unknown_fields_are_refused_warned_about_or_dropped_by_field_validation(
             "failed to create typed patch object (/default; /v1, Kind=Pod): errors:\n  .spec.containers[name=\"c\"].bar: field not declared in schema\n  .spec.foo: field not declared in schema"
         );
     }
+}
+
+/// A `null`-valued unknown key is still an unknown key (`sigs.k8s.io/json`
+/// strict decoding judges the key before its value); a `null` known field
+/// is not.
+#[tokio::test]
+async fn a_null_valued_unknown_field_is_an_unknown_field() {
+    let (_s, client) = start().await;
+    let uri = "/api/v1/namespaces/default/configmaps";
+    let body = |name: &str| {
+        format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","labels":null}},"bogus":null,"data":null}}"#
+        )
+    };
+    let (code, _, st) = post_json(
+        &client,
+        &format!("{uri}?fieldValidation=Strict"),
+        &body("s"),
+    )
+    .await;
+    assert_eq!(code, 400, "{st}");
+    assert_eq!(
+        st["message"],
+        r#"ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: unknown field "bogus""#
+    );
+    let (code, warnings, stored) = post_json(&client, uri, &body("w")).await;
+    assert_eq!(code, 201, "{stored}");
+    assert_eq!(
+        warnings,
+        vec![r#"299 - "unknown field \"bogus\"""#.to_string()]
+    );
+    assert!(stored.get("bogus").is_none());
+    let (code, warnings, _) = post_json(
+        &client,
+        &format!("{uri}?fieldValidation=Ignore"),
+        &body("i"),
+    )
+    .await;
+    assert_eq!((code, warnings.len()), (201, 0));
 }

@@ -112,3 +112,43 @@ async fn kubectl_prints_the_real_validation_errors() {
         "{err}"
     );
 }
+
+const LIST: &str = "apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: one}
+  data: {a: b}
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: two}
+  data: {c: d}
+";
+
+/// kubectl validates a `kind: List` client-side against the server's
+/// OpenAPI document before it sends the items; without one it refused the
+/// file unless `--validate=false` was given.
+#[tokio::test]
+async fn kubectl_applies_a_list_with_client_side_validation() {
+    let (server, _client) = start().await;
+    let Some(k) = Kubectl::new(&server) else {
+        eprintln!(
+            "SKIPPED kubectl_applies_a_list_with_client_side_validation: kubectl not found on PATH"
+        );
+        return;
+    };
+    let list = k.file("list.yaml", LIST);
+    let (ok, out, err) = k.run(&["apply", "-f", &list]).await;
+    assert!(ok, "{out}\n{err}");
+    assert!(out.contains("configmap/one created"), "{out}");
+    assert!(out.contains("configmap/two created"), "{out}");
+    // strict validation of a List still reports an item's unknown field
+    let bad = k.file(
+        "bad-list.yaml",
+        &LIST.replace("data: {c: d}", "data: {c: d}\n  bogus: 1"),
+    );
+    let (ok, out, err) = k.run(&["apply", "--validate=strict", "-f", &bad]).await;
+    assert!(!ok, "{out}");
+    assert!(err.contains(r#"unknown field "bogus""#), "{err}");
+}

@@ -4,7 +4,8 @@
 //!
 //! One module per area a client can observe (`crud`, `lists`, `watch`,
 //! `patch`, `field_validation`, `lifecycle`, `kinds`, `auth`, `faults`,
-//! `writes`, `custom_resources`, `pods`, `gc`, `printer_columns`)
+//! `writes`, `custom_resources`, `pods`, `gc`, `printer_columns`,
+//! `decoding`, `object_rules`)
 //! drives the server with the real kube client, sharing the fixtures of
 //! `common`; `kubectl` drives it with kubectl and the Python client, `kubectl_writes`
 //! shows kubectl users its write errors;
@@ -19,6 +20,7 @@ mod auth;
 mod common;
 mod crud;
 mod custom_resources;
+mod decoding;
 mod faults;
 mod field_validation;
 mod gc;
@@ -27,6 +29,7 @@ mod kubectl;
 mod kubectl_writes;
 mod lifecycle;
 mod lists;
+mod object_rules;
 mod patch;
 mod pods;
 mod printer_columns;

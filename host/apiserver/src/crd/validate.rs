@@ -11,8 +11,15 @@
 //! Checked: type (and `nullable`), format (date-time, date, int32, int64),
 //! minimum/maximum (and their exclusive forms), minLength/maxLength,
 //! pattern, enum, required, items, minItems/maxItems, properties,
-//! additionalProperties and `x-kubernetes-int-or-string`. Not checked:
-//! allOf/anyOf/oneOf/not, multipleOf, uniqueItems, CEL rules. The root's
+//! additionalProperties, `x-kubernetes-int-or-string` and, below the root,
+//! allOf/anyOf/oneOf/not (kube-openapi `validate/schema_props.go`; their
+//! errors are not `*Validation`s, so `kubeOpenAPIResultToFieldErrors`
+//! reports them as `field.Invalid(nil, "", ...)`: `<nil>: Invalid value:
+//! "": "spec.x" must validate one and only one schema (oneOf). Found none
+//! valid`). For a failed anyOf/oneOf kube-openapi adds the errors of the
+//! failing alternative with the most successful checks (`MatchCount`);
+//! here those of the first failing alternative are added. Not checked:
+//! multipleOf, uniqueItems, CEL rules. The root's
 //! `apiVersion`, `kind` and `metadata` are the server's, not the schema's.
 //! It never changes the object.
 
@@ -95,6 +102,7 @@ fn node(v: &Value, s: &Value, path: &str, errs: &mut Vec<(String, String)>) {
             return;
         }
     }
+    composites(v, s, path, errs);
     if let Some(allowed) = s.get("enum").and_then(Value::as_array) {
         if !allowed.contains(v) {
             let values: Vec<String> = allowed
@@ -132,6 +140,81 @@ fn node(v: &Value, s: &Value, path: &str, errs: &mut Vec<(String, String)>) {
             }
         }
         _ => {}
+    }
+}
+
+/// anyOf, oneOf, allOf and not of `s` at `v`, in kube-openapi's order and
+/// words (`validate/messages.go`: `%q must validate at least one schema
+/// (anyOf)`, `%q must validate one and only one schema (oneOf). %s`, `%q
+/// must validate all the schemas (allOf)%s`, `%q must not validate the
+/// schema (not)`).
+fn composites(v: &Value, s: &Value, path: &str, errs: &mut Vec<(String, String)>) {
+    let quoted = go_quote(path);
+    // field.Invalid(nil, "", err.Error()): a nil path prints as "<nil>"
+    let composite = |msg: String| ("<nil>".to_string(), format!("Invalid value: \"\": {msg}"));
+    let run = |sub: &Value| {
+        let mut e = Vec::new();
+        node(v, sub, path, &mut e);
+        e
+    };
+    let list = |k: &str| s.get(k).and_then(Value::as_array).filter(|a| !a.is_empty());
+    if let Some(any) = list("anyOf") {
+        let mut first_failure = None;
+        let mut ok = false;
+        for sub in any {
+            let e = run(sub);
+            if e.is_empty() {
+                ok = true;
+                break;
+            }
+            first_failure.get_or_insert(e);
+        }
+        if !ok {
+            errs.push(composite(format!(
+                "{quoted} must validate at least one schema (anyOf)"
+            )));
+            errs.extend(first_failure.unwrap_or_default());
+        }
+    }
+    if let Some(one) = list("oneOf") {
+        let results: Vec<Vec<(String, String)>> = one.iter().map(run).collect();
+        let valid = results.iter().filter(|e| e.is_empty()).count();
+        if valid != 1 {
+            let detail = if valid == 0 {
+                "Found none valid".to_string()
+            } else {
+                format!("Found {valid} valid alternatives")
+            };
+            errs.push(composite(format!(
+                "{quoted} must validate one and only one schema (oneOf). {detail}"
+            )));
+            if valid == 0 {
+                errs.extend(results.into_iter().next().unwrap_or_default());
+            }
+        }
+    }
+    if let Some(all) = list("allOf") {
+        let mut valid = 0;
+        for sub in all {
+            let e = run(sub);
+            if e.is_empty() {
+                valid += 1;
+            }
+            errs.extend(e);
+        }
+        if valid != all.len() {
+            let detail = if valid == 0 { ". None validated" } else { "" };
+            errs.push(composite(format!(
+                "{quoted} must validate all the schemas (allOf){detail}"
+            )));
+        }
+    }
+    if let Some(not) = s.get("not").filter(|n| n.is_object()) {
+        if run(not).is_empty() {
+            errs.push(composite(format!(
+                "{quoted} must not validate the schema (not)"
+            )));
+        }
     }
 }
 
@@ -345,5 +428,48 @@ mod tests {
             ]
         );
         assert_eq!(errs(json!({"name": "ok", "port": true})).len(), 1);
+    }
+
+    #[test]
+    fn composites_are_reported_as_kube_openapi_words_them() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+        "properties": {
+            "a": {"type": "integer", "anyOf": [{"minimum": 5}, {"maximum": 1}]},
+            "o": {"type": "integer", "oneOf": [{"minimum": 0}, {"maximum": 10}]},
+            "l": {"type": "string", "allOf": [{"minLength": 2}, {"pattern": "^x"}]},
+            "n": {"type": "string", "not": {"enum": ["forbidden"]}},
+        }}}});
+        let errs = |spec: Value| -> Vec<String> {
+            validate(&json!({"spec": spec}), &schema)
+                .into_iter()
+                .map(|(f, m)| format!("{f}: {m}"))
+                .collect()
+        };
+        assert!(errs(json!({"a": 0, "o": 20, "l": "xy", "n": "ok"})).is_empty());
+        assert_eq!(
+            errs(json!({"a": 3})),
+            [
+                r#"<nil>: Invalid value: "": "spec.a" must validate at least one schema (anyOf)"#,
+                "spec.a: Invalid value: 3: spec.a in body should be greater than or equal to 5",
+            ]
+        );
+        assert_eq!(
+            errs(json!({"o": 5})),
+            [
+                r#"<nil>: Invalid value: "": "spec.o" must validate one and only one schema (oneOf). Found 2 valid alternatives"#
+            ]
+        );
+        assert_eq!(
+            errs(json!({"l": "y"})),
+            [
+                r#"spec.l: Invalid value: "y": spec.l in body should be at least 2 chars long"#,
+                r#"spec.l: Invalid value: "y": spec.l in body should match '^x'"#,
+                r#"<nil>: Invalid value: "": "spec.l" must validate all the schemas (allOf). None validated"#,
+            ]
+        );
+        assert_eq!(
+            errs(json!({"n": "forbidden"})),
+            [r#"<nil>: Invalid value: "": "spec.n" must not validate the schema (not)"#]
+        );
     }
 }

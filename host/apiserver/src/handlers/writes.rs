@@ -16,6 +16,7 @@ use crate::crd;
 use crate::gc;
 use crate::kubelet::{self, PodDeletion};
 use crate::namespaces;
+use crate::object_rules;
 use crate::objects::{
     generated_name, meta_mut, meta_str, now_rfc3339, prepare_create, prepare_update,
     ready_to_remove, validate_name,
@@ -53,7 +54,8 @@ impl Ctx<'_> {
                 )],
             ));
         }
-        let errs = validate_name(&self.target.info, &name);
+        let mut errs = validate_name(&self.target.info, &name);
+        errs.extend(object_rules::validate(&self.target.info, &obj));
         if !errs.is_empty() {
             return Err(self.invalid(&name, errs));
         }
@@ -156,6 +158,10 @@ impl Ctx<'_> {
         }
         let status_write = self.target.sub.as_deref() == Some("status");
         prepare_update(&self.target.info, &oldv, &mut new, status_write);
+        let errs = object_rules::validate(&self.target.info, &new);
+        if !errs.is_empty() {
+            return Err(self.invalid(self.target.name(), errs));
+        }
         self.admit_custom(&mut new)?;
         if !status_write {
             self.check_pod(Some(&oldv), &mut new)?;
@@ -423,7 +429,8 @@ impl Ctx<'_> {
                 Some(&name),
             ));
         }
-        let errs = validate_name(&self.target.info, &name);
+        let mut errs = validate_name(&self.target.info, &name);
+        errs.extend(object_rules::validate(&self.target.info, &obj));
         if !errs.is_empty() {
             return Err(self.invalid(&name, errs));
         }

@@ -7,23 +7,30 @@
 //! problem, `Strict` fails the request. This module imitates that for the
 //! built-in kinds of the [`Registry`](super::registry::Registry): it
 //! round-trips an object through its k8s-openapi type and calls every key
-//! present in the input but gone after the round trip unknown (keys whose
-//! value is `null` are never reported: a round trip drops those whether or
-//! not they are known). Duplicate keys of JSON documents are reported too.
+//! present in the input but gone after the round trip unknown (a key whose
+//! value is `null` too, when the type does not declare it: Go's strict
+//! decoder judges the key, not its value). Duplicate keys of JSON documents are reported too.
 //! Messages, paths and status codes follow the real handlers: create and
 //! update answer 400 (`... cannot be handled as a ...: strict decoding
 //! error: ...`), JSON/merge/strategic patches 422 about the patched object
 //! and server-side apply always 500 (`failed to create typed patch object
 //! ...: field not declared in schema`), whatever the directive.
 //!
-//! This module owns *which fields of a write are unknown or duplicated and
-//! how that is reported*. It never checks anything else about an object
-//! (names, values, immutability), never touches custom resources (their
-//! schemas are the CRD's business), and when the typed decode itself fails
-//! (a value of the wrong type) it reports nothing and leaves the object as
-//! it was sent.
+//! Before any of that, a body of a built-in kind must decode into its Go
+//! type at all: a value of the wrong JSON type (`data: [1]`), a quantity
+//! that does not parse, data that is not base64 fail the write whatever
+//! the directive, with the decoder's error (`typed`), 400 for create and
+//! update and 422 for patches; "non-strict errors trump" strict ones
+//! (apiserver `handlers/patch.go`). Server-side apply is not decoded here.
 //!
-//! The pieces: `unknown` finds the unknown fields (the typed round trip)
+//! This module owns *whether a write decodes, which of its fields are
+//! unknown or duplicated, and how that is reported*. It never checks
+//! anything else about an object (names, values, immutability) and never
+//! touches custom resources (their schemas are the CRD's business).
+//!
+//! The pieces: `typed` decodes a body as the Go decoder would and words
+//! its error, `quantity` is `resource.Quantity`'s syntax, `unknown` finds
+//! the unknown fields (the typed round trip)
 //! and removes them, `duplicates` reads a JSON document as written for
 //! duplicate keys and document order, `messages` words the problems as
 //! the real decoder and structured-merge-diff do (Go quoting and
@@ -32,8 +39,10 @@
 
 mod duplicates;
 mod messages;
+mod quantity;
 #[cfg(test)]
 mod tests;
+mod typed;
 mod unknown;
 
 use std::collections::HashSet;
@@ -164,6 +173,14 @@ pub fn check(
     write: &Write<'_>,
     schema: Option<&Value>,
 ) -> Result<Vec<String>, ApiError> {
+    let custom = schema.is_some() && super::crd::is_custom(info);
+    if !custom && !matches!(write, Write::Apply { .. }) {
+        // a value the Go type cannot hold fails before unknown fields are
+        // looked at ("Non-strict errors trump", apiserver handlers/patch.go)
+        if let Some(text) = typed::kind(info).and_then(|k| typed::decode_error(k, obj)) {
+            return Err(failure(info, obj, write, &text));
+        }
+    }
     let unknown = match schema {
         // a custom resource: what its structural schema does not specify
         Some(s) if super::crd::is_custom(info) => Some(super::crd::unknown_paths(obj, s)),
@@ -212,9 +229,18 @@ pub fn check(
         return Ok(problems.list);
     }
     let strict = format!("strict decoding error: {}", problems.list.join(", "));
-    Err(match write {
+    Err(failure(info, obj, write, &strict))
+}
+
+/// The error of a write whose body the real server's decoder refused with
+/// `text`: create and update answer 400 (`handlers/create.go`
+/// `transformDecodeError`), JSON, merge and strategic patches 422 about
+/// the field `patch` (`handlers/patch.go` `applyPatchToCurrentObject`,
+/// `applyPatchToObject`).
+fn failure(info: &ResourceInfo, obj: &Value, write: &Write<'_>, text: &str) -> ApiError {
+    match write {
         Write::Create { .. } | Write::Update { .. } => ApiError::BadRequest(format!(
-            "{kind} in version {version} cannot be handled as a {kind}: {strict}",
+            "{kind} in version {version} cannot be handled as a {kind}: {text}",
             kind = info.kind,
             version = go_quote(&info.version),
         )),
@@ -229,11 +255,11 @@ pub fn check(
                 "",
                 vec![(
                     "patch".into(),
-                    format!("Invalid value: {}: {strict}", go_quote(&value)),
+                    format!("Invalid value: {}: {text}", go_quote(&value)),
                 )],
             )
         }
-    })
+    }
 }
 
 /// Adds one `Warning: 299 - "text"` header per distinct warning, as the

@@ -94,27 +94,37 @@ fn ignore_drops_unknown_fields_silently() {
 }
 
 #[test]
-fn null_values_are_never_reported_or_touched() {
+fn a_null_valued_unknown_field_is_unknown_and_a_null_known_one_is_not() {
+    // sigs.k8s.io/json object(): the key is judged before its value
     let body = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","creationTimestamp":null},
-        "spec":{"bogus":null,"containers":[{"name":"c","image":"i"}]}}"#;
-    let mut obj: Value = serde_json::from_str(body).unwrap();
-    let before = obj.clone();
-    let warnings = check(
-        &pod(),
-        &mut obj,
-        Directive::Strict,
-        &Write::Create {
-            body: body.as_bytes(),
-        },
-    )
-    .unwrap();
-    assert!(warnings.is_empty());
-    assert_eq!(obj, before);
+        "spec":{"bogus":null,"hostname":null,"containers":[{"name":"c","image":"i"}]}}"#;
+    let write = Write::Create {
+        body: body.as_bytes(),
+    };
+    let parsed: Value = serde_json::from_str(body).unwrap();
+    let mut obj = parsed.clone();
+    let err = check(&pod(), &mut obj, Directive::Strict, &write).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        r#"Pod in version "v1" cannot be handled as a Pod: strict decoding error: unknown field "spec.bogus""#
+    );
+    assert_eq!(obj, parsed);
+    let mut obj = parsed.clone();
+    let warnings = check(&pod(), &mut obj, Directive::Warn, &write).unwrap();
+    assert_eq!(warnings, vec![r#"unknown field "spec.bogus""#.to_string()]);
+    assert!(obj["spec"].get("bogus").is_none());
+    assert!(obj["spec"]["hostname"].is_null());
+    assert!(obj["metadata"]["creationTimestamp"].is_null());
+    let mut obj = parsed.clone();
+    assert!(check(&pod(), &mut obj, Directive::Ignore, &write)
+        .unwrap()
+        .is_empty());
+    assert!(obj["spec"].get("bogus").is_none());
 }
 
 #[test]
-fn a_failing_typed_decode_falls_back_to_storing_what_was_sent() {
-    // a label value must be a string: k8s-openapi cannot decode this Pod
+fn a_value_the_go_type_cannot_hold_fails_the_write_whatever_the_directive() {
+    // a label value must be a string; the decode error trumps the unknown field
     let body = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{"a":1}},
         "spec":{"foo":1,"containers":[{"name":"c","image":"i"}]}}"#;
     let mut obj: Value = serde_json::from_str(body).unwrap();
@@ -123,9 +133,11 @@ fn a_failing_typed_decode_falls_back_to_storing_what_was_sent() {
         let write = Write::Create {
             body: body.as_bytes(),
         };
-        assert!(check(&pod(), &mut obj, directive, &write)
-            .unwrap()
-            .is_empty());
+        let err = check(&pod(), &mut obj, directive, &write).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Pod in version \"v1\" cannot be handled as a Pod: json: cannot unmarshal number into Go struct field ObjectMeta.metadata.labels of type string"
+        );
         assert_eq!(obj, before);
     }
 }

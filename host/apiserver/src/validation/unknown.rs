@@ -1,15 +1,15 @@
 //! Unknown fields by the typed round trip: an object of a built-in kind is
-//! decoded into its k8s-openapi type and encoded again, and every non-null
-//! key the round trip drops is unknown.
+//! decoded into its k8s-openapi type and encoded again, and every key the
+//! round trip drops is unknown (a `null`-valued one only when the type does
+//! not declare it).
 //!
 //! This module owns *which paths are unknown* and removes them on request;
 //! it never words a problem (see `messages`) and never looks at kinds it
 //! has no type for (custom resources are left alone).
 
-use serde::de::DeserializeOwned;
-use serde::Serialize;
 use serde_json::Value;
 
+use super::typed;
 use crate::registry::ResourceInfo;
 
 /// One step of a path through a JSON document.
@@ -26,61 +26,38 @@ pub(crate) type Path = Vec<Seg>;
 /// of sorted keys; `None` when `info` is not a built-in kind this module
 /// knows or `obj` does not decode into it.
 pub(super) fn unknown_fields(info: &ResourceInfo, obj: &Value) -> Option<Vec<Path>> {
-    let typed = round_trip(info, obj)?;
+    let kind = typed::kind(info)?;
+    let typed = kind.round_trip(obj)?;
     let mut out = Vec::new();
-    dropped(obj, &typed, &mut Vec::new(), &mut out);
+    let declared = |path: &[Seg]| typed::declares(kind, obj, path);
+    dropped(obj, &typed, &mut Vec::new(), &declared, &mut out);
     Some(out)
 }
 
-fn typed<T: DeserializeOwned + Serialize>(obj: &Value) -> Option<Value> {
-    let t = T::deserialize(obj).ok()?;
-    serde_json::to_value(&t).ok()
-}
-
-/// `obj` decoded into its k8s-openapi type and encoded again.
-fn round_trip(info: &ResourceInfo, obj: &Value) -> Option<Value> {
-    use k8s_openapi::api::{apps, coordination, core, events, rbac};
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
-    match (
-        info.group.as_str(),
-        info.version.as_str(),
-        info.kind.as_str(),
-    ) {
-        ("", "v1", "Namespace") => typed::<core::v1::Namespace>(obj),
-        ("", "v1", "Node") => typed::<core::v1::Node>(obj),
-        ("", "v1", "Pod") => typed::<core::v1::Pod>(obj),
-        ("", "v1", "ConfigMap") => typed::<core::v1::ConfigMap>(obj),
-        ("", "v1", "Secret") => typed::<core::v1::Secret>(obj),
-        ("", "v1", "Event") => typed::<core::v1::Event>(obj),
-        ("", "v1", "ServiceAccount") => typed::<core::v1::ServiceAccount>(obj),
-        ("events.k8s.io", "v1", "Event") => typed::<events::v1::Event>(obj),
-        ("coordination.k8s.io", "v1", "Lease") => typed::<coordination::v1::Lease>(obj),
-        ("apps", "v1", "Deployment") => typed::<apps::v1::Deployment>(obj),
-        ("rbac.authorization.k8s.io", "v1", "ClusterRole") => typed::<rbac::v1::ClusterRole>(obj),
-        ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding") => {
-            typed::<rbac::v1::ClusterRoleBinding>(obj)
-        }
-        ("rbac.authorization.k8s.io", "v1", "Role") => typed::<rbac::v1::Role>(obj),
-        ("rbac.authorization.k8s.io", "v1", "RoleBinding") => typed::<rbac::v1::RoleBinding>(obj),
-        ("apiextensions.k8s.io", "v1", "CustomResourceDefinition") => {
-            typed::<apiextensions::v1::CustomResourceDefinition>(obj)
-        }
-        _ => None,
-    }
-}
-
-/// Collects the non-null keys of `input` that `typed` lacks.
-fn dropped(input: &Value, typed: &Value, path: &mut Path, out: &mut Vec<Path>) {
+/// Collects the keys of `input` that `typed` lacks. A `null`-valued key is
+/// absent from both a known and an unknown field's round trip, so
+/// `declared` decides for those: Go's strict decoder calls a key unknown
+/// before it looks at the value (`sigs.k8s.io/json` `object()`), so
+/// `"x": null` is as unknown as `"x": 1`.
+fn dropped(
+    input: &Value,
+    typed: &Value,
+    path: &mut Path,
+    declared: &dyn Fn(&[Seg]) -> bool,
+    out: &mut Vec<Path>,
+) {
     match (input, typed) {
         (Value::Object(i), Value::Object(t)) => {
             for (k, v) in i {
-                if v.is_null() {
-                    continue;
-                }
                 path.push(Seg::Key(k.clone()));
                 match t.get(k) {
+                    None if v.is_null() => {
+                        if !declared(path) {
+                            out.push(path.clone());
+                        }
+                    }
                     None => out.push(path.clone()),
-                    Some(tv) => dropped(v, tv, path, out),
+                    Some(tv) => dropped(v, tv, path, declared, out),
                 }
                 path.pop();
             }
@@ -88,7 +65,7 @@ fn dropped(input: &Value, typed: &Value, path: &mut Path, out: &mut Vec<Path>) {
         (Value::Array(i), Value::Array(t)) => {
             for (n, (iv, tv)) in i.iter().zip(t).enumerate() {
                 path.push(Seg::Index(n));
-                dropped(iv, tv, path, out);
+                dropped(iv, tv, path, declared, out);
                 path.pop();
             }
         }
