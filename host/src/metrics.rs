@@ -172,6 +172,19 @@ pub struct Metrics {
     pub guest_swaps: Family<GuestResultLabels, Counter>,
     /// `wasmctrl_resyncs_total{guest}`: periodic re-enqueues of every key.
     pub resyncs: Family<GuestLabels, Counter>,
+    /// `wasmctrl_guest_limited_total{guest,limit}`: a policy cap applied
+    /// without failing the call (`min_requeue` raised a requeue delay,
+    /// `log` truncated or dropped a message).
+    pub guest_limited: Family<GuestLimitLabels, Counter>,
+}
+
+/// Labels `{guest, limit}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GuestLimitLabels {
+    /// Guest name.
+    pub guest: String,
+    /// `min_requeue` or `log`.
+    pub limit: String,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -208,6 +221,7 @@ impl Metrics {
             guest_info: Family::default(),
             guest_swaps: Family::default(),
             resyncs: Family::default(),
+            guest_limited: Family::default(),
             registry: Registry::default(),
         };
         // prometheus-client appends `_total` to counters.
@@ -285,6 +299,11 @@ impl Metrics {
             "wasmctrl_resyncs",
             "Periodic resyncs (every key re-enqueued) per guest",
             m.resyncs.clone(),
+        );
+        registry.register(
+            "wasmctrl_guest_limited",
+            "Policy caps applied without failing the call, by limit (min_requeue, log)",
+            m.guest_limited.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -462,6 +481,19 @@ impl GuestMetrics {
                     reason: reason.to_string(),
                 })
                 .inc();
+        }
+    }
+
+    /// Counts `n` applications of policy cap `limit` (`min_requeue`, `log`).
+    pub fn limited(&self, limit: &str, n: u64) {
+        if n > 0 {
+            self.metrics
+                .guest_limited
+                .get_or_create(&GuestLimitLabels {
+                    guest: self.guest.clone(),
+                    limit: limit.to_string(),
+                })
+                .inc_by(n);
         }
     }
 
