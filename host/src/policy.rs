@@ -193,8 +193,8 @@ impl Grant {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SectionFile {
-    /// `None`: inherit the default section's (no file: anything but
-    /// Secrets).
+    /// `None`: inherit the default section's; `None` there too: not
+    /// restricted, except for Secrets.
     watch: Option<Vec<Grant>>,
     write: Option<Vec<Grant>>,
     #[serde(default)]

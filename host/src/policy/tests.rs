@@ -176,3 +176,15 @@ fn a_bad_policy_file_is_an_error_naming_the_problem() {
     let e = Policy::load(&dir.path().join("missing.yaml")).unwrap_err();
     assert!(e.to_string().contains("missing.yaml"), "{e}");
 }
+
+#[test]
+fn a_limits_only_file_restricts_nothing_but_an_empty_list_grants_nothing() {
+    let limits_only = Policy::parse("default:\n  limits: {maxWatches: 4}\n").unwrap();
+    assert_eq!(limits_only.admit(&gpu_summary()), Ok(()));
+    assert!(
+        limits_only.admit(&secret_copier()).is_err(),
+        "Secrets still need a grant"
+    );
+    let nothing = Policy::parse("default:\n  watch: []\n  write: []\n").unwrap();
+    assert_eq!(nothing.admit(&gpu_summary()).unwrap_err().denied.len(), 2);
+}
