@@ -93,6 +93,27 @@ pub fn clamp_requeue(requeue: &mut Option<Duration>, min: Duration) -> bool {
     }
 }
 
+/// The guests already warned that a requeue delay was raised (one warning
+/// per guest per runtime; the metric counts every time).
+#[derive(Debug, Default)]
+pub struct ClampWarnings(Mutex<std::collections::HashSet<String>>);
+
+impl ClampWarnings {
+    /// Warns that `guest`'s requeue delay was raised to `min`, the first
+    /// time only.
+    pub fn warn_once(&self, guest: &str, min: Duration) {
+        let first = self
+            .0
+            .lock()
+            .map(|mut w| w.insert(guest.to_string()))
+            .unwrap_or(false);
+        if first {
+            tracing::warn!(target: "wasmctrl::guest", guest,
+                "guest asked to be requeued sooner than the policy's minimum of {min:?}; raised to it (logged once, counted in wasmctrl_guest_limited_total{{limit=\"min_requeue\"}})");
+        }
+    }
+}
+
 /// Per-guest log budget over one-second windows, shared by every call of
 /// every guest on one runtime.
 #[derive(Debug, Default)]

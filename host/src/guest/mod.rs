@@ -327,8 +327,7 @@ struct Shared {
     ticks_per_deadline: u64,
     stop: Arc<AtomicBool>,
     log_rates: Arc<limits::LogRates>,
-    /// Guests already warned that their requeue delay was raised.
-    clamp_warned: std::sync::Mutex<std::collections::HashSet<String>>,
+    clamp_warnings: limits::ClampWarnings,
 }
 
 impl Drop for Shared {
@@ -382,7 +381,7 @@ impl GuestRuntime {
                 ticks_per_deadline,
                 stop,
                 log_rates: Arc::default(),
-                clamp_warned: Default::default(),
+                clamp_warnings: Default::default(),
             }),
         })
     }
@@ -585,20 +584,6 @@ impl GuestModule {
         self.inner.from_cache
     }
 
-    fn warn_clamped_once(&self, guest: &str, min: Duration) {
-        let first = self
-            .inner
-            .shared
-            .clamp_warned
-            .lock()
-            .map(|mut w| w.insert(guest.to_string()))
-            .unwrap_or(false);
-        if first {
-            tracing::warn!(target: "wasmctrl::guest", guest,
-                "guest asked to be requeued sooner than the policy's minimum of {min:?}; raised to it (logged once, counted in wasmctrl_guest_limited_total{{limit=\"min_requeue\"}})");
-        }
-    }
-
     fn error(&self, guest: &str, kind: GuestErrorKind) -> GuestError {
         GuestError {
             guest: guest.to_string(),
@@ -744,7 +729,7 @@ impl GuestModule {
             let min = limits.min_requeue;
             stats.requeue_clamped = limits::clamp_requeue(&mut plan.requeue_after, min);
             if stats.requeue_clamped {
-                self.warn_clamped_once(name, min);
+                self.inner.shared.clamp_warnings.warn_once(name, min);
             }
             plan
         });

@@ -264,3 +264,42 @@ fn the_event_cap_counts_events() {
         "{e}"
     );
 }
+
+#[test]
+fn a_million_write_plan_is_refused_before_any_document_is_parsed() {
+    // One 2-byte document, referenced by 1,000,000 writes (48 bytes each,
+    // from 65536): the plan the issue's probe returned.
+    let n = 1_000_000;
+    let body = format!(
+        "(local $i i32) (local $at i32)
+        (i32.store16 (i32.const 4096) (i32.const 0x7d7b))
+        (local.set $at (i32.const 65536))
+        (loop $again
+          (i32.store8 (local.get $at) (i32.const 0))
+          (i32.store (i32.add (local.get $at) (i32.const 4)) (i32.const 4096))
+          (i32.store (i32.add (local.get $at) (i32.const 8)) (i32.const 2))
+          (local.set $at (i32.add (local.get $at) (i32.const 48)))
+          (local.set $i (i32.add (local.get $i) (i32.const 1)))
+          (br_if $again (i32.lt_u (local.get $i) (i32.const {n}))))
+        (i32.store8 (i32.const 1024) (i32.const 0))
+        (i32.store (i32.const 1032) (i32.const 65536)) (i32.store (i32.const 1036) (i32.const {n}))
+        (i32.store (i32.const 1040) (i32.const 0)) (i32.store (i32.const 1044) (i32.const 0))
+        (i32.store8 (i32.const 1048) (i32.const 0))
+        (i32.const 1024)"
+    );
+    let wat = wat_guest(&body).replace(
+        "(memory (export \"memory\") 1)",
+        "(memory (export \"memory\") 800)",
+    );
+    let rt = runtime(RuntimeConfig::default());
+    let module = rt
+        .load_bytes("huge.wasm", &component_from_wat(&wat))
+        .unwrap();
+    let (plan, _) = module.reconcile(&gpu_manifest(), &env(), &request(), empty_snapshot());
+    let e = plan.unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("1000000 writes, over the limit of 10000 (maxPlanWrites)"),
+        "{e}"
+    );
+}
