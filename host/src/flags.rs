@@ -36,13 +36,22 @@ fn float_in(s: &str, min: f64, max: f64, what: &str) -> Result<f64, String> {
     Ok(v)
 }
 
+/// A finite number more than 0 and at most `max`.
+fn positive(s: &str, max: f64, unit: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number"))?;
+    if v.is_finite() && v > 0.0 && v <= max {
+        Ok(v)
+    } else {
+        Err(format!("{s} is not more than 0 and at most {max} {unit}"))
+    }
+}
+
 /// Seconds for leader-election timings: more than 0, at most a year.
 pub fn positive_seconds(s: &str) -> Result<f64, String> {
-    let v = float_in(s, 0.0, MAX_SECONDS as f64, "seconds")?;
-    if v == 0.0 {
-        return Err("must be more than 0 seconds".into());
-    }
-    Ok(v)
+    positive(s, MAX_SECONDS as f64, "seconds")
 }
 
 /// `--kube-api-qps`.
@@ -52,11 +61,7 @@ pub fn qps(s: &str) -> Result<f64, String> {
 
 /// `demo --rate`.
 pub fn demo_rate(s: &str) -> Result<f64, String> {
-    let v = float_in(s, 0.0, MAX_DEMO_RATE, "actions per second")?;
-    if v == 0.0 {
-        return Err("must be more than 0 actions per second".into());
-    }
-    Ok(v)
+    positive(s, MAX_DEMO_RATE, "actions per second")
 }
 
 #[cfg(test)]
@@ -69,6 +74,11 @@ mod tests {
             assert!(positive_seconds(bad).is_err(), "{bad}");
         }
         assert_eq!(positive_seconds("2.5"), Ok(2.5));
+        assert_eq!(
+            positive_seconds("-1").unwrap_err(),
+            "-1 is not more than 0 and at most 31536000 seconds"
+        );
+        assert_eq!(positive_seconds("x").unwrap_err(), "\"x\" is not a number");
     }
 
     #[test]
