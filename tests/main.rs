@@ -17,6 +17,7 @@ mod cli_reconcile_keys;
 mod deploy;
 mod failover;
 mod finalizers;
+mod governance;
 mod guest_runtime;
 mod hotswap;
 mod informer;

@@ -10,6 +10,7 @@
 //! - `namespace`: its namespace (default: the host's namespace);
 //! - `resource`: the extended resource to count (default `nvidia.com/gpu`).
 
+pub mod node_key;
 pub mod summary;
 
 use wasmctrl_guest_sdk::pod_request::{pod_resource_paths, PodResourceFields};

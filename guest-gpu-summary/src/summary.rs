@@ -69,6 +69,9 @@ pub fn summarize_resource<'a>(
     for pod in pods {
         match pod_outcome(&pod, resource) {
             PodOutcome::Skipped(_) | PodOutcome::Counted { gpus: 0, .. } => {}
+            PodOutcome::Counted { node, .. } if !crate::node_key::is_config_map_key(node) => {
+                crate::node_key::skipped(pod.namespace, pod.name, node);
+            }
             PodOutcome::Counted { node, gpus } => {
                 // get_mut first: no allocation for a node already seen.
                 if let Some(sum) = summary.per_node.get_mut(node) {

@@ -122,6 +122,23 @@ fn plan_applies_one_configmap_with_per_node_counts() {
 }
 
 #[test]
+fn pods_whose_node_name_is_not_a_configmap_key_are_skipped_not_written() {
+    let huge = "n".repeat(1 << 20);
+    let snap = Fixture::default()
+        .pod("ok", Some("node-1"), "Running", &[req("1")], &[])
+        .pod("escape", Some("../../etc"), "Running", &[req("2")], &[])
+        .pod("nul", Some("node\0x"), "Running", &[req("2")], &[])
+        .pod("huge", Some(&huge), "Running", &[req("2")], &[])
+        .snapshot();
+    let plan = reconcile_plan(&env(&[]), &snap).unwrap();
+    assert!(
+        applied(&plan).ends_with(r#""data":{"node-1":"1"}}"#),
+        "{:.300}",
+        applied(&plan)
+    );
+}
+
+#[test]
 fn empty_world_applies_an_empty_summary() {
     let plan = reconcile_plan(&env(&[]), &Fixture::default().snapshot()).unwrap();
     assert!(

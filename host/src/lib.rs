@@ -22,6 +22,7 @@ pub mod offline;
 pub mod outputs;
 pub mod packaging;
 pub mod permissions;
+pub mod policy;
 pub mod projection;
 pub mod request;
 pub mod store;

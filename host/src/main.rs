@@ -8,6 +8,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
+mod flags;
+
 use wasmctrl::guest::{self, GuestRuntime, RuntimeConfig};
 use wasmctrl::leader::{HostElection, LeaderElectionConfig};
 
@@ -69,7 +71,7 @@ struct RunArgs {
     #[arg(long)]
     guest_dir: Option<PathBuf>,
     /// Rescan the guest directory this often even without notifications.
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=flags::MAX_SECONDS))]
     guest_rescan_seconds: u64,
     /// Kubeconfig file (default: in-cluster config, then $KUBECONFIG or ~/.kube/config).
     #[arg(long)]
@@ -82,10 +84,10 @@ struct RunArgs {
     #[arg(long = "config")]
     config: Vec<String>,
     /// Workers per guest.
-    #[arg(long, default_value_t = 2)]
-    workers: usize,
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=flags::MAX_WORKERS))]
+    workers: u64,
     /// Resync period in seconds (guests may choose their own).
-    #[arg(long, default_value_t = 600)]
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=flags::MAX_SECONDS))]
     resync_seconds: u64,
     /// Address of the Prometheus `/metrics` endpoint.
     #[arg(long, default_value = "0.0.0.0:8080")]
@@ -96,10 +98,10 @@ struct RunArgs {
     #[command(flatten)]
     election: ElectionArgs,
     /// Client-side limit on API requests per second (all guests together).
-    #[arg(long, default_value_t = 20.0)]
+    #[arg(long, default_value_t = 20.0, value_parser = flags::qps)]
     kube_api_qps: f64,
     /// Client-side burst of API requests.
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     kube_api_burst: u32,
     #[command(flatten)]
     sandbox: SandboxArgs,
@@ -120,13 +122,13 @@ struct ElectionArgs {
     #[arg(long)]
     identity: Option<String>,
     /// Lease duration, seconds.
-    #[arg(long, default_value_t = 15.0)]
+    #[arg(long, default_value_t = 15.0, value_parser = flags::positive_seconds)]
     lease_duration_seconds: f64,
     /// Renew deadline, seconds.
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 10.0, value_parser = flags::positive_seconds)]
     renew_deadline_seconds: f64,
     /// Retry period, seconds.
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, value_parser = flags::positive_seconds)]
     retry_period_seconds: f64,
 }
 
@@ -164,24 +166,24 @@ struct ApiserverArgs {
     #[arg(long)]
     kubeconfig_out: Option<PathBuf>,
     /// Watch history retained (events); older resourceVersions get 410 Gone.
-    #[arg(long)]
-    history: Option<usize>,
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    history: Option<u64>,
 }
 
 #[cfg(feature = "dev-server")]
 #[derive(Args)]
 struct DemoArgs {
     /// Number of GPU nodes.
-    #[arg(long, default_value_t = 8)]
-    nodes: usize,
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=flags::MAX_DEMO_NODES))]
+    nodes: u64,
     /// Pods kept alive by the simulator.
-    #[arg(long, default_value_t = 60)]
-    pods: usize,
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=flags::MAX_DEMO_PODS))]
+    pods: u64,
     /// Stop after this many seconds and print a verdict (default: until Ctrl-C).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=flags::MAX_SECONDS))]
     duration: Option<u64>,
     /// Simulator actions per second.
-    #[arg(long, default_value_t = 20.0)]
+    #[arg(long, default_value_t = 20.0, value_parser = flags::demo_rate)]
     rate: f64,
     /// Simulator seed.
     #[arg(long, default_value_t = 42)]
@@ -198,14 +200,19 @@ struct DemoArgs {
 #[derive(Args, Clone)]
 struct SandboxArgs {
     /// Per-call deadline for a guest, in milliseconds.
-    #[arg(long, default_value_t = 5000)]
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..=flags::MAX_GUEST_DEADLINE_MS))]
     guest_deadline_ms: u64,
     /// Memory cap per guest instance, in MiB.
-    #[arg(long, default_value_t = 512)]
-    guest_memory_mib: usize,
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=flags::MAX_GUEST_MEMORY_MIB))]
+    guest_memory_mib: u64,
     /// Fuel per guest call (off when absent).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     guest_fuel: Option<u64>,
+    /// Operator policy (YAML): what each guest may watch and write, and
+    /// its caps (see README "Operator policy"). Default: anything but
+    /// Secrets, default caps.
+    #[arg(long)]
+    policy: Option<PathBuf>,
     /// Directory for precompiled guests (default: $XDG_CACHE_HOME/wasmctrl).
     #[arg(long)]
     guest_cache_dir: Option<PathBuf>,
@@ -215,17 +222,25 @@ struct SandboxArgs {
 }
 
 impl SandboxArgs {
-    fn runtime_config(&self) -> RuntimeConfig {
+    fn runtime_config(&self) -> anyhow::Result<RuntimeConfig> {
         let base = RuntimeConfig::default();
+        let policy = match &self.policy {
+            Some(path) => wasmctrl::policy::Policy::load(path)?,
+            None => wasmctrl::policy::Policy::default(),
+        };
         let cache = if self.no_guest_cache {
             None
         } else {
             self.guest_cache_dir.clone().or(base.cache_dir.clone())
         };
-        base.deadline(Duration::from_millis(self.guest_deadline_ms))
-            .memory_limit(self.guest_memory_mib << 20)
+        let memory = usize::try_from(self.guest_memory_mib << 20)
+            .context("--guest-memory-mib does not fit this platform's address space")?;
+        Ok(base
+            .deadline(Duration::from_millis(self.guest_deadline_ms))
+            .memory_limit(memory)
             .fuel(self.guest_fuel)
             .cache_dir(cache)
+            .policy(policy))
     }
 }
 
@@ -254,6 +269,9 @@ struct ReconcileArgs {
     /// default: now.
     #[arg(long, value_parser = parse_now)]
     now: Option<u64>,
+    /// Refuse an `--objects` input larger than this many bytes.
+    #[arg(long, default_value_t = wasmctrl::objects::DEFAULT_MAX_INPUT_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
+    max_input_bytes: u64,
     #[command(flatten)]
     sandbox: SandboxArgs,
 }
@@ -270,7 +288,7 @@ fn parse_now(s: &str) -> Result<u64, String> {
 
 fn reconcile(args: ReconcileArgs) -> anyhow::Result<()> {
     let config = wasmctrl::config::parse_pairs(&args.config)?;
-    let runtime = GuestRuntime::new(args.sandbox.runtime_config())?;
+    let runtime = GuestRuntime::new(args.sandbox.runtime_config()?)?;
     let module = runtime.load_file(&args.guest)?;
     let env = guest::environment(&args.namespace, &config);
     // Decode only what the guest's watches need (the same projection the
@@ -279,7 +297,15 @@ fn reconcile(args: ReconcileArgs) -> anyhow::Result<()> {
     let keep = wasmctrl::objects::Keep::for_manifest(&manifest);
     let mut objects = Vec::new();
     for path in &args.objects {
-        objects.extend(wasmctrl::objects::read_objects_keeping(path, &keep)?);
+        objects.extend(wasmctrl::objects::read_objects_limited(
+            path,
+            &keep,
+            args.max_input_bytes,
+        )?);
+    }
+    let duplicates = wasmctrl::objects::duplicates(&objects);
+    if !duplicates.is_empty() {
+        return Err(wasmctrl::objects::ObjectsError::Duplicates(duplicates).into());
     }
     let env = env.at(args.now.unwrap_or_else(guest::now_ms));
     let plans =
@@ -338,12 +364,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         namespace,
         guest_config,
         controller: wasmctrl::controller::ControllerConfig::default()
-            .workers(args.workers)
+            .workers(usize::try_from(args.workers).unwrap_or(1))
             .resync(Duration::from_secs(args.resync_seconds))
             .instance(std::env::var("POD_NAME").ok()),
-        runtime: args.sandbox.runtime_config(),
+        runtime: args.sandbox.runtime_config()?,
         guest_dir: args.guest_dir,
-        rescan: Some(Duration::from_secs(args.guest_rescan_seconds.max(1))),
+        rescan: Some(Duration::from_secs(args.guest_rescan_seconds)),
         pod: match (std::env::var("POD_NAMESPACE"), std::env::var("POD_NAME")) {
             (Ok(ns), Ok(name)) if !ns.is_empty() && !name.is_empty() => Some((ns, name)),
             _ => None,
@@ -412,7 +438,7 @@ async fn shutdown_signal() {
 async fn apiserver(args: ApiserverArgs) -> anyhow::Result<()> {
     let mut config = wasmctrl_apiserver::ApiServerConfig::default().listen(args.listen);
     if let Some(h) = args.history {
-        config = config.history(h);
+        config = config.history(usize::try_from(h).unwrap_or(usize::MAX));
     }
     wasmctrl_apiserver::serve_until_signal(config, args.kubeconfig_out.as_deref()).await?;
     Ok(())
@@ -421,8 +447,8 @@ async fn apiserver(args: ApiserverArgs) -> anyhow::Result<()> {
 #[cfg(feature = "dev-server")]
 async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     let verdict = wasmctrl::demo::run(wasmctrl::demo::DemoConfig {
-        nodes: args.nodes,
-        pods: args.pods,
+        nodes: usize::try_from(args.nodes).unwrap_or(1),
+        pods: usize::try_from(args.pods).unwrap_or(1),
         duration: args.duration.map(Duration::from_secs),
         guest: args.guest,
         rate: args.rate,

@@ -187,6 +187,19 @@ pub struct Metrics {
     /// `wasmctrl_writes_held_back_total{guest}`: writes not sent during a
     /// write war's hold-back.
     pub writes_held_back: Family<GuestLabels, Counter>,
+    /// `wasmctrl_guest_limited_total{guest,limit}`: a policy cap applied
+    /// without failing the call (`min_requeue` raised a requeue delay,
+    /// `log` truncated or dropped a message).
+    pub guest_limited: Family<GuestLimitLabels, Counter>,
+}
+
+/// Labels `{guest, limit}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GuestLimitLabels {
+    /// Guest name.
+    pub guest: String,
+    /// `min_requeue` or `log`.
+    pub limit: String,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -225,6 +238,7 @@ impl Metrics {
             resyncs: Family::default(),
             write_wars: Family::default(),
             writes_held_back: Family::default(),
+            guest_limited: Family::default(),
             registry: Registry::default(),
         };
         // prometheus-client appends `_total` to counters.
@@ -312,6 +326,11 @@ impl Metrics {
             "wasmctrl_writes_held_back",
             "Writes not sent because their object was in a write war's hold-back",
             m.writes_held_back.clone(),
+        );
+        registry.register(
+            "wasmctrl_guest_limited",
+            "Policy caps applied without failing the call, by limit (min_requeue, log)",
+            m.guest_limited.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -489,6 +508,19 @@ impl GuestMetrics {
                     reason: reason.to_string(),
                 })
                 .inc();
+        }
+    }
+
+    /// Counts `n` applications of policy cap `limit` (`min_requeue`, `log`).
+    pub fn limited(&self, limit: &str, n: u64) {
+        if n > 0 {
+            self.metrics
+                .guest_limited
+                .get_or_create(&GuestLimitLabels {
+                    guest: self.guest.clone(),
+                    limit: limit.to_string(),
+                })
+                .inc_by(n);
         }
     }
 

@@ -35,6 +35,23 @@ pub enum ObjectsError {
         /// The parser's message (line and column included).
         problem: String,
     },
+    /// The input is larger than the cap (`--max-input-bytes`).
+    #[error("{file}: larger than the input limit of {max} bytes (--max-input-bytes)")]
+    TooLarge {
+        /// The file.
+        file: String,
+        /// The cap.
+        max: u64,
+    },
+    /// The input holds no document at all.
+    #[error("{file}: no objects: the input is empty (a List with no items is fine; nothing at all is not)")]
+    Empty {
+        /// The file.
+        file: String,
+    },
+    /// The same object (group, kind, namespace, name) more than once.
+    #[error("the same object appears more than once in the input, which a cluster cannot hold: {}", .0.join("; "))]
+    Duplicates(Vec<String>),
     /// An object without `kind` or `apiVersion`, or not an object at all.
     #[error("{file}: object {index}{name}: {problem}")]
     Object {
@@ -56,6 +73,9 @@ pub enum ObjectsError {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Keep {
     all: bool,
+    /// A document level: arrays hold documents, and `items` (of a `List`)
+    /// holds documents, to any depth.
+    doc: bool,
     fields: BTreeMap<String, Keep>,
     each: Option<Box<Keep>>,
 }
@@ -85,8 +105,8 @@ impl Keep {
                 object.add_leaf(leaf);
             }
         }
-        let mut root = object.clone();
-        root.fields.entry("items".into()).or_default().each = Some(Box::new(object));
+        let mut root = object;
+        root.doc = true;
         root
     }
 
@@ -156,6 +176,11 @@ impl<'de> serde::de::Visitor<'de> for &Keep {
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
         let mut out = serde_json::Map::new();
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if self.doc && key == "items" {
+                let v = map.next_value_seed(self)?;
+                out.insert(key.into_owned(), v);
+                continue;
+            }
             match self.fields.get(key.as_ref()) {
                 Some(child) => {
                     let v = map.next_value_seed(child)?;
@@ -171,6 +196,12 @@ impl<'de> serde::de::Visitor<'de> for &Keep {
 
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Json, A::Error> {
         let mut out = Vec::new();
+        if self.doc {
+            while let Some(v) = seq.next_element_seed(self)? {
+                out.push(v);
+            }
+            return Ok(Json::Array(out));
+        }
         match &self.each {
             Some(each) => {
                 while let Some(v) = seq.next_element_seed(each.as_ref())? {
@@ -219,23 +250,85 @@ pub fn read_objects(path: &Path) -> Result<Vec<Json>, ObjectsError> {
 /// Like [`read_objects`], keeping only what `keep` asks for (JSON input;
 /// YAML is read whole).
 pub fn read_objects_keeping(path: &Path, keep: &Keep) -> Result<Vec<Json>, ObjectsError> {
+    read_objects_limited(path, keep, DEFAULT_MAX_INPUT_BYTES)
+}
+
+/// The default cap on one input file (`--max-input-bytes`): 1 GiB, about
+/// a `kubectl get pods -A -o json` of 100,000 pods with room to spare.
+pub const DEFAULT_MAX_INPUT_BYTES: u64 = 1 << 30;
+
+/// Like [`read_objects_keeping`], refusing input over `max_bytes` (read no
+/// further than that, so `/dev/zero` is an error, not an out-of-memory).
+pub fn read_objects_limited(
+    path: &Path,
+    keep: &Keep,
+    max_bytes: u64,
+) -> Result<Vec<Json>, ObjectsError> {
     let file = path.display().to_string();
-    let text = if path == Path::new("-") {
-        let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .map_err(|source| ObjectsError::Read {
-                file: file.clone(),
-                source,
-            })?;
-        s
-    } else {
-        std::fs::read_to_string(path).map_err(|source| ObjectsError::Read {
-            file: file.clone(),
-            source,
-        })?
+    let read_err = |source| ObjectsError::Read {
+        file: file.clone(),
+        source,
     };
+    let reader: Box<dyn Read> = if path == Path::new("-") {
+        Box::new(std::io::stdin())
+    } else {
+        Box::new(std::fs::File::open(path).map_err(read_err)?)
+    };
+    let mut bytes = Vec::new();
+    reader
+        .take(max_bytes.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(read_err)?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(ObjectsError::TooLarge {
+            file,
+            max: max_bytes,
+        });
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        read_err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("not UTF-8: {e}"),
+        ))
+    })?;
     parse_objects_keeping(&file, &text, keep)
+}
+
+/// Every object that appears more than once (same API group, kind,
+/// namespace and name), described; empty when there are none.
+pub fn duplicates(objects: &[Json]) -> Vec<String> {
+    let mut seen: BTreeMap<(String, String, String, String), usize> = BTreeMap::new();
+    for o in objects {
+        let text = |p: &str| o.pointer(p).and_then(Json::as_str).unwrap_or("");
+        let group = text("/apiVersion")
+            .split_once('/')
+            .map_or("", |(g, _)| g)
+            .to_string();
+        *seen
+            .entry((
+                group,
+                text("/kind").to_string(),
+                text("/metadata/namespace").to_string(),
+                text("/metadata/name").to_string(),
+            ))
+            .or_default() += 1;
+    }
+    seen.into_iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|((group, kind, ns, name), n)| {
+            let kind = if group.is_empty() {
+                kind
+            } else {
+                format!("{kind}.{group}")
+            };
+            let at = if ns.is_empty() {
+                name
+            } else {
+                format!("{ns}/{name}")
+            };
+            format!("{kind} {at} ({n} times)")
+        })
+        .collect()
 }
 
 /// Parses JSON (one object or a List) or multi-document YAML.
@@ -279,6 +372,25 @@ pub fn parse_objects_keeping(
         }
         docs
     };
+    if docs.is_empty() {
+        // Only blank lines, comments and `---`: empty. Anything else that
+        // yielded no document was a null (`null`, `~`).
+        let blank = trimmed.lines().all(|l| {
+            let l = l.trim();
+            l.is_empty() || l.starts_with('#') || l == "---" || l == "..."
+        });
+        if blank {
+            return Err(ObjectsError::Empty {
+                file: file.to_string(),
+            });
+        }
+        return Err(ObjectsError::Object {
+            file: file.to_string(),
+            index: 0,
+            name: String::new(),
+            problem: "not an object (null)".into(),
+        });
+    }
     let mut out = Vec::new();
     for doc in docs {
         flatten(doc, &mut out);
@@ -408,6 +520,82 @@ mod tests {
                 .starts_with("bad.json: not valid JSON or YAML"),
             "{e}"
         );
+    }
+
+    fn pod(name: &str) -> String {
+        format!(
+            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","namespace":"ns"}},"spec":{{"nodeName":"n1","hostname":"dropped"}}}}"#
+        )
+    }
+
+    fn pruned() -> Keep {
+        let mut object = Keep::for_paths([&FieldPath::parse("spec.nodeName").unwrap()]);
+        object.doc = true;
+        object
+    }
+
+    #[test]
+    fn a_json_array_of_objects_reads_like_a_yaml_one_pruned_or_not() {
+        let text = format!("[{}, {}]", pod("a"), pod("b"));
+        for keep in [Keep::everything(), pruned()] {
+            let objs = parse_objects_keeping("pods.json", &text, &keep).unwrap();
+            let names: Vec<_> = objs.iter().map(|o| o["metadata"]["name"].clone()).collect();
+            assert_eq!(names, ["a", "b"]);
+        }
+        let pruned = parse_objects_keeping("pods.json", &text, &pruned()).unwrap();
+        assert_eq!(pruned[0]["spec"], serde_json::json!({"nodeName": "n1"}));
+    }
+
+    #[test]
+    fn a_list_inside_a_list_is_flattened_when_pruning() {
+        let text = format!(
+            r#"{{"apiVersion":"v1","kind":"List","items":[{{"apiVersion":"v1","kind":"PodList","items":[{}, {}]}}, {}]}}"#,
+            pod("a"),
+            pod("b"),
+            pod("c")
+        );
+        let objs = parse_objects_keeping("nested.json", &text, &pruned()).unwrap();
+        assert_eq!(objs.len(), 3, "{objs:?}");
+    }
+
+    #[test]
+    fn empty_null_and_non_object_input_is_an_error_naming_the_position() {
+        for (text, want) in [
+            ("", "e.json: no objects: the input is empty"),
+            ("\n---\n# nothing\n", "e.json: no objects"),
+            ("null", "e.json: object 0: not an object (null)"),
+            ("[1,2,3]", "e.json: object 0: not an object"),
+        ] {
+            let e = parse_objects_keeping("e.json", text, &pruned()).unwrap_err();
+            assert!(e.to_string().starts_with(want), "{text:?}: {e}");
+        }
+        let text = format!("[{}, 7]", pod("a"));
+        let e = parse_objects_keeping("e.json", &text, &pruned()).unwrap_err();
+        assert_eq!(e.to_string(), "e.json: object 1: not an object");
+        // An empty List is a cluster with nothing in it: fine.
+        let objs = parse_objects("e.json", r#"{"apiVersion":"v1","kind":"List","items":[]}"#);
+        assert_eq!(objs.unwrap().len(), 0);
+    }
+
+    #[test]
+    fn input_over_the_cap_is_refused_without_reading_it_all() {
+        let e =
+            read_objects_limited(Path::new("/dev/zero"), &Keep::everything(), 1 << 20).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "/dev/zero: larger than the input limit of 1048576 bytes (--max-input-bytes)"
+        );
+    }
+
+    #[test]
+    fn duplicates_are_named_with_their_count() {
+        let objs = parse_objects(
+            "d.json",
+            &format!("[{}, {}, {}, {}]", pod("a"), pod("b"), pod("a"), pod("a")),
+        )
+        .unwrap();
+        assert_eq!(duplicates(&objs), ["Pod ns/a (3 times)"]);
+        assert!(duplicates(&objs[..2]).is_empty());
     }
 
     #[test]

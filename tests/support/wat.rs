@@ -306,6 +306,8 @@ pub enum Behaviour {
     Trap,
     /// Loops until the deadline.
     Spin,
+    /// Applies these documents and asks to be requeued after 0 ms.
+    RequeueNow(Vec<String>),
     /// Counts to this number (a slow reconcile), then applies the documents.
     SlowApply(u32, Vec<String>),
     /// A per-object controller of one primary watch: nothing when its
@@ -332,6 +334,17 @@ pub fn guest(m: &WatManifest, behaviour: Behaviour) -> Vec<u8> {
             let writes: Vec<WatWrite> = docs.into_iter().map(WatWrite::Apply).collect();
             let (d, at) = plan_image(&writes, 32_768);
             (d, format!("(i32.const {at})"))
+        }
+        Behaviour::RequeueNow(docs) => {
+            let writes: Vec<WatWrite> = docs.into_iter().map(WatWrite::Apply).collect();
+            let (d, at) = plan_image(&writes, 32_768);
+            // A later segment wins: set the option<u64> tag; its payload
+            // (0 ms) is already zero.
+            let tag = at + 24;
+            (
+                format!("{d}\n  (data (i32.const {tag}) \"\\01\")"),
+                format!("(i32.const {at})"),
+            )
         }
         Behaviour::SlowApply(n, docs) => {
             let writes: Vec<WatWrite> = docs.into_iter().map(WatWrite::Apply).collect();

@@ -524,6 +524,9 @@ impl GuestController {
             stats.call,
             result.as_ref().err().map(GuestError::reason),
         );
+        self.metrics
+            .limited("min_requeue", u64::from(stats.requeue_clamped));
+        self.metrics.limited("log", stats.log_limited);
         let plan = match result {
             Ok(plan) => plan,
             Err(e) => {

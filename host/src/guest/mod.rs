@@ -9,6 +9,8 @@
 //! It never talks to the cluster and never acts on a plan: callers get a
 //! validated plan back and decide what to do with it.
 
+pub mod imports;
+pub mod limits;
 pub mod manifest;
 pub mod plan;
 pub mod snapshot;
@@ -118,9 +120,16 @@ pub enum GuestErrorKind {
     /// The guest ran out of fuel.
     #[error("ran out of fuel ({0} units)")]
     OutOfFuel(u64),
+    /// The component imports interfaces the host cannot provide (their
+    /// resource types have no implementation here).
+    #[error("{}", imports::describe(.0))]
+    Unsupported(Vec<String>),
     /// The manifest is unusable.
     #[error("invalid manifest: {0}")]
     Manifest(#[from] ManifestError),
+    /// The manifest asks for more than the operator's policy grants.
+    #[error("{0}")]
+    Policy(#[from] crate::policy::PolicyDenied),
     /// The plan is malformed or writes outside the allowlist.
     #[error("invalid plan: {0}")]
     Plan(#[from] PlanError),
@@ -147,7 +156,10 @@ impl GuestErrorKind {
             GuestErrorKind::Deadline(_) => "deadline",
             GuestErrorKind::OutOfMemory(_) => "memory",
             GuestErrorKind::OutOfFuel(_) => "fuel",
+            GuestErrorKind::Unsupported(_) => "unsupported_import",
             GuestErrorKind::Manifest(_) => "manifest",
+            GuestErrorKind::Policy(_) => "policy",
+            GuestErrorKind::Plan(PlanError::TooLarge { .. }) => "plan_too_large",
             GuestErrorKind::Plan(PlanError::NotAllowed { .. }) => "forbidden_write",
             GuestErrorKind::Plan(_) => "malformed_plan",
             GuestErrorKind::Failed {
@@ -173,6 +185,8 @@ pub struct RuntimeConfig {
     pub cache_dir: Option<PathBuf>,
     /// Granularity of the deadline (one epoch tick).
     pub epoch_tick: Duration,
+    /// The operator's policy: grants checked at load, caps per call.
+    pub policy: Arc<crate::policy::Policy>,
 }
 
 impl Default for RuntimeConfig {
@@ -183,6 +197,7 @@ impl Default for RuntimeConfig {
             fuel: None,
             cache_dir: default_cache_dir(),
             epoch_tick: Duration::from_millis(10),
+            policy: Arc::default(),
         }
     }
 }
@@ -211,6 +226,13 @@ impl RuntimeConfig {
         self
     }
 
+    /// Sets the operator's policy (default: [`crate::policy::Policy::default`]).
+    #[must_use]
+    pub fn policy(mut self, policy: crate::policy::Policy) -> Self {
+        self.policy = Arc::new(policy);
+        self
+    }
+
     /// Sets (or disables) the precompiled-artifact cache directory.
     #[must_use]
     pub fn cache_dir(mut self, dir: Option<PathBuf>) -> Self {
@@ -231,6 +253,9 @@ pub struct CallState {
     guest: Arc<str>,
     limiter: Limiter,
     output: stdio::Output,
+    limits: crate::policy::Limits,
+    log: limits::LogBudget,
+    log_rates: Arc<limits::LogRates>,
 }
 
 impl Drop for CallState {
@@ -280,6 +305,12 @@ impl bindings::wasmctrl::controller::log::Host for CallState {
     fn log(&mut self, level: bindings::wasmctrl::controller::log::Level, message: String) {
         use bindings::wasmctrl::controller::log::Level;
         let guest = &*self.guest;
+        let Some(message) = self
+            .log
+            .admit(guest, message, &self.limits, &self.log_rates)
+        else {
+            return;
+        };
         match level {
             Level::Trace => tracing::trace!(target: "wasmctrl::guest", guest, "{message}"),
             Level::Debug => tracing::debug!(target: "wasmctrl::guest", guest, "{message}"),
@@ -295,6 +326,8 @@ struct Shared {
     config: RuntimeConfig,
     ticks_per_deadline: u64,
     stop: Arc<AtomicBool>,
+    log_rates: Arc<limits::LogRates>,
+    clamp_warnings: limits::ClampWarnings,
 }
 
 impl Drop for Shared {
@@ -347,6 +380,8 @@ impl GuestRuntime {
                 config,
                 ticks_per_deadline,
                 stop,
+                log_rates: Arc::default(),
+                clamp_warnings: Default::default(),
             }),
         })
     }
@@ -388,6 +423,10 @@ impl GuestRuntime {
             return Err(err(GuestErrorKind::Version { found }));
         }
 
+        let unsupported = imports::unsupported(&component, &self.shared.engine);
+        if !unsupported.is_empty() {
+            return Err(err(GuestErrorKind::Unsupported(unsupported)));
+        }
         let mut linker: Linker<CallState> = Linker::new(&self.shared.engine);
         Controller::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
             .map_err(|e| err(GuestErrorKind::Instantiate(format!("{e:#}"))))?;
@@ -509,6 +548,10 @@ pub struct CallStats {
     pub instantiate: Duration,
     /// Time inside the exported function (argument copy included).
     pub call: Duration,
+    /// The plan's requeue delay was raised to the policy's minimum.
+    pub requeue_clamped: bool,
+    /// `log` messages truncated or dropped over the policy's budget.
+    pub log_limited: u64,
 }
 
 impl std::fmt::Debug for GuestModule {
@@ -559,6 +602,9 @@ impl GuestModule {
                     hit: false,
                 },
                 output: stdio::Output::default(),
+                limits: shared.config.policy.limits(guest),
+                log: limits::LogBudget::default(),
+                log_rates: shared.log_rates.clone(),
             },
         );
         store.limiter(|s| &mut s.limiter);
@@ -608,7 +654,17 @@ impl GuestModule {
                 GuestErrorKind::Manifest(ManifestError::Rejected(msg)),
             )
         })?;
-        manifest::validate(&raw).map_err(|e| self.error(&label, GuestErrorKind::Manifest(e)))
+        let manifest = manifest::validate(&raw)
+            .map_err(|e| self.error(&label, GuestErrorKind::Manifest(e)))?;
+        // Named by its declared name from here on: the policy section is
+        // chosen by it.
+        self.inner
+            .shared
+            .config
+            .policy
+            .admit(&manifest)
+            .map_err(|e| self.error(&manifest.name, GuestErrorKind::Policy(e)))?;
+        Ok(manifest)
     }
 
     /// Runs one reconcile of `request` over `snapshot` in a fresh store and
@@ -635,35 +691,48 @@ impl GuestModule {
             .wasmctrl_controller_reconciler()
             .call_reconcile(&mut store, env, request, &snapshot);
         stats.call = called.elapsed();
-        let result = match raw {
-            Err(e) => Err(self.classify(name, &store, e)),
-            Ok(Err(wit::ReconcileError::Retryable(message))) => Err(self.error(
-                name,
-                GuestErrorKind::Failed {
-                    retryable: true,
-                    message,
-                },
-            )),
-            Ok(Err(wit::ReconcileError::Terminal(message))) => Err(self.error(
-                name,
-                GuestErrorKind::Failed {
-                    retryable: false,
-                    message,
-                },
-            )),
-            Ok(Ok(plan)) => {
-                let data = snapshot::from_wit(snapshot);
-                match wasmctrl_snapshot::SnapshotView::new(&data) {
-                    Ok(view) => plan::validate(&plan, manifest, &view)
-                        .map_err(|e| self.error(name, GuestErrorKind::Plan(e))),
-                    // The host built it: unreachable unless the layout code
-                    // is broken; reported, never a panic.
-                    Err(e) => {
-                        Err(self.error(name, GuestErrorKind::Trap(format!("host snapshot: {e}"))))
+        stats.log_limited = store.data().log.limited;
+        let limits = &store.data().limits;
+        let result =
+            match raw {
+                Err(e) => Err(self.classify(name, &store, e)),
+                Ok(Err(wit::ReconcileError::Retryable(message))) => Err(self.error(
+                    name,
+                    GuestErrorKind::Failed {
+                        retryable: true,
+                        message,
+                    },
+                )),
+                Ok(Err(wit::ReconcileError::Terminal(message))) => Err(self.error(
+                    name,
+                    GuestErrorKind::Failed {
+                        retryable: false,
+                        message,
+                    },
+                )),
+                Ok(Ok(plan)) => match limits::check_plan(&plan, limits) {
+                    Err(e) => Err(self.error(name, GuestErrorKind::Plan(e))),
+                    Ok(()) => {
+                        let data = snapshot::from_wit(snapshot);
+                        match wasmctrl_snapshot::SnapshotView::new(&data) {
+                            Ok(view) => plan::validate(&plan, manifest, &view)
+                                .map_err(|e| self.error(name, GuestErrorKind::Plan(e))),
+                            // The host built it: unreachable unless the layout
+                            // code is broken; reported, never a panic.
+                            Err(e) => Err(self
+                                .error(name, GuestErrorKind::Trap(format!("host snapshot: {e}")))),
+                        }
                     }
-                }
+                },
+            };
+        let result = result.map(|mut plan| {
+            let min = limits.min_requeue;
+            stats.requeue_clamped = limits::clamp_requeue(&mut plan.requeue_after, min);
+            if stats.requeue_clamped {
+                self.inner.shared.clamp_warnings.warn_once(name, min);
             }
-        };
+            plan
+        });
         (result, stats)
     }
 }
@@ -704,3 +773,5 @@ pub fn now_ms() -> u64 {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_governance;

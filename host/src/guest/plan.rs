@@ -89,6 +89,36 @@ pub enum PlanError {
         /// What is wrong.
         problem: &'static str,
     },
+    /// A plan over one of the operator's caps ([`crate::policy::Limits`]);
+    /// checked before any document is parsed.
+    #[error("plan too large: {found} {what}, over the limit of {max} ({limit})")]
+    TooLarge {
+        /// "writes", "events" or "bytes".
+        what: &'static str,
+        /// How many the plan holds.
+        found: usize,
+        /// The cap.
+        max: usize,
+        /// The policy field that sets the cap.
+        limit: &'static str,
+    },
+    /// A ConfigMap or Secret key the API server would refuse (a 422 for the
+    /// whole write).
+    #[error(
+        "writes[{index}] ({object}): {field} key {key:?} is not a valid ConfigMap key: {problem}"
+    )]
+    BadDataKey {
+        /// Position in `writes`.
+        index: usize,
+        /// The object: "v1/ConfigMap namespace/name".
+        object: String,
+        /// "data", "binaryData" or "stringData".
+        field: &'static str,
+        /// The key (its first 64 characters when longer).
+        key: String,
+        /// What the API server would say.
+        problem: &'static str,
+    },
     /// The same object written twice the same way in one plan.
     #[error("{gvk} {target} appears more than once in the plan as {what}")]
     Duplicate {
@@ -358,11 +388,13 @@ pub fn validate(
             wit::Write::Apply(doc) => {
                 let (target, doc) = parse_doc(index, "apply", doc)?;
                 check_allowed("apply", &target, manifest)?;
+                check_data_keys(index, &target, &doc)?;
                 PlannedWrite::Apply { target, doc }
             }
             wit::Write::Update(doc) => {
                 let (target, doc) = parse_doc(index, "update", doc)?;
                 check_allowed("update", &target, manifest)?;
+                check_data_keys(index, &target, &doc)?;
                 let uid = pinned("update", &target)?;
                 let doc = with_uid(doc, &uid);
                 PlannedWrite::Update { target, uid, doc }
@@ -506,6 +538,57 @@ fn check_allowed(
             target: key.target(),
         })
     }
+}
+
+/// Why `key` is not a valid ConfigMap (or Secret) data key, as
+/// `IsConfigMapKey` in k8s.io/apimachinery
+/// `pkg/util/validation/validation.go` decides: `[-._a-zA-Z0-9]+`, at most
+/// 253 bytes, not `.`, `..` or starting with `..`.
+pub fn config_map_key_problem(key: &str) -> Option<&'static str> {
+    if key.len() > 253 {
+        return Some("must be no more than 253 characters");
+    }
+    if key.is_empty()
+        || !key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    {
+        return Some("a valid config key must consist of alphanumeric characters, '-', '_' or '.'");
+    }
+    if key == "." {
+        return Some("must not be '.'");
+    }
+    if key.starts_with("..") {
+        return Some("must not start with '..'");
+    }
+    None
+}
+
+/// Refuses a core ConfigMap or Secret whose data keys the API server would
+/// refuse, naming the first such key.
+fn check_data_keys(index: usize, target: &ObjectKey, doc: &Json) -> Result<(), PlanError> {
+    let fields: &[&'static str] = match (target.gvk.group.as_str(), target.gvk.kind.as_str()) {
+        ("", "ConfigMap") => &["data", "binaryData"],
+        ("", "Secret") => &["data", "stringData"],
+        _ => return Ok(()),
+    };
+    for field in fields {
+        let Some(map) = doc.get(*field).and_then(Json::as_object) else {
+            continue;
+        };
+        for key in map.keys() {
+            if let Some(problem) = config_map_key_problem(key) {
+                return Err(PlanError::BadDataKey {
+                    index,
+                    object: target.to_string(),
+                    field,
+                    key: key.chars().take(64).collect(),
+                    problem,
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 fn type_name(v: &Json) -> &'static str {

@@ -31,14 +31,14 @@ pub(crate) fn gpu_guest_path() -> PathBuf {
     path
 }
 
-fn runtime(config: RuntimeConfig) -> GuestRuntime {
+pub(super) fn runtime(config: RuntimeConfig) -> GuestRuntime {
     GuestRuntime::new(config.cache_dir(None)).unwrap()
 }
 
 /// A core module exporting the reconciler with `body` as `reconcile`
 /// (signature `(param i32) (result i32)`: arguments and result both travel
 /// through memory because they flatten to more than 16 values).
-fn wat_guest(body: &str) -> String {
+pub(super) fn wat_guest(body: &str) -> String {
     format!(
         r#"(module
   (memory (export "memory") 1)
@@ -52,7 +52,7 @@ fn wat_guest(body: &str) -> String {
 }
 
 /// A reconcile body that returns `ok(plan { writes: [apply(doc), ...] })`.
-fn returns_apply(docs: &[&str]) -> String {
+pub(super) fn returns_apply(docs: &[&str]) -> String {
     // Layout of result<plan, reconcile-error> at 1024: tag at +0, plan at
     // +8 (writes list at +8/+12, events +16/+20, option tag +24). The
     // writes (48 bytes each: tag, then the string at +4) at 1536, string
@@ -86,7 +86,7 @@ fn returns_apply(docs: &[&str]) -> String {
     body
 }
 
-fn gpu_manifest() -> GuestManifest {
+pub(super) fn gpu_manifest() -> GuestManifest {
     let m = bindings::wasmctrl::controller::types::Manifest {
         name: "gpu-summary".into(),
         watches: vec![bindings::wasmctrl::controller::types::Watch {
@@ -120,15 +120,15 @@ fn gpu_manifest() -> GuestManifest {
     manifest::validate(&m).unwrap()
 }
 
-fn env() -> Environment {
+pub(super) fn env() -> Environment {
     environment("ops", &BTreeMap::new())
 }
 
-fn empty_snapshot() -> SnapshotData {
+pub(super) fn empty_snapshot() -> SnapshotData {
     snapshot::build(&gpu_manifest(), &[snapshot::WatchView::identity(vec![], 1)])
 }
 
-fn request() -> Request {
+pub(super) fn request() -> Request {
     Request {
         key: "k".into(),
         watch: None,
@@ -448,7 +448,7 @@ fn precompiled_cache_is_written_once_and_reused() {
 }
 
 /// A world that also imports WASI stdout/stderr, as Rust's `std` does.
-const PRINTER_WIT: [(&str, &str); 3] = [
+pub(super) const PRINTER_WIT: [(&str, &str); 3] = [
     (
         "wasi-io.wit",
         r#"package wasi:io@0.2.6;
@@ -493,7 +493,7 @@ fn printer_component(reconcile_body: &str, data: &str) -> Vec<u8> {
 
 /// Captures formatted tracing output on this thread.
 #[derive(Clone, Default)]
-struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+pub(super) struct Captured(pub(super) std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
 
 impl std::io::Write for Captured {
     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {

@@ -1,0 +1,424 @@
+//! Guest governance end to end: the operator's policy refuses a guest that
+//! asks for too much (at start and on hot swap), a zero requeue delay is
+//! clamped in a running host, and the binary refuses bad flags and bad
+//! offline input with clear errors instead of panicking.
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::wat::{configmap_doc, guest, Behaviour, WatKeys, WatManifest, WatWatch};
+use crate::support::*;
+use wasmctrl::guest::RuntimeConfig;
+use wasmctrl::guestdir::write_like_kubelet;
+use wasmctrl::metrics::Metrics;
+use wasmctrl::policy::Policy;
+use wasmctrl::supervisor::{Supervisor, SupervisorConfig};
+
+/// A guest that watches every Secret and writes the ConfigMap `ops/leak`:
+/// the exfiltration the policy exists to stop.
+fn leaky_manifest() -> WatManifest {
+    let mut m = WatManifest::writing_its_own_configmap("leaky", HOST_NS);
+    m.writes[0].names = vec!["leak".into()];
+    m.watches.push(WatWatch {
+        name: "secrets".into(),
+        kind: "Secret".into(),
+        plural: Some("secrets".into()),
+        fields: vec!["data".into()],
+        keys: WatKeys::Aggregate("all".into()),
+        ..WatWatch::pods("secrets", WatKeys::Aggregate("all".into()))
+    });
+    m
+}
+
+fn leaky() -> Vec<u8> {
+    guest(
+        &leaky_manifest(),
+        Behaviour::Apply(vec![configmap_doc(HOST_NS, "leak", &[("password", "x")])]),
+    )
+}
+
+fn config_for(path: &Path, runtime: RuntimeConfig) -> SupervisorConfig {
+    SupervisorConfig {
+        guests: vec![path.to_path_buf()],
+        namespace: HOST_NS.into(),
+        runtime: runtime.cache_dir(None),
+        ..SupervisorConfig::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_that_watches_secrets_is_refused_at_start_without_a_grant() {
+    let (_server, client) = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("leaky.wasm");
+    std::fs::write(&path, leaky()).unwrap();
+
+    // No policy file: Secrets need an explicit grant.
+    let e = Supervisor::start(
+        client.clone(),
+        config_for(&path, RuntimeConfig::default()),
+        None,
+    )
+    .await
+    .err()
+    .expect("refused");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("guest leaky: refused by the operator policy"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(r#"watch "secrets" of v1/Secret in all namespaces"#),
+        "{msg}"
+    );
+
+    // A policy that grants pods and the summary only: both the Secret
+    // watch and the write to ops/leak are named.
+    let policy = Policy::parse(
+        "default:\n  watch: [{group: \"\", kinds: [Pod]}]\n  write: [{group: \"\", kinds: [ConfigMap], namespaces: [ops], names: [gpu-summary]}]\n",
+    )
+    .unwrap();
+    let e = Supervisor::start(
+        client.clone(),
+        config_for(&path, RuntimeConfig::default().policy(policy)),
+        None,
+    )
+    .await
+    .err()
+    .expect("refused");
+    let msg = e.to_string();
+    assert!(msg.contains("2 denied"), "{msg}");
+    assert!(
+        msg.contains("write v1/ConfigMap in namespace ops, names leak"),
+        "{msg}"
+    );
+
+    // Nothing was written.
+    let cms: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(client.clone(), HOST_NS);
+    assert!(cms.get_opt("leak").await.unwrap().is_none());
+
+    // Granted explicitly, it runs.
+    let policy = Policy::parse(
+        "guests:\n  leaky:\n    watch: [{group: \"\", kinds: [Pod, Secret]}]\n    write: [{group: \"\", kinds: [ConfigMap], namespaces: [ops]}]\n",
+    )
+    .unwrap();
+    let host = run_host(
+        &client,
+        config_for(&path, RuntimeConfig::default().policy(policy)),
+        None,
+    )
+    .await;
+    eventually("the granted guest writes", || async {
+        cms.get_opt("leak").await.unwrap().is_some()
+    })
+    .await;
+    host.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hot_swap_that_asks_for_more_than_the_policy_grants_is_rejected() {
+    let (_server, client) = server().await;
+    let v1 = guest(
+        &WatManifest::writing_its_own_configmap("leaky", HOST_NS),
+        Behaviour::Apply(vec![configmap_doc(HOST_NS, "leaky", &[("version", "v1")])]),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    write_like_kubelet(dir.path(), 1, &[("leaky.wasm", &v1)]).unwrap();
+    let metrics = Arc::new(Metrics::new());
+    let config = SupervisorConfig {
+        guest_dir: Some(dir.path().to_path_buf()),
+        namespace: HOST_NS.into(),
+        runtime: RuntimeConfig::default().cache_dir(None),
+        rescan: Some(Duration::from_secs(60)),
+        ..SupervisorConfig::default()
+    };
+    let h = run_host(&client, config, Some(metrics.clone())).await;
+    let before = h.host.controller("leaky").unwrap();
+
+    // The new version also watches every Secret.
+    write_like_kubelet(dir.path(), 2, &[("leaky.wasm", &leaky())]).unwrap();
+    eventually("the swap is rejected", || async {
+        prom::metric(
+            &metrics.encode(),
+            "wasmctrl_guest_swaps_total",
+            &["guest=\"leaky\"", "result=\"rejected\""],
+        ) == 1.0
+    })
+    .await;
+    assert!(Arc::ptr_eq(&before, &h.host.controller("leaky").unwrap()));
+    h.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zero_requeue_delay_is_clamped_and_counted_in_a_running_host() {
+    let (_server, client) = server().await;
+    let bytes = guest(
+        &WatManifest::writing_its_own_configmap("eager", HOST_NS),
+        Behaviour::RequeueNow(vec![configmap_doc(HOST_NS, "eager", &[("k", "v")])]),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("eager.wasm");
+    std::fs::write(&path, bytes).unwrap();
+    let h = run_host(&client, config_for(&path, RuntimeConfig::default()), None).await;
+    let metrics = h.metrics.clone().unwrap();
+    let clamped = || {
+        prom::metric(
+            &metrics.encode(),
+            "wasmctrl_guest_limited_total",
+            &["guest=\"eager\"", "limit=\"min_requeue\""],
+        )
+    };
+    eventually("a clamped requeue is counted", || async {
+        clamped() >= 1.0
+    })
+    .await;
+    // At most one reconcile a second now (today's code ran ~5,000 a second):
+    // over half a second, no more than the one in flight and one more.
+    let start = h.reconciles();
+    stays_for(
+        Duration::from_millis(500),
+        "reconciles stay throttled",
+        || async { h.reconciles() <= start + 2 },
+    )
+    .await;
+    h.stop().await.unwrap();
+}
+
+// ---- the binary -----------------------------------------------------------
+
+fn wasmctrl(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wasmctrl"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn out_of_range_numeric_flags_are_usage_errors_not_panics() {
+    let run = ["run", "--guest", "x.wasm"];
+    let reconcile = ["reconcile", "--guest", "x.wasm", "--objects", "-"];
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            [&run[..], &["--kube-api-qps", "1e-300"]].concat(),
+            "--kube-api-qps",
+        ),
+        (
+            [&run[..], &["--kube-api-qps", "nan"]].concat(),
+            "--kube-api-qps",
+        ),
+        (
+            [&run[..], &["--kube-api-burst", "0"]].concat(),
+            "--kube-api-burst",
+        ),
+        (
+            [&run[..], &["--lease-duration-seconds=-1"]].concat(),
+            "--lease-duration-seconds",
+        ),
+        (
+            [&run[..], &["--lease-duration-seconds", "nan"]].concat(),
+            "--lease-duration-seconds",
+        ),
+        (
+            [&run[..], &["--renew-deadline-seconds", "inf"]].concat(),
+            "--renew-deadline-seconds",
+        ),
+        (
+            [&run[..], &["--retry-period-seconds", "1e300"]].concat(),
+            "--retry-period-seconds",
+        ),
+        ([&run[..], &["--workers", "0"]].concat(), "--workers"),
+        (
+            [&run[..], &["--resync-seconds", "0"]].concat(),
+            "--resync-seconds",
+        ),
+        (
+            [&run[..], &["--resync-seconds", "18446744073709551615"]].concat(),
+            "--resync-seconds",
+        ),
+        (
+            [&run[..], &["--guest-rescan-seconds", "0"]].concat(),
+            "--guest-rescan-seconds",
+        ),
+        (
+            [&run[..], &["--guest-memory-mib", "17592186044416"]].concat(),
+            "--guest-memory-mib",
+        ),
+        (
+            [&run[..], &["--guest-memory-mib", "0"]].concat(),
+            "--guest-memory-mib",
+        ),
+        (
+            [&run[..], &["--guest-deadline-ms", "0"]].concat(),
+            "--guest-deadline-ms",
+        ),
+        ([&run[..], &["--guest-fuel", "0"]].concat(), "--guest-fuel"),
+        (
+            [&reconcile[..], &["--guest-memory-mib", "17592186044416"]].concat(),
+            "--guest-memory-mib",
+        ),
+        (
+            [&reconcile[..], &["--max-input-bytes", "0"]].concat(),
+            "--max-input-bytes",
+        ),
+        (vec!["demo", "--nodes", "0"], "--nodes"),
+        (vec!["demo", "--pods", "0"], "--pods"),
+        (vec!["demo", "--rate", "0"], "--rate"),
+        (vec!["demo", "--rate=-3"], "--rate"),
+        (vec!["demo", "--duration", "0"], "--duration"),
+        (vec!["apiserver", "--history", "0"], "--history"),
+    ];
+    for (args, flag) in cases {
+        let out = wasmctrl(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("invalid value") && stderr.contains(flag),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+fn gpu_pod(name: &str, node: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ml"},
+           "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+           "status": {"phase": "Running"}})
+}
+
+/// One compiled-guest cache for these tests: the debug binary compiles the
+/// guest once, not once per run.
+const CACHE: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/governance-guest-cache");
+
+fn offline(dir: &tempfile::TempDir, name: &str, text: &str, extra: &[&str]) -> Output {
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    let guest = guest_path();
+    let args = [
+        "reconcile",
+        "--guest-cache-dir",
+        CACHE,
+        "--guest",
+        guest.to_str().unwrap(),
+        "--objects",
+        path.to_str().unwrap(),
+        "--namespace",
+        "ops",
+    ];
+    wasmctrl(&[&args[..], extra].concat())
+}
+
+fn summary_of(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = &plan["plan"]["writes"][0]["apply"];
+    doc["data"].clone()
+}
+
+#[test]
+fn a_json_array_and_a_list_in_a_list_read_like_yaml() {
+    let dir = tempfile::tempdir().unwrap();
+    let pods = vec![gpu_pod("a", "n1"), gpu_pod("b", "n2")];
+    let yaml: String = pods
+        .iter()
+        .map(|p| format!("---\n{}", serde_yaml::to_string(p).unwrap()))
+        .collect();
+    let want = summary_of(&offline(&dir, "pods.yaml", &yaml, &[]));
+    assert_eq!(want, json!({"n1": "1", "n2": "1"}));
+    let array = serde_json::to_string(&pods).unwrap();
+    assert_eq!(summary_of(&offline(&dir, "pods.json", &array, &[])), want);
+    let nested = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "PodList", "items": pods}]});
+    assert_eq!(
+        summary_of(&offline(&dir, "nested.json", &nested.to_string(), &[])),
+        want
+    );
+}
+
+#[test]
+fn bad_offline_input_is_an_error_naming_the_file_and_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = gpu_pod("a", "n1");
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("empty.json", String::new(), "empty.json: no objects: the input is empty"),
+        ("null.json", "null".into(), "null.json: object 0: not an object (null)"),
+        ("numbers.json", "[1,2,3]".into(), "numbers.json: object 0: not an object"),
+        (
+            "dup.json",
+            json!([a, gpu_pod("b", "n1"), a]).to_string(),
+            "the same object appears more than once in the input, which a cluster cannot hold: Pod ml/a (2 times)",
+        ),
+    ];
+    for (name, text, want) in cases {
+        let out = offline(&dir, name, &text, &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
+        assert!(stderr.contains(want), "{name}: {stderr}");
+    }
+    let guest = guest_path();
+    let out = wasmctrl(&[
+        "reconcile",
+        "--guest-cache-dir",
+        CACHE,
+        "--guest",
+        guest.to_str().unwrap(),
+        "--objects",
+        "/dev/zero",
+        "--max-input-bytes",
+        "1048576",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(
+            "/dev/zero: larger than the input limit of 1048576 bytes (--max-input-bytes)"
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn the_offline_reconcile_applies_the_policy_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "default:\n  watch: [{group: \"\", kinds: [Node]}]\n  write: [{group: \"\", kinds: [ConfigMap], namespaces: [ops], names: [gpu-summary]}]\n",
+    )
+    .unwrap();
+    let pods = serde_json::to_string(&[gpu_pod("a", "n1")]).unwrap();
+    let out = offline(
+        &dir,
+        "pods.json",
+        &pods,
+        &["--policy", policy.to_str().unwrap()],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("guest gpu-summary: refused by the operator policy (section \"default\"), 1 denied: watch \"pods\" of v1/Pod in all namespaces"),
+        "{stderr}"
+    );
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "default:\n  limit: {}\n").unwrap();
+    let out = offline(
+        &dir,
+        "pods.json",
+        &pods,
+        &["--policy", bad.to_str().unwrap()],
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("bad.yaml"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
