@@ -12,6 +12,8 @@
 
 mod access;
 pub mod auth;
+pub mod body;
+pub mod config;
 pub mod convert;
 pub mod crd;
 pub mod discovery;
