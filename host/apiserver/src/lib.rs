@@ -23,6 +23,7 @@ mod handlers;
 mod kubelet;
 mod namespaces;
 pub mod objects;
+mod outbox;
 pub mod patch;
 mod pods;
 mod printer_columns;
