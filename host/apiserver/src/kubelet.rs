@@ -26,12 +26,14 @@ use super::store::{ObjKey, Store, StoreError};
 /// The grace period the API server defaults `terminationGracePeriodSeconds` to.
 const DEFAULT_GRACE_SECONDS: i64 = 30;
 
-/// The latest `deletionTimestamp` written: the last second a four-digit-year
-/// RFC 3339 timestamp can name. The real server computes `now + grace`
-/// with Go's wrapping `time.Duration` arithmetic (`rest.BeforeDelete`), so
-/// a huge grace period gives it a meaningless timestamp; here it saturates
-/// at this instant instead, which every client can still parse.
-const LATEST_TIMESTAMP_SECONDS: i64 = 253_402_300_799; // 9999-12-31T23:59:59Z
+/// The latest `deletionTimestamp` written: 9999-12-30T22:00:00Z, the
+/// latest instant both a four-digit-year RFC 3339 timestamp and the kube
+/// client's time type (jiff's `Timestamp::MAX`, which leaves room for
+/// offsets) can hold. The real server computes `now + grace` with Go's
+/// wrapping `time.Duration` arithmetic (`rest.BeforeDelete`), so a huge
+/// grace period gives it a meaningless timestamp; here it saturates at
+/// this instant instead, which every client can still parse.
+const LATEST_TIMESTAMP_SECONDS: i64 = 253_402_207_200;
 
 /// What a DELETE does to a pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -240,7 +242,7 @@ mod tests {
                 panic!("a scheduled running pod is deleted gracefully");
             };
             assert_eq!(grace, g);
-            assert_eq!(deletion_timestamp, "9999-12-31T23:59:59Z");
+            assert_eq!(deletion_timestamp, "9999-12-30T22:00:00Z");
             assert!(chrono::DateTime::parse_from_rfc3339(&deletion_timestamp).is_ok());
         }
         // podStrategy.CheckGracefulDelete: negative means one second.
@@ -253,7 +255,7 @@ mod tests {
         );
         // Shortening a saturated deadline stays in range too.
         let mut p = pod("n1", "Running");
-        mark_terminating(&mut p, i64::MAX, "9999-12-31T23:59:59Z");
+        mark_terminating(&mut p, i64::MAX, "9999-12-30T22:00:00Z");
         let PodDeletion::Graceful {
             deletion_timestamp, ..
         } = pod_deletion(&p, &json!({"gracePeriodSeconds": 1}))

@@ -380,6 +380,19 @@ impl RunningApiServer {
         self.state.store.stored_bytes(storage_key)
     }
 
+    /// Bytes of object JSON held by the watch history (bounded by
+    /// [`ApiServerConfig::history_bytes`]).
+    pub fn history_bytes(&self) -> usize {
+        self.state.store.history_bytes()
+    }
+
+    /// Receivers of the store's change broadcast: one per open watch plus
+    /// the garbage collector's. A watch that ended (timed out, cut off,
+    /// client gone) no longer counts.
+    pub fn change_subscribers(&self) -> usize {
+        self.state.store.change_subscribers()
+    }
+
     /// Adds (or replaces) a bearer token while running.
     pub fn add_token(&self, token: impl Into<String>, user: User) {
         let mut t = self.state.tokens.write().unwrap_or_else(|p| p.into_inner());

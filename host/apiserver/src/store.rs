@@ -585,6 +585,12 @@ impl Store {
         self.tx.subscribe()
     }
 
+    /// Receivers of the change broadcast: one per open watch plus in-process
+    /// consumers. Each holds every change it has not read yet.
+    pub fn change_subscribers(&self) -> usize {
+        self.tx.receiver_count()
+    }
+
     /// Forgets all retained history, as an etcd compaction at the current
     /// revision does: watches from any older resourceVersion get 410 Gone.
     pub fn compact(&self) {
