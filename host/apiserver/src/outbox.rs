@@ -153,7 +153,9 @@ impl Outbox {
                     Self::enqueue(&mut st, line);
                     return Ok(());
                 }
-                st.progress + deadline
+                st.progress
+                    .checked_add(deadline)
+                    .unwrap_or_else(|| st.progress + Duration::from_secs(86_400 * 365))
             };
             if tokio::time::timeout_at(wait_until, self.shared.space.notified())
                 .await

@@ -155,7 +155,7 @@ pub fn stream(
     drops: tokio_watch::Receiver<u64>,
     limits: WatchLimits,
 ) -> Body {
-    let deadline = Instant::now() + spec.timeout;
+    let deadline = after(spec.timeout);
     let (out, body) = outbox(limits.buffer_bytes);
     let filter = Filter::new(spec);
     tokio::spawn(produce(filter, sub, drops, out, limits, deadline));
@@ -176,7 +176,7 @@ pub fn stream_when_fresh(
     drops: tokio_watch::Receiver<u64>,
     limits: WatchLimits,
 ) -> Body {
-    let deadline = Instant::now() + spec.timeout;
+    let deadline = after(spec.timeout);
     let (out, body) = outbox(limits.buffer_bytes);
     tokio::spawn(async move {
         let mut changes = store.changes();
@@ -209,6 +209,16 @@ pub fn stream_when_fresh(
         }
     });
     body
+}
+
+/// A stand-in for "never" (about 30 years, as tokio's own far future).
+const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
+
+/// `d` from now, saturating at [`FAR_FUTURE`]: `timeoutSeconds` comes from
+/// the client and may be any `u64`.
+pub(crate) fn after(d: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(d.min(FAR_FUTURE)).unwrap_or(now)
 }
 
 /// Why a watch stopped sending.
@@ -290,7 +300,9 @@ async fn produce_until_stop(
     }
     let mut ticker = tokio::time::interval(filter.spec.bookmark_interval);
     ticker.tick().await;
-    let check_every = limits.send_deadline.max(Duration::from_millis(1));
+    let check_every = limits
+        .send_deadline
+        .clamp(Duration::from_millis(1), FAR_FUTURE);
     let mut stall_check = tokio::time::interval(check_every);
     stall_check.tick().await;
     loop {
@@ -373,6 +385,12 @@ mod tests {
 
     fn pod(node: &str) -> Value {
         json!({"metadata": {"name": "p", "namespace": "d", "labels": {"app": "x"}}, "spec": {"nodeName": node}})
+    }
+
+    #[test]
+    fn a_huge_timeout_saturates_instead_of_overflowing() {
+        let far = after(Duration::from_secs(u64::MAX));
+        assert!(far > Instant::now() + Duration::from_secs(86_400 * 365));
     }
 
     #[test]

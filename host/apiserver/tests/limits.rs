@@ -347,3 +347,23 @@ async fn the_kubeconfig_is_written_owner_only() {
         0o600
     );
 }
+
+#[tokio::test]
+async fn a_watch_with_an_enormous_timeout_still_streams() {
+    let (server, client) = start().await;
+    let mut conn = unread_watch(&server, &format!("&timeoutSeconds={}", u64::MAX)).await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    create(&cms, &cm("seen", json!({}))).await;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let found = tokio::time::timeout(WAIT, async {
+        while !String::from_utf8_lossy(&got).contains("\"seen\"") {
+            let n = conn.read(&mut buf).await.unwrap();
+            assert!(n > 0, "the watch ended: {}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+    })
+    .await;
+    assert!(found.is_ok(), "{}", String::from_utf8_lossy(&got));
+    assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200"));
+}
