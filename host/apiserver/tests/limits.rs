@@ -367,3 +367,46 @@ async fn a_watch_with_an_enormous_timeout_still_streams() {
     assert!(found.is_ok(), "{}", String::from_utf8_lossy(&got));
     assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200"));
 }
+
+/// The first bytes the server sends on `conn` (its status line at least).
+async fn first_bytes(conn: &mut tokio_rustls::client::TlsStream<TcpStream>) -> String {
+    let mut buf = [0u8; 256];
+    let n = conn.read(&mut buf).await.unwrap();
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+// One runtime worker serves everything; the test's own connections are
+// driven from the test's thread. A body decoded on that worker would stall
+// /readyz until it is done; decoded on the blocking pool, it cannot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn readyz_answers_while_a_slow_body_is_being_decoded() {
+    let (server, _client) = start().await;
+    server.add_token("nobody", User::with_rules("nobody", Vec::new()));
+    // Under the nesting limit, and a second or more of YAML scanning in a
+    // debug build.
+    let deep = "[".repeat(9_998) + &"]".repeat(9_998);
+    let body = format!("[{}]", vec![deep; 5].join(","));
+    let mut slow = tls(&server).await;
+    let req = format!(
+        "POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer nobody\r\nContent-Type: application/yaml\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    slow.write_all(req.as_bytes()).await.unwrap();
+    slow.flush().await.unwrap();
+    let mut ready = tls(&server).await;
+    ready
+        .write_all(b"GET /readyz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await
+        .unwrap();
+    ready.flush().await.unwrap();
+    tokio::select! {
+        biased;
+        r = first_bytes(&mut ready) => assert!(r.starts_with("HTTP/1.1 200"), "{r}"),
+        s = first_bytes(&mut slow) => panic!("the slow body was answered before /readyz: {s}"),
+    }
+    // and the slow body gets its answer too
+    let s = tokio::time::timeout(WAIT * 6, first_bytes(&mut slow))
+        .await
+        .unwrap();
+    assert!(s.starts_with("HTTP/1.1 400"), "{s}");
+}
