@@ -275,25 +275,34 @@ async fn produce_until_stop(
     let expired = tokio::time::sleep_until(deadline);
     tokio::pin!(expired);
     // The backlog (current objects, retained changes) goes at the client's
-    // pace, within the watch's timeout.
+    // pace, within the watch's timeout; changes committed meanwhile are
+    // taken off the broadcast as they come and held here, up to the
+    // buffer budget, so a slow client never pins the broadcast.
+    let mut held = Held::default();
+    let mut backlog = Backlog {
+        out,
+        limits,
+        expired: &mut expired,
+        live: &mut live,
+        held: &mut held,
+    };
     for (key, stored) in initial {
         if filter.in_scope(&key.0) && filter.spec.selector.matches(&stored.attrs) {
             let line = filter.render(EventType::Added, &stored.json, &mut first);
-            if let Err(stop) = send(out, line, limits, &mut expired).await {
+            if let Err(stop) = backlog.send(line).await {
                 return stop;
             }
         }
     }
     if filter.spec.initial_events_end {
-        let line = bookmark(&filter.spec.info, rv, true);
-        if let Err(stop) = send(out, line, limits, &mut expired).await {
+        if let Err(stop) = backlog.send(bookmark(&filter.spec.info, rv, true)).await {
             return stop;
         }
     }
     for rec in replay {
         if let Some(ev) = filter.translate(&rec) {
             let line = filter.render(ev, &rec.json, &mut first);
-            if let Err(stop) = send(out, line, limits, &mut expired).await {
+            if let Err(stop) = backlog.send(line).await {
                 return stop;
             }
         }
@@ -305,10 +314,19 @@ async fn produce_until_stop(
         .clamp(Duration::from_millis(1), FAR_FUTURE);
     let mut stall_check = tokio::time::interval(check_every);
     stall_check.tick().await;
+    // Changes that came while the backlog was sent go first.
+    for rec in std::mem::take(&mut held.records) {
+        if drops.has_changed().unwrap_or(true) || Instant::now() >= deadline {
+            return Stop::End;
+        }
+        if let Err(stop) = deliver(filter, &rec, from, &mut last_rv, &mut first, out) {
+            return stop;
+        }
+    }
     loop {
         // Biased: once a drop was requested (or the deadline passed), no
         // event broadcast after that may still be delivered.
-        let line = tokio::select! {
+        let rec = tokio::select! {
             biased;
             _ = drops.changed() => return Stop::End,
             _ = &mut expired => return Stop::End,
@@ -319,40 +337,86 @@ async fn produce_until_stop(
                 }
                 continue;
             }
-            _ = ticker.tick(), if filter.spec.bookmarks => bookmark(&filter.spec.info, last_rv, false),
-            got = live.recv() => match got {
-                Ok(rec) => {
-                    if rec.rv <= from {
-                        continue;
-                    }
-                    last_rv = rec.rv;
-                    match filter.translate(&rec) {
-                        Some(ev) => filter.render(ev, &rec.json, &mut first),
-                        None => continue,
-                    }
+            _ = ticker.tick(), if filter.spec.bookmarks => {
+                if let Err(refused) = out.push(bookmark(&filter.spec.info, last_rv, false)) {
+                    return refused.into();
                 }
+                continue;
+            }
+            got = live.recv() => match got {
+                Ok(rec) => rec,
                 // Too far behind: end the stream; the client resumes from history.
                 Err(broadcast::error::RecvError::Lagged(_)) => return Stop::End,
                 Err(broadcast::error::RecvError::Closed) => return Stop::End,
             },
         };
-        if let Err(refused) = out.push(line) {
-            return refused.into();
+        if let Err(stop) = deliver(filter, &rec, from, &mut last_rv, &mut first, out) {
+            return stop;
         }
     }
 }
 
-/// Queues one backlog line at the client's pace; `Err` when the watch must stop.
-async fn send(
+/// Queues the event a live change means for this watch, if any.
+fn deliver(
+    filter: &Filter,
+    rec: &Record,
+    from: u64,
+    last_rv: &mut u64,
+    first: &mut bool,
     out: &Outbox,
-    line: Bytes,
-    limits: WatchLimits,
-    expired: &mut std::pin::Pin<&mut tokio::time::Sleep>,
 ) -> Result<(), Stop> {
-    tokio::select! {
-        biased;
-        _ = expired.as_mut() => Err(Stop::End),
-        r = out.send(line, limits.send_deadline) => r.map_err(Stop::from),
+    if rec.rv <= from {
+        return Ok(());
+    }
+    *last_rv = rec.rv;
+    match filter.translate(rec) {
+        Some(ev) => out
+            .push(filter.render(ev, &rec.json, first))
+            .map_err(Stop::from),
+        None => Ok(()),
+    }
+}
+
+/// Changes received while the backlog was being sent.
+#[derive(Default)]
+struct Held {
+    records: Vec<Arc<Record>>,
+    bytes: usize,
+}
+
+/// Sends the backlog at the client's pace while keeping up with the broadcast.
+struct Backlog<'a, 'b> {
+    out: &'a Outbox,
+    limits: WatchLimits,
+    expired: &'a mut std::pin::Pin<&'b mut tokio::time::Sleep>,
+    live: &'a mut broadcast::Receiver<Arc<Record>>,
+    held: &'a mut Held,
+}
+
+impl Backlog<'_, '_> {
+    /// Queues one backlog line; `Err` when the watch must stop.
+    async fn send(&mut self, line: Bytes) -> Result<(), Stop> {
+        loop {
+            tokio::select! {
+                biased;
+                _ = self.expired.as_mut() => return Err(Stop::End),
+                r = self.out.send(line.clone(), self.limits.send_deadline) => {
+                    return r.map_err(Stop::from);
+                }
+                got = self.live.recv() => match got {
+                    Ok(rec) => {
+                        self.held.bytes += rec.json.len();
+                        self.held.records.push(rec);
+                        // As far behind as a lagging receiver: the client
+                        // resumes from history.
+                        if self.held.bytes > self.limits.buffer_bytes {
+                            return Err(Stop::End);
+                        }
+                    }
+                    Err(_) => return Err(Stop::End),
+                },
+            }
+        }
     }
 }
 

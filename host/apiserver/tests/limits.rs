@@ -410,3 +410,30 @@ async fn readyz_answers_while_a_slow_body_is_being_decoded() {
         .unwrap();
     assert!(s.starts_with("HTTP/1.1 400"), "{s}");
 }
+
+#[tokio::test]
+async fn a_watch_stuck_in_its_initial_events_does_not_hold_later_changes() {
+    let (server, client) = start_with(
+        // so only the bound on held changes can end it
+        ApiServerConfig::default().watch_send_deadline(Duration::from_secs(3600)),
+    )
+    .await;
+    // More initial events than the watch's buffer and the socket hold.
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let fill = "w".repeat(100_000);
+    for i in 0..250 {
+        create(&cms, &cm(&format!("init{i}"), json!({"a": fill}))).await;
+    }
+    let before = server.change_subscribers();
+    let _held = unread_watch(&server, "").await;
+    eventually("the watch subscribed", async || {
+        server.change_subscribers() > before
+    })
+    .await;
+    write_until(
+        &client,
+        "the stuck watch kept every later change",
+        async || server.change_subscribers() == before,
+    )
+    .await;
+}
