@@ -1,14 +1,18 @@
-//! Request bodies before any decoder sees them: reads one up to the real
-//! server's size limit (413 `RequestEntityTooLarge` beyond it) and refuses
-//! nesting deeper than the real decoders accept (400), so a hostile body
-//! costs at most a linear scan of a bounded number of bytes before it is
-//! rejected. It never decodes or interprets a body; `handlers` does, on a
-//! blocking thread (see `handlers::dispatch`).
+//! Request bodies: reads one up to the real server's size limit (413
+//! `RequestEntityTooLarge` beyond it), refuses nesting deeper than the real
+//! decoders accept (400) before any decoder runs, so a hostile body costs
+//! at most a linear scan of a bounded number of bytes before it is
+//! rejected, and decodes an object body by its Content-Type. It never
+//! interprets an object's fields, and it is called off the async runtime
+//! for decoding (see `handlers::dispatch`).
 
 use axum::body::Bytes;
 use axum::extract::Request;
+use axum::http::{header, HeaderMap};
 use futures::StreamExt;
+use serde_json::Value;
 
+use super::proto;
 use super::status::{ApiError, Result};
 
 /// The real server's default request body limit
@@ -119,6 +123,56 @@ pub(crate) fn check_depth(body: &[u8], max: usize) -> Result<()> {
         prev = b;
     }
     Ok(())
+}
+
+fn parse_json(body: &[u8]) -> Result<Value> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| {
+        ApiError::BadRequest(format!(
+            "the object provided is unrecognized or malformed: json parse error: {e}"
+        ))
+    })?;
+    if !v.is_object() {
+        return Err(ApiError::BadRequest(
+            "the object provided is unrecognized or malformed: expected a JSON object".into(),
+        ));
+    }
+    Ok(v)
+}
+
+/// Decodes an object body by its Content-Type: JSON, YAML, or protobuf for
+/// the few kinds [`proto`] knows; anything else is 415.
+pub(crate) fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value> {
+    {
+        let ct = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("application/json");
+        let media = ct.split(';').next().unwrap_or_default().trim();
+        match media {
+            "" | "application/json" | "*/*" => parse_json(body),
+            "application/yaml" => {
+                let v: Value = serde_yaml::from_slice(body).map_err(|e| {
+                    ApiError::BadRequest(format!(
+                        "the object provided is unrecognized or malformed: yaml parse error: {e}"
+                    ))
+                })?;
+                if v.is_object() {
+                    Ok(v)
+                } else {
+                    Err(ApiError::BadRequest(
+                        "the object provided is unrecognized or malformed: expected an object".into(),
+                    ))
+                }
+            }
+            proto::MEDIA_TYPE => proto::decode(body).map_err(|e| match e {
+                proto::ProtoError::Unsupported(_) => ApiError::UnsupportedMediaType(e.to_string()),
+                proto::ProtoError::Malformed(_) => ApiError::BadRequest(e.to_string()),
+            }),
+            other => Err(ApiError::UnsupportedMediaType(format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {other})"
+            ))),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -18,14 +18,13 @@ use serde_json::{json, Value};
 
 use super::access;
 use super::auth::{bearer, field_selector_name, forbidden_message, Tokens, User};
-use super::body;
+use super::body::{self, decode_body};
 use super::convert;
 use super::crd;
 use super::discovery;
 use super::faults::{FaultCommand, Faults};
 use super::objects::meta_mut;
 use super::patch;
-use super::proto;
 use super::registry::{Registry, ResourceInfo};
 use super::selector::{FieldSelector, LabelSelector, Selector};
 use super::status::{ApiError, Details, Result};
@@ -492,20 +491,6 @@ async fn fault_endpoint(app: &AppState, user: &User, req: Request) -> Result<Res
     ))
 }
 
-fn parse_json(body: &[u8]) -> Result<Value> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| {
-        ApiError::BadRequest(format!(
-            "the object provided is unrecognized or malformed: json parse error: {e}"
-        ))
-    })?;
-    if !v.is_object() {
-        return Err(ApiError::BadRequest(
-            "the object provided is unrecognized or malformed: expected a JSON object".into(),
-        ));
-    }
-    Ok(v)
-}
-
 fn store_err(t: &Target, e: StoreError) -> ApiError {
     match e {
         StoreError::NotFound => t.not_found(),
@@ -744,42 +729,6 @@ impl Ctx<'_> {
     /// Decodes an object body by its Content-Type (see [`decode_body`]).
     fn decode_object(&self, body: &[u8]) -> Result<Value> {
         decode_body(&self.headers, body)
-    }
-}
-
-/// Decodes an object body by its Content-Type: JSON, YAML, or protobuf for
-/// the few kinds [`proto`] knows; anything else is 415.
-fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value> {
-    {
-        let ct = headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|h| h.to_str().ok())
-            .unwrap_or("application/json");
-        let media = ct.split(';').next().unwrap_or_default().trim();
-        match media {
-            "" | "application/json" | "*/*" => parse_json(body),
-            "application/yaml" => {
-                let v: Value = serde_yaml::from_slice(body).map_err(|e| {
-                    ApiError::BadRequest(format!(
-                        "the object provided is unrecognized or malformed: yaml parse error: {e}"
-                    ))
-                })?;
-                if v.is_object() {
-                    Ok(v)
-                } else {
-                    Err(ApiError::BadRequest(
-                        "the object provided is unrecognized or malformed: expected an object".into(),
-                    ))
-                }
-            }
-            proto::MEDIA_TYPE => proto::decode(body).map_err(|e| match e {
-                proto::ProtoError::Unsupported(_) => ApiError::UnsupportedMediaType(e.to_string()),
-                proto::ProtoError::Malformed(_) => ApiError::BadRequest(e.to_string()),
-            }),
-            other => Err(ApiError::UnsupportedMediaType(format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {other})"
-            ))),
-        }
     }
 }
 
