@@ -3,8 +3,10 @@
 //! finalizers, garbage collection of dependents, status subresources, graceful pod deletion, namespace
 //! termination, unknown-field validation, Status errors), bearer-token auth
 //! with RBAC-like rules
-//! (namespace scope, resourceNames, self access reviews) and fault
-//! injection. It is wasmctrl's dev/demo/test cluster; it never talks
+//! (namespace scope, resourceNames, self access reviews), fault
+//! injection, and limits that keep one client from freezing, crashing or
+//! bloating it (body size and depth, connection timeouts, watch deadlines,
+//! history bytes; see [`config`]). It is wasmctrl's dev/demo/test cluster; it never talks
 //! to a real cluster.
 //!
 //! Start one with [`ApiServer::start`]; talk to it with

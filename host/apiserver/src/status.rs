@@ -114,10 +114,11 @@ pub enum ApiError {
     /// (`NewRequestEntityTooLargeError`; the field is what follows the colon).
     #[error("Request entity too large: {0}")]
     RequestEntityTooLarge(String),
-    /// 504: a watch or list asked for a resourceVersion the server has not
-    /// reached (`storage.NewTooLargeResourceVersionError`): reason
-    /// `Timeout`, one `ResourceVersionTooLarge` cause, retry after 1 s.
-    #[error("Too large resource version: {requested}, current: {current}")]
+    /// 504: a watch asked for a resourceVersion the server has not reached
+    /// (`storage.NewTooLargeResourceVersionError`, built on
+    /// `NewTimeoutError`, which prefixes "Timeout: "): reason `Timeout`,
+    /// one `ResourceVersionTooLarge` cause, retry after 1 s.
+    #[error("Timeout: Too large resource version: {requested}, current: {current}")]
     TooLargeResourceVersion {
         /// The resourceVersion asked for.
         requested: u64,

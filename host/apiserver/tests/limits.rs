@@ -299,7 +299,7 @@ async fn initial_events_at_a_future_resource_version_time_out_with_504() {
             assert_eq!(
                 e.message,
                 format!(
-                    "Too large resource version: {future}, current: {}",
+                    "Timeout: Too large resource version: {future}, current: {}",
                     server.current_resource_version()
                 )
             );
