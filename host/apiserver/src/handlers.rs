@@ -18,13 +18,13 @@ use serde_json::{json, Value};
 
 use super::access;
 use super::auth::{bearer, field_selector_name, forbidden_message, Tokens, User};
+use super::body::{self, decode_body};
 use super::convert;
 use super::crd;
 use super::discovery;
 use super::faults::{FaultCommand, Faults};
 use super::objects::meta_mut;
 use super::patch;
-use super::proto;
 use super::registry::{Registry, ResourceInfo};
 use super::selector::{FieldSelector, LabelSelector, Selector};
 use super::status::{ApiError, Details, Result};
@@ -36,8 +36,6 @@ mod reads;
 mod scale;
 mod writes;
 
-/// Largest accepted request body.
-const MAX_BODY: usize = 64 * 1024 * 1024;
 /// Attempts of a read-modify-write before giving up with a Conflict.
 const MAX_RETRIES: usize = 16;
 
@@ -52,6 +50,13 @@ pub(crate) struct AppState {
     pub bookmark_interval: Duration,
     /// Finish graceful pod deletions (see `kubelet`).
     pub kubelet: bool,
+    /// Largest accepted request body (see `body`).
+    pub max_request_body_bytes: usize,
+    /// How long a watch with `sendInitialEvents` waits for a
+    /// resourceVersion the store has not reached.
+    pub too_large_rv_wait: Duration,
+    /// How long one watch event may wait for its client before the watch is cut off.
+    pub watch_send_deadline: Duration,
 }
 
 /// The single axum handler: every path goes through here.
@@ -248,7 +253,7 @@ fn check_accept(headers: &HeaderMap) -> Result<()> {
     ))
 }
 
-async fn dispatch(app: &AppState, req: Request) -> Result<Response> {
+async fn dispatch(app: &Arc<AppState>, req: Request) -> Result<Response> {
     let path = req.uri().path().to_string();
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
     match segs.as_slice() {
@@ -271,9 +276,14 @@ async fn dispatch(app: &AppState, req: Request) -> Result<Response> {
                 return Err(err);
             }
             let headers = req.headers().clone();
-            let body = decode_body(&headers, &read_body(req).await?)?;
-            let review = access::access_review(&user, &app.faults, &body)?;
-            return Ok(value_response(StatusCode::CREATED, &review));
+            let body = read_body(app, req).await?;
+            let faults = app.faults.clone();
+            return off_runtime(move || {
+                let body = decode_body(&headers, &body)?;
+                let review = access::access_review(&user, &faults, &body)?;
+                Ok(value_response(StatusCode::CREATED, &review))
+            })
+            .await;
         }
         (&Method::POST, ["apis", "authentication.k8s.io", "v1", "selfsubjectreviews"]) => {
             return Ok(value_response(
@@ -366,43 +376,84 @@ async fn dispatch(app: &AppState, req: Request) -> Result<Response> {
         .cloned()
         .filter(|m| !m.is_empty())
         .unwrap_or_else(|| manager_from_user_agent(&headers));
-    let ctx = Ctx {
-        app,
-        user: &user,
-        target,
-        query,
-        headers,
-        manager,
-        warnings: Mutex::default(),
+    let is_scale = target.sub.as_deref() == Some("scale");
+    let body = match verb {
+        "get" | "list" | "watch" => Bytes::new(),
+        _ => read_body(app, req).await?,
     };
-    let is_scale = ctx.target.sub.as_deref() == Some("scale");
-    let result = match verb {
-        "get" if is_scale => ctx.get_scale(),
-        "update" | "patch" if is_scale => ctx.write_scale(read_body(req).await?, verb == "patch"),
-        "get" => ctx.get(),
-        "list" => ctx.list(),
-        "watch" => ctx.watch(),
-        "deletecollection" => ctx.delete_collection(read_body(req).await?).await,
-        "create" if ctx.target.sub.is_some() => ctx.bind(read_body(req).await?),
-        "create" => ctx.create(read_body(req).await?),
-        "update" => ctx.update(read_body(req).await?),
-        "patch" => ctx.patch(read_body(req).await?),
-        _ => ctx.delete(read_body(req).await?),
+    if verb == "deletecollection" {
+        let ctx = Ctx {
+            app,
+            user: &user,
+            target,
+            query,
+            headers,
+            manager,
+            warnings: Mutex::default(),
+        };
+        let result = ctx.delete_collection(body).await;
+        let warnings = ctx.take_warnings();
+        return Ok(with_warnings(result, &warnings));
+    }
+    let owned_app = app.clone();
+    let run = move || {
+        let ctx = Ctx {
+            app: &owned_app,
+            user: &user,
+            target,
+            query,
+            headers,
+            manager,
+            warnings: Mutex::default(),
+        };
+        let result = match verb {
+            "get" if is_scale => ctx.get_scale(),
+            "update" | "patch" if is_scale => ctx.write_scale(body, verb == "patch"),
+            "get" => ctx.get(),
+            "list" => ctx.list(),
+            "watch" => ctx.watch(),
+            "create" if ctx.target.sub.is_some() => ctx.bind(body),
+            "create" => ctx.create(body),
+            "update" => ctx.update(body),
+            "patch" => ctx.patch(body),
+            _ => ctx.delete(body),
+        };
+        let warnings = ctx.take_warnings();
+        with_warnings(result, &warnings)
     };
-    // warnings reach the client whatever the outcome, as the real server's
-    // warning recorder writes them before the body
+    match verb {
+        // Reads are cheap and a watch starts its stream on the runtime.
+        "get" | "list" | "watch" => Ok(run()),
+        // Decoding and patching a body can take a while: never on the
+        // runtime's threads, so one request cannot stall the others.
+        _ => off_runtime(move || Ok(run())).await,
+    }
+}
+
+/// `result` as a response carrying `warnings`: they reach the client
+/// whatever the outcome, as the real server's warning recorder writes them
+/// before the body.
+fn with_warnings(result: Result<Response>, warnings: &[String]) -> Response {
     let mut response = result.unwrap_or_else(IntoResponse::into_response);
-    let warnings = std::mem::take(&mut *ctx.warnings.lock().unwrap_or_else(|p| p.into_inner()));
-    validation::add_warning_headers(response.headers_mut(), &warnings);
-    Ok(response)
+    validation::add_warning_headers(response.headers_mut(), warnings);
+    response
 }
-
-async fn read_body(req: Request) -> Result<Bytes> {
-    axum::body::to_bytes(req.into_body(), MAX_BODY)
+/// Runs blocking request work (decoding a body) on the blocking pool.
+async fn off_runtime<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| ApiError::BadRequest(format!("unable to read request body: {e}")))
+        .map_err(|e| ApiError::Internal(format!("request handler failed: {e}")))?
 }
 
+/// Reads a body within the configured size limit and refuses one nested
+/// deeper than the real decoders accept (see [`body`]).
+async fn read_body(app: &AppState, req: Request) -> Result<Bytes> {
+    let bytes = body::read(req, app.max_request_body_bytes).await?;
+    body::check_depth(&bytes, body::MAX_NESTING_DEPTH)?;
+    Ok(bytes)
+}
 fn manager_from_user_agent(headers: &HeaderMap) -> String {
     let ua = headers
         .get(header::USER_AGENT)
@@ -431,7 +482,7 @@ async fn fault_endpoint(app: &AppState, user: &User, req: Request) -> Result<Res
             "POST a fault command to /wasmctrl/faults".into(),
         ));
     }
-    let body = read_body(req).await?;
+    let body = read_body(app, req).await?;
     let cmd: FaultCommand = serde_json::from_slice(&body)
         .map_err(|e| ApiError::BadRequest(format!("invalid fault command: {e}")))?;
     app.faults.apply(cmd);
@@ -439,20 +490,6 @@ async fn fault_endpoint(app: &AppState, user: &User, req: Request) -> Result<Res
         StatusCode::OK,
         &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}),
     ))
-}
-
-fn parse_json(body: &[u8]) -> Result<Value> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| {
-        ApiError::BadRequest(format!(
-            "the object provided is unrecognized or malformed: json parse error: {e}"
-        ))
-    })?;
-    if !v.is_object() {
-        return Err(ApiError::BadRequest(
-            "the object provided is unrecognized or malformed: expected a JSON object".into(),
-        ));
-    }
-    Ok(v)
 }
 
 fn store_err(t: &Target, e: StoreError) -> ApiError {
@@ -492,6 +529,11 @@ enum Attempt<T> {
 impl Ctx<'_> {
     fn store(&self) -> &Store {
         &self.app.store
+    }
+
+    /// The `Warning` headers collected so far.
+    fn take_warnings(&self) -> Vec<String> {
+        std::mem::take(&mut *self.warnings.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// managedFields options: reset fields of the strategy, plus the list
@@ -688,42 +730,6 @@ impl Ctx<'_> {
     /// Decodes an object body by its Content-Type (see [`decode_body`]).
     fn decode_object(&self, body: &[u8]) -> Result<Value> {
         decode_body(&self.headers, body)
-    }
-}
-
-/// Decodes an object body by its Content-Type: JSON, YAML, or protobuf for
-/// the few kinds [`proto`] knows; anything else is 415.
-fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value> {
-    {
-        let ct = headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|h| h.to_str().ok())
-            .unwrap_or("application/json");
-        let media = ct.split(';').next().unwrap_or_default().trim();
-        match media {
-            "" | "application/json" | "*/*" => parse_json(body),
-            "application/yaml" => {
-                let v: Value = serde_yaml::from_slice(body).map_err(|e| {
-                    ApiError::BadRequest(format!(
-                        "the object provided is unrecognized or malformed: yaml parse error: {e}"
-                    ))
-                })?;
-                if v.is_object() {
-                    Ok(v)
-                } else {
-                    Err(ApiError::BadRequest(
-                        "the object provided is unrecognized or malformed: expected an object".into(),
-                    ))
-                }
-            }
-            proto::MEDIA_TYPE => proto::decode(body).map_err(|e| match e {
-                proto::ProtoError::Unsupported(_) => ApiError::UnsupportedMediaType(e.to_string()),
-                proto::ProtoError::Malformed(_) => ApiError::BadRequest(e.to_string()),
-            }),
-            other => Err(ApiError::UnsupportedMediaType(format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {other})"
-            ))),
-        }
     }
 }
 

@@ -26,6 +26,15 @@ use super::store::{ObjKey, Store, StoreError};
 /// The grace period the API server defaults `terminationGracePeriodSeconds` to.
 const DEFAULT_GRACE_SECONDS: i64 = 30;
 
+/// The latest `deletionTimestamp` written: 9999-12-30T22:00:00Z, the
+/// latest instant both a four-digit-year RFC 3339 timestamp and the kube
+/// client's time type (jiff's `Timestamp::MAX`, which leaves room for
+/// offsets) can hold. The real server computes `now + grace` with Go's
+/// wrapping `time.Duration` arithmetic (`rest.BeforeDelete`), so a huge
+/// grace period gives it a meaningless timestamp; here it saturates at
+/// this instant instead, which every client can still parse.
+const LATEST_TIMESTAMP_SECONDS: i64 = 253_402_207_200;
+
 /// What a DELETE does to a pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum PodDeletion {
@@ -65,7 +74,7 @@ pub(crate) fn pod_deletion(pod: &Value, opts: &Value) -> PodDeletion {
                     .map_or(now, |t| t.with_timezone(&chrono::Utc));
                 PodDeletion::Graceful {
                     grace: g,
-                    deletion_timestamp: rfc3339(ts - chrono::Duration::seconds(current - g)),
+                    deletion_timestamp: rfc3339(offset(ts, g.saturating_sub(current))),
                 }
             }
             _ => PodDeletion::Pending,
@@ -87,12 +96,17 @@ pub(crate) fn pod_deletion(pod: &Value, opts: &Value) -> PodDeletion {
     if !scheduled || terminal {
         grace = 0;
     }
-    if grace <= 0 {
+    // podStrategy.CheckGracefulDelete (pkg/registry/core/pod/strategy.go):
+    // a negative period becomes 1 second.
+    if grace < 0 {
+        grace = 1;
+    }
+    if grace == 0 {
         return PodDeletion::Immediate;
     }
     PodDeletion::Graceful {
         grace,
-        deletion_timestamp: rfc3339(now + chrono::Duration::seconds(grace)),
+        deletion_timestamp: rfc3339(offset(now, grace)),
     }
 }
 
@@ -111,7 +125,7 @@ pub(crate) fn mark_terminating(pod: &mut Value, grace: i64, deletion_timestamp: 
             .and_then(Value::as_i64)
             .filter(|g| *g > 0)
         {
-            meta.insert("generation".into(), json!(g + 1));
+            meta.insert("generation".into(), json!(g.saturating_add(1)));
         }
     }
 }
@@ -147,6 +161,18 @@ pub(crate) fn finish_after(
             }
         }
     });
+}
+
+/// `t` moved by `seconds` (either sign), saturating at the Unix epoch and at
+/// [`LATEST_TIMESTAMP_SECONDS`]: never panics, never leaves the range an
+/// RFC 3339 timestamp with a four-digit year can express.
+pub(crate) fn offset(
+    t: chrono::DateTime<chrono::Utc>,
+    seconds: i64,
+) -> chrono::DateTime<chrono::Utc> {
+    let secs = t.timestamp().saturating_add(seconds);
+    let secs = secs.clamp(0, LATEST_TIMESTAMP_SECONDS);
+    chrono::DateTime::from_timestamp(secs, 0).unwrap_or(t)
 }
 
 fn rfc3339(t: chrono::DateTime<chrono::Utc>) -> String {
@@ -198,6 +224,50 @@ mod tests {
             pod_deletion(&pod("n1", "Running"), &json!({"gracePeriodSeconds": 0})),
             now
         );
+    }
+
+    #[test]
+    fn huge_and_negative_grace_periods_never_panic_and_stay_parseable() {
+        for g in [
+            i64::MAX,
+            1_000_000_000_000,
+            9_223_372_036_854_775,
+            i64::MAX / 1000 + 1,
+        ] {
+            let PodDeletion::Graceful {
+                grace,
+                deletion_timestamp,
+            } = pod_deletion(&pod("n1", "Running"), &json!({"gracePeriodSeconds": g}))
+            else {
+                panic!("a scheduled running pod is deleted gracefully");
+            };
+            assert_eq!(grace, g);
+            assert_eq!(deletion_timestamp, "9999-12-30T22:00:00Z");
+            assert!(chrono::DateTime::parse_from_rfc3339(&deletion_timestamp).is_ok());
+        }
+        // podStrategy.CheckGracefulDelete: negative means one second.
+        assert_eq!(
+            grace_of(pod_deletion(
+                &pod("n1", "Running"),
+                &json!({"gracePeriodSeconds": -5})
+            )),
+            Some(1)
+        );
+        // Shortening a saturated deadline stays in range too.
+        let mut p = pod("n1", "Running");
+        mark_terminating(&mut p, i64::MAX, "9999-12-30T22:00:00Z");
+        let PodDeletion::Graceful {
+            deletion_timestamp, ..
+        } = pod_deletion(&p, &json!({"gracePeriodSeconds": 1}))
+        else {
+            panic!("shortening keeps it graceful");
+        };
+        assert!(chrono::DateTime::parse_from_rfc3339(&deletion_timestamp).is_ok());
+        // A stored generation at the top of its range does not overflow.
+        let mut p = pod("n1", "Running");
+        p["metadata"]["generation"] = json!(i64::MAX);
+        mark_terminating(&mut p, 30, "2026-01-01T00:00:30Z");
+        assert_eq!(p["metadata"]["generation"], i64::MAX);
     }
 
     #[test]

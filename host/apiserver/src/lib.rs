@@ -3,8 +3,10 @@
 //! finalizers, garbage collection of dependents, status subresources, graceful pod deletion, namespace
 //! termination, unknown-field validation, Status errors), bearer-token auth
 //! with RBAC-like rules
-//! (namespace scope, resourceNames, self access reviews) and fault
-//! injection. It is wasmctrl's dev/demo/test cluster; it never talks
+//! (namespace scope, resourceNames, self access reviews), fault
+//! injection, and limits that keep one client from freezing, crashing or
+//! bloating it (body size and depth, connection timeouts, watch deadlines,
+//! history bytes; see [`config`]). It is wasmctrl's dev/demo/test cluster; it never talks
 //! to a real cluster.
 //!
 //! Start one with [`ApiServer::start`]; talk to it with
@@ -12,6 +14,8 @@
 
 mod access;
 pub mod auth;
+pub mod body;
+pub mod config;
 pub mod convert;
 pub mod crd;
 pub mod discovery;
@@ -23,6 +27,7 @@ mod namespaces;
 mod object_rules;
 pub mod objects;
 pub mod openapi;
+mod outbox;
 pub mod patch;
 mod pods;
 mod printer_columns;

@@ -291,7 +291,7 @@ pub fn prepare_update(info: &ResourceInfo, old: &Value, new: &mut Value, status_
     if let Some(g) = old_meta.get("generation").and_then(Value::as_i64) {
         let custom = super::crd::is_custom(info);
         if !status_write && spec_of(old, custom) != spec_of(new, custom) {
-            meta_mut(new).insert("generation".into(), json!(g + 1));
+            meta_mut(new).insert("generation".into(), json!(g.saturating_add(1)));
         }
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use axum::Router;
 use base64::Engine;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
@@ -28,15 +28,10 @@ use super::objects::{now_rfc3339, prepare_create};
 use super::registry::Registry;
 use super::store::Store;
 
-/// Default number of changes kept for watch resumption.
-pub const DEFAULT_HISTORY: usize = 10_000;
-/// Default watch duration when the client sets no `timeoutSeconds` (the real server picks 30–60 min).
-pub const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
-/// Default interval between BOOKMARK events (the real server sends one about every minute).
-pub const DEFAULT_BOOKMARK_INTERVAL: Duration = Duration::from_secs(60);
-/// Namespaces a fresh server starts with, as a new cluster does.
-pub const INITIAL_NAMESPACES: [&str; 4] =
-    ["default", "kube-system", "kube-public", "kube-node-lease"];
+pub use super::config::{
+    ApiServerConfig, DEFAULT_BOOKMARK_INTERVAL, DEFAULT_HISTORY, DEFAULT_WATCH_TIMEOUT,
+    INITIAL_NAMESPACES,
+};
 
 /// Why the server could not start or produce a client.
 #[derive(Debug, thiserror::Error)]
@@ -61,100 +56,6 @@ pub enum ServerError {
 /// Result alias for server lifecycle operations.
 pub type Result<T, E = ServerError> = std::result::Result<T, E>;
 
-/// Configuration of an embedded API server.
-#[derive(Debug, Clone)]
-pub struct ApiServerConfig {
-    listen: SocketAddr,
-    history: usize,
-    admin_token: Option<String>,
-    tokens: Vec<(String, User)>,
-    watch_timeout: Duration,
-    bookmark_interval: Duration,
-    kubelet: bool,
-    garbage_collector: bool,
-}
-
-impl Default for ApiServerConfig {
-    fn default() -> Self {
-        ApiServerConfig {
-            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            history: DEFAULT_HISTORY,
-            admin_token: None,
-            tokens: Vec::new(),
-            watch_timeout: DEFAULT_WATCH_TIMEOUT,
-            bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
-            kubelet: true,
-            garbage_collector: true,
-        }
-    }
-}
-
-impl ApiServerConfig {
-    /// Address to listen on; port 0 picks an ephemeral port (default `127.0.0.1:0`).
-    #[must_use]
-    pub fn listen(mut self, addr: SocketAddr) -> Self {
-        self.listen = addr;
-        self
-    }
-
-    /// Changes kept for watch resumption. A watch from an older resourceVersion gets 410 Gone.
-    #[must_use]
-    pub fn history(mut self, n: usize) -> Self {
-        self.history = n;
-        self
-    }
-
-    /// Bearer token of the built-in `admin` user (default: random).
-    #[must_use]
-    pub fn admin_token(mut self, token: impl Into<String>) -> Self {
-        self.admin_token = Some(token.into());
-        self
-    }
-
-    /// Adds a token for `user` (see [`User::with_rules`]).
-    #[must_use]
-    pub fn token(mut self, token: impl Into<String>, user: User) -> Self {
-        self.tokens.push((token.into(), user));
-        self
-    }
-
-    /// Whether a stand-in for each pod's kubelet removes a gracefully
-    /// deleted pod when its grace period ends (default true). Without it a
-    /// deleted scheduled pod stays terminating, as on a cluster whose
-    /// kubelets are gone.
-    #[must_use]
-    pub fn kubelet(mut self, on: bool) -> Self {
-        self.kubelet = on;
-        self
-    }
-
-    /// Whether a garbage collector deletes dependents whose owners are
-    /// gone and finishes foreground and orphan deletions (default true).
-    /// Without it an owner deleted with `propagationPolicy: Foreground` or
-    /// `Orphan` keeps its finalizer, as on a cluster whose
-    /// kube-controller-manager is down.
-    #[must_use]
-    pub fn garbage_collector(mut self, on: bool) -> Self {
-        self.garbage_collector = on;
-        self
-    }
-
-    /// Watch duration when the client sets no `timeoutSeconds`.
-    #[must_use]
-    pub fn watch_timeout(mut self, d: Duration) -> Self {
-        self.watch_timeout = d;
-        self
-    }
-
-    /// Interval of periodic BOOKMARK events. Short intervals are for tests only:
-    /// every bookmark advances clients' resume resourceVersion.
-    #[must_use]
-    pub fn bookmark_interval(mut self, d: Duration) -> Self {
-        self.bookmark_interval = d;
-        self
-    }
-}
-
 /// Entry point: `ApiServer::start(config)`.
 #[derive(Debug)]
 pub struct ApiServer;
@@ -163,7 +64,7 @@ impl ApiServer {
     /// Generates certificates, seeds the initial namespaces and starts listening.
     pub async fn start(config: ApiServerConfig) -> Result<RunningApiServer> {
         let (ca_pem, tls) = certificates()?;
-        let store = Arc::new(Store::new(config.history));
+        let store = Arc::new(Store::new(config.history).with_history_bytes(config.history_bytes));
         let admin_token = config
             .admin_token
             .clone()
@@ -183,6 +84,9 @@ impl ApiServer {
             watch_timeout: config.watch_timeout,
             bookmark_interval: config.bookmark_interval,
             kubelet: config.kubelet,
+            max_request_body_bytes: config.max_request_body_bytes,
+            too_large_rv_wait: config.too_large_rv_wait,
+            watch_send_deadline: config.watch_send_deadline,
         });
         if config.garbage_collector {
             gc::spawn(&state);
@@ -196,6 +100,8 @@ impl ApiServer {
             addr,
             router,
             acceptor: TlsAcceptor::from(Arc::new(tls)),
+            handshake_timeout: config.tls_handshake_timeout,
+            header_read_timeout: config.header_read_timeout,
             handle: Mutex::new(None),
         });
         ctl.spawn(listener);
@@ -280,6 +186,8 @@ struct Listener {
     addr: SocketAddr,
     router: Router,
     acceptor: TlsAcceptor,
+    handshake_timeout: Duration,
+    header_read_timeout: Duration,
     handle: Mutex<Option<ListenerHandle>>,
 }
 
@@ -292,21 +200,47 @@ impl Listener {
         let (stop, mut stopped) = watch::channel(false);
         let acceptor = self.acceptor.clone();
         let router = self.router.clone();
+        let handshake_timeout = self.handshake_timeout;
+        let header_read_timeout = self.header_read_timeout;
         let task = tokio::spawn(async move {
+            let mut backoff = AcceptBackoff::default();
             loop {
                 let accepted = tokio::select! {
                     _ = stopped.changed() => break,
                     a = listener.accept() => a,
                 };
-                let Ok((tcp, _)) = accepted else { continue };
+                let tcp = match accepted {
+                    Ok((tcp, _)) => {
+                        backoff.reset();
+                        tcp
+                    }
+                    Err(e) => {
+                        // Out of file descriptors and the like: wait
+                        // instead of spinning on the same error.
+                        let delay = backoff.next_delay();
+                        tracing::warn!(error = %e, ?delay, "accept failed; retrying");
+                        tokio::select! {
+                            _ = stopped.changed() => break,
+                            _ = tokio::time::sleep(delay) => continue,
+                        }
+                    }
+                };
                 let acceptor = acceptor.clone();
                 let svc = TowerToHyperService::new(router.clone());
                 let mut conn_stop = stopped.clone();
                 tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(tcp).await else {
+                    // A client that never finishes the handshake holds a
+                    // socket and a task: bound it.
+                    let Ok(Ok(tls)) =
+                        tokio::time::timeout(handshake_timeout, acceptor.accept(tcp)).await
+                    else {
                         return;
                     };
-                    let builder = auto::Builder::new(TokioExecutor::new());
+                    let mut builder = auto::Builder::new(TokioExecutor::new());
+                    builder
+                        .http1()
+                        .timer(TokioTimer::new())
+                        .header_read_timeout(header_read_timeout);
                     let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), svc);
                     tokio::select! {
                         _ = conn => {}
@@ -335,6 +269,29 @@ impl Listener {
         let listener = TcpListener::bind(self.addr).await?;
         self.spawn(listener);
         Ok(())
+    }
+}
+
+/// Delay before retrying a failed `accept`, as Go's `http.Server.Serve`
+/// does for temporary errors: 5 ms, doubling up to 1 s, back to the start
+/// after a success.
+#[derive(Debug, Default)]
+struct AcceptBackoff {
+    last: Option<Duration>,
+}
+
+impl AcceptBackoff {
+    const FIRST: Duration = Duration::from_millis(5);
+    const MAX: Duration = Duration::from_secs(1);
+
+    fn next_delay(&mut self) -> Duration {
+        let next = self.last.map_or(Self::FIRST, |d| (d * 2).min(Self::MAX));
+        self.last = Some(next);
+        next
+    }
+
+    fn reset(&mut self) {
+        self.last = None;
     }
 }
 
@@ -423,6 +380,19 @@ impl RunningApiServer {
         self.state.store.stored_bytes(storage_key)
     }
 
+    /// Bytes of object JSON held by the watch history (bounded by
+    /// [`ApiServerConfig::history_bytes`]).
+    pub fn history_bytes(&self) -> usize {
+        self.state.store.history_bytes()
+    }
+
+    /// Receivers of the store's change broadcast: one per open watch plus
+    /// the garbage collector's. A watch that ended (timed out, cut off,
+    /// client gone) no longer counts.
+    pub fn change_subscribers(&self) -> usize {
+        self.state.store.change_subscribers()
+    }
+
     /// Adds (or replaces) a bearer token while running.
     pub fn add_token(&self, token: impl Into<String>, user: User) {
         let mut t = self.state.tokens.write().unwrap_or_else(|p| p.into_inner());
@@ -443,10 +413,11 @@ impl RunningApiServer {
         )
     }
 
-    /// Writes the admin kubeconfig to `path`.
+    /// Writes the admin kubeconfig to `path`, readable and writable by the
+    /// owner only (mode 0600 on Unix, as kubectl writes kubeconfigs): it
+    /// holds the admin's bearer token. An existing file's mode is tightened too.
     pub fn write_kubeconfig(&self, path: &Path) -> Result<()> {
-        std::fs::write(path, self.kubeconfig())?;
-        Ok(())
+        write_private(path, self.kubeconfig().as_bytes())
     }
 
     /// A `kube::Config` for `token`, built from the generated kubeconfig.
@@ -493,6 +464,26 @@ impl Drop for RunningApiServer {
     }
 }
 
+/// Writes `contents` to `path` with mode 0600 (Unix), replacing any
+/// previous contents and mode.
+fn write_private(path: &Path, contents: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        options.mode(0o600);
+        let mut file = options.open(path)?;
+        // `mode` applies only to a file this call creates.
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        file.write_all(contents)?;
+    }
+    #[cfg(not(unix))]
+    options.open(path)?.write_all(contents)?;
+    Ok(())
+}
+
 /// Runs a server until SIGINT/SIGTERM, writing the admin kubeconfig to
 /// `kubeconfig_out` if given. What `wasmctrl apiserver` calls.
 pub async fn serve_until_signal(
@@ -522,4 +513,21 @@ async fn wait_for_signal() -> Result<()> {
     #[cfg(not(unix))]
     tokio::signal::ctrl_c().await?;
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_backoff_doubles_from_5ms_to_1s_and_resets_after_success() {
+        let mut b = AcceptBackoff::default();
+        let delays: Vec<u64> = (0..10)
+            .map(|_| u64::try_from(b.next_delay().as_millis()).unwrap())
+            .collect();
+        assert_eq!(delays, [5, 10, 20, 40, 80, 160, 320, 640, 1000, 1000]);
+        b.reset();
+        assert_eq!(b.next_delay(), Duration::from_millis(5));
+    }
 }

@@ -110,6 +110,21 @@ pub enum ApiError {
     /// 504: the requested resourceVersion is newer than the server's.
     #[error("{0}")]
     Timeout(String),
+    /// 413: the request body is over the server's limit
+    /// (`NewRequestEntityTooLargeError`; the field is what follows the colon).
+    #[error("Request entity too large: {0}")]
+    RequestEntityTooLarge(String),
+    /// 504: a watch asked for a resourceVersion the server has not reached
+    /// (`storage.NewTooLargeResourceVersionError`, built on
+    /// `NewTimeoutError`, which prefixes "Timeout: "): reason `Timeout`,
+    /// one `ResourceVersionTooLarge` cause, retry after 1 s.
+    #[error("Timeout: Too large resource version: {requested}, current: {current}")]
+    TooLargeResourceVersion {
+        /// The resourceVersion asked for.
+        requested: u64,
+        /// The server's latest resourceVersion.
+        current: u64,
+    },
     /// 415: unsupported request content type.
     #[error("{0}")]
     UnsupportedMediaType(String),
@@ -219,7 +234,8 @@ impl ApiError {
             ApiError::TooManyRequests { .. } => 429,
             ApiError::Internal(_) | ApiError::Unclassified(_) => 500,
             ApiError::ServiceUnavailable(_) => 503,
-            ApiError::Timeout(_) => 504,
+            ApiError::Timeout(_) | ApiError::TooLargeResourceVersion { .. } => 504,
+            ApiError::RequestEntityTooLarge(_) => 413,
             ApiError::UnsupportedMediaType(_) => 415,
             ApiError::NotAcceptable(_) => 406,
         }
@@ -241,7 +257,8 @@ impl ApiError {
             ApiError::Internal(_) => "InternalError",
             ApiError::Unclassified(_) => "",
             ApiError::ServiceUnavailable(_) => "ServiceUnavailable",
-            ApiError::Timeout(_) => "Timeout",
+            ApiError::Timeout(_) | ApiError::TooLargeResourceVersion { .. } => "Timeout",
+            ApiError::RequestEntityTooLarge(_) => "RequestEntityTooLarge",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::NotAcceptable(_) => "NotAcceptable",
         }
@@ -305,6 +322,13 @@ impl ApiError {
             } => (Some(details), Some(causes)),
             ApiError::TooManyRequests { retry_after, .. } => {
                 status["details"] = json!({ "retryAfterSeconds": retry_after });
+                (None, None)
+            }
+            ApiError::TooLargeResourceVersion { .. } => {
+                status["details"] = json!({
+                    "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                    "retryAfterSeconds": 1,
+                });
                 (None, None)
             }
             _ => (None, None),

@@ -1,6 +1,7 @@
 //! The object store: one global resourceVersion counter, one sorted map per
 //! resource holding each object as serialized JSON plus its selectable
-//! attributes, a bounded history ring for watch resumption and a broadcast
+//! attributes, a history ring for watch resumption bounded by changes and
+//! by bytes, and a broadcast
 //! of every committed change. The store enforces optimistic concurrency
 //! (expected resourceVersion) and nothing else: defaulting, validation,
 //! authorization and patching happen before a write reaches it.
@@ -81,6 +82,13 @@ pub struct Record {
     pub prev_json: Option<Arc<[u8]>>,
 }
 
+impl Record {
+    /// Bytes of object JSON this change holds (new and previous state).
+    pub fn bytes(&self) -> usize {
+        self.json.len() + self.prev_json.as_ref().map_or(0, |p| p.len())
+    }
+}
+
 /// Why a store operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
@@ -131,6 +139,9 @@ struct Inner {
     buckets: HashMap<String, BTreeMap<ObjKey, Stored>>,
     history: VecDeque<Arc<Record>>,
     history_cap: usize,
+    /// Bytes of object JSON held by `history` (see [`Record::bytes`]).
+    history_bytes: usize,
+    history_bytes_cap: usize,
     /// Changes with rv <= this are gone from history.
     compacted_through: u64,
 }
@@ -257,10 +268,25 @@ impl Store {
                 buckets: HashMap::new(),
                 history: VecDeque::new(),
                 history_cap: history.max(1),
+                history_bytes: 0,
+                history_bytes_cap: usize::MAX,
                 compacted_through: 0,
             }),
             tx,
         }
+    }
+
+    /// Also bounds the history by the bytes of object JSON it holds: the
+    /// oldest changes leave until the rest fit (the newest is always kept).
+    #[must_use]
+    pub fn with_history_bytes(self, bytes: usize) -> Self {
+        self.lock().history_bytes_cap = bytes;
+        self
+    }
+
+    /// Bytes of object JSON the history ring holds now.
+    pub fn history_bytes(&self) -> usize {
+        self.lock().history_bytes
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -358,12 +384,18 @@ impl Store {
             prev_attrs: prev.as_ref().map(|p| p.attrs.clone()),
             prev_json: prev.map(|p| p.json),
         });
-        if inner.history.len() >= inner.history_cap {
-            if let Some(old) = inner.history.pop_front() {
-                inner.compacted_through = old.rv;
-            }
-        }
+        inner.history_bytes += record.bytes();
         inner.history.push_back(record.clone());
+        while inner.history.len() > 1
+            && (inner.history.len() > inner.history_cap
+                || inner.history_bytes > inner.history_bytes_cap)
+        {
+            let Some(old) = inner.history.pop_front() else {
+                break;
+            };
+            inner.history_bytes -= old.bytes();
+            inner.compacted_through = old.rv;
+        }
         // No receivers is fine: nobody watches.
         let _ = self.tx.send(record);
     }
@@ -553,11 +585,18 @@ impl Store {
         self.tx.subscribe()
     }
 
+    /// Receivers of the change broadcast: one per open watch plus in-process
+    /// consumers. Each holds every change it has not read yet.
+    pub fn change_subscribers(&self) -> usize {
+        self.tx.receiver_count()
+    }
+
     /// Forgets all retained history, as an etcd compaction at the current
     /// revision does: watches from any older resourceVersion get 410 Gone.
     pub fn compact(&self) {
         let mut inner = self.lock();
         inner.history.clear();
+        inner.history_bytes = 0;
         inner.compacted_through = inner.rv;
     }
 
@@ -670,6 +709,37 @@ mod tests {
             s.list_at("configmaps", Some("d"), Some(&after), 2, first.rv, |_| true),
             Err(StoreError::TooOld(_))
         ));
+    }
+
+    #[test]
+    fn history_is_bounded_by_bytes_and_keeps_the_newest_change() {
+        let big = |name: &str, fill: usize| json!({"metadata": {"name": name, "namespace": "d"}, "data": {"a": "x".repeat(fill)}});
+        let s = Store::new(1000).with_history_bytes(10_000);
+        let start = s.current_rv();
+        for i in 0..20 {
+            s.create("configmaps", key("d", &format!("c{i}")), big("c", 1_000))
+                .unwrap();
+            assert!(s.history_bytes() <= 10_000, "{}", s.history_bytes());
+        }
+        // The oldest changes left: a watch from before them gets 410.
+        assert!(matches!(
+            s.subscribe("configmaps", Some(start)),
+            Err(StoreError::TooOld(_))
+        ));
+        let kept = s.subscribe("configmaps", Some(s.oldest_rv())).unwrap();
+        assert!(kept.replay.len() >= 8 && kept.replay.len() < 20);
+        // One change over the bound on its own is still kept.
+        s.create("configmaps", key("d", "huge"), big("huge", 50_000))
+            .unwrap();
+        assert_eq!(
+            s.subscribe("configmaps", Some(s.current_rv() - 1))
+                .unwrap()
+                .replay
+                .len(),
+            1
+        );
+        s.compact();
+        assert_eq!(s.history_bytes(), 0);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! One module per area a client can observe (`crud`, `lists`, `watch`,
 //! `patch`, `field_validation`, `lifecycle`, `kinds`, `auth`, `faults`,
 //! `writes`, `custom_resources`, `pods`, `gc`, `printer_columns`,
-//! `decoding`, `object_rules`)
+//! `decoding`, `object_rules`, `limits`)
 //! drives the server with the real kube client, sharing the fixtures of
 //! `common`; `kubectl` drives it with kubectl and the Python client, `kubectl_writes`
 //! shows kubectl users its write errors;
@@ -28,6 +28,7 @@ mod kinds;
 mod kubectl;
 mod kubectl_writes;
 mod lifecycle;
+mod limits;
 mod lists;
 mod object_rules;
 mod patch;

@@ -12,7 +12,7 @@ use crate::convert;
 use crate::status::{ApiError, Result};
 use crate::store::{ObjKey, StoreError};
 use crate::table;
-use crate::watch::{self, WatchSpec};
+use crate::watch::{self, WatchLimits, WatchSpec};
 
 /// The real server's message when a continue token's revision was compacted.
 const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
@@ -208,8 +208,33 @@ impl Ctx<'_> {
             bookmark_interval: self.app.bookmark_interval,
             table: self.wants_table(),
         };
+        let limits = WatchLimits {
+            send_deadline: self.app.watch_send_deadline,
+            buffer_bytes: watch::WATCH_BUFFER_BYTES,
+        };
+        let drops = self.app.faults.watch_drops();
+        // The watch cache waits (a few seconds) for a resourceVersion it has
+        // not seen only when initial events were asked for; a plain watch
+        // from a future resourceVersion just waits for later changes
+        // (`waitUntilWatchCacheFreshAndForceAllEvents` in cacher.go).
+        let wait_for = match self.q("resourceVersion") {
+            Some(rv) if send_initial && rv != "0" => Some(parse_rv(rv)?),
+            _ => None,
+        }
+        .filter(|rv| *rv > self.store().current_rv());
+        if let Some(min_rv) = wait_for {
+            let body = watch::stream_when_fresh(
+                spec,
+                self.app.store.clone(),
+                min_rv,
+                self.app.too_large_rv_wait,
+                drops,
+                limits,
+            );
+            return Ok(watch_response(body));
+        }
         let body = match self.store().subscribe(&self.target.storage(), from) {
-            Ok(sub) => watch::stream(spec, sub, self.app.faults.watch_drops()),
+            Ok(sub) => watch::stream(spec, sub, drops, limits),
             Err(StoreError::TooOld(oldest)) => {
                 // Like the watch cache: 200, then an ERROR event carrying 410 Expired.
                 let rv = from.unwrap_or_default();
@@ -220,11 +245,15 @@ impl Ctx<'_> {
             }
             Err(e) => return Err(store_err(&self.target, e)),
         };
-        let mut r = json_response(StatusCode::OK, body);
-        r.headers_mut()
-            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        Ok(r)
+        Ok(watch_response(body))
     }
+}
+
+fn watch_response(body: axum::body::Body) -> Response {
+    let mut r = json_response(StatusCode::OK, body);
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
 }
 
 #[cfg(test)]
