@@ -293,9 +293,9 @@ macro_rules! export_aggregate_guest {
                 {
                     $crate::render::<$guest>(&env, &groups)
                 }
-    }
+            }
 
-            $crate::bindings::export!(Export with_types_in $crate::bindings);
+    $crate::bindings::export!(Export with_types_in $crate::bindings);
         };
     };
 }
