@@ -299,3 +299,59 @@ macro_rules! export_aggregate_guest {
         };
     };
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(group: &str, value: i64) -> Contribution {
+        Contribution {
+            object: 0,
+            group: group.to_string(),
+            value,
+        }
+    }
+
+    fn reduced(reduction: Reduction, cs: &[Contribution]) -> Vec<(String, i64, u64, Vec<i64>)> {
+        reduce(reduction, cs)
+            .into_iter()
+            .map(|g| (g.key, g.value, g.count, g.members))
+            .collect()
+    }
+
+    #[test]
+    fn each_reduction_folds_groups_sorted_by_key_as_the_contract_says() {
+        let cs = [
+            c("b", 3),
+            c("a", i64::MAX),
+            c("b", -1),
+            c("a", 5),
+            c("b", 3),
+        ];
+        let s = |k: &str| k.to_string();
+        assert_eq!(
+            reduced(Reduction::Sum, &cs),
+            [(s("a"), i64::MAX, 2, vec![]), (s("b"), 5, 3, vec![])]
+        );
+        assert_eq!(
+            reduced(Reduction::Count, &cs),
+            [(s("a"), 2, 2, vec![]), (s("b"), 3, 3, vec![])]
+        );
+        assert_eq!(
+            reduced(Reduction::Min, &cs),
+            [(s("a"), 5, 2, vec![]), (s("b"), -1, 3, vec![])]
+        );
+        assert_eq!(
+            reduced(Reduction::Max, &cs),
+            [(s("a"), i64::MAX, 2, vec![]), (s("b"), 3, 3, vec![])]
+        );
+        assert_eq!(
+            reduced(Reduction::Set, &cs),
+            [
+                (s("a"), 2, 2, vec![5, i64::MAX]),
+                (s("b"), 2, 3, vec![-1, 3])
+            ]
+        );
+        assert!(reduce(Reduction::Sum, &[]).is_empty());
+    }
+}
