@@ -12,6 +12,7 @@
 
 mod support;
 
+mod aggregate;
 mod cli_reconcile;
 mod cli_reconcile_keys;
 mod deploy;

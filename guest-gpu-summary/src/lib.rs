@@ -3,7 +3,12 @@
 //!
 //! This file is only the glue between the guest SDK and the plain-Rust
 //! logic in [`summary`]; it never does I/O (the host does every read and
-//! write) and never panics on snapshot contents.
+//! write) and never panics on snapshot contents. It exports the
+//! `aggregate-controller` world: the host keeps the summary up to date
+//! incrementally (`map` per changed pod: its node and device count, or a
+//! Warning for an invalid quantity; a `sum` per node; `render` the
+//! ConfigMap), and `reconcile` computes the same plan from a whole snapshot
+//! (offline runs, and the reference the tests compare with).
 //!
 //! Configuration keys (all optional):
 //! - `name`: the ConfigMap's name (default `gpu-summary`);
@@ -13,11 +18,12 @@
 pub mod node_key;
 pub mod summary;
 
+use wasmctrl_guest_aggregate::{AggregateGuest, AggregateSpec, Contributions, Group, Reduction};
 use wasmctrl_guest_sdk::pod_request::{pod_resource_paths, PodResourceFields};
 use wasmctrl_guest_sdk::snapshot::WatchId;
 use wasmctrl_guest_sdk::{
-    document, Entry, Environment, Event, GroupVersionKind, Manifest, Plan, ReconcileError, Request,
-    Schema, Snapshot, Watch, WriteRule,
+    document, Entry, Environment, Event, GroupVersionKind, Manifest, Object, ObjectRef, Plan,
+    ReconcileError, Request, Schema, Snapshot, Watch, WriteRule,
 };
 
 /// The guest's name, used in its field manager (`wasmctrl/gpu-summary`).
@@ -113,25 +119,74 @@ impl wasmctrl_guest_sdk::Guest for GpuSummary {
     ) -> Result<Plan, ReconcileError> {
         let (s, pods) = (&f.settings, snapshot.objects(f.pods));
         let summary = summary::summarize_resource(&s.resource, pods.map(|p| f.pod.read(&p)));
-        let target = GroupVersionKind::core("ConfigMap").object(&s.namespace, &s.name);
-        let mut plan = Plan::new();
-        plan.apply(&document(
-            &target,
-            Entry("data", summary::summary_data(&summary)),
-        ));
+        let mut plan = summary_plan(s, &summary::summary_data(&summary));
         for bad in &summary.invalid {
-            let pod = GroupVersionKind::core("Pod").object(&bad.namespace, &bad.name);
-            let message = format!(
-                "pod {}/{} not counted in {}/{}: {} has invalid quantity {:?}: {}",
-                bad.namespace, bad.name, s.namespace, s.name, bad.field, bad.value, bad.message
-            );
-            plan.event(Event::warning(pod, "InvalidQuantity", message).related(target.clone()));
+            plan.event(invalid_event(s, bad));
         }
         Ok(plan)
     }
 }
 
-wasmctrl_guest_sdk::export_guest!(GpuSummary);
+/// The ConfigMap the summary goes to.
+fn target(s: &Settings) -> ObjectRef {
+    GroupVersionKind::core("ConfigMap").object(&s.namespace, &s.name)
+}
 
+/// The plan applying `data` to the summary ConfigMap.
+fn summary_plan(s: &Settings, data: &std::collections::BTreeMap<String, String>) -> Plan {
+    let mut plan = Plan::new();
+    plan.apply(&document(&target(s), Entry("data", data)));
+    plan
+}
+
+/// The Warning about a pod left out of the summary.
+fn invalid_event(s: &Settings, bad: &summary::InvalidPod) -> Event {
+    let pod = GroupVersionKind::core("Pod").object(&bad.namespace, &bad.name);
+    let message = format!(
+        "pod {}/{} not counted in {}/{}: {} has invalid quantity {:?}: {}",
+        bad.namespace, bad.name, s.namespace, s.name, bad.field, bad.value, bad.message
+    );
+    Event::warning(pod, "InvalidQuantity", message).related(target(s))
+}
+
+impl AggregateGuest for GpuSummary {
+    fn aggregate(_: &Environment) -> Result<AggregateSpec, String> {
+        Ok(AggregateSpec {
+            key: AGGREGATE_KEY.to_string(),
+            reduction: Reduction::Sum,
+        })
+    }
+
+    fn map(
+        _: &Environment,
+        pod: &Object<'_>,
+        f: &Fields,
+        out: &mut Contributions,
+    ) -> Result<(), ReconcileError> {
+        // The same per-pod step as `reconcile`, on a one-pod summary.
+        let one = summary::summarize_resource(&f.settings.resource, [f.pod.read(pod)]);
+        for (node, gpus) in &one.per_node {
+            out.add(node, *gpus);
+        }
+        for bad in &one.invalid {
+            out.event(invalid_event(&f.settings, bad));
+        }
+        Ok(())
+    }
+
+    fn render(_: &Environment, groups: &[Group], f: &Fields) -> Result<Plan, ReconcileError> {
+        let data = groups
+            .iter()
+            .filter(|g| g.value > 0)
+            .map(|g| (g.key.clone(), g.value.to_string()))
+            .collect();
+        Ok(summary_plan(&f.settings, &data))
+    }
+}
+
+wasmctrl_guest_aggregate::export_aggregate_guest!(GpuSummary);
+
+#[cfg(test)]
+mod proptests;
 #[cfg(test)]
 mod tests;

@@ -5,6 +5,7 @@
 //! a plan of desired state.
 
 pub mod actuator;
+pub mod aggregate;
 pub mod client;
 pub mod config;
 pub mod controller;

@@ -10,7 +10,10 @@
 //! the host-managed finalizer (added to a primary object before its
 //! reconcile; never removed here), and each reconcile: its snapshot, the
 //! guest call with the host's clock, the plan handed to the actuator, the
-//! result turned into a queue outcome. Mapping changes to keys is `keys`;
+//! result turned into a queue outcome. An `aggregate-controller` guest's
+//! aggregate key is reconciled incrementally by [`crate::aggregate`]
+//! (changed objects mapped, groups rendered) instead of over a whole
+//! snapshot. Mapping changes to keys is `keys`;
 //! choosing a key's objects is `related`. Handlers only compute keys and
 //! enqueue; the guest never writes; what the guest writes, and the echoes
 //! of those writes, belong to the actuator, which never calls back here.
@@ -25,6 +28,7 @@ use kube::Client;
 
 use crate::actuator::contest::ContestConfig;
 use crate::actuator::{Actuator, Executed, Watched as ActuatorWatched};
+use crate::aggregate::Aggregate;
 use crate::discovery::{Discovery, DiscoveryError};
 use crate::guest::snapshot::{self, WatchView};
 use crate::guest::{
@@ -75,6 +79,10 @@ pub enum ControllerError {
         #[source]
         source: ManifestError,
     },
+    /// The guest's `aggregator` export failed or named a key the manifest
+    /// does not map to.
+    #[error("{0}")]
+    Aggregate(#[source] GuestError),
     /// A cache the guest needs cannot sync (or stopped syncing).
     #[error("guest {guest}: {source}")]
     Sync {
@@ -188,6 +196,7 @@ pub struct GuestController {
     env: Environment,
     watches: Vec<Watched>,
     caches: Arc<[WatchCache]>,
+    aggregate: Option<Arc<Aggregate>>,
     queue: Workqueue<RequestKey>,
     actuator: Actuator,
     config: ControllerConfig,
@@ -228,6 +237,10 @@ impl GuestController {
             source,
         };
 
+        let aggregate = module
+            .aggregate_spec(&manifest, &env)
+            .map_err(ControllerError::Aggregate)?
+            .map(|spec| Arc::new(Aggregate::new(spec, &manifest)));
         check_status_rules(discovery, &manifest, &name).await?;
         preflight(&client, discovery, &manifest, &name, resolve_err).await?;
 
@@ -261,12 +274,11 @@ impl GuestController {
             .into_iter()
             .enumerate()
             .map(|(w, informer)| {
-                let handler = informer.add_handler(keys::handler(
-                    shared.clone(),
-                    caches.clone(),
-                    w,
-                    queue.clone(),
-                ));
+                let mut handler = keys::handler(shared.clone(), caches.clone(), w, queue.clone());
+                if let Some(a) = aggregate.as_ref().filter(|a| a.maps(w)) {
+                    handler = a.handler(w, handler);
+                }
+                let handler = informer.add_handler(handler);
                 Watched { informer, handler }
             })
             .collect();
@@ -299,6 +311,7 @@ impl GuestController {
             env,
             watches,
             caches,
+            aggregate,
             queue,
             actuator,
             config,
@@ -324,6 +337,12 @@ impl GuestController {
     /// The guest's metrics (what it reconciled and wrote).
     pub fn metrics(&self) -> &GuestMetrics {
         &self.metrics
+    }
+
+    /// The incremental state of the guest's aggregate key, when it exports
+    /// `aggregator`.
+    pub fn aggregate(&self) -> Option<&Arc<Aggregate>> {
+        self.aggregate.as_ref()
     }
 
     /// The guest's queue.
@@ -504,9 +523,26 @@ impl GuestController {
             watch: key.watch.map(|w| manifest.watches[w].name.clone()),
         };
         let k = key.clone();
-        let joined = tokio::task::spawn_blocking(move || {
-            let snap = snapshot_for(&manifest, &caches, &k);
-            module.reconcile(&manifest, &env, &request, snap)
+        let aggregate = self
+            .aggregate
+            .clone()
+            .filter(|a| key.watch.is_none() && &*key.key == a.key());
+        let joined = tokio::task::spawn_blocking(move || match aggregate {
+            Some(aggregate) => {
+                let (result, stats) = aggregate.reconcile(&module, &manifest, &caches, &env);
+                tracing::debug!(?stats, "incremental aggregate");
+                let call = crate::guest::CallStats {
+                    instantiate: stats.instantiate,
+                    call: stats.call,
+                    requeue_clamped: stats.requeue_clamped,
+                    log_limited: stats.log_limited,
+                };
+                (result, call)
+            }
+            None => {
+                let snap = snapshot_for(&manifest, &caches, &k);
+                module.reconcile(&manifest, &env, &request, snap)
+            }
         })
         .await;
         let (result, stats) = match joined {

@@ -9,6 +9,7 @@
 //! It never talks to the cluster and never acts on a plan: callers get a
 //! validated plan back and decide what to do with it.
 
+pub mod aggregate;
 pub mod imports;
 pub mod limits;
 pub mod manifest;
@@ -133,6 +134,10 @@ pub enum GuestErrorKind {
     /// The plan is malformed or writes outside the allowlist.
     #[error("invalid plan: {0}")]
     Plan(#[from] PlanError),
+    /// The `aggregator` export returned something unusable (a spec naming
+    /// no aggregate key, a contribution naming no object of its snapshot).
+    #[error("invalid aggregate: {0}")]
+    Aggregate(String),
     /// The guest returned an error from `reconcile`.
     #[error("reconcile failed ({}): {message}", if *retryable { "retryable" } else { "terminal" })]
     Failed {
@@ -160,6 +165,7 @@ impl GuestErrorKind {
             GuestErrorKind::Manifest(_) => "manifest",
             GuestErrorKind::Policy(_) => "policy",
             GuestErrorKind::Plan(PlanError::TooLarge { .. }) => "plan_too_large",
+            GuestErrorKind::Aggregate(_) => "malformed_aggregate",
             GuestErrorKind::Plan(PlanError::NotAllowed { .. }) => "forbidden_write",
             GuestErrorKind::Plan(_) => "malformed_plan",
             GuestErrorKind::Failed {
@@ -441,6 +447,13 @@ impl GuestRuntime {
         let pre = linker
             .instantiate_pre(&component)
             .map_err(|e| err(GuestErrorKind::Instantiate(format!("{e:#}"))))?;
+        // A component of the aggregate-controller world also exports
+        // `aggregator`: the controller keeps its aggregate incrementally.
+        let aggregate = if aggregate::exports_aggregator(&component, &self.shared.engine) {
+            Some(aggregate::pre(pre.clone()).map_err(err)?)
+        } else {
+            None
+        };
         let pre = ControllerPre::new(pre)
             .map_err(|e| err(GuestErrorKind::Instantiate(format!("{e:#}"))))?;
         Ok(GuestModule {
@@ -448,6 +461,7 @@ impl GuestRuntime {
                 label: label.into(),
                 digest,
                 pre,
+                aggregate,
                 shared: self.shared.clone(),
                 compile_time,
                 from_cache,
@@ -529,6 +543,7 @@ struct ModuleInner {
     label: Arc<str>,
     digest: String,
     pre: ControllerPre<CallState>,
+    aggregate: Option<aggregate::bindings::AggregateControllerPre<CallState>>,
     shared: Arc<Shared>,
     compile_time: Duration,
     from_cache: bool,
@@ -592,6 +607,15 @@ impl GuestModule {
     }
 
     fn instantiate(&self, guest: &str) -> Result<(Store<CallState>, Controller)> {
+        let mut store = self.new_store(guest)?;
+        match self.inner.pre.instantiate(&mut store) {
+            Ok(instance) => Ok((store, instance)),
+            Err(e) => Err(self.classify(guest, &store, e)),
+        }
+    }
+
+    /// A fresh store with the sandbox's limits, deadline and fuel.
+    fn new_store(&self, guest: &str) -> Result<Store<CallState>> {
         let shared = &self.inner.shared;
         let mut store = Store::new(
             &shared.engine,
@@ -617,10 +641,7 @@ impl GuestModule {
                 .set_fuel(fuel)
                 .map_err(|e| self.error(guest, GuestErrorKind::Instantiate(format!("{e:#}"))))?;
         }
-        match self.inner.pre.instantiate(&mut store) {
-            Ok(instance) => Ok((store, instance)),
-            Err(e) => Err(self.classify(guest, &store, e)),
-        }
+        Ok(store)
     }
 
     fn classify(&self, guest: &str, store: &Store<CallState>, e: wasmtime::Error) -> GuestError {

@@ -72,7 +72,10 @@ pub fn reconcile<G: Guest>(
     G::reconcile(env, request, &snapshot, &fields)?.finish()
 }
 
-fn resolve<G: Guest>(
+/// Resolves `G`'s fields against `manifest` (errors name the guest):
+/// what every entry point does before calling the guest; public for
+/// `wasmctrl-guest-aggregate`.
+pub fn resolve<G: Guest>(
     env: &Environment,
     manifest: &Manifest,
 ) -> Result<(Schema, G::Fields), String> {

@@ -252,6 +252,12 @@ impl<'a> Snapshot<'a> {
         start..end.max(start)
     }
 
+    /// Every object, of every watch, in snapshot order (watch, then
+    /// namespace, then name).
+    pub fn all(&self) -> impl Iterator<Item = Object<'_>> + '_ {
+        (0..self.len()).map(|o| self.object(o))
+    }
+
     /// Every object of `watch`, in namespace/name order.
     pub fn objects(&self, watch: WatchId) -> impl Iterator<Item = Object<'_>> + '_ {
         self.range(watch).map(|o| self.object(o))
@@ -332,6 +338,11 @@ pub struct Object<'a> {
 }
 
 impl<'a> Object<'a> {
+    /// Its index in the snapshot (what an aggregator's contributions name).
+    pub fn position(&self) -> usize {
+        self.index
+    }
+
     /// Its watch.
     pub fn watch(&self) -> WatchId {
         WatchId(self.snap.view.watch(self.index))

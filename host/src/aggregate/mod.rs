@@ -1,0 +1,258 @@
+//! Incremental aggregates: one aggregate key of an `aggregate-controller`
+//! guest kept up to date at the cost of the objects that changed.
+//!
+//! Owns the set of objects changed since the last reconcile (fed by the
+//! watch handlers, which only record and enqueue), each object's cached
+//! contributions and diagnostics (what `map-objects` last returned for
+//! it), and the per-group reductions over them. One reconcile of the key:
+//! look up each changed object in its store (a lookup, no list), map the
+//! ones still there in one guest call over a snapshot of just them,
+//! subtract the gone ones' cached contributions (no guest call), and render
+//! the reduced groups; the plan is `render`'s with every cached diagnostic
+//! appended in object order. Nothing here is O(cached objects) per change.
+//! A failed map puts the changes back, so nothing is lost. It never writes
+//! to the cluster (the controller hands the plan to the actuator) and never
+//! reads the informers except through their stores.
+
+pub mod reduce;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::controller::WatchCache;
+use crate::guest::aggregate::{AggregateSpec, ObjectOutput};
+use crate::guest::snapshot::{self, WatchView};
+use crate::guest::{
+    Environment, GuestError, GuestManifest, GuestModule, KeyMapping, PlannedEvent, ValidatedPlan,
+};
+use crate::informer::{Change, Handler};
+use crate::projection::ProjectedObject;
+use crate::sync::lock;
+use reduce::Reductions;
+
+/// An object of a watch: (watch index, namespace, name). Sorted like a
+/// snapshot's objects.
+pub type ObjectId = (usize, Arc<str>, Arc<str>);
+
+/// What one incremental reconcile did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AggregateStats {
+    /// Changed objects looked at.
+    pub changed: usize,
+    /// Of those, mapped (still cached).
+    pub mapped: usize,
+    /// Of those, gone (contributions subtracted, no guest call).
+    pub removed: usize,
+    /// Groups handed to `render`.
+    pub groups: usize,
+    /// Instantiation time over both guest calls.
+    pub instantiate: Duration,
+    /// Time inside the guest over both calls.
+    pub call: Duration,
+    /// The plan's requeue delay was raised to the policy's minimum.
+    pub requeue_clamped: bool,
+    /// `log` messages truncated or dropped over budget, both calls.
+    pub log_limited: u64,
+}
+
+#[derive(Default)]
+struct Cached {
+    /// (group, value) as added to the reductions.
+    contributions: Vec<(Arc<str>, i64)>,
+}
+
+struct State {
+    objects: HashMap<ObjectId, Cached>,
+    diagnostics: BTreeMap<ObjectId, Vec<PlannedEvent>>,
+    reductions: Reductions,
+}
+
+impl State {
+    fn forget(&mut self, id: &ObjectId) {
+        if let Some(old) = self.objects.remove(id) {
+            for (group, value) in old.contributions {
+                self.reductions.remove(&group, value);
+            }
+        }
+        self.diagnostics.remove(id);
+    }
+
+    fn replace(&mut self, id: ObjectId, out: ObjectOutput) {
+        self.forget(&id);
+        if !out.contributions.is_empty() {
+            let contributions = out
+                .contributions
+                .into_iter()
+                .map(|(g, v)| (self.reductions.add(&g, v), v))
+                .collect();
+            self.objects.insert(id.clone(), Cached { contributions });
+        }
+        if !out.diagnostics.is_empty() {
+            self.diagnostics.insert(id, out.diagnostics);
+        }
+    }
+}
+
+/// The incremental state of one guest's aggregate key.
+pub struct Aggregate {
+    spec: AggregateSpec,
+    /// Per watch of the manifest: whether its objects are mapped.
+    mapped_watches: Vec<bool>,
+    pending: Mutex<BTreeSet<ObjectId>>,
+    state: Mutex<State>,
+}
+
+impl Aggregate {
+    /// Empty state for `spec` (its key already checked against
+    /// `manifest`). Every object a handler replays is mapped at the first
+    /// reconcile.
+    pub fn new(spec: AggregateSpec, manifest: &GuestManifest) -> Self {
+        let mapped_watches = manifest
+            .watches
+            .iter()
+            .map(|w| matches!(&w.keys, KeyMapping::Aggregate(k) if k.as_str() == spec.key))
+            .collect();
+        Aggregate {
+            state: Mutex::new(State {
+                objects: HashMap::new(),
+                diagnostics: BTreeMap::new(),
+                reductions: Reductions::new(spec.reduction),
+            }),
+            spec,
+            mapped_watches,
+            pending: Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    /// The aggregate key.
+    pub fn key(&self) -> &str {
+        &self.spec.key
+    }
+
+    /// Whether watch `w`'s objects are mapped.
+    pub fn maps(&self, w: usize) -> bool {
+        self.mapped_watches.get(w).copied().unwrap_or(false)
+    }
+
+    /// Notes that an object of watch `w` changed (added, updated, deleted,
+    /// left the selector or vanished in a relist: the store says which at
+    /// the next reconcile).
+    pub fn record(&self, w: usize, change: &Change) {
+        if self.maps(w) {
+            lock(&self.pending).insert((w, change.namespace.clone(), change.name.clone()));
+        }
+    }
+
+    /// `inner` (the key mapping's handler for watch `w`), recording the
+    /// change first, so the key is never enqueued before its change is
+    /// recorded.
+    pub fn handler(self: &Arc<Self>, w: usize, inner: Handler) -> Handler {
+        let this = self.clone();
+        Arc::new(move |change: &Change| {
+            this.record(w, change);
+            inner(change);
+        })
+    }
+
+    /// Objects changed and not yet reconciled.
+    pub fn pending(&self) -> usize {
+        lock(&self.pending).len()
+    }
+
+    /// Cached objects that contribute, and non-empty groups.
+    pub fn sizes(&self) -> (usize, usize) {
+        let state = lock(&self.state);
+        (state.objects.len(), state.reductions.len())
+    }
+
+    /// One reconcile of the aggregate key from `caches` (one per watch of
+    /// `manifest`): maps what changed, renders the groups.
+    pub fn reconcile(
+        &self,
+        module: &GuestModule,
+        manifest: &GuestManifest,
+        caches: &[WatchCache],
+        env: &Environment,
+    ) -> (Result<ValidatedPlan, GuestError>, AggregateStats) {
+        let mut stats = AggregateStats::default();
+        let mut state = lock(&self.state);
+        let changed = std::mem::take(&mut *lock(&self.pending));
+        stats.changed = changed.len();
+        let mut present: Vec<Vec<Arc<ProjectedObject>>> = vec![Vec::new(); caches.len()];
+        let mut present_ids = Vec::new();
+        let mut gone = Vec::new();
+        for id in &changed {
+            match caches.get(id.0).and_then(|c| c.store.get(&id.1, &id.2)) {
+                Some(obj) => {
+                    present[id.0].push(obj);
+                    present_ids.push(id.clone());
+                }
+                None => gone.push(id),
+            }
+        }
+        stats.mapped = present_ids.len();
+        stats.removed = gone.len();
+        if !present_ids.is_empty() {
+            let views: Vec<WatchView<'_>> = present
+                .iter()
+                .zip(caches)
+                .map(|(objs, cache)| WatchView {
+                    objects: objs.iter().map(Arc::as_ref).collect(),
+                    positions: cache.positions.clone(),
+                })
+                .collect();
+            let data = snapshot::build(manifest, &views);
+            let (result, call) = module.map_objects(manifest, env, data);
+            stats.instantiate += call.instantiate;
+            stats.call += call.call;
+            stats.log_limited += call.log_limited;
+            match result {
+                Ok(outputs) => {
+                    for (id, out) in present_ids.into_iter().zip(outputs) {
+                        state.replace(id, out);
+                    }
+                }
+                Err(e) => {
+                    // Nothing applied: the next reconcile maps them again.
+                    lock(&self.pending).extend(changed);
+                    return (Err(e), stats);
+                }
+            }
+        }
+        for id in gone {
+            state.forget(id);
+        }
+        let groups = state.reductions.groups();
+        stats.groups = groups.len();
+        let (result, call) = module.render(manifest, env, &groups);
+        stats.instantiate += call.instantiate;
+        stats.call += call.call;
+        stats.log_limited += call.log_limited;
+        stats.requeue_clamped = call.requeue_clamped;
+        let max_events = module.limits(&manifest.name).max_plan_events;
+        let result = result.and_then(|mut plan| {
+            plan.events
+                .extend(state.diagnostics.values().flatten().cloned());
+            // The whole plan, diagnostics included, within the event cap,
+            // as the whole-snapshot path's plan would have to be.
+            if plan.events.len() > max_events {
+                let e = crate::guest::PlanError::TooLarge {
+                    what: "events",
+                    found: plan.events.len(),
+                    max: max_events,
+                    limit: "maxPlanEvents",
+                };
+                return Err(GuestError {
+                    guest: manifest.name.clone(),
+                    kind: crate::guest::GuestErrorKind::Plan(e),
+                });
+            }
+            Ok(plan)
+        });
+        (result, stats)
+    }
+}
+
+#[cfg(test)]
+mod tests;

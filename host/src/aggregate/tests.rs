@@ -1,0 +1,373 @@
+//! The incremental path against the whole-snapshot path, with the real
+//! GPU-summary component (`make guest` builds it): random sequences of pod
+//! adds, modifications, deletions, selector exits and relists, after each
+//! of which the plan the incremental state renders must be exactly the
+//! plan `reconcile` computes over the whole cache; and a fresh state
+//! (what a hot swap or a configuration change starts from) must agree too.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+
+use proptest::prelude::*;
+use serde_json::{json, Value as Json};
+
+use super::*;
+use crate::controller::snapshot_for;
+use crate::guest::{GuestRuntime, Request, RuntimeConfig};
+use crate::projection::Interner;
+use crate::request::RequestKey;
+use crate::store::Writer;
+
+fn guest_path(file: &str) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let path = target.join("wasm32-wasip2/guest").join(file);
+    assert!(
+        path.exists(),
+        "{} is missing: build it first with `make guest`",
+        path.display()
+    );
+    path
+}
+
+/// The GPU guest, its manifest and environment, loaded once per process.
+struct Gpu {
+    module: GuestModule,
+    manifest: GuestManifest,
+    env: Environment,
+}
+
+fn gpu() -> &'static Gpu {
+    static GPU: std::sync::OnceLock<Gpu> = std::sync::OnceLock::new();
+    GPU.get_or_init(|| {
+        let rt = GuestRuntime::new(RuntimeConfig::default().cache_dir(None)).unwrap();
+        let module = rt.load_file(&guest_path("guest_gpu_summary.wasm")).unwrap();
+        let env = crate::guest::environment("ops", &Default::default());
+        let manifest = module.manifest(&env).unwrap();
+        Gpu {
+            module,
+            manifest,
+            env,
+        }
+    })
+}
+
+/// One watch's cache as the controller holds it, and its writer.
+struct World {
+    writer: Writer,
+    caches: Vec<WatchCache>,
+    interner: Interner,
+}
+
+impl World {
+    fn new(manifest: &GuestManifest) -> Self {
+        let writer = Writer::default();
+        let caches = vec![WatchCache {
+            store: writer.store(),
+            positions: (0..manifest.watches[0].projection.paths().len()).collect(),
+        }];
+        World {
+            writer,
+            caches,
+            interner: Interner::default(),
+        }
+    }
+
+    fn project(&mut self, pod: &Json) -> crate::projection::ProjectedObject {
+        gpu().manifest.watches[0]
+            .projection
+            .project(pod, &mut self.interner)
+    }
+}
+
+/// The whole-snapshot plan of the aggregate key.
+fn whole(world: &World) -> ValidatedPlan {
+    let g = gpu();
+    let key = RequestKey::aggregate("gpu-summary");
+    let snap = snapshot_for(&g.manifest, &world.caches, &key);
+    let request = Request {
+        key: "gpu-summary".into(),
+        watch: None,
+    };
+    g.module
+        .reconcile(&g.manifest, &g.env, &request, snap)
+        .0
+        .unwrap()
+}
+
+fn incremental(aggregate: &Aggregate, world: &World) -> ValidatedPlan {
+    let g = gpu();
+    let (plan, _) = aggregate.reconcile(&g.module, &g.manifest, &world.caches, &g.env);
+    plan.unwrap()
+}
+
+/// A state that has seen every cached object once (a handler's replay).
+fn fresh(world: &World) -> Aggregate {
+    let g = gpu();
+    let spec = g
+        .module
+        .aggregate_spec(&g.manifest, &g.env)
+        .unwrap()
+        .unwrap();
+    let aggregate = Aggregate::new(spec, &g.manifest);
+    for obj in world.caches[0].store.list() {
+        aggregate.record(0, &Change::added(obj));
+    }
+    aggregate
+}
+
+const QUANTITIES: &[&str] = &["0", "1", "2", "500m", "1500m", "3Ki", "junk", "-1", ""];
+
+#[derive(Clone, Debug)]
+struct Pod {
+    name: u8,
+    node: Option<&'static str>,
+    phase: &'static str,
+    requests: Vec<Option<&'static str>>,
+    limits: Vec<Option<&'static str>>,
+    init: Vec<(Option<&'static str>, bool)>,
+    overhead: Option<&'static str>,
+    numeric: bool,
+}
+
+impl Pod {
+    fn json(&self) -> Json {
+        let q = |v: &str| -> Json {
+            match v.parse::<i64>() {
+                Ok(n) if self.numeric => json!(n),
+                _ => json!(v),
+            }
+        };
+        let res = |r: Option<&str>, l: Option<&str>| {
+            let mut out = json!({});
+            if let Some(r) = r {
+                out["requests"] = json!({"nvidia.com/gpu": q(r)});
+            }
+            if let Some(l) = l {
+                out["limits"] = json!({"nvidia.com/gpu": q(l)});
+            }
+            out
+        };
+        let containers: Vec<Json> = self
+            .requests
+            .iter()
+            .zip(self.limits.iter().chain(std::iter::repeat(&None)))
+            .map(|(r, l)| json!({"name": "c", "resources": res(*r, *l)}))
+            .collect();
+        let init: Vec<Json> = self
+            .init
+            .iter()
+            .map(|(r, always)| {
+                let mut c = json!({"name": "i", "resources": res(*r, None)});
+                if *always {
+                    c["restartPolicy"] = json!("Always");
+                }
+                c
+            })
+            .collect();
+        let mut spec = json!({"containers": containers, "initContainers": init});
+        if let Some(node) = self.node {
+            spec["nodeName"] = json!(node);
+        }
+        if let Some(o) = self.overhead {
+            spec["overhead"] = json!({"nvidia.com/gpu": q(o)});
+        }
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("p{}", self.name), "namespace": "ml",
+                         "uid": format!("uid-{}", self.name)},
+            "spec": spec,
+            "status": {"phase": self.phase},
+        })
+    }
+
+    /// What the watch's field selector
+    /// (`spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed`)
+    /// lets through: the API server sends a deletion when a pod stops
+    /// matching.
+    fn selected(&self) -> bool {
+        self.node.is_some() && !matches!(self.phase, "Succeeded" | "Failed")
+    }
+}
+
+fn pod() -> impl Strategy<Value = Pod> {
+    let q = || proptest::option::of(proptest::sample::select(QUANTITIES));
+    (
+        0..12u8,
+        proptest::option::weighted(0.9, proptest::sample::select(&["n1", "n2", "n3"][..])),
+        proptest::sample::select(&["Running", "Pending", "Succeeded", "Failed"][..]),
+        proptest::collection::vec(q(), 0..3),
+        proptest::collection::vec(q(), 0..3),
+        proptest::collection::vec((q(), any::<bool>()), 0..2),
+        q(),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(name, node, phase, requests, limits, init, overhead, numeric)| Pod {
+                name,
+                node,
+                phase,
+                requests,
+                limits,
+                init,
+                overhead,
+                numeric,
+            },
+        )
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// Added or modified (deleted when it leaves the selector).
+    Put(Pod),
+    /// Deleted.
+    Delete(u8),
+    /// The watch expired (410 Gone): a relist that sees only these pods.
+    Relist(Vec<Pod>),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => pod().prop_map(Op::Put),
+        2 => (0..12u8).prop_map(Op::Delete),
+        1 => proptest::collection::vec(pod(), 0..8).prop_map(Op::Relist),
+    ]
+}
+
+/// Applies `op` to the store, recording every change it reports.
+fn apply(world: &mut World, aggregate: &Aggregate, op: &Op) {
+    let mut changes = Vec::new();
+    match op {
+        Op::Put(p) if p.selected() => {
+            let obj = world.project(&p.json());
+            changes.extend(world.writer.apply(obj));
+        }
+        Op::Put(p) => changes.extend(world.writer.delete("ml", &format!("p{}", p.name))),
+        Op::Delete(n) => changes.extend(world.writer.delete("ml", &format!("p{n}"))),
+        Op::Relist(pods) => {
+            world.writer.start_relist();
+            for p in pods.iter().filter(|p| p.selected()) {
+                let obj = world.project(&p.json());
+                changes.extend(world.writer.apply(obj));
+            }
+            changes.extend(world.writer.finish_relist());
+        }
+    }
+    for c in &changes {
+        aggregate.record(0, c);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn incremental_plans_equal_whole_snapshot_plans_after_every_event(
+        ops in proptest::collection::vec(op(), 1..14),
+        every in 1..4usize,
+    ) {
+        let g = gpu();
+        let mut world = World::new(&g.manifest);
+        let aggregate = fresh(&world);
+        for (i, op) in ops.iter().enumerate() {
+            apply(&mut world, &aggregate, op);
+            // Several changes may wait for one reconcile (a busy queue).
+            if i % every == 0 || i + 1 == ops.len() {
+                prop_assert_eq!(incremental(&aggregate, &world), whole(&world), "after {:?}", op);
+                prop_assert_eq!(aggregate.pending(), 0);
+            }
+        }
+        // A resync with nothing changed, and a new guest instance (hot
+        // swap, configuration change) starting from the cache.
+        let expected = whole(&world);
+        prop_assert_eq!(incremental(&aggregate, &world), expected.clone());
+        prop_assert_eq!(incremental(&fresh(&world), &world), expected);
+    }
+}
+
+#[test]
+fn a_deleted_pod_costs_no_guest_map_call_and_a_changed_one_maps_alone() {
+    let g = gpu();
+    let mut world = World::new(&g.manifest);
+    let aggregate = fresh(&world);
+    let pods: Vec<Pod> = (0..5)
+        .map(|n| Pod {
+            name: n,
+            node: Some("n1"),
+            phase: "Running",
+            requests: vec![Some("1")],
+            limits: vec![],
+            init: vec![],
+            overhead: None,
+            numeric: false,
+        })
+        .collect();
+    for p in &pods {
+        apply(&mut world, &aggregate, &Op::Put(p.clone()));
+    }
+    let (_, stats) = aggregate.reconcile(&g.module, &g.manifest, &world.caches, &g.env);
+    assert_eq!((stats.changed, stats.mapped, stats.groups), (5, 5, 1));
+    apply(&mut world, &aggregate, &Op::Delete(3));
+    let (plan, stats) = aggregate.reconcile(&g.module, &g.manifest, &world.caches, &g.env);
+    assert_eq!((stats.changed, stats.mapped, stats.removed), (1, 0, 1));
+    assert_eq!(plan.unwrap(), whole(&world));
+    let moved = Pod {
+        node: Some("n2"),
+        ..pods[0].clone()
+    };
+    apply(&mut world, &aggregate, &Op::Put(moved));
+    let (plan, stats) = aggregate.reconcile(&g.module, &g.manifest, &world.caches, &g.env);
+    assert_eq!((stats.changed, stats.mapped, stats.groups), (1, 1, 2));
+    let plan = plan.unwrap();
+    assert_eq!(plan, whole(&world));
+    let crate::guest::PlannedWrite::Apply { doc, .. } = &plan.writes[0] else {
+        panic!("expected an apply: {:?}", plan.writes);
+    };
+    assert_eq!(doc["data"], json!({"n1": "3", "n2": "1"}));
+    assert_eq!(aggregate.sizes(), (4, 2));
+}
+
+#[test]
+fn a_failed_map_keeps_the_changes_for_the_next_reconcile() {
+    let g = gpu();
+    let mut world = World::new(&g.manifest);
+    let aggregate = fresh(&world);
+    let p = Pod {
+        name: 1,
+        node: Some("n1"),
+        phase: "Running",
+        requests: vec![Some("2")],
+        limits: vec![],
+        init: vec![],
+        overhead: None,
+        numeric: true,
+    };
+    apply(&mut world, &aggregate, &Op::Put(p));
+    // A guest without the aggregator export: map-objects cannot run.
+    let rt = GuestRuntime::new(RuntimeConfig::default().cache_dir(None)).unwrap();
+    let plain = rt.load_file(&guest_path("guest_gpu_quota.wasm")).unwrap();
+    assert!(!plain.is_aggregate());
+    let (err, _) = aggregate.reconcile(&plain, &g.manifest, &world.caches, &g.env);
+    assert_eq!(err.unwrap_err().reason(), "malformed_aggregate");
+    assert_eq!(aggregate.pending(), 1);
+    assert_eq!(incremental(&aggregate, &world), whole(&world));
+    assert_eq!(aggregate.sizes(), (1, 1));
+}
+
+#[test]
+fn the_gpu_guest_exports_the_aggregator_and_a_key_it_does_not_map_is_refused() {
+    let g = gpu();
+    assert!(g.module.is_aggregate());
+    let spec = g
+        .module
+        .aggregate_spec(&g.manifest, &g.env)
+        .unwrap()
+        .unwrap();
+    assert_eq!(spec.key, "gpu-summary");
+    let mut other = g.manifest.clone();
+    other.watches[0].keys = KeyMapping::Aggregate("elsewhere".into());
+    let err = g.module.aggregate_spec(&other, &g.env).unwrap_err();
+    assert!(err.to_string().contains("\"gpu-summary\""), "{err}");
+}

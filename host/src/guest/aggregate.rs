@@ -1,0 +1,289 @@
+//! Calling an `aggregate-controller` guest's `aggregator` export: its spec
+//! (which key is incremental, how groups reduce), `map-objects` over a
+//! snapshot of changed objects, and `render` from reduced groups.
+//!
+//! Owns the bindings of that world (sharing [`super::bindings`]' types),
+//! detecting the export on a component, and checking what the guest
+//! returns: contributions and diagnostics must name objects of the
+//! snapshot it was given, diagnostics are validated like plan events, and
+//! `render`'s plan like any plan (it saw no objects, so a pinned write is
+//! refused). It never keeps state between calls: the reductions and the
+//! cached contributions belong to [`crate::aggregate`].
+
+use std::time::Instant;
+
+use wasmtime::component::{Component, InstancePre};
+use wasmtime::Engine;
+
+use super::bindings::wasmctrl::controller::types as wit;
+use super::{
+    limits, plan, snapshot, CallState, CallStats, Environment, GuestError, GuestErrorKind,
+    GuestManifest, GuestModule, PlanError, PlannedEvent, Result, SnapshotData, ValidatedPlan,
+};
+
+/// Host-side bindings of the `aggregate-controller` world.
+#[allow(missing_docs, clippy::all)]
+pub mod bindings {
+    wasmtime::component::bindgen!({
+        world: "aggregate-controller",
+        path: "../wit",
+        with: {
+            "wasmctrl:controller/types": crate::guest::bindings::wasmctrl::controller::types,
+            "wasmctrl:controller/log": crate::guest::bindings::wasmctrl::controller::log,
+        },
+    });
+}
+
+pub use bindings::exports::wasmctrl::controller::aggregator::{AggregateSpec, Group, Reduction};
+use bindings::{AggregateController, AggregateControllerPre};
+
+/// The interface an aggregate guest exports besides `reconciler`.
+const AGGREGATOR: &str = "wasmctrl:controller/aggregator@";
+
+/// Most contributions `map-objects` may return per object it was given.
+pub const MAX_CONTRIBUTIONS_PER_OBJECT: usize = 256;
+
+/// Whether `component` exports the `aggregator` interface.
+pub(super) fn exports_aggregator(component: &Component, engine: &Engine) -> bool {
+    component
+        .component_type()
+        .exports(engine)
+        .any(|(name, _)| name.starts_with(AGGREGATOR))
+}
+
+/// The pre-instantiated aggregate world of a component that exports it.
+pub(super) fn pre(
+    pre: InstancePre<CallState>,
+) -> std::result::Result<AggregateControllerPre<CallState>, GuestErrorKind> {
+    AggregateControllerPre::new(pre).map_err(|e| GuestErrorKind::Instantiate(format!("{e:#}")))
+}
+
+/// What `map-objects` said about one object of its snapshot.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ObjectOutput {
+    /// (group key, value) pairs, in the order the guest returned them.
+    pub contributions: Vec<(String, i64)>,
+    /// Events about the object, validated.
+    pub diagnostics: Vec<PlannedEvent>,
+}
+
+impl GuestModule {
+    /// Whether the guest exports `aggregator` (the `aggregate-controller`
+    /// world).
+    pub fn is_aggregate(&self) -> bool {
+        self.inner.aggregate.is_some()
+    }
+
+    fn aggregate_instance(
+        &self,
+        guest: &str,
+    ) -> Result<(wasmtime::Store<CallState>, AggregateController)> {
+        let Some(pre) = &self.inner.aggregate else {
+            return Err(self.error(
+                guest,
+                GuestErrorKind::Aggregate("the guest does not export aggregator".into()),
+            ));
+        };
+        let mut store = self.new_store(guest)?;
+        match pre.instantiate(&mut store) {
+            Ok(instance) => Ok((store, instance)),
+            Err(e) => Err(self.classify(guest, &store, e)),
+        }
+    }
+
+    /// The guest's aggregate spec; `None` when it exports no aggregator.
+    /// The key must be an aggregate key of `manifest`.
+    pub fn aggregate_spec(
+        &self,
+        manifest: &GuestManifest,
+        env: &Environment,
+    ) -> Result<Option<AggregateSpec>> {
+        if !self.is_aggregate() {
+            return Ok(None);
+        }
+        let name = manifest.name.as_str();
+        let (mut store, instance) = self.aggregate_instance(name)?;
+        let spec = instance
+            .wasmctrl_controller_aggregator()
+            .call_aggregate(&mut store, env)
+            .map_err(|e| self.classify(name, &store, e))?
+            .map_err(|m| self.error(name, GuestErrorKind::Aggregate(m)))?;
+        let known = manifest
+            .watches
+            .iter()
+            .any(|w| matches!(&w.keys, super::KeyMapping::Aggregate(k) if k.as_str() == spec.key));
+        if !known {
+            return Err(self.error(
+                name,
+                GuestErrorKind::Aggregate(format!(
+                    "aggregate key {:?} is not a key any watch maps to",
+                    spec.key
+                )),
+            ));
+        }
+        Ok(Some(spec))
+    }
+
+    /// `map-objects` over `snapshot`: one [`ObjectOutput`] per object of
+    /// the snapshot, in its order.
+    pub fn map_objects(
+        &self,
+        manifest: &GuestManifest,
+        env: &Environment,
+        snapshot: SnapshotData,
+    ) -> (Result<Vec<ObjectOutput>>, CallStats) {
+        let mut stats = CallStats::default();
+        let name = manifest.name.as_str();
+        let started = Instant::now();
+        let (mut store, instance) = match self.aggregate_instance(name) {
+            Ok(x) => x,
+            Err(e) => return (Err(e), stats),
+        };
+        stats.instantiate = started.elapsed();
+        let len = snapshot.object_watch.len();
+        let wit_snapshot = snapshot::to_wit(snapshot);
+        let called = Instant::now();
+        let raw = instance.wasmctrl_controller_aggregator().call_map_objects(
+            &mut store,
+            env,
+            &wit_snapshot,
+        );
+        stats.call = called.elapsed();
+        stats.log_limited = store.data().log.limited;
+        let mapped = match raw {
+            Err(e) => return (Err(self.classify(name, &store, e)), stats),
+            Ok(Err(e)) => return (Err(self.failed(name, e)), stats),
+            Ok(Ok(m)) => m,
+        };
+        // The operator's caps bound what one call may hand back: events
+        // as in a plan, contributions per object mapped.
+        let limits = &store.data().limits;
+        let caps = [
+            (
+                "events",
+                mapped.diagnostics.len(),
+                limits.max_plan_events,
+                "maxPlanEvents",
+            ),
+            (
+                "contributions",
+                mapped.contributions.len(),
+                len.max(1).saturating_mul(MAX_CONTRIBUTIONS_PER_OBJECT),
+                "256 per object mapped",
+            ),
+        ];
+        for (what, found, max, limit) in caps {
+            if found > max {
+                let e = PlanError::TooLarge {
+                    what,
+                    found,
+                    max,
+                    limit,
+                };
+                return (Err(self.error(name, GuestErrorKind::Plan(e))), stats);
+            }
+        }
+        let bad = |what: &str, object: u32| {
+            self.error(
+                name,
+                GuestErrorKind::Aggregate(format!(
+                    "map-objects: {what} names object {object}, but the snapshot holds {len}"
+                )),
+            )
+        };
+        let mut out = vec![ObjectOutput::default(); len];
+        for c in mapped.contributions {
+            match out.get_mut(c.object as usize) {
+                Some(o) => o.contributions.push((c.group, c.value)),
+                None => return (Err(bad("a contribution", c.object)), stats),
+            }
+        }
+        let data = snapshot::from_wit(wit_snapshot);
+        let view = match wasmctrl_snapshot::SnapshotView::new(&data) {
+            Ok(v) => v,
+            Err(e) => {
+                let kind = GuestErrorKind::Trap(format!("host snapshot: {e}"));
+                return (Err(self.error(name, kind)), stats);
+            }
+        };
+        for d in mapped.diagnostics {
+            let Some(o) = out.get_mut(d.object as usize) else {
+                return (Err(bad("a diagnostic", d.object)), stats);
+            };
+            let events = wit::Plan {
+                writes: Vec::new(),
+                events: vec![d.event],
+                requeue_after_ms: None,
+            };
+            match plan::validate(&events, manifest, &view) {
+                Ok(p) => o.diagnostics.extend(p.events),
+                Err(e) => return (Err(self.error(name, GuestErrorKind::Plan(e))), stats),
+            }
+        }
+        (Ok(out), stats)
+    }
+
+    /// `render` from `groups` (sorted by key), its plan validated against
+    /// an empty snapshot.
+    pub fn render(
+        &self,
+        manifest: &GuestManifest,
+        env: &Environment,
+        groups: &[Group],
+    ) -> (Result<ValidatedPlan>, CallStats) {
+        let mut stats = CallStats::default();
+        let name = manifest.name.as_str();
+        let started = Instant::now();
+        let (mut store, instance) = match self.aggregate_instance(name) {
+            Ok(x) => x,
+            Err(e) => return (Err(e), stats),
+        };
+        stats.instantiate = started.elapsed();
+        let called = Instant::now();
+        let raw = instance
+            .wasmctrl_controller_aggregator()
+            .call_render(&mut store, env, groups);
+        stats.call = called.elapsed();
+        stats.log_limited = store.data().log.limited;
+        let limits = &store.data().limits;
+        let result =
+            match raw {
+                Err(e) => Err(self.classify(name, &store, e)),
+                Ok(Err(e)) => Err(self.failed(name, e)),
+                Ok(Ok(raw)) => match limits::check_plan(&raw, limits) {
+                    Err(e) => Err(self.error(name, GuestErrorKind::Plan(e))),
+                    Ok(()) => {
+                        let empty = snapshot::build(manifest, &[]);
+                        match wasmctrl_snapshot::SnapshotView::new(&empty) {
+                            Ok(view) => plan::validate(&raw, manifest, &view)
+                                .map_err(|e| self.error(name, GuestErrorKind::Plan(e))),
+                            Err(e) => Err(self
+                                .error(name, GuestErrorKind::Trap(format!("host snapshot: {e}")))),
+                        }
+                    }
+                },
+            };
+        let result = result.map(|mut plan| {
+            let min = limits.min_requeue;
+            stats.requeue_clamped = limits::clamp_requeue(&mut plan.requeue_after, min);
+            if stats.requeue_clamped {
+                self.inner.shared.clamp_warnings.warn_once(name, min);
+            }
+            plan
+        });
+        (result, stats)
+    }
+
+    /// The operator's caps for `guest`.
+    pub fn limits(&self, guest: &str) -> crate::policy::Limits {
+        self.inner.shared.config.policy.limits(guest)
+    }
+
+    fn failed(&self, guest: &str, e: wit::ReconcileError) -> GuestError {
+        let (retryable, message) = match e {
+            wit::ReconcileError::Retryable(m) => (true, m),
+            wit::ReconcileError::Terminal(m) => (false, m),
+        };
+        self.error(guest, GuestErrorKind::Failed { retryable, message })
+    }
+}
