@@ -16,6 +16,7 @@ mod cli_reconcile;
 mod cli_reconcile_keys;
 mod deploy;
 mod failover;
+mod faults;
 mod finalizers;
 mod guest_runtime;
 mod hotswap;

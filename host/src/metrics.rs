@@ -152,6 +152,9 @@ pub struct Metrics {
     pub rest_requests: Family<RequestLabels, Counter>,
     /// `rest_client_request_duration_seconds{verb,host}`.
     pub rest_latency: Hist<LatencyLabels>,
+    /// `rest_client_rate_limiter_duration_seconds{verb,host}`: one
+    /// observation per request attempt that passed the client-side limiter.
+    pub rest_rate_limiter: Hist<LatencyLabels>,
     /// `wasmctrl_writes_total{guest,verb}`.
     pub writes: Family<WriteLabels, Counter>,
     /// `wasmctrl_writes_skipped_total{guest}`: applies skipped as no-ops.
@@ -199,6 +202,7 @@ impl Metrics {
             leader: Family::default(),
             rest_requests: Family::default(),
             rest_latency: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
+            rest_rate_limiter: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
             writes: Family::default(),
             writes_skipped: Family::default(),
             writes_dropped: Family::default(),
@@ -240,6 +244,11 @@ impl Metrics {
             "rest_client_request_duration_seconds",
             "Request latency in seconds, broken down by verb and host",
             m.rest_latency.clone(),
+        );
+        registry.register(
+            "rest_client_rate_limiter_duration_seconds",
+            "Client side rate limiter latency in seconds, broken down by verb and host",
+            m.rest_rate_limiter.clone(),
         );
         registry.register(
             "wasmctrl_writes",
@@ -663,6 +672,16 @@ pub fn record_request(m: &Metrics, method: &str, host: &str, code: Option<u16>, 
             host: host.to_string(),
         })
         .observe(elapsed.as_secs_f64());
+}
+
+/// Records one request's wait for a client-side rate-limiter token.
+pub fn record_rate_limiter_wait(m: &Metrics, method: &str, host: &str, waited: Duration) {
+    m.rest_rate_limiter
+        .get_or_create(&LatencyLabels {
+            verb: method.to_string(),
+            host: host.to_string(),
+        })
+        .observe(waited.as_secs_f64());
 }
 
 #[cfg(test)]
