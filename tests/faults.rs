@@ -6,6 +6,7 @@
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::support::*;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -13,8 +14,12 @@ use kube::api::PostParams;
 use kube::Api;
 use serde_json::json;
 use wasmctrl::client::ClientLimits;
+use wasmctrl::controller::ControllerConfig;
+use wasmctrl::health::WatchHealthConfig;
+use wasmctrl::informer::{InformerKey, InformerRegistry, SyncState};
 use wasmctrl::metrics::Metrics;
-use wasmctrl_apiserver::FailRequests;
+use wasmctrl::projection::FieldPath;
+use wasmctrl_apiserver::{ApiServerConfig, FailRequests};
 
 /// A client built like the binary's, recording into `metrics`.
 async fn host_client(
@@ -103,4 +108,120 @@ async fn every_retried_attempt_passes_the_limiter_and_is_counted() {
         "the limiter was consulted once per attempt: {}",
         metrics.encode()
     );
+}
+
+fn watch_health(unhealthy_after: u64, deadline: u64) -> WatchHealthConfig {
+    WatchHealthConfig::default()
+        .unhealthy_after(Duration::from_secs(unhealthy_after))
+        .deadline(Duration::from_secs(deadline))
+}
+
+fn host_config_with(health: WatchHealthConfig) -> wasmctrl::supervisor::SupervisorConfig {
+    wasmctrl::supervisor::SupervisorConfig {
+        watch_health: health,
+        ..host_config(ControllerConfig::default())
+    }
+}
+
+/// A 403 on a re-watch, after the caches synced and a watch worked, is an
+/// outage (an authorizer or RBAC rollout), not a configuration error: the
+/// host keeps serving, says it is not ready once the watch has failed for
+/// `--unhealthy-watch-seconds`, naming the resource and the refusal, and is
+/// ready and following the server again once the API answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_refused_after_sync_is_retried_and_readiness_follows_it() {
+    let (server, client) = server().await;
+    pod("a").on("n1").requesting("1").create(&client).await;
+    let host = run_host(&client, host_config_with(watch_health(1, 600)), None).await;
+    summary_becomes(&client, &[("n1", "1")]).await;
+    eventually("ready", || async { host.host.readiness().is_ok() }).await;
+
+    let faults = server.faults();
+    faults.fail(
+        FailRequests::new(403, 1_000_000)
+            .verb("watch")
+            .resource("pods"),
+    );
+    faults.drop_watches();
+    eventually("not ready, naming the refused pods watch", || async {
+        host.host
+            .readiness()
+            .err()
+            .is_some_and(|e| e.why.contains("pods") && e.why.contains("403"))
+    })
+    .await;
+    assert!(
+        !host.is_finished(),
+        "a refused re-watch must not end the host"
+    );
+
+    faults.clear();
+    eventually("ready again", || async { host.host.readiness().is_ok() }).await;
+    pod("b").on("n2").requesting("2").create(&client).await;
+    summary_becomes(&client, &[("n1", "1"), ("n2", "2")]).await;
+    assert!(!host.is_finished());
+    host.stop().await.unwrap();
+}
+
+/// Past `--watch-failure-deadline-seconds` without a working watch the
+/// host ends with an error naming the resource and the last failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_failing_past_its_deadline_ends_the_host_naming_resource_and_error() {
+    let (server, client) = server().await;
+    pod("a").on("n1").requesting("1").create(&client).await;
+    let host = run_host(&client, host_config_with(watch_health(1, 3)), None).await;
+    summary_becomes(&client, &[("n1", "1")]).await;
+    pod_watches_down(&server.faults()).await;
+    let err = bounded("the host ends after the deadline", CONVERGE, host.join())
+        .await
+        .expect_err("a host without a working watch past its deadline fails")
+        .to_string();
+    assert!(
+        err.contains("pods") && err.contains("no working watch for 3 s") && err.contains("500"),
+        "{err}"
+    );
+}
+
+/// An API server replaced at the same address with a new CA: the host's
+/// connections fail the TLS handshake, and the informer's health says so
+/// in words, not as kube's bare `client error (Connect)`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replaced_api_server_is_named_as_an_untrusted_certificate() {
+    let (old, client) = server().await;
+    let registry = InformerRegistry::new(client).with_health(watch_health(0, 600));
+    let informer = registry.acquire(&pods(), &[FieldPath::parse("spec.nodeName").unwrap()], &[]);
+    informer.wait_synced().await.unwrap();
+    eventually("a watch is established", || async {
+        informer.health().ever_established()
+    })
+    .await;
+    let addr = old.addr();
+    old.stop_listener().await.unwrap();
+    drop(old);
+    let _new = wasmctrl_apiserver::ApiServer::start(ApiServerConfig::default().listen(addr))
+        .await
+        .unwrap();
+    eventually("the informer names the untrusted certificate", || async {
+        informer.unready().is_some_and(|why| {
+            why.contains("TLS: the API server's certificate is not trusted by the configured CA")
+        })
+    })
+    .await;
+    assert_eq!(
+        informer.state(),
+        SyncState::Synced,
+        "still serving its cache"
+    );
+}
+
+fn pods() -> InformerKey {
+    InformerKey {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "Pod".into(),
+        plural: "pods".into(),
+        namespace: Some(PODS_NS.into()),
+        label_selector: None,
+        field_selector: None,
+    }
 }

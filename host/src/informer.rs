@@ -5,8 +5,13 @@
 //! `410 Gone`), projection at ingest (like client-go's transform) into the
 //! informer's [`Store`] (see [`crate::store`], which decides what each event
 //! amounts to, tombstones included), notifying handlers, the sync state, and
-//! the registry that shares one informer between every guest that needs it.
-//! It never computes request keys or does work for a guest: handlers are
+//! the registry that shares one informer between every guest that needs it,
+//! and the failure policy: a 401/403/404 before the first watch is
+//! established (RBAC missing `list` or `watch`, an unknown resource) fails
+//! the informer at once; any failure after that is retried with the
+//! watcher's backoff, tracked in the informer's [`WatchHealth`], and fails
+//! the informer only once no watch has worked for the configured deadline
+//! (see [`crate::health`]). It never computes request keys or does work for a guest: handlers are
 //! plain callbacks that must return at once.
 
 use std::borrow::Cow;
@@ -27,6 +32,7 @@ use tokio::task::JoinHandle;
 
 pub use crate::store::{Change, ChangeKind};
 
+use crate::health::{WatchHealth, WatchHealthConfig};
 use crate::objects::Keep;
 use crate::projection::{FieldPath, Interner, ProjectedObject, Projection};
 use crate::store::{Store, Writer};
@@ -111,7 +117,8 @@ pub enum SyncState {
     /// The cache holds a complete list and is following the watch.
     Synced,
     /// The informer hit an error it cannot recover from (forbidden,
-    /// unauthorized, unknown resource).
+    /// unauthorized, unknown resource before any watch worked), or no
+    /// watch has worked for the watch-failure deadline.
     Failed(SyncError),
 }
 
@@ -127,6 +134,8 @@ struct Inner {
     next_handler: Mutex<u64>,
     state: tokio_watch::Sender<SyncState>,
     lists: std::sync::atomic::AtomicU64,
+    health: WatchHealth,
+    health_config: WatchHealthConfig,
 }
 
 /// A running informer. Cheap to clone; the watch stops when the last clone
@@ -156,6 +165,23 @@ impl Informer {
         projection: Projection,
         indexed: &[FieldPath],
     ) -> Self {
+        Self::start_with(
+            client,
+            key,
+            projection,
+            indexed,
+            WatchHealthConfig::default(),
+        )
+    }
+
+    /// Like [`Informer::start`], tolerating failing watches as `health` says.
+    pub fn start_with(
+        client: Client,
+        key: InformerKey,
+        projection: Projection,
+        indexed: &[FieldPath],
+        health: WatchHealthConfig,
+    ) -> Self {
         let (state, _) = tokio_watch::channel(SyncState::Pending);
         let writer = Writer::with_field_indexes(&field_positions(&projection, indexed));
         let inner = Arc::new(Inner {
@@ -167,6 +193,8 @@ impl Informer {
             next_handler: Mutex::new(0),
             state,
             lists: std::sync::atomic::AtomicU64::new(0),
+            health: WatchHealth::default(),
+            health_config: health,
         });
         let task = tokio::spawn(run(client, inner.clone(), writer));
         Informer {
@@ -209,6 +237,19 @@ impl Informer {
                 });
             }
         }
+    }
+
+    /// The informer's watch health.
+    pub fn health(&self) -> &WatchHealth {
+        &self.inner.health
+    }
+
+    /// Why this informer makes the host not ready: its watch has been
+    /// failing for longer than the configured grace time.
+    pub fn unready(&self) -> Option<String> {
+        self.inner
+            .health
+            .unready(&self.inner.key.to_string(), &self.inner.health_config)
     }
 
     /// A receiver of state changes (for readiness and failure detection).
@@ -423,7 +464,47 @@ fn project(inner: &Inner, obj: Pruned) -> ProjectedObject {
     inner.projection.project(&body, &mut interner)
 }
 
+/// `client`, telling `health` each time a watch request is answered 2xx:
+/// kube-runtime's watcher resumes a watch silently, and that answer is the
+/// only sign the informer follows the server again.
+fn observed(client: Client, health: WatchHealth) -> Client {
+    let namespace = client.default_namespace().to_string();
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let (client, health) = (client.clone(), health.clone());
+        let watch = req
+            .uri()
+            .query()
+            .is_some_and(|q| q.split('&').any(|p| p == "watch=true"));
+        async move {
+            let response = client.send(req).await;
+            if watch && matches!(&response, Ok(r) if r.status().is_success()) {
+                health.watch_established();
+            }
+            response
+        }
+    });
+    Client::new(service, namespace)
+}
+
+/// The error the informer fails with once no watch has worked for `deadline`.
+fn deadline_passed(inner: &Inner, resource: &str) -> SyncError {
+    let error = match inner.health.status() {
+        crate::health::Status::Failing { error, .. } => error,
+        crate::health::Status::Healthy => String::new(),
+    };
+    SyncError {
+        verb: "watch",
+        resource: resource.to_string(),
+        code: None,
+        message: format!(
+            "no working watch for {} s (--watch-failure-deadline-seconds); last error: {error}",
+            inner.health_config.deadline.as_secs_f64()
+        ),
+    }
+}
+
 async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
+    let client = observed(client, inner.health.clone());
     let ar = inner.key.api_resource();
     let api: Api<Pruned> = match &inner.key.namespace {
         Some(ns) => Api::namespaced_with(client, ns, &ar),
@@ -441,7 +522,23 @@ async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
     let mut events = watcher(api, config).default_backoff().boxed();
     let mut stream =
         futures::stream::poll_fn(move |cx| with_keep(&keep, || events.poll_next_unpin(cx)));
-    while let Some(event) = stream.next().await {
+    loop {
+        let deadline = inner.health.failing_past(inner.health_config.deadline);
+        let event = tokio::select! {
+            event = stream.next() => event,
+            () = async {
+                match deadline {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                let err = deadline_passed(&inner, &resource);
+                tracing::error!(resource = %resource, "informer gives up: {err}");
+                inner.state.send_replace(SyncState::Failed(err));
+                return;
+            }
+        };
+        let Some(event) = event else { return };
         match event {
             Ok(watcher::Event::Init) => writer.start_relist(),
             Ok(watcher::Event::InitApply(obj)) | Ok(watcher::Event::Apply(obj)) => {
@@ -467,7 +564,14 @@ async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
                 }
             }
             Err(e) => {
-                if let Some(err) = fatal(&e, &resource) {
+                // Before any watch worked, a refusal is the configuration's
+                // (RBAC, the resource): loud at once. After, it may be an
+                // outage or a rollout: retried until the deadline.
+                let fatal = match inner.health.ever_established() {
+                    false => fatal(&e, &resource),
+                    true => None,
+                };
+                if let Some(err) = fatal {
                     tracing::error!(
                         resource = %resource,
                         verb = err.verb,
@@ -480,7 +584,12 @@ async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
                     inner.state.send_replace(SyncState::Failed(err));
                     return;
                 }
-                tracing::warn!(resource = %resource, "watch error, retrying with backoff: {e}");
+                let described = crate::failure::describe(&e);
+                if inner.health.failed(described.clone()) {
+                    tracing::warn!(resource = %resource, "watch error, retrying with backoff: {described}");
+                } else {
+                    tracing::debug!(resource = %resource, "watch error, retrying with backoff: {described}");
+                }
             }
         }
     }
@@ -492,6 +601,7 @@ async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
 pub struct InformerRegistry {
     client: Client,
     informers: Arc<Mutex<HashMap<InformerKey, Informer>>>,
+    health: WatchHealthConfig,
 }
 
 impl InformerRegistry {
@@ -500,7 +610,15 @@ impl InformerRegistry {
         InformerRegistry {
             client,
             informers: Arc::new(Mutex::new(HashMap::new())),
+            health: WatchHealthConfig::default(),
         }
+    }
+
+    /// Informers started from now on tolerate failing watches as `health` says.
+    #[must_use]
+    pub fn with_health(mut self, health: WatchHealthConfig) -> Self {
+        self.health = health;
+        self
     }
 
     /// The informer for `key` whose projection includes `fields` and whose
@@ -538,11 +656,12 @@ impl InformerRegistry {
                 union_indexed.push(f.clone());
             }
         }
-        let informer = Informer::start(
+        let informer = Informer::start_with(
             self.client.clone(),
             key.clone(),
             Projection::new(union, vec![]),
             &union_indexed,
+            self.health,
         );
         map.insert(key.clone(), informer.clone());
         informer

@@ -347,6 +347,12 @@ impl GuestController {
             .all(|i| i.state() == crate::informer::SyncState::Synced)
     }
 
+    /// Why one of the guest's caches makes the host not ready: its watch
+    /// has been failing longer than tolerated (see [`crate::health`]).
+    pub fn unhealthy_watch(&self) -> Option<String> {
+        self.informers().find_map(Informer::unready)
+    }
+
     /// Enqueues every key the guest's world produces.
     pub fn enqueue_all(&self) {
         for key in keys::all_keys(&self.manifest, &self.caches) {
