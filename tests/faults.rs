@@ -19,6 +19,7 @@ use wasmctrl::health::WatchHealthConfig;
 use wasmctrl::informer::{InformerKey, InformerRegistry, SyncState};
 use wasmctrl::metrics::Metrics;
 use wasmctrl::projection::FieldPath;
+use wasmctrl::workqueue::DEFAULT_PROBE_INTERVAL;
 use wasmctrl_apiserver::{ApiServerConfig, FailRequests};
 
 /// A client built like the binary's, recording into `metrics`.
@@ -224,4 +225,54 @@ fn pods() -> InformerKey {
         label_selector: None,
         field_selector: None,
     }
+}
+
+/// Writes refused long enough that the key's backoff passes 30 s (today's
+/// code would retry it next after that long, up to 1000 s): once the API
+/// accepts writes again, the key converges within about one probe interval
+/// (the probe key is retried at least that often, see `workqueue`), well
+/// before its backed-off retry time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_refused_for_long_converge_within_a_probe_interval_of_recovery() {
+    let (server, client) = server().await;
+    pod("a").on("n1").requesting("1").create(&client).await;
+    let host = run_host(&client, host_config(ControllerConfig::default()), None).await;
+    summary_becomes(&client, &[("n1", "1")]).await;
+
+    let faults = server.faults();
+    faults.deny_verb("patch");
+    pod("b").on("n2").requesting("2").create(&client).await;
+    let queue = host.controller().queue().clone();
+    // Today's code takes some 40 s to get there (5 ms doubling); the
+    // probe, retried every interval, gets there in about 12 s.
+    bounded(
+        "the refused key's backoff passes 30 s",
+        Duration::from_secs(120),
+        async {
+            while queue.longest_backoff() < Duration::from_secs(30) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        },
+    )
+    .await;
+    let backoff = queue.longest_backoff();
+    assert_eq!(
+        summary(&client).await,
+        Some(data(&[("n1", "1")])),
+        "no write got through"
+    );
+
+    faults.clear();
+    // One probe interval until the key is retried, plus a reconcile and the
+    // summary poll on a loaded machine.
+    let bound = DEFAULT_PROBE_INTERVAL + Duration::from_secs(8);
+    assert!(bound < backoff, "{bound:?} vs {backoff:?}");
+    bounded(
+        "the summary converges within a probe interval of recovery",
+        bound,
+        summary_becomes(&client, &[("n1", "1"), ("n2", "2")]),
+    )
+    .await;
+    assert_eq!(queue.longest_backoff(), Duration::ZERO, "backoff reset");
+    host.stop().await.unwrap();
 }

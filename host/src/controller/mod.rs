@@ -487,7 +487,7 @@ impl GuestController {
             Err(e) => {
                 let reason = e.metric_label();
                 tracing::warn!(reason, "adding the host-managed finalizer: {e}");
-                return (Outcome::retry(e), Some(reason));
+                return (crate::failure::outcome(e), Some(reason));
             }
         };
         let module = self.module.clone();
@@ -542,7 +542,7 @@ impl GuestController {
             Err(e) => {
                 let reason = e.metric_label();
                 tracing::warn!(reason, "{e}");
-                return (Outcome::retry(e), Some(reason));
+                return (crate::failure::outcome(e), Some(reason));
             }
             Ok(done) => {
                 executed.changed_meanwhile |= done.changed_meanwhile;
