@@ -208,6 +208,7 @@ async fn a_replaced_api_server_is_named_as_an_untrusted_certificate() {
         })
     })
     .await;
+    eprintln!("{}", informer.unready().unwrap());
     assert_eq!(
         informer.state(),
         SyncState::Synced,
@@ -262,7 +263,19 @@ async fn writes_refused_for_long_converge_within_a_probe_interval_of_recovery() 
         "no write got through"
     );
 
+    let metrics = host.metrics.clone().unwrap();
+    assert!(
+        count(
+            &metrics,
+            "controller_runtime_reconcile_errors_total",
+            &["reason=\"client\""]
+        ) >= 1.0,
+        "the refused writes are counted: {}",
+        metrics.encode()
+    );
+
     faults.clear();
+    let recovered = std::time::Instant::now();
     // One probe interval until the key is retried, plus a reconcile and the
     // summary poll on a loaded machine.
     let bound = DEFAULT_PROBE_INTERVAL + Duration::from_secs(8);
@@ -273,6 +286,10 @@ async fn writes_refused_for_long_converge_within_a_probe_interval_of_recovery() 
         summary_becomes(&client, &[("n1", "1"), ("n2", "2")]),
     )
     .await;
+    eprintln!(
+        "converged {:?} after recovery; the key's backoff was {backoff:?}",
+        recovered.elapsed()
+    );
     assert_eq!(queue.longest_backoff(), Duration::ZERO, "backoff reset");
     host.stop().await.unwrap();
 }
