@@ -17,7 +17,7 @@ use wasmctrl::client::ClientLimits;
 use wasmctrl::controller::ControllerConfig;
 use wasmctrl::health::WatchHealthConfig;
 use wasmctrl::informer::{InformerKey, InformerRegistry, SyncState};
-use wasmctrl::metrics::Metrics;
+use wasmctrl::metrics::{serve_health, Metrics};
 use wasmctrl::projection::FieldPath;
 use wasmctrl::workqueue::DEFAULT_PROBE_INTERVAL;
 use wasmctrl_apiserver::{ApiServerConfig, FailRequests};
@@ -134,8 +134,18 @@ async fn a_watch_refused_after_sync_is_retried_and_readiness_follows_it() {
     let (server, client) = server().await;
     pod("a").on("n1").requesting("1").create(&client).await;
     let host = run_host(&client, host_config_with(watch_health(1, 600)), None).await;
+    let ready = host.host.clone();
+    let health = serve_health(
+        "127.0.0.1:0".parse().unwrap(),
+        Arc::new(move || ready.readiness()),
+    )
+    .await
+    .unwrap();
     summary_becomes(&client, &[("n1", "1")]).await;
-    eventually("ready", || async { host.host.readiness().is_ok() }).await;
+    eventually("ready", || async {
+        http_status(health.addr, "/readyz").await == Some(200)
+    })
+    .await;
 
     let faults = server.faults();
     faults.fail(
@@ -144,11 +154,14 @@ async fn a_watch_refused_after_sync_is_retried_and_readiness_follows_it() {
             .resource("pods"),
     );
     faults.drop_watches();
-    eventually("not ready, naming the refused pods watch", || async {
-        host.host
-            .readiness()
-            .err()
-            .is_some_and(|e| e.why.contains("pods") && e.why.contains("403"))
+    eventually("/readyz 503, naming the refused pods watch", || async {
+        http_get(health.addr, "/readyz")
+            .await
+            .is_some_and(|(code, body)| {
+                code == 503
+                    && body.contains("guest gpu-summary: no working watch of pods")
+                    && body.contains("403")
+            })
     })
     .await;
     assert!(
@@ -157,10 +170,41 @@ async fn a_watch_refused_after_sync_is_retried_and_readiness_follows_it() {
     );
 
     faults.clear();
-    eventually("ready again", || async { host.host.readiness().is_ok() }).await;
+    eventually("ready again", || async {
+        http_status(health.addr, "/readyz").await == Some(200)
+    })
+    .await;
     pod("b").on("n2").requesting("2").create(&client).await;
     summary_becomes(&client, &[("n1", "1"), ("n2", "2")]).await;
     assert!(!host.is_finished());
+    host.stop().await.unwrap();
+}
+
+/// An API server that stops listening for a while (connections refused):
+/// the host keeps its cache, is not ready while no watch works, and
+/// follows the server again once it listens, without exiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_api_server_makes_the_host_unready_until_it_is_back() {
+    let (server, client) = server().await;
+    pod("a").on("n1").requesting("1").create(&client).await;
+    let host = run_host(&client, host_config_with(watch_health(1, 600)), None).await;
+    summary_becomes(&client, &[("n1", "1")]).await;
+    eventually("ready", || async { host.host.readiness().is_ok() }).await;
+
+    server.stop_listener().await.unwrap();
+    eventually("not ready, naming the failed connection", || async {
+        host.host
+            .readiness()
+            .err()
+            .is_some_and(|e| e.why.contains("pods") && e.why.contains("Connect"))
+    })
+    .await;
+    assert!(!host.is_finished(), "an outage must not end the host");
+
+    server.restart_listener().await.unwrap();
+    eventually("ready again", || async { host.host.readiness().is_ok() }).await;
+    pod("b").on("n2").requesting("2").create(&client).await;
+    summary_becomes(&client, &[("n1", "1"), ("n2", "2")]).await;
     host.stop().await.unwrap();
 }
 
