@@ -3,7 +3,8 @@
 //!
 //! Owns the [`WatchHealthConfig`] (and its command-line flags), each
 //! informer's [`WatchHealth`] record (is a watch established, since when
-//! is it failing, with what error), and readiness over a host's guests.
+//! is it failing, with what error), the client wrapper that notices a
+//! watch being answered, and readiness over a host's guests.
 //! It never retries anything (kube-runtime's watcher backoff does) and
 //! never ends the process itself: an informer past its deadline reports
 //! itself failed, and the supervisor's existing failure path exits.
@@ -185,6 +186,28 @@ impl WatchHealth {
             _ => None,
         }
     }
+}
+
+/// `client`, telling `health` each time a watch request is answered 2xx:
+/// kube-runtime's watcher resumes a watch silently, and that answer is the
+/// only sign the informer follows the server again.
+pub(crate) fn observed(client: kube::Client, health: WatchHealth) -> kube::Client {
+    let namespace = client.default_namespace().to_string();
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let (client, health) = (client.clone(), health.clone());
+        let watch = req
+            .uri()
+            .query()
+            .is_some_and(|q| q.split('&').any(|p| p == "watch=true"));
+        async move {
+            let response = client.send(req).await;
+            if watch && matches!(&response, Ok(r) if r.status().is_success()) {
+                health.watch_established();
+            }
+            response
+        }
+    });
+    kube::Client::new(service, namespace)
 }
 
 /// The first guest with a watch failing for longer than its informer

@@ -464,28 +464,6 @@ fn project(inner: &Inner, obj: Pruned) -> ProjectedObject {
     inner.projection.project(&body, &mut interner)
 }
 
-/// `client`, telling `health` each time a watch request is answered 2xx:
-/// kube-runtime's watcher resumes a watch silently, and that answer is the
-/// only sign the informer follows the server again.
-fn observed(client: Client, health: WatchHealth) -> Client {
-    let namespace = client.default_namespace().to_string();
-    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
-        let (client, health) = (client.clone(), health.clone());
-        let watch = req
-            .uri()
-            .query()
-            .is_some_and(|q| q.split('&').any(|p| p == "watch=true"));
-        async move {
-            let response = client.send(req).await;
-            if watch && matches!(&response, Ok(r) if r.status().is_success()) {
-                health.watch_established();
-            }
-            response
-        }
-    });
-    Client::new(service, namespace)
-}
-
 /// The error the informer fails with once no watch has worked for `deadline`.
 fn deadline_passed(inner: &Inner, resource: &str) -> SyncError {
     let error = match inner.health.status() {
@@ -504,7 +482,7 @@ fn deadline_passed(inner: &Inner, resource: &str) -> SyncError {
 }
 
 async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
-    let client = observed(client, inner.health.clone());
+    let client = crate::health::observed(client, inner.health.clone());
     let ar = inner.key.api_resource();
     let api: Api<Pruned> = match &inner.key.namespace {
         Some(ns) => Api::namespaced_with(client, ns, &ar),
