@@ -168,6 +168,19 @@ async fn a_watch_refused_after_sync_is_retried_and_readiness_follows_it() {
         !host.is_finished(),
         "a refused re-watch must not end the host"
     );
+    let metrics = host.metrics.clone().unwrap();
+    assert!(
+        count(
+            &metrics,
+            "wasmctrl_watch_failures_total",
+            &[
+                "resource=\"pods fields spec.nodeName!=",
+                "reason=\"forbidden\""
+            ]
+        ) >= 1.0,
+        "{}",
+        metrics.encode()
+    );
 
     faults.clear();
     eventually("ready again", || async {
@@ -233,7 +246,10 @@ async fn a_watch_failing_past_its_deadline_ends_the_host_naming_resource_and_err
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replaced_api_server_is_named_as_an_untrusted_certificate() {
     let (old, client) = server().await;
-    let registry = InformerRegistry::new(client).with_health(watch_health(0, 600));
+    let metrics = Arc::new(Metrics::new());
+    let registry = InformerRegistry::new(client)
+        .with_health(watch_health(0, 600))
+        .with_metrics(metrics.clone());
     let informer = registry.acquire(&pods(), &[FieldPath::parse("spec.nodeName").unwrap()], &[]);
     informer.wait_synced().await.unwrap();
     eventually("a watch is established", || async {
@@ -253,6 +269,15 @@ async fn a_replaced_api_server_is_named_as_an_untrusted_certificate() {
     })
     .await;
     eprintln!("{}", informer.unready().unwrap());
+    assert!(
+        count(
+            &metrics,
+            "wasmctrl_watch_failures_total",
+            &["reason=\"tls\""]
+        ) >= 1.0,
+        "{}",
+        metrics.encode()
+    );
     assert_eq!(
         informer.state(),
         SyncState::Synced,

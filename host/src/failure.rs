@@ -36,6 +36,30 @@ pub fn outcome(e: ActuatorError) -> Outcome {
     }
 }
 
+/// A metric label for a failed list or watch: `expired` (410, a relist
+/// follows), `forbidden` (401/403), `throttled` (429), `server` (5xx),
+/// `tls`, `transport` (no response) or `other`.
+pub fn watch_failure_reason(e: &kube::runtime::watcher::Error) -> &'static str {
+    use kube::runtime::watcher::Error as W;
+    let code = |code: u16| match code {
+        410 => "expired",
+        401 | 403 => "forbidden",
+        429 => "throttled",
+        500..=599 => "server",
+        _ => "other",
+    };
+    match e {
+        W::WatchError(status) => code(status.code),
+        W::InitialListFailed(err) | W::WatchStartFailed(err) | W::WatchFailed(err) => match err {
+            kube::Error::Api(status) => code(status.code),
+            _ if rustls_error(err).is_some() => "tls",
+            kube::Error::HyperError(_) | kube::Error::Service(_) => "transport",
+            _ => "other",
+        },
+        W::NoResourceVersion => "other",
+    }
+}
+
 /// The rustls error somewhere in `e`'s chain, looking inside `io::Error`s
 /// too (their `source()` skips the error they wrap, which is where
 /// tokio-rustls puts a failed handshake).
@@ -112,6 +136,33 @@ mod tests {
         ));
         assert_eq!(describe(&e), "client error (Connect): connection refused");
         assert!(rustls_error(&e).is_none());
+    }
+
+    #[test]
+    fn watch_failures_get_one_label_per_cause() {
+        use kube::runtime::watcher::Error as W;
+        let status = |code| {
+            kube::core::Status::failure("x", "y")
+                .with_code(code)
+                .boxed()
+        };
+        assert_eq!(watch_failure_reason(&W::WatchError(status(410))), "expired");
+        assert_eq!(
+            watch_failure_reason(&W::WatchStartFailed(kube::Error::Api(status(403)))),
+            "forbidden"
+        );
+        assert_eq!(
+            watch_failure_reason(&W::InitialListFailed(kube::Error::Api(status(503)))),
+            "server"
+        );
+        let tls = rustls::Error::InvalidCertificate(rustls::CertificateError::BadSignature);
+        let connect = kube::Error::Service(Box::new(Connect(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            tls,
+        ))));
+        assert_eq!(watch_failure_reason(&W::WatchFailed(connect)), "tls");
+        let refused = kube::Error::Service("connection refused".into());
+        assert_eq!(watch_failure_reason(&W::WatchFailed(refused)), "transport");
     }
 
     #[test]

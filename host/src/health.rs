@@ -15,6 +15,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::controller::GuestController;
+use crate::informer::SyncError;
 use crate::supervisor::NotSynced;
 use crate::sync::lock;
 
@@ -170,6 +171,24 @@ impl WatchHealth {
                 for_: since.elapsed(),
                 error: s.last_error.clone().unwrap_or_default(),
             },
+        }
+    }
+
+    /// The error an informer for `resource` fails with once no watch has
+    /// worked for `config.deadline`.
+    pub fn deadline_passed(&self, config: &WatchHealthConfig, resource: &str) -> SyncError {
+        let error = match self.status() {
+            Status::Failing { error, .. } => error,
+            Status::Healthy => String::new(),
+        };
+        SyncError {
+            verb: "watch",
+            resource: resource.to_string(),
+            code: None,
+            message: format!(
+                "no working watch for {} s (--watch-failure-deadline-seconds); last error: {error}",
+                config.deadline.as_secs_f64()
+            ),
         }
     }
 

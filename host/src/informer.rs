@@ -136,6 +136,7 @@ struct Inner {
     lists: std::sync::atomic::AtomicU64,
     health: WatchHealth,
     health_config: WatchHealthConfig,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 /// A running informer. Cheap to clone; the watch stops when the last clone
@@ -171,16 +172,19 @@ impl Informer {
             projection,
             indexed,
             WatchHealthConfig::default(),
+            None,
         )
     }
 
-    /// Like [`Informer::start`], tolerating failing watches as `health` says.
+    /// Like [`Informer::start`], tolerating failing watches as `health`
+    /// says and counting them in `metrics` when given.
     pub fn start_with(
         client: Client,
         key: InformerKey,
         projection: Projection,
         indexed: &[FieldPath],
         health: WatchHealthConfig,
+        metrics: Option<Arc<crate::metrics::Metrics>>,
     ) -> Self {
         let (state, _) = tokio_watch::channel(SyncState::Pending);
         let writer = Writer::with_field_indexes(&field_positions(&projection, indexed));
@@ -195,6 +199,7 @@ impl Informer {
             lists: std::sync::atomic::AtomicU64::new(0),
             health: WatchHealth::default(),
             health_config: health,
+            metrics,
         });
         let task = tokio::spawn(run(client, inner.clone(), writer));
         Informer {
@@ -464,23 +469,6 @@ fn project(inner: &Inner, obj: Pruned) -> ProjectedObject {
     inner.projection.project(&body, &mut interner)
 }
 
-/// The error the informer fails with once no watch has worked for `deadline`.
-fn deadline_passed(inner: &Inner, resource: &str) -> SyncError {
-    let error = match inner.health.status() {
-        crate::health::Status::Failing { error, .. } => error,
-        crate::health::Status::Healthy => String::new(),
-    };
-    SyncError {
-        verb: "watch",
-        resource: resource.to_string(),
-        code: None,
-        message: format!(
-            "no working watch for {} s (--watch-failure-deadline-seconds); last error: {error}",
-            inner.health_config.deadline.as_secs_f64()
-        ),
-    }
-}
-
 async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
     let client = crate::health::observed(client, inner.health.clone());
     let ar = inner.key.api_resource();
@@ -510,7 +498,7 @@ async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
                     None => std::future::pending().await,
                 }
             } => {
-                let err = deadline_passed(&inner, &resource);
+                let err = inner.health.deadline_passed(&inner.health_config, &resource);
                 tracing::error!(resource = %resource, "informer gives up: {err}");
                 inner.state.send_replace(SyncState::Failed(err));
                 return;
@@ -542,6 +530,15 @@ async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
                 }
             }
             Err(e) => {
+                if let Some(metrics) = &inner.metrics {
+                    metrics
+                        .watch_failures
+                        .get_or_create(&crate::metrics::WatchFailureLabels {
+                            resource: crate::metrics::label_value(&resource),
+                            reason: crate::failure::watch_failure_reason(&e).to_string(),
+                        })
+                        .inc();
+                }
                 // Before any watch worked, a refusal is the configuration's
                 // (RBAC, the resource): loud at once. After, it may be an
                 // outage or a rollout: retried until the deadline.
@@ -580,6 +577,7 @@ pub struct InformerRegistry {
     client: Client,
     informers: Arc<Mutex<HashMap<InformerKey, Informer>>>,
     health: WatchHealthConfig,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 impl InformerRegistry {
@@ -589,7 +587,16 @@ impl InformerRegistry {
             client,
             informers: Arc::new(Mutex::new(HashMap::new())),
             health: WatchHealthConfig::default(),
+            metrics: None,
         }
+    }
+
+    /// Informers started from now on count failed lists and watches in
+    /// `wasmctrl_watch_failures_total`.
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Informers started from now on tolerate failing watches as `health` says.
@@ -640,6 +647,7 @@ impl InformerRegistry {
             Projection::new(union, vec![]),
             &union_indexed,
             self.health,
+            self.metrics.clone(),
         );
         map.insert(key.clone(), informer.clone());
         informer

@@ -187,11 +187,13 @@ impl Supervisor {
             return Err(SupervisorError::NoGuests);
         }
         let runtime = GuestRuntime::new(config.runtime.clone())?;
-        let registry = InformerRegistry::new(client.clone()).with_health(config.watch_health);
         let discovery = Discovery::new(client.clone());
         // Without a scraped registry the guests still count (tests and the
         // demo read the same counters).
         let metrics = metrics.unwrap_or_default();
+        let registry = InformerRegistry::new(client.clone())
+            .with_health(config.watch_health)
+            .with_metrics(metrics.clone());
         let (failures_tx, failures_rx) = mpsc::unbounded_channel();
         let recorder = Recorder::new(
             client.clone(),
@@ -434,9 +436,8 @@ impl Supervisor {
 
     /// Readiness: Ok once every guest runs and every cache of every guest
     /// has synced (followers too: they must be able to take over);
-    /// otherwise which guest waits, and for what (a kind the API server
-    /// does not serve yet, its caches, or a watch failing for longer than
-    /// `--unhealthy-watch-seconds`).
+    /// otherwise which guest waits, and for what (a kind not served yet, its
+    /// caches, or a watch failing past `--unhealthy-watch-seconds`).
     pub fn readiness(&self) -> Result<(), NotSynced> {
         if let Some((guest, kind)) = self.waiting.any() {
             return Err(NotSynced {
