@@ -10,9 +10,9 @@
 //! guests, keeping a guest whose kinds the API server does not serve yet (a
 //! CRD not installed) waiting — not ready, retried with backoff, started
 //! when the kind appears — and running everything until shutdown, lost
-//! leadership, or a cache that cannot sync (fatal: a controller that
-//! silently does nothing is worse than one that exits). It never reconciles
-//! anything itself.
+//! leadership, or a cache that cannot sync or has no working watch past
+//! its deadline (fatal: a controller that silently does nothing is worse
+//! than one that exits; see `health`). It never reconciles anything itself.
 
 use std::collections::BTreeMap;
 use std::future::Future;
