@@ -17,6 +17,7 @@ mod cli_reconcile;
 mod cli_reconcile_keys;
 mod deploy;
 mod failover;
+mod faults;
 mod finalizers;
 mod governance;
 mod guest_runtime;

@@ -2,9 +2,13 @@
 //! client-side rate limit (QPS and burst, as client-go's `rest.Config`) on
 //! every request the host makes.
 //!
-//! Owns building the client from a `kube::Config` and the limiter layer. It
-//! never decides what to request; informers, the actuator and leader
-//! election all go through the one client built here.
+//! Owns building the client from a `kube::Config`, the limiter and metrics
+//! layers, and where kube's retry of 429/503/504 sits: *outside* both, so
+//! every attempt, retries included, waits for a token and is counted in
+//! `rest_client_*` (kube's own builder puts its retry underneath any layer
+//! added later, where neither sees it). It never decides what to request;
+//! informers, the actuator and leader election all go through the one
+//! client built here.
 
 use std::future::Future;
 use std::num::NonZeroU32;
@@ -64,6 +68,7 @@ impl ClientLimits {
 #[derive(Clone)]
 pub struct RateLimitLayer {
     limiter: Option<Arc<DefaultDirectRateLimiter>>,
+    metrics: Option<(Arc<crate::metrics::Metrics>, Arc<str>)>,
 }
 
 impl RateLimitLayer {
@@ -71,7 +76,17 @@ impl RateLimitLayer {
     pub fn new(limits: ClientLimits) -> Self {
         RateLimitLayer {
             limiter: limits.quota().map(|q| Arc::new(RateLimiter::direct(q))),
+            metrics: None,
         }
+    }
+
+    /// Records each wait for a token in
+    /// `rest_client_rate_limiter_duration_seconds{verb,host}` (client-go's
+    /// name), one observation per request that passed the limiter.
+    #[must_use]
+    pub fn measured(mut self, metrics: Arc<crate::metrics::Metrics>, host: Arc<str>) -> Self {
+        self.metrics = Some((metrics, host));
+        self
     }
 }
 
@@ -82,7 +97,9 @@ impl<S> Layer<S> for RateLimitLayer {
         RateLimited {
             inner,
             limiter: self.limiter.clone(),
+            metrics: self.metrics.clone(),
             wait: None,
+            waited: None,
             permitted: false,
         }
     }
@@ -95,13 +112,17 @@ type Wait = Pin<Box<dyn Future<Output = ()> + Send>>;
 pub struct RateLimited<S> {
     inner: S,
     limiter: Option<Arc<DefaultDirectRateLimiter>>,
-    wait: Option<Wait>,
+    metrics: Option<(Arc<crate::metrics::Metrics>, Arc<str>)>,
+    /// The wait for the next token, with when it began.
+    wait: Option<(Wait, std::time::Instant)>,
+    /// How long the permitted request waited for its token.
+    waited: Option<std::time::Duration>,
     permitted: bool,
 }
 
-impl<S, R> Service<R> for RateLimited<S>
+impl<S, B> Service<http::Request<B>> for RateLimited<S>
 where
-    S: Service<R>,
+    S: Service<http::Request<B>>,
 {
     type Response = S::Response;
     type Error = S::Error;
@@ -110,13 +131,15 @@ where
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         if !self.permitted {
             if let Some(limiter) = &self.limiter {
-                let wait = self.wait.get_or_insert_with(|| {
+                let (wait, since) = self.wait.get_or_insert_with(|| {
                     let limiter = limiter.clone();
-                    Box::pin(async move { limiter.until_ready().await })
+                    let wait: Wait = Box::pin(async move { limiter.until_ready().await });
+                    (wait, std::time::Instant::now())
                 });
                 if wait.as_mut().poll(cx).is_pending() {
                     return Poll::Pending;
                 }
+                self.waited = Some(since.elapsed());
                 self.wait = None;
             }
             self.permitted = true;
@@ -124,8 +147,11 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: R) -> Self::Future {
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
         self.permitted = false;
+        if let (Some(waited), Some((metrics, host))) = (self.waited.take(), &self.metrics) {
+            crate::metrics::record_rate_limiter_wait(metrics, req.method().as_str(), host, waited);
+        }
         self.inner.call(req)
     }
 }
@@ -185,10 +211,20 @@ where
     }
 }
 
+/// Requests queued in front of the limiter (kube's own buffer size).
+const BUFFER: usize = 1024;
+
 /// Builds the host's client from `config` with `limits`, recording request
-/// metrics when `metrics` is given.
+/// metrics when `metrics` is given. Must be called inside a tokio runtime
+/// (the buffer in front of the limiter runs as a task).
+///
+/// The stack, outermost first: kube's server-aware retry of 429/503/504
+/// (`RetryPolicy::server_retry`, the policy kube would use, when
+/// `config.default_retry` is set, as it is by default), a buffer, the rate
+/// limiter, the metrics, then kube's own stack (auth, base URI, HTTP)
+/// without its retry. So each attempt takes a token and is counted.
 pub fn build(
-    config: kube::Config,
+    mut config: kube::Config,
     limits: ClientLimits,
     metrics: Option<Arc<crate::metrics::Metrics>>,
 ) -> Result<kube::Client, kube::Error> {
@@ -196,12 +232,23 @@ pub fn build(
         .cluster_url
         .authority()
         .map_or_else(|| Arc::from(""), |a| Arc::from(a.as_str()));
+    let retry = std::mem::replace(&mut config.default_retry, false);
     let builder = kube::client::ClientBuilder::try_from(config)?;
-    let builder = builder.with_layer(&RateLimitLayer::new(limits));
-    Ok(match metrics {
-        Some(metrics) => builder.with_layer(&MetricsLayer { metrics, host }).build(),
-        None => builder.build(),
-    })
+    let mut limiter = RateLimitLayer::new(limits);
+    if let Some(metrics) = &metrics {
+        limiter = limiter.measured(metrics.clone(), host.clone());
+    }
+    let builder = builder
+        .with_layer(&tower::util::option_layer(
+            metrics.map(|metrics| MetricsLayer { metrics, host }),
+        ))
+        .with_layer(&limiter)
+        .with_layer(&tower::buffer::BufferLayer::new(BUFFER));
+    Ok(builder
+        .with_layer(&tower::util::option_layer(retry.then(|| {
+            tower::retry::RetryLayer::new(kube::client::retry::RetryPolicy::server_retry())
+        })))
+        .build())
 }
 
 #[cfg(test)]
@@ -216,19 +263,20 @@ mod tests {
             qps: 20.0,
             burst: 5,
         });
-        let mut svc = layer.layer(tower::service_fn(|x: u32| async move {
-            Ok::<_, std::convert::Infallible>(x)
+        let mut svc = layer.layer(tower::service_fn(|r: http::Request<u32>| async move {
+            Ok::<_, std::convert::Infallible>(r.into_body())
         }));
+        let req = |i: u32| http::Request::new(i);
         let started = Instant::now();
         for i in 0..5 {
-            assert_eq!(svc.ready().await.unwrap().call(i).await.unwrap(), i);
+            assert_eq!(svc.ready().await.unwrap().call(req(i)).await.unwrap(), i);
         }
         assert!(
             started.elapsed() < Duration::from_millis(40),
             "the burst is not throttled"
         );
         for i in 0..4 {
-            svc.ready().await.unwrap().call(i).await.unwrap();
+            svc.ready().await.unwrap().call(req(i)).await.unwrap();
         }
         // Four more at 20 QPS cannot complete before ~150 ms (one token per
         // 50 ms); a lower bound, so a slow machine cannot fail it.

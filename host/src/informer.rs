@@ -5,8 +5,13 @@
 //! `410 Gone`), projection at ingest (like client-go's transform) into the
 //! informer's [`Store`] (see [`crate::store`], which decides what each event
 //! amounts to, tombstones included), notifying handlers, the sync state, and
-//! the registry that shares one informer between every guest that needs it.
-//! It never computes request keys or does work for a guest: handlers are
+//! the registry that shares one informer between every guest that needs it,
+//! and the failure policy: a 401/403/404 before the first watch is
+//! established (RBAC missing `list` or `watch`, an unknown resource) fails
+//! the informer at once; any failure after that is retried with the
+//! watcher's backoff, tracked in the informer's [`WatchHealth`], and fails
+//! the informer only once no watch has worked for the configured deadline
+//! (see [`crate::health`]). It never computes request keys or does work for a guest: handlers are
 //! plain callbacks that must return at once.
 
 use std::borrow::Cow;
@@ -27,6 +32,7 @@ use tokio::task::JoinHandle;
 
 pub use crate::store::{Change, ChangeKind};
 
+use crate::health::{WatchHealth, WatchHealthConfig};
 use crate::objects::Keep;
 use crate::projection::{FieldPath, Interner, ProjectedObject, Projection};
 use crate::store::{Store, Writer};
@@ -111,7 +117,8 @@ pub enum SyncState {
     /// The cache holds a complete list and is following the watch.
     Synced,
     /// The informer hit an error it cannot recover from (forbidden,
-    /// unauthorized, unknown resource).
+    /// unauthorized, unknown resource before any watch worked), or no
+    /// watch has worked for the watch-failure deadline.
     Failed(SyncError),
 }
 
@@ -127,6 +134,9 @@ struct Inner {
     next_handler: Mutex<u64>,
     state: tokio_watch::Sender<SyncState>,
     lists: std::sync::atomic::AtomicU64,
+    health: WatchHealth,
+    health_config: WatchHealthConfig,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 /// A running informer. Cheap to clone; the watch stops when the last clone
@@ -156,6 +166,26 @@ impl Informer {
         projection: Projection,
         indexed: &[FieldPath],
     ) -> Self {
+        Self::start_with(
+            client,
+            key,
+            projection,
+            indexed,
+            WatchHealthConfig::default(),
+            None,
+        )
+    }
+
+    /// Like [`Informer::start`], tolerating failing watches as `health`
+    /// says and counting them in `metrics` when given.
+    pub fn start_with(
+        client: Client,
+        key: InformerKey,
+        projection: Projection,
+        indexed: &[FieldPath],
+        health: WatchHealthConfig,
+        metrics: Option<Arc<crate::metrics::Metrics>>,
+    ) -> Self {
         let (state, _) = tokio_watch::channel(SyncState::Pending);
         let writer = Writer::with_field_indexes(&field_positions(&projection, indexed));
         let inner = Arc::new(Inner {
@@ -167,6 +197,9 @@ impl Informer {
             next_handler: Mutex::new(0),
             state,
             lists: std::sync::atomic::AtomicU64::new(0),
+            health: WatchHealth::default(),
+            health_config: health,
+            metrics,
         });
         let task = tokio::spawn(run(client, inner.clone(), writer));
         Informer {
@@ -209,6 +242,19 @@ impl Informer {
                 });
             }
         }
+    }
+
+    /// The informer's watch health.
+    pub fn health(&self) -> &WatchHealth {
+        &self.inner.health
+    }
+
+    /// Why this informer makes the host not ready: its watch has been
+    /// failing for longer than the configured grace time.
+    pub fn unready(&self) -> Option<String> {
+        self.inner
+            .health
+            .unready(&self.inner.key.to_string(), &self.inner.health_config)
     }
 
     /// A receiver of state changes (for readiness and failure detection).
@@ -424,6 +470,7 @@ fn project(inner: &Inner, obj: Pruned) -> ProjectedObject {
 }
 
 async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
+    let client = crate::health::observed(client, inner.health.clone());
     let ar = inner.key.api_resource();
     let api: Api<Pruned> = match &inner.key.namespace {
         Some(ns) => Api::namespaced_with(client, ns, &ar),
@@ -441,7 +488,23 @@ async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
     let mut events = watcher(api, config).default_backoff().boxed();
     let mut stream =
         futures::stream::poll_fn(move |cx| with_keep(&keep, || events.poll_next_unpin(cx)));
-    while let Some(event) = stream.next().await {
+    loop {
+        let deadline = inner.health.failing_past(inner.health_config.deadline);
+        let event = tokio::select! {
+            event = stream.next() => event,
+            () = async {
+                match deadline {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                let err = inner.health.deadline_passed(&inner.health_config, &resource);
+                tracing::error!(resource = %resource, "informer gives up: {err}");
+                inner.state.send_replace(SyncState::Failed(err));
+                return;
+            }
+        };
+        let Some(event) = event else { return };
         match event {
             Ok(watcher::Event::Init) => writer.start_relist(),
             Ok(watcher::Event::InitApply(obj)) | Ok(watcher::Event::Apply(obj)) => {
@@ -467,7 +530,23 @@ async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
                 }
             }
             Err(e) => {
-                if let Some(err) = fatal(&e, &resource) {
+                if let Some(metrics) = &inner.metrics {
+                    metrics
+                        .watch_failures
+                        .get_or_create(&crate::metrics::WatchFailureLabels {
+                            resource: crate::metrics::label_value(&resource),
+                            reason: crate::failure::watch_failure_reason(&e).to_string(),
+                        })
+                        .inc();
+                }
+                // Before any watch worked, a refusal is the configuration's
+                // (RBAC, the resource): loud at once. After, it may be an
+                // outage or a rollout: retried until the deadline.
+                let fatal = match inner.health.ever_established() {
+                    false => fatal(&e, &resource),
+                    true => None,
+                };
+                if let Some(err) = fatal {
                     tracing::error!(
                         resource = %resource,
                         verb = err.verb,
@@ -480,7 +559,12 @@ async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
                     inner.state.send_replace(SyncState::Failed(err));
                     return;
                 }
-                tracing::warn!(resource = %resource, "watch error, retrying with backoff: {e}");
+                let described = crate::failure::describe(&e);
+                if inner.health.failed(described.clone()) {
+                    tracing::warn!(resource = %resource, "watch error, retrying with backoff: {described}");
+                } else {
+                    tracing::debug!(resource = %resource, "watch error, retrying with backoff: {described}");
+                }
             }
         }
     }
@@ -492,6 +576,8 @@ async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
 pub struct InformerRegistry {
     client: Client,
     informers: Arc<Mutex<HashMap<InformerKey, Informer>>>,
+    health: WatchHealthConfig,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 impl InformerRegistry {
@@ -500,7 +586,24 @@ impl InformerRegistry {
         InformerRegistry {
             client,
             informers: Arc::new(Mutex::new(HashMap::new())),
+            health: WatchHealthConfig::default(),
+            metrics: None,
         }
+    }
+
+    /// Informers started from now on count failed lists and watches in
+    /// `wasmctrl_watch_failures_total`.
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Informers started from now on tolerate failing watches as `health` says.
+    #[must_use]
+    pub fn with_health(mut self, health: WatchHealthConfig) -> Self {
+        self.health = health;
+        self
     }
 
     /// The informer for `key` whose projection includes `fields` and whose
@@ -538,11 +641,13 @@ impl InformerRegistry {
                 union_indexed.push(f.clone());
             }
         }
-        let informer = Informer::start(
+        let informer = Informer::start_with(
             self.client.clone(),
             key.clone(),
             Projection::new(union, vec![]),
             &union_indexed,
+            self.health,
+            self.metrics.clone(),
         );
         map.insert(key.clone(), informer.clone());
         informer

@@ -105,6 +105,8 @@ struct RunArgs {
     kube_api_burst: u32,
     #[command(flatten)]
     sandbox: SandboxArgs,
+    #[command(flatten)]
+    watch_health: wasmctrl::health::WatchHealthArgs,
 }
 
 /// Leader-election flags of `run`.
@@ -374,6 +376,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             (Ok(ns), Ok(name)) if !ns.is_empty() && !name.is_empty() => Some((ns, name)),
             _ => None,
         },
+        watch_health: args.watch_health.config().map_err(anyhow::Error::msg)?,
     };
     let _metrics_endpoint = wasmctrl::metrics::serve_metrics(args.metrics_addr, metrics.clone())
         .await

@@ -51,6 +51,15 @@ pub struct ReasonLabels {
     pub reason: String,
 }
 
+/// `{resource, reason}` of a failed list or watch.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct WatchFailureLabels {
+    /// The informer, e.g. `pods in namespace ml` (through [`label_value`]).
+    pub resource: String,
+    /// See [`crate::failure::watch_failure_reason`].
+    pub reason: String,
+}
+
 /// `{guest}`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct GuestLabels {
@@ -161,6 +170,12 @@ pub struct Metrics {
     pub rest_requests: Family<RequestLabels, Counter>,
     /// `rest_client_request_duration_seconds{verb,host}`.
     pub rest_latency: Hist<LatencyLabels>,
+    /// `rest_client_rate_limiter_duration_seconds{verb,host}`: one
+    /// observation per request attempt that passed the client-side limiter.
+    pub rest_rate_limiter: Hist<LatencyLabels>,
+    /// `wasmctrl_watch_failures_total{resource,reason}`: failed lists and
+    /// watches of the informers, by reason.
+    pub watch_failures: Family<WatchFailureLabels, Counter>,
     /// `wasmctrl_writes_total{guest,verb}`.
     pub writes: Family<WriteLabels, Counter>,
     /// `wasmctrl_writes_skipped_total{guest}`: applies skipped as no-ops.
@@ -227,6 +242,8 @@ impl Metrics {
             leader: Family::default(),
             rest_requests: Family::default(),
             rest_latency: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
+            rest_rate_limiter: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
+            watch_failures: Family::default(),
             writes: Family::default(),
             writes_skipped: Family::default(),
             writes_dropped: Family::default(),
@@ -271,6 +288,16 @@ impl Metrics {
             "rest_client_request_duration_seconds",
             "Request latency in seconds, broken down by verb and host",
             m.rest_latency.clone(),
+        );
+        registry.register(
+            "rest_client_rate_limiter_duration_seconds",
+            "Client side rate limiter latency in seconds, broken down by verb and host",
+            m.rest_rate_limiter.clone(),
+        );
+        registry.register(
+            "wasmctrl_watch_failures",
+            "Failed lists and watches of the host's informers, by reason (forbidden, server, throttled, tls, transport, expired, other)",
+            m.watch_failures.clone(),
         );
         registry.register(
             "wasmctrl_writes",
@@ -764,6 +791,25 @@ pub fn record_request(m: &Metrics, method: &str, host: &str, code: Option<u16>, 
         .observe(elapsed.as_secs_f64());
 }
 
+/// `text` as a label value: without the characters the Prometheus text
+/// format would need escaped (`"`, `\`, newlines), which prometheus-client
+/// writes as they are.
+pub fn label_value(text: &str) -> String {
+    text.chars()
+        .filter(|c| !matches!(c, '"' | '\\' | '\n'))
+        .collect()
+}
+
+/// Records one request's wait for a client-side rate-limiter token.
+pub fn record_rate_limiter_wait(m: &Metrics, method: &str, host: &str, waited: Duration) {
+    m.rest_rate_limiter
+        .get_or_create(&LatencyLabels {
+            verb: method.to_string(),
+            host: host.to_string(),
+        })
+        .observe(waited.as_secs_f64());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -801,6 +847,14 @@ mod tests {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }
         assert!(text.contains("# TYPE workqueue_depth gauge"), "{text}");
+    }
+
+    #[test]
+    fn label_values_carry_no_characters_the_text_format_must_escape() {
+        assert_eq!(
+            label_value("pods fields \"spec.nodeName!=\"\n\\"),
+            "pods fields spec.nodeName!="
+        );
     }
 
     #[test]

@@ -10,9 +10,9 @@
 //! guests, keeping a guest whose kinds the API server does not serve yet (a
 //! CRD not installed) waiting — not ready, retried with backoff, started
 //! when the kind appears — and running everything until shutdown, lost
-//! leadership, or a cache that cannot sync (fatal: a controller that
-//! silently does nothing is worse than one that exits). It never reconciles
-//! anything itself.
+//! leadership, or a cache that cannot sync or has no working watch past
+//! its deadline (fatal: a controller that silently does nothing is worse
+//! than one that exits; see `health`). It never reconciles anything itself.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -115,6 +115,8 @@ pub struct SupervisorConfig {
     /// Periodic rescan of the guest directory (safety net for missed
     /// notifications).
     pub rescan: Option<Duration>,
+    /// How long failing watches are tolerated (not ready, then exit).
+    pub watch_health: crate::health::WatchHealthConfig,
 }
 
 /// Leadership as the host sees it (defined by the leader-election bridge).
@@ -185,11 +187,13 @@ impl Supervisor {
             return Err(SupervisorError::NoGuests);
         }
         let runtime = GuestRuntime::new(config.runtime.clone())?;
-        let registry = InformerRegistry::new(client.clone());
         let discovery = Discovery::new(client.clone());
         // Without a scraped registry the guests still count (tests and the
         // demo read the same counters).
         let metrics = metrics.unwrap_or_default();
+        let registry = InformerRegistry::new(client.clone())
+            .with_health(config.watch_health)
+            .with_metrics(metrics.clone());
         let (failures_tx, failures_rx) = mpsc::unbounded_channel();
         let recorder = Recorder::new(
             client.clone(),
@@ -432,8 +436,8 @@ impl Supervisor {
 
     /// Readiness: Ok once every guest runs and every cache of every guest
     /// has synced (followers too: they must be able to take over);
-    /// otherwise which guest waits, and for what (a kind the API server
-    /// does not serve yet, or its caches).
+    /// otherwise which guest waits, and for what (a kind not served yet, its
+    /// caches, or a watch failing past `--unhealthy-watch-seconds`).
     pub fn readiness(&self) -> Result<(), NotSynced> {
         if let Some((guest, kind)) = self.waiting.any() {
             return Err(NotSynced {
@@ -441,13 +445,11 @@ impl Supervisor {
                 why: format!("waiting for {kind} to be served (is its CRD installed?)"),
             });
         }
-        match lock(&self.guests)
-            .values()
-            .find(|g| !g.controller.is_synced())
-        {
-            None => Ok(()),
+        let guests = self.controllers();
+        match guests.iter().find(|g| !g.is_synced()) {
+            None => crate::health::unready_guest(&guests).map_or(Ok(()), Err),
             Some(g) => Err(NotSynced {
-                guest: g.controller.name().to_string(),
+                guest: g.name().to_string(),
                 why: "caches not synced".into(),
             }),
         }

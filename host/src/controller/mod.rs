@@ -377,6 +377,12 @@ impl GuestController {
             .all(|i| i.state() == crate::informer::SyncState::Synced)
     }
 
+    /// Why one of the guest's caches makes the host not ready: its watch
+    /// has been failing longer than tolerated (see [`crate::health`]).
+    pub fn unhealthy_watch(&self) -> Option<String> {
+        self.informers().find_map(Informer::unready)
+    }
+
     /// Enqueues every key the guest's world produces.
     pub fn enqueue_all(&self) {
         for key in keys::all_keys(&self.manifest, &self.caches) {
@@ -511,7 +517,7 @@ impl GuestController {
             Err(e) => {
                 let reason = e.metric_label();
                 tracing::warn!(reason, "adding the host-managed finalizer: {e}");
-                return (Outcome::retry(e), Some(reason));
+                return (crate::failure::outcome(e), Some(reason));
             }
         };
         let module = self.module.clone();
@@ -586,7 +592,7 @@ impl GuestController {
             Err(e) => {
                 let reason = e.metric_label();
                 tracing::warn!(reason, "{e}");
-                return (Outcome::retry(e), Some(reason));
+                return (crate::failure::outcome(e), Some(reason));
             }
             Ok(done) => {
                 executed.changed_meanwhile |= done.changed_meanwhile;

@@ -19,6 +19,13 @@
 //! 4. On success the worker calls [`Workqueue::forget`] to reset the key's
 //!    backoff; on failure [`Workqueue::add_rate_limited`] re-adds it after
 //!    `max(per-key backoff, token-bucket wait)`.
+//! 5. Unlike client-go, a failure that was the API server's (5xx, 429, no
+//!    connection, 403) goes through [`Workqueue::add_unavailable`]: the same
+//!    backoff, except that one such key, the probe, is retried at least every
+//!    [`Config::probe_interval`], and once any of them succeeds every other
+//!    is retried at once with its backoff reset. After an outage of any
+//!    length the keys converge within about one probe interval, not at their
+//!    backed-off times (up to 1000 s).
 //!
 //! # Layout
 //! - `rate_limit`: [`Config`] and the [`RateLimiter`] (per-key backoff,
@@ -32,6 +39,8 @@ mod metrics;
 mod queue;
 mod rate_limit;
 #[cfg(test)]
+mod recovery_tests;
+#[cfg(test)]
 mod tests;
 mod workers;
 
@@ -40,7 +49,8 @@ use std::time::Duration;
 pub use metrics::WorkqueueMetrics;
 pub use queue::Workqueue;
 pub use rate_limit::{
-    Config, RateLimiter, DEFAULT_BASE_DELAY, DEFAULT_BURST, DEFAULT_MAX_DELAY, DEFAULT_QPS,
+    Config, RateLimiter, DEFAULT_BASE_DELAY, DEFAULT_BURST, DEFAULT_MAX_DELAY,
+    DEFAULT_PROBE_INTERVAL, DEFAULT_QPS,
 };
 pub use workers::{run_workers, BoxError, Outcome};
 

@@ -36,6 +36,10 @@ struct State<K> {
     waiting_index: HashMap<K, (Instant, u64)>,
     next_seq: u64,
     shutting_down: bool,
+    /// Keys whose last failure was the API server's (see `add_unavailable`).
+    unavailable: HashSet<K>,
+    /// The one of them retried at least every probe interval.
+    probe: Option<K>,
 }
 
 impl<K: Clone + Eq + Hash> State<K> {
@@ -49,6 +53,43 @@ impl<K: Clone + Eq + Hash> State<K> {
             waiting_index: HashMap::new(),
             next_seq: 0,
             shutting_down: false,
+            unavailable: HashSet::new(),
+            probe: None,
+        }
+    }
+
+    /// Schedules `key` at `ready_at` unless it already waits for an
+    /// earlier time. Returns whether `ready_at` is now the earliest time.
+    fn schedule(&mut self, key: K, ready_at: Instant) -> bool {
+        if let Some(&(at, seq)) = self.waiting_index.get(&key) {
+            if at <= ready_at {
+                return false;
+            }
+            self.waiting.remove(&(at, seq));
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.waiting.insert((ready_at, seq), key.clone());
+        self.waiting_index.insert(key, (ready_at, seq));
+        self.next_ready_at() == Some(ready_at)
+    }
+
+    /// `key` no longer waits out a server failure; if it was the probe,
+    /// another waiting such key becomes the probe, due within `interval`.
+    /// Returns whether that moved the earliest ready time.
+    fn leave_unavailable(&mut self, key: &K, now: Instant, interval: Duration) -> bool {
+        self.unavailable.remove(key);
+        if self.probe.as_ref() != Some(key) {
+            return false;
+        }
+        self.probe = self
+            .unavailable
+            .iter()
+            .find(|k| self.waiting_index.contains_key(*k))
+            .cloned();
+        match self.probe.clone() {
+            Some(next) => self.schedule(next, now + interval),
+            None => false,
         }
     }
 
@@ -108,6 +149,8 @@ struct Shared<K> {
     /// Wakes `shutdown_with_drain`: the last in-flight key was done.
     idle: Notify,
     limiter: RateLimiter<K>,
+    /// See [`Config::probe_interval`].
+    probe_interval: Duration,
     metrics: Option<QueueMetrics>,
 }
 
@@ -182,6 +225,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Workqueue<K> {
                 ready: Notify::new(),
                 idle: Notify::new(),
                 limiter: RateLimiter::new(config),
+                probe_interval: config.probe(),
                 metrics,
             }),
         }
@@ -231,17 +275,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Workqueue<K> {
                 return ((), state.add(key, now, metrics));
             }
             let ready_at = now + delay.min(MAX_SCHEDULE_AHEAD);
-            if let Some(&(at, seq)) = state.waiting_index.get(&key) {
-                if at <= ready_at {
-                    return ((), false);
-                }
-                state.waiting.remove(&(at, seq));
-            }
-            let seq = state.next_seq;
-            state.next_seq += 1;
-            state.waiting.insert((ready_at, seq), key.clone());
-            state.waiting_index.insert(key, (ready_at, seq));
-            earliest_changed = state.next_ready_at() == Some(ready_at);
+            earliest_changed = state.schedule(key, ready_at);
             ((), false)
         });
         if earliest_changed {
@@ -262,7 +296,47 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Workqueue<K> {
         if let Some(metrics) = self.metrics() {
             metrics.retries.inc();
         }
+        let interval = self.shared.probe_interval;
+        let moved = lock(&self.shared.state).leave_unavailable(&key, Instant::now(), interval);
+        if moved {
+            self.shared.ready.notify_waiters();
+        }
         self.add_after(key, delay);
+    }
+
+    /// Re-adds `key`, which failed because the API server did (5xx, 429, no
+    /// connection, 403), after its rate-limited delay like
+    /// [`add_rate_limited`](Self::add_rate_limited), with two differences:
+    /// if no other such key is the probe, `key` becomes it and waits at most
+    /// the probe interval; and when any such key next succeeds
+    /// ([`forget`](Self::forget)), every other one is retried at once with
+    /// its backoff reset. Ignored after shutdown.
+    pub fn add_unavailable(&self, key: K) {
+        if self.is_shutting_down() {
+            return;
+        }
+        let backoff = self.shared.limiter.when(&key);
+        if let Some(metrics) = self.metrics() {
+            metrics.retries.inc();
+        }
+        let delay = {
+            let mut state = lock(&self.shared.state);
+            state.unavailable.insert(key.clone());
+            if state.probe.is_none() || state.probe.as_ref() == Some(&key) {
+                state.probe = Some(key.clone());
+                backoff.min(self.shared.probe_interval)
+            } else {
+                backoff
+            }
+        };
+        self.add_after(key, delay);
+    }
+
+    /// The longest per-key backoff of any failing key: how long its last
+    /// failure made it wait, or would have, were it not the probe.
+    #[must_use]
+    pub fn longest_backoff(&self) -> Duration {
+        self.shared.limiter.longest_backoff()
     }
 
     /// Waits for a key and marks it processing; the caller must call
@@ -341,8 +415,44 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Workqueue<K> {
     }
 
     /// Clears `key`'s failure count; call it when `key` succeeded.
+    ///
+    /// If `key` had failed because the API server did, the server answers
+    /// again: every other key waiting out such a failure is queued now,
+    /// its backoff reset.
     pub fn forget(&self, key: &K) {
         self.shared.limiter.forget(key);
+        let recovered: Vec<K> = {
+            let mut state = lock(&self.shared.state);
+            if !state.unavailable.remove(key) {
+                return;
+            }
+            state.probe = None;
+            state.unavailable.drain().collect()
+        };
+        if recovered.is_empty() {
+            return;
+        }
+        for k in &recovered {
+            self.shared.limiter.forget(k);
+        }
+        let metrics = self.shared.metrics.as_ref();
+        let count = recovered.len();
+        self.with_state(|state, now| {
+            let mut pushed = false;
+            for k in recovered {
+                if let Some(entry) = state.waiting_index.remove(&k) {
+                    state.waiting.remove(&entry);
+                    pushed |= state.add(k, now, metrics);
+                }
+            }
+            ((), pushed)
+        });
+        tracing::info!(
+            keys = count,
+            "the API server answers again: keys waiting out its failure are retried now"
+        );
+        // Several keys may have been queued: wake every getter.
+        self.shared.ready.notify_waiters();
     }
 
     /// How many times `key` has been rate-limited since it was last forgotten.
@@ -382,6 +492,8 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Workqueue<K> {
             state.added_at.clear();
             state.waiting.clear();
             state.waiting_index.clear();
+            state.unavailable.clear();
+            state.probe = None;
             state.update_depth(self.metrics());
         }
         self.shared.ready.notify_waiters();

@@ -29,6 +29,10 @@ pub const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(1000);
 pub const DEFAULT_QPS: f64 = 10.0;
 /// Default size of the global token bucket (client-go: 100).
 pub const DEFAULT_BURST: u32 = 100;
+/// Default longest wait of the probe key while keys wait out an API-server
+/// failure (see [`Config::probe_interval`]): with a reconcile on top, a
+/// recovered server is noticed within about 5 s.
+pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_secs(2);
 
 /// Rate-limiting configuration of a [`Workqueue`](super::Workqueue).
 ///
@@ -42,6 +46,7 @@ pub struct Config {
     max_delay: Duration,
     qps: f64,
     burst: u32,
+    probe_interval: Duration,
 }
 
 impl Default for Config {
@@ -51,6 +56,7 @@ impl Default for Config {
             max_delay: DEFAULT_MAX_DELAY,
             qps: DEFAULT_QPS,
             burst: DEFAULT_BURST,
+            probe_interval: DEFAULT_PROBE_INTERVAL,
         }
     }
 }
@@ -94,6 +100,22 @@ impl Config {
         self.burst = burst;
         self
     }
+
+    /// While keys wait out an API-server failure
+    /// ([`Workqueue::add_unavailable`](super::Workqueue::add_unavailable)),
+    /// one of them, the probe, is retried at least this often whatever its
+    /// backoff; when it succeeds, every other such key is retried at once
+    /// with its backoff reset. One request per interval is what an outage
+    /// costs the server; a shorter interval notices recovery sooner.
+    #[must_use]
+    pub fn probe_interval(mut self, interval: Duration) -> Self {
+        self.probe_interval = interval;
+        self
+    }
+
+    pub(super) fn probe(&self) -> Duration {
+        self.probe_interval
+    }
 }
 
 /// Per-key exponential backoff (client-go's `ItemExponentialFailureRateLimiter`).
@@ -123,6 +145,21 @@ impl<K: Clone + Eq + Hash> ItemBackoff<K> {
 
     fn num_requeues(&self, key: &K) -> u32 {
         lock(&self.failures).get(key).copied().unwrap_or(0)
+    }
+
+    /// The backoff `failures` failures earned (the last one's delay).
+    fn delay_after(&self, failures: u32) -> Duration {
+        let Some(exponent) = failures.checked_sub(1) else {
+            return Duration::ZERO;
+        };
+        2u32.checked_pow(exponent)
+            .and_then(|factor| self.base.checked_mul(factor))
+            .map_or(self.max, |delay| delay.min(self.max))
+    }
+
+    fn longest(&self) -> Duration {
+        let most = lock(&self.failures).values().copied().max().unwrap_or(0);
+        self.delay_after(most)
     }
 
     fn forget(&self, key: &K) {
@@ -242,6 +279,13 @@ impl<K: Clone + Eq + Hash> RateLimiter<K> {
     #[must_use]
     pub fn num_requeues(&self, key: &K) -> u32 {
         self.backoff.num_requeues(key)
+    }
+
+    /// The longest per-key backoff any key has now: the delay its last
+    /// failure earned (zero when no key is failing).
+    #[must_use]
+    pub fn longest_backoff(&self) -> Duration {
+        self.backoff.longest()
     }
 
     /// Resets `key`'s failure count, so its next failure waits `base_delay`

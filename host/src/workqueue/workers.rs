@@ -29,6 +29,10 @@ pub enum Outcome {
     RequeueAfter(Duration),
     /// The key failed: it is re-added after its rate-limited delay.
     Retry(BoxError),
+    /// The key failed because the API server did (5xx, 429, no connection,
+    /// 403): re-added like [`Outcome::Retry`], but retried promptly once
+    /// the server answers again (see [`Workqueue::add_unavailable`]).
+    Unavailable(BoxError),
 }
 
 impl Outcome {
@@ -36,6 +40,11 @@ impl Outcome {
     /// `String`, any `std::error::Error`).
     pub fn retry(error: impl Into<BoxError>) -> Self {
         Self::Retry(error.into())
+    }
+
+    /// An [`Outcome::Unavailable`] from anything error-like.
+    pub fn unavailable(error: impl Into<BoxError>) -> Self {
+        Self::Unavailable(error.into())
     }
 }
 
@@ -45,7 +54,8 @@ impl Outcome {
 ///
 /// Per key, as in sample-controller's `processNextWorkItem`:
 /// [`Outcome::Success`] → `forget`; [`Outcome::RequeueAfter`] → `forget` +
-/// `add_after`; [`Outcome::Retry`] → `add_rate_limited`; then always `done`.
+/// `add_after`; [`Outcome::Retry`] → `add_rate_limited`;
+/// [`Outcome::Unavailable`] → `add_unavailable`; then always `done`.
 /// A panicking handler counts as a retry, so a bug cannot wedge its key in
 /// the processing state forever.
 pub async fn run_workers<K, F, Fut>(queue: Workqueue<K>, workers: usize, handler: F)
@@ -94,6 +104,15 @@ where
                 "reconcile failed; retrying with backoff"
             );
             queue.add_rate_limited(key.clone());
+        }
+        Outcome::Unavailable(error) => {
+            tracing::warn!(
+                ?key,
+                %error,
+                requeues = queue.num_requeues(&key),
+                "reconcile failed on the API server's side; retrying with backoff, promptly once it answers"
+            );
+            queue.add_unavailable(key.clone());
         }
     }
     queue.done(&key);
