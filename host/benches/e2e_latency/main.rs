@@ -134,11 +134,11 @@ fn print_table(outcomes: &[Outcome], setup: &Setup) {
         setup.idle.as_secs()
     );
     println!();
-    println!("| system | pods | cold start | VmHWM | VmRSS | CPU during churn | latency p50 | p90 | p99 | max | missed | writes during churn | idle writes |");
+    println!("| system | pods | cold start | VmHWM | VmRSS | CPU during churn | latency p50 | p90 | p99 | max | missed | writes during churn: versions / requests (reconciles) | idle writes: versions / requests (reconciles) |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for o in outcomes {
         println!(
-            "| {} | {} | {:.2} s | {:.0} MiB | {:.0} MiB | {:.2} s | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {:.2} s | {:.0} MiB | {:.0} MiB | {:.2} s | {} | {} | {} | {} | {} | {} / {} ({}) | {} / {} ({}) |",
             o.system.name(),
             o.pods,
             o.cold_start.as_secs_f64(),
@@ -151,7 +151,11 @@ fn print_table(outcomes: &[Outcome], setup: &Setup) {
             ms(o.latency.max),
             o.missed,
             o.churn_writes,
+            o.churn_requests.writes,
+            o.churn_requests.reconciles,
             o.idle_writes,
+            o.idle_requests.writes,
+            o.idle_requests.reconciles,
         );
     }
     println!();
@@ -179,7 +183,18 @@ fn check(outcomes: &[Outcome]) {
             o.missed, 0,
             "{name}: every change shows up in the ConfigMap"
         );
-        assert_eq!(o.idle_writes, 0, "{name}: no writes while nothing changes");
+        assert_eq!(
+            o.idle_writes, 0,
+            "{name}: no new version while nothing changes"
+        );
+        assert_eq!(
+            o.idle_requests.writes, 0.0,
+            "{name}: no write request while nothing changes"
+        );
+        assert!(
+            o.churn_requests.writes >= o.churn_writes as f64,
+            "{name}: every new version was a write request the system counted"
+        );
         assert!(!o.final_data.is_empty(), "{name}: a summary was written");
     }
     for pair in outcomes.chunks(2) {

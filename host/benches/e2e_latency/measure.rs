@@ -42,6 +42,35 @@ pub fn cpu_time(pid: u32) -> Option<Duration> {
     Some(Duration::from_secs_f64((utime + stime) / USER_HZ))
 }
 
+/// The Prometheus text at `http://127.0.0.1:{port}/metrics`, if it answers.
+pub async fn scrape(port: u16) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    conn.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .await
+        .ok()?;
+    let mut body = String::new();
+    conn.read_to_string(&mut body).await.ok()?;
+    Some(body)
+}
+
+/// Sum of the samples of metric `name` whose labels contain every one of
+/// `labels` (`key="value"` strings).
+pub fn metric_sum(text: &str, name: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let (metric, rest) = series.split_once('{').unwrap_or((series, ""));
+            (metric == name && labels.iter().all(|want| rest.contains(want)))
+                .then(|| value.parse::<f64>().ok())
+                .flatten()
+        })
+        .sum()
+}
+
 /// One version of the ConfigMap as the watch delivered it.
 #[derive(Clone, Debug)]
 pub struct Seen {

@@ -37,6 +37,10 @@ use tokio::sync::Notify;
 pub const POD_SELECTOR: &str = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed";
 /// The field manager of the peer's applies.
 pub const FIELD_MANAGER: &str = "native-gpu-summary";
+/// What the peer prints on stdout for each reconcile.
+pub const RECONCILE_LINE: &str = "reconcile";
+/// What the peer prints on stdout for each apply request it sends.
+pub const APPLY_LINE: &str = "apply";
 /// The resource counted.
 const RESOURCE: &str = "nvidia.com/gpu";
 
@@ -166,10 +170,14 @@ pub async fn run(args: PeerArgs) -> anyhow::Result<()> {
     let mut written: Option<BTreeMap<String, String>> = None;
     loop {
         changed.notified().await;
+        // One line per reconcile and per write request, for the bench to
+        // count (stdout is line-buffered: one small write each).
+        println!("{RECONCILE_LINE}");
         let data = desired(&reader.state());
         if written.as_ref() == Some(&data) {
             continue;
         }
+        println!("{APPLY_LINE}");
         let body = json!({
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": args.name, "namespace": args.namespace},

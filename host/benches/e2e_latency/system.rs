@@ -11,8 +11,10 @@ use std::time::{Duration, Instant};
 
 use kube::Client;
 
-use crate::measure::{cpu_time, percentiles, status_bytes, Percentiles, Recorder};
-use crate::native_peer::PeerArgs;
+use crate::measure::{
+    cpu_time, metric_sum, percentiles, scrape, status_bytes, Percentiles, Recorder,
+};
+use crate::native_peer::{PeerArgs, APPLY_LINE, RECONCILE_LINE};
 use crate::pods::{self, World};
 
 /// Namespace the summaries are written to.
@@ -87,19 +89,86 @@ pub struct Outcome {
     pub churn_writes: usize,
     /// New ConfigMap versions while idle.
     pub idle_writes: usize,
+    /// Reconciles and write requests (as the system counts them) during
+    /// the churn.
+    pub churn_requests: Counts,
+    /// The same while idle.
+    pub idle_requests: Counts,
     /// The summary at cold start.
     pub cold_data: std::collections::BTreeMap<String, String>,
     /// The summary at the end.
     pub final_data: std::collections::BTreeMap<String, String>,
 }
 
+/// What a system reports doing: reconciles run and write (PATCH) requests
+/// sent. The native peer prints a line for each; wasmctrl's `/metrics` has
+/// `controller_runtime_reconcile_total` and `rest_client_requests_total`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Counts {
+    /// Reconciles.
+    pub reconciles: f64,
+    /// Write requests.
+    pub writes: f64,
+}
+
+impl std::ops::Sub for Counts {
+    type Output = Counts;
+    fn sub(self, rhs: Counts) -> Counts {
+        Counts {
+            reconciles: self.reconciles - rhs.reconciles,
+            writes: self.writes - rhs.writes,
+        }
+    }
+}
+
+/// A running system and where to read its counts.
+struct Running {
+    child: Child,
+    system: System,
+    stdout: PathBuf,
+    metrics_port: u16,
+}
+
+impl Running {
+    async fn counts(&self) -> Counts {
+        match self.system {
+            System::Native => {
+                let out = std::fs::read_to_string(&self.stdout).unwrap_or_default();
+                let count = |line: &str| out.lines().filter(|l| *l == line).count() as f64;
+                Counts {
+                    reconciles: count(RECONCILE_LINE),
+                    writes: count(APPLY_LINE),
+                }
+            }
+            System::Wasmctrl => {
+                let text = scrape(self.metrics_port).await.unwrap_or_default();
+                Counts {
+                    reconciles: metric_sum(&text, "controller_runtime_reconcile_total", &[]),
+                    writes: metric_sum(&text, "rest_client_requests_total", &["method=\"PATCH\""]),
+                }
+            }
+        }
+    }
+}
+
+/// A port nobody listens on right now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free local port")
+}
+
 fn configmap_name(system: System) -> String {
     format!("gpu-summary-{}", system.name())
 }
 
-fn spawn(system: System, setup: &Setup) -> Child {
+fn spawn(system: System, setup: &Setup) -> Running {
     let log = setup.log_dir.join(format!("{}.log", system.name()));
     let stderr = std::fs::File::create(&log).expect("subprocess log file");
+    let stdout_path = setup.log_dir.join(format!("{}.out", system.name()));
+    let stdout = std::fs::File::create(&stdout_path).expect("subprocess output file");
+    let metrics_port = free_port();
     let mut cmd = match system {
         System::Native => {
             let mut cmd = Command::new(std::env::current_exe().expect("own executable"));
@@ -126,22 +195,26 @@ fn spawn(system: System, setup: &Setup) -> Child {
                 .arg(format!("gpu-summary.name={}", configmap_name(system)))
                 .arg("--resync-seconds")
                 .arg(setup.resync.as_secs().to_string())
-                .args([
-                    "--metrics-addr",
-                    "127.0.0.1:0",
-                    "--health-addr",
-                    "127.0.0.1:0",
-                ])
+                .arg("--metrics-addr")
+                .arg(format!("127.0.0.1:{metrics_port}"))
+                .args(["--health-addr", "127.0.0.1:0"])
                 .arg("--no-guest-cache");
             cmd
         }
     };
-    cmd.env("RUST_LOG", "warn")
+    let child = cmd
+        .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(stdout)
         .stderr(stderr)
         .spawn()
-        .unwrap_or_else(|e| panic!("starting {}: {e}", system.name()))
+        .unwrap_or_else(|e| panic!("starting {}: {e}", system.name()));
+    Running {
+        child,
+        system,
+        stdout: stdout_path,
+        metrics_port,
+    }
 }
 
 /// The subprocess's log, for a failure message.
@@ -227,8 +300,8 @@ pub async fn run(
     let live_pods = world.pods.iter().filter(|p| p.live).count();
 
     let started = Instant::now();
-    let mut child = spawn(system, setup);
-    let pid = child.id();
+    let mut running = spawn(system, setup);
+    let pid = running.child.id();
     let synced = wait_for(&recorder, started, COLD_TIMEOUT, |d| d == &expected)
         .await
         .unwrap_or_else(|| {
@@ -249,6 +322,7 @@ pub async fn run(
     );
 
     // Churn: one change every 1/rate s, each on its own node.
+    let counts_before = running.counts().await;
     let cpu_before = cpu_time(pid).unwrap_or_default();
     let churn_start = Instant::now();
     let period = Duration::from_secs_f64(1.0 / setup.rate);
@@ -288,15 +362,17 @@ pub async fn run(
     let churn_end = Instant::now();
     let churn_cpu = cpu_time(pid).unwrap_or_default().saturating_sub(cpu_before);
     let churn_writes = recorder.writes_between(churn_start, churn_end);
+    let counts_churned = running.counts().await;
 
     // Idle across a resync: nothing changed, so nothing should be written.
     tokio::time::sleep(setup.idle).await;
     let idle_writes = recorder.writes_between(churn_end, Instant::now());
+    let counts_idle = running.counts().await;
     let final_data = recorder.latest().unwrap_or_default();
 
-    let exited = child.try_wait().ok().flatten();
-    let _ = child.kill();
-    let _ = child.wait();
+    let exited = running.child.try_wait().ok().flatten();
+    let _ = running.child.kill();
+    let _ = running.child.wait();
     watch.abort();
     assert!(
         exited.is_none(),
@@ -315,6 +391,8 @@ pub async fn run(
         missed,
         churn_writes,
         idle_writes,
+        churn_requests: counts_churned - counts_before,
+        idle_requests: counts_idle - counts_churned,
         cold_data: recorder
             .snapshot()
             .into_iter()
