@@ -1,0 +1,269 @@
+//! End-to-end latency, memory and CPU: the wasmctrl host running the
+//! GPU-summary guest against the same controller written natively with
+//! kube-runtime (`native_peer`), both as subprocesses against one embedded
+//! API server holding realistic pods (~10 KB each as served) over
+//! `pods / 20` nodes.
+//!
+//! For each system, one at a time: cold start (process start → the
+//! ConfigMap shows the full, correct summary), VmHWM and VmRSS after sync,
+//! then a churn of single-pod changes at 20/s (create, delete, or mark
+//! `Failed` a pod, each on its own node, so every change moves one node's
+//! number), timing each from sending it to a ConfigMap watch (opened before
+//! the process started) showing that node's new number; the CPU time
+//! (utime + stime) the process used during the churn; the ConfigMap
+//! versions written during the churn and while idle across a resync period
+//! afterwards (0 expected).
+//!
+//! Run: `make guest && cargo bench -p wasmctrl --bench e2e_latency --
+//! --pods 10000` (sizes comma-separated; `E2E_PODS` and `E2E_CHANGES` work
+//! too). Both systems get `--resync-seconds 30` and no leader election;
+//! wasmctrl runs with `--no-guest-cache`, so its cold start includes
+//! compiling the guest. Under `cargo test --all-targets` it runs a smoke
+//! world (200 pods, 10 changes, resync 2 s) that asserts every change shows
+//! up, both systems converge to the summary the bench expects (the second
+//! system's cold start shows exactly the first one's final summary), and
+//! neither writes while idle.
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+mod measure;
+mod native_peer;
+mod pods;
+mod system;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+use wasmctrl_apiserver::{ApiServer, ApiServerConfig};
+
+use system::{Outcome, Setup, System};
+
+/// Sizes of the measured run when none are given.
+const DEFAULT_PODS: usize = 10_000;
+/// Changes in the measured churn.
+const DEFAULT_CHANGES: usize = 200;
+/// Changes per second.
+const RATE: f64 = 20.0;
+/// Resync period of the measured run.
+const RESYNC: Duration = Duration::from_secs(30);
+/// Smoke run (`cargo test --all-targets`).
+const SMOKE_PODS: usize = 200;
+const SMOKE_CHANGES: usize = 10;
+const SMOKE_RESYNC: Duration = Duration::from_secs(2);
+/// Idle writes are counted over the resync period plus this.
+const IDLE_MARGIN: Duration = Duration::from_secs(5);
+const SMOKE_IDLE_MARGIN: Duration = Duration::from_secs(2);
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"))
+}
+
+/// The value after `flag`, else the environment variable `env`.
+fn option(args: &[String], flag: &str, env: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == flag)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+        .or_else(|| std::env::var(env).ok())
+}
+
+fn sizes(list: &str) -> Vec<usize> {
+    list.split(',')
+        .map(|s| {
+            s.trim()
+                .replace('_', "")
+                .parse()
+                .unwrap_or_else(|e| panic!("--pods {list:?}: {e}"))
+        })
+        .collect()
+}
+
+async fn run_size(pods: usize, setup: &Setup) -> Vec<Outcome> {
+    let server = ApiServer::start(ApiServerConfig::default())
+        .await
+        .expect("embedded API server starts");
+    server
+        .write_kubeconfig(&setup.kubeconfig)
+        .expect("kubeconfig written");
+    let client = server.client().await.unwrap();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for ns in [pods::NAMESPACE, system::SUMMARY_NAMESPACE] {
+        namespaces
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
+            )
+            .await
+            .unwrap();
+    }
+    let t = std::time::Instant::now();
+    let mut world = pods::populate(&client, pods).await;
+    eprintln!(
+        "e2e_latency: created {pods} pods over {} nodes in {:.1} s",
+        world.nodes,
+        t.elapsed().as_secs_f64()
+    );
+    let mut outcomes = Vec::new();
+    for (i, system) in [System::Native, System::Wasmctrl].into_iter().enumerate() {
+        let first_node = i * setup.changes;
+        outcomes.push(system::run(&client, &mut world, setup, system, first_node).await);
+    }
+    drop(server);
+    outcomes
+}
+
+fn mib(b: u64) -> f64 {
+    b as f64 / (1024.0 * 1024.0)
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn print_table(outcomes: &[Outcome], setup: &Setup) {
+    println!(
+        "e2e_latency: {} changes at {}/s, resync {} s, idle window {} s",
+        setup.changes,
+        setup.rate,
+        setup.resync.as_secs(),
+        setup.idle.as_secs()
+    );
+    println!();
+    println!("| system | pods | cold start | VmHWM | VmRSS | CPU during churn | latency p50 | p90 | p99 | max | missed | writes during churn: versions / requests (reconciles) | idle writes: versions / requests (reconciles) |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for o in outcomes {
+        println!(
+            "| {} | {} | {:.2} s | {:.0} MiB | {:.0} MiB | {:.2} s | {} | {} | {} | {} | {} | {} / {} ({}) | {} / {} ({}) |",
+            o.system.name(),
+            o.pods,
+            o.cold_start.as_secs_f64(),
+            mib(o.vm_hwm),
+            mib(o.vm_rss),
+            o.churn_cpu.as_secs_f64(),
+            ms(o.latency.p50),
+            ms(o.latency.p90),
+            ms(o.latency.p99),
+            ms(o.latency.max),
+            o.missed,
+            o.churn_writes,
+            o.churn_requests.writes,
+            o.churn_requests.reconciles,
+            o.idle_writes,
+            o.idle_requests.writes,
+            o.idle_requests.reconciles,
+        );
+    }
+    println!();
+    for pair in outcomes.chunks(2) {
+        let [n, w] = pair else { continue };
+        let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
+        let secs = |d: Duration| d.as_secs_f64();
+        println!(
+            "wasmctrl/native at {} pods: cold start {:.2}x, VmHWM {:.2}x, churn CPU {:.2}x, p50 {:.2}x, p99 {:.2}x",
+            n.pods,
+            ratio(secs(w.cold_start), secs(n.cold_start)),
+            ratio(w.vm_hwm as f64, n.vm_hwm as f64),
+            ratio(secs(w.churn_cpu), secs(n.churn_cpu)),
+            ratio(secs(w.latency.p50), secs(n.latency.p50)),
+            ratio(secs(w.latency.p99), secs(n.latency.p99)),
+        );
+    }
+}
+
+/// What the smoke run guarantees about both systems.
+fn check(outcomes: &[Outcome]) {
+    for o in outcomes {
+        let name = o.system.name();
+        assert_eq!(
+            o.missed, 0,
+            "{name}: every change shows up in the ConfigMap"
+        );
+        assert_eq!(
+            o.idle_writes, 0,
+            "{name}: no new version while nothing changes"
+        );
+        assert_eq!(
+            o.idle_requests.writes, 0.0,
+            "{name}: no write request while nothing changes"
+        );
+        assert!(
+            o.churn_requests.writes >= o.churn_writes as f64,
+            "{name}: every new version was a write request the system counted"
+        );
+        assert!(!o.final_data.is_empty(), "{name}: a summary was written");
+    }
+    for pair in outcomes.chunks(2) {
+        let [first, second] = pair else { continue };
+        assert_eq!(
+            second.cold_data, first.final_data,
+            "both systems converge to the same summary of the same pods"
+        );
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--native-peer") {
+        let peer = native_peer::PeerArgs::parse(&args).expect("native peer arguments");
+        let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+        if let Err(e) = rt.block_on(native_peer::run(peer)) {
+            eprintln!("native peer: {e:#}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    // `cargo bench` passes --bench; `cargo test --all-targets` runs this
+    // as a smoke test on a tiny world.
+    let full = args.iter().any(|a| a == "--bench");
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let guest = target_dir().join("wasm32-wasip2/guest/guest_gpu_summary.wasm");
+    assert!(
+        guest.exists(),
+        "{} is missing: run `make guest` first",
+        guest.display()
+    );
+    let (sizes, changes, resync, idle_margin) = if full {
+        let pods =
+            option(&args, "--pods", "E2E_PODS").map_or_else(|| vec![DEFAULT_PODS], |l| sizes(&l));
+        let changes = option(&args, "--changes", "E2E_CHANGES").map_or(DEFAULT_CHANGES, |c| {
+            c.parse().expect("--changes is a number")
+        });
+        (pods, changes, RESYNC, IDLE_MARGIN)
+    } else {
+        (
+            vec![SMOKE_PODS],
+            SMOKE_CHANGES,
+            SMOKE_RESYNC,
+            SMOKE_IDLE_MARGIN,
+        )
+    };
+    let setup = Setup {
+        kubeconfig: dir.path().join("kubeconfig"),
+        log_dir: dir.path().to_path_buf(),
+        wasmctrl: PathBuf::from(env!("CARGO_BIN_EXE_wasmctrl")),
+        guest,
+        resync,
+        changes,
+        rate: RATE,
+        idle: resync + idle_margin,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut outcomes = Vec::new();
+    for pods in sizes {
+        outcomes.extend(rt.block_on(run_size(pods, &setup)));
+    }
+    print_table(&outcomes, &setup);
+    if !full {
+        check(&outcomes);
+        println!("e2e_latency smoke: both systems converged, every change seen, no idle writes");
+    }
+}

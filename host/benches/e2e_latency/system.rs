@@ -1,0 +1,404 @@
+//! One system under test, start to finish: start it as a subprocess, wait
+//! for its cold start (the ConfigMap shows the full, correct summary), read
+//! its memory, drive the churn (single-pod changes at a fixed rate, each
+//! moving one node's number) and time each change until the ConfigMap shows
+//! it, then count writes while idle across a resync. It owns the
+//! subprocess and kills it at the end; it never looks inside it.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kube::Client;
+
+use crate::measure::{
+    cpu_time, metric_sum, percentiles, scrape, status_bytes, Percentiles, Recorder,
+};
+use crate::native_peer::{PeerArgs, APPLY_LINE, RECONCILE_LINE};
+use crate::pods::{self, World};
+
+/// Namespace the summaries are written to.
+pub const SUMMARY_NAMESPACE: &str = "ops";
+/// How long a cold start may take before the bench gives up.
+const COLD_TIMEOUT: Duration = Duration::from_secs(900);
+/// How long one change may take to show before it counts as missed.
+const CHANGE_TIMEOUT: Duration = Duration::from_secs(120);
+/// How often the bench looks at what the ConfigMap watch recorded.
+const POLL: Duration = Duration::from_millis(5);
+
+/// The two systems compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum System {
+    /// kube-runtime reflector + native summary (`native_peer`).
+    Native,
+    /// `wasmctrl run` with the GPU-summary guest.
+    Wasmctrl,
+}
+
+impl System {
+    /// Short name, also the ConfigMap's suffix.
+    pub fn name(self) -> &'static str {
+        match self {
+            System::Native => "native",
+            System::Wasmctrl => "wasmctrl",
+        }
+    }
+}
+
+/// What is the same for every system in one run.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    /// Kubeconfig of the embedded API server.
+    pub kubeconfig: PathBuf,
+    /// Where subprocess logs go.
+    pub log_dir: PathBuf,
+    /// The `wasmctrl` binary.
+    pub wasmctrl: PathBuf,
+    /// The GPU-summary guest.
+    pub guest: PathBuf,
+    /// Resync period both systems get.
+    pub resync: Duration,
+    /// Single-pod changes in the churn.
+    pub changes: usize,
+    /// Changes per second.
+    pub rate: f64,
+    /// How long idle writes are counted (longer than `resync`).
+    pub idle: Duration,
+}
+
+/// What one system did.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// Which system.
+    pub system: System,
+    /// Pods in the world.
+    pub pods: usize,
+    /// Process start → the ConfigMap shows the full summary.
+    pub cold_start: Duration,
+    /// Peak RSS after sync.
+    pub vm_hwm: u64,
+    /// RSS after sync.
+    pub vm_rss: u64,
+    /// utime + stime during the churn.
+    pub churn_cpu: Duration,
+    /// Event → ConfigMap latency of each change seen.
+    pub latency: Percentiles,
+    /// Changes never seen within `CHANGE_TIMEOUT`.
+    pub missed: usize,
+    /// New ConfigMap versions during the churn.
+    pub churn_writes: usize,
+    /// New ConfigMap versions while idle.
+    pub idle_writes: usize,
+    /// Reconciles and write requests (as the system counts them) during
+    /// the churn.
+    pub churn_requests: Counts,
+    /// The same while idle.
+    pub idle_requests: Counts,
+    /// The summary at cold start.
+    pub cold_data: std::collections::BTreeMap<String, String>,
+    /// The summary at the end.
+    pub final_data: std::collections::BTreeMap<String, String>,
+}
+
+/// What a system reports doing: reconciles run and write (PATCH) requests
+/// sent. The native peer prints a line for each; wasmctrl's `/metrics` has
+/// `controller_runtime_reconcile_total` and `rest_client_requests_total`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Counts {
+    /// Reconciles.
+    pub reconciles: f64,
+    /// Write requests.
+    pub writes: f64,
+}
+
+impl std::ops::Sub for Counts {
+    type Output = Counts;
+    fn sub(self, rhs: Counts) -> Counts {
+        Counts {
+            reconciles: self.reconciles - rhs.reconciles,
+            writes: self.writes - rhs.writes,
+        }
+    }
+}
+
+/// A running system and where to read its counts.
+struct Running {
+    child: Child,
+    system: System,
+    stdout: PathBuf,
+    metrics_port: u16,
+}
+
+impl Running {
+    async fn counts(&self) -> Counts {
+        match self.system {
+            System::Native => {
+                let out = std::fs::read_to_string(&self.stdout).unwrap_or_default();
+                let count = |line: &str| out.lines().filter(|l| *l == line).count() as f64;
+                Counts {
+                    reconciles: count(RECONCILE_LINE),
+                    writes: count(APPLY_LINE),
+                }
+            }
+            System::Wasmctrl => {
+                let text = scrape(self.metrics_port).await.unwrap_or_default();
+                Counts {
+                    reconciles: metric_sum(&text, "controller_runtime_reconcile_total", &[]),
+                    writes: metric_sum(&text, "rest_client_requests_total", &["method=\"PATCH\""]),
+                }
+            }
+        }
+    }
+}
+
+/// A port nobody listens on right now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free local port")
+}
+
+fn configmap_name(system: System) -> String {
+    format!("gpu-summary-{}", system.name())
+}
+
+fn spawn(system: System, setup: &Setup) -> Running {
+    let log = setup.log_dir.join(format!("{}.log", system.name()));
+    let stderr = std::fs::File::create(&log).expect("subprocess log file");
+    let stdout_path = setup.log_dir.join(format!("{}.out", system.name()));
+    let stdout = std::fs::File::create(&stdout_path).expect("subprocess output file");
+    let metrics_port = free_port();
+    let mut cmd = match system {
+        System::Native => {
+            let mut cmd = Command::new(std::env::current_exe().expect("own executable"));
+            cmd.args(
+                PeerArgs {
+                    kubeconfig: setup.kubeconfig.clone(),
+                    namespace: SUMMARY_NAMESPACE.into(),
+                    name: configmap_name(system),
+                    resync: setup.resync,
+                }
+                .to_args(),
+            );
+            cmd
+        }
+        System::Wasmctrl => {
+            let mut cmd = Command::new(&setup.wasmctrl);
+            cmd.arg("run")
+                .arg("--guest")
+                .arg(&setup.guest)
+                .arg("--kubeconfig")
+                .arg(&setup.kubeconfig)
+                .args(["--namespace", SUMMARY_NAMESPACE])
+                .arg("--config")
+                .arg(format!("gpu-summary.name={}", configmap_name(system)))
+                .arg("--resync-seconds")
+                .arg(setup.resync.as_secs().to_string())
+                .arg("--metrics-addr")
+                .arg(format!("127.0.0.1:{metrics_port}"))
+                .args(["--health-addr", "127.0.0.1:0"])
+                .arg("--no-guest-cache");
+            cmd
+        }
+    };
+    let child = cmd
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr)
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {}: {e}", system.name()));
+    Running {
+        child,
+        system,
+        stdout: stdout_path,
+        metrics_port,
+    }
+}
+
+/// The subprocess's log, for a failure message.
+fn log_tail(system: System, setup: &Setup) -> String {
+    let text = std::fs::read_to_string(setup.log_dir.join(format!("{}.log", system.name())))
+        .unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
+}
+
+/// Polls `recorder` until a version at or after `since` satisfies `want`.
+async fn wait_for(
+    recorder: &Recorder,
+    since: Instant,
+    timeout: Duration,
+    want: impl Fn(&std::collections::BTreeMap<String, String>) -> bool,
+) -> Option<Instant> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(at) = recorder.first_after(since, &want) {
+            return Some(at);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// One change of the churn: when it was sent, which node it moved, and the
+/// number that node should then show.
+struct Change {
+    sent: Instant,
+    node: String,
+    expect: i64,
+}
+
+/// Applies change `k` to node `node`: create a pod there, delete one, or
+/// mark one `Failed` (cycling), updating `world` to match.
+async fn change(client: &Client, world: &mut World, k: usize, node: usize) {
+    let victim = world.live_pod_on(node);
+    match (k % 3, victim) {
+        (1, Some(v)) => {
+            pods::delete_pod(client, &world.pods[v].name)
+                .await
+                .expect("pod deleted");
+            world.pods[v].live = false;
+        }
+        (2, Some(v)) => {
+            pods::fail_pod(client, &world.pods[v].name)
+                .await
+                .expect("pod marked Failed");
+            world.pods[v].live = false;
+        }
+        _ => {
+            let i = world.pods.len();
+            let record = pods::create_pod(client, i, node)
+                .await
+                .expect("pod created");
+            world.pods.push(record);
+        }
+    }
+}
+
+/// Runs `system` against the world: cold start, churn, idle.
+/// `first_node` is where its churn starts (consecutive nodes after it).
+pub async fn run(
+    client: &Client,
+    world: &mut World,
+    setup: &Setup,
+    system: System,
+    first_node: usize,
+) -> Outcome {
+    assert!(
+        setup.changes <= world.nodes,
+        "each change must move a different node: {} changes over {} nodes",
+        setup.changes,
+        world.nodes
+    );
+    let name = configmap_name(system);
+    let (recorder, watch) = Recorder::start(client, SUMMARY_NAMESPACE, &name).await;
+    let expected = world.expected();
+    let live_pods = world.pods.iter().filter(|p| p.live).count();
+
+    let started = Instant::now();
+    let mut running = spawn(system, setup);
+    let pid = running.child.id();
+    let synced = wait_for(&recorder, started, COLD_TIMEOUT, |d| d == &expected)
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "{} never showed the full summary; its log ends:\n{}",
+                system.name(),
+                log_tail(system, setup)
+            )
+        });
+    let cold_start = synced - started;
+    let vm_hwm = status_bytes(pid, "VmHWM").unwrap_or(0);
+    let vm_rss = status_bytes(pid, "VmRSS").unwrap_or(0);
+    eprintln!(
+        "e2e_latency: {} synced {} pods in {:.2} s",
+        system.name(),
+        live_pods,
+        cold_start.as_secs_f64()
+    );
+
+    // Churn: one change every 1/rate s, each on its own node.
+    let counts_before = running.counts().await;
+    let cpu_before = cpu_time(pid).unwrap_or_default();
+    let churn_start = Instant::now();
+    let period = Duration::from_secs_f64(1.0 / setup.rate);
+    let mut changes = Vec::with_capacity(setup.changes);
+    for k in 0..setup.changes {
+        tokio::time::sleep_until((churn_start + period * k as u32).into()).await;
+        let node = (first_node + k) % world.nodes;
+        let before = world.node_total(node);
+        let sent = Instant::now();
+        change(client, world, k, node).await;
+        let expect = world.node_total(node);
+        assert_ne!(before, expect, "change {k} must move node {node}'s number");
+        changes.push(Change {
+            sent,
+            node: pods::node_name(node),
+            expect,
+        });
+    }
+    let mut latencies = Vec::with_capacity(changes.len());
+    let mut missed = 0;
+    for c in &changes {
+        let shows = |d: &std::collections::BTreeMap<String, String>| {
+            let value = d
+                .get(&c.node)
+                .and_then(|v| v.parse::<i64>().ok())
+                .unwrap_or(0);
+            value == c.expect
+        };
+        match wait_for(&recorder, c.sent, CHANGE_TIMEOUT, shows).await {
+            Some(at) => latencies.push(at - c.sent),
+            None => missed += 1,
+        }
+    }
+    // Settled: the summary matches the world again.
+    let expected = world.expected();
+    wait_for(&recorder, churn_start, CHANGE_TIMEOUT, |d| d == &expected).await;
+    let churn_end = Instant::now();
+    let churn_cpu = cpu_time(pid).unwrap_or_default().saturating_sub(cpu_before);
+    let churn_writes = recorder.writes_between(churn_start, churn_end);
+    let counts_churned = running.counts().await;
+
+    // Idle across a resync: nothing changed, so nothing should be written.
+    tokio::time::sleep(setup.idle).await;
+    let idle_writes = recorder.writes_between(churn_end, Instant::now());
+    let counts_idle = running.counts().await;
+    let final_data = recorder.latest().unwrap_or_default();
+
+    let exited = running.child.try_wait().ok().flatten();
+    let _ = running.child.kill();
+    let _ = running.child.wait();
+    watch.abort();
+    assert!(
+        exited.is_none(),
+        "{} exited during the run ({exited:?}); its log ends:\n{}",
+        system.name(),
+        log_tail(system, setup)
+    );
+    Outcome {
+        system,
+        pods: live_pods,
+        cold_start,
+        vm_hwm,
+        vm_rss,
+        churn_cpu,
+        latency: percentiles(&latencies),
+        missed,
+        churn_writes,
+        idle_writes,
+        churn_requests: counts_churned - counts_before,
+        idle_requests: counts_idle - counts_churned,
+        cold_data: recorder
+            .snapshot()
+            .into_iter()
+            .find(|s| s.at == synced)
+            .map(|s| s.data)
+            .unwrap_or_default(),
+        final_data,
+    }
+}
