@@ -22,9 +22,11 @@ async fn the_summary_follows_adds_selector_exits_and_deletes_through_contributio
 
     pod("a").on("n1").requesting("2").create(&client).await;
     pod("b").on("n1").requesting("1").create(&client).await;
-    pod("c").on("n2").requesting("junk").create(&client).await;
+    // No GPU: mapped, but no contribution. (A quantity the guest cannot
+    // count never gets here: the API server refuses it, as a real one does.)
+    pod("c").on("n2").create(&client).await;
     summary_becomes(&client, &[("n1", "3")]).await;
-    // Two pods contribute to one group; the invalid one only warns.
+    // Two pods contribute to one group; the pod without GPUs to none.
     eventually("contributions cached", || async {
         aggregate.pending() == 0 && aggregate.sizes() == (2, 1)
     })
