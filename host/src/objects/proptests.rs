@@ -88,26 +88,32 @@ fn pod() -> impl Strategy<Value = Json> {
         prop::collection::vec(container(), 0..3),
         prop::collection::vec(container(), 0..2),
         proptest::option::of("node-[0-9]"),
-        proptest::option::of(prop::sample::select(vec!["Running", "Pending", "Succeeded"])),
+        proptest::option::of(prop::sample::select(vec![
+            "Running",
+            "Pending",
+            "Succeeded",
+        ])),
         junk(),
         junk(),
     )
-        .prop_map(|(name, app, containers, inits, node, phase, junk1, junk2)| {
-            let mut labels = json!({"team.example.com/owner": "ml"});
-            if let Some(app) = app {
-                labels["app"] = json!(app);
-            }
-            json!({
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": name, "namespace": "ml", "uid": format!("uid-{name}"),
-                             "labels": labels, "annotations": {"junk": junk1.to_string()},
-                             "managedFields": [junk1]},
-                "spec": {"nodeName": node, "containers": containers, "initContainers": inits,
-                         "tolerations": junk2, "overhead": {"nvidia.com/gpu": "1"}},
-                "status": {"phase": phase, "conditions": [junk2]},
-            })
-        })
+        .prop_map(
+            |(name, app, containers, inits, node, phase, junk1, junk2)| {
+                let mut labels = json!({"team.example.com/owner": "ml"});
+                if let Some(app) = app {
+                    labels["app"] = json!(app);
+                }
+                json!({
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": name, "namespace": "ml", "uid": format!("uid-{name}"),
+                                 "labels": labels, "annotations": {"junk": junk1.to_string()},
+                                 "managedFields": [junk1]},
+                    "spec": {"nodeName": node, "containers": containers, "initContainers": inits,
+                             "tolerations": junk2, "overhead": {"nvidia.com/gpu": "1"}},
+                    "status": {"phase": phase, "conditions": [junk2]},
+                })
+            },
+        )
 }
 
 fn projection() -> Projection {
@@ -120,7 +126,8 @@ fn projection() -> Projection {
 /// Decodes `text` as the informer does: a [`Keep`] as the deserialize seed.
 fn decode_kept(text: &str, keep: &Keep) -> Json {
     let mut de = serde_json::Deserializer::from_str(text);
-    keep.deserialize(&mut de).expect("generated pods are valid JSON")
+    keep.deserialize(&mut de)
+        .expect("generated pods are valid JSON")
 }
 
 proptest! {

@@ -12,8 +12,15 @@ use super::*;
 /// Keys generated objects and paths share, so paths often hit: plain
 /// names, and names that need quoting (dots, slashes).
 fn key() -> impl Strategy<Value = String> {
-    prop::sample::select(vec!["a", "b", "spec", "nodeName", "nvidia.com/gpu", "x-y_z"])
-        .prop_map(str::to_string)
+    prop::sample::select(vec![
+        "a",
+        "b",
+        "spec",
+        "nodeName",
+        "nvidia.com/gpu",
+        "x-y_z",
+    ])
+    .prop_map(str::to_string)
 }
 
 fn segment() -> impl Strategy<Value = Segment> {
@@ -25,7 +32,10 @@ fn render(segments: &[Segment]) -> String {
     let mut text = String::new();
     for s in segments {
         match s {
-            Segment::Key(k) if k.chars().all(|c| c.is_ascii_alphanumeric() || "-_".contains(c)) => {
+            Segment::Key(k)
+                if k.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_".contains(c)) =>
+            {
                 if !text.is_empty() {
                     text.push('.');
                 }
@@ -85,7 +95,9 @@ fn matches(projected: &Projected, want: &Option<Json>) -> bool {
         (Projected::Str(s), Some(Json::String(w))) => **s == **w,
         (Projected::Bool(b), Some(Json::Bool(w))) => b == w,
         (Projected::Int(i), Some(Json::Number(n))) => n.as_i64() == Some(*i),
-        (Projected::Float(f), Some(Json::Number(n))) => n.as_i64().is_none() && n.as_f64() == Some(*f),
+        (Projected::Float(f), Some(Json::Number(n))) => {
+            n.as_i64().is_none() && n.as_f64() == Some(*f)
+        }
         (Projected::Json(text), Some(w @ (Json::Array(_) | Json::Object(_)))) => {
             serde_json::from_str::<Json>(text).ok().as_ref() == Some(w)
         }

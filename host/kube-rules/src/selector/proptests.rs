@@ -61,7 +61,11 @@ fn set_value() -> impl Strategy<Value = &'static str> {
 
 fn requirement() -> impl Strategy<Value = Requirement> {
     prop_oneof![
-        (key(), prop::sample::select(&["=", "=="][..]), prop::sample::select(VALUES))
+        (
+            key(),
+            prop::sample::select(&["=", "=="][..]),
+            prop::sample::select(VALUES)
+        )
             .prop_map(|(k, op, v)| Requirement::Eq(k, op, v)),
         (key(), prop::sample::select(VALUES)).prop_map(|(k, v)| Requirement::NotEq(k, v)),
         (key(), prop::collection::vec(set_value(), 1..3)).prop_map(|(k, v)| Requirement::In(k, v)),

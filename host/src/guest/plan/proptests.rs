@@ -151,9 +151,18 @@ fn any_write() -> impl Strategy<Value = wit::Write> {
         Just("[]".to_string()),
         Just("null".to_string()),
     ];
-    let reference = (".{0,6}", ".{0,10}", proptest::option::of(".{0,6}"), ".{0,6}").prop_map(
-        |(api_version, kind, namespace, name)| wit::ObjectRef { api_version, kind, namespace, name },
-    );
+    let reference = (
+        ".{0,6}",
+        ".{0,10}",
+        proptest::option::of(".{0,6}"),
+        ".{0,6}",
+    )
+        .prop_map(|(api_version, kind, namespace, name)| wit::ObjectRef {
+            api_version,
+            kind,
+            namespace,
+            name,
+        });
     prop_oneof![
         text.clone().prop_map(wit::Write::Apply),
         text.clone().prop_map(wit::Write::Update),
