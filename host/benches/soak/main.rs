@@ -223,9 +223,10 @@ fn mib(bytes: u64) -> f64 {
     bytes as f64 / f64::from(1 << 20)
 }
 
+/// Nearest-rank percentile of sorted samples.
 fn percentile(sorted: &[Duration], p: f64) -> Option<Duration> {
-    let last = sorted.len().checked_sub(1)?;
-    sorted.get(((last as f64) * p).round() as usize).copied()
+    let rank = ((sorted.len() as f64) * p).ceil() as usize;
+    sorted.get(rank.max(1) - 1).copied()
 }
 
 /// Prints the table per fault kind.
