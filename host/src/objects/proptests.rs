@@ -171,15 +171,15 @@ proptest! {
         let got = projection.project(&kept, &mut interner);
         prop_assert!(got.same_content(&want), "{:?}\nvs\n{:?}", got, want);
         prop_assert_eq!((&got.name, &got.namespace, &got.uid), (&want.name, &want.namespace, &want.uid));
-        for i in 0..PATHS.len() {
-            prop_assert_eq!(got.field(i), want.field(i), "{}", PATHS[i]);
+        for (i, path) in PATHS.iter().enumerate() {
+            prop_assert_eq!(got.field(i), want.field(i), "{}", path);
         }
 
         let offline = parse_objects_keeping("gen.json", &text, &keep).unwrap();
         prop_assert_eq!(offline.len(), 1);
         let got = projection.project(&offline[0], &mut interner);
-        for i in 0..PATHS.len() {
-            prop_assert_eq!(got.field(i), want.field(i), "{}", PATHS[i]);
+        for (i, path) in PATHS.iter().enumerate() {
+            prop_assert_eq!(got.field(i), want.field(i), "{}", path);
         }
 
         // And the GPU paths read what serde_json reads at the same place.
