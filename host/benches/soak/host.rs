@@ -15,6 +15,9 @@ use wasmctrl_test_support::prom;
 
 /// How often the sampler looks at the process.
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
+/// RSS is sampled only once a process is this old (a process that has
+/// just been exec'd is a few MiB and says nothing about the host).
+const RSS_SETTLED: Duration = Duration::from_secs(3);
 
 /// Counters the sampler keeps; read and reset per fault cycle.
 #[derive(Debug, Default, Clone)]
@@ -35,6 +38,7 @@ struct Proc {
     metrics: SocketAddr,
     /// The writes counter this process last reported.
     last_writes: f64,
+    spawned: std::time::Instant,
 }
 
 struct Inner {
@@ -100,7 +104,8 @@ impl Host {
                 inner.proc = Some(spawn(&self.spec));
             }
             let Some(p) = inner.proc.as_ref() else { return };
-            (p.metrics, p.child.id())
+            let settled = p.spawned.elapsed() >= RSS_SETTLED;
+            (p.metrics, p.child.id().filter(|_| settled))
         };
         if let Some(rss) = pid.and_then(rss_bytes) {
             let mut inner = self.inner.lock().await;
@@ -197,6 +202,7 @@ fn spawn(spec: &Spec) -> Proc {
         child,
         metrics,
         last_writes: 0.0,
+        spawned: std::time::Instant::now(),
     }
 }
 

@@ -17,7 +17,8 @@
 //!
 //! `make guest && cargo bench -p wasmctrl --bench soak -- --minutes 5`
 //! (or `make soak`) prints a table per fault kind and exits non-zero when a
-//! fault did not converge within 30 s, the host wrote during a quiet period,
+//! fault did not converge within 30 s, the host wrote during a quiet period
+//! or more than twice per change (plus a slack of 10),
 //! its RSS grew past the bound, or the final summary is wrong. Under
 //! `cargo test --all-targets` it runs a smoke world (60 pods, three faults)
 //! and asserts the same checks with a looser convergence bound.
@@ -50,6 +51,11 @@ const CHURN_PER_SECOND: f64 = 20.0;
 const QUIET: Duration = Duration::from_secs(2);
 /// Writes tolerated in a quiet period (none expected: nothing changed).
 const QUIET_WRITES_MAX: f64 = 1.0;
+/// Writes a fault cycle may make per accepted change, plus a slack for
+/// restarts and retried reconciles; more is a write storm.
+const WRITES_PER_CHANGE_MAX: f64 = 2.0;
+/// The slack.
+const WRITES_SLACK: f64 = 10.0;
 /// RSS may grow to this factor of the RSS after the initial sync ...
 const RSS_GROWTH_FACTOR: f64 = 2.0;
 /// ... plus this slack.
@@ -375,6 +381,12 @@ async fn run(mode: Mode) -> Result<(), Vec<String>> {
             problems.push(format!(
                 "{label}: {} writes while nothing changed (hot loop)",
                 c.quiet_writes
+            ));
+        }
+        if c.writes > WRITES_PER_CHANGE_MAX * c.changes as f64 + WRITES_SLACK {
+            problems.push(format!(
+                "{label}: {} writes for {} changes (write storm)",
+                c.writes, c.changes
             ));
         }
         if c.converged.is_some() && !c.stayed {
