@@ -16,7 +16,8 @@
 //! `wasmctrl_writes_total` throughout.
 //!
 //! `make guest && cargo bench -p wasmctrl --bench soak -- --minutes 5`
-//! (or `make soak`) prints a table per fault kind and exits non-zero when a
+//! (or `make soak`; `--only deny-verb,fail-429` draws only those kinds,
+//! `--seed N` repeats a run's choices) prints a table per fault kind and exits non-zero when a
 //! fault did not converge within 30 s, the host wrote during a quiet period
 //! or more than twice per change (plus a slack of 10),
 //! its RSS grew past the bound, or the final summary is wrong. Under
@@ -75,6 +76,8 @@ struct Mode {
     converge_bound: Duration,
     /// In smoke mode, the faults to inject (in order).
     smoke_faults: Vec<Kind>,
+    /// In full mode, the kinds drawn from (`--only a,b`; default all).
+    kinds: Vec<Kind>,
     seed: u64,
 }
 
@@ -88,6 +91,17 @@ impl Mode {
                 .and_then(|v| v.parse::<f64>().ok())
         };
         let minutes = value("--minutes");
+        let kinds: Vec<Kind> = match args.iter().position(|a| a == "--only") {
+            Some(i) => {
+                let wanted = args.get(i + 1).map(String::as_str).unwrap_or_default();
+                Kind::ALL
+                    .into_iter()
+                    .filter(|k| wanted.split(',').any(|w| w == k.label()))
+                    .collect()
+            }
+            None => Kind::ALL.to_vec(),
+        };
+        assert!(!kinds.is_empty(), "--only names no fault kind");
         let full = args.iter().any(|a| a == "--bench") || minutes.is_some();
         let seed = value("--seed").map_or_else(
             || {
@@ -106,6 +120,7 @@ impl Mode {
                 window: (3.0, 10.0),
                 converge_bound: Duration::from_secs(30),
                 smoke_faults: Vec::new(),
+                kinds,
                 seed,
             }
         } else {
@@ -118,6 +133,7 @@ impl Mode {
                 // A debug build on a shared machine: generous, still bounded.
                 converge_bound: Duration::from_secs(120),
                 smoke_faults: vec![Kind::DropWatches, Kind::Fail500, Kind::KillHost],
+                kinds,
                 seed,
             }
         }
@@ -326,7 +342,7 @@ async fn run(mode: Mode) -> Result<(), Vec<String>> {
             if start.elapsed() >= mode.duration {
                 break;
             }
-            Kind::ALL[rng.usize(..Kind::ALL.len())]
+            mode.kinds[rng.usize(..mode.kinds.len())]
         } else {
             match smoke.next() {
                 Some(k) => *k,
