@@ -326,8 +326,18 @@ async fn run(mode: Mode) -> Result<(), Vec<String>> {
             host.log_tail(40)
         )]);
     };
-    host.writes_now().await;
-    let baseline = host.take_rss().await.last().copied().unwrap_or(0);
+    // The RSS baseline: the first sample of a settled process (the sampler
+    // skips a process's first seconds). Without one the bound is unchecked,
+    // so wait for it.
+    let mut baseline = 0;
+    for _ in 0..200 {
+        host.writes_now().await;
+        if let Some(&rss) = host.take_rss().await.last() {
+            baseline = rss;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     println!(
         "soak: initial summary after {:.1} s, host RSS {:.0} MiB",
         initial.as_secs_f64(),
@@ -414,7 +424,9 @@ async fn run(mode: Mode) -> Result<(), Vec<String>> {
     if !final_ok {
         problems.push("the final summary is not the expected one".into());
     }
-    if baseline > 0 && peak > bound {
+    if baseline == 0 {
+        problems.push("no RSS sample of the host after the initial sync".into());
+    } else if peak > bound {
         problems.push(format!(
             "host RSS peaked at {:.0} MiB, over the bound {:.0} MiB",
             mib(peak),
