@@ -21,6 +21,8 @@ pub const PODS_NS: &str = "ml";
 pub const HOST_NS: &str = "ops";
 /// The summary ConfigMap's name (the guest's default).
 pub const SUMMARY: &str = "gpu-summary";
+/// The longest one churn operation may take.
+const OP_TIMEOUT: Duration = Duration::from_secs(3);
 /// Requests in flight while creating the initial pods.
 const CREATE_CONCURRENCY: usize = 16;
 
@@ -114,7 +116,13 @@ impl World {
         let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate));
         while !stop.load(Relaxed) {
             tick.tick().await;
-            let ok = self.one_change().await;
+            // kube's client retries 429/503 itself with back-off: bound an
+            // operation so the fault window stays near what was drawn (an
+            // abandoned request may still land; the expected summary is
+            // read from the server, so that is harmless).
+            let ok = tokio::time::timeout(OP_TIMEOUT, self.one_change())
+                .await
+                .unwrap_or(false);
             let counter = if ok { &self.changes } else { &self.failed };
             counter.fetch_add(1, Relaxed);
         }
