@@ -10,7 +10,7 @@ GUEST_WASM := $(GUEST_DIR)/guest_gpu_summary.wasm
 QUOTA_WASM := $(GUEST_DIR)/guest_gpu_quota.wasm
 GUEST_MAX_BYTES := 262144
 
-.PHONY: all setup guest test lint fmt demo clean
+.PHONY: all setup guest test lint fmt demo soak clean
 
 all: test
 
@@ -39,6 +39,12 @@ test: guest lint
 
 demo: guest
 	$(CARGO) run --release -p wasmctrl -- demo --duration 30
+
+# Soak and chaos: churn, server faults and host SIGKILLs against the real
+# binary for SOAK_MINUTES; prints a table per fault kind (see BENCHMARKS.md).
+SOAK_MINUTES ?= 5
+soak: guest
+	$(CARGO) bench -p wasmctrl --bench soak -- --minutes $(SOAK_MINUTES)
 
 fmt:
 	$(CARGO) fmt --all

@@ -620,3 +620,6 @@ mod tests {
         assert!(e.starts_with("/nonexistent/file.json: cannot read"), "{e}");
     }
 }
+
+#[cfg(test)]
+mod proptests;

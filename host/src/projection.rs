@@ -542,3 +542,6 @@ mod tests {
         assert_eq!(i.len(), 1);
     }
 }
+
+#[cfg(test)]
+mod proptests;

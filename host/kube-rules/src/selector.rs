@@ -380,3 +380,6 @@ mod tests {
         assert!(FieldSelector::parse("spec.nodeName=x", "configmaps").is_err());
     }
 }
+
+#[cfg(test)]
+mod proptests;

@@ -601,3 +601,6 @@ fn type_name(v: &Json) -> &'static str {
         Json::Object(_) => "an object",
     }
 }
+
+#[cfg(test)]
+mod proptests;

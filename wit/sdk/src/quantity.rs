@@ -765,3 +765,6 @@ mod tests {
         assert_eq!(quantity_value(&long_binary).ok(), Some(1));
     }
 }
+
+#[cfg(test)]
+mod proptests;

@@ -180,3 +180,6 @@ mod tests {
         assert!(Quantity::parse("lots").is_none());
     }
 }
+
+#[cfg(test)]
+mod proptests;
