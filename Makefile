@@ -5,7 +5,8 @@
 
 CARGO ?= cargo
 # Guests land in target/wasm32-wasip2/guest/<crate_name>.wasm.
-GUEST_DIR := target/wasm32-wasip2/guest
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
+GUEST_DIR := $(TARGET_DIR)/wasm32-wasip2/guest
 GUEST_WASM := $(GUEST_DIR)/guest_gpu_summary.wasm
 QUOTA_WASM := $(GUEST_DIR)/guest_gpu_quota.wasm
 GUEST_MAX_BYTES := 262144
