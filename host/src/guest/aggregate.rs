@@ -17,8 +17,8 @@ use wasmtime::Engine;
 
 use super::bindings::wasmctrl::controller::types as wit;
 use super::{
-    limits, plan, snapshot, CallState, CallStats, Environment, GuestError, GuestErrorKind,
-    GuestManifest, GuestModule, PlanError, PlannedEvent, Result, SnapshotData, ValidatedPlan,
+    plan, snapshot, CallState, CallStats, Environment, GuestError, GuestErrorKind, GuestManifest,
+    GuestModule, PlanError, PlannedEvent, Result, SnapshotData, ValidatedPlan,
 };
 
 /// Host-side bindings of the `aggregate-controller` world.
@@ -245,32 +245,17 @@ impl GuestModule {
             .call_render(&mut store, env, groups);
         stats.call = called.elapsed();
         stats.log_limited = store.data().log.limited;
-        let limits = &store.data().limits;
-        let result =
-            match raw {
-                Err(e) => Err(self.classify(name, &store, e)),
-                Ok(Err(e)) => Err(self.failed(name, e)),
-                Ok(Ok(raw)) => match limits::check_plan(&raw, limits) {
-                    Err(e) => Err(self.error(name, GuestErrorKind::Plan(e))),
-                    Ok(()) => {
-                        let empty = snapshot::build(manifest, &[]);
-                        match wasmctrl_snapshot::SnapshotView::new(&empty) {
-                            Ok(view) => plan::validate(&raw, manifest, &view)
-                                .map_err(|e| self.error(name, GuestErrorKind::Plan(e))),
-                            Err(e) => Err(self
-                                .error(name, GuestErrorKind::Trap(format!("host snapshot: {e}")))),
-                        }
-                    }
-                },
-            };
-        let result = result.map(|mut plan| {
-            let min = limits.min_requeue;
-            stats.requeue_clamped = limits::clamp_requeue(&mut plan.requeue_after, min);
-            if stats.requeue_clamped {
-                self.inner.shared.clamp_warnings.warn_once(name, min);
+        let limits = store.data().limits.clone();
+        let result = match raw {
+            Err(e) => Err(self.classify(name, &store, e)),
+            Ok(Err(e)) => Err(self.failed(name, e)),
+            // `render` sees no objects: its plan is validated against an
+            // empty snapshot.
+            Ok(Ok(raw)) => {
+                let empty = snapshot::build(manifest, &[]);
+                self.finish_plan(name, &raw, manifest, &empty, &limits, &mut stats)
             }
-            plan
-        });
+        };
         (result, stats)
     }
 

@@ -688,6 +688,34 @@ impl GuestModule {
         Ok(manifest)
     }
 
+    /// A plan the guest returned, made ready to carry out: held to the
+    /// operator's caps (before any document is parsed), validated against
+    /// `manifest` and the snapshot the guest saw (`data`), and its requeue
+    /// delay raised to the policy's minimum (recorded in `stats`).
+    fn finish_plan(
+        &self,
+        name: &str,
+        raw: &wit::Plan,
+        manifest: &GuestManifest,
+        data: &SnapshotData,
+        limits: &crate::policy::Limits,
+        stats: &mut CallStats,
+    ) -> Result<ValidatedPlan> {
+        let plan_error = |e| self.error(name, GuestErrorKind::Plan(e));
+        limits::check_plan(raw, limits).map_err(plan_error)?;
+        // The host built the snapshot: a bad one is a host bug, reported,
+        // never a panic.
+        let view = wasmctrl_snapshot::SnapshotView::new(data)
+            .map_err(|e| self.error(name, GuestErrorKind::Trap(format!("host snapshot: {e}"))))?;
+        let mut plan = plan::validate(raw, manifest, &view).map_err(plan_error)?;
+        let min = limits.min_requeue;
+        stats.requeue_clamped = limits::clamp_requeue(&mut plan.requeue_after, min);
+        if stats.requeue_clamped {
+            self.inner.shared.clamp_warnings.warn_once(name, min);
+        }
+        Ok(plan)
+    }
+
     /// Runs one reconcile of `request` over `snapshot` in a fresh store and
     /// validates the plan against `manifest`'s allowlist and the snapshot
     /// (pinned writes take the uids it holds).
@@ -713,47 +741,28 @@ impl GuestModule {
             .call_reconcile(&mut store, env, request, &snapshot);
         stats.call = called.elapsed();
         stats.log_limited = store.data().log.limited;
-        let limits = &store.data().limits;
-        let result =
-            match raw {
-                Err(e) => Err(self.classify(name, &store, e)),
-                Ok(Err(wit::ReconcileError::Retryable(message))) => Err(self.error(
-                    name,
-                    GuestErrorKind::Failed {
-                        retryable: true,
-                        message,
-                    },
-                )),
-                Ok(Err(wit::ReconcileError::Terminal(message))) => Err(self.error(
-                    name,
-                    GuestErrorKind::Failed {
-                        retryable: false,
-                        message,
-                    },
-                )),
-                Ok(Ok(plan)) => match limits::check_plan(&plan, limits) {
-                    Err(e) => Err(self.error(name, GuestErrorKind::Plan(e))),
-                    Ok(()) => {
-                        let data = snapshot::from_wit(snapshot);
-                        match wasmctrl_snapshot::SnapshotView::new(&data) {
-                            Ok(view) => plan::validate(&plan, manifest, &view)
-                                .map_err(|e| self.error(name, GuestErrorKind::Plan(e))),
-                            // The host built it: unreachable unless the layout
-                            // code is broken; reported, never a panic.
-                            Err(e) => Err(self
-                                .error(name, GuestErrorKind::Trap(format!("host snapshot: {e}")))),
-                        }
-                    }
+        let limits = store.data().limits.clone();
+        let result = match raw {
+            Err(e) => Err(self.classify(name, &store, e)),
+            Ok(Err(wit::ReconcileError::Retryable(message))) => Err(self.error(
+                name,
+                GuestErrorKind::Failed {
+                    retryable: true,
+                    message,
                 },
-            };
-        let result = result.map(|mut plan| {
-            let min = limits.min_requeue;
-            stats.requeue_clamped = limits::clamp_requeue(&mut plan.requeue_after, min);
-            if stats.requeue_clamped {
-                self.inner.shared.clamp_warnings.warn_once(name, min);
+            )),
+            Ok(Err(wit::ReconcileError::Terminal(message))) => Err(self.error(
+                name,
+                GuestErrorKind::Failed {
+                    retryable: false,
+                    message,
+                },
+            )),
+            Ok(Ok(plan)) => {
+                let data = snapshot::from_wit(snapshot);
+                self.finish_plan(name, &plan, manifest, &data, &limits, &mut stats)
             }
-            plan
-        });
+        };
         (result, stats)
     }
 }
