@@ -42,3 +42,103 @@ async fn the_summary_follows_adds_selector_exits_and_deletes_through_contributio
     .await;
     h.stop().await.unwrap();
 }
+
+/// Which entries of the summary's `data` each (manager, operation) owns.
+async fn data_owners(client: &kube::Client) -> Vec<(String, String, Vec<String>)> {
+    let cms: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(client.clone(), HOST_NS);
+    let cm = cms.get("gpu-summary").await.unwrap();
+    let mut out = Vec::new();
+    for e in cm.metadata.managed_fields.unwrap_or_default() {
+        let fields = e.fields_v1.map(|f| f.0).unwrap_or_default();
+        let keys = fields
+            .get("f:data")
+            .and_then(|d| d.as_object())
+            .map(|d| {
+                d.keys()
+                    .filter_map(|k| k.strip_prefix("f:").map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.push((
+            e.manager.unwrap_or_default(),
+            e.operation.unwrap_or_default(),
+            keys,
+        ));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_group_is_written_as_its_entry_alone_and_foreign_entries_stay() {
+    let (_server, client) = server().await;
+    let h = start_host(&client, ControllerConfig::default()).await;
+    const ME: &str = "wasmctrl/gpu-summary";
+
+    pod("a").on("n1").requesting("2").create(&client).await;
+    summary_becomes(&client, &[("n1", "2")]).await;
+    // The summary was created by an apply.
+    let owners = data_owners(&client).await;
+    assert!(
+        owners
+            .iter()
+            .any(|(m, op, keys)| m == ME && op == "Apply" && keys == &["n1"]),
+        "{owners:?}"
+    );
+
+    // One group changes: the host patches that entry only (owned through
+    // its Update entry), the rest of the object untouched.
+    pod("b").on("n2").requesting("1").create(&client).await;
+    summary_becomes(&client, &[("n1", "2"), ("n2", "1")]).await;
+    let owners = data_owners(&client).await;
+    assert!(
+        owners
+            .iter()
+            .any(|(m, op, keys)| m == ME && op == "Update" && keys == &["n2"]),
+        "n2 written by a merge patch: {owners:?}"
+    );
+    assert!(
+        owners
+            .iter()
+            .any(|(m, op, keys)| m == ME && op == "Apply" && keys == &["n1"]),
+        "n1 still owned through the apply: {owners:?}"
+    );
+
+    // Someone else adds an entry of their own: the host leaves it alone.
+    let cms: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(client.clone(), HOST_NS);
+    cms.patch(
+        "gpu-summary",
+        &kube::api::PatchParams {
+            field_manager: Some("ops-team".into()),
+            ..Default::default()
+        },
+        &kube::api::Patch::Merge(serde_json::json!({"data": {"note": "hands off"}})),
+    )
+    .await
+    .unwrap();
+
+    // A group owned through the apply disappears, and one owned through
+    // the merge changes: both by entry, the foreign entry kept.
+    delete_now(&client, "a").await;
+    summary_becomes(&client, &[("n2", "1"), ("note", "hands off")]).await;
+    set_phase(&client, "b", "Succeeded").await;
+    summary_becomes(&client, &[("note", "hands off")]).await;
+    pod("c").on("n3").requesting("4").create(&client).await;
+    summary_becomes(&client, &[("n3", "4"), ("note", "hands off")]).await;
+    let owners = data_owners(&client).await;
+    assert!(
+        owners
+            .iter()
+            .any(|(m, _, keys)| m == "ops-team" && keys == &["note"]),
+        "{owners:?}"
+    );
+    assert!(
+        owners
+            .iter()
+            .filter(|(m, _, _)| m == ME)
+            .all(|(_, _, keys)| keys.iter().all(|k| k == "n3")),
+        "the host owns only what it wants: {owners:?}"
+    );
+    h.stop().await.unwrap();
+}

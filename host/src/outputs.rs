@@ -144,6 +144,12 @@ impl Echoes {
     }
 }
 
+/// A live object parsed: (its resourceVersion, the object).
+type Parsed = (Arc<str>, Arc<Json>);
+
+/// Live objects kept parsed at most.
+const PARSED_CACHE: usize = 64;
+
 struct Output {
     rule: WriteRule,
     informer: Informer,
@@ -156,6 +162,10 @@ pub struct Outputs {
     producers: Arc<Mutex<HashMap<ObjectKey, RequestKey>>>,
     echoes: Arc<Echoes>,
     contests: Arc<Contests>,
+    /// Each written object's live state parsed once per version (the
+    /// cache keeps it as text; a large summary is read several times per
+    /// write): (resourceVersion, object).
+    parsed: Mutex<HashMap<ObjectKey, Parsed>>,
 }
 
 impl Drop for Outputs {
@@ -248,6 +258,7 @@ impl Outputs {
             producers,
             echoes,
             contests,
+            parsed: Mutex::default(),
         })
     }
 
@@ -272,16 +283,43 @@ impl Outputs {
         lock(&self.producers).insert(target.clone(), key.clone());
     }
 
-    /// The cached live object, if the cache has it.
-    pub fn live(&self, target: &ObjectKey) -> Option<Json> {
+    fn cached(&self, target: &ObjectKey) -> Option<Arc<crate::projection::ProjectedObject>> {
         let output = self.outputs.iter().find(|o| {
             o.rule
                 .allows(&target.gvk, target.namespace.as_deref(), &target.name)
         })?;
-        let obj = output
+        output
             .informer
-            .get(target.namespace.as_deref().unwrap_or(""), &target.name)?;
-        whole_object(&obj)
+            .get(target.namespace.as_deref().unwrap_or(""), &target.name)
+    }
+
+    /// The cached live object, if the cache has it (parsed once per
+    /// version and shared).
+    pub fn live(&self, target: &ObjectKey) -> Option<Arc<Json>> {
+        let Some(obj) = self.cached(target) else {
+            lock(&self.parsed).remove(target);
+            return None;
+        };
+        if let Some((rv, json)) = lock(&self.parsed).get(target) {
+            if !rv.is_empty() && *rv == obj.resource_version {
+                return Some(json.clone());
+            }
+        }
+        let json = Arc::new(whole_object(&obj)?);
+        let mut parsed = lock(&self.parsed);
+        // Bounded: a guest writing many objects keeps only recent ones.
+        if parsed.len() >= PARSED_CACHE {
+            parsed.clear();
+        }
+        parsed.insert(target.clone(), (obj.resource_version.clone(), json.clone()));
+        Some(json)
+    }
+
+    /// The cached live object's resourceVersion, without parsing it.
+    pub fn live_version(&self, target: &ObjectKey) -> Option<Arc<str>> {
+        self.cached(target)
+            .map(|o| o.resource_version.clone())
+            .filter(|rv| !rv.is_empty())
     }
 }
 

@@ -440,8 +440,21 @@ impl Store {
         resource: &str,
         key: &ObjKey,
         expected_rv: Option<u64>,
-        mut obj: Value,
+        obj: Value,
     ) -> Result<Stored, StoreError> {
+        self.update_value(resource, key, expected_rv, obj)
+            .map(|(stored, _)| stored)
+    }
+
+    /// [`Store::update`], also handing back the object as stored (its
+    /// resourceVersion set), so the caller need not decode it again.
+    pub fn update_value(
+        &self,
+        resource: &str,
+        key: &ObjKey,
+        expected_rv: Option<u64>,
+        mut obj: Value,
+    ) -> Result<(Stored, Value), StoreError> {
         let mut inner = self.lock();
         let next = inner.rv + 1;
         let current = inner
@@ -455,7 +468,7 @@ impl Store {
         }
         set_rv(&mut obj, current.rv);
         if encode(&obj)? == current.json {
-            return Ok(current);
+            return Ok((current, obj));
         }
         set_rv(&mut obj, next);
         let stored = Stored {
@@ -475,7 +488,7 @@ impl Store {
             &stored,
             Some(current),
         );
-        Ok(stored)
+        Ok((stored, obj))
     }
 
     /// Removes an object if its resourceVersion is `expected_rv` (or

@@ -16,7 +16,9 @@
 //!
 //! Run: `make guest && cargo bench -p wasmctrl --bench e2e_latency --
 //! --pods 10000` (sizes comma-separated; `E2E_PODS` and `E2E_CHANGES` work
-//! too). Both systems get `--resync-seconds 30` and no leader election;
+//! too). `--systems wasmctrl` (or `native`) runs one system only, and
+//! `--perf DIR` records each system's churn, with this process (the API
+//! server), into `DIR/perf-<system>.data` for `perf report`. Both systems get `--resync-seconds 30` and no leader election;
 //! wasmctrl runs with `--no-guest-cache`, so its cold start includes
 //! compiling the guest. Under `cargo test --all-targets` it runs a smoke
 //! world (200 pods, 10 changes, resync 2 s) that asserts every change shows
@@ -110,6 +112,9 @@ async fn run_size(pods: usize, setup: &Setup) -> Vec<Outcome> {
     );
     let mut outcomes = Vec::new();
     for (i, system) in [System::Native, System::Wasmctrl].into_iter().enumerate() {
+        if !setup.systems.contains(&system) {
+            continue;
+        }
         let first_node = i * setup.changes;
         outcomes.push(system::run(&client, &mut world, setup, system, first_node).await);
     }
@@ -251,6 +256,19 @@ fn main() {
         changes,
         rate: RATE,
         idle: resync + idle_margin,
+        perf: option(&args, "--perf", "E2E_PERF").map(PathBuf::from),
+        systems: option(&args, "--systems", "E2E_SYSTEMS").map_or_else(
+            || vec![System::Native, System::Wasmctrl],
+            |l| {
+                l.split(',')
+                    .map(|s| match s.trim() {
+                        "native" => System::Native,
+                        "wasmctrl" => System::Wasmctrl,
+                        other => panic!("--systems: {other:?} is neither native nor wasmctrl"),
+                    })
+                    .collect()
+            },
+        ),
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

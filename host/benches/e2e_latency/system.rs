@@ -64,6 +64,10 @@ pub struct Setup {
     pub rate: f64,
     /// How long idle writes are counted (longer than `resync`).
     pub idle: Duration,
+    /// Where `perf record` writes each system's churn profile, if asked.
+    pub perf: Option<PathBuf>,
+    /// Which systems run (both by default).
+    pub systems: Vec<System>,
 }
 
 /// What one system did.
@@ -225,6 +229,38 @@ fn log_tail(system: System, setup: &Setup) -> String {
     lines[lines.len().saturating_sub(20)..].join("\n")
 }
 
+/// `perf record` of the system and of this process (the API server)
+/// during the churn, into `dir/perf-<system>.data` (`--perf DIR`).
+fn start_perf(dir: &std::path::Path, system: System, pid: u32) -> Child {
+    let out = dir.join(format!("perf-{}.data", system.name()));
+    Command::new("perf")
+        .args([
+            "record",
+            "-e",
+            "cpu-clock",
+            "-F",
+            "199",
+            "--call-graph",
+            "dwarf,32768",
+            "-o",
+        ])
+        .arg(&out)
+        .arg("-p")
+        .arg(format!("{pid},{}", std::process::id()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("--perf: starting perf: {e}"))
+}
+
+/// Stops `perf record` (SIGINT, so it writes its file) and waits for it.
+fn stop_perf(mut perf: Child) {
+    let _ = Command::new("kill")
+        .args(["-INT", &perf.id().to_string()])
+        .status();
+    let _ = perf.wait();
+}
+
 /// Polls `recorder` until a version at or after `since` satisfies `want`.
 async fn wait_for(
     recorder: &Recorder,
@@ -322,6 +358,7 @@ pub async fn run(
     );
 
     // Churn: one change every 1/rate s, each on its own node.
+    let profile = setup.perf.as_ref().map(|dir| start_perf(dir, system, pid));
     let counts_before = running.counts().await;
     let cpu_before = cpu_time(pid).unwrap_or_default();
     let churn_start = Instant::now();
@@ -361,6 +398,9 @@ pub async fn run(
     wait_for(&recorder, churn_start, CHANGE_TIMEOUT, |d| d == &expected).await;
     let churn_end = Instant::now();
     let churn_cpu = cpu_time(pid).unwrap_or_default().saturating_sub(cpu_before);
+    if let Some(perf) = profile {
+        stop_perf(perf);
+    }
     let churn_writes = recorder.writes_between(churn_start, churn_end);
     let counts_churned = running.counts().await;
 

@@ -3,7 +3,9 @@
 //! Owns every write a guest causes, carried out in the plan's order:
 //! server-side applies with the guest's field manager (`wasmctrl/<guest>`)
 //! and force — create-or-update, update-only and status-subresource —,
-//! deletes, and finalizer patches (`writes`, `finalizers`). Each is skipped
+//! deletes, and finalizer patches (`writes`, `finalizers`); an apply that
+//! would change only some entries of string maps goes as a merge patch of
+//! those entries (`merge`). Each is skipped
 //! when the cached live object already agrees (so a reconcile never
 //! triggers itself), and every write aimed at an object the guest saw is
 //! pinned to its uid: when that object is gone or replaced the write is
@@ -19,6 +21,7 @@
 
 pub mod contest;
 mod finalizers;
+mod merge;
 mod writes;
 
 use std::collections::{BTreeSet, HashMap};

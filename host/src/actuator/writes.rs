@@ -15,10 +15,10 @@ use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use serde_json::Value as Json;
 
 use super::contest::Verdict;
+use super::merge::merge_patch_for;
 use super::{Actuator, ActuatorError, Step};
 use crate::guest::ObjectKey;
 use crate::metrics::WriteVerb;
-use crate::outputs::resource_version;
 
 /// Whether `live` already has every field of `desired` with the same value.
 /// Lists and scalars compare whole; an empty map or list in `desired`
@@ -42,9 +42,12 @@ fn is_empty(v: &Json) -> bool {
     }
 }
 
-/// Whether `manager` owns (through Apply, on the main resource when
-/// `subresource` is None, else on that subresource) a field of `live` that
-/// `desired` no longer sets — an apply is then needed to remove it.
+/// Whether `manager` owns (on the main resource when `subresource` is None,
+/// else on that subresource) a field of `live` that `desired` no longer
+/// sets — an apply is then needed to remove it. Fields owned through Apply
+/// count, and fields outside `metadata` owned through Update (the entries
+/// [`super::merge`] wrote); our finalizer patches own `metadata` entries
+/// the plan never sets.
 pub fn drops_owned_field(
     live: &Json,
     desired: &Json,
@@ -61,17 +64,46 @@ pub fn drops_owned_field(
         .iter()
         .filter(|e| {
             e.get("manager").and_then(Json::as_str) == Some(manager)
-                && e.get("operation").and_then(Json::as_str) == Some("Apply")
                 && e.get("subresource").and_then(Json::as_str) == subresource
         })
-        .filter_map(|e| e.get("fieldsV1"))
-        .any(|fields| owned_missing(fields, Some(desired)))
+        .any(|e| {
+            let Some(fields) = e.get("fieldsV1").and_then(Json::as_object) else {
+                return false;
+            };
+            match e.get("operation").and_then(Json::as_str) {
+                Some("Apply") => owned_missing(fields, Some(desired)),
+                Some("Update") => patched_missing(live, fields, desired, manager),
+                _ => false,
+            }
+        })
 }
 
-fn owned_missing(fields: &Json, desired: Option<&Json>) -> bool {
-    let Some(map) = fields.as_object() else {
-        return false;
-    };
+/// Whether an Update entry of `manager` (what [`super::merge`] patched)
+/// owns a map entry, outside `metadata`, that `desired` lacks and no other
+/// manager owns, or a top-level field `desired` lacks.
+fn patched_missing(
+    live: &Json,
+    fields: &serde_json::Map<String, Json>,
+    desired: &Json,
+    manager: &str,
+) -> bool {
+    fields.iter().any(|(k, child)| {
+        let Some(name) = k.strip_prefix("f:").filter(|n| *n != "metadata") else {
+            return false;
+        };
+        let Some(want) = desired.get(name) else {
+            return true;
+        };
+        child.as_object().is_some_and(|c| {
+            c.keys()
+                .filter_map(|e| e.strip_prefix("f:"))
+                .any(|e| want.get(e).is_none() && !super::merge::co_owned(live, manager, name, e))
+        })
+    })
+}
+
+/// Whether `map` (fieldsV1) names a field `desired` lacks.
+fn owned_missing(map: &serde_json::Map<String, Json>, desired: Option<&Json>) -> bool {
     map.iter().any(|(k, child)| {
         let Some(name) = k.strip_prefix("f:") else {
             // "." or list-item keys ("k:", "v:", "i:"): lists compare whole.
@@ -82,7 +114,7 @@ fn owned_missing(fields: &Json, desired: Option<&Json>) -> bool {
             Some(d) => {
                 child.as_object().is_some_and(|c| !c.is_empty())
                     && d.is_object()
-                    && owned_missing(child, Some(d))
+                    && child.as_object().is_some_and(|c| owned_missing(c, Some(d)))
             }
         }
     })
@@ -139,11 +171,12 @@ impl Actuator {
             self.metrics.held_back_write();
             return Ok(Step::HeldBack(left));
         }
-        if let Some(current) = self.outputs.live(target).filter(|_| !echo_due) {
+        let current = self.outputs.live(target).filter(|_| !echo_due);
+        if let Some(current) = &current {
             let noop = match part {
                 Part::Object => {
-                    contains(&current, desired)
-                        && !drops_owned_field(&current, desired, &self.field_manager, None)
+                    contains(current, desired)
+                        && !drops_owned_field(current, desired, &self.field_manager, None)
                 }
                 // Status applies compare against the live object's status.
                 Part::Status => {
@@ -151,7 +184,7 @@ impl Actuator {
                     contains(
                         current.get("status").unwrap_or(&null),
                         desired.get("status").unwrap_or(&null),
-                    ) && !drops_owned_field(&current, desired, &self.field_manager, Some("status"))
+                    ) && !drops_owned_field(current, desired, &self.field_manager, Some("status"))
                 }
             };
             if noop {
@@ -159,7 +192,7 @@ impl Actuator {
                 return Ok(Step::Skipped);
             }
             if let Some((verdict, other)) =
-                contests.retaken(target, &current, &self.field_manager, now)
+                contests.retaken(target, current, &self.field_manager, now)
             {
                 match verdict {
                     Verdict::Contested => tracing::info!(
@@ -174,25 +207,35 @@ impl Actuator {
                 }
             }
         }
-        let ar = self.discovery.resource(&target.gvk).await?;
-        let params = PatchParams::apply(&self.field_manager).force();
-        let api = self.api(&ar, target.namespace.as_deref());
-        echoes.begin(target);
-        let patch = Patch::Apply(desired);
-        let result = match part {
-            Part::Object => api.patch(&target.name, &params, &patch).await,
-            Part::Status => api.patch_status(&target.name, &params, &patch).await,
+        // Only some entries of a string map differ: send just those.
+        let merge = match (part, &current) {
+            (Part::Object, Some(live)) => merge_patch_for(live, desired, &self.field_manager),
+            _ => None,
         };
-        let rv = result
-            .as_ref()
-            .ok()
-            .and_then(|o| o.metadata.resource_version.as_deref());
-        let cached = self.outputs.live(target);
-        let cached_rv = cached.as_ref().and_then(resource_version);
-        let changed_meanwhile = echoes.applied(target, rv, cached_rv);
+        let ar = self.discovery.resource(&target.gvk).await?;
+        echoes.begin(target);
+        let result = match merge {
+            Some(entries) => {
+                tracing::debug!(target = %target, "writing only the changed entries (merge patch)");
+                let params = PatchParams {
+                    field_manager: Some(self.field_manager.clone()),
+                    ..PatchParams::default()
+                };
+                self.patch_version(&ar, target, &params, &Patch::Merge(&entries), part)
+                    .await
+            }
+            None => {
+                let params = PatchParams::apply(&self.field_manager).force();
+                self.patch_version(&ar, target, &params, &Patch::Apply(desired), part)
+                    .await
+            }
+        };
+        let rv = result.as_ref().ok().and_then(|rv| rv.as_deref());
+        let cached_rv = self.outputs.live_version(target);
+        let changed_meanwhile = echoes.applied(target, rv, cached_rv.as_deref());
         match result {
-            Ok(ref o) => {
-                contests.wrote(target, o.metadata.resource_version.as_deref());
+            Ok(ref rv) => {
+                contests.wrote(target, rv.as_deref());
                 self.metrics.wrote(verb);
                 Ok(Step::Done { changed_meanwhile })
             }
@@ -207,6 +250,43 @@ impl Actuator {
                 source,
             }),
         }
+    }
+
+    /// Sends one patch of `target` (its status when `part` is Status) and
+    /// returns the resourceVersion written. Only that is decoded from the
+    /// answer: the object itself is skipped unparsed (a large summary is
+    /// hundreds of KB, and the watch echo brings it to the cache anyway).
+    async fn patch_version<P: serde::Serialize + std::fmt::Debug>(
+        &self,
+        ar: &kube::api::ApiResource,
+        target: &ObjectKey,
+        params: &PatchParams,
+        patch: &Patch<P>,
+        part: Part,
+    ) -> Result<Option<String>, kube::Error> {
+        #[derive(serde::Deserialize)]
+        struct Written {
+            metadata: WrittenMeta,
+        }
+        #[derive(serde::Deserialize)]
+        struct WrittenMeta {
+            #[serde(rename = "resourceVersion")]
+            resource_version: Option<String>,
+        }
+        use kube::Resource;
+        let url = kube::api::DynamicObject::url_path(ar, target.namespace.as_deref());
+        let request = kube::core::Request::new(url);
+        let mut req = match part {
+            Part::Object => request.patch(&target.name, params, patch),
+            Part::Status => request.patch_subresource("status", &target.name, params, patch),
+        }
+        .map_err(kube::Error::BuildRequest)?;
+        req.extensions_mut().insert(match part {
+            Part::Object => "patch",
+            Part::Status => "patch_status",
+        });
+        let written: Written = self.client.request(req).await?;
+        Ok(written.metadata.resource_version)
     }
 
     /// Deletes `target` (with a uid precondition when `uid` is given),
@@ -327,10 +407,17 @@ mod tests {
             None
         ));
         assert!(drops_owned_field(&live, &json!({}), m, None));
-        // Another manager's fields never force our apply.
-        assert!(!drops_owned_field(
+        // A manager's Update entry (our merge patches) counts too, outside
+        // metadata and for entries no other manager owns.
+        assert!(drops_owned_field(
             &live,
             &json!({"data": {"n1": "1", "n2": "1"}}),
+            "kubectl",
+            None
+        ));
+        assert!(!drops_owned_field(
+            &live,
+            &json!({"data": {"x": "y"}}),
             "kubectl",
             None
         ));

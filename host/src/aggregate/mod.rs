@@ -31,6 +31,9 @@ use crate::projection::ProjectedObject;
 use crate::sync::lock;
 use reduce::Reductions;
 
+/// Objects mapped per `map-objects` call.
+pub const MAP_BATCH: usize = 4096;
+
 /// An object of a watch: (watch index, namespace, name). Sorted like a
 /// snapshot's objects.
 pub type ObjectId = (usize, Arc<str>, Arc<str>);
@@ -179,42 +182,48 @@ impl Aggregate {
         let mut state = lock(&self.state);
         let changed = std::mem::take(&mut *lock(&self.pending));
         stats.changed = changed.len();
-        let mut present: Vec<Vec<Arc<ProjectedObject>>> = vec![Vec::new(); caches.len()];
-        let mut present_ids = Vec::new();
+        let mut present: Vec<(ObjectId, Arc<ProjectedObject>)> = Vec::new();
         let mut gone = Vec::new();
         for id in &changed {
             match caches.get(id.0).and_then(|c| c.store.get(&id.1, &id.2)) {
-                Some(obj) => {
-                    present[id.0].push(obj);
-                    present_ids.push(id.clone());
-                }
+                Some(obj) => present.push((id.clone(), obj)),
                 None => gone.push(id),
             }
         }
-        stats.mapped = present_ids.len();
+        stats.mapped = present.len();
         stats.removed = gone.len();
-        if !present_ids.is_empty() {
-            let views: Vec<WatchView<'_>> = present
-                .iter()
+        // In batches, so a guest instance never holds more than one batch
+        // (the first reconcile maps every object): memory stays bounded and
+        // each batch's instance is dropped before the next. The contract
+        // lets the host batch as it likes (an object maps alone).
+        for batch in present.chunks(MAP_BATCH) {
+            let mut per_watch: Vec<Vec<&ProjectedObject>> = vec![Vec::new(); caches.len()];
+            for (id, obj) in batch {
+                per_watch[id.0].push(obj.as_ref());
+            }
+            let views: Vec<WatchView<'_>> = per_watch
+                .into_iter()
                 .zip(caches)
-                .map(|(objs, cache)| WatchView {
-                    objects: objs.iter().map(Arc::as_ref).collect(),
+                .map(|(objects, cache)| WatchView {
+                    objects,
                     positions: cache.positions.clone(),
                 })
                 .collect();
             let data = snapshot::build(manifest, &views);
+            drop(views);
             let (result, call) = module.map_objects(manifest, env, data);
             stats.instantiate += call.instantiate;
             stats.call += call.call;
             stats.log_limited += call.log_limited;
             match result {
                 Ok(outputs) => {
-                    for (id, out) in present_ids.into_iter().zip(outputs) {
-                        state.replace(id, out);
+                    for ((id, _), out) in batch.iter().zip(outputs) {
+                        state.replace(id.clone(), out);
                     }
                 }
                 Err(e) => {
-                    // Nothing applied: the next reconcile maps them again.
+                    // The next reconcile maps them all again (mapping an
+                    // object again replaces what it contributed).
                     lock(&self.pending).extend(changed);
                     return (Err(e), stats);
                 }

@@ -132,10 +132,21 @@ impl Ctx<'_> {
     pub(super) fn commit_update(
         &self,
         old: &Stored,
+        new: Value,
+        apply_fields: Option<Value>,
+    ) -> Result<Attempt<(StatusCode, Value)>> {
+        self.commit_update_with(old, old.value(), new, apply_fields)
+    }
+
+    /// [`Ctx::commit_update`] with `old` already decoded (`oldv`, storage
+    /// form): a large object is not decoded twice per write.
+    pub(super) fn commit_update_with(
+        &self,
+        old: &Stored,
+        oldv: Value,
         mut new: Value,
         apply_fields: Option<Value>,
     ) -> Result<Attempt<(StatusCode, Value)>> {
-        let oldv = old.value();
         let requested = meta_str(&new, "resourceVersion")
             .filter(|s| !s.is_empty())
             .map(parse_rv)
@@ -223,9 +234,8 @@ impl Ctx<'_> {
                 Err(e) => Err(store_err(&self.target, e)),
             };
         }
-        match self.store().update(&storage, &key, Some(old.rv), new) {
-            Ok(s) => {
-                let v = s.value();
+        match self.store().update_value(&storage, &key, Some(old.rv), new) {
+            Ok((_, v)) => {
                 self.after_write(&v);
                 Ok(Attempt::Done((StatusCode::OK, v)))
             }
@@ -318,7 +328,8 @@ impl Ctx<'_> {
             self.check_body(&mut patched, write)?;
             self.check_url_name(&mut patched)?;
             let patched = convert::to_storage(&self.target.info, patched);
-            if let Attempt::Done((code, v)) = self.commit_update(&old, patched, None)? {
+            let oldv = convert::to_storage(&self.target.info, oldv);
+            if let Attempt::Done((code, v)) = self.commit_update_with(&old, oldv, patched, None)? {
                 return Ok(value_response(code, &self.out(v)));
             }
         }
@@ -380,7 +391,11 @@ impl Ctx<'_> {
                         .cloned()
                         .unwrap_or_else(|| json!([]));
                     let result = convert::to_storage(&self.target.info, result);
-                    if let Attempt::Done((code, v)) = self.commit_update(&old, result, Some(mf))? {
+                    let oldv =
+                        convert::to_storage(&self.target.info, oldv.unwrap_or_else(|| old.value()));
+                    if let Attempt::Done((code, v)) =
+                        self.commit_update_with(&old, oldv, result, Some(mf))?
+                    {
                         return Ok(value_response(code, &self.out(v)));
                     }
                 }

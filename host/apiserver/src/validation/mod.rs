@@ -52,7 +52,7 @@ use serde_json::Value;
 
 use self::duplicates::{body_problems, json_patch_problems, Doc};
 use self::messages::{apply_message, go_format, Problems};
-use self::unknown::{prune, unknown_fields};
+use self::unknown::prune;
 use super::registry::ResourceInfo;
 
 pub(crate) use self::messages::{go_float, go_quote};
@@ -174,17 +174,29 @@ pub fn check(
     schema: Option<&Value>,
 ) -> Result<Vec<String>, ApiError> {
     let custom = schema.is_some() && super::crd::is_custom(info);
+    let kind = typed::kind(info).filter(|_| !custom);
+    // One typed round trip serves both checks below: an object that
+    // decodes as it is also decodes with its nulls removed, so only the
+    // quantity rules could still fail it.
+    let round_trip = kind.and_then(|k| k.round_trip(obj).map(|t| (k, t)));
     if !custom && !matches!(write, Write::Apply { .. }) {
         // a value the Go type cannot hold fails before unknown fields are
         // looked at ("Non-strict errors trump", apiserver handlers/patch.go)
-        if let Some(text) = typed::kind(info).and_then(|k| typed::decode_error(k, obj)) {
-            return Err(failure(info, obj, write, &text));
+        let decodes = round_trip
+            .as_ref()
+            .is_some_and(|(k, _)| !k.checks_quantities());
+        if !decodes {
+            if let Some(text) = kind.and_then(|k| typed::decode_error(k, obj)) {
+                return Err(failure(info, obj, write, &text));
+            }
         }
     }
     let unknown = match schema {
         // a custom resource: what its structural schema does not specify
         Some(s) if super::crd::is_custom(info) => Some(super::crd::unknown_paths(obj, s)),
-        _ => unknown_fields(info, obj),
+        _ => round_trip
+            .as_ref()
+            .map(|(k, t)| unknown::unknown_in_round_trip(*k, obj, t)),
     };
     let Some(unknown) = unknown else {
         return Ok(Vec::new());

@@ -59,6 +59,12 @@ impl Kind {
     pub(super) fn round_trip(&self, obj: &Value) -> Option<Value> {
         (self.round_trip)(obj)
     }
+
+    /// Whether [`decode_error`] checks quantities for this kind (beyond
+    /// what decoding the type checks).
+    pub(super) fn checks_quantities(&self) -> bool {
+        self.pod_spec_at.is_some() || self.node
+    }
 }
 
 fn decode_as<T: DeserializeOwned>(v: &Value) -> Result<(), Failure> {

@@ -10,7 +10,6 @@
 use serde_json::Value;
 
 use super::typed;
-use crate::registry::ResourceInfo;
 
 /// One step of a path through a JSON document.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -22,16 +21,13 @@ pub(crate) enum Seg {
 /// A path through a JSON document, from its root.
 pub(crate) type Path = Vec<Seg>;
 
-/// The paths of `obj` that `info`'s typed form drops, in depth-first order
-/// of sorted keys; `None` when `info` is not a built-in kind this module
-/// knows or `obj` does not decode into it.
-pub(super) fn unknown_fields(info: &ResourceInfo, obj: &Value) -> Option<Vec<Path>> {
-    let kind = typed::kind(info)?;
-    let typed = kind.round_trip(obj)?;
+/// The paths of `obj` that `kind`'s typed form drops (`typed`: `obj`
+/// decoded into it and encoded again), in depth-first order of sorted keys.
+pub(super) fn unknown_in_round_trip(kind: typed::Kind, obj: &Value, typed: &Value) -> Vec<Path> {
     let mut out = Vec::new();
     let declared = |path: &[Seg]| typed::declares(kind, obj, path);
-    dropped(obj, &typed, &mut Vec::new(), &declared, &mut out);
-    Some(out)
+    dropped(obj, typed, &mut Vec::new(), &declared, &mut out);
+    out
 }
 
 /// Collects the keys of `input` that `typed` lacks. A `null`-valued key is
