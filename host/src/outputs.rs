@@ -48,6 +48,12 @@ enum Echo {
 #[derive(Debug, Default)]
 pub struct Echoes {
     pending: Mutex<HashMap<ObjectKey, Echo>>,
+    /// Objects some of whose entries we wrote by merge patch (owned through
+    /// our `Update` entry, which a later apply does not remove).
+    merged: Mutex<std::collections::HashSet<ObjectKey>>,
+    /// Writes waiting for our previous write's echo: since when. The echo
+    /// wakes the producer instead of being swallowed.
+    waiting: Mutex<HashMap<ObjectKey, std::time::Instant>>,
 }
 
 impl Echoes {
@@ -67,6 +73,42 @@ impl Echoes {
                 ours,
             },
         );
+    }
+
+    /// Notes that some entries of `target` were written by merge patch.
+    pub fn merged(&self, target: &ObjectKey) {
+        lock(&self.merged).insert(target.clone());
+    }
+
+    /// After a full apply of an object we merge-patched: its echo wakes
+    /// the producer, whose next reconcile (against the current object)
+    /// removes by patch any entry our patches own and the plan dropped,
+    /// which the apply leaves.
+    pub fn wake_on_echo(&self, target: &ObjectKey) {
+        if lock(&self.merged).contains(target) {
+            lock(&self.waiting).insert(target.clone(), std::time::Instant::now());
+        }
+    }
+
+    /// Whether a write of `target` should wait for our previous write's
+    /// echo rather than go out now: only for an object we merge-patched
+    /// (deciding that write needs the live object: a full apply would not
+    /// remove entries our patches own), while the echo is due, and for at
+    /// most `max` (then the write goes out as an apply, as for any object).
+    /// When it should, the echo wakes the producer.
+    pub fn wait_for_echo(&self, target: &ObjectKey, max: std::time::Duration) -> bool {
+        if !self.awaiting(target) || !lock(&self.merged).contains(target) {
+            lock(&self.waiting).remove(target);
+            return false;
+        }
+        let now = std::time::Instant::now();
+        let mut waiting = lock(&self.waiting);
+        let since = *waiting.entry(target.clone()).or_insert(now);
+        if now.saturating_duration_since(since) > max {
+            waiting.remove(target);
+            return false;
+        }
+        true
     }
 
     /// Whether a write of `target` is in flight or its echo is still to
@@ -99,6 +141,10 @@ impl Echoes {
                 rvs.drain(..=at);
                 if rvs.is_empty() {
                     pending.remove(target);
+                    // A write was waiting for this echo: wake its producer.
+                    if lock(&self.waiting).remove(target).is_some() {
+                        return false;
+                    }
                 }
                 true
             }

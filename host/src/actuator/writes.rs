@@ -20,6 +20,12 @@ use super::{Actuator, ActuatorError, Step};
 use crate::guest::ObjectKey;
 use crate::metrics::WriteVerb;
 
+/// How long a write waits for the echo of our previous write to an object
+/// we merge-patched before going out as a full apply anyway.
+const ECHO_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(2);
+/// When such a waiting write is looked at again if no echo wakes it first.
+const ECHO_RECHECK: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Whether `live` already has every field of `desired` with the same value.
 /// Lists and scalars compare whole; an empty map or list in `desired`
 /// matches an absent field (the API server omits empty maps).
@@ -171,6 +177,11 @@ impl Actuator {
             self.metrics.held_back_write();
             return Ok(Step::HeldBack(left));
         }
+        // An object we merge-patched is written only against a current
+        // cache: wait (briefly) for our previous write's echo.
+        if part == Part::Object && echoes.wait_for_echo(target, ECHO_WAIT_MAX) {
+            return Ok(Step::HeldBack(ECHO_RECHECK));
+        }
         let current = self.outputs.live(target).filter(|_| !echo_due);
         if let Some(current) = &current {
             let noop = match part {
@@ -217,6 +228,7 @@ impl Actuator {
         let result = match merge {
             Some(entries) => {
                 tracing::debug!(target = %target, "writing only the changed entries (merge patch)");
+                echoes.merged(target);
                 let params = PatchParams {
                     field_manager: Some(self.field_manager.clone()),
                     ..PatchParams::default()
@@ -225,6 +237,7 @@ impl Actuator {
                     .await
             }
             None => {
+                echoes.wake_on_echo(target);
                 let params = PatchParams::apply(&self.field_manager).force();
                 self.patch_version(&ar, target, &params, &Patch::Apply(desired), part)
                     .await
