@@ -388,17 +388,58 @@ fn with_keep<T>(keep: &Arc<Keep>, f: impl FnOnce() -> T) -> T {
 #[derive(Debug, Clone)]
 struct Pruned {
     metadata: ObjectMeta,
-    body: Json,
+    body: Body,
+}
+
+/// What decoding kept of an object.
+#[derive(Debug, Clone)]
+enum Body {
+    /// The kept fields, decoded.
+    Json(Json),
+    /// A whole object (the filter keeps everything), as the server's text:
+    /// an informer of whole objects (the outputs cache) never builds the
+    /// object only to encode it again. `identity` holds the fields
+    /// [`Keep::for_paths`] keeps of any object, decoded from the text.
+    Raw {
+        text: Box<serde_json::value::RawValue>,
+        identity: Json,
+    },
+}
+
+impl Body {
+    /// The decoded part: the object, or its identity fields.
+    fn head(&self) -> &Json {
+        match self {
+            Body::Json(json) => json,
+            Body::Raw { identity, .. } => identity,
+        }
+    }
+}
+
+thread_local! {
+    /// What [`Body::Raw`] decodes of the text: identity only.
+    static IDENTITY: Keep = Keep::for_paths(std::iter::empty());
 }
 
 impl<'de> serde::Deserialize<'de> for Pruned {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use serde::de::DeserializeSeed;
+        use serde::de::{DeserializeSeed, Error};
         let body = match KEEP.with(|k| k.borrow().clone()) {
-            Some(keep) => keep.as_ref().deserialize(d)?,
-            None => Json::deserialize(d)?,
+            // Only serde_json's own deserializer hands out raw text; kube
+            // decodes list pages and watch lines with it, and both the
+            // list's `items` and the watch event's `object` (after its
+            // `type`, as Kubernetes encodes events) reach us unbuffered.
+            Some(keep) if keep.is_everything() => {
+                let text = Box::<serde_json::value::RawValue>::deserialize(d)?;
+                let identity = IDENTITY
+                    .with(|id| id.deserialize(&mut serde_json::Deserializer::from_str(text.get())))
+                    .map_err(D::Error::custom)?;
+                Body::Raw { text, identity }
+            }
+            Some(keep) => Body::Json(keep.as_ref().deserialize(d)?),
+            None => Body::Json(Json::deserialize(d)?),
         };
-        let meta = body.get("metadata");
+        let meta = body.head().get("metadata");
         let text = |f: &str| {
             meta.and_then(|m| m.get(f))
                 .and_then(Json::as_str)
@@ -449,24 +490,75 @@ impl Resource for Pruned {
 }
 
 fn project(inner: &Inner, obj: Pruned) -> ProjectedObject {
-    let mut body = obj.body;
+    let key = &inner.key;
+    let api_version = || {
+        if key.group.is_empty() {
+            key.version.clone()
+        } else {
+            format!("{}/{}", key.group, key.version)
+        }
+    };
     // List items come without apiVersion and kind (the list names them
     // once); watch events carry them. Fill them in so a guest projecting
     // them sees the same either way.
+    let mut body = match obj.body {
+        Body::Raw { text, identity } => {
+            let text = with_type(text.get(), &identity, &key.kind, api_version);
+            if inner.projection.whole_only() {
+                let mut interner = lock(&inner.interner);
+                return inner
+                    .projection
+                    .project_text(&identity, text.into(), &mut interner);
+            }
+            // Whole objects and some of their fields: decode after all.
+            match serde_json::from_str(&text) {
+                Ok(json) => json,
+                Err(_) => identity,
+            }
+        }
+        Body::Json(json) => json,
+    };
     if let Json::Object(map) = &mut body {
-        let key = &inner.key;
-        map.entry("apiVersion").or_insert_with(|| {
-            Json::String(if key.group.is_empty() {
-                key.version.clone()
-            } else {
-                format!("{}/{}", key.group, key.version)
-            })
-        });
+        map.entry("apiVersion")
+            .or_insert_with(|| Json::String(api_version()));
         map.entry("kind")
             .or_insert_with(|| Json::String(key.kind.clone()));
     }
     let mut interner = lock(&inner.interner);
     inner.projection.project(&body, &mut interner)
+}
+
+/// `text` (a JSON object) with `kind` and `apiVersion` added in front when
+/// `identity` (decoded from it) lacks them, as the API server encodes them.
+fn with_type(
+    text: &str,
+    identity: &Json,
+    kind: &str,
+    api_version: impl FnOnce() -> String,
+) -> String {
+    let has = |f: &str| identity.get(f).is_some();
+    let Some(rest) = text.trim_start().strip_prefix('{') else {
+        return text.to_string();
+    };
+    let mut out = String::with_capacity(text.len() + 64);
+    out.push('{');
+    let mut added = false;
+    if !has("kind") {
+        out.push_str(&format!("\"kind\":{}", Json::from(kind)));
+        added = true;
+    }
+    if !has("apiVersion") {
+        if added {
+            out.push(',');
+        }
+        out.push_str(&format!("\"apiVersion\":{}", Json::from(api_version())));
+        added = true;
+    }
+    if added && !rest.trim_start().starts_with('}') {
+        out.push(',');
+    }
+    out.push_str(rest);
+    out
 }
 
 async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
@@ -732,7 +824,7 @@ mod tests {
         ])));
         let pruned: Pruned = with_keep(&keep, || serde_json::from_str(&text)).unwrap();
         assert_eq!(
-            pruned.body,
+            *pruned.body.head(),
             json!({
                 "apiVersion": "v1",
                 "kind": "Pod",
@@ -748,15 +840,109 @@ mod tests {
         assert_eq!(pruned.metadata.resource_version.as_deref(), Some("7"));
         // The filter is scoped to the poll: outside it, objects decode whole.
         let whole: Pruned = serde_json::from_str(&text).unwrap();
-        assert_eq!(whole.body, pod());
+        assert_eq!(*whole.body.head(), pod());
+    }
+
+    /// The raw text of a whole object kept by `pruned`, and its identity.
+    fn raw(pruned: &Pruned) -> (Json, &Json) {
+        match &pruned.body {
+            Body::Raw { text, identity } => (serde_json::from_str(text.get()).unwrap(), identity),
+            Body::Json(_) => panic!("a whole object was decoded, not kept as text"),
+        }
     }
 
     #[test]
-    fn the_whole_object_path_keeps_everything() {
+    fn the_whole_object_path_keeps_the_text_and_decodes_only_identity() {
         let text = pod().to_string();
         let keep = Arc::new(Keep::for_paths(&[FieldPath::whole()]));
         let pruned: Pruned = with_keep(&keep, || serde_json::from_str(&text)).unwrap();
-        assert_eq!(pruned.body, pod());
+        let (whole, identity) = raw(&pruned);
+        assert_eq!(whole, pod());
+        assert_eq!(
+            *identity,
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": "a", "namespace": "ns", "uid": "u1", "resourceVersion": "7"}})
+        );
+        assert_eq!(pruned.metadata.resource_version.as_deref(), Some("7"));
+    }
+
+    #[test]
+    fn whole_objects_stay_text_in_list_pages_and_watch_events_as_kube_decodes_them() {
+        let keep = Arc::new(Keep::for_paths(&[FieldPath::whole()]));
+        let mut item = pod();
+        item.as_object_mut().unwrap().remove("kind");
+        item.as_object_mut().unwrap().remove("apiVersion");
+        let page = json!({"kind": "PodList", "apiVersion": "v1",
+                          "metadata": {"resourceVersion": "9"}, "items": [item]})
+        .to_string();
+        let list: kube::core::ObjectList<Pruned> =
+            with_keep(&keep, || serde_json::from_str(&page)).unwrap();
+        assert_eq!(raw(&list.items[0]).0, item);
+        let line = format!(r#"{{"type":"MODIFIED","object":{}}}"#, pod());
+        let event: kube::core::WatchEvent<Pruned> =
+            with_keep(&keep, || serde_json::from_str(&line)).unwrap();
+        let kube::core::WatchEvent::Modified(obj) = event else {
+            panic!("not a MODIFIED event")
+        };
+        assert_eq!(raw(&obj).0, pod());
+    }
+
+    #[test]
+    fn a_whole_object_projects_from_its_text_as_from_the_parsed_object() {
+        let projection = Projection::new(vec![FieldPath::whole()], vec![]);
+        assert!(projection.whole_only());
+        let mut interner = Interner::default();
+        let mut obj = pod();
+        obj["metadata"]["ownerReferences"] = json!([
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "r1", "controller": true}
+        ]);
+        obj["metadata"]["finalizers"] = json!(["a/b"]);
+        obj["metadata"]["generation"] = json!(3);
+        obj["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        let keep = Arc::new(Keep::for_paths(&[FieldPath::whole()]));
+        let text = obj.to_string();
+        let pruned: Pruned = with_keep(&keep, || serde_json::from_str(&text)).unwrap();
+        let Body::Raw {
+            text: raw_text,
+            identity,
+        } = &pruned.body
+        else {
+            panic!("not kept as text")
+        };
+        let from_text = projection.project_text(identity, raw_text.get().into(), &mut interner);
+        let parsed = projection.project(&obj, &mut interner);
+        assert!(from_text.same_content(&parsed));
+        assert_eq!(from_text.resource_version, parsed.resource_version);
+        assert_eq!(whole_object(&from_text), Some(obj));
+        // Not for a projection of whole objects and some of their fields.
+        let mixed = Projection::new(
+            vec![FieldPath::whole(), paths(&["spec.nodeName"])[0].clone()],
+            vec![],
+        );
+        assert!(!mixed.whole_only());
+    }
+
+    #[test]
+    fn a_list_item_gets_its_kind_and_api_version_in_front() {
+        let identity = json!({"metadata": {"name": "a"}});
+        let text = r#"{"metadata":{"name":"a"},"data":{}}"#;
+        let out = with_type(text, &identity, "ConfigMap", || "v1".into());
+        assert_eq!(
+            out,
+            r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a"},"data":{}}"#
+        );
+        let empty = with_type("{}", &json!({}), "ConfigMap", || "v1".into());
+        assert_eq!(
+            serde_json::from_str::<Json>(&empty).unwrap(),
+            json!({"kind": "ConfigMap", "apiVersion": "v1"})
+        );
+        // Present: left as it is.
+        let typed = r#"{"apiVersion":"v1","kind":"ConfigMap"}"#;
+        let identity: Json = serde_json::from_str(typed).unwrap();
+        assert_eq!(
+            with_type(typed, &identity, "ConfigMap", || "v1".into()),
+            typed
+        );
     }
 
     #[test]
@@ -766,11 +952,11 @@ mod tests {
         let text = pod().to_string();
         with_keep(&outer, || {
             let a: Pruned = with_keep(&inner, || serde_json::from_str(&text)).unwrap();
-            assert_eq!(a.body["status"]["phase"], "Running");
-            assert!(a.body.get("spec").is_none());
+            assert_eq!(a.body.head()["status"]["phase"], "Running");
+            assert!(a.body.head().get("spec").is_none());
             let b: Pruned = serde_json::from_str(&text).unwrap();
-            assert_eq!(b.body["spec"]["nodeName"], "n1");
-            assert!(b.body.get("status").is_none());
+            assert_eq!(b.body.head()["spec"]["nodeName"], "n1");
+            assert!(b.body.head().get("status").is_none());
         });
         assert!(KEEP.with(|k| k.borrow().is_none()));
     }

@@ -136,6 +136,11 @@ impl Keep {
         keep
     }
 
+    /// Whether whole documents are kept (nothing is skipped).
+    pub fn is_everything(&self) -> bool {
+        self.all
+    }
+
     fn add_leaf(&mut self, leaf: &str) {
         if let Ok(p) = FieldPath::parse(leaf) {
             self.add(p.segments());

@@ -278,44 +278,78 @@ impl Projection {
 
     /// Projects one object.
     pub fn project(&self, obj: &Json, interner: &mut Interner) -> ProjectedObject {
-        let meta = obj.get("metadata");
-        let text = |k: &str| {
-            meta.and_then(|m| m.get(k))
-                .and_then(Json::as_str)
-                .unwrap_or("")
-        };
         let mut values = Vec::with_capacity(self.paths.len() + 2);
         let mut ends = Vec::with_capacity(self.paths.len());
         for path in &self.paths {
             path.extract(obj, interner, &mut values);
             ends.push(u32::try_from(values.len()).unwrap_or(u32::MAX));
         }
-        let deletion = text("deletionTimestamp");
-        let finalizers = meta
-            .and_then(|m| m.get("finalizers"))
-            .and_then(Json::as_array)
-            .map(|list| {
-                list.iter()
-                    .filter_map(Json::as_str)
-                    .map(|f| interner.intern(f))
-                    .collect()
-            })
-            .unwrap_or_default();
-        ProjectedObject {
-            namespace: interner.intern(text("namespace")),
-            name: Arc::from(text("name")),
-            uid: Arc::from(text("uid")),
-            resource_version: Arc::from(text("resourceVersion")),
-            generation: meta
-                .and_then(|m| m.get("generation"))
-                .and_then(Json::as_i64)
-                .unwrap_or(0),
-            deletion_timestamp: (!deletion.is_empty()).then(|| interner.intern(deletion)),
-            owner: meta.and_then(|m| OwnerRef::controller_of(m, interner)),
-            finalizers,
-            values: values.into_boxed_slice(),
-            ends: ends.into_boxed_slice(),
-        }
+        assemble(obj, values, ends, interner)
+    }
+
+    /// Whether every path is the whole object (see [`Self::project_text`]).
+    pub fn whole_only(&self) -> bool {
+        !self.paths.is_empty() && self.paths.iter().all(|p| p.segments.is_empty())
+    }
+
+    /// Projects a whole object given as its JSON `text`, with `identity`
+    /// holding (at least) its metadata identity fields decoded from that
+    /// text: what [`Self::project`] gives for the parsed text, without
+    /// parsing it, when [`Self::whole_only`]. The text is kept as given
+    /// (not interned: whole objects are seldom equal).
+    pub fn project_text(
+        &self,
+        identity: &Json,
+        text: Arc<str>,
+        interner: &mut Interner,
+    ) -> ProjectedObject {
+        let values = vec![Projected::Json(text); self.paths.len()];
+        let ends = (1..=self.paths.len())
+            .map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+            .collect();
+        assemble(identity, values, ends, interner)
+    }
+}
+
+/// A projected object from its fields' `values` and an object holding
+/// (at least) its metadata identity fields.
+fn assemble(
+    obj: &Json,
+    values: Vec<Projected>,
+    ends: Vec<u32>,
+    interner: &mut Interner,
+) -> ProjectedObject {
+    let meta = obj.get("metadata");
+    let text = |k: &str| {
+        meta.and_then(|m| m.get(k))
+            .and_then(Json::as_str)
+            .unwrap_or("")
+    };
+    let deletion = text("deletionTimestamp");
+    let finalizers = meta
+        .and_then(|m| m.get("finalizers"))
+        .and_then(Json::as_array)
+        .map(|list| {
+            list.iter()
+                .filter_map(Json::as_str)
+                .map(|f| interner.intern(f))
+                .collect()
+        })
+        .unwrap_or_default();
+    ProjectedObject {
+        namespace: interner.intern(text("namespace")),
+        name: Arc::from(text("name")),
+        uid: Arc::from(text("uid")),
+        resource_version: Arc::from(text("resourceVersion")),
+        generation: meta
+            .and_then(|m| m.get("generation"))
+            .and_then(Json::as_i64)
+            .unwrap_or(0),
+        deletion_timestamp: (!deletion.is_empty()).then(|| interner.intern(deletion)),
+        owner: meta.and_then(|m| OwnerRef::controller_of(m, interner)),
+        finalizers,
+        values: values.into_boxed_slice(),
+        ends: ends.into_boxed_slice(),
     }
 }
 
