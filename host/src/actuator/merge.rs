@@ -25,16 +25,33 @@ fn string_map(v: &Json) -> Option<&Map<String, Json>> {
     v.as_object().filter(|m| m.values().all(Json::is_string))
 }
 
-/// The main-resource `managedFields` entries of `manager` (`mine`) or of
-/// every other manager (`!mine`).
-fn entries<'a>(live: &'a Json, manager: &'a str, mine: bool) -> impl Iterator<Item = &'a Json> {
+/// Whose `managedFields` entries [`entries`] yields.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Whose {
+    /// Every entry of this manager.
+    Mine,
+    /// This manager's Apply entry.
+    MyApply,
+    /// Every other manager's.
+    Others,
+}
+
+/// The `fieldsV1` of the main-resource `managedFields` entries `whose`.
+fn entries<'a>(live: &'a Json, manager: &'a str, whose: Whose) -> impl Iterator<Item = &'a Json> {
     live.pointer("/metadata/managedFields")
         .and_then(Json::as_array)
         .into_iter()
         .flatten()
         .filter(move |e| {
-            (e.get("manager").and_then(Json::as_str) == Some(manager)) == mine
-                && e.get("subresource").and_then(Json::as_str).is_none()
+            let mine = e.get("manager").and_then(Json::as_str) == Some(manager);
+            let wanted = match whose {
+                Whose::Mine => mine,
+                Whose::Others => !mine,
+                Whose::MyApply => {
+                    mine && e.get("operation").and_then(Json::as_str) == Some("Apply")
+                }
+            };
+            wanted && e.get("subresource").and_then(Json::as_str).is_none()
         })
         .filter_map(|e| e.get("fieldsV1"))
 }
@@ -78,7 +95,7 @@ pub fn merge_patch_for(live: &Json, desired: &Json, manager: &str) -> Option<Jso
     }
     // What the apply would remove: fields this manager owns that `desired`
     // no longer sets.
-    for fields in entries(live, manager, true) {
+    for fields in entries(live, manager, Whose::Mine) {
         for (fk, child) in fields.as_object()? {
             let Some(name) = fk.strip_prefix("f:") else {
                 continue;
@@ -169,22 +186,12 @@ fn claimed_by_entry(live: &Json, field: &str) -> bool {
 /// Whether a manager other than `manager` also owns entry `entry` of map
 /// `field` (the apply would then leave the value and only drop ours).
 pub(super) fn co_owned(live: &Json, manager: &str, field: &str, entry: &str) -> bool {
-    entries(live, manager, false).any(|f| names(f, field, entry))
+    entries(live, manager, Whose::Others).any(|f| names(f, field, entry))
 }
 
 /// Whether `manager`'s Apply entry owns entry `entry` of map `field`.
 fn applied_owns(live: &Json, manager: &str, field: &str, entry: &str) -> bool {
-    live.pointer("/metadata/managedFields")
-        .and_then(Json::as_array)
-        .into_iter()
-        .flatten()
-        .filter(|e| {
-            e.get("manager").and_then(Json::as_str) == Some(manager)
-                && e.get("operation").and_then(Json::as_str) == Some("Apply")
-                && e.get("subresource").is_none()
-        })
-        .filter_map(|e| e.get("fieldsV1"))
-        .any(|f| names(f, field, entry))
+    entries(live, manager, Whose::MyApply).any(|f| names(f, field, entry))
 }
 
 #[cfg(test)]
@@ -413,7 +420,7 @@ mod tests {
                     // alone (through Apply or, here, its patches' Update).
                     let mut expected = want.clone();
                     for (k, v) in live["data"].as_object().cloned().unwrap_or_default() {
-                        let ours = entries(&live, ME, true).any(|f| names(f, "data", &k));
+                        let ours = entries(&live, ME, Whose::Mine).any(|f| names(f, "data", &k));
                         if !want.contains_key(&k) && (!ours || co_owned(&live, ME, "data", &k)) {
                             expected.insert(k, v);
                         }
