@@ -156,15 +156,35 @@ impl Comparison {
 
 pub(super) fn compare(kind: &Types<'_>, lhs: &Value, rhs: &Value) -> Comparison {
     let mut c = Comparison::default();
-    compare_node(
+    let mut walk = Walk {
         kind,
-        &mut Vec::new(),
-        &mut Vec::new(),
-        Some(lhs),
-        Some(rhs),
-        &mut c,
-    );
+        skip_managed_fields: false,
+    };
+    walk.node(&mut Vec::new(), &mut Vec::new(), Some(lhs), Some(rhs), &mut c);
     c
+}
+
+/// [`compare`] of `lhs` and `rhs` as if neither had
+/// `metadata.managedFields` (without copying them to remove it).
+pub(super) fn compare_without_managed_fields(
+    kind: &Types<'_>,
+    lhs: &Value,
+    rhs: &Value,
+) -> Comparison {
+    let mut c = Comparison::default();
+    let mut walk = Walk {
+        kind,
+        skip_managed_fields: true,
+    };
+    walk.node(&mut Vec::new(), &mut Vec::new(), Some(lhs), Some(rhs), &mut c);
+    c
+}
+
+struct Walk<'a, 'k> {
+    kind: &'a Types<'k>,
+    /// Whether `metadata.managedFields` (the root's `metadata` object's
+    /// key) is left out on both sides.
+    skip_managed_fields: bool,
 }
 
 fn compare_leaf(path: &FieldPath, lhs: Option<&Value>, rhs: Option<&Value>, c: &mut Comparison) {
@@ -176,87 +196,125 @@ fn compare_leaf(path: &FieldPath, lhs: Option<&Value>, rhs: Option<&Value>, c: &
     }
 }
 
-fn compare_node(
-    kind: &Types<'_>,
-    names: &mut Vec<String>,
-    path: &mut FieldPath,
-    lhs: Option<&Value>,
-    rhs: Option<&Value>,
-    c: &mut Comparison,
-) {
-    let shape = |v: Option<&Value>| match v {
-        None => 0,
-        Some(Value::Object(_)) => 1,
-        Some(Value::Array(_)) => 2,
-        Some(_) => 3,
-    };
-    let (ls, rs) = (shape(lhs), shape(rhs));
-    let node = if ls == 0 {
-        rs
-    } else if rs == 0 || ls == rs {
-        ls
-    } else {
-        3
-    };
-    match node {
-        1 => {
-            let l = lhs.and_then(Value::as_object);
-            let r = rhs.and_then(Value::as_object);
-            if atomic_map(kind, names)
-                || (l.is_none_or(Map::is_empty) && r.is_none_or(Map::is_empty))
-            {
-                compare_leaf(path, lhs, rhs, c);
+impl Walk<'_, '_> {
+    /// Whether `k`, a key of the object at `path`, is left out.
+    fn skipped(&self, path: &FieldPath, k: &str) -> bool {
+        self.skip_managed_fields
+            && k == "managedFields"
+            && matches!(path.as_slice(), [PathElement::Field(m)] if m == "metadata")
+    }
+
+    fn node(
+        &mut self,
+        names: &mut Vec<String>,
+        path: &mut FieldPath,
+        lhs: Option<&Value>,
+        rhs: Option<&Value>,
+        c: &mut Comparison,
+    ) {
+        // Equal values have no difference anywhere below (a walk of them
+        // finds every item and field on both sides, equal).
+        if let (Some(l), Some(r)) = (lhs, rhs) {
+            if l == r {
                 return;
             }
-            let mut keys: Vec<&String> = l.map(|m| m.keys().collect()).unwrap_or_default();
-            if let Some(r) = r {
-                keys.extend(r.keys().filter(|k| !l.is_some_and(|l| l.contains_key(*k))));
+        }
+        let kind = self.kind;
+        let shape = |v: Option<&Value>| match v {
+            None => 0,
+            Some(Value::Object(_)) => 1,
+            Some(Value::Array(_)) => 2,
+            Some(_) => 3,
+        };
+        let (ls, rs) = (shape(lhs), shape(rhs));
+        let node = if ls == 0 {
+            rs
+        } else if rs == 0 || ls == rs {
+            ls
+        } else {
+            3
+        };
+        match node {
+            1 => {
+                let l = lhs.and_then(Value::as_object);
+                let r = rhs.and_then(Value::as_object);
+                let skipping = self.skip_managed_fields
+                    && matches!(path.as_slice(), [PathElement::Field(m)] if m == "metadata");
+                let empty = |m: &Map<String, Value>| {
+                    m.is_empty() || (skipping && m.keys().all(|k| k == "managedFields"))
+                };
+                if atomic_map(kind, names) || (l.is_none_or(empty) && r.is_none_or(empty)) {
+                    if skipping {
+                        // compare the objects without the left-out key
+                        let strip = |m: Option<&Map<String, Value>>| {
+                            m.map(|m| {
+                                let mut m = m.clone();
+                                m.remove("managedFields");
+                                Value::Object(m)
+                            })
+                        };
+                        let (l2, r2) = (strip(l), strip(r));
+                        let pick = |orig: Option<&Value>, s: Option<Value>| match orig {
+                            Some(Value::Object(_)) => s,
+                            other => other.cloned(),
+                        };
+                        let (l2, r2) = (pick(lhs, l2), pick(rhs, r2));
+                        compare_leaf(path, l2.as_ref(), r2.as_ref(), c);
+                    } else {
+                        compare_leaf(path, lhs, rhs, c);
+                    }
+                    return;
+                }
+                let mut keys: Vec<&String> = l.map(|m| m.keys().collect()).unwrap_or_default();
+                if let Some(r) = r {
+                    keys.extend(r.keys().filter(|k| !l.is_some_and(|l| l.contains_key(*k))));
+                }
+                for k in keys {
+                    if skipping && self.skipped(path, k) {
+                        continue;
+                    }
+                    let (lv, rv) = (l.and_then(|m| m.get(k)), r.and_then(|m| m.get(k)));
+                    if lv.is_some() && lv == rv {
+                        continue;
+                    }
+                    names.push(k.clone());
+                    path.push(PathElement::Field(k.clone()));
+                    self.node(names, path, lv, rv, c);
+                    path.pop();
+                    names.pop();
+                }
+                post_item(path, lhs, rhs, c);
             }
-            for k in keys {
-                names.push(k.clone());
-                path.push(PathElement::Field(k.clone()));
-                compare_node(
-                    kind,
-                    names,
-                    path,
-                    l.and_then(|m| m.get(k)),
-                    r.and_then(|m| m.get(k)),
-                    c,
+            2 => {
+                let empty = Vec::new();
+                let l = lhs.and_then(Value::as_array);
+                let r = rhs.and_then(Value::as_array);
+                let list = type_of_list(kind, names);
+                if list == ListKind::Atomic
+                    || (l.is_none_or(Vec::is_empty) && r.is_none_or(Vec::is_empty))
+                {
+                    compare_leaf(path, lhs, rhs, c);
+                    return;
+                }
+                let li = index_items(&list, l.unwrap_or(&empty));
+                let ri = index_items(&list, r.unwrap_or(&empty));
+                let find = find_item;
+                let mut pes: Vec<PathElement> = li.iter().map(|(p, _)| p.clone()).collect();
+                pes.extend(
+                    ri.iter()
+                        .map(|(p, _)| p.clone())
+                        .filter(|p| find(&li, p).is_none()),
                 );
-                path.pop();
-                names.pop();
+                for pe in pes {
+                    let (lv, rv) = (find(&li, &pe), find(&ri, &pe));
+                    path.push(pe);
+                    self.node(names, path, lv, rv, c);
+                    path.pop();
+                }
+                post_item(path, lhs, rhs, c);
             }
-            post_item(path, lhs, rhs, c);
+            _ => compare_leaf(path, lhs, rhs, c),
         }
-        2 => {
-            let empty = Vec::new();
-            let l = lhs.and_then(Value::as_array);
-            let r = rhs.and_then(Value::as_array);
-            let list = type_of_list(kind, names);
-            if list == ListKind::Atomic
-                || (l.is_none_or(Vec::is_empty) && r.is_none_or(Vec::is_empty))
-            {
-                compare_leaf(path, lhs, rhs, c);
-                return;
-            }
-            let li = index_items(&list, l.unwrap_or(&empty));
-            let ri = index_items(&list, r.unwrap_or(&empty));
-            let find = find_item;
-            let mut pes: Vec<PathElement> = li.iter().map(|(p, _)| p.clone()).collect();
-            pes.extend(
-                ri.iter()
-                    .map(|(p, _)| p.clone())
-                    .filter(|p| find(&li, p).is_none()),
-            );
-            for pe in pes {
-                let (lv, rv) = (find(&li, &pe), find(&ri, &pe));
-                path.push(pe);
-                compare_node(kind, names, path, lv, rv, c);
-                path.pop();
-            }
-            post_item(path, lhs, rhs, c);
-        }
-        _ => compare_leaf(path, lhs, rhs, c),
     }
 }
 

@@ -23,10 +23,11 @@ mod tests;
 
 use serde_json::{Map, Value};
 
-use self::fieldset::{compare, to_field_set};
+use self::fieldset::{compare, compare_without_managed_fields, to_field_set};
 use self::managed::{
-    conflict_error, decode_managed_fields, remove_managed_fields, set_managed_fields, strip,
-    without_managed_fields, Entry, ManagerKey, Managers, APPLY, UPDATE,
+    conflict_error, decode_managed_fields, decode_taken_managed_fields, set_managed_fields,
+    strip, take_managed_fields, without_managed_fields, Entry, ManagerKey, Managers, APPLY,
+    UPDATE,
 };
 use self::merge::{drop_applied_nulls, merge, prune, reset_ignored};
 use super::fields::{FieldPath, FieldSet, PathElement};
@@ -196,13 +197,12 @@ pub fn server_side_apply_with(
         if !set.is_empty() {
             managers.entries.insert(
                 ManagerKey::new(BEFORE_FIRST_APPLY_MANAGER, UPDATE, &api_version, None),
-                Entry {
-                    api_version: api_version.clone(),
-                    time: Some(now.to_owned()),
-                    set,
-                },
+                Entry::new(api_version.clone(), Some(now.to_owned()), set),
             );
         }
+    }
+    for e in managers.entries.values_mut() {
+        e.set();
     }
 
     let config_set = to_field_set(&types, applied)
@@ -212,12 +212,15 @@ pub fn server_side_apply_with(
     reset_ignored(&mut merged, &base, &options.ignored_fields);
 
     let key = ManagerKey::new(manager, APPLY, &api_version, subresource);
-    let previous = managers.entries.remove(&key);
-    let last_set = previous.as_ref().map(|e| e.set.clone()).unwrap_or_default();
+    let mut previous = managers.entries.remove(&key);
+    let last_set = previous
+        .as_mut()
+        .map(|e| e.set().clone())
+        .unwrap_or_default();
     let owned_after = managers
         .entries
-        .values()
-        .fold(config_set.clone(), |acc, e| acc.union(&e.set));
+        .values_mut()
+        .fold(config_set.clone(), |acc, e| acc.union(e.set()));
     if !last_set.is_empty() {
         prune(
             &mut merged,
@@ -233,9 +236,9 @@ pub fn server_side_apply_with(
     let changed = cmp.added.union(&cmp.modified);
     let conflicts: Vec<(ManagerKey, FieldSet)> = managers
         .entries
-        .iter()
+        .iter_mut()
         .filter_map(|(k, e)| {
-            let c = strip(&e.set.intersection(&changed));
+            let c = strip(&e.set().intersection(&changed));
             (!c.is_empty()).then(|| (k.clone(), c))
         })
         .collect();
@@ -244,11 +247,11 @@ pub fn server_side_apply_with(
     }
     for (k, c) in &conflicts {
         if let Some(e) = managers.entries.get_mut(k) {
-            e.set = e.set.difference(c);
+            e.remove_paths(c);
         }
     }
     for e in managers.entries.values_mut() {
-        e.set = e.set.difference(&cmp.removed);
+        e.remove_paths(&cmp.removed);
     }
 
     // As apimachinery's managedFieldsUpdater: the time moves only when the
@@ -258,14 +261,9 @@ pub fn server_side_apply_with(
     } else {
         Some(now.to_owned())
     };
-    managers.entries.insert(
-        key,
-        Entry {
-            api_version,
-            time,
-            set: config_set,
-        },
-    );
+    managers
+        .entries
+        .insert(key, Entry::new(api_version, time, config_set));
     managers.finish();
     set_managed_fields(&mut merged, managers.encode());
     Ok(merged)
@@ -324,46 +322,50 @@ pub fn record_update_with(
         old.and_then(|o| decode_managed_fields(o).ok())
             .unwrap_or_default()
     };
+    let sent = take_managed_fields(new);
     let mut managers = if subresource.is_some() {
         old_managers()
     } else {
-        match new.pointer("/metadata/managedFields") {
+        match sent {
             Some(Value::Array(items))
                 if items.len() == 1 && items[0] == Value::Object(Map::new()) =>
             {
                 Managers::default()
             }
-            _ => match decode_managed_fields(new) {
+            sent => match decode_taken_managed_fields(sent) {
                 Ok(m) if !m.entries.is_empty() => m,
                 _ => old_managers(),
             },
         }
     };
-    remove_managed_fields(new);
     if old.is_some() && managers.entries.is_empty() {
         return;
     }
-    let lhs = old.map_or_else(|| empty_object(kind, new), without_managed_fields);
-    let cmp = compare(&types, &lhs, new).exclude(&ignored);
+    let cmp = match old {
+        Some(old) => compare_without_managed_fields(&types, old, new),
+        None => compare(&types, &empty_object(kind, new), new),
+    }
+    .exclude(&ignored);
     let taken = cmp.added.union(&cmp.modified);
     for e in managers.entries.values_mut() {
-        e.set = e.set.difference(&taken).difference(&cmp.removed);
+        e.remove_paths(&taken);
+        e.remove_paths(&cmp.removed);
     }
     let mine = strip(&taken);
     if !mine.is_empty() {
         let key = ManagerKey::new(manager, operation, &api_version, subresource);
-        let set = match managers.entries.get(&key) {
-            Some(prev) => prev.set.union(&mine),
-            None => mine,
-        };
-        managers.entries.insert(
-            key,
-            Entry {
-                api_version,
-                time: Some(now.to_owned()),
-                set,
-            },
-        );
+        match managers.entries.get_mut(&key) {
+            Some(prev) => {
+                prev.add_paths(&mine);
+                prev.api_version = api_version;
+                prev.time = Some(now.to_owned());
+            }
+            None => {
+                managers
+                    .entries
+                    .insert(key, Entry::new(api_version, Some(now.to_owned()), mine));
+            }
+        }
     }
     managers.finish();
     set_managed_fields(new, managers.encode());
