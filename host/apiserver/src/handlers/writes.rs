@@ -3,6 +3,8 @@
 //! read-modify-write retried on concurrent modification. Writes go through
 //! the store's optimistic concurrency; they never bypass it.
 
+use std::sync::Arc;
+
 use axum::body::Bytes;
 use axum::http::{header, StatusCode};
 use axum::response::Response;
@@ -27,7 +29,20 @@ use crate::status::{ApiError, Cause, Details, Result};
 use crate::store::{ObjKey, StoreError, Stored};
 use crate::validation::Write;
 
+/// What a committed update answers: its status, the object and, when it
+/// was stored, the stored JSON (exactly the object's encoding), which is
+/// answered as it is rather than encoded again.
+pub(super) type Committed = (StatusCode, Value, Option<Arc<[u8]>>);
+
 impl Ctx<'_> {
+    /// The answer to a committed update (see [`Committed`]).
+    fn committed_response(&self, (code, v, json): Committed) -> Response {
+        match json {
+            Some(json) => json_response(code, self.out_bytes(&json)),
+            None => value_response(code, &self.out(v)),
+        }
+    }
+
     pub(super) fn create(&self, body: Bytes) -> Result<Response> {
         let mut obj = self.decode_object(&body)?;
         self.check_body(&mut obj, Write::Create { body: &body })?;
@@ -134,7 +149,7 @@ impl Ctx<'_> {
         old: &Stored,
         new: Value,
         apply_fields: Option<Value>,
-    ) -> Result<Attempt<(StatusCode, Value)>> {
+    ) -> Result<Attempt<Committed>> {
         self.commit_update_with(old, old.value(), new, apply_fields)
     }
 
@@ -146,7 +161,7 @@ impl Ctx<'_> {
         oldv: Value,
         mut new: Value,
         apply_fields: Option<Value>,
-    ) -> Result<Attempt<(StatusCode, Value)>> {
+    ) -> Result<Attempt<Committed>> {
         let requested = meta_str(&new, "resourceVersion")
             .filter(|s| !s.is_empty())
             .map(parse_rv)
@@ -220,7 +235,7 @@ impl Ctx<'_> {
             }
         }
         if self.dry_run() {
-            return Ok(Attempt::Done((StatusCode::OK, new)));
+            return Ok(Attempt::Done((StatusCode::OK, new, None)));
         }
         let storage = self.target.storage();
         let key = self.target.key();
@@ -228,16 +243,16 @@ impl Ctx<'_> {
             return match self.store().delete(&storage, &key, Some(old.rv), Some(new)) {
                 Ok(s) => {
                     crd::on_delete(self.app, &self.target.info, &s.value());
-                    Ok(Attempt::Done((StatusCode::OK, s.value())))
+                    Ok(Attempt::Done((StatusCode::OK, s.value(), None)))
                 }
                 Err(StoreError::Conflict) if requested.is_none() => Ok(Attempt::Retry),
                 Err(e) => Err(store_err(&self.target, e)),
             };
         }
         match self.store().update_value(&storage, &key, Some(old.rv), new) {
-            Ok((_, v)) => {
+            Ok((stored, v)) => {
                 self.after_write(&v);
-                Ok(Attempt::Done((StatusCode::OK, v)))
+                Ok(Attempt::Done((StatusCode::OK, v, Some(stored.json))))
             }
             Err(StoreError::Conflict) if requested.is_none() => Ok(Attempt::Retry),
             Err(e) => Err(store_err(&self.target, e)),
@@ -254,8 +269,8 @@ impl Ctx<'_> {
                 .get(&self.target.storage(), &self.target.key())
                 .ok_or_else(|| self.target.not_found())?;
             let new = convert::to_storage(&self.target.info, obj.clone());
-            if let Attempt::Done((code, v)) = self.commit_update(&old, new, None)? {
-                return Ok(value_response(code, &self.out(v)));
+            if let Attempt::Done(done) = self.commit_update(&old, new, None)? {
+                return Ok(self.committed_response(done));
             }
         }
         Err(self.target.stale())
@@ -329,8 +344,8 @@ impl Ctx<'_> {
             self.check_url_name(&mut patched)?;
             let patched = convert::to_storage(&self.target.info, patched);
             let oldv = convert::to_storage(&self.target.info, oldv);
-            if let Attempt::Done((code, v)) = self.commit_update_with(&old, oldv, patched, None)? {
-                return Ok(value_response(code, &self.out(v)));
+            if let Attempt::Done(done) = self.commit_update_with(&old, oldv, patched, None)? {
+                return Ok(self.committed_response(done));
             }
         }
         Err(self.target.stale())
@@ -393,10 +408,10 @@ impl Ctx<'_> {
                     let result = convert::to_storage(&self.target.info, result);
                     let oldv =
                         convert::to_storage(&self.target.info, oldv.unwrap_or_else(|| old.value()));
-                    if let Attempt::Done((code, v)) =
+                    if let Attempt::Done(done) =
                         self.commit_update_with(&old, oldv, result, Some(mf))?
                     {
-                        return Ok(value_response(code, &self.out(v)));
+                        return Ok(self.committed_response(done));
                     }
                 }
                 // A missing object is never created through /status, and an
