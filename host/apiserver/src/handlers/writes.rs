@@ -364,7 +364,7 @@ impl Ctx<'_> {
             ));
         }
         let force = self.q("force").is_some_and(|f| f == "true");
-        let mut applied: Value = serde_yaml::from_slice(body)
+        let mut applied: Value = crate::body::parse_apply(body)
             .map_err(|e| ApiError::BadRequest(format!("error decoding YAML: {e}")))?;
         if !applied.is_object() {
             return Err(ApiError::BadRequest(
