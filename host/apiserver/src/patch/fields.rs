@@ -281,6 +281,11 @@ impl FieldSet {
         let Value::Object(obj) = v else {
             return Err(format!("FieldsV1 must be an object, got {v}"));
         };
+        Self::from_fields_v1_map(obj)
+    }
+
+    /// [`FieldSet::from_fields_v1`] of an object's members.
+    pub fn from_fields_v1_map(obj: &Map<String, Value>) -> Result<FieldSet, String> {
         let mut set = FieldSet::new();
         for (key, inner) in obj {
             if key == "." {

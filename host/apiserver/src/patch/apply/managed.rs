@@ -138,7 +138,7 @@ impl Entry {
     pub(super) fn set(&mut self) -> &mut FieldSet {
         if let Fields::Raw(raw) = &self.fields {
             // a canonical object decodes (see `canonical`)
-            let set = FieldSet::from_fields_v1(&Value::Object(raw.clone())).unwrap_or_default();
+            let set = FieldSet::from_fields_v1_map(raw).unwrap_or_default();
             self.fields = Fields::Set(set);
         }
         match &mut self.fields {
@@ -176,6 +176,45 @@ impl Entry {
                 for path in paths.paths() {
                     raw_insert(raw, &path);
                 }
+            }
+        }
+    }
+
+    /// An entry whose set is `set`, already stripped, kept as its
+    /// encoding `fields_v1` (`set.to_fields_v1()`).
+    pub(super) fn encoded(api_version: String, time: Option<String>, fields_v1: Value) -> Self {
+        let fields = match fields_v1 {
+            Value::Object(raw) => Fields::Raw(raw),
+            _ => Fields::Set(FieldSet::new()),
+        };
+        Self {
+            api_version,
+            time,
+            fields,
+        }
+    }
+
+    /// Whether the set is still the encoding `fields_v1` (so it is the set
+    /// that encodes to it), without decoding it.
+    pub(super) fn is_encoded_as(&self, fields_v1: &Value) -> bool {
+        match (&self.fields, fields_v1) {
+            (Fields::Raw(raw), Value::Object(other)) => raw == other,
+            _ => false,
+        }
+    }
+
+    /// `set.intersection(paths)`.
+    pub(super) fn intersection(&self, paths: &FieldSet) -> FieldSet {
+        match &self.fields {
+            Fields::Set(set) => set.intersection(paths),
+            Fields::Raw(raw) => {
+                let mut both = FieldSet::new();
+                for path in paths.paths() {
+                    if raw_has(raw, &path) {
+                        both.insert(&path);
+                    }
+                }
+                both
             }
         }
     }
@@ -267,6 +306,21 @@ fn raw_remove(raw: &mut Map<String, Value>, path: &[PathElement]) -> bool {
     true
 }
 
+/// Whether `path` is a member of the canonical `raw`.
+fn raw_has(raw: &Map<String, Value>, path: &[PathElement]) -> bool {
+    let Some((first, rest)) = path.split_first() else {
+        return false;
+    };
+    let Some(Value::Object(node)) = raw.get(&first.to_fields_v1_key()) else {
+        return false;
+    };
+    if rest.is_empty() {
+        node.is_empty() || node.contains_key(".")
+    } else {
+        raw_has(node, rest)
+    }
+}
+
 /// Adds the member `path` to the canonical `raw`, keeping it canonical.
 fn raw_insert(raw: &mut Map<String, Value>, path: &[PathElement]) {
     let Some((first, rest)) = path.split_first() else {
@@ -304,7 +358,7 @@ impl Managers {
     pub(super) fn finish(&mut self) {
         for e in self.entries.values_mut() {
             if let Fields::Set(set) = &mut e.fields {
-                *set = strip(set);
+                strip_in_place(set);
             }
         }
         self.entries.retain(|_, e| !e.is_empty());
@@ -488,10 +542,6 @@ fn decode_items<'a>(items: impl Iterator<Item = Cow<'a, Value>>) -> Result<Manag
     Ok(managers)
 }
 
-pub(super) fn remove_managed_fields(obj: &mut Value) {
-    take_managed_fields(obj);
-}
-
 /// Removes `metadata.managedFields` from `obj` and returns it.
 pub(super) fn take_managed_fields(obj: &mut Value) -> Option<Value> {
     match obj.get_mut("metadata") {
@@ -501,9 +551,27 @@ pub(super) fn take_managed_fields(obj: &mut Value) -> Option<Value> {
 }
 
 pub(super) fn without_managed_fields(obj: &Value) -> Value {
-    let mut copy = obj.clone();
-    remove_managed_fields(&mut copy);
-    copy
+    let Some(Value::Object(meta)) = obj.get("metadata") else {
+        return obj.clone();
+    };
+    let Value::Object(root) = obj else {
+        return obj.clone();
+    };
+    // a copy of everything but `metadata.managedFields`
+    let mut copy = Map::new();
+    for (k, v) in root {
+        if k == "metadata" {
+            let rest = meta
+                .iter()
+                .filter(|(k, _)| *k != "managedFields")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            copy.insert(k.clone(), Value::Object(rest));
+        } else {
+            copy.insert(k.clone(), v.clone());
+        }
+    }
+    Value::Object(copy)
 }
 
 pub(super) fn set_managed_fields(obj: &mut Value, entries: Vec<Value>) {
@@ -517,6 +585,20 @@ pub(super) fn set_managed_fields(obj: &mut Value, entries: Vec<Value>) {
         } else {
             meta.insert("managedFields".into(), Value::Array(entries));
         }
+    }
+}
+
+/// `*set = strip(set)`, without copying a set that owns none of them.
+pub(super) fn strip_in_place(set: &mut FieldSet) {
+    let owns = STRIPPED.iter().any(|p| {
+        let path: FieldPath = p
+            .iter()
+            .map(|s| PathElement::Field((*s).to_owned()))
+            .collect();
+        set.has(&path)
+    });
+    if owns {
+        *set = strip(set);
     }
 }
 

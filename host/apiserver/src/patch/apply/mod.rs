@@ -26,10 +26,10 @@ use serde_json::{Map, Value};
 use self::fieldset::{compare, compare_without_managed_fields, to_field_set};
 use self::managed::{
     conflict_error, decode_managed_fields, decode_taken_managed_fields, set_managed_fields,
-    strip, take_managed_fields, without_managed_fields, Entry, ManagerKey, Managers, APPLY,
-    UPDATE,
+    strip, strip_in_place, take_managed_fields, without_managed_fields, Entry, ManagerKey,
+    Managers, APPLY, UPDATE,
 };
-use self::merge::{drop_applied_nulls, merge, prune, reset_ignored};
+use self::merge::{drop_applied_nulls, merge_into, prune, reset_ignored};
 use super::fields::{FieldPath, FieldSet, PathElement};
 use super::schema::{SchemaOverrides, Types, BUILTIN_GROUPS};
 use super::{ApplyError, ObjectKind};
@@ -201,34 +201,49 @@ pub fn server_side_apply_with(
             );
         }
     }
-    for e in managers.entries.values_mut() {
-        e.set();
-    }
 
-    let config_set = to_field_set(&types, applied)
-        .map_err(ApplyError::Invalid)?
-        .recursive_difference(&ignored);
-    let mut merged = merge(&types, Some(&base), &without_managed_fields(applied));
+    let config_set = to_field_set(&types, applied).map_err(ApplyError::Invalid)?;
+    let config_set = if ignored.is_empty() {
+        config_set
+    } else {
+        config_set.recursive_difference(&ignored)
+    };
+    let mut merged = base.clone();
+    match applied.pointer("/metadata/managedFields") {
+        None => merge_into(&types, &mut merged, applied),
+        Some(_) => merge_into(&types, &mut merged, &without_managed_fields(applied)),
+    }
     reset_ignored(&mut merged, &base, &options.ignored_fields);
 
     let key = ManagerKey::new(manager, APPLY, &api_version, subresource);
     let mut previous = managers.entries.remove(&key);
-    let last_set = previous
-        .as_mut()
-        .map(|e| e.set().clone())
-        .unwrap_or_default();
-    let owned_after = managers
-        .entries
-        .values_mut()
-        .fold(config_set.clone(), |acc, e| acc.union(e.set()));
-    if !last_set.is_empty() {
-        prune(
-            &mut merged,
-            &last_set,
-            Some(&owned_after),
-            &types,
-            &mut Vec::new(),
-        );
+    // The entry the applier gets (its set stripped now rather than by
+    // `finish`, which changes nothing), encoded once.
+    let mut mine = config_set.clone();
+    strip_in_place(&mut mine);
+    let mine = mine.to_fields_v1();
+    // An applier that applies the same fields as last time gives up none:
+    // the prune below would remove nothing (all it owned is still owned),
+    // and its entry need not be decoded.
+    let same_fields = previous.as_ref().is_some_and(|p| p.is_encoded_as(&mine));
+    if !same_fields {
+        let last_set = previous
+            .as_mut()
+            .map(|e| e.set().clone())
+            .unwrap_or_default();
+        if !last_set.is_empty() {
+            let owned_after = managers
+                .entries
+                .values_mut()
+                .fold(config_set.clone(), |acc, e| acc.union(e.set()));
+            prune(
+                &mut merged,
+                &last_set,
+                Some(&owned_after),
+                &types,
+                &mut Vec::new(),
+            );
+        }
     }
     drop_applied_nulls(&mut merged, applied);
 
@@ -236,9 +251,9 @@ pub fn server_side_apply_with(
     let changed = cmp.added.union(&cmp.modified);
     let conflicts: Vec<(ManagerKey, FieldSet)> = managers
         .entries
-        .iter_mut()
+        .iter()
         .filter_map(|(k, e)| {
-            let c = strip(&e.set().intersection(&changed));
+            let c = strip(&e.intersection(&changed));
             (!c.is_empty()).then(|| (k.clone(), c))
         })
         .collect();
@@ -263,7 +278,7 @@ pub fn server_side_apply_with(
     };
     managers
         .entries
-        .insert(key, Entry::new(api_version, time, config_set));
+        .insert(key, Entry::encoded(api_version, time, mine));
     managers.finish();
     set_managed_fields(&mut merged, managers.encode());
     Ok(merged)

@@ -195,4 +195,46 @@ proptest! {
         });
         prop_assert_eq!(eager, lazy);
     }
+
+    #[test]
+    fn in_place_merge_and_managed_fields_skipping_walks_match_the_copying_ones(
+        lhs in tree(),
+        rhs in tree(),
+        lmf in managed_fields(),
+        rmf in prop::option::of(managed_fields()),
+    ) {
+        let kind = widget_kind();
+        let types = crate::patch::schema::Types { kind: &kind, overrides: None };
+        let mut merged = lhs.clone();
+        crate::patch::apply::merge::merge_into(&types, &mut merged, &rhs);
+        prop_assert_eq!(&merged, &crate::patch::apply::merge::merge(&types, Some(&lhs), &rhs));
+
+        let l = widget(&lhs, Some(&lmf));
+        let r = widget(&rhs, rmf.as_ref());
+        let strip = |v: &Value| {
+            let mut v = v.clone();
+            if let Some(Value::Object(m)) = v.get_mut("metadata") {
+                m.remove("managedFields");
+            }
+            v
+        };
+        prop_assert_eq!(&crate::patch::apply::managed::without_managed_fields(&l), &strip(&l));
+        let fast = crate::patch::apply::fieldset::compare_without_managed_fields(&types, &l, &r);
+        let slow = crate::patch::apply::fieldset::compare(&types, &strip(&l), &strip(&r));
+        prop_assert_eq!(
+            (fast.added, fast.modified, fast.removed),
+            (slow.added, slow.modified, slow.removed)
+        );
+        // odd metadata: not an object, or only managedFields
+        for meta in [json!("x"), json!({"managedFields": lmf.clone()}), json!({})] {
+            let mut odd = l.clone();
+            odd["metadata"] = meta;
+            let fast = crate::patch::apply::fieldset::compare_without_managed_fields(&types, &odd, &r);
+            let slow = crate::patch::apply::fieldset::compare(&types, &strip(&odd), &strip(&r));
+            prop_assert_eq!(
+                (fast.added, fast.modified, fast.removed),
+                (slow.added, slow.modified, slow.removed)
+            );
+        }
+    }
 }
