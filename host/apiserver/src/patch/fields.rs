@@ -131,6 +131,29 @@ impl FieldSet {
         }
     }
 
+    /// Adds `pe` as a member of this node (the path to this node plus `pe`).
+    pub fn insert_member(&mut self, pe: PathElement) {
+        self.members.insert(pe);
+    }
+
+    /// Adds `child`'s paths below `pe` of this node.
+    pub fn insert_child(&mut self, pe: PathElement, child: FieldSet) {
+        if child.is_empty() {
+            return;
+        }
+        match self.children.get_mut(&pe) {
+            Some(mine) => *mine = mine.union(&child),
+            None => {
+                self.children.insert(pe, child);
+            }
+        }
+    }
+
+    /// Takes the subtree below `pe` out of this node.
+    pub fn take_child(&mut self, pe: &PathElement) -> FieldSet {
+        self.children.remove(pe).unwrap_or_default()
+    }
+
     /// True when `path` itself is in the set.
     #[must_use]
     pub fn has(&self, path: &[PathElement]) -> bool {

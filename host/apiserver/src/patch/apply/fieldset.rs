@@ -81,11 +81,77 @@ pub(super) fn index_items<'a>(
 
 /// structured-merge-diff `ToFieldSet` of an applied configuration.
 pub(super) fn to_field_set(kind: &Types<'_>, applied: &Value) -> Result<FieldSet, String> {
+    // the root is the child of a node of its own (its own path, the empty
+    // one, is never a member)
+    let root = PathElement::Field(String::new());
+    let mut top = FieldSet::new();
+    field_set_child(kind, &mut Vec::new(), &mut top, &root, applied)?;
+    Ok(top.take_child(&root))
+}
+
+/// Adds to `parent` the paths `v`, its child at `pe`, owns (the paths
+/// [`field_set_node`] inserts, built below `parent` rather than from the
+/// root).
+fn field_set_child(
+    kind: &Types<'_>,
+    names: &mut Vec<String>,
+    parent: &mut FieldSet,
+    pe: &PathElement,
+    v: &Value,
+) -> Result<(), String> {
+    match v {
+        Value::Object(_) if atomic_map(kind, names) => parent.insert_member(pe.clone()),
+        Value::Object(m) => {
+            let mut node = FieldSet::new();
+            for (k, child) in m {
+                let child_pe = PathElement::Field(k.clone());
+                if matches!(child, Value::Object(_) | Value::Array(_)) {
+                    names.push(k.clone());
+                    field_set_child(kind, names, &mut node, &child_pe, child)?;
+                    names.pop();
+                } else {
+                    node.insert_member(child_pe);
+                }
+            }
+            parent.insert_child(pe.clone(), node);
+        }
+        Value::Array(items) => {
+            let list = type_of_list(kind, names);
+            if list == ListKind::Atomic {
+                parent.insert_member(pe.clone());
+                return Ok(());
+            }
+            let mut node = FieldSet::new();
+            let mut seen = BTreeSet::new();
+            for (i, item) in items.iter().enumerate() {
+                let item_pe = item_element(&list, i, item)
+                    .map_err(|e| format!(".{}: {e}", names.join(".")))?;
+                if !seen.insert(item_pe.clone()) {
+                    return Err(format!(
+                        ".{}: duplicate entries for key {item_pe}",
+                        names.join(".")
+                    ));
+                }
+                field_set_child(kind, names, &mut node, &item_pe, item)?;
+                node.insert_member(item_pe);
+            }
+            parent.insert_child(pe.clone(), node);
+        }
+        _ => parent.insert_member(pe.clone()),
+    }
+    Ok(())
+}
+
+/// The path-by-path [`to_field_set`] that [`field_set_child`] replaces;
+/// the reference it is tested against.
+#[cfg(test)]
+pub(super) fn to_field_set_by_paths(kind: &Types<'_>, applied: &Value) -> Result<FieldSet, String> {
     let mut set = FieldSet::new();
     field_set_node(kind, &mut Vec::new(), &mut Vec::new(), applied, &mut set)?;
     Ok(set)
 }
 
+#[cfg(test)]
 fn field_set_node(
     kind: &Types<'_>,
     names: &mut Vec<String>,

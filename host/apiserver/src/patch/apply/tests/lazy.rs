@@ -209,6 +209,19 @@ proptest! {
         crate::patch::apply::merge::merge_into(&types, &mut merged, &rhs);
         prop_assert_eq!(&merged, &crate::patch::apply::merge::merge(&types, Some(&lhs), &rhs));
 
+        let applied = widget(&rhs, None);
+        prop_assert_eq!(
+            crate::patch::apply::fieldset::to_field_set(&types, &applied),
+            crate::patch::apply::fieldset::to_field_set_by_paths(&types, &applied)
+        );
+        let pods = crate::patch::ObjectKind::new("", "v1", "Pod");
+        let pod_types = crate::patch::schema::Types { kind: &pods, overrides: None };
+        let pod = json!({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","finalizers":["a","b",lhs.clone()]},
+            "spec":{"containers":[{"name":"a","ports":[{"containerPort":1},{"containerPort":2,"protocol":"UDP"}]},{"name":rhs.clone()}],"x":rhs.clone()}});
+        prop_assert_eq!(
+            crate::patch::apply::fieldset::to_field_set(&pod_types, &pod),
+            crate::patch::apply::fieldset::to_field_set_by_paths(&pod_types, &pod)
+        );
         let l = widget(&lhs, Some(&lmf));
         let r = widget(&rhs, rmf.as_ref());
         let strip = |v: &Value| {
