@@ -151,7 +151,17 @@ struct Inner {
 pub struct Store {
     inner: Mutex<Inner>,
     tx: broadcast::Sender<Arc<Record>>,
+    /// The decoded form of the last few large objects written, by their
+    /// stored JSON (see [`Store::decoded`]).
+    recent: Mutex<Vec<(Arc<[u8]>, Value)>>,
 }
+
+/// How many decoded objects [`Store::keep_decoded`] keeps.
+const RECENT: usize = 2;
+
+/// Smallest stored JSON [`Store::keep_decoded`] keeps the decoded form of:
+/// decoding a smaller object costs little.
+const RECENT_MIN_BYTES: usize = 64 * 1024;
 
 /// Capacity of the live-event broadcast; a watcher further behind than this is disconnected and resumes from history.
 const BROADCAST_CAPACITY: usize = 16_384;
@@ -273,6 +283,7 @@ impl Store {
                 compacted_through: 0,
             }),
             tx,
+            recent: Mutex::new(Vec::new()),
         }
     }
 
@@ -291,6 +302,37 @@ impl Store {
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `stored`'s object decoded: taken from the objects
+    /// [`Store::keep_decoded`] kept when it is one of them (the same JSON,
+    /// not only an equal one), decoded from its JSON otherwise.
+    pub fn decoded(&self, stored: &Stored) -> Value {
+        if stored.json.len() >= RECENT_MIN_BYTES {
+            let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(i) = recent
+                .iter()
+                .position(|(json, _)| Arc::ptr_eq(json, &stored.json))
+            {
+                return recent.remove(i).1;
+            }
+        }
+        stored.value()
+    }
+
+    /// Keeps `value`, which must be what `json` (a stored object's JSON)
+    /// decodes to, for [`Store::decoded`] (only when `json` is large; the
+    /// oldest kept one goes).
+    pub fn keep_decoded(&self, json: &Arc<[u8]>, value: Value) {
+        if json.len() < RECENT_MIN_BYTES {
+            return;
+        }
+        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        recent.retain(|(kept, _)| !Arc::ptr_eq(kept, json));
+        if recent.len() >= RECENT {
+            recent.remove(0);
+        }
+        recent.push((json.clone(), value));
     }
 
     /// The latest committed resourceVersion.
@@ -631,6 +673,34 @@ mod tests {
 
     fn cm(name: &str) -> Value {
         json!({"metadata": {"name": name, "namespace": "d"}, "data": {"a": name}})
+    }
+
+    #[test]
+    fn a_kept_decoded_object_is_only_given_for_its_own_stored_json() {
+        let store = Store::new(16);
+        let big: serde_json::Map<String, Value> = (0..5_000)
+            .map(|i| (format!("node-{i:05}"), json!(i.to_string())))
+            .collect();
+        let obj = json!({"metadata": {"name": "s", "namespace": "d"}, "data": big});
+        let s1 = store.create("configmaps", key("d", "s"), obj).unwrap();
+        let v1 = s1.value();
+        // a marker shows where a value came from
+        let mut marked = v1.clone();
+        marked["marker"] = json!(1);
+        store.keep_decoded(&s1.json, marked.clone());
+        let copy = Stored {
+            json: Arc::from(s1.json.to_vec()),
+            ..s1.clone()
+        };
+        assert_eq!(store.decoded(&copy), v1, "equal bytes, other JSON: decoded");
+        assert_eq!(store.decoded(&s1), marked, "its own JSON: the kept value");
+        assert_eq!(store.decoded(&s1), v1, "taken once");
+        // small objects are not kept
+        let small = store.create("configmaps", key("d", "t"), cm("t")).unwrap();
+        let mut marked = small.value();
+        marked["marker"] = json!(1);
+        store.keep_decoded(&small.json, marked);
+        assert_eq!(store.decoded(&small), small.value());
     }
 
     #[test]

@@ -36,9 +36,14 @@ pub(super) type Committed = (StatusCode, Value, Option<Arc<[u8]>>);
 
 impl Ctx<'_> {
     /// The answer to a committed update (see [`Committed`]).
+    /// The stored object is kept decoded for the next write of it.
     fn committed_response(&self, (code, v, json): Committed) -> Response {
         match json {
-            Some(json) => json_response(code, self.out_bytes(&json)),
+            Some(json) => {
+                let response = json_response(code, self.out_bytes(&json));
+                self.store().keep_decoded(&json, v);
+                response
+            }
             None => value_response(code, &self.out(v)),
         }
     }
@@ -150,7 +155,7 @@ impl Ctx<'_> {
         new: Value,
         apply_fields: Option<Value>,
     ) -> Result<Attempt<Committed>> {
-        self.commit_update_with(old, old.value(), new, apply_fields)
+        self.commit_update_with(old, self.store().decoded(old), new, apply_fields)
     }
 
     /// [`Ctx::commit_update`] with `old` already decoded (`oldv`, storage
@@ -310,7 +315,7 @@ impl Ctx<'_> {
                 .store()
                 .get(&self.target.storage(), &self.target.key())
                 .ok_or_else(|| self.target.not_found())?;
-            let oldv = self.out(old.value());
+            let oldv = self.out(self.store().decoded(&old));
             let patched = match ct.as_str() {
                 "application/json-patch+json" => {
                     patch::json_patch(&oldv, &patch_doc).map_err(patch_error)?
@@ -387,7 +392,7 @@ impl Ctx<'_> {
         let kind = self.target.object_kind();
         for _ in 0..MAX_RETRIES {
             let old = self.store().get(&self.target.storage(), &self.target.key());
-            let oldv = old.as_ref().map(|o| self.out(o.value()));
+            let oldv = old.as_ref().map(|o| self.out(self.store().decoded(o)));
             let now = now_rfc3339();
             let result = patch::server_side_apply_with(
                 oldv.as_ref(),
