@@ -331,15 +331,12 @@ impl Walk<'_, '_> {
                     }
                     return;
                 }
-                let mut keys: Vec<&String> = l.map(|m| m.keys().collect()).unwrap_or_default();
-                if let Some(r) = r {
-                    keys.extend(r.keys().filter(|k| !l.is_some_and(|l| l.contains_key(*k))));
-                }
-                for k in keys {
+                let no_keys = Map::new();
+                let both = SortedUnion::new(l.unwrap_or(&no_keys), r.unwrap_or(&no_keys));
+                for (k, lv, rv) in both {
                     if skipping && self.skipped(path, k) {
                         continue;
                     }
-                    let (lv, rv) = (l.and_then(|m| m.get(k)), r.and_then(|m| m.get(k)));
                     if lv.is_some() && lv == rv {
                         continue;
                     }
@@ -384,7 +381,165 @@ impl Walk<'_, '_> {
     }
 }
 
+/// The keys of two maps in sorted order, each with its value in either
+/// (a merge of the two sorted iterations: no key is looked up).
+struct SortedUnion<'a> {
+    l: std::iter::Peekable<serde_json::map::Iter<'a>>,
+    r: std::iter::Peekable<serde_json::map::Iter<'a>>,
+}
+
+impl<'a> SortedUnion<'a> {
+    fn new(l: &'a Map<String, Value>, r: &'a Map<String, Value>) -> Self {
+        Self {
+            l: l.iter().peekable(),
+            r: r.iter().peekable(),
+        }
+    }
+}
+
+impl<'a> Iterator for SortedUnion<'a> {
+    type Item = (&'a String, Option<&'a Value>, Option<&'a Value>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let order = match (self.l.peek(), self.r.peek()) {
+            (None, None) => return None,
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (Some((lk, _)), Some((rk, _))) => lk.cmp(rk),
+        };
+        match order {
+            std::cmp::Ordering::Less => self.l.next().map(|(k, v)| (k, Some(v), None)),
+            std::cmp::Ordering::Greater => self.r.next().map(|(k, v)| (k, None, Some(v))),
+            std::cmp::Ordering::Equal => {
+                let (k, lv) = self.l.next()?;
+                let rv = self.r.next().map(|(_, v)| v);
+                Some((k, Some(lv), rv))
+            }
+        }
+    }
+}
+
 fn post_item(path: &FieldPath, lhs: Option<&Value>, rhs: Option<&Value>, c: &mut Comparison) {
+    if lhs.is_none() {
+        c.added.insert(path);
+    } else if rhs.is_none() {
+        c.removed.insert(path);
+    }
+}
+
+/// The walk [`compare`] replaced (every key looked up, no shortcut for
+/// equal values): the reference it is tested against.
+#[cfg(test)]
+pub(super) fn compare_reference(kind: &Types<'_>, lhs: &Value, rhs: &Value) -> Comparison {
+    let mut c = Comparison::default();
+    ref_compare_node(
+        kind,
+        &mut Vec::new(),
+        &mut Vec::new(),
+        Some(lhs),
+        Some(rhs),
+        &mut c,
+    );
+    c
+}
+
+#[cfg(test)]
+fn ref_compare_leaf(path: &FieldPath, lhs: Option<&Value>, rhs: Option<&Value>, c: &mut Comparison) {
+    match (lhs, rhs) {
+        (None, Some(_)) => c.added.insert(path),
+        (Some(_), None) => c.removed.insert(path),
+        (Some(a), Some(b)) if a != b => c.modified.insert(path),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+fn ref_compare_node(
+    kind: &Types<'_>,
+    names: &mut Vec<String>,
+    path: &mut FieldPath,
+    lhs: Option<&Value>,
+    rhs: Option<&Value>,
+    c: &mut Comparison,
+) {
+    let shape = |v: Option<&Value>| match v {
+        None => 0,
+        Some(Value::Object(_)) => 1,
+        Some(Value::Array(_)) => 2,
+        Some(_) => 3,
+    };
+    let (ls, rs) = (shape(lhs), shape(rhs));
+    let node = if ls == 0 {
+        rs
+    } else if rs == 0 || ls == rs {
+        ls
+    } else {
+        3
+    };
+    match node {
+        1 => {
+            let l = lhs.and_then(Value::as_object);
+            let r = rhs.and_then(Value::as_object);
+            if atomic_map(kind, names)
+                || (l.is_none_or(Map::is_empty) && r.is_none_or(Map::is_empty))
+            {
+                ref_compare_leaf(path, lhs, rhs, c);
+                return;
+            }
+            let mut keys: Vec<&String> = l.map(|m| m.keys().collect()).unwrap_or_default();
+            if let Some(r) = r {
+                keys.extend(r.keys().filter(|k| !l.is_some_and(|l| l.contains_key(*k))));
+            }
+            for k in keys {
+                names.push(k.clone());
+                path.push(PathElement::Field(k.clone()));
+                ref_compare_node(
+                    kind,
+                    names,
+                    path,
+                    l.and_then(|m| m.get(k)),
+                    r.and_then(|m| m.get(k)),
+                    c,
+                );
+                path.pop();
+                names.pop();
+            }
+            ref_post_item(path, lhs, rhs, c);
+        }
+        2 => {
+            let empty = Vec::new();
+            let l = lhs.and_then(Value::as_array);
+            let r = rhs.and_then(Value::as_array);
+            let list = type_of_list(kind, names);
+            if list == ListKind::Atomic
+                || (l.is_none_or(Vec::is_empty) && r.is_none_or(Vec::is_empty))
+            {
+                ref_compare_leaf(path, lhs, rhs, c);
+                return;
+            }
+            let li = index_items(&list, l.unwrap_or(&empty));
+            let ri = index_items(&list, r.unwrap_or(&empty));
+            let find = find_item;
+            let mut pes: Vec<PathElement> = li.iter().map(|(p, _)| p.clone()).collect();
+            pes.extend(
+                ri.iter()
+                    .map(|(p, _)| p.clone())
+                    .filter(|p| find(&li, p).is_none()),
+            );
+            for pe in pes {
+                let (lv, rv) = (find(&li, &pe), find(&ri, &pe));
+                path.push(pe);
+                ref_compare_node(kind, names, path, lv, rv, c);
+                path.pop();
+            }
+            ref_post_item(path, lhs, rhs, c);
+        }
+        _ => ref_compare_leaf(path, lhs, rhs, c),
+    }
+}
+
+#[cfg(test)]
+fn ref_post_item(path: &FieldPath, lhs: Option<&Value>, rhs: Option<&Value>, c: &mut Comparison) {
     if lhs.is_none() {
         c.added.insert(path);
     } else if rhs.is_none() {

@@ -254,8 +254,11 @@ pub(super) fn drop_applied_nulls(merged: &mut Value, applied: &Value) {
             if m.get(k).is_some_and(Value::is_null) {
                 m.remove(k);
             }
-        } else if let Some(child) = m.get_mut(k) {
-            drop_applied_nulls(child, av);
+        } else if av.is_object() {
+            // (below anything but an object there is nothing to drop)
+            if let Some(child) = m.get_mut(k) {
+                drop_applied_nulls(child, av);
+            }
         }
     }
 }

@@ -233,9 +233,24 @@ proptest! {
         };
         prop_assert_eq!(&crate::patch::apply::managed::without_managed_fields(&l), &strip(&l));
         let fast = crate::patch::apply::fieldset::compare_without_managed_fields(&types, &l, &r);
-        let slow = crate::patch::apply::fieldset::compare(&types, &strip(&l), &strip(&r));
+        let slow = crate::patch::apply::fieldset::compare_reference(&types, &strip(&l), &strip(&r));
         prop_assert_eq!(
             (fast.added, fast.modified, fast.removed),
+            (slow.added, slow.modified, slow.removed)
+        );
+        let plain = crate::patch::apply::fieldset::compare(&types, &l, &r);
+        let slow = crate::patch::apply::fieldset::compare_reference(&types, &l, &r);
+        prop_assert_eq!(
+            (plain.added, plain.modified, plain.removed),
+            (slow.added, slow.modified, slow.removed)
+        );
+        let (lp, rp) = (json!({"spec": {"p": lhs.clone(), "q": [lhs.clone()]}}), json!({"spec": {"p": rhs.clone(), "q": [rhs.clone()]}}));
+        let pod = ObjectKind::new("", "v1", "Pod");
+        let pod_types = crate::patch::schema::Types { kind: &pod, overrides: None };
+        let plain = crate::patch::apply::fieldset::compare(&pod_types, &lp, &rp);
+        let slow = crate::patch::apply::fieldset::compare_reference(&pod_types, &lp, &rp);
+        prop_assert_eq!(
+            (plain.added, plain.modified, plain.removed),
             (slow.added, slow.modified, slow.removed)
         );
         // odd metadata: not an object, or only managedFields
@@ -243,11 +258,24 @@ proptest! {
             let mut odd = l.clone();
             odd["metadata"] = meta;
             let fast = crate::patch::apply::fieldset::compare_without_managed_fields(&types, &odd, &r);
-            let slow = crate::patch::apply::fieldset::compare(&types, &strip(&odd), &strip(&r));
+            let slow = crate::patch::apply::fieldset::compare_reference(&types, &strip(&odd), &strip(&r));
             prop_assert_eq!(
                 (fast.added, fast.modified, fast.removed),
                 (slow.added, slow.modified, slow.removed)
             );
         }
     }
+}
+
+/// `fieldset::compare` walks two maps' keys in one sorted pass, which
+/// holds only while `serde_json::Map` iterates in key order (no
+/// `preserve_order` feature).
+#[test]
+fn json_maps_iterate_in_key_order() {
+    let m: Map<String, Value> = [("b", 1), ("a", 2), ("c", 3), ("B", 4)]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), json!(v)))
+        .collect();
+    let keys: Vec<&str> = m.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["B", "a", "b", "c"]);
 }
