@@ -149,6 +149,78 @@ impl FieldSet {
         }
     }
 
+    /// Removes the member `path` (not its descendants), as
+    /// `difference` with it would; true when it was a member.
+    pub fn remove(&mut self, path: &[PathElement]) -> bool {
+        match path {
+            [] => false,
+            [last] => self.members.remove(last),
+            [first, rest @ ..] => {
+                let Some(child) = self.children.get_mut(first) else {
+                    return false;
+                };
+                let removed = child.remove(rest);
+                if child.is_empty() {
+                    self.children.remove(first);
+                }
+                removed
+            }
+        }
+    }
+
+    /// Whether [`FieldSet::to_fields_v1`] gives exactly `fields_v1` (an
+    /// object's members), found without encoding the set.
+    #[must_use]
+    pub fn encodes_as(&self, fields_v1: &Map<String, Value>) -> bool {
+        self.encodes_as_with(fields_v1, false)
+    }
+
+    /// [`FieldSet::encodes_as`] of `fields_v1` that also holds `"."` when
+    /// `dot` (the node is a member with children).
+    fn encodes_as_with(&self, fields_v1: &Map<String, Value>, dot: bool) -> bool {
+        if fields_v1.contains_key(".") != dot
+            || (dot && !fields_v1.get(".").is_some_and(|v| v.as_object().is_some_and(Map::is_empty)))
+        {
+            return false;
+        }
+        let mut count = usize::from(dot);
+        let mut node_of = |pe: &PathElement| {
+            let key = pe.to_fields_v1_key();
+            // distinct elements must have distinct keys for this count
+            if !matches!(pe, PathElement::Field(_))
+                && PathElement::from_fields_v1_key(&key).as_ref() != Some(pe)
+            {
+                return None;
+            }
+            count += 1;
+            fields_v1.get(&key).and_then(Value::as_object)
+        };
+        for pe in &self.members {
+            let Some(node) = node_of(pe) else {
+                return false;
+            };
+            let matches = match self.child(pe) {
+                Some(child) => child.encodes_as_with(node, true),
+                None => node.is_empty(),
+            };
+            if !matches {
+                return false;
+            }
+        }
+        for (pe, child) in &self.children {
+            if self.members.contains(pe) || child.is_empty() {
+                continue;
+            }
+            let Some(node) = node_of(pe) else {
+                return false;
+            };
+            if !child.encodes_as_with(node, false) {
+                return false;
+            }
+        }
+        count == fields_v1.len()
+    }
+
     /// Takes the subtree below `pe` out of this node.
     pub fn take_child(&mut self, pe: &PathElement) -> FieldSet {
         self.children.remove(pe).unwrap_or_default()

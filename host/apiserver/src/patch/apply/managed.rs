@@ -194,12 +194,19 @@ impl Entry {
         }
     }
 
-    /// Whether the set is still the encoding `fields_v1` (so it is the set
-    /// that encodes to it), without decoding it.
-    pub(super) fn is_encoded_as(&self, fields_v1: &Value) -> bool {
-        match (&self.fields, fields_v1) {
-            (Fields::Raw(raw), Value::Object(other)) => raw == other,
-            _ => false,
+    /// Whether the set is still encoded (not decoded) and is `set`.
+    pub(super) fn is_encoded_set(&self, set: &FieldSet) -> bool {
+        match &self.fields {
+            Fields::Raw(raw) => set.encodes_as(raw),
+            Fields::Set(_) => false,
+        }
+    }
+
+    /// The entry's `fieldsV1` encoding, when it is still encoded.
+    pub(super) fn into_encoded(self) -> Option<Value> {
+        match self.fields {
+            Fields::Raw(raw) => Some(Value::Object(raw)),
+            Fields::Set(_) => None,
         }
     }
 
@@ -588,18 +595,24 @@ pub(super) fn set_managed_fields(obj: &mut Value, entries: Vec<Value>) {
     }
 }
 
-/// `*set = strip(set)`, without copying a set that owns none of them.
+/// `*set = strip(set)`, in place.
 pub(super) fn strip_in_place(set: &mut FieldSet) {
-    let owns = STRIPPED.iter().any(|p| {
+    strip_paths(set);
+}
+
+/// `*set = strip(set)`, in place; returns the paths it removed.
+pub(super) fn strip_paths(set: &mut FieldSet) -> Vec<FieldPath> {
+    let mut removed = Vec::new();
+    for p in STRIPPED {
         let path: FieldPath = p
             .iter()
             .map(|s| PathElement::Field((*s).to_owned()))
             .collect();
-        set.has(&path)
-    });
-    if owns {
-        *set = strip(set);
+        if set.remove(&path) {
+            removed.push(path);
+        }
     }
+    removed
 }
 
 pub(super) fn strip(set: &FieldSet) -> FieldSet {

@@ -26,7 +26,7 @@ use serde_json::{Map, Value};
 use self::fieldset::{compare, compare_without_managed_fields, to_field_set};
 use self::managed::{
     conflict_error, decode_managed_fields, decode_taken_managed_fields, set_managed_fields,
-    strip, strip_in_place, take_managed_fields, without_managed_fields, Entry, ManagerKey,
+    strip, strip_paths, take_managed_fields, without_managed_fields, Entry, ManagerKey,
     Managers, APPLY, UPDATE,
 };
 use self::merge::{drop_applied_nulls, merge_into, prune, reset_ignored};
@@ -217,25 +217,28 @@ pub fn server_side_apply_with(
 
     let key = ManagerKey::new(manager, APPLY, &api_version, subresource);
     let mut previous = managers.entries.remove(&key);
-    // The entry the applier gets (its set stripped now rather than by
-    // `finish`, which changes nothing), encoded once.
-    let mut mine = config_set.clone();
-    strip_in_place(&mut mine);
-    let mine = mine.to_fields_v1();
+    // The set the applier gets, stripped now rather than by `finish`
+    // (which changes nothing); `config_set` is it plus `stripped`.
+    let mut mine = config_set;
+    let stripped = strip_paths(&mut mine);
     // An applier that applies the same fields as last time gives up none:
     // the prune below would remove nothing (all it owned is still owned),
-    // and its entry need not be decoded.
-    let same_fields = previous.as_ref().is_some_and(|p| p.is_encoded_as(&mine));
+    // and its entry need be neither decoded nor encoded again.
+    let same_fields = previous.as_ref().is_some_and(|p| p.is_encoded_set(&mine));
     if !same_fields {
         let last_set = previous
             .as_mut()
             .map(|e| e.set().clone())
             .unwrap_or_default();
         if !last_set.is_empty() {
+            let mut config_set = mine.clone();
+            for path in &stripped {
+                config_set.insert(path);
+            }
             let owned_after = managers
                 .entries
                 .values_mut()
-                .fold(config_set.clone(), |acc, e| acc.union(e.set()));
+                .fold(config_set, |acc, e| acc.union(e.set()));
             prune(
                 &mut merged,
                 &last_set,
@@ -271,14 +274,20 @@ pub fn server_side_apply_with(
 
     // As apimachinery's managedFieldsUpdater: the time moves only when the
     // object changed, so a no-op apply by a new manager has no time.
+    let (previous_time, previous_encoding) = match previous {
+        Some(prev) => (prev.time.clone(), prev.into_encoded()),
+        None => (None, None),
+    };
     let time = if merged == base {
-        previous.and_then(|prev| prev.time)
+        previous_time
     } else {
         Some(now.to_owned())
     };
-    managers
-        .entries
-        .insert(key, Entry::encoded(api_version, time, mine));
+    let entry = match previous_encoding {
+        Some(encoded) if same_fields => Entry::encoded(api_version, time, encoded),
+        _ => Entry::new(api_version, time, mine),
+    };
+    managers.entries.insert(key, entry);
     managers.finish();
     set_managed_fields(&mut merged, managers.encode());
     Ok(merged)

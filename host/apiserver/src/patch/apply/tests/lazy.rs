@@ -197,6 +197,21 @@ proptest! {
     }
 
     #[test]
+    fn a_set_encodes_as_exactly_its_fields_v1(a in fields_v1(), b in spec_fields()) {
+        use crate::patch::FieldSet;
+        let sets: Vec<FieldSet> = [&a, &b]
+            .into_iter()
+            .filter_map(|f| FieldSet::from_fields_v1(f).ok())
+            .collect();
+        for raw in [&a, &b] {
+            let Value::Object(m) = raw else { continue };
+            for set in &sets {
+                prop_assert_eq!(set.encodes_as(m), set.to_fields_v1() == *raw, "{:?} {}", set, raw);
+            }
+        }
+    }
+
+    #[test]
     fn in_place_merge_and_managed_fields_skipping_walks_match_the_copying_ones(
         lhs in tree(),
         rhs in tree(),
