@@ -271,11 +271,17 @@ impl<'de> serde::de::Visitor<'de> for PlainJson {
         let inner = self.nested()?;
         let mut out = serde_json::Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            if key.len() > PLAIN_JSON_KEY || out.contains_key(&key) {
+            if key.len() > PLAIN_JSON_KEY {
                 return Err(serde::de::Error::custom("not plain JSON"));
             }
-            let v = map.next_value_seed(inner)?;
-            out.insert(key, v);
+            match out.entry(key) {
+                serde_json::map::Entry::Vacant(slot) => {
+                    slot.insert(map.next_value_seed(inner)?);
+                }
+                serde_json::map::Entry::Occupied(_) => {
+                    return Err(serde::de::Error::custom("not plain JSON"));
+                }
+            }
         }
         Ok(Value::Object(out))
     }
@@ -430,7 +436,11 @@ mod tests {
         let long_key = format!(r#"{{"{}":1}}"#, "k".repeat(2000));
         assert!(plain_json(long_key.as_bytes()).is_none());
         same_as_yaml(&long_key);
-        let deep = format!("{}{}", r#"{"a":"#.repeat(100), "1".to_owned() + &"}".repeat(100));
+        let deep = format!(
+            "{}{}",
+            r#"{"a":"#.repeat(100),
+            "1".to_owned() + &"}".repeat(100)
+        );
         assert!(plain_json(deep.as_bytes()).is_none());
         same_as_yaml(&deep);
     }
@@ -456,7 +466,11 @@ mod tests {
             any::<u64>().prop_map(Value::from),
             "[ -~]{0,12}".prop_map(Value::String),
             "[a\\\"#:'{}\\[\\],\n\t\r\u{1}\u{7f}\u{e9}-]{0,6}".prop_map(Value::String),
-            prop::sample::select(vec!["true", "null", "~", "1", "0x1", "1.0", "-", "? a", "a: b", "*x", "&y", "!t", "%", "@", "`"]).prop_map(|s| Value::String(s.to_owned())),
+            prop::sample::select(vec![
+                "true", "null", "~", "1", "0x1", "1.0", "-", "? a", "a: b", "*x", "&y", "!t", "%",
+                "@", "`"
+            ])
+            .prop_map(|s| Value::String(s.to_owned())),
         ];
         leaf.prop_recursive(4, 32, 4, |inner| {
             prop_oneof![

@@ -786,7 +786,12 @@ mod tests {
                 assert_eq!(joined, serde_json::to_vec(&with).unwrap(), "{obj}");
             }
         }
-        for other in [json!([1]), json!({"metadata": 1}), json!({"metadata": {}}), json!({})] {
+        for other in [
+            json!([1]),
+            json!({"metadata": 1}),
+            json!({"metadata": {}}),
+            json!({}),
+        ] {
             assert!(encode_around_rv(&other).unwrap().is_none(), "{other}");
         }
     }

@@ -179,21 +179,32 @@ impl FieldSet {
     /// `dot` (the node is a member with children).
     fn encodes_as_with(&self, fields_v1: &Map<String, Value>, dot: bool) -> bool {
         if fields_v1.contains_key(".") != dot
-            || (dot && !fields_v1.get(".").is_some_and(|v| v.as_object().is_some_and(Map::is_empty)))
+            || (dot
+                && !fields_v1
+                    .get(".")
+                    .is_some_and(|v| v.as_object().is_some_and(Map::is_empty)))
         {
             return false;
         }
         let mut count = usize::from(dot);
+        let mut key = String::new();
         let mut node_of = |pe: &PathElement| {
-            let key = pe.to_fields_v1_key();
-            // distinct elements must have distinct keys for this count
-            if !matches!(pe, PathElement::Field(_))
-                && PathElement::from_fields_v1_key(&key).as_ref() != Some(pe)
-            {
-                return None;
+            match pe {
+                PathElement::Field(name) => {
+                    key.clear();
+                    key.push_str("f:");
+                    key.push_str(name);
+                }
+                _ => {
+                    key = pe.to_fields_v1_key();
+                    // distinct elements must have distinct keys for this count
+                    if PathElement::from_fields_v1_key(&key).as_ref() != Some(pe) {
+                        return None;
+                    }
+                }
             }
             count += 1;
-            fields_v1.get(&key).and_then(Value::as_object)
+            fields_v1.get(key.as_str()).and_then(Value::as_object)
         };
         for pe in &self.members {
             let Some(node) = node_of(pe) else {

@@ -415,16 +415,32 @@ fn held_verbatim_values_change_no_verdict() {
     ];
     for body in bodies {
         let raw = body.to_string();
-        let plural = if body["kind"] == "Pod" { "pods" } else { "configmaps" };
+        let plural = if body["kind"] == "Pod" {
+            "pods"
+        } else {
+            "configmaps"
+        };
         let info = info("", plural);
         let doc = body.clone();
         let writes = [
-            Write::Create { body: raw.as_bytes() },
-            Write::Update { body: raw.as_bytes() },
-            Write::MergePatch { patch: raw.as_bytes() },
+            Write::Create {
+                body: raw.as_bytes(),
+            },
+            Write::Update {
+                body: raw.as_bytes(),
+            },
+            Write::MergePatch {
+                patch: raw.as_bytes(),
+            },
             Write::JsonPatch { patch: b"[]" },
-            Write::StrategicMergePatch { patch: raw.as_bytes(), doc: &doc },
-            Write::Apply { namespace: "", name: "c" },
+            Write::StrategicMergePatch {
+                patch: raw.as_bytes(),
+                doc: &doc,
+            },
+            Write::Apply {
+                namespace: "",
+                name: "c",
+            },
         ];
         for write in &writes {
             for directive in [Directive::Ignore, Directive::Warn, Directive::Strict] {

@@ -84,7 +84,10 @@ impl Kind {
             return held;
         }
         let mut hold = |v: &mut Value, path: Vec<Seg>| {
-            held.push((path, std::mem::replace(v, Value::Object(serde_json::Map::new()))));
+            held.push((
+                path,
+                std::mem::replace(v, Value::Object(serde_json::Map::new())),
+            ));
         };
         if let Some(Value::Array(entries)) = obj.pointer_mut("/metadata/managedFields") {
             for (i, entry) in entries.iter_mut().enumerate() {
@@ -100,7 +103,9 @@ impl Kind {
         }
         for field in self.string_maps {
             if let Some(m @ Value::Object(_)) = obj.get_mut(*field) {
-                if m.as_object().is_some_and(|m| m.values().all(Value::is_string)) {
+                if m.as_object()
+                    .is_some_and(|m| m.values().all(Value::is_string))
+                {
                     hold(m, vec![Seg::Key((*field).to_owned())]);
                 }
             }

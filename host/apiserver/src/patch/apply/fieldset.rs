@@ -226,7 +226,13 @@ pub(super) fn compare(kind: &Types<'_>, lhs: &Value, rhs: &Value) -> Comparison 
         kind,
         skip_managed_fields: false,
     };
-    walk.node(&mut Vec::new(), &mut Vec::new(), Some(lhs), Some(rhs), &mut c);
+    walk.node(
+        &mut Vec::new(),
+        &mut Vec::new(),
+        Some(lhs),
+        Some(rhs),
+        &mut c,
+    );
     c
 }
 
@@ -242,7 +248,13 @@ pub(super) fn compare_without_managed_fields(
         kind,
         skip_managed_fields: true,
     };
-    walk.node(&mut Vec::new(), &mut Vec::new(), Some(lhs), Some(rhs), &mut c);
+    walk.node(
+        &mut Vec::new(),
+        &mut Vec::new(),
+        Some(lhs),
+        Some(rhs),
+        &mut c,
+    );
     c
 }
 
@@ -444,7 +456,12 @@ pub(super) fn compare_reference(kind: &Types<'_>, lhs: &Value, rhs: &Value) -> C
 }
 
 #[cfg(test)]
-fn ref_compare_leaf(path: &FieldPath, lhs: Option<&Value>, rhs: Option<&Value>, c: &mut Comparison) {
+fn ref_compare_leaf(
+    path: &FieldPath,
+    lhs: Option<&Value>,
+    rhs: Option<&Value>,
+    c: &mut Comparison,
+) {
     match (lhs, rhs) {
         (None, Some(_)) => c.added.insert(path),
         (Some(_), None) => c.removed.insert(path),

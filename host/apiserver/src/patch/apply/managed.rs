@@ -249,7 +249,9 @@ fn canonical(raw: &Map<String, Value>, root: bool) -> bool {
         }
         let same_key = match key.as_bytes().get(..2) {
             Some(b"f:") => true,
-            _ => PathElement::from_fields_v1_key(key).is_some_and(|pe| pe.to_fields_v1_key() == *key),
+            _ => {
+                PathElement::from_fields_v1_key(key).is_some_and(|pe| pe.to_fields_v1_key() == *key)
+            }
         };
         if !same_key {
             return false;
@@ -335,9 +337,7 @@ fn raw_insert(raw: &mut Map<String, Value>, path: &[PathElement]) {
     };
     let key = first.to_fields_v1_key();
     let existed = raw.contains_key(&key);
-    let node = raw
-        .entry(key)
-        .or_insert_with(|| Value::Object(Map::new()));
+    let node = raw.entry(key).or_insert_with(|| Value::Object(Map::new()));
     let Value::Object(node) = node else {
         return;
     };
@@ -537,8 +537,8 @@ fn decode_items<'a>(items: impl Iterator<Item = Cow<'a, Value>>) -> Result<Manag
             );
             continue;
         }
-        let set = FieldSet::from_fields_v1(fields_v1)
-            .map_err(|e| format!("manager {manager:?}: {e}"))?;
+        let set =
+            FieldSet::from_fields_v1(fields_v1).map_err(|e| format!("manager {manager:?}: {e}"))?;
         let entry = managers
             .entries
             .entry(key)

@@ -25,9 +25,9 @@ use serde_json::{Map, Value};
 
 use self::fieldset::{compare, compare_without_managed_fields, to_field_set};
 use self::managed::{
-    conflict_error, decode_managed_fields, decode_taken_managed_fields, set_managed_fields,
-    strip, strip_paths, take_managed_fields, without_managed_fields, Entry, ManagerKey,
-    Managers, APPLY, UPDATE,
+    conflict_error, decode_managed_fields, decode_taken_managed_fields, set_managed_fields, strip,
+    strip_paths, take_managed_fields, without_managed_fields, Entry, ManagerKey, Managers, APPLY,
+    UPDATE,
 };
 use self::merge::{drop_applied_nulls, merge_into, prune, reset_ignored};
 use super::fields::{FieldPath, FieldSet, PathElement};

@@ -27,9 +27,7 @@ fn tree() -> impl Strategy<Value = Value> {
     ];
     leaf.prop_recursive(3, 24, 3, |inner| {
         prop::collection::btree_map(prop::sample::select(vec!["a", "b", "c"]), inner, 0..4)
-            .prop_map(|m| {
-                Value::Object(m.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
-            })
+            .prop_map(|m| Value::Object(m.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()))
     })
 }
 
@@ -57,9 +55,8 @@ fn fields_v1() -> impl Strategy<Value = Value> {
         1 => Just(json!(1)),
     ];
     leaf.prop_recursive(4, 32, 4, move |inner| {
-        prop::collection::btree_map(keys.clone(), inner, 0..4).prop_map(|m| {
-            Value::Object(m.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
-        })
+        prop::collection::btree_map(keys.clone(), inner, 0..4)
+            .prop_map(|m| Value::Object(m.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()))
     })
 }
 
@@ -68,7 +65,11 @@ fn fields_v1() -> impl Strategy<Value = Value> {
 fn spec_fields() -> impl Strategy<Value = Value> {
     tree().prop_map(|t| {
         let mut set = crate::patch::FieldSet::new();
-        fn walk(v: &Value, path: &mut Vec<crate::patch::PathElement>, set: &mut crate::patch::FieldSet) {
+        fn walk(
+            v: &Value,
+            path: &mut Vec<crate::patch::PathElement>,
+            set: &mut crate::patch::FieldSet,
+        ) {
             if let Value::Object(m) = v {
                 if !path.is_empty() && !m.is_empty() && path.len() % 2 == 0 {
                     set.insert(path);
