@@ -71,7 +71,7 @@ fn spec_fields() -> impl Strategy<Value = Value> {
             set: &mut crate::patch::FieldSet,
         ) {
             if let Value::Object(m) = v {
-                if !path.is_empty() && !m.is_empty() && path.len() % 2 == 0 {
+                if !path.is_empty() && !m.is_empty() && path.len().is_multiple_of(2) {
                     set.insert(path);
                 }
                 for (k, c) in m {
