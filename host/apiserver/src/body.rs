@@ -139,6 +139,165 @@ fn parse_json(body: &[u8]) -> Result<Value> {
     Ok(v)
 }
 
+/// Decodes a server-side apply body (`application/apply-patch+yaml`) as
+/// the YAML decoder does: a body in the plain JSON subset that YAML reads
+/// exactly as JSON (see [`plain_json`]) is parsed as JSON, which is far
+/// cheaper for a large body; anything else goes to the YAML decoder,
+/// which gives every YAML-only behaviour and error.
+///
+/// # Errors
+///
+/// The YAML decoder's error.
+pub(crate) fn parse_apply(body: &[u8]) -> std::result::Result<Value, serde_yaml::Error> {
+    if let Some(v) = plain_json(body) {
+        return Ok(v);
+    }
+    serde_yaml::from_slice(body)
+}
+
+/// Deepest nesting [`plain_json`] takes (both decoders refuse beyond 128,
+/// counted each their way).
+const PLAIN_JSON_DEPTH: usize = 64;
+
+/// Longest key [`plain_json`] takes (YAML refuses implicit keys of more
+/// than 1024 characters).
+const PLAIN_JSON_KEY: usize = 512;
+
+/// `body` parsed as JSON when it is a JSON object the YAML decoder reads
+/// as the same value: printable ASCII without tabs (YAML refuses some
+/// characters JSON takes, and tabs where it indents), nested at most
+/// [`PLAIN_JSON_DEPTH`] deep, no key longer than [`PLAIN_JSON_KEY`], no
+/// duplicate key and no number but integers of at most 64 bits (YAML
+/// reads floats and larger integers its own way). `None` otherwise.
+fn plain_json(body: &[u8]) -> Option<Value> {
+    if !body
+        .iter()
+        .all(|&b| (0x20..=0x7e).contains(&b) || b == b'\n' || b == b'\r')
+    {
+        return None;
+    }
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return None;
+    }
+    // `\u` escapes of surrogates (pairs included) and of NUL: YAML refuses
+    // or reads them otherwise
+    let mut i = 0;
+    while i < body.len() {
+        if body[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        if body.get(i + 1) == Some(&b'u') {
+            let code = body
+                .get(i + 2..i + 6)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u16::from_str_radix(h, 16).ok())?;
+            if code == 0 || (0xd800..=0xdfff).contains(&code) {
+                return None;
+            }
+        }
+        i += 2;
+    }
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let v = serde::de::DeserializeSeed::deserialize(PlainJson { depth: 0 }, &mut de).ok()?;
+    de.end().ok()?;
+    Some(v)
+}
+
+/// A JSON value under [`plain_json`]'s rules.
+#[derive(Clone, Copy)]
+struct PlainJson {
+    depth: usize,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for PlainJson {
+    type Value = Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> std::result::Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for PlainJson {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("plain JSON")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> std::result::Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> std::result::Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> std::result::Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_str<E>(self, v: &str) -> std::result::Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> std::result::Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> std::result::Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> std::result::Result<Value, A::Error> {
+        let inner = self.nested()?;
+        let mut out = Vec::new();
+        while let Some(v) = seq.next_element_seed(inner)? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<Value, A::Error> {
+        let inner = self.nested()?;
+        let mut out = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if key.len() > PLAIN_JSON_KEY {
+                return Err(serde::de::Error::custom("not plain JSON"));
+            }
+            match out.entry(key) {
+                serde_json::map::Entry::Vacant(slot) => {
+                    slot.insert(map.next_value_seed(inner)?);
+                }
+                serde_json::map::Entry::Occupied(_) => {
+                    return Err(serde::de::Error::custom("not plain JSON"));
+                }
+            }
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+impl PlainJson {
+    fn nested<E: serde::de::Error>(self) -> std::result::Result<Self, E> {
+        if self.depth >= PLAIN_JSON_DEPTH {
+            return Err(E::custom("not plain JSON"));
+        }
+        Ok(Self {
+            depth: self.depth + 1,
+        })
+    }
+}
+
 /// Decodes an object body by its Content-Type: JSON, YAML, or protobuf for
 /// the few kinds [`proto`] knows; anything else is 415.
 pub(crate) fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value> {
@@ -221,5 +380,104 @@ mod tests {
         let err = read(req(vec![b'x'; 17]), 16).await.unwrap_err();
         assert_eq!((err.code(), err.reason()), (413, "RequestEntityTooLarge"));
         assert_eq!(err.to_string(), "Request entity too large: limit is 16");
+    }
+
+    /// A body [`plain_json`] takes is read as the YAML decoder reads it.
+    fn same_as_yaml(body: &str) {
+        let yaml: std::result::Result<Value, _> = serde_yaml::from_str(body);
+        if let Some(v) = plain_json(body.as_bytes()) {
+            assert_eq!(Some(&v), yaml.as_ref().ok(), "{body}");
+        }
+        assert_eq!(
+            parse_apply(body.as_bytes()).map_err(|e| e.to_string()),
+            yaml.map_err(|e| e.to_string()),
+            "{body}"
+        );
+    }
+
+    #[test]
+    fn apply_bodies_parsed_as_json_read_as_yaml_reads_them() {
+        let taken = [
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"a":"1","b":""}}"#,
+            r#"{"a":[1,-2,0,true,false,null,"x",[],{}],"b":{"c":{"d":[{"e":"f"}]}}}"#,
+            r#"{ "a" : "b" , "c":[ 1 , 2 ] }"#,
+            "{\n  \"a\": {\n    \"b\": \"c\"\n  }\r\n}\n",
+            r#"{"s":"\"\\\/\b\f\n\r\t\u0041\u00e9\u20ac\u0001\\u0000 # : - ? ' {[,]} & * ! | > % @ `"}"#,
+            r#"{"n":18446744073709551615,"m":-9223372036854775808}"#,
+            r#"{"yes":"no","on":"off","~":"null","<<":{"a":1},"0x1":"0o7"}"#,
+            r##"{"":"","a b":"c d","#":"#x"}"##,
+        ];
+        for body in taken {
+            assert!(plain_json(body.as_bytes()).is_some(), "{body}");
+            same_as_yaml(body);
+        }
+        let declined = [
+            r#"{"a":1.5}"#,
+            r#"{"a":1e3}"#,
+            r#"{"a":-0}"#,
+            r#"{"a":18446744073709551616}"#,
+            r#"{"a":1,"a":2}"#,
+            "{\"a\":\t1}",
+            "{\"a\":\"\u{e9}\"}",
+            "{\"a\":\"\u{2028}\"}",
+            "{\"a\":\"\u{7f}\"}",
+            r#"["a"]"#,
+            r#"{"a":1} {"b":2}"#,
+            r#"{"a":"\ud800"}"#,
+            r#"{"a":"\ud83d\ude00"}"#,
+            r#"{"a":"\u0000"}"#,
+            "a: 1",
+            "",
+        ];
+        for body in declined {
+            assert!(plain_json(body.as_bytes()).is_none(), "{body}");
+            same_as_yaml(body);
+        }
+        let long_key = format!(r#"{{"{}":1}}"#, "k".repeat(2000));
+        assert!(plain_json(long_key.as_bytes()).is_none());
+        same_as_yaml(&long_key);
+        let deep = format!(
+            "{}{}",
+            r#"{"a":"#.repeat(100),
+            "1".to_owned() + &"}".repeat(100)
+        );
+        assert!(plain_json(deep.as_bytes()).is_none());
+        same_as_yaml(&deep);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn generated_json_bodies_read_as_yaml_reads_them(v in json_value(), pretty in proptest::bool::ANY) {
+            let body = if pretty {
+                serde_json::to_string_pretty(&serde_json::json!({"v": v})).unwrap()
+            } else {
+                serde_json::json!({"v": v}).to_string()
+            };
+            same_as_yaml(&body);
+        }
+    }
+
+    fn json_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            "[ -~]{0,12}".prop_map(Value::String),
+            "[a\\\"#:'{}\\[\\],\n\t\r\u{1}\u{7f}\u{e9}-]{0,6}".prop_map(Value::String),
+            prop::sample::select(vec![
+                "true", "null", "~", "1", "0x1", "1.0", "-", "? a", "a: b", "*x", "&y", "!t", "%",
+                "@", "`"
+            ])
+            .prop_map(|s| Value::String(s.to_owned())),
+        ];
+        leaf.prop_recursive(4, 32, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map("[ -~]{0,6}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
     }
 }

@@ -267,7 +267,8 @@ pub fn prepare_update(info: &ResourceInfo, old: &Value, new: &mut Value, status_
             }
         }
     }
-    let old_meta = old.get("metadata").cloned().unwrap_or_else(|| json!({}));
+    let no_meta = json!({});
+    let old_meta = old.get("metadata").unwrap_or(&no_meta);
     let meta = meta_mut(new);
     for k in [
         "uid",
@@ -280,6 +281,8 @@ pub fn prepare_update(info: &ResourceInfo, old: &Value, new: &mut Value, status_
         "managedFields",
     ] {
         match old_meta.get(k) {
+            // already the same (a patch of the old object): no copy
+            Some(v) if meta.get(k) == Some(v) => {}
             Some(v) => {
                 meta.insert(k.into(), v.clone());
             }

@@ -151,7 +151,17 @@ struct Inner {
 pub struct Store {
     inner: Mutex<Inner>,
     tx: broadcast::Sender<Arc<Record>>,
+    /// The decoded form of the last few large objects written, by their
+    /// stored JSON (see [`Store::decoded`]).
+    recent: Mutex<Vec<(Arc<[u8]>, Value)>>,
 }
+
+/// How many decoded objects [`Store::keep_decoded`] keeps.
+const RECENT: usize = 2;
+
+/// Smallest stored JSON [`Store::keep_decoded`] keeps the decoded form of:
+/// decoding a smaller object costs little.
+const RECENT_MIN_BYTES: usize = 64 * 1024;
 
 /// Capacity of the live-event broadcast; a watcher further behind than this is disconnected and resumes from history.
 const BROADCAST_CAPACITY: usize = 16_384;
@@ -166,6 +176,75 @@ fn encode(obj: &Value) -> Result<Arc<[u8]>, StoreError> {
     serde_json::to_vec(obj)
         .map(Arc::from)
         .map_err(|e| StoreError::Serialize(e.to_string()))
+}
+
+/// The JSON of a `metadata.resourceVersion` of `rv`.
+fn rv_json(rv: u64) -> String {
+    format!("\"{rv}\"")
+}
+
+/// `obj` (an object whose `metadata` is an object with a
+/// `resourceVersion`) encoded as [`encode`] does but without the value of
+/// `metadata.resourceVersion`, and where that value goes: the encoding
+/// with any resourceVersion is the bytes before, its JSON, the bytes
+/// after. `None` for any other `obj`.
+fn encode_around_rv(obj: &Value) -> Result<Option<(Vec<u8>, usize)>, StoreError> {
+    let Value::Object(root) = obj else {
+        return Ok(None);
+    };
+    let Some(Value::Object(meta)) = root.get("metadata") else {
+        return Ok(None);
+    };
+    if !meta.contains_key("resourceVersion") {
+        return Ok(None);
+    }
+    let write = |out: &mut Vec<u8>, v: &dyn erased::Json| {
+        v.write(out)
+            .map_err(|e| StoreError::Serialize(e.to_string()))
+    };
+    let mut out = Vec::new();
+    let mut at = 0;
+    out.push(b'{');
+    for (i, (k, v)) in root.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write(&mut out, k)?;
+        out.push(b':');
+        if k != "metadata" {
+            write(&mut out, v)?;
+            continue;
+        }
+        out.push(b'{');
+        for (j, (mk, mv)) in meta.iter().enumerate() {
+            if j > 0 {
+                out.push(b',');
+            }
+            write(&mut out, mk)?;
+            out.push(b':');
+            if mk == "resourceVersion" {
+                at = out.len();
+            } else {
+                write(&mut out, mv)?;
+            }
+        }
+        out.push(b'}');
+    }
+    out.push(b'}');
+    Ok(Some((out, at)))
+}
+
+/// Keys and values written as `serde_json` writes them.
+mod erased {
+    pub(super) trait Json {
+        fn write(&self, out: &mut Vec<u8>) -> serde_json::Result<()>;
+    }
+
+    impl<T: serde::Serialize> Json for T {
+        fn write(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+            serde_json::to_writer(out, self)
+        }
+    }
 }
 
 /// Before-images of the objects of `resource` changed after `at`: for each
@@ -273,6 +352,7 @@ impl Store {
                 compacted_through: 0,
             }),
             tx,
+            recent: Mutex::new(Vec::new()),
         }
     }
 
@@ -291,6 +371,37 @@ impl Store {
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `stored`'s object decoded: taken from the objects
+    /// [`Store::keep_decoded`] kept when it is one of them (the same JSON,
+    /// not only an equal one), decoded from its JSON otherwise.
+    pub fn decoded(&self, stored: &Stored) -> Value {
+        if stored.json.len() >= RECENT_MIN_BYTES {
+            let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(i) = recent
+                .iter()
+                .position(|(json, _)| Arc::ptr_eq(json, &stored.json))
+            {
+                return recent.remove(i).1;
+            }
+        }
+        stored.value()
+    }
+
+    /// Keeps `value`, which must be what `json` (a stored object's JSON)
+    /// decodes to, for [`Store::decoded`] (only when `json` is large; the
+    /// oldest kept one goes).
+    pub fn keep_decoded(&self, json: &Arc<[u8]>, value: Value) {
+        if json.len() < RECENT_MIN_BYTES {
+            return;
+        }
+        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        recent.retain(|(kept, _)| !Arc::ptr_eq(kept, json));
+        if recent.len() >= RECENT {
+            recent.remove(0);
+        }
+        recent.push((json.clone(), value));
     }
 
     /// The latest committed resourceVersion.
@@ -467,13 +578,37 @@ impl Store {
             return Err(StoreError::Conflict);
         }
         set_rv(&mut obj, current.rv);
-        if encode(&obj)? == current.json {
-            return Ok((current, obj));
-        }
-        set_rv(&mut obj, next);
+        let json = match encode_around_rv(&obj)? {
+            // one encoding serves both the no-op check and the new version
+            Some((rest, at)) => {
+                let same = |json: &[u8], rv: &[u8]| {
+                    json.len() == rest.len() + rv.len()
+                        && json[..at] == rest[..at]
+                        && json[at..at + rv.len()] == *rv
+                        && json[at + rv.len()..] == rest[at..]
+                };
+                if same(&current.json, rv_json(current.rv).as_bytes()) {
+                    return Ok((current, obj));
+                }
+                set_rv(&mut obj, next);
+                let rv = rv_json(next);
+                let mut json = Vec::with_capacity(rest.len() + rv.len());
+                json.extend_from_slice(&rest[..at]);
+                json.extend_from_slice(rv.as_bytes());
+                json.extend_from_slice(&rest[at..]);
+                Arc::from(json)
+            }
+            None => {
+                if encode(&obj)? == current.json {
+                    return Ok((current, obj));
+                }
+                set_rv(&mut obj, next);
+                encode(&obj)?
+            }
+        };
         let stored = Stored {
             rv: next,
-            json: encode(&obj)?,
+            json,
             attrs: Arc::new(extract_attrs(resource, &obj)),
         };
         inner.rv = next;
@@ -631,6 +766,62 @@ mod tests {
 
     fn cm(name: &str) -> Value {
         json!({"metadata": {"name": name, "namespace": "d"}, "data": {"a": name}})
+    }
+
+    #[test]
+    fn the_encoding_around_the_resource_version_is_the_encoding() {
+        let objs = [
+            json!({"metadata": {"resourceVersion": "1"}}),
+            json!({"a": 1, "metadata": {"a\"\\\u{1}é": [1, {"b": null}], "resourceVersion": "x", "z": {}}, "z": "\n"}),
+            json!({"metadata": {"name": "n", "resourceVersion": "", "uid": "u"}, "data": {"k": "v", "resourceVersion": "5"}}),
+        ];
+        for obj in objs {
+            let (rest, at) = encode_around_rv(&obj).unwrap().unwrap();
+            for rv in [0, 7, 123_456_789] {
+                let mut with = obj.clone();
+                set_rv(&mut with, rv);
+                let mut joined = rest[..at].to_vec();
+                joined.extend_from_slice(rv_json(rv).as_bytes());
+                joined.extend_from_slice(&rest[at..]);
+                assert_eq!(joined, serde_json::to_vec(&with).unwrap(), "{obj}");
+            }
+        }
+        for other in [
+            json!([1]),
+            json!({"metadata": 1}),
+            json!({"metadata": {}}),
+            json!({}),
+        ] {
+            assert!(encode_around_rv(&other).unwrap().is_none(), "{other}");
+        }
+    }
+
+    #[test]
+    fn a_kept_decoded_object_is_only_given_for_its_own_stored_json() {
+        let store = Store::new(16);
+        let big: serde_json::Map<String, Value> = (0..5_000)
+            .map(|i| (format!("node-{i:05}"), json!(i.to_string())))
+            .collect();
+        let obj = json!({"metadata": {"name": "s", "namespace": "d"}, "data": big});
+        let s1 = store.create("configmaps", key("d", "s"), obj).unwrap();
+        let v1 = s1.value();
+        // a marker shows where a value came from
+        let mut marked = v1.clone();
+        marked["marker"] = json!(1);
+        store.keep_decoded(&s1.json, marked.clone());
+        let copy = Stored {
+            json: Arc::from(s1.json.to_vec()),
+            ..s1.clone()
+        };
+        assert_eq!(store.decoded(&copy), v1, "equal bytes, other JSON: decoded");
+        assert_eq!(store.decoded(&s1), marked, "its own JSON: the kept value");
+        assert_eq!(store.decoded(&s1), v1, "taken once");
+        // small objects are not kept
+        let small = store.create("configmaps", key("d", "t"), cm("t")).unwrap();
+        let mut marked = small.value();
+        marked["marker"] = json!(1);
+        store.keep_decoded(&small.json, marked);
+        assert_eq!(store.decoded(&small), small.value());
     }
 
     #[test]

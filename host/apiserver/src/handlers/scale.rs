@@ -151,7 +151,7 @@ impl Ctx<'_> {
             let mut new = self.out(old.value());
             write(&mut new, &spec.spec_replicas_path, json!(n));
             let new = crate::convert::to_storage(&self.target.info, new);
-            if let Attempt::Done((_, v)) = self.commit_update(&old, new, None)? {
+            if let Attempt::Done((_, v, _)) = self.commit_update(&old, new, None)? {
                 return Ok(value_response(
                     StatusCode::OK,
                     &scale_of(&spec, &self.out(v)),

@@ -3,6 +3,8 @@
 //! read-modify-write retried on concurrent modification. Writes go through
 //! the store's optimistic concurrency; they never bypass it.
 
+use std::sync::Arc;
+
 use axum::body::Bytes;
 use axum::http::{header, StatusCode};
 use axum::response::Response;
@@ -27,7 +29,25 @@ use crate::status::{ApiError, Cause, Details, Result};
 use crate::store::{ObjKey, StoreError, Stored};
 use crate::validation::Write;
 
+/// What a committed update answers: its status, the object and, when it
+/// was stored, the stored JSON (exactly the object's encoding), which is
+/// answered as it is rather than encoded again.
+pub(super) type Committed = (StatusCode, Value, Option<Arc<[u8]>>);
+
 impl Ctx<'_> {
+    /// The answer to a committed update (see [`Committed`]).
+    /// The stored object is kept decoded for the next write of it.
+    fn committed_response(&self, (code, v, json): Committed) -> Response {
+        match json {
+            Some(json) => {
+                let response = json_response(code, self.out_bytes(&json));
+                self.store().keep_decoded(&json, v);
+                response
+            }
+            None => value_response(code, &self.out(v)),
+        }
+    }
+
     pub(super) fn create(&self, body: Bytes) -> Result<Response> {
         let mut obj = self.decode_object(&body)?;
         self.check_body(&mut obj, Write::Create { body: &body })?;
@@ -134,8 +154,8 @@ impl Ctx<'_> {
         old: &Stored,
         new: Value,
         apply_fields: Option<Value>,
-    ) -> Result<Attempt<(StatusCode, Value)>> {
-        self.commit_update_with(old, old.value(), new, apply_fields)
+    ) -> Result<Attempt<Committed>> {
+        self.commit_update_with(old, self.store().decoded(old), new, apply_fields)
     }
 
     /// [`Ctx::commit_update`] with `old` already decoded (`oldv`, storage
@@ -146,7 +166,7 @@ impl Ctx<'_> {
         oldv: Value,
         mut new: Value,
         apply_fields: Option<Value>,
-    ) -> Result<Attempt<(StatusCode, Value)>> {
+    ) -> Result<Attempt<Committed>> {
         let requested = meta_str(&new, "resourceVersion")
             .filter(|s| !s.is_empty())
             .map(parse_rv)
@@ -220,7 +240,7 @@ impl Ctx<'_> {
             }
         }
         if self.dry_run() {
-            return Ok(Attempt::Done((StatusCode::OK, new)));
+            return Ok(Attempt::Done((StatusCode::OK, new, None)));
         }
         let storage = self.target.storage();
         let key = self.target.key();
@@ -228,16 +248,16 @@ impl Ctx<'_> {
             return match self.store().delete(&storage, &key, Some(old.rv), Some(new)) {
                 Ok(s) => {
                     crd::on_delete(self.app, &self.target.info, &s.value());
-                    Ok(Attempt::Done((StatusCode::OK, s.value())))
+                    Ok(Attempt::Done((StatusCode::OK, s.value(), None)))
                 }
                 Err(StoreError::Conflict) if requested.is_none() => Ok(Attempt::Retry),
                 Err(e) => Err(store_err(&self.target, e)),
             };
         }
         match self.store().update_value(&storage, &key, Some(old.rv), new) {
-            Ok((_, v)) => {
+            Ok((stored, v)) => {
                 self.after_write(&v);
-                Ok(Attempt::Done((StatusCode::OK, v)))
+                Ok(Attempt::Done((StatusCode::OK, v, Some(stored.json))))
             }
             Err(StoreError::Conflict) if requested.is_none() => Ok(Attempt::Retry),
             Err(e) => Err(store_err(&self.target, e)),
@@ -254,8 +274,8 @@ impl Ctx<'_> {
                 .get(&self.target.storage(), &self.target.key())
                 .ok_or_else(|| self.target.not_found())?;
             let new = convert::to_storage(&self.target.info, obj.clone());
-            if let Attempt::Done((code, v)) = self.commit_update(&old, new, None)? {
-                return Ok(value_response(code, &self.out(v)));
+            if let Attempt::Done(done) = self.commit_update(&old, new, None)? {
+                return Ok(self.committed_response(done));
             }
         }
         Err(self.target.stale())
@@ -295,7 +315,7 @@ impl Ctx<'_> {
                 .store()
                 .get(&self.target.storage(), &self.target.key())
                 .ok_or_else(|| self.target.not_found())?;
-            let oldv = self.out(old.value());
+            let oldv = self.out(self.store().decoded(&old));
             let patched = match ct.as_str() {
                 "application/json-patch+json" => {
                     patch::json_patch(&oldv, &patch_doc).map_err(patch_error)?
@@ -329,8 +349,8 @@ impl Ctx<'_> {
             self.check_url_name(&mut patched)?;
             let patched = convert::to_storage(&self.target.info, patched);
             let oldv = convert::to_storage(&self.target.info, oldv);
-            if let Attempt::Done((code, v)) = self.commit_update_with(&old, oldv, patched, None)? {
-                return Ok(value_response(code, &self.out(v)));
+            if let Attempt::Done(done) = self.commit_update_with(&old, oldv, patched, None)? {
+                return Ok(self.committed_response(done));
             }
         }
         Err(self.target.stale())
@@ -349,7 +369,7 @@ impl Ctx<'_> {
             ));
         }
         let force = self.q("force").is_some_and(|f| f == "true");
-        let mut applied: Value = serde_yaml::from_slice(body)
+        let mut applied: Value = crate::body::parse_apply(body)
             .map_err(|e| ApiError::BadRequest(format!("error decoding YAML: {e}")))?;
         if !applied.is_object() {
             return Err(ApiError::BadRequest(
@@ -372,7 +392,7 @@ impl Ctx<'_> {
         let kind = self.target.object_kind();
         for _ in 0..MAX_RETRIES {
             let old = self.store().get(&self.target.storage(), &self.target.key());
-            let oldv = old.as_ref().map(|o| self.out(o.value()));
+            let oldv = old.as_ref().map(|o| self.out(self.store().decoded(o)));
             let now = now_rfc3339();
             let result = patch::server_side_apply_with(
                 oldv.as_ref(),
@@ -393,10 +413,10 @@ impl Ctx<'_> {
                     let result = convert::to_storage(&self.target.info, result);
                     let oldv =
                         convert::to_storage(&self.target.info, oldv.unwrap_or_else(|| old.value()));
-                    if let Attempt::Done((code, v)) =
+                    if let Attempt::Done(done) =
                         self.commit_update_with(&old, oldv, result, Some(mf))?
                     {
-                        return Ok(value_response(code, &self.out(v)));
+                        return Ok(self.committed_response(done));
                     }
                 }
                 // A missing object is never created through /status, and an

@@ -131,6 +131,112 @@ impl FieldSet {
         }
     }
 
+    /// Adds `pe` as a member of this node (the path to this node plus `pe`).
+    pub fn insert_member(&mut self, pe: PathElement) {
+        self.members.insert(pe);
+    }
+
+    /// Adds `child`'s paths below `pe` of this node.
+    pub fn insert_child(&mut self, pe: PathElement, child: FieldSet) {
+        if child.is_empty() {
+            return;
+        }
+        match self.children.get_mut(&pe) {
+            Some(mine) => *mine = mine.union(&child),
+            None => {
+                self.children.insert(pe, child);
+            }
+        }
+    }
+
+    /// Removes the member `path` (not its descendants), as
+    /// `difference` with it would; true when it was a member.
+    pub fn remove(&mut self, path: &[PathElement]) -> bool {
+        match path {
+            [] => false,
+            [last] => self.members.remove(last),
+            [first, rest @ ..] => {
+                let Some(child) = self.children.get_mut(first) else {
+                    return false;
+                };
+                let removed = child.remove(rest);
+                if child.is_empty() {
+                    self.children.remove(first);
+                }
+                removed
+            }
+        }
+    }
+
+    /// Whether [`FieldSet::to_fields_v1`] gives exactly `fields_v1` (an
+    /// object's members), found without encoding the set.
+    #[must_use]
+    pub fn encodes_as(&self, fields_v1: &Map<String, Value>) -> bool {
+        self.encodes_as_with(fields_v1, false)
+    }
+
+    /// [`FieldSet::encodes_as`] of `fields_v1` that also holds `"."` when
+    /// `dot` (the node is a member with children).
+    fn encodes_as_with(&self, fields_v1: &Map<String, Value>, dot: bool) -> bool {
+        if fields_v1.contains_key(".") != dot
+            || (dot
+                && !fields_v1
+                    .get(".")
+                    .is_some_and(|v| v.as_object().is_some_and(Map::is_empty)))
+        {
+            return false;
+        }
+        let mut count = usize::from(dot);
+        let mut key = String::new();
+        let mut node_of = |pe: &PathElement| {
+            match pe {
+                PathElement::Field(name) => {
+                    key.clear();
+                    key.push_str("f:");
+                    key.push_str(name);
+                }
+                _ => {
+                    key = pe.to_fields_v1_key();
+                    // distinct elements must have distinct keys for this count
+                    if PathElement::from_fields_v1_key(&key).as_ref() != Some(pe) {
+                        return None;
+                    }
+                }
+            }
+            count += 1;
+            fields_v1.get(key.as_str()).and_then(Value::as_object)
+        };
+        for pe in &self.members {
+            let Some(node) = node_of(pe) else {
+                return false;
+            };
+            let matches = match self.child(pe) {
+                Some(child) => child.encodes_as_with(node, true),
+                None => node.is_empty(),
+            };
+            if !matches {
+                return false;
+            }
+        }
+        for (pe, child) in &self.children {
+            if self.members.contains(pe) || child.is_empty() {
+                continue;
+            }
+            let Some(node) = node_of(pe) else {
+                return false;
+            };
+            if !child.encodes_as_with(node, false) {
+                return false;
+            }
+        }
+        count == fields_v1.len()
+    }
+
+    /// Takes the subtree below `pe` out of this node.
+    pub fn take_child(&mut self, pe: &PathElement) -> FieldSet {
+        self.children.remove(pe).unwrap_or_default()
+    }
+
     /// True when `path` itself is in the set.
     #[must_use]
     pub fn has(&self, path: &[PathElement]) -> bool {
@@ -281,6 +387,11 @@ impl FieldSet {
         let Value::Object(obj) = v else {
             return Err(format!("FieldsV1 must be an object, got {v}"));
         };
+        Self::from_fields_v1_map(obj)
+    }
+
+    /// [`FieldSet::from_fields_v1`] of an object's members.
+    pub fn from_fields_v1_map(obj: &Map<String, Value>) -> Result<FieldSet, String> {
         let mut set = FieldSet::new();
         for (key, inner) in obj {
             if key == "." {

@@ -12,22 +12,41 @@ use serde_json::{Map, Value};
 /// arrays are replaced, never merged. Never fails.
 #[must_use]
 pub fn json_merge_patch(target: &Value, patch: &Value) -> Value {
-    let Value::Object(patch_map) = patch else {
+    if !patch.is_object() {
         return patch.clone();
+    }
+    let mut out = target.clone();
+    merge_into(&mut out, patch);
+    out
+}
+
+/// [`json_merge_patch`] of `target` in place (each value is copied at
+/// most once, not once per level).
+fn merge_into(target: &mut Value, patch: &Value) {
+    let Value::Object(patch_map) = patch else {
+        *target = patch.clone();
+        return;
     };
-    let mut out = match target {
-        Value::Object(m) => m.clone(),
-        _ => Map::new(),
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    let Value::Object(out) = target else {
+        return;
     };
     for (key, value) in patch_map {
         if value.is_null() {
             out.remove(key);
         } else {
-            let merged = json_merge_patch(out.get(key).unwrap_or(&Value::Null), value);
-            out.insert(key.clone(), merged);
+            match out.get_mut(key) {
+                Some(slot) => merge_into(slot, value),
+                None => {
+                    let mut slot = Value::Null;
+                    merge_into(&mut slot, value);
+                    out.insert(key.clone(), slot);
+                }
+            }
         }
     }
-    Value::Object(out)
 }
 
 #[cfg(test)]

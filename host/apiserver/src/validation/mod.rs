@@ -178,13 +178,28 @@ pub fn check(
     // One typed round trip serves both checks below: an object that
     // decodes as it is also decodes with its nulls removed, so only the
     // quantity rules could still fail it.
-    let round_trip = kind.and_then(|k| k.round_trip(obj).map(|t| (k, t)));
+    // Large values the round trip passes unchanged are left out of it
+    // (see `typed::Kind::hold_verbatim`); an object that does not decode
+    // is looked at whole, as its errors print it.
+    let mut held_unknown = None;
+    if let Some(k) = kind.filter(|_| !custom) {
+        let held = k.hold_verbatim(obj);
+        if !held.is_empty() {
+            if let Some(t) = k.round_trip(obj) {
+                held_unknown = Some((k, unknown::unknown_in_round_trip(k, obj, &t)));
+            }
+            typed::restore(obj, held);
+        }
+    }
+    let round_trip = match &held_unknown {
+        Some(_) => None,
+        None => kind.and_then(|k| k.round_trip(obj).map(|t| (k, t))),
+    };
+    let decoded = held_unknown.is_some() || round_trip.is_some();
     if !custom && !matches!(write, Write::Apply { .. }) {
         // a value the Go type cannot hold fails before unknown fields are
         // looked at ("Non-strict errors trump", apiserver handlers/patch.go)
-        let decodes = round_trip
-            .as_ref()
-            .is_some_and(|(k, _)| !k.checks_quantities());
+        let decodes = decoded && kind.is_some_and(|k| !k.checks_quantities());
         if !decodes {
             if let Some(text) = kind.and_then(|k| typed::decode_error(k, obj)) {
                 return Err(failure(info, obj, write, &text));
@@ -194,9 +209,12 @@ pub fn check(
     let unknown = match schema {
         // a custom resource: what its structural schema does not specify
         Some(s) if super::crd::is_custom(info) => Some(super::crd::unknown_paths(obj, s)),
-        _ => round_trip
-            .as_ref()
-            .map(|(k, t)| unknown::unknown_in_round_trip(*k, obj, t)),
+        _ => match held_unknown {
+            Some((_, unknown)) => Some(unknown),
+            None => round_trip
+                .as_ref()
+                .map(|(k, t)| unknown::unknown_in_round_trip(*k, obj, t)),
+        },
     };
     let Some(unknown) = unknown else {
         return Ok(Vec::new());

@@ -391,3 +391,68 @@ fn go_formatting_matches_fmt_and_strconv() {
         "map[a:[1 s <nil> false 2.5e-07] b:map[x:1]]"
     );
 }
+
+/// Leaving the values the typed round trip passes unchanged out of it
+/// (`typed::Kind::hold_verbatim`) changes no verdict, warning, error or
+/// pruned object, for every directive and write.
+#[test]
+fn held_verbatim_values_change_no_verdict() {
+    let mf = json!([{"manager":"m","operation":"Apply","apiVersion":"v1","fieldsType":"FieldsV1",
+        "fieldsV1":{"f:data":{"f:a":{}, "f:x": null}}},
+        {"manager":"n","operation":"Update","fieldsType":"FieldsV1","fieldsV1":{"f:data":{}}, "bogus": 1},
+        {"manager":"o","fieldsV1":[1]}]);
+    let bodies = [
+        json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","managedFields":mf},"data":{"a":"1","b":"2"}}),
+        json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","managedFields":mf},"data":{"a":"1"},"foo":1,"bar":null}),
+        json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","managedFields":mf},"data":{"a":1}}),
+        json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"a":null,"b":"x"},"binaryData":{"x":"!!"}}),
+        json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","labels":"x","managedFields":mf},"data":{"a":"1"}}),
+        json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","managedFields":[{"fieldsV1":{"f:a":{}},"time":1}]},"data":{"a":"1"}}),
+        json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","managedFields":{"x":1}},"data":{}}),
+        json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","managedFields":mf},"data":{"a":"1"},"immutable":"yes"}),
+        json!({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","managedFields":mf},"spec":{"containers":[{"name":"c","image":"i","bar":1}]}}),
+        json!({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","managedFields":mf},"spec":{"containers":[{"name":"c","image":"i","resources":{"limits":{"cpu":"lots"}}}]}}),
+    ];
+    for body in bodies {
+        let raw = body.to_string();
+        let plural = if body["kind"] == "Pod" {
+            "pods"
+        } else {
+            "configmaps"
+        };
+        let info = info("", plural);
+        let doc = body.clone();
+        let writes = [
+            Write::Create {
+                body: raw.as_bytes(),
+            },
+            Write::Update {
+                body: raw.as_bytes(),
+            },
+            Write::MergePatch {
+                patch: raw.as_bytes(),
+            },
+            Write::JsonPatch { patch: b"[]" },
+            Write::StrategicMergePatch {
+                patch: raw.as_bytes(),
+                doc: &doc,
+            },
+            Write::Apply {
+                namespace: "",
+                name: "c",
+            },
+        ];
+        for write in &writes {
+            for directive in [Directive::Ignore, Directive::Warn, Directive::Strict] {
+                let run = |hold: bool| {
+                    typed::HOLD.with(|h| h.set(hold));
+                    let mut obj = body.clone();
+                    let r = check(&info, &mut obj, directive, write).map_err(|e| e.to_string());
+                    typed::HOLD.with(|h| h.set(true));
+                    (r, obj)
+                };
+                assert_eq!(run(true), run(false), "{body} {write:?} {directive:?}");
+            }
+        }
+    }
+}

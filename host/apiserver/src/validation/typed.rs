@@ -51,6 +51,9 @@ pub(super) struct Kind {
     /// Where the kind keeps `resource.Quantity` values (see [`QUANTITIES`]).
     pod_spec_at: Option<&'static [&'static str]>,
     node: bool,
+    /// Fields of type `map[string]string` (from the root), which a map of
+    /// strings passes unchanged (see [`Kind::hold_verbatim`]).
+    string_maps: &'static [&'static str],
 }
 
 impl Kind {
@@ -64,6 +67,65 @@ impl Kind {
     /// what decoding the type checks).
     pub(super) fn checks_quantities(&self) -> bool {
         self.pod_spec_at.is_some() || self.node
+    }
+
+    /// Takes out of `obj` the large values the typed round trip would
+    /// pass unchanged, whatever the rest of the object holds, each
+    /// replaced by `{}` (which the type passes unchanged too): a
+    /// `map[string]string` field whose values are all strings, and the
+    /// `fieldsV1` object of each `metadata.managedFields` entry
+    /// (`FieldsV1` holds any JSON). `obj` then decodes exactly when it
+    /// decoded before (a struct's fields decode independently), and its
+    /// round trip drops the same keys; [`restore`] puts the values back.
+    pub(super) fn hold_verbatim(&self, obj: &mut Value) -> Vec<(Vec<Seg>, Value)> {
+        let mut held = Vec::new();
+        #[cfg(test)]
+        if !HOLD.with(std::cell::Cell::get) {
+            return held;
+        }
+        let mut hold = |v: &mut Value, path: Vec<Seg>| {
+            held.push((
+                path,
+                std::mem::replace(v, Value::Object(serde_json::Map::new())),
+            ));
+        };
+        if let Some(Value::Array(entries)) = obj.pointer_mut("/metadata/managedFields") {
+            for (i, entry) in entries.iter_mut().enumerate() {
+                if let Some(f @ Value::Object(_)) = entry.get_mut("fieldsV1") {
+                    let path = ["metadata", "managedFields"]
+                        .iter()
+                        .map(|k| Seg::Key((*k).to_owned()))
+                        .chain([Seg::Index(i), Seg::Key("fieldsV1".to_owned())])
+                        .collect();
+                    hold(f, path);
+                }
+            }
+        }
+        for field in self.string_maps {
+            if let Some(m @ Value::Object(_)) = obj.get_mut(*field) {
+                if m.as_object()
+                    .is_some_and(|m| m.values().all(Value::is_string))
+                {
+                    hold(m, vec![Seg::Key((*field).to_owned())]);
+                }
+            }
+        }
+        held
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Whether [`Kind::hold_verbatim`] holds anything (tests compare).
+    pub(super) static HOLD: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+/// Puts back what [`Kind::hold_verbatim`] took out of `obj`.
+pub(super) fn restore(obj: &mut Value, held: Vec<(Vec<Seg>, Value)>) {
+    for (path, value) in held {
+        if let Some(slot) = at_mut(obj, &path) {
+            *slot = value;
+        }
     }
 }
 
@@ -95,6 +157,7 @@ fn kind_of<T: DeserializeOwned + Serialize>() -> Kind {
         round_trip: round_trip_as::<T>,
         pod_spec_at: None,
         node: false,
+        string_maps: &[],
     }
 }
 
@@ -117,7 +180,10 @@ pub(super) fn kind(info: &ResourceInfo) -> Option<Kind> {
             pod_spec_at: Some(&["spec"]),
             ..kind_of::<core::v1::Pod>()
         },
-        ("", "v1", "ConfigMap") => kind_of::<core::v1::ConfigMap>(),
+        ("", "v1", "ConfigMap") => Kind {
+            string_maps: &["data"],
+            ..kind_of::<core::v1::ConfigMap>()
+        },
         ("", "v1", "Secret") => kind_of::<core::v1::Secret>(),
         ("", "v1", "Event") => kind_of::<core::v1::Event>(),
         ("", "v1", "ServiceAccount") => kind_of::<core::v1::ServiceAccount>(),

@@ -8,6 +8,7 @@
 //! what (the apply and update steps in the parent module do) and never
 //! touches an object beyond its `metadata.managedFields`.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
@@ -109,7 +110,248 @@ impl ManagerKey {
 pub(super) struct Entry {
     pub(super) api_version: String,
     pub(super) time: Option<String>,
-    pub(super) set: FieldSet,
+    fields: Fields,
+}
+
+/// An entry's field set: decoded, or still the `fieldsV1` object it was
+/// read from when that object is exactly what encoding its set gives back
+/// (see [`canonical`]) and owns none of the [`STRIPPED`] paths. A large
+/// set that a write leaves alone, or changes by a few paths, is then never
+/// decoded nor encoded again: the few paths are changed in the object
+/// itself, keeping it in that encoding.
+#[derive(Debug, Clone)]
+enum Fields {
+    Set(FieldSet),
+    Raw(Map<String, Value>),
+}
+
+impl Entry {
+    pub(super) fn new(api_version: String, time: Option<String>, set: FieldSet) -> Self {
+        Self {
+            api_version,
+            time,
+            fields: Fields::Set(set),
+        }
+    }
+
+    /// The decoded set (decoding it now if needed).
+    pub(super) fn set(&mut self) -> &mut FieldSet {
+        if let Fields::Raw(raw) = &self.fields {
+            // a canonical object decodes (see `canonical`)
+            let set = FieldSet::from_fields_v1_map(raw).unwrap_or_default();
+            self.fields = Fields::Set(set);
+        }
+        match &mut self.fields {
+            Fields::Set(set) => set,
+            Fields::Raw(_) => unreachable!("decoded above"),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match &self.fields {
+            Fields::Set(set) => set.is_empty(),
+            // canonical: every key is a member or leads to one
+            Fields::Raw(raw) => raw.is_empty(),
+        }
+    }
+
+    /// `set = set.difference(paths)`: the exact paths of `paths` leave the
+    /// set (their descendants stay).
+    pub(super) fn remove_paths(&mut self, paths: &FieldSet) {
+        match &mut self.fields {
+            Fields::Set(set) => *set = set.difference(paths),
+            Fields::Raw(raw) => {
+                for path in paths.paths() {
+                    raw_remove(raw, &path);
+                }
+            }
+        }
+    }
+
+    /// `set = set.union(paths)`, for paths none of which is [`STRIPPED`].
+    pub(super) fn add_paths(&mut self, paths: &FieldSet) {
+        match &mut self.fields {
+            Fields::Set(set) => *set = set.union(paths),
+            Fields::Raw(raw) => {
+                for path in paths.paths() {
+                    raw_insert(raw, &path);
+                }
+            }
+        }
+    }
+
+    /// An entry whose set is `set`, already stripped, kept as its
+    /// encoding `fields_v1` (`set.to_fields_v1()`).
+    pub(super) fn encoded(api_version: String, time: Option<String>, fields_v1: Value) -> Self {
+        let fields = match fields_v1 {
+            Value::Object(raw) => Fields::Raw(raw),
+            _ => Fields::Set(FieldSet::new()),
+        };
+        Self {
+            api_version,
+            time,
+            fields,
+        }
+    }
+
+    /// Whether the set is still encoded (not decoded) and is `set`.
+    pub(super) fn is_encoded_set(&self, set: &FieldSet) -> bool {
+        match &self.fields {
+            Fields::Raw(raw) => set.encodes_as(raw),
+            Fields::Set(_) => false,
+        }
+    }
+
+    /// The entry's `fieldsV1` encoding, when it is still encoded.
+    pub(super) fn into_encoded(self) -> Option<Value> {
+        match self.fields {
+            Fields::Raw(raw) => Some(Value::Object(raw)),
+            Fields::Set(_) => None,
+        }
+    }
+
+    /// `set.intersection(paths)`.
+    pub(super) fn intersection(&self, paths: &FieldSet) -> FieldSet {
+        match &self.fields {
+            Fields::Set(set) => set.intersection(paths),
+            Fields::Raw(raw) => {
+                let mut both = FieldSet::new();
+                for path in paths.paths() {
+                    if raw_has(raw, &path) {
+                        both.insert(&path);
+                    }
+                }
+                both
+            }
+        }
+    }
+
+    fn into_fields_v1(self) -> Value {
+        match self.fields {
+            Fields::Set(set) => set.to_fields_v1(),
+            Fields::Raw(raw) => Value::Object(raw),
+        }
+    }
+}
+
+/// Whether `raw` is exactly the `FieldsV1` encoding of the set it decodes
+/// to ([`FieldSet::to_fields_v1`] of [`FieldSet::from_fields_v1`]): every
+/// key but `"."` is a path element in its own encoding, every value an
+/// object, `"."` (as `{}`) only beside other keys below the root, and no
+/// object without a key unless it is a member's.
+fn canonical(raw: &Map<String, Value>, root: bool) -> bool {
+    for (key, inner) in raw {
+        if key == "." {
+            if root || raw.len() < 2 || !inner.as_object().is_some_and(Map::is_empty) {
+                return false;
+            }
+            continue;
+        }
+        let same_key = match key.as_bytes().get(..2) {
+            Some(b"f:") => true,
+            _ => {
+                PathElement::from_fields_v1_key(key).is_some_and(|pe| pe.to_fields_v1_key() == *key)
+            }
+        };
+        if !same_key {
+            return false;
+        }
+        let Value::Object(inner) = inner else {
+            return false;
+        };
+        if !inner.is_empty() && !canonical(inner, false) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Whether the canonical `raw` has any [`STRIPPED`] path as a member.
+fn owns_stripped(raw: &Map<String, Value>) -> bool {
+    STRIPPED.iter().any(|path| {
+        let mut node = raw;
+        let mut member = false;
+        for (i, name) in path.iter().enumerate() {
+            let Some(Value::Object(next)) = node.get(&format!("f:{name}")) else {
+                return false;
+            };
+            if i + 1 == path.len() {
+                member = next.is_empty() || next.contains_key(".");
+            }
+            node = next;
+        }
+        member
+    })
+}
+
+/// Removes the member `path` from the canonical `raw`, keeping it
+/// canonical; a path that is no member changes nothing. True when it was
+/// a member.
+fn raw_remove(raw: &mut Map<String, Value>, path: &[PathElement]) -> bool {
+    let Some((first, rest)) = path.split_first() else {
+        return false;
+    };
+    let key = first.to_fields_v1_key();
+    let Some(Value::Object(node)) = raw.get_mut(&key) else {
+        return false;
+    };
+    if rest.is_empty() {
+        if node.is_empty() {
+            raw.remove(&key);
+            return true;
+        }
+        return node.remove(".").is_some();
+    }
+    if !raw_remove(node, rest) {
+        return false;
+    }
+    if node.is_empty() {
+        // it was no member and lost its last child
+        raw.remove(&key);
+    } else if node.len() == 1 && node.contains_key(".") {
+        // a member that lost its last child
+        node.clear();
+    }
+    true
+}
+
+/// Whether `path` is a member of the canonical `raw`.
+fn raw_has(raw: &Map<String, Value>, path: &[PathElement]) -> bool {
+    let Some((first, rest)) = path.split_first() else {
+        return false;
+    };
+    let Some(Value::Object(node)) = raw.get(&first.to_fields_v1_key()) else {
+        return false;
+    };
+    if rest.is_empty() {
+        node.is_empty() || node.contains_key(".")
+    } else {
+        raw_has(node, rest)
+    }
+}
+
+/// Adds the member `path` to the canonical `raw`, keeping it canonical.
+fn raw_insert(raw: &mut Map<String, Value>, path: &[PathElement]) {
+    let Some((first, rest)) = path.split_first() else {
+        return;
+    };
+    let key = first.to_fields_v1_key();
+    let existed = raw.contains_key(&key);
+    let node = raw.entry(key).or_insert_with(|| Value::Object(Map::new()));
+    let Value::Object(node) = node else {
+        return;
+    };
+    if rest.is_empty() {
+        if existed && !node.is_empty() {
+            node.insert(".".to_owned(), Value::Object(Map::new()));
+        }
+        return;
+    }
+    if existed && node.is_empty() {
+        // a member without children gets its first
+        node.insert(".".to_owned(), Value::Object(Map::new()));
+    }
+    raw_insert(node, rest);
 }
 
 #[derive(Debug, Clone, Default)]
@@ -122,9 +364,11 @@ impl Managers {
     /// nothing.
     pub(super) fn finish(&mut self) {
         for e in self.entries.values_mut() {
-            e.set = strip(&e.set);
+            if let Fields::Set(set) = &mut e.fields {
+                strip_in_place(set);
+            }
         }
-        self.entries.retain(|_, e| !e.set.is_empty());
+        self.entries.retain(|_, e| !e.is_empty());
         self.cap_update_managers();
     }
 
@@ -151,7 +395,7 @@ impl Managers {
             if length <= MAX_UPDATE_MANAGERS {
                 break;
             }
-            let Some(entry) = self.entries.get(&key).cloned() else {
+            let Some(mut entry) = self.entries.get(&key).cloned() else {
                 continue;
             };
             let version = entry.api_version.clone();
@@ -165,7 +409,8 @@ impl Managers {
                     }
                     self.entries.remove(&key);
                     if let Some(b) = self.entries.get_mut(&bucket) {
-                        b.set = entry.set.union(&b.set);
+                        let set = entry.set().union(b.set());
+                        *b.set() = set;
                         b.time = time;
                     }
                     length -= 1;
@@ -179,8 +424,8 @@ impl Managers {
 
     /// Encodes the entries sorted as apimachinery does: by operation, time,
     /// manager, apiVersion, subresource.
-    pub(super) fn encode(&self) -> Vec<Value> {
-        let mut list: Vec<(&ManagerKey, &Entry)> = self.entries.iter().collect();
+    pub(super) fn encode(self) -> Vec<Value> {
+        let mut list: Vec<(ManagerKey, Entry)> = self.entries.into_iter().collect();
         list.sort_by(|(ka, ea), (kb, eb)| {
             ka.operation
                 .cmp(&kb.operation)
@@ -192,16 +437,16 @@ impl Managers {
         list.into_iter()
             .map(|(k, e)| {
                 let mut obj = Map::new();
-                obj.insert("manager".into(), Value::String(k.manager.clone()));
-                obj.insert("operation".into(), Value::String(k.operation.clone()));
+                obj.insert("manager".into(), Value::String(k.manager));
+                obj.insert("operation".into(), Value::String(k.operation));
                 obj.insert("apiVersion".into(), Value::String(e.api_version.clone()));
                 if let Some(t) = &e.time {
                     obj.insert("time".into(), Value::String(t.clone()));
                 }
                 obj.insert("fieldsType".into(), Value::String("FieldsV1".into()));
-                obj.insert("fieldsV1".into(), e.set.to_fields_v1());
+                obj.insert("fieldsV1".into(), e.into_fields_v1());
                 if !k.subresource.is_empty() {
-                    obj.insert("subresource".into(), Value::String(k.subresource.clone()));
+                    obj.insert("subresource".into(), Value::String(k.subresource));
                 }
                 Value::Object(obj)
             })
@@ -210,21 +455,50 @@ impl Managers {
 }
 
 pub(super) fn decode_managed_fields(obj: &Value) -> Result<Managers, String> {
+    match obj.pointer("/metadata/managedFields") {
+        None | Some(Value::Null) => Ok(Managers::default()),
+        Some(Value::Array(items)) => decode_items(items.iter().map(Cow::Borrowed)),
+        Some(other) => Err(format!(
+            "metadata.managedFields must be a list, got {other}"
+        )),
+    }
+}
+
+/// [`decode_managed_fields`] of an object whose `metadata.managedFields`
+/// (`managed`, already taken out of it) is not needed any more: the
+/// `fieldsV1` objects are moved, not copied.
+pub(super) fn decode_taken_managed_fields(managed: Option<Value>) -> Result<Managers, String> {
+    match managed {
+        None | Some(Value::Null) => Ok(Managers::default()),
+        Some(Value::Array(items)) => decode_items(items.into_iter().map(Cow::Owned)),
+        Some(other) => Err(format!(
+            "metadata.managedFields must be a list, got {other}"
+        )),
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Decode every set at once, as before sets were kept encoded: the
+    /// reference the lazy sets are tested against.
+    pub(super) static EAGER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn lazy() -> bool {
+    #[cfg(test)]
+    if EAGER.with(std::cell::Cell::get) {
+        return false;
+    }
+    true
+}
+
+fn decode_items<'a>(items: impl Iterator<Item = Cow<'a, Value>>) -> Result<Managers, String> {
     let mut managers = Managers::default();
-    let items = match obj.pointer("/metadata/managedFields") {
-        None | Some(Value::Null) => return Ok(managers),
-        Some(Value::Array(items)) => items,
-        Some(other) => {
-            return Err(format!(
-                "metadata.managedFields must be a list, got {other}"
-            ))
-        }
-    };
     for item in items {
         let s = |k: &str| item.get(k).and_then(Value::as_str);
         let manager = s("manager").unwrap_or_default();
         let operation = s("operation").unwrap_or_default();
-        let api_version = s("apiVersion").unwrap_or_default();
+        let api_version = s("apiVersion").unwrap_or_default().to_owned();
         match s("fieldsType") {
             Some("FieldsV1") => {}
             other => {
@@ -233,29 +507,78 @@ pub(super) fn decode_managed_fields(obj: &Value) -> Result<Managers, String> {
                 ))
             }
         }
-        let set = FieldSet::from_fields_v1(item.get("fieldsV1").unwrap_or(&Value::Null))
-            .map_err(|e| format!("manager {manager:?}: {e}"))?;
-        let key = ManagerKey::new(manager, operation, api_version, s("subresource"));
-        let entry = managers.entries.entry(key).or_insert_with(|| Entry {
-            api_version: api_version.to_owned(),
-            time: s("time").map(str::to_owned),
-            set: FieldSet::new(),
-        });
-        entry.set = entry.set.union(&set);
+        let key = ManagerKey::new(manager, operation, &api_version, s("subresource"));
+        let time = s("time").map(str::to_owned);
+        let fields_v1 = item.get("fieldsV1").unwrap_or(&Value::Null);
+        let keep_raw = lazy()
+            && !managers.entries.contains_key(&key)
+            && fields_v1
+                .as_object()
+                .is_some_and(|raw| canonical(raw, true) && !owns_stripped(raw));
+        if keep_raw {
+            let raw = match item {
+                Cow::Owned(Value::Object(mut item)) => match item.remove("fieldsV1") {
+                    Some(Value::Object(raw)) => raw,
+                    _ => Map::new(),
+                },
+                other => other
+                    .get("fieldsV1")
+                    .and_then(Value::as_object)
+                    .cloned()
+                    .unwrap_or_default(),
+            };
+            managers.entries.insert(
+                key,
+                Entry {
+                    api_version,
+                    time,
+                    fields: Fields::Raw(raw),
+                },
+            );
+            continue;
+        }
+        let set =
+            FieldSet::from_fields_v1(fields_v1).map_err(|e| format!("manager {manager:?}: {e}"))?;
+        let entry = managers
+            .entries
+            .entry(key)
+            .or_insert_with(|| Entry::new(api_version, time, FieldSet::new()));
+        let merged = entry.set().union(&set);
+        *entry.set() = merged;
     }
     Ok(managers)
 }
 
-pub(super) fn remove_managed_fields(obj: &mut Value) {
-    if let Some(Value::Object(meta)) = obj.get_mut("metadata") {
-        meta.remove("managedFields");
+/// Removes `metadata.managedFields` from `obj` and returns it.
+pub(super) fn take_managed_fields(obj: &mut Value) -> Option<Value> {
+    match obj.get_mut("metadata") {
+        Some(Value::Object(meta)) => meta.remove("managedFields"),
+        _ => None,
     }
 }
 
 pub(super) fn without_managed_fields(obj: &Value) -> Value {
-    let mut copy = obj.clone();
-    remove_managed_fields(&mut copy);
-    copy
+    let Some(Value::Object(meta)) = obj.get("metadata") else {
+        return obj.clone();
+    };
+    let Value::Object(root) = obj else {
+        return obj.clone();
+    };
+    // a copy of everything but `metadata.managedFields`
+    let mut copy = Map::new();
+    for (k, v) in root {
+        if k == "metadata" {
+            let rest = meta
+                .iter()
+                .filter(|(k, _)| *k != "managedFields")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            copy.insert(k.clone(), Value::Object(rest));
+        } else {
+            copy.insert(k.clone(), v.clone());
+        }
+    }
+    Value::Object(copy)
 }
 
 pub(super) fn set_managed_fields(obj: &mut Value, entries: Vec<Value>) {
@@ -270,6 +593,26 @@ pub(super) fn set_managed_fields(obj: &mut Value, entries: Vec<Value>) {
             meta.insert("managedFields".into(), Value::Array(entries));
         }
     }
+}
+
+/// `*set = strip(set)`, in place.
+pub(super) fn strip_in_place(set: &mut FieldSet) {
+    strip_paths(set);
+}
+
+/// `*set = strip(set)`, in place; returns the paths it removed.
+pub(super) fn strip_paths(set: &mut FieldSet) -> Vec<FieldPath> {
+    let mut removed = Vec::new();
+    for p in STRIPPED {
+        let path: FieldPath = p
+            .iter()
+            .map(|s| PathElement::Field((*s).to_owned()))
+            .collect();
+        if set.remove(&path) {
+            removed.push(path);
+        }
+    }
+    removed
 }
 
 pub(super) fn strip(set: &FieldSet) -> FieldSet {

@@ -31,8 +31,49 @@ const NEVER_PRUNED: &[&str] = &[
 /// structured-merge-diff `Merge` with the applied value winning: maps
 /// merge, associative lists and sets merge item by item in the order
 /// structured-merge-diff produces, everything else is replaced.
+#[cfg(test)]
 pub(super) fn merge(kind: &Types<'_>, lhs: Option<&Value>, rhs: &Value) -> Value {
     merge_node(kind, &mut Vec::new(), lhs, rhs)
+}
+
+/// [`merge`] of `lhs`, which becomes the result (nothing of `lhs` is
+/// copied but list items).
+pub(super) fn merge_into(kind: &Types<'_>, lhs: &mut Value, rhs: &Value) {
+    merge_in_place(kind, &mut Vec::new(), lhs, rhs);
+}
+
+/// `*lhs = merge_node(kind, names, Some(lhs), rhs)`.
+fn merge_in_place(kind: &Types<'_>, names: &mut Vec<String>, lhs: &mut Value, rhs: &Value) {
+    match (lhs, rhs) {
+        (Value::Object(l), Value::Object(r)) if !atomic_map(kind, names) => {
+            for (k, rv) in r {
+                names.push(k.clone());
+                match l.get_mut(k) {
+                    Some(slot) => merge_in_place(kind, names, slot, rv),
+                    None => {
+                        let merged = merge_node(kind, names, None, rv);
+                        l.insert(k.clone(), merged);
+                    }
+                }
+                names.pop();
+            }
+        }
+        (lhs @ Value::Array(_), Value::Array(r)) => {
+            let merged = match &*lhs {
+                Value::Array(l) => {
+                    let list = type_of_list(kind, names);
+                    if list == ListKind::Atomic || (l.is_empty() && r.is_empty()) {
+                        rhs.clone()
+                    } else {
+                        Value::Array(merge_list(kind, names, &list, l, r))
+                    }
+                }
+                _ => rhs.clone(),
+            };
+            *lhs = merged;
+        }
+        (lhs, _) => *lhs = rhs.clone(),
+    }
 }
 
 fn merge_node(
@@ -213,8 +254,11 @@ pub(super) fn drop_applied_nulls(merged: &mut Value, applied: &Value) {
             if m.get(k).is_some_and(Value::is_null) {
                 m.remove(k);
             }
-        } else if let Some(child) = m.get_mut(k) {
-            drop_applied_nulls(child, av);
+        } else if av.is_object() {
+            // (below anything but an object there is nothing to drop)
+            if let Some(child) = m.get_mut(k) {
+                drop_applied_nulls(child, av);
+            }
         }
     }
 }

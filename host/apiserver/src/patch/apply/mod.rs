@@ -23,12 +23,13 @@ mod tests;
 
 use serde_json::{Map, Value};
 
-use self::fieldset::{compare, to_field_set};
+use self::fieldset::{compare, compare_without_managed_fields, to_field_set};
 use self::managed::{
-    conflict_error, decode_managed_fields, remove_managed_fields, set_managed_fields, strip,
-    without_managed_fields, Entry, ManagerKey, Managers, APPLY, UPDATE,
+    conflict_error, decode_managed_fields, decode_taken_managed_fields, set_managed_fields, strip,
+    strip_paths, take_managed_fields, without_managed_fields, Entry, ManagerKey, Managers, APPLY,
+    UPDATE,
 };
-use self::merge::{drop_applied_nulls, merge, prune, reset_ignored};
+use self::merge::{drop_applied_nulls, merge_into, prune, reset_ignored};
 use super::fields::{FieldPath, FieldSet, PathElement};
 use super::schema::{SchemaOverrides, Types, BUILTIN_GROUPS};
 use super::{ApplyError, ObjectKind};
@@ -196,36 +197,56 @@ pub fn server_side_apply_with(
         if !set.is_empty() {
             managers.entries.insert(
                 ManagerKey::new(BEFORE_FIRST_APPLY_MANAGER, UPDATE, &api_version, None),
-                Entry {
-                    api_version: api_version.clone(),
-                    time: Some(now.to_owned()),
-                    set,
-                },
+                Entry::new(api_version.clone(), Some(now.to_owned()), set),
             );
         }
     }
 
-    let config_set = to_field_set(&types, applied)
-        .map_err(ApplyError::Invalid)?
-        .recursive_difference(&ignored);
-    let mut merged = merge(&types, Some(&base), &without_managed_fields(applied));
+    let config_set = to_field_set(&types, applied).map_err(ApplyError::Invalid)?;
+    let config_set = if ignored.is_empty() {
+        config_set
+    } else {
+        config_set.recursive_difference(&ignored)
+    };
+    let mut merged = base.clone();
+    match applied.pointer("/metadata/managedFields") {
+        None => merge_into(&types, &mut merged, applied),
+        Some(_) => merge_into(&types, &mut merged, &without_managed_fields(applied)),
+    }
     reset_ignored(&mut merged, &base, &options.ignored_fields);
 
     let key = ManagerKey::new(manager, APPLY, &api_version, subresource);
-    let previous = managers.entries.remove(&key);
-    let last_set = previous.as_ref().map(|e| e.set.clone()).unwrap_or_default();
-    let owned_after = managers
-        .entries
-        .values()
-        .fold(config_set.clone(), |acc, e| acc.union(&e.set));
-    if !last_set.is_empty() {
-        prune(
-            &mut merged,
-            &last_set,
-            Some(&owned_after),
-            &types,
-            &mut Vec::new(),
-        );
+    let mut previous = managers.entries.remove(&key);
+    // The set the applier gets, stripped now rather than by `finish`
+    // (which changes nothing); `config_set` is it plus `stripped`.
+    let mut mine = config_set;
+    let stripped = strip_paths(&mut mine);
+    // An applier that applies the same fields as last time gives up none:
+    // the prune below would remove nothing (all it owned is still owned),
+    // and its entry need be neither decoded nor encoded again.
+    let same_fields = previous.as_ref().is_some_and(|p| p.is_encoded_set(&mine));
+    if !same_fields {
+        let last_set = previous
+            .as_mut()
+            .map(|e| e.set().clone())
+            .unwrap_or_default();
+        if !last_set.is_empty() {
+            let mut config_set = mine.clone();
+            for path in &stripped {
+                config_set.insert(path);
+            }
+            let owned_after = managers
+                .entries
+                .values_mut()
+                .fold(config_set, |acc, e| acc.union(e.set()));
+            prune(
+                &mut merged,
+                &last_set,
+                Some(&owned_after),
+                &types,
+                &mut Vec::new(),
+            );
+        }
     }
     drop_applied_nulls(&mut merged, applied);
 
@@ -235,7 +256,7 @@ pub fn server_side_apply_with(
         .entries
         .iter()
         .filter_map(|(k, e)| {
-            let c = strip(&e.set.intersection(&changed));
+            let c = strip(&e.intersection(&changed));
             (!c.is_empty()).then(|| (k.clone(), c))
         })
         .collect();
@@ -244,28 +265,29 @@ pub fn server_side_apply_with(
     }
     for (k, c) in &conflicts {
         if let Some(e) = managers.entries.get_mut(k) {
-            e.set = e.set.difference(c);
+            e.remove_paths(c);
         }
     }
     for e in managers.entries.values_mut() {
-        e.set = e.set.difference(&cmp.removed);
+        e.remove_paths(&cmp.removed);
     }
 
     // As apimachinery's managedFieldsUpdater: the time moves only when the
     // object changed, so a no-op apply by a new manager has no time.
+    let (previous_time, previous_encoding) = match previous {
+        Some(prev) => (prev.time.clone(), prev.into_encoded()),
+        None => (None, None),
+    };
     let time = if merged == base {
-        previous.and_then(|prev| prev.time)
+        previous_time
     } else {
         Some(now.to_owned())
     };
-    managers.entries.insert(
-        key,
-        Entry {
-            api_version,
-            time,
-            set: config_set,
-        },
-    );
+    let entry = match previous_encoding {
+        Some(encoded) if same_fields => Entry::encoded(api_version, time, encoded),
+        _ => Entry::new(api_version, time, mine),
+    };
+    managers.entries.insert(key, entry);
     managers.finish();
     set_managed_fields(&mut merged, managers.encode());
     Ok(merged)
@@ -324,46 +346,50 @@ pub fn record_update_with(
         old.and_then(|o| decode_managed_fields(o).ok())
             .unwrap_or_default()
     };
+    let sent = take_managed_fields(new);
     let mut managers = if subresource.is_some() {
         old_managers()
     } else {
-        match new.pointer("/metadata/managedFields") {
+        match sent {
             Some(Value::Array(items))
                 if items.len() == 1 && items[0] == Value::Object(Map::new()) =>
             {
                 Managers::default()
             }
-            _ => match decode_managed_fields(new) {
+            sent => match decode_taken_managed_fields(sent) {
                 Ok(m) if !m.entries.is_empty() => m,
                 _ => old_managers(),
             },
         }
     };
-    remove_managed_fields(new);
     if old.is_some() && managers.entries.is_empty() {
         return;
     }
-    let lhs = old.map_or_else(|| empty_object(kind, new), without_managed_fields);
-    let cmp = compare(&types, &lhs, new).exclude(&ignored);
+    let cmp = match old {
+        Some(old) => compare_without_managed_fields(&types, old, new),
+        None => compare(&types, &empty_object(kind, new), new),
+    }
+    .exclude(&ignored);
     let taken = cmp.added.union(&cmp.modified);
     for e in managers.entries.values_mut() {
-        e.set = e.set.difference(&taken).difference(&cmp.removed);
+        e.remove_paths(&taken);
+        e.remove_paths(&cmp.removed);
     }
     let mine = strip(&taken);
     if !mine.is_empty() {
         let key = ManagerKey::new(manager, operation, &api_version, subresource);
-        let set = match managers.entries.get(&key) {
-            Some(prev) => prev.set.union(&mine),
-            None => mine,
-        };
-        managers.entries.insert(
-            key,
-            Entry {
-                api_version,
-                time: Some(now.to_owned()),
-                set,
-            },
-        );
+        match managers.entries.get_mut(&key) {
+            Some(prev) => {
+                prev.add_paths(&mine);
+                prev.api_version = api_version;
+                prev.time = Some(now.to_owned());
+            }
+            None => {
+                managers
+                    .entries
+                    .insert(key, Entry::new(api_version, Some(now.to_owned()), mine));
+            }
+        }
     }
     managers.finish();
     set_managed_fields(new, managers.encode());

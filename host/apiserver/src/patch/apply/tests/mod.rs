@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use super::{record_update, server_side_apply};
 use crate::patch::{ApplyError, FieldConflict, ObjectKind};
 
+mod lazy;
 mod lists;
 mod ownership;
 mod updates;
