@@ -10,7 +10,9 @@
 //! handler is the loop's feedback edge, like controller-runtime's `Owns`: a
 //! change to an output that is not our own echo enqueues the key that
 //! produced it (or, for an object written before this process started,
-//! every aggregate key). It never writes and never reconciles.
+//! every aggregate key). The echo of an object the host merge-patched is
+//! parsed ahead, on the blocking pool, for the write that follows. It
+//! never writes and never reconciles.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -21,7 +23,7 @@ use crate::actuator::contest::{ContestConfig, Contests};
 use crate::discovery::{Discovery, DiscoveryError};
 use crate::guest::{GuestManifest, KeyMapping, ObjectKey, WriteRule};
 use crate::informer::{whole_object, Change, ChangeKind, Informer, InformerKey, InformerRegistry};
-use crate::projection::FieldPath;
+use crate::projection::{FieldPath, ProjectedObject};
 use crate::request::RequestKey;
 use crate::sync::lock;
 use crate::workqueue::Workqueue;
@@ -78,6 +80,11 @@ impl Echoes {
     /// Notes that some entries of `target` were written by merge patch.
     pub fn merged(&self, target: &ObjectKey) {
         lock(&self.merged).insert(target.clone());
+    }
+
+    /// Whether some entries of `target` were written by merge patch.
+    pub fn is_merged(&self, target: &ObjectKey) -> bool {
+        lock(&self.merged).contains(target)
     }
 
     /// After a full apply of an object we merge-patched: its echo wakes
@@ -196,6 +203,35 @@ type Parsed = (Arc<str>, Arc<Json>);
 /// Live objects kept parsed at most.
 const PARSED_CACHE: usize = 64;
 
+/// Each written object's live state parsed once per version: the cache
+/// keeps it as text, and a large summary is read several times per write.
+#[derive(Default)]
+struct ParsedCache(Mutex<HashMap<ObjectKey, Parsed>>);
+
+impl ParsedCache {
+    /// `obj` (the cached version of `target`) parsed: kept from before
+    /// when that version was parsed already.
+    fn get_or_parse(&self, target: &ObjectKey, obj: &ProjectedObject) -> Option<Arc<Json>> {
+        if let Some((rv, json)) = lock(&self.0).get(target) {
+            if !rv.is_empty() && *rv == obj.resource_version {
+                return Some(json.clone());
+            }
+        }
+        let json = Arc::new(whole_object(obj)?);
+        let mut parsed = lock(&self.0);
+        // Bounded: a guest writing many objects keeps only recent ones.
+        if parsed.len() >= PARSED_CACHE {
+            parsed.clear();
+        }
+        parsed.insert(target.clone(), (obj.resource_version.clone(), json.clone()));
+        Some(json)
+    }
+
+    fn forget(&self, target: &ObjectKey) {
+        lock(&self.0).remove(target);
+    }
+}
+
 struct Output {
     rule: WriteRule,
     informer: Informer,
@@ -208,10 +244,7 @@ pub struct Outputs {
     producers: Arc<Mutex<HashMap<ObjectKey, RequestKey>>>,
     echoes: Arc<Echoes>,
     contests: Arc<Contests>,
-    /// Each written object's live state parsed once per version (the
-    /// cache keeps it as text; a large summary is read several times per
-    /// write): (resourceVersion, object).
-    parsed: Mutex<HashMap<ObjectKey, Parsed>>,
+    parsed: Arc<ParsedCache>,
 }
 
 impl Drop for Outputs {
@@ -237,6 +270,7 @@ impl Outputs {
         let producers: Arc<Mutex<HashMap<ObjectKey, RequestKey>>> = Arc::default();
         let echoes: Arc<Echoes> = Arc::default();
         let contests = Arc::new(Contests::new(contests));
+        let parsed: Arc<ParsedCache> = Arc::default();
         let aggregate_keys: Arc<[RequestKey]> = manifest
             .watches
             .iter()
@@ -264,7 +298,7 @@ impl Outputs {
             let informer = registry.acquire(&key, &[FieldPath::whole()], &[]);
             let (q, gvk) = (queue.clone(), rule.gvk.clone());
             let (producers, echoes) = (producers.clone(), echoes.clone());
-            let contests = contests.clone();
+            let (contests, parsed) = (contests.clone(), parsed.clone());
             let aggregate_keys = aggregate_keys.clone();
             let handler = informer.add_handler(Arc::new(move |change: &Change| {
                 let written = ObjectKey {
@@ -275,6 +309,15 @@ impl Outputs {
                 let cached_rv = (change.kind != ChangeKind::Deleted)
                     .then_some(change.resource_version.as_ref());
                 if echoes.settle(&written, cached_rv) {
+                    // Our echo. An object we merge-patch is written again
+                    // soon, and that write is decided on this version:
+                    // parse it now, off the next reconcile's path.
+                    if change.kind != ChangeKind::Deleted && echoes.is_merged(&written) {
+                        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                            let (parsed, obj) = (parsed.clone(), change.object.clone());
+                            rt.spawn_blocking(move || parsed.get_or_parse(&written, &obj));
+                        }
+                    }
                     return;
                 }
                 if change.kind == ChangeKind::Deleted {
@@ -304,7 +347,7 @@ impl Outputs {
             producers,
             echoes,
             contests,
-            parsed: Mutex::default(),
+            parsed,
         })
     }
 
@@ -329,7 +372,7 @@ impl Outputs {
         lock(&self.producers).insert(target.clone(), key.clone());
     }
 
-    fn cached(&self, target: &ObjectKey) -> Option<Arc<crate::projection::ProjectedObject>> {
+    fn cached(&self, target: &ObjectKey) -> Option<Arc<ProjectedObject>> {
         let output = self.outputs.iter().find(|o| {
             o.rule
                 .allows(&target.gvk, target.namespace.as_deref(), &target.name)
@@ -343,22 +386,10 @@ impl Outputs {
     /// version and shared).
     pub fn live(&self, target: &ObjectKey) -> Option<Arc<Json>> {
         let Some(obj) = self.cached(target) else {
-            lock(&self.parsed).remove(target);
+            self.parsed.forget(target);
             return None;
         };
-        if let Some((rv, json)) = lock(&self.parsed).get(target) {
-            if !rv.is_empty() && *rv == obj.resource_version {
-                return Some(json.clone());
-            }
-        }
-        let json = Arc::new(whole_object(&obj)?);
-        let mut parsed = lock(&self.parsed);
-        // Bounded: a guest writing many objects keeps only recent ones.
-        if parsed.len() >= PARSED_CACHE {
-            parsed.clear();
-        }
-        parsed.insert(target.clone(), (obj.resource_version.clone(), json.clone()));
-        Some(json)
+        self.parsed.get_or_parse(target, &obj)
     }
 
     /// The cached live object's resourceVersion, without parsing it.
@@ -379,6 +410,31 @@ pub fn resource_version(live: &Json) -> Option<&str> {
 mod tests {
     use super::*;
     use crate::guest::Gvk;
+
+    /// A cached whole ConfigMap at resourceVersion `rv`.
+    fn cached_at(rv: &str) -> ProjectedObject {
+        let obj = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "s", "namespace": "ops", "resourceVersion": rv},
+            "data": {"n1": "2"}});
+        let projection = crate::projection::Projection::new(vec![FieldPath::whole()], vec![]);
+        projection.project(&obj, &mut crate::projection::Interner::default())
+    }
+
+    #[test]
+    fn a_live_object_is_parsed_once_per_version() {
+        let cache = ParsedCache::default();
+        let v1 = cached_at("1");
+        let a = cache.get_or_parse(&target(), &v1).unwrap();
+        assert_eq!(a["data"]["n1"], "2");
+        let again = cache.get_or_parse(&target(), &v1).unwrap();
+        assert!(Arc::ptr_eq(&a, &again), "the same version is parsed once");
+        let v2 = cache.get_or_parse(&target(), &cached_at("2")).unwrap();
+        assert!(!Arc::ptr_eq(&a, &v2));
+        assert_eq!(resource_version(&v2), Some("2"));
+        cache.forget(&target());
+        let after = cache.get_or_parse(&target(), &cached_at("2")).unwrap();
+        assert!(!Arc::ptr_eq(&v2, &after), "forgotten: parsed anew");
+    }
 
     fn target() -> ObjectKey {
         ObjectKey {
