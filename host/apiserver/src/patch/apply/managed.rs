@@ -577,35 +577,39 @@ pub(super) fn decode_sent_managed_fields(sent: Option<Value>) -> Sent {
     if items.is_empty() || (items.len() == 1 && is_empty_entry(&items[0])) {
         return Sent::Reset;
     }
-    let mut last: BTreeMap<ManagerKey, usize> = BTreeMap::new();
-    for (i, item) in items.iter_mut().enumerate() {
-        let Value::Object(entry) = item else {
-            return Sent::Live;
-        };
-        let s = |k: &str| entry.get(k).and_then(Value::as_str);
-        let operation = s("operation").unwrap_or_default();
-        let api_version = s("apiVersion").unwrap_or_default();
-        if !(operation == APPLY || operation == UPDATE) || api_version.is_empty() {
-            return Sent::Live;
+    // which entries stay: the last of each manager identity
+    let keep: Option<Vec<bool>> = {
+        let mut last = BTreeMap::new();
+        for (i, item) in items.iter().enumerate() {
+            let s = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or_default();
+            let (operation, api_version) = (s("operation"), s("apiVersion"));
+            if !item.is_object()
+                || !(operation == APPLY || operation == UPDATE)
+                || api_version.is_empty()
+            {
+                return Sent::Live;
+            }
+            let version = if operation == APPLY { "" } else { api_version };
+            last.insert((s("manager"), operation, version, s("subresource")), i);
         }
-        let key = ManagerKey::new(
-            s("manager").unwrap_or_default(),
-            operation,
-            api_version,
-            s("subresource"),
-        );
-        last.insert(key, i);
-        if entry.get("fieldsV1").is_none_or(Value::is_null) {
-            entry.insert("fieldsV1".to_owned(), Value::Object(Map::new()));
-        }
+        (last.len() < items.len()).then(|| {
+            let mut keep = vec![false; items.len()];
+            for i in last.into_values() {
+                keep[i] = true;
+            }
+            keep
+        })
+    };
+    if let Some(keep) = keep {
+        let mut kept = keep.into_iter();
+        items.retain(|_| kept.next().unwrap_or(false));
     }
-    if last.len() < items.len() {
-        let keep: std::collections::BTreeSet<usize> = last.into_values().collect();
-        let mut i = 0;
-        items.retain(|_| {
-            i += 1;
-            keep.contains(&(i - 1))
-        });
+    for item in &mut items {
+        if let Value::Object(entry) = item {
+            if entry.get("fieldsV1").is_none_or(Value::is_null) {
+                entry.insert("fieldsV1".to_owned(), Value::Object(Map::new()));
+            }
+        }
     }
     match decode_taken_managed_fields(Some(Value::Array(items))) {
         Ok(m) if !m.entries.is_empty() => Sent::Managers(m),
