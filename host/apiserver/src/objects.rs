@@ -388,7 +388,8 @@ mod tests {
     #[test]
     fn main_writes_keep_the_managed_fields_they_carry_and_status_writes_the_old_ones() {
         let info = pods();
-        let old = json!({"metadata": {"name": "p", "managedFields": [{"manager": "old"}]}, "spec": {}});
+        let old =
+            json!({"metadata": {"name": "p", "managedFields": [{"manager": "old"}]}, "spec": {}});
         let mut sent = json!({"metadata": {"name": "p", "managedFields": [{}]}, "spec": {}});
         prepare_update(&info, &old, &mut sent, false);
         assert_eq!(sent["metadata"]["managedFields"], json!([{}]));

@@ -75,7 +75,11 @@ async fn tracked(cms: &Api<ConfigMap>, name: &str) -> ConfigMap {
         .await
         .unwrap();
     let c = cms
-        .patch(name, &patch_as("editor"), &Patch::Merge(json!({"data": {"b": "2"}})))
+        .patch(
+            name,
+            &patch_as("editor"),
+            &Patch::Merge(json!({"data": {"b": "2"}})),
+        )
         .await
         .unwrap();
     assert_eq!(owners(&managed(&c)), tracked_owners());
@@ -104,12 +108,24 @@ async fn put_with_one_empty_entry_strips_every_entry_and_untracks_the_object() {
     c.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
     c.metadata.labels = Some([("x".to_string(), "y".to_string())].into());
     let put = cms.replace("c", &post_as("updater"), &c).await.unwrap();
-    assert_eq!(managed(&put), Value::Null, "no entry, not even the updater's");
-    assert_eq!(put.metadata.labels.unwrap()["x"], "y", "the rest of the PUT is stored");
+    assert_eq!(
+        managed(&put),
+        Value::Null,
+        "no entry, not even the updater's"
+    );
+    assert_eq!(
+        put.metadata.labels.unwrap()["x"],
+        "y",
+        "the rest of the PUT is stored"
+    );
     assert_eq!(managed(&cms.get("c").await.unwrap()), Value::Null);
     // untracked: later updates record nothing until an apply
     let later = cms
-        .patch("c", &patch_as("editor"), &Patch::Merge(json!({"data": {"c": "3"}})))
+        .patch(
+            "c",
+            &patch_as("editor"),
+            &Patch::Merge(json!({"data": {"c": "3"}})),
+        )
         .await
         .unwrap();
     assert_eq!(managed(&later), Value::Null);
@@ -150,7 +166,11 @@ async fn an_empty_list_strips_every_entry_like_the_real_server_not_its_docs() {
     let put = cms.replace("put", &post_as("updater"), &c).await.unwrap();
     assert_eq!(managed(&put), Value::Null);
     let later = cms
-        .patch("put", &patch_as("editor"), &Patch::Merge(json!({"data": {"c": "3"}})))
+        .patch(
+            "put",
+            &patch_as("editor"),
+            &Patch::Merge(json!({"data": {"c": "3"}})),
+        )
         .await
         .unwrap();
     assert_eq!(managed(&later), Value::Null, "and stays untracked");
@@ -236,14 +256,21 @@ async fn a_put_sending_back_the_managed_fields_it_read_changes_only_the_updaters
     let after = managed(&put);
     let after = after.as_array().unwrap();
     assert_eq!(after.len(), 3);
-    assert_eq!(&after[..2], before.as_array().unwrap().as_slice(), "byte for byte, times included");
+    assert_eq!(
+        &after[..2],
+        before.as_array().unwrap().as_slice(),
+        "byte for byte, times included"
+    );
     assert_eq!(
         owners(&Value::Array(after[2..].to_vec())),
         vec![owner("updater", "Update", json!({"f:data": {"f:c": {}}}))]
     );
     // sent back unchanged with nothing else changed: a no-op
     let again = cms.replace("c", &post_as("updater"), &put).await.unwrap();
-    assert_eq!(again.metadata.resource_version, put.metadata.resource_version);
+    assert_eq!(
+        again.metadata.resource_version,
+        put.metadata.resource_version
+    );
     assert_eq!(managed(&again), managed(&put));
 }
 
@@ -273,7 +300,11 @@ async fn undecodable_managed_fields_in_a_write_fall_back_to_the_live_ones() {
 
         let patch = json!([{"op": "replace", "path": "/metadata/managedFields", "value": [entry("x", json!({"fieldsType": ""}))]}]);
         let patched = cms
-            .patch(&name, &patch_as("patcher"), &Patch::Json::<()>(serde_json::from_value(patch).unwrap()))
+            .patch(
+                &name,
+                &patch_as("patcher"),
+                &Patch::Json::<()>(serde_json::from_value(patch).unwrap()),
+            )
             .await
             .unwrap();
         assert_eq!(owners(&managed(&patched)), want);
@@ -311,5 +342,8 @@ async fn status_writes_never_set_managed_fields() {
         .patch_status("p", &patch_as("kubelet"), &Patch::Merge(reset))
         .await
         .unwrap();
-    assert!(patched.metadata.managed_fields.is_some_and(|m| m.len() == 2));
+    assert!(patched
+        .metadata
+        .managed_fields
+        .is_some_and(|m| m.len() == 2));
 }

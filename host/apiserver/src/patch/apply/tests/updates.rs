@@ -156,14 +156,21 @@ fn record_update_starts_from_sent_entries_a_reset_or_the_live_ones() {
         match mf {
             Some(mf) => new["metadata"]["managedFields"] = mf,
             None => {
-                new["metadata"].as_object_mut().unwrap().remove("managedFields");
+                new["metadata"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("managedFields");
             }
         }
         new["data"]["b"] = json!("2");
         record_update(Some(&v1), &mut new, "u", "Update", None, T1);
         new
     };
-    let mine = ("u".to_owned(), "Update".to_owned(), json!({"f:data":{"f:b":{}}}));
+    let mine = (
+        "u".to_owned(),
+        "Update".to_owned(),
+        json!({"f:data":{"f:b":{}}}),
+    );
     // `[]` and a single entry that decodes to the zero entry reset (and
     // the object is untracked, so not even `u` gets an entry)
     for reset in [
@@ -220,11 +227,19 @@ fn record_update_starts_from_sent_entries_a_reset_or_the_live_ones() {
     assert_eq!(
         owners(&got),
         vec![
-            ("x".to_owned(), "Update".to_owned(), json!({"f:data":{"f:a":{}}})),
+            (
+                "x".to_owned(),
+                "Update".to_owned(),
+                json!({"f:data":{"f:a":{}}})
+            ),
             mine
         ]
     );
-    assert_eq!(entry(&got, "x").get("time"), None, "the last entry's (no) time");
+    assert_eq!(
+        entry(&got, "x").get("time"),
+        None,
+        "the last entry's (no) time"
+    );
 }
 
 #[test]
