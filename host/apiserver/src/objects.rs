@@ -240,6 +240,12 @@ fn qos_class(spec: &Value) -> &'static str {
 /// `/status` writes) on resources with a status subresource. Bumps
 /// `generation` when `spec` (or, for specless custom objects, anything but
 /// metadata/status) changed.
+///
+/// `metadata.managedFields` of a main-resource write stay as the request
+/// left them: the field manager ([`crate::patch::record_update_with`])
+/// decides whether they replace the live ones, reset them or fall back to
+/// them, as apimachinery's `decodeLiveOrNew` does. A `/status` write
+/// starts from the old object, so it keeps the live ones.
 pub fn prepare_update(info: &ResourceInfo, old: &Value, new: &mut Value, status_write: bool) {
     if status_write {
         let status = new.get("status").cloned();
@@ -278,7 +284,6 @@ pub fn prepare_update(info: &ResourceInfo, old: &Value, new: &mut Value, status_
         "generation",
         "namespace",
         "name",
-        "managedFields",
     ] {
         match old_meta.get(k) {
             // already the same (a patch of the old object): no copy
@@ -378,6 +383,25 @@ mod tests {
         assert_eq!(st["spec"]["a"], 1, "status writes ignore spec");
         assert_eq!(st["status"]["phase"], "Running");
         assert_eq!(st["metadata"]["generation"], 1);
+    }
+
+    #[test]
+    fn main_writes_keep_the_managed_fields_they_carry_and_status_writes_the_old_ones() {
+        let info = pods();
+        let old =
+            json!({"metadata": {"name": "p", "managedFields": [{"manager": "old"}]}, "spec": {}});
+        let mut sent = json!({"metadata": {"name": "p", "managedFields": [{}]}, "spec": {}});
+        prepare_update(&info, &old, &mut sent, false);
+        assert_eq!(sent["metadata"]["managedFields"], json!([{}]));
+        let mut none = json!({"metadata": {"name": "p"}, "spec": {}});
+        prepare_update(&info, &old, &mut none, false);
+        assert_eq!(none["metadata"].get("managedFields"), None);
+        let mut status = json!({"metadata": {"name": "p", "managedFields": [{}]}, "status": {}});
+        prepare_update(&info, &old, &mut status, true);
+        assert_eq!(
+            status["metadata"]["managedFields"],
+            old["metadata"]["managedFields"]
+        );
     }
 
     #[test]

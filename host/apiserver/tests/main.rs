@@ -5,7 +5,7 @@
 //! One module per area a client can observe (`crud`, `lists`, `watch`,
 //! `patch`, `field_validation`, `lifecycle`, `kinds`, `auth`, `faults`,
 //! `writes`, `custom_resources`, `pods`, `gc`, `printer_columns`,
-//! `decoding`, `object_rules`, `limits`)
+//! `decoding`, `object_rules`, `limits`, `managed_fields`)
 //! drives the server with the real kube client, sharing the fixtures of
 //! `common`; `kubectl` drives it with kubectl and the Python client, `kubectl_writes`
 //! shows kubectl users its write errors;
@@ -30,6 +30,7 @@ mod kubectl_writes;
 mod lifecycle;
 mod limits;
 mod lists;
+mod managed_fields;
 mod object_rules;
 mod patch;
 mod pods;

@@ -549,6 +549,90 @@ fn decode_items<'a>(items: impl Iterator<Item = Cow<'a, Value>>) -> Result<Manag
     Ok(managers)
 }
 
+/// Where a non-apply write to the main resource starts its managed fields
+/// from, given the `metadata.managedFields` its request left in the object
+/// (apimachinery `decodeLiveOrNew`).
+#[derive(Debug)]
+pub(super) enum Sent {
+    /// `[]` or a single empty entry (`[{}]`): from none (`isResetManagedFields`).
+    Reset,
+    /// Entries that all decode, at least one: from them, not the live ones.
+    Managers(Managers),
+    /// Absent, `null`, not decodable or no entry: from the live ones, so a
+    /// client unaware of the field never strips it.
+    Live,
+}
+
+/// Decodes the `metadata.managedFields` a non-apply request sent (taken out
+/// of its object) as apimachinery's `DecodeManagedFields` does: any entry
+/// without operation `Apply` or `Update`, without an apiVersion or with a
+/// fieldsType other than `FieldsV1` or a `fieldsV1` that is no field set
+/// makes the whole list undecodable ([`Sent::Live`]); a missing `fieldsV1`
+/// is the empty set, and of entries with one manager identity the last
+/// wins.
+pub(super) fn decode_sent_managed_fields(sent: Option<Value>) -> Sent {
+    let Some(Value::Array(mut items)) = sent else {
+        return Sent::Live;
+    };
+    if items.is_empty() || (items.len() == 1 && is_empty_entry(&items[0])) {
+        return Sent::Reset;
+    }
+    // which entries stay: the last of each manager identity
+    let keep: Option<Vec<bool>> = {
+        let mut last = BTreeMap::new();
+        for (i, item) in items.iter().enumerate() {
+            let s = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or_default();
+            let (operation, api_version) = (s("operation"), s("apiVersion"));
+            if !item.is_object()
+                || !(operation == APPLY || operation == UPDATE)
+                || api_version.is_empty()
+            {
+                return Sent::Live;
+            }
+            let version = if operation == APPLY { "" } else { api_version };
+            last.insert((s("manager"), operation, version, s("subresource")), i);
+        }
+        (last.len() < items.len()).then(|| {
+            let mut keep = vec![false; items.len()];
+            for i in last.into_values() {
+                keep[i] = true;
+            }
+            keep
+        })
+    };
+    if let Some(keep) = keep {
+        let mut kept = keep.into_iter();
+        items.retain(|_| kept.next().unwrap_or(false));
+    }
+    for item in &mut items {
+        if let Value::Object(entry) = item {
+            if entry.get("fieldsV1").is_none_or(Value::is_null) {
+                entry.insert("fieldsV1".to_owned(), Value::Object(Map::new()));
+            }
+        }
+    }
+    match decode_taken_managed_fields(Some(Value::Array(items))) {
+        Ok(m) if !m.entries.is_empty() => Sent::Managers(m),
+        _ => Sent::Live,
+    }
+}
+
+/// Whether a sent entry decodes to the zero `ManagedFieldsEntry`: every
+/// field it has is `null` or, for the string fields, `""` (fields the type
+/// does not have are dropped by decoding).
+fn is_empty_entry(entry: &Value) -> bool {
+    let Value::Object(entry) = entry else {
+        return false;
+    };
+    entry.iter().all(|(k, v)| match k.as_str() {
+        "manager" | "operation" | "apiVersion" | "fieldsType" | "subresource" => {
+            v.is_null() || v.as_str() == Some("")
+        }
+        "time" | "fieldsV1" => v.is_null(),
+        _ => true,
+    })
+}
+
 /// Removes `metadata.managedFields` from `obj` and returns it.
 pub(super) fn take_managed_fields(obj: &mut Value) -> Option<Value> {
     match obj.get_mut("metadata") {

@@ -25,9 +25,9 @@ use serde_json::{Map, Value};
 
 use self::fieldset::{compare, compare_without_managed_fields, to_field_set};
 use self::managed::{
-    conflict_error, decode_managed_fields, decode_taken_managed_fields, set_managed_fields, strip,
-    strip_paths, take_managed_fields, without_managed_fields, Entry, ManagerKey, Managers, APPLY,
-    UPDATE,
+    conflict_error, decode_managed_fields, decode_sent_managed_fields, set_managed_fields, strip,
+    strip_paths, take_managed_fields, without_managed_fields, Entry, ManagerKey, Managers, Sent,
+    APPLY, UPDATE,
 };
 use self::merge::{drop_applied_nulls, merge_into, prune, reset_ignored};
 use super::fields::{FieldPath, FieldSet, PathElement};
@@ -301,9 +301,15 @@ pub fn server_side_apply_with(
 /// it removed leave every manager. Entries are keyed by (manager,
 /// operation, apiVersion, subresource), so repeated updates by one manager
 /// combine; an entry's `time` moves to `now` only when it took fields.
-/// Managed fields sent in `new` replace the live ones (as on the real
-/// server), `[{}]` resets them, and an existing object without managed
-/// fields stays untracked.
+/// Managed fields sent in `new` (as the request left them: sent with an
+/// update, or the live ones a patch did not touch) are where ownership
+/// starts from, as apimachinery's `decodeLiveOrNew`: entries that decode
+/// replace the live ones; `[]` or a single empty entry `[{}]` resets them
+/// (the object is then untracked, so even this write records nothing);
+/// none, `null` or entries that do not decode (an operation other than
+/// `Apply`/`Update`, no apiVersion, no `FieldsV1`) fall back to the live
+/// ones. A subresource write always starts from the live ones. An existing
+/// object without managed fields stays untracked.
 pub fn record_update(
     old: Option<&Value>,
     new: &mut Value,
@@ -347,19 +353,15 @@ pub fn record_update_with(
             .unwrap_or_default()
     };
     let sent = take_managed_fields(new);
+    // A subresource write never sets managed fields (`decodeLiveOrNew`'s
+    // ignoreManagedFieldsFromRequestObject).
     let mut managers = if subresource.is_some() {
         old_managers()
     } else {
-        match sent {
-            Some(Value::Array(items))
-                if items.len() == 1 && items[0] == Value::Object(Map::new()) =>
-            {
-                Managers::default()
-            }
-            sent => match decode_taken_managed_fields(sent) {
-                Ok(m) if !m.entries.is_empty() => m,
-                _ => old_managers(),
-            },
+        match decode_sent_managed_fields(sent) {
+            Sent::Reset => Managers::default(),
+            Sent::Managers(m) => m,
+            Sent::Live => old_managers(),
         }
     };
     if old.is_some() && managers.entries.is_empty() {

@@ -145,6 +145,103 @@ fn record_update_honours_reset_and_untracked_objects() {
     );
 }
 
+/// Where an update's ownership starts, as apimachinery's
+/// `decodeLiveOrNew`: a reset, the sent entries or the live ones.
+#[test]
+fn record_update_starts_from_sent_entries_a_reset_or_the_live_ones() {
+    let mut v1 = cm(json!({"a":"1"}));
+    record_update(None, &mut v1, "m", "Update", None, T0);
+    let with = |mf: Option<Value>| {
+        let mut new = v1.clone();
+        match mf {
+            Some(mf) => new["metadata"]["managedFields"] = mf,
+            None => {
+                new["metadata"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("managedFields");
+            }
+        }
+        new["data"]["b"] = json!("2");
+        record_update(Some(&v1), &mut new, "u", "Update", None, T1);
+        new
+    };
+    let mine = (
+        "u".to_owned(),
+        "Update".to_owned(),
+        json!({"f:data":{"f:b":{}}}),
+    );
+    // `[]` and a single entry that decodes to the zero entry reset (and
+    // the object is untracked, so not even `u` gets an entry)
+    for reset in [
+        json!([]),
+        json!([{}]),
+        json!([{"manager":"","operation":null,"time":null,"fieldsV1":null,"unknown":1}]),
+    ] {
+        assert_eq!(
+            with(Some(reset.clone())).pointer("/metadata/managedFields"),
+            None,
+            "{reset}"
+        );
+    }
+    // none, null or any undecodable entry: the live ones
+    let mut live = owners(&v1);
+    live.push(mine.clone());
+    let good = json!({"manager":"x","operation":"Update","apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{"f:data":{"f:a":{}}}});
+    let bad = |k: &str, v: Value| {
+        let mut e = good.clone();
+        match v {
+            Value::Null if k != "operation" => {
+                e.as_object_mut().unwrap().remove(k);
+            }
+            v => e[k] = v,
+        }
+        json!([good.clone(), e])
+    };
+    for sent in [
+        None,
+        Some(Value::Null),
+        Some(bad("operation", json!("Bogus"))),
+        Some(bad("operation", Value::Null)),
+        Some(bad("apiVersion", json!(""))),
+        Some(bad("apiVersion", Value::Null)),
+        Some(bad("fieldsType", json!(""))),
+        Some(bad("fieldsType", json!("FieldsV2"))),
+        Some(bad("fieldsV1", json!({"x:bad":{}}))),
+        Some(bad("fieldsV1", json!([]))),
+        Some(json!([{}, {}])),
+        Some(json!([good.clone(), {}])),
+    ] {
+        assert_eq!(owners(&with(sent.clone())), live, "{sent:?}");
+    }
+    // decodable entries replace the live ones: a missing fieldsV1 is the
+    // empty set (an entry that then owns nothing and goes), and of one
+    // manager identity the last entry wins, time included
+    let mut first = good.clone();
+    first["fieldsV1"] = json!({"f:data":{"f:c":{}}});
+    first["time"] = json!(T0);
+    let mut empty = good.clone();
+    empty["manager"] = json!("y");
+    empty.as_object_mut().unwrap().remove("fieldsV1");
+    let got = with(Some(json!([first, empty, good.clone()])));
+    assert_eq!(
+        owners(&got),
+        vec![
+            (
+                "x".to_owned(),
+                "Update".to_owned(),
+                json!({"f:data":{"f:a":{}}})
+            ),
+            mine
+        ]
+    );
+    assert_eq!(
+        entry(&got, "x").get("time"),
+        None,
+        "the last entry's (no) time"
+    );
+}
+
 #[test]
 fn update_managers_beyond_ten_merge_into_ancient_changes() {
     let mut obj = cm(json!({}));
