@@ -182,6 +182,13 @@ impl AggregateGuest for GpuSummary {
             .collect();
         Ok(summary_plan(&f.settings, &data))
     }
+
+    /// `render` is entry-wise over `data`: a node's entry is its own total
+    /// (none when it is 0), and the rest of the ConfigMap depends on no
+    /// node. The host then renders and writes only the nodes that changed.
+    fn entry_field(_: &Environment) -> Option<String> {
+        Some("data".to_string())
+    }
 }
 
 wasmctrl_guest_aggregate::export_aggregate_guest!(GpuSummary);

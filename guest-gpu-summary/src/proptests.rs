@@ -104,6 +104,20 @@ proptest! {
         let incremental = wasmctrl_guest_aggregate::whole::<GpuSummary>(&env, data);
         prop_assert_eq!(whole, incremental);
     }
+
+    /// `render` is entry-wise over `data`, as `entry_field` promises the
+    /// host: composed from one render per group it is the same plan.
+    #[test]
+    fn render_is_entry_wise_over_data(
+        groups in proptest::collection::btree_map("[a-z0-9.-]{1,12}", -3i64..40, 0..20)
+    ) {
+        let env = Environment::test("wasmctrl");
+        let groups: Vec<wasmctrl_guest_aggregate::Group> = groups
+            .into_iter()
+            .map(|(key, value)| wasmctrl_guest_aggregate::Group { key, value, count: 1, members: Vec::new() })
+            .collect();
+        prop_assert_eq!(wasmctrl_guest_aggregate::entry_wise_mismatch::<GpuSummary>(&env, &groups), None);
+    }
 }
 
 #[test]

@@ -66,6 +66,7 @@ fn main() {
     let env = guest::environment("ops", &BTreeMap::new()).at(guest::now_ms());
     let manifest = module.manifest(&env).unwrap();
     let spec = module.aggregate_spec(&manifest, &env).unwrap().unwrap();
+    let field = module.entry_field(&manifest, &env).unwrap();
     println!("aggregate: GPU-summary guest, {PODS_PER_NODE} pods per node, {changes} single-pod changes (whole snapshot: {wholes} runs)");
     println!("| pods cached | groups | first reconcile (maps all) | per change p50 | per change p99 | guest calls p50 (map + render) | whole-snapshot reconcile p50 |");
     println!("|---|---|---|---|---|---|---|");
@@ -83,7 +84,7 @@ fn main() {
             store: writer.store(),
             positions: (0..paths).collect(),
         }];
-        let aggregate = Aggregate::new(spec.clone(), &manifest);
+        let aggregate = Aggregate::new(spec.clone(), &manifest, field.clone());
         for obj in caches[0].store.list() {
             aggregate.record(0, &Change::added(obj));
         }

@@ -219,6 +219,7 @@ pub fn plan_json(plan: &ValidatedPlan) -> Json {
         .iter()
         .map(|w| match w {
             PlannedWrite::Apply { doc, .. } => json!({"apply": doc}),
+            PlannedWrite::ApplyEntries { entries, .. } => json!({"apply": entries.doc()}),
             PlannedWrite::Update { doc, .. } => json!({"update": doc}),
             PlannedWrite::ApplyStatus { doc, .. } => json!({"apply-status": doc}),
             PlannedWrite::Delete { target, .. } => json!({"delete": reference(target)}),

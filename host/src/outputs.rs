@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value as Json;
 
 use crate::actuator::contest::{ContestConfig, Contests};
+use crate::actuator::entries::Chains;
 use crate::discovery::{Discovery, DiscoveryError};
 use crate::guest::{GuestManifest, KeyMapping, ObjectKey, WriteRule};
 use crate::informer::{whole_object, Change, ChangeKind, Informer, InformerKey, InformerRegistry};
@@ -245,6 +246,7 @@ pub struct Outputs {
     echoes: Arc<Echoes>,
     contests: Arc<Contests>,
     parsed: Arc<ParsedCache>,
+    chains: Arc<Chains>,
 }
 
 impl Drop for Outputs {
@@ -271,6 +273,7 @@ impl Outputs {
         let echoes: Arc<Echoes> = Arc::default();
         let contests = Arc::new(Contests::new(contests));
         let parsed: Arc<ParsedCache> = Arc::default();
+        let chains: Arc<Chains> = Arc::default();
         let aggregate_keys: Arc<[RequestKey]> = manifest
             .watches
             .iter()
@@ -299,6 +302,7 @@ impl Outputs {
             let (q, gvk) = (queue.clone(), rule.gvk.clone());
             let (producers, echoes) = (producers.clone(), echoes.clone());
             let (contests, parsed) = (contests.clone(), parsed.clone());
+            let chains = chains.clone();
             let aggregate_keys = aggregate_keys.clone();
             let handler = informer.add_handler(Arc::new(move |change: &Change| {
                 let written = ObjectKey {
@@ -310,9 +314,13 @@ impl Outputs {
                     .then_some(change.resource_version.as_ref());
                 if echoes.settle(&written, cached_rv) {
                     // Our echo. An object we merge-patch is written again
-                    // soon, and that write is decided on this version:
-                    // parse it now, off the next reconcile's path.
-                    if change.kind != ChangeKind::Deleted && echoes.is_merged(&written) {
+                    // soon, and that write is decided on this version
+                    // (unless its entries are known: see `Chains`): parse
+                    // it now, off the next reconcile's path.
+                    if change.kind != ChangeKind::Deleted
+                        && echoes.is_merged(&written)
+                        && !chains.holds(&written)
+                    {
                         if let Ok(rt) = tokio::runtime::Handle::try_current() {
                             let (parsed, obj) = (parsed.clone(), change.object.clone());
                             rt.spawn_blocking(move || parsed.get_or_parse(&written, &obj));
@@ -320,6 +328,8 @@ impl Outputs {
                     }
                     return;
                 }
+                // Someone else's change: what our patches knew is stale.
+                chains.forget(&written);
                 if change.kind == ChangeKind::Deleted {
                     contests.forget(&written);
                 } else if contests
@@ -348,7 +358,13 @@ impl Outputs {
             echoes,
             contests,
             parsed,
+            chains,
         })
+    }
+
+    /// What is known of entry-wise objects' entries.
+    pub fn chains(&self) -> &Chains {
+        &self.chains
     }
 
     /// The outputs caches (the controller waits for them to sync).

@@ -20,6 +20,7 @@
 //! were already enforced when the plan was validated.
 
 pub mod contest;
+pub mod entries;
 mod finalizers;
 mod merge;
 mod writes;
@@ -220,16 +221,26 @@ impl Actuator {
         for w in &plan.writes {
             let step = match w {
                 PlannedWrite::Apply { target, doc } => {
-                    self.apply_doc(target, doc, Part::Object, WriteVerb::Apply, false)
+                    self.apply_doc(target, doc, Part::Object, WriteVerb::Apply, false, None)
                         .await?
                 }
+                PlannedWrite::ApplyEntries { target, entries } => {
+                    self.apply_entries(target, entries).await?
+                }
                 PlannedWrite::Update { target, doc, .. } => {
-                    self.apply_doc(target, doc, Part::Object, WriteVerb::Update, true)
+                    self.apply_doc(target, doc, Part::Object, WriteVerb::Update, true, None)
                         .await?
                 }
                 PlannedWrite::ApplyStatus { target, doc, .. } => {
-                    self.apply_doc(target, doc, Part::Status, WriteVerb::ApplyStatus, true)
-                        .await?
+                    self.apply_doc(
+                        target,
+                        doc,
+                        Part::Status,
+                        WriteVerb::ApplyStatus,
+                        true,
+                        None,
+                    )
+                    .await?
                 }
                 PlannedWrite::Delete { target, uid } => self.delete(target, uid.as_deref()).await?,
                 PlannedWrite::AddFinalizer {

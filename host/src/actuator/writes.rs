@@ -12,12 +12,13 @@
 //! refuses the rest. It never retries in line.
 
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
-use serde_json::Value as Json;
+use serde_json::{Map, Value as Json};
 
 use super::contest::Verdict;
+use super::entries::Decision;
 use super::merge::merge_patch_for;
 use super::{Actuator, ActuatorError, Step};
-use crate::guest::ObjectKey;
+use crate::guest::{EntryWrite, ObjectKey};
 use crate::metrics::WriteVerb;
 
 /// How long a write waits for the echo of our previous write to an object
@@ -152,11 +153,23 @@ pub(super) enum Part {
     Status,
 }
 
+/// What [`Actuator::apply_doc`] decided on, for a caller that learns from
+/// it (an entry-wise write's chain).
+#[derive(Debug, Default)]
+pub(super) struct Seen {
+    /// The live object the decision was made on (None: none was current).
+    pub live: Option<std::sync::Arc<Json>>,
+    /// The merge patch sent instead of the apply, if one was.
+    pub merge: Option<Json>,
+    /// The resourceVersion the write returned.
+    pub rv: Option<String>,
+}
+
 impl Actuator {
     /// Server-side applies `desired` to `target` (its status when `part` is
     /// Status), unless the live object already agrees. A `pinned` write's
     /// document carries the uid the snapshot saw: an answer meaning the
-    /// object is gone drops it.
+    /// object is gone drops it. What it decided on goes to `seen`.
     pub(super) async fn apply_doc(
         &self,
         target: &ObjectKey,
@@ -164,7 +177,10 @@ impl Actuator {
         part: Part,
         verb: WriteVerb,
         pinned: bool,
+        seen: Option<&mut Seen>,
     ) -> Result<Step, ActuatorError> {
+        let mut scratch = Seen::default();
+        let seen = seen.unwrap_or(&mut scratch);
         let echoes = self.outputs.echoes();
         // While our previous write's echo is on its way the cache is older
         // than the object: no skip decided on it, apply again (a no-op on
@@ -183,6 +199,7 @@ impl Actuator {
             return Ok(Step::HeldBack(ECHO_RECHECK));
         }
         let current = self.outputs.live(target).filter(|_| !echo_due);
+        seen.live = current.clone();
         if let Some(current) = &current {
             let noop = match part {
                 Part::Object => {
@@ -223,6 +240,7 @@ impl Actuator {
             (Part::Object, Some(live)) => merge_patch_for(live, desired, &self.field_manager),
             _ => None,
         };
+        seen.merge = merge.clone();
         let ar = self.discovery.resource(&target.gvk).await?;
         echoes.begin(target);
         let result = match merge {
@@ -247,9 +265,10 @@ impl Actuator {
         let cached_rv = self.outputs.live_version(target);
         let changed_meanwhile = echoes.applied(target, rv, cached_rv.as_deref());
         match result {
-            Ok(ref rv) => {
+            Ok(rv) => {
                 contests.wrote(target, rv.as_deref());
                 self.metrics.wrote(verb);
+                seen.rv = rv;
                 Ok(Step::Done { changed_meanwhile })
             }
             Err(e) if pinned && gone(&e, verb) => {
@@ -262,6 +281,114 @@ impl Actuator {
                 target: target.to_string(),
                 source,
             }),
+        }
+    }
+
+    /// Writes an entry-wise aggregate's document to `target`: a merge patch
+    /// of the changed entries when its chain allows (see
+    /// [`super::entries`]), else the whole document through
+    /// [`Actuator::apply_doc`], from whose decision the chain restarts.
+    pub(super) async fn apply_entries(
+        &self,
+        target: &ObjectKey,
+        write: &EntryWrite,
+    ) -> Result<Step, ActuatorError> {
+        let chains = self.outputs.chains();
+        chains.note(target, write);
+        let echoes = self.outputs.echoes();
+        let contests = self.outputs.contests();
+        let now = tokio::time::Instant::now();
+        if let Some((left, other)) = contests.held_back(target, now) {
+            tracing::debug!(target = %target, manager = %other, "write war: write held back for {left:?}");
+            self.metrics.held_back_write();
+            return Ok(Step::HeldBack(left));
+        }
+        let cached_rv = self.outputs.live_version(target);
+        let decision = chains.decide(target, write, cached_rv.as_deref(), echoes.awaiting(target));
+        let (rv, entries) = match decision {
+            Decision::Noop => {
+                chains.settled(target);
+                self.metrics.skipped_write();
+                return Ok(Step::Skipped);
+            }
+            Decision::Whole => {
+                let mut seen = Seen::default();
+                let step = self
+                    .apply_doc(
+                        target,
+                        &write.doc(),
+                        Part::Object,
+                        WriteVerb::Apply,
+                        false,
+                        Some(&mut seen),
+                    )
+                    .await?;
+                let known = match step {
+                    Step::Skipped => seen.live.as_deref().and_then(|live| {
+                        crate::outputs::resource_version(live).map(|rv| (live, rv))
+                    }),
+                    Step::Done {
+                        changed_meanwhile: false,
+                    } if seen.merge.is_some() => seen.live.as_deref().zip(seen.rv.as_deref()),
+                    Step::HeldBack(_) => return Ok(step),
+                    _ => None,
+                };
+                chains.restart(
+                    target,
+                    write,
+                    &self.field_manager,
+                    known,
+                    seen.merge.as_ref(),
+                );
+                return Ok(step);
+            }
+            Decision::Patch { rv, entries } => (rv, entries),
+        };
+        tracing::debug!(target = %target, entries = entries.len(), "writing only the changed entries (merge patch at resourceVersion {rv})");
+        let mut body = Map::new();
+        body.insert(
+            "metadata".into(),
+            serde_json::json!({"resourceVersion": rv}),
+        );
+        body.insert(write.field.clone(), Json::Object(entries.clone()));
+        let body = Json::Object(body);
+        let ar = self.discovery.resource(&target.gvk).await?;
+        echoes.begin(target);
+        echoes.merged(target);
+        let params = PatchParams {
+            field_manager: Some(self.field_manager.clone()),
+            ..PatchParams::default()
+        };
+        let result = self
+            .patch_version(&ar, target, &params, &Patch::Merge(&body), Part::Object)
+            .await;
+        let written = result.as_ref().ok().and_then(|rv| rv.as_deref());
+        let cached_rv = self.outputs.live_version(target);
+        let changed_meanwhile = echoes.applied(target, written, cached_rv.as_deref());
+        match result {
+            Ok(rv) => {
+                contests.wrote(target, rv.as_deref());
+                self.metrics.wrote(WriteVerb::Apply);
+                match rv {
+                    Some(rv) if !changed_meanwhile => chains.patched(target, &rv, &entries),
+                    _ => {
+                        chains.settled(target);
+                        chains.forget(target);
+                    }
+                }
+                Ok(Step::Done { changed_meanwhile })
+            }
+            Err(source) => {
+                // A conflict (someone wrote since the chain's version) or
+                // any other failure: the next attempt decides on the live
+                // object. The changes stay noted.
+                chains.forget(target);
+                Err(ActuatorError::Api {
+                    verb: "apply",
+                    target: target.to_string(),
+                    source,
+                })
+            }
         }
     }
 

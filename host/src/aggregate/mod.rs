@@ -18,13 +18,16 @@ pub mod reduce;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
+
+use serde_json::Value as Json;
 use std::time::Duration;
 
 use crate::controller::WatchCache;
 use crate::guest::aggregate::{AggregateSpec, ObjectOutput};
 use crate::guest::snapshot::{self, WatchView};
 use crate::guest::{
-    Environment, GuestError, GuestManifest, GuestModule, KeyMapping, PlannedEvent, ValidatedPlan,
+    EntryWrite, Environment, GuestError, GuestErrorKind, GuestManifest, GuestModule, KeyMapping,
+    PlannedEvent, PlannedWrite, ValidatedPlan,
 };
 use crate::informer::{Change, Handler};
 use crate::projection::ProjectedObject;
@@ -69,6 +72,29 @@ struct State {
     objects: HashMap<ObjectId, Cached>,
     diagnostics: BTreeMap<ObjectId, Vec<PlannedEvent>>,
     reductions: Reductions,
+    /// For an entry-wise `render`: every group's entry.
+    entries: Option<Entries>,
+}
+
+/// An entry-wise render's entries (see `entrywise` in the WIT).
+struct Entries {
+    /// The top-level field holding them.
+    field: String,
+    /// Every entry; shared with the plans handed out.
+    all: Arc<BTreeMap<String, String>>,
+    /// Entries changed since the last plan handed out.
+    unsent: BTreeSet<String>,
+    /// The entries' size in the document (JSON, compact).
+    bytes: usize,
+    /// Whether a plan was handed out yet: the first one says every entry
+    /// may have changed.
+    handed_out: bool,
+}
+
+/// The compact JSON size of `"key":"value",`.
+fn entry_bytes(key: &str, value: &str) -> usize {
+    let quoted = |s: &str| serde_json::to_string(s).map_or(s.len() + 2, |q| q.len());
+    quoted(key) + quoted(value) + 2
 }
 
 impl State {
@@ -110,7 +136,7 @@ impl Aggregate {
     /// Empty state for `spec` (its key already checked against
     /// `manifest`). Every object a handler replays is mapped at the first
     /// reconcile.
-    pub fn new(spec: AggregateSpec, manifest: &GuestManifest) -> Self {
+    pub fn new(spec: AggregateSpec, manifest: &GuestManifest, entry_field: Option<String>) -> Self {
         let mapped_watches = manifest
             .watches
             .iter()
@@ -121,6 +147,13 @@ impl Aggregate {
                 objects: HashMap::new(),
                 diagnostics: BTreeMap::new(),
                 reductions: Reductions::new(spec.reduction),
+                entries: entry_field.map(|field| Entries {
+                    field,
+                    all: Arc::default(),
+                    unsent: BTreeSet::new(),
+                    bytes: 0,
+                    handed_out: false,
+                }),
             }),
             spec,
             mapped_watches,
@@ -232,14 +265,36 @@ impl Aggregate {
         for id in gone {
             state.forget(id);
         }
-        let groups = state.reductions.groups();
+        let touched = state.reductions.take_touched();
+        let groups = match state.entries {
+            // Entry-wise: only the groups that changed are rendered.
+            Some(_) => touched
+                .iter()
+                .filter_map(|k| state.reductions.group(k))
+                .collect(),
+            None => state.reductions.groups(),
+        };
         stats.groups = groups.len();
         let (result, call) = module.render(manifest, env, &groups);
         stats.instantiate += call.instantiate;
         stats.call += call.call;
         stats.log_limited += call.log_limited;
         stats.requeue_clamped = call.requeue_clamped;
-        let max_events = module.limits(&manifest.name).max_plan_events;
+        let limits = module.limits(&manifest.name);
+        let result = match (&mut state.entries, result) {
+            (Some(entries), Ok(plan)) => entries
+                .take(plan, &touched, &groups, limits.max_plan_bytes)
+                .map_err(|kind| GuestError {
+                    guest: manifest.name.clone(),
+                    kind,
+                }),
+            (_, result) => result,
+        };
+        if result.is_err() {
+            // Rendered again next time: nothing a failed render saw is lost.
+            state.reductions.touch(touched);
+        }
+        let max_events = limits.max_plan_events;
         let result = result.and_then(|mut plan| {
             plan.events
                 .extend(state.diagnostics.values().flatten().cloned());
@@ -260,6 +315,102 @@ impl Aggregate {
             Ok(plan)
         });
         (result, stats)
+    }
+}
+
+impl Entries {
+    /// Takes the plan of `render` over the `given` groups (the `touched`
+    /// ones that are not empty, sorted by key): checks it keeps the entry-wise promise, updates every entry
+    /// of a touched group, and returns the plan with its apply as an
+    /// [`PlannedWrite::ApplyEntries`] of the whole document.
+    fn take(
+        &mut self,
+        mut plan: ValidatedPlan,
+        touched: &BTreeSet<Arc<str>>,
+        given: &[crate::guest::aggregate::Group],
+        max_bytes: usize,
+    ) -> Result<ValidatedPlan, GuestErrorKind> {
+        let field = self.field.clone();
+        let broken = |why: String| {
+            GuestErrorKind::Aggregate(format!(
+                "render is not entry-wise over {field:?} as the guest declared: {why}"
+            ))
+        };
+        let (target, mut frame) = match std::mem::take(&mut plan.writes).as_slice() {
+            [PlannedWrite::Apply { target, doc }] => (target.clone(), doc.clone()),
+            other => {
+                return Err(broken(format!(
+                    "it returned {} writes, not one apply",
+                    other.len()
+                )))
+            }
+        };
+        let rendered = match frame.as_object_mut().and_then(|o| o.remove(&field)) {
+            None | Some(Json::Null) => serde_json::Map::new(),
+            Some(Json::Object(m)) => m,
+            Some(_) => return Err(broken(format!("{field} is not a map"))),
+        };
+        let mut fresh = BTreeMap::new();
+        for (k, v) in rendered {
+            let Json::String(v) = v else {
+                return Err(broken(format!("entry {k:?} is not a string")));
+            };
+            if given.binary_search_by(|g| g.key.as_str().cmp(&k)).is_err() {
+                return Err(broken(format!(
+                    "entry {k:?} is not the key of a group it was given"
+                )));
+            }
+            fresh.insert(k, v);
+        }
+        // The whole document must fit as a rendered one would have to.
+        let frame_bytes = serde_json::to_string(&frame).map_or(0, |t| t.len());
+        let mut bytes = self.bytes;
+        for k in touched {
+            let old = self.all.get(k.as_ref()).map(|v| entry_bytes(k, v));
+            let new = fresh.get(k.as_ref()).map(|v| entry_bytes(k, v));
+            bytes = bytes.saturating_sub(old.unwrap_or(0)) + new.unwrap_or(0);
+        }
+        let found = frame_bytes + field.len() + 5 + bytes;
+        if found > max_bytes {
+            return Err(GuestErrorKind::Plan(crate::guest::PlanError::TooLarge {
+                what: "bytes",
+                found,
+                max: max_bytes,
+                limit: "maxPlanBytes",
+            }));
+        }
+        self.bytes = bytes;
+        let all = Arc::make_mut(&mut self.all);
+        for k in touched {
+            let new = fresh.remove(k.as_ref());
+            if all.get(k.as_ref()) == new.as_ref() {
+                continue;
+            }
+            match new {
+                Some(v) => all.insert(k.to_string(), v),
+                None => all.remove(k.as_ref()),
+            };
+            self.unsent.insert(k.to_string());
+        }
+        let changed = std::mem::take(&mut self.unsent)
+            .into_iter()
+            .map(|k| {
+                let v = self.all.get(&k).cloned();
+                (k, v)
+            })
+            .collect();
+        let complete = !std::mem::replace(&mut self.handed_out, true);
+        plan.writes = vec![PlannedWrite::ApplyEntries {
+            target,
+            entries: Arc::new(EntryWrite {
+                field,
+                frame,
+                all: self.all.clone(),
+                changed,
+                complete,
+            }),
+        }];
+        Ok(plan)
     }
 }
 

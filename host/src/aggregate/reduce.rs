@@ -5,7 +5,7 @@
 //! which contributions exist: the caller adds what `map-objects` returned
 //! and removes exactly what it added before.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::guest::aggregate::{Group, Reduction};
@@ -26,6 +26,8 @@ struct GroupState {
 pub struct Reductions {
     reduction: Reduction,
     groups: BTreeMap<Arc<str>, GroupState>,
+    /// Groups added to or removed from since [`Reductions::take_touched`].
+    touched: BTreeSet<Arc<str>>,
 }
 
 impl Reductions {
@@ -34,6 +36,7 @@ impl Reductions {
         Reductions {
             reduction,
             groups: BTreeMap::new(),
+            touched: BTreeSet::new(),
         }
     }
 
@@ -52,6 +55,7 @@ impl Reductions {
             Some((k, _)) => k.clone(),
             None => Arc::from(group),
         };
+        self.touched.insert(key.clone());
         let g = self.groups.entry(key.clone()).or_default();
         g.count += 1;
         g.sum += i128::from(value);
@@ -80,8 +84,30 @@ impl Reductions {
         g.count = g.count.saturating_sub(1);
         g.sum -= i128::from(value);
         if g.count == 0 {
-            self.groups.remove(group);
+            if let Some((key, _)) = self.groups.remove_entry(group) {
+                self.touched.insert(key);
+            }
+        } else if let Some((key, _)) = self.groups.get_key_value(group) {
+            self.touched.insert(key.clone());
         }
+    }
+
+    /// The groups added to or removed from since the last call, sorted
+    /// (some may now be empty, or reduce to what they did before).
+    pub fn take_touched(&mut self) -> BTreeSet<Arc<str>> {
+        std::mem::take(&mut self.touched)
+    }
+
+    /// Marks `keys` touched again (a render of them failed).
+    pub fn touch(&mut self, keys: impl IntoIterator<Item = Arc<str>>) {
+        self.touched.extend(keys);
+    }
+
+    /// Group `key` reduced; `None` when it has no contributions.
+    pub fn group(&self, key: &str) -> Option<Group> {
+        self.groups
+            .get_key_value(key)
+            .map(|(k, g)| self.reduce(k, g))
     }
 
     /// Number of non-empty groups.
@@ -99,26 +125,28 @@ impl Reductions {
     pub fn groups(&self) -> Vec<Group> {
         self.groups
             .iter()
-            .map(|(key, g)| {
-                let mut members = Vec::new();
-                let value = match self.reduction {
-                    Reduction::Sum => clamp(g.sum),
-                    Reduction::Count => i64::try_from(g.count).unwrap_or(i64::MAX),
-                    Reduction::Min => g.values.keys().next().copied().unwrap_or(0),
-                    Reduction::Max => g.values.keys().next_back().copied().unwrap_or(0),
-                    Reduction::Set => {
-                        members = g.values.keys().copied().collect();
-                        i64::try_from(members.len()).unwrap_or(i64::MAX)
-                    }
-                };
-                Group {
-                    key: key.to_string(),
-                    value,
-                    count: g.count,
-                    members,
-                }
-            })
+            .map(|(key, g)| self.reduce(key, g))
             .collect()
+    }
+
+    fn reduce(&self, key: &str, g: &GroupState) -> Group {
+        let mut members = Vec::new();
+        let value = match self.reduction {
+            Reduction::Sum => clamp(g.sum),
+            Reduction::Count => i64::try_from(g.count).unwrap_or(i64::MAX),
+            Reduction::Min => g.values.keys().next().copied().unwrap_or(0),
+            Reduction::Max => g.values.keys().next_back().copied().unwrap_or(0),
+            Reduction::Set => {
+                members = g.values.keys().copied().collect();
+                i64::try_from(members.len()).unwrap_or(i64::MAX)
+            }
+        };
+        Group {
+            key: key.to_string(),
+            value,
+            count: g.count,
+            members,
+        }
     }
 }
 

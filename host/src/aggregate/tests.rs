@@ -98,20 +98,65 @@ fn whole(world: &World) -> ValidatedPlan {
 }
 
 fn incremental(aggregate: &Aggregate, world: &World) -> ValidatedPlan {
-    let g = gpu();
-    let (plan, _) = aggregate.reconcile(&g.module, &g.manifest, &world.caches, &g.env);
-    plan.unwrap()
+    incremental_seen(aggregate, world, &mut None)
 }
 
-/// A state that has seen every cached object once (a handler's replay).
+/// The incremental plan with an entry-wise apply turned into the apply of
+/// its whole document (what `render` over every group returns). `seen`
+/// holds the entries of the previous plan: an entry-wise plan's changes
+/// must be exactly what turns them into this plan's.
+fn incremental_seen(
+    aggregate: &Aggregate,
+    world: &World,
+    seen: &mut Option<BTreeMap<String, String>>,
+) -> ValidatedPlan {
+    let g = gpu();
+    let (plan, _) = aggregate.reconcile(&g.module, &g.manifest, &world.caches, &g.env);
+    let mut plan = plan.unwrap();
+    for w in &mut plan.writes {
+        if let PlannedWrite::ApplyEntries { target, entries } = w {
+            let mut next = match seen.take() {
+                Some(prev) if !entries.complete => prev,
+                _ => (*entries.all).clone(),
+            };
+            for (k, v) in &entries.changed {
+                match v {
+                    Some(v) => next.insert(k.clone(), v.clone()),
+                    None => next.remove(k),
+                };
+            }
+            assert_eq!(&next, &*entries.all, "the changes of {:?}", entries.changed);
+            *seen = Some(next);
+            *w = PlannedWrite::Apply {
+                target: target.clone(),
+                doc: entries.doc(),
+            };
+        }
+    }
+    plan
+}
+
+/// A state that has seen every cached object once (a handler's replay),
+/// rendering entry by entry as the guest declares.
 fn fresh(world: &World) -> Aggregate {
+    fresh_as(world, true)
+}
+
+/// Like [`fresh`]; `entrywise: false` renders every group each time, as
+/// for a guest that declares no entry field.
+fn fresh_as(world: &World, entrywise: bool) -> Aggregate {
     let g = gpu();
     let spec = g
         .module
         .aggregate_spec(&g.manifest, &g.env)
         .unwrap()
         .unwrap();
-    let aggregate = Aggregate::new(spec, &g.manifest);
+    let field = if entrywise {
+        g.module.entry_field(&g.manifest, &g.env).unwrap()
+    } else {
+        None
+    };
+    let aggregate = Aggregate::new(spec, &g.manifest, field);
     for obj in world.caches[0].store.list() {
         aggregate.record(0, &Change::added(obj));
     }
@@ -269,21 +314,24 @@ proptest! {
         every in 1..4usize,
     ) {
         let g = gpu();
-        let mut world = World::new(&g.manifest);
-        let aggregate = fresh(&world);
-        for (i, op) in ops.iter().enumerate() {
-            apply(&mut world, &aggregate, op);
-            // Several changes may wait for one reconcile (a busy queue).
-            if i % every == 0 || i + 1 == ops.len() {
-                prop_assert_eq!(incremental(&aggregate, &world), whole(&world), "after {:?}", op);
-                prop_assert_eq!(aggregate.pending(), 0);
+        for entrywise in [true, false] {
+            let mut world = World::new(&g.manifest);
+            let aggregate = fresh_as(&world, entrywise);
+            let mut seen = None;
+            for (i, op) in ops.iter().enumerate() {
+                apply(&mut world, &aggregate, op);
+                // Several changes may wait for one reconcile (a busy queue).
+                if i % every == 0 || i + 1 == ops.len() {
+                    prop_assert_eq!(incremental_seen(&aggregate, &world, &mut seen), whole(&world), "after {:?}", op);
+                    prop_assert_eq!(aggregate.pending(), 0);
+                }
             }
+            // A resync with nothing changed, and a new guest instance (hot
+            // swap, configuration change) starting from the cache.
+            let expected = whole(&world);
+            prop_assert_eq!(incremental_seen(&aggregate, &world, &mut seen), expected.clone());
+            prop_assert_eq!(incremental(&fresh_as(&world, entrywise), &world), expected);
         }
-        // A resync with nothing changed, and a new guest instance (hot
-        // swap, configuration change) starting from the cache.
-        let expected = whole(&world);
-        prop_assert_eq!(incremental(&aggregate, &world), expected.clone());
-        prop_assert_eq!(incremental(&fresh(&world), &world), expected);
     }
 }
 
@@ -312,7 +360,14 @@ fn a_deleted_pod_costs_no_guest_map_call_and_a_changed_one_maps_alone() {
     apply(&mut world, &aggregate, &Op::Delete(3));
     let (plan, stats) = aggregate.reconcile(&g.module, &g.manifest, &world.caches, &g.env);
     assert_eq!((stats.changed, stats.mapped, stats.removed), (1, 0, 1));
-    assert_eq!(plan.unwrap(), whole(&world));
+    let mut plan = plan.unwrap();
+    if let PlannedWrite::ApplyEntries { target, entries } = &plan.writes[0] {
+        plan.writes[0] = PlannedWrite::Apply {
+            target: target.clone(),
+            doc: entries.doc(),
+        };
+    }
+    assert_eq!(plan, whole(&world));
     let moved = Pod {
         node: Some("n2"),
         ..pods[0].clone()
@@ -321,11 +376,19 @@ fn a_deleted_pod_costs_no_guest_map_call_and_a_changed_one_maps_alone() {
     let (plan, stats) = aggregate.reconcile(&g.module, &g.manifest, &world.caches, &g.env);
     assert_eq!((stats.changed, stats.mapped, stats.groups), (1, 1, 2));
     let plan = plan.unwrap();
-    assert_eq!(plan, whole(&world));
-    let crate::guest::PlannedWrite::Apply { doc, .. } = &plan.writes[0] else {
-        panic!("expected an apply: {:?}", plan.writes);
+    let PlannedWrite::ApplyEntries { entries, .. } = &plan.writes[0] else {
+        panic!("expected an entry-wise apply: {:?}", plan.writes);
     };
-    assert_eq!(doc["data"], json!({"n1": "3", "n2": "1"}));
+    // Only the two groups the pod left and joined were rendered.
+    assert_eq!(
+        entries.changed,
+        [
+            ("n1".into(), Some("3".into())),
+            ("n2".into(), Some("1".into()))
+        ]
+    );
+    assert_eq!(entries.doc()["data"], json!({"n1": "3", "n2": "1"}));
+    assert!(!entries.complete);
     assert_eq!(aggregate.sizes(), (4, 2));
 }
 

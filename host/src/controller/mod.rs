@@ -237,10 +237,18 @@ impl GuestController {
             source,
         };
 
-        let aggregate = module
+        let aggregate = match module
             .aggregate_spec(&manifest, &env)
             .map_err(ControllerError::Aggregate)?
-            .map(|spec| Arc::new(Aggregate::new(spec, &manifest)));
+        {
+            Some(spec) => {
+                let field = module
+                    .entry_field(&manifest, &env)
+                    .map_err(ControllerError::Aggregate)?;
+                Some(Arc::new(Aggregate::new(spec, &manifest, field)))
+            }
+            None => None,
+        };
         check_status_rules(discovery, &manifest, &name).await?;
         preflight(&client, discovery, &manifest, &name, resolve_err).await?;
 

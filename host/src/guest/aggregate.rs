@@ -40,6 +40,10 @@ use bindings::{AggregateController, AggregateControllerPre};
 /// The interface an aggregate guest exports besides `reconciler`.
 const AGGREGATOR: &str = "wasmctrl:controller/aggregator@";
 
+/// The optional interface of an aggregate guest whose `render` is
+/// entry-wise.
+const ENTRYWISE: &str = "wasmctrl:controller/entrywise@";
+
 /// Most contributions `map-objects` may return per object it was given.
 pub const MAX_CONTRIBUTIONS_PER_OBJECT: usize = 256;
 
@@ -122,6 +126,55 @@ impl GuestModule {
             ));
         }
         Ok(Some(spec))
+    }
+
+    /// The field `render` is entry-wise over (the optional `entrywise`
+    /// export's `entry-field`); `None` when the guest does not export it
+    /// or answers `none`. A field the host could not keep apart from the
+    /// object's identity (`apiVersion`, `kind`, `metadata`, `status`, or
+    /// empty) is refused.
+    pub fn entry_field(
+        &self,
+        manifest: &GuestManifest,
+        env: &Environment,
+    ) -> Result<Option<String>> {
+        let name = manifest.name.as_str();
+        let Some(pre) = &self.inner.aggregate else {
+            return Ok(None);
+        };
+        let component = pre.instance_pre().component();
+        let export = format!(
+            "{ENTRYWISE}{}",
+            super::CONTRACT_VERSION
+                .rsplit('@')
+                .next()
+                .unwrap_or_default()
+        );
+        let Some(interface) = component.get_export_index(None, &export) else {
+            return Ok(None);
+        };
+        let refuse = |why: String| self.error(name, GuestErrorKind::Aggregate(why));
+        let Some(func) = component.get_export_index(Some(&interface), "entry-field") else {
+            return Err(refuse(format!("{export} exports no entry-field function")));
+        };
+        let mut store = self.new_store(name)?;
+        let instance = pre
+            .instance_pre()
+            .instantiate(&mut store)
+            .map_err(|e| self.classify(name, &store, e))?;
+        let typed = instance
+            .get_typed_func::<(Environment,), (Option<String>,)>(&mut store, &func)
+            .map_err(|e| refuse(format!("{export}: entry-field has the wrong type: {e:#}")))?;
+        let (field,) = typed
+            .call(&mut store, (env.clone(),))
+            .map_err(|e| self.classify(name, &store, e))?;
+        match field.as_deref() {
+            Some("" | "apiVersion" | "kind" | "metadata" | "status") => Err(refuse(format!(
+                "entry-field {:?} cannot hold a render's entries (it must be a top-level field other than apiVersion, kind, metadata and status)",
+                field.unwrap_or_default()
+            ))),
+            _ => Ok(field),
+        }
     }
 
     /// `map-objects` over `snapshot`: one [`ObjectOutput`] per object of

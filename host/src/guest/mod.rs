@@ -29,7 +29,9 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap};
 
 pub use manifest::{GuestManifest, Gvk, KeyMapping, ManifestError, WatchSpec, WriteRule};
-pub use plan::{EventType, ObjectKey, PlanError, PlannedEvent, PlannedWrite, ValidatedPlan};
+pub use plan::{
+    EntryWrite, EventType, ObjectKey, PlanError, PlannedEvent, PlannedWrite, ValidatedPlan,
+};
 pub use wasmctrl_snapshot::SnapshotData;
 
 /// Host-side bindings generated from `wit/`.

@@ -8,6 +8,8 @@
 //! here sends a request: a plan that fails validation is rejected whole, so
 //! a half-valid plan never reaches the cluster.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value as Json;
@@ -250,6 +252,55 @@ pub enum PlannedWrite {
         /// The finalizer.
         finalizer: String,
     },
+    /// Create-or-update server-side apply of an entry-wise aggregate's
+    /// document ([`EntryWrite::doc`]), with the entries that changed since
+    /// the previous plan for it, so the actuator can write only those.
+    ApplyEntries {
+        /// The object.
+        target: ObjectKey,
+        /// The document, as its frame, its entries and what changed.
+        entries: Arc<EntryWrite>,
+    },
+}
+
+/// An entry-wise aggregate's document: the frame `render` returns with
+/// the entry field left out, and every entry the groups render to. Its
+/// whole document is the one `render` over every group returns (the guest
+/// promised so by declaring the field).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EntryWrite {
+    /// The top-level field holding the entries.
+    pub field: String,
+    /// The document without `field`.
+    pub frame: Json,
+    /// Every entry (shared with the aggregate's state, never edited once
+    /// handed out).
+    pub all: Arc<BTreeMap<String, String>>,
+    /// The entries whose value changed since the previous plan handed out
+    /// for this object (None: the entry is gone).
+    pub changed: Vec<(String, Option<String>)>,
+    /// The previous plans' entries are unknown (the first plan of this
+    /// aggregate, or after a render whose changes were lost): every entry
+    /// may have changed.
+    pub complete: bool,
+}
+
+impl EntryWrite {
+    /// The whole document: the frame with `field` holding every entry
+    /// (left out, as `render` leaves it, when there are none and the frame
+    /// had none).
+    pub fn doc(&self) -> Json {
+        let mut doc = self.frame.clone();
+        if let Some(obj) = doc.as_object_mut() {
+            let entries: serde_json::Map<String, Json> = self
+                .all
+                .iter()
+                .map(|(k, v)| (k.clone(), Json::String(v.clone())))
+                .collect();
+            obj.insert(self.field.clone(), Json::Object(entries));
+        }
+        doc
+    }
 }
 
 impl PlannedWrite {
@@ -257,6 +308,7 @@ impl PlannedWrite {
     pub fn target(&self) -> &ObjectKey {
         match self {
             PlannedWrite::Apply { target, .. }
+            | PlannedWrite::ApplyEntries { target, .. }
             | PlannedWrite::Update { target, .. }
             | PlannedWrite::ApplyStatus { target, .. }
             | PlannedWrite::Delete { target, .. }
@@ -268,7 +320,7 @@ impl PlannedWrite {
     /// The contract's name for this kind of write.
     pub fn verb(&self) -> &'static str {
         match self {
-            PlannedWrite::Apply { .. } => "apply",
+            PlannedWrite::Apply { .. } | PlannedWrite::ApplyEntries { .. } => "apply",
             PlannedWrite::Update { .. } => "update",
             PlannedWrite::ApplyStatus { .. } => "apply-status",
             PlannedWrite::Delete { .. } => "delete",
@@ -463,7 +515,9 @@ pub fn validate(
             }
         };
         let what = match &write {
-            PlannedWrite::Apply { .. } | PlannedWrite::Update { .. } => "apply/update".to_string(),
+            PlannedWrite::Apply { .. }
+            | PlannedWrite::ApplyEntries { .. }
+            | PlannedWrite::Update { .. } => "apply/update".to_string(),
             PlannedWrite::ApplyStatus { .. } => "status".to_string(),
             PlannedWrite::Delete { .. } => "delete".to_string(),
             PlannedWrite::AddFinalizer { finalizer, .. }

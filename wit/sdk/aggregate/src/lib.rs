@@ -19,12 +19,13 @@ use std::collections::BTreeMap;
 use wasmctrl_guest_sdk::snapshot::{Object, Snapshot, SnapshotData};
 use wasmctrl_guest_sdk::{wit, Environment, Guest, KeyMapping, Plan, ReconcileError};
 
-/// The bindings of the `aggregate-controller` world, sharing the SDK's
+/// The bindings of the `entrywise-aggregate-controller` world (the
+/// `aggregate-controller` world and `entrywise`), sharing the SDK's
 /// `types` and `log`.
 #[allow(missing_docs, unsafe_code, clippy::all)]
 pub mod bindings {
     wit_bindgen::generate!({
-        world: "aggregate-controller",
+        world: "entrywise-aggregate-controller",
         path: "../../controller.wit",
         pub_export_macro: true,
         default_bindings_module: "wasmctrl_guest_aggregate::bindings",
@@ -73,6 +74,16 @@ pub trait AggregateGuest: Guest {
         groups: &[Group],
         fields: &Self::Fields,
     ) -> Result<Plan, ReconcileError>;
+
+    /// The top-level field of `render`'s one applied document that holds
+    /// one string entry per group, keyed by the group key (e.g. "data"),
+    /// when `render` is entry-wise (see `entrywise` in the WIT: the entry
+    /// of a group depends on that group alone, the rest of the plan on no
+    /// group); the host then renders only changed groups. `None` (the
+    /// default): `render` gets every group each time.
+    fn entry_field(_env: &Environment) -> Option<String> {
+        None
+    }
 }
 
 /// The contributions and events of the object being mapped.
@@ -236,8 +247,85 @@ pub fn whole<G: AggregateGuest>(
     Ok(plan)
 }
 
-/// Exports an [`AggregateGuest`] as the `aggregate-controller` world's
-/// `reconciler` and `aggregator`:
+/// `render` over `groups` composed the way the host composes an
+/// entry-wise guest's plan ([`AggregateGuest::entry_field`]): the plan of
+/// `render(env, [])` with its one document's entry field holding each
+/// group's entry from `render(env, [group])`. Native tests compare it with
+/// `render(env, groups)` to check the promise; an error names what broke
+/// it (or says the guest is not entry-wise).
+pub fn render_by_entries<G: AggregateGuest>(
+    env: &Environment,
+    groups: &[Group],
+) -> Result<wit::Plan, String> {
+    let field = G::entry_field(env).ok_or("the guest declares no entry field")?;
+    let render = |gs: &[Group]| render::<G>(env, gs).map_err(|e| format!("render: {e:?}"));
+    let one_doc = |plan: &wit::Plan| -> Result<serde_json::Value, String> {
+        match plan.writes.as_slice() {
+            [wit::Write::Apply(doc)] => serde_json::from_str(doc).map_err(|e| e.to_string()),
+            _ => Err("render did not return exactly one apply".to_string()),
+        }
+    };
+    let mut plan = render(&[])?;
+    let mut doc = one_doc(&plan)?;
+    let mut entries = serde_json::Map::new();
+    for g in groups {
+        let one = one_doc(&render(std::slice::from_ref(g))?)?;
+        if let Some(map) = one.get(&field).and_then(serde_json::Value::as_object) {
+            for (k, v) in map {
+                if *k != g.key {
+                    return Err(format!("group {:?} rendered entry {k:?}", g.key));
+                }
+                entries.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    let obj = doc.as_object_mut().ok_or("the document is not an object")?;
+    if !entries.is_empty() || obj.contains_key(&field) {
+        obj.insert(field, serde_json::Value::Object(entries));
+    }
+    plan.writes = vec![wit::Write::Apply(doc.to_string())];
+    Ok(plan)
+}
+
+/// Whether `render(env, groups)` breaks the entry-wise promise: `None`
+/// when it equals [`render_by_entries`] (documents compared as JSON,
+/// events and requeue as returned), else what differs.
+pub fn entry_wise_mismatch<G: AggregateGuest>(
+    env: &Environment,
+    groups: &[Group],
+) -> Option<String> {
+    let whole = match render::<G>(env, groups) {
+        Ok(p) => p,
+        Err(e) => return Some(format!("render: {e:?}")),
+    };
+    let composed = match render_by_entries::<G>(env, groups) {
+        Ok(p) => p,
+        Err(e) => return Some(e),
+    };
+    let docs = |p: &wit::Plan| -> Vec<Option<serde_json::Value>> {
+        p.writes
+            .iter()
+            .map(|w| match w {
+                wit::Write::Apply(d) => serde_json::from_str(d).ok(),
+                _ => None,
+            })
+            .collect()
+    };
+    if docs(&whole) != docs(&composed) {
+        return Some(format!(
+            "documents differ: render gives {:?}, composed {:?}",
+            docs(&whole),
+            docs(&composed)
+        ));
+    }
+    if whole.events != composed.events || whole.requeue_after_ms != composed.requeue_after_ms {
+        return Some("events or requeue differ".to_string());
+    }
+    None
+}
+
+/// Exports an [`AggregateGuest`] as the `entrywise-aggregate-controller`
+/// world's `reconciler`, `aggregator` and `entrywise`:
 /// `wasmctrl_guest_aggregate::export_aggregate_guest!(MyGuest);` instead of
 /// `wasmctrl_guest_sdk::export_guest!` (not both). Like it, only the `wasm32` build exports.
 #[macro_export]
@@ -247,6 +335,7 @@ macro_rules! export_aggregate_guest {
         #[allow(unsafe_code, missing_docs)]
         const _: () = {
             use $crate::bindings::exports::wasmctrl::controller::aggregator as a;
+            use $crate::bindings::exports::wasmctrl::controller::entrywise as e;
             use $crate::bindings::exports::wasmctrl::controller::reconciler as r;
 
             struct Export;
@@ -292,6 +381,14 @@ macro_rules! export_aggregate_guest {
                 ) -> ::std::result::Result<$crate::sdk::wit::Plan, $crate::sdk::ReconcileError>
                 {
                     $crate::render::<$guest>(&env, &groups)
+                }
+            }
+
+            impl e::Guest for Export {
+                fn entry_field(
+                    env: $crate::sdk::Environment,
+                ) -> ::std::option::Option<::std::string::String> {
+                    <$guest as $crate::AggregateGuest>::entry_field(&env)
                 }
             }
 
