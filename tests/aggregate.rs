@@ -142,3 +142,82 @@ async fn a_changed_group_is_written_as_its_entry_alone_and_foreign_entries_stay(
     );
     h.stop().await.unwrap();
 }
+
+/// The summary ConfigMap's key.
+fn summary_key() -> wasmctrl::guest::ObjectKey {
+    wasmctrl::guest::ObjectKey {
+        gvk: wasmctrl::guest::Gvk {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "ConfigMap".into(),
+        },
+        namespace: Some(HOST_NS.into()),
+        name: "gpu-summary".into(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entries_go_by_patch_at_a_known_version_and_anyone_elses_edit_is_repaired() {
+    let (_server, client) = server().await;
+    let h = start_host(&client, ControllerConfig::default()).await;
+    let controller = h.controller();
+    let known = || {
+        controller
+            .actuator()
+            .outputs()
+            .chains()
+            .holds(&summary_key())
+    };
+    let cms: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(client.clone(), HOST_NS);
+    let by_ops = kube::api::PatchParams {
+        field_manager: Some("ops-team".into()),
+        ..Default::default()
+    };
+
+    pod("a").on("n1").requesting("2").create(&client).await;
+    summary_becomes(&client, &[("n1", "2")]).await;
+    // Created by a full apply: what it left is not known yet.
+    assert!(!known());
+    // The next change is decided on the live object and merge-patched:
+    // from there the host knows the entries.
+    pod("b").on("n2").requesting("1").create(&client).await;
+    summary_becomes(&client, &[("n1", "2"), ("n2", "1")]).await;
+    eventually("the entries known", || async { known() }).await;
+    pod("c").on("n3").requesting("4").create(&client).await;
+    summary_becomes(&client, &[("n1", "2"), ("n2", "1"), ("n3", "4")]).await;
+    eventually("still known after our own patch", || async { known() }).await;
+
+    // Someone else changes one of our entries: forgotten, and put back
+    // from the live object.
+    cms.patch(
+        "gpu-summary",
+        &by_ops,
+        &kube::api::Patch::Merge(serde_json::json!({"data": {"n1": "99"}})),
+    )
+    .await
+    .unwrap();
+    summary_becomes(&client, &[("n1", "2"), ("n2", "1"), ("n3", "4")]).await;
+    eventually("known again", || async { known() }).await;
+    // A group that goes away is removed by entry; another manager's entry
+    // with the same key as a group we never had stays.
+    cms.patch(
+        "gpu-summary",
+        &by_ops,
+        &kube::api::Patch::Merge(serde_json::json!({"data": {"mine": "x"}})),
+    )
+    .await
+    .unwrap();
+    eventually("known again", || async { known() }).await;
+    delete_now(&client, "b").await;
+    summary_becomes(&client, &[("mine", "x"), ("n1", "2"), ("n3", "4")]).await;
+
+    // Deleted by someone: created again whole, with every entry.
+    cms.delete("gpu-summary", &Default::default())
+        .await
+        .unwrap();
+    summary_becomes(&client, &[("n1", "2"), ("n3", "4")]).await;
+    pod("d").on("n4").requesting("1").create(&client).await;
+    summary_becomes(&client, &[("n1", "2"), ("n3", "4"), ("n4", "1")]).await;
+    h.stop().await.unwrap();
+}

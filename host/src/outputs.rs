@@ -408,6 +408,12 @@ impl Outputs {
         self.parsed.get_or_parse(target, &obj)
     }
 
+    /// Drops the parsed form of `target` kept for its next write (its
+    /// writes no longer read it: see [`Chains`]).
+    pub fn forget_parsed(&self, target: &ObjectKey) {
+        self.parsed.forget(target);
+    }
+
     /// The cached live object's resourceVersion, without parsing it.
     pub fn live_version(&self, target: &ObjectKey) -> Option<Arc<str>> {
         self.cached(target)

@@ -353,6 +353,12 @@ impl GuestController {
         self.aggregate.as_ref()
     }
 
+    /// The guest's actuator (its writes and what it knows of their
+    /// objects).
+    pub fn actuator(&self) -> &Actuator {
+        &self.actuator
+    }
+
     /// The guest's queue.
     pub fn queue(&self) -> &Workqueue<RequestKey> {
         &self.queue
