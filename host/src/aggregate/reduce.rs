@@ -276,13 +276,38 @@ mod tests {
         ) {
             let mut r = Reductions::new(reduction);
             let mut live: Vec<(String, i64)> = Vec::new();
-            for (op, group, value, pick) in ops {
+            let mut before: Vec<(String, i64, u64, Vec<i64>)> = Vec::new();
+            for (i, (op, group, value, pick)) in ops.into_iter().enumerate() {
                 if op == 0 && !live.is_empty() {
                     let (g, v) = live.remove(pick.index(live.len()));
                     r.remove(&g, v);
                 } else {
                     r.add(group, value);
                     live.push((group.to_string(), value));
+                }
+                // Every few steps: a group not touched since the last look
+                // reduces as it did then (what an entry-wise render relies
+                // on), and each touched group is looked up alone.
+                if i % 3 == 0 {
+                    let touched = r.take_touched();
+                    let now = tuples(r.groups());
+                    for g in &before {
+                        if !touched.contains(g.0.as_str()) {
+                            prop_assert!(now.contains(g), "{:?} changed untouched", g);
+                        }
+                    }
+                    for k in &touched {
+                        let alone = r.group(k).map(|g| tuples(vec![g]));
+                        let listed: Vec<_> = now.iter().filter(|g| g.0 == **k).cloned().collect();
+                        prop_assert_eq!(alone.unwrap_or_default(), listed);
+                    }
+                    let keys: Vec<&str> = now.iter().map(|g| g.0.as_str()).collect();
+                    for g in &before {
+                        if !keys.contains(&g.0.as_str()) {
+                            prop_assert!(touched.contains(g.0.as_str()), "{} vanished untouched", g.0);
+                        }
+                    }
+                    before = now;
                 }
             }
             prop_assert_eq!(tuples(r.groups()), tuples(from_scratch(reduction, &live)));

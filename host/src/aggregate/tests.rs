@@ -14,7 +14,7 @@ use serde_json::{json, Value as Json};
 
 use super::*;
 use crate::controller::snapshot_for;
-use crate::guest::{GuestRuntime, Request, RuntimeConfig};
+use crate::guest::{GuestRuntime, ObjectKey, Request, RuntimeConfig};
 use crate::projection::Interner;
 use crate::request::RequestKey;
 use crate::store::Writer;
@@ -433,4 +433,108 @@ fn the_gpu_guest_exports_the_aggregator_and_a_key_it_does_not_map_is_refused() {
     other.watches[0].keys = KeyMapping::Aggregate("elsewhere".into());
     let err = g.module.aggregate_spec(&other, &g.env).unwrap_err();
     assert!(err.to_string().contains("\"gpu-summary\""), "{err}");
+}
+
+#[test]
+fn a_render_that_breaks_the_entry_wise_promise_is_refused_and_nothing_is_taken() {
+    use crate::guest::aggregate::Group;
+    let mut e = Entries {
+        field: "data".into(),
+        all: Arc::default(),
+        unsent: BTreeSet::new(),
+        bytes: 0,
+        handed_out: false,
+    };
+    let target = ObjectKey {
+        gvk: crate::guest::Gvk {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "ConfigMap".into(),
+        },
+        namespace: Some("ops".into()),
+        name: "s".into(),
+    };
+    let frame = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "s"}});
+    let plan = |data: Json| {
+        let mut doc = frame.clone();
+        doc["data"] = data;
+        ValidatedPlan {
+            writes: vec![PlannedWrite::Apply {
+                target: target.clone(),
+                doc,
+            }],
+            events: vec![],
+            requeue_after: None,
+        }
+    };
+    let touched: BTreeSet<Arc<str>> = ["n1", "n2"].into_iter().map(Arc::from).collect();
+    // n2 was emptied: only n1 is given to render.
+    let given = [Group {
+        key: "n1".into(),
+        value: 1,
+        count: 1,
+        members: vec![],
+    }];
+    let refused = |e: &mut Entries, p: ValidatedPlan| match e.take(p, &touched, &given, 1 << 20) {
+        Err(GuestErrorKind::Aggregate(m)) => m,
+        other => panic!("refused, got {other:?}"),
+    };
+    assert!(refused(&mut e, plan(json!({"n2": "1"})))
+        .contains("\"n2\" is not the key of a group it was given"));
+    assert!(refused(&mut e, plan(json!({"n1": 1}))).contains("\"n1\" is not a string"));
+    assert!(refused(&mut e, plan(json!(["n1"]))).contains("data is not a map"));
+    let mut two = plan(json!({}));
+    two.writes.push(two.writes[0].clone());
+    assert!(refused(&mut e, two).contains("2 writes, not one apply"));
+    let too_big = e.take(plan(json!({"n1": "1"})), &touched, &given, 40);
+    assert!(
+        matches!(
+            too_big,
+            Err(GuestErrorKind::Plan(
+                crate::guest::PlanError::TooLarge { .. }
+            ))
+        ),
+        "{too_big:?}"
+    );
+    assert!(
+        e.all.is_empty() && e.unsent.is_empty() && !e.handed_out,
+        "nothing taken"
+    );
+
+    let ok = e
+        .take(plan(json!({"n1": "1"})), &touched, &given, 1 << 20)
+        .unwrap();
+    let PlannedWrite::ApplyEntries { entries, .. } = &ok.writes[0] else {
+        panic!("{ok:?}");
+    };
+    assert!(entries.complete, "the first plan handed out");
+    assert_eq!(entries.changed, [("n1".to_string(), Some("1".to_string()))]);
+    assert_eq!(entries.frame, frame);
+    assert_eq!(entries.doc()["data"], json!({"n1": "1"}));
+    // n1 emptied next: its entry goes.
+    let gone = e.take(plan(json!({})), &touched, &[], 1 << 20).unwrap();
+    let PlannedWrite::ApplyEntries { entries, .. } = &gone.writes[0] else {
+        panic!("{gone:?}");
+    };
+    assert_eq!(
+        (entries.complete, &entries.changed[..]),
+        (false, &[("n1".to_string(), None)][..])
+    );
+    assert_eq!(e.bytes, 0);
+}
+
+#[test]
+fn the_gpu_guest_is_entry_wise_over_data() {
+    let g = gpu();
+    assert_eq!(
+        g.module
+            .entry_field(&g.manifest, &g.env)
+            .unwrap()
+            .as_deref(),
+        Some("data")
+    );
+    let rt = GuestRuntime::new(RuntimeConfig::default().cache_dir(None)).unwrap();
+    let plain = rt.load_file(&guest_path("guest_gpu_quota.wasm")).unwrap();
+    let manifest = plain.manifest(&g.env).unwrap();
+    assert_eq!(plain.entry_field(&manifest, &g.env).unwrap(), None);
 }
