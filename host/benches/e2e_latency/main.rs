@@ -18,7 +18,9 @@
 //! --pods 10000` (sizes comma-separated; `E2E_PODS` and `E2E_CHANGES` work
 //! too). `--systems wasmctrl` (or `native`) runs one system only, and
 //! `--perf DIR` records each system's churn, with this process (the API
-//! server), into `DIR/perf-<system>.data` for `perf report`. Both systems get `--resync-seconds 30` and no leader election;
+//! server), into `DIR/perf-<system>.data` for `perf report`;
+//! `E2E_SAMPLES=DIR` writes each change's latency (ms, in the order sent)
+//! to `DIR/<system>-<pods>.txt`. Both systems get `--resync-seconds 30` and no leader election;
 //! wasmctrl runs with `--no-guest-cache`, so its cold start includes
 //! compiling the guest. Under `cargo test --all-targets` it runs a smoke
 //! world (200 pods, 10 changes, resync 2 s) that asserts every change shows

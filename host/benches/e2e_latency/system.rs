@@ -420,6 +420,17 @@ pub async fn run(
         system.name(),
         log_tail(system, setup)
     );
+    if let Some(dir) = std::env::var_os("E2E_SAMPLES") {
+        // Each change's latency in the order sent, for a closer look.
+        let path = std::path::Path::new(&dir).join(format!("{}-{live_pods}.txt", system.name()));
+        let lines: String = latencies
+            .iter()
+            .map(|d| format!("{:.3}\n", d.as_secs_f64() * 1e3))
+            .collect();
+        if let Err(e) = std::fs::write(&path, lines) {
+            eprintln!("e2e_latency: E2E_SAMPLES: {}: {e}", path.display());
+        }
+    }
     Outcome {
         system,
         pods: live_pods,

@@ -5,7 +5,9 @@
 //! and force — create-or-update, update-only and status-subresource —,
 //! deletes, and finalizer patches (`writes`, `finalizers`); an apply that
 //! would change only some entries of string maps goes as a merge patch of
-//! those entries (`merge`). Each is skipped
+//! those entries (`merge`), and an entry-wise aggregate's document as a
+//! merge patch of its changed entries decided without reading the live
+//! object, at a resourceVersion it knows (`entries`). Each is skipped
 //! when the cached live object already agrees (so a reconcile never
 //! triggers itself), and every write aimed at an object the guest saw is
 //! pinned to its uid: when that object is gone or replaced the write is

@@ -9,7 +9,14 @@
 //! ones still there in one guest call over a snapshot of just them,
 //! subtract the gone ones' cached contributions (no guest call), and render
 //! the reduced groups; the plan is `render`'s with every cached diagnostic
-//! appended in object order. Nothing here is O(cached objects) per change.
+//! appended in object order. For a guest whose `render` is entry-wise
+//! (the optional `entrywise` export) it also owns every group's entry:
+//! only the groups touched since the last reconcile are rendered, the
+//! plan's promise is checked, and the apply becomes an
+//! [`PlannedWrite::ApplyEntries`] carrying the frame, every entry and the
+//! entries changed since the last plan handed out. Nothing here is
+//! O(cached objects) per change, and with an entry-wise render nothing is
+//! O(groups) either.
 //! A failed map puts the changes back, so nothing is lost. It never writes
 //! to the cluster (the controller hands the plan to the actuator) and never
 //! reads the informers except through their stores.
