@@ -287,8 +287,7 @@ pub struct EntryWrite {
 
 impl EntryWrite {
     /// The whole document: the frame with `field` holding every entry
-    /// (left out, as `render` leaves it, when there are none and the frame
-    /// had none).
+    /// (an empty map when there are none).
     pub fn doc(&self) -> Json {
         let mut doc = self.frame.clone();
         if let Some(obj) = doc.as_object_mut() {
