@@ -89,8 +89,6 @@ struct Entries {
     field: String,
     /// Every entry; shared with the plans handed out.
     all: Arc<BTreeMap<String, String>>,
-    /// Entries changed since the last plan handed out.
-    unsent: BTreeSet<String>,
     /// The entries' size in the document (JSON, compact).
     bytes: usize,
     /// Whether a plan was handed out yet: the first one says every entry
@@ -157,7 +155,6 @@ impl Aggregate {
                 entries: entry_field.map(|field| Entries {
                     field,
                     all: Arc::default(),
-                    unsent: BTreeSet::new(),
                     bytes: 0,
                     handed_out: false,
                 }),
@@ -288,19 +285,6 @@ impl Aggregate {
         stats.log_limited += call.log_limited;
         stats.requeue_clamped = call.requeue_clamped;
         let limits = module.limits(&manifest.name);
-        let result = match (&mut state.entries, result) {
-            (Some(entries), Ok(plan)) => entries
-                .take(plan, &touched, &groups, limits.max_plan_bytes)
-                .map_err(|kind| GuestError {
-                    guest: manifest.name.clone(),
-                    kind,
-                }),
-            (_, result) => result,
-        };
-        if result.is_err() {
-            // Rendered again next time: nothing a failed render saw is lost.
-            state.reductions.touch(touched);
-        }
         let max_events = limits.max_plan_events;
         let result = result.and_then(|mut plan| {
             plan.events
@@ -321,6 +305,21 @@ impl Aggregate {
             }
             Ok(plan)
         });
+        // Last: taking the entries is the only step that changes state, and
+        // it does so only when it succeeds.
+        let result = match (&mut state.entries, result) {
+            (Some(entries), Ok(plan)) => entries
+                .take(plan, &touched, &groups, limits.max_plan_bytes)
+                .map_err(|kind| GuestError {
+                    guest: manifest.name.clone(),
+                    kind,
+                }),
+            (_, result) => result,
+        };
+        if result.is_err() {
+            // Rendered again next time: nothing a failed render saw is lost.
+            state.reductions.touch(touched);
+        }
         (result, stats)
     }
 }
@@ -388,24 +387,18 @@ impl Entries {
         }
         self.bytes = bytes;
         let all = Arc::make_mut(&mut self.all);
+        let mut changed = Vec::new();
         for k in touched {
             let new = fresh.remove(k.as_ref());
             if all.get(k.as_ref()) == new.as_ref() {
                 continue;
             }
-            match new {
-                Some(v) => all.insert(k.to_string(), v),
+            match &new {
+                Some(v) => all.insert(k.to_string(), v.clone()),
                 None => all.remove(k.as_ref()),
             };
-            self.unsent.insert(k.to_string());
+            changed.push((k.to_string(), new));
         }
-        let changed = std::mem::take(&mut self.unsent)
-            .into_iter()
-            .map(|k| {
-                let v = self.all.get(&k).cloned();
-                (k, v)
-            })
-            .collect();
         let complete = !std::mem::replace(&mut self.handed_out, true);
         plan.writes = vec![PlannedWrite::ApplyEntries {
             target,

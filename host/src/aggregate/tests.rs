@@ -441,7 +441,6 @@ fn a_render_that_breaks_the_entry_wise_promise_is_refused_and_nothing_is_taken()
     let mut e = Entries {
         field: "data".into(),
         all: Arc::default(),
-        unsent: BTreeSet::new(),
         bytes: 0,
         handed_out: false,
     };
@@ -497,7 +496,7 @@ fn a_render_that_breaks_the_entry_wise_promise_is_refused_and_nothing_is_taken()
         "{too_big:?}"
     );
     assert!(
-        e.all.is_empty() && e.unsent.is_empty() && !e.handed_out,
+        e.all.is_empty() && e.bytes == 0 && !e.handed_out,
         "nothing taken"
     );
 
@@ -537,4 +536,41 @@ fn the_gpu_guest_is_entry_wise_over_data() {
     let plain = rt.load_file(&guest_path("guest_gpu_quota.wasm")).unwrap();
     let manifest = plain.manifest(&g.env).unwrap();
     assert_eq!(plain.entry_field(&manifest, &g.env).unwrap(), None);
+}
+
+#[test]
+fn a_plan_over_the_event_cap_loses_no_entry_change() {
+    let g = gpu();
+    // Two pods with an invalid quantity: two diagnostics, over a cap of 1.
+    let policy =
+        crate::policy::Policy::parse("default:\n  limits:\n    maxPlanEvents: 1\n").unwrap();
+    let rt = GuestRuntime::new(RuntimeConfig::default().cache_dir(None).policy(policy)).unwrap();
+    let capped = rt.load_file(&guest_path("guest_gpu_summary.wasm")).unwrap();
+    let mut world = World::new(&g.manifest);
+    let aggregate = fresh(&world);
+    let pod = |name: u8, gpus: &'static str| Pod {
+        name,
+        node: Some("n1"),
+        phase: "Running",
+        requests: vec![Some(gpus)],
+        limits: vec![],
+        init: vec![],
+        overhead: None,
+        numeric: false,
+    };
+    for (n, q) in [(1, "2"), (2, "junk"), (3, "junk")] {
+        apply(&mut world, &aggregate, &Op::Put(pod(n, q)));
+    }
+    let (plan, _) = aggregate.reconcile(&capped, &g.manifest, &world.caches, &g.env);
+    assert_eq!(plan.unwrap_err().reason(), "plan_too_large");
+    // Back under the cap: the n1 entry the refused plan computed is still
+    // handed out as changed, so the actuator writes it.
+    apply(&mut world, &aggregate, &Op::Delete(3));
+    apply(&mut world, &aggregate, &Op::Delete(2));
+    let (plan, _) = aggregate.reconcile(&capped, &g.manifest, &world.caches, &g.env);
+    let plan = plan.unwrap();
+    let PlannedWrite::ApplyEntries { entries, .. } = &plan.writes[0] else {
+        panic!("{plan:?}");
+    };
+    assert_eq!(entries.changed, [("n1".to_string(), Some("2".to_string()))]);
 }
