@@ -188,10 +188,8 @@ impl Actuator {
         let echo_due = echoes.awaiting(target);
         let now = tokio::time::Instant::now();
         let contests = self.outputs.contests();
-        if let Some((left, other)) = contests.held_back(target, now) {
-            tracing::debug!(target = %target, manager = %other, "write war: write held back for {left:?}");
-            self.metrics.held_back_write();
-            return Ok(Step::HeldBack(left));
+        if let Some(held) = self.held_back(target, now) {
+            return Ok(held);
         }
         // An object we merge-patched is written only against a current
         // cache: wait (briefly) for our previous write's echo.
@@ -242,32 +240,23 @@ impl Actuator {
         };
         seen.merge = merge.clone();
         let ar = self.discovery.resource(&target.gvk).await?;
-        echoes.begin(target);
-        let result = match merge {
+        let (result, changed_meanwhile) = match merge {
             Some(entries) => {
                 tracing::debug!(target = %target, "writing only the changed entries (merge patch)");
                 echoes.merged(target);
-                let params = PatchParams {
-                    field_manager: Some(self.field_manager.clone()),
-                    ..PatchParams::default()
-                };
-                self.patch_version(&ar, target, &params, &Patch::Merge(&entries), part)
+                let params = self.merge_params();
+                self.send(&ar, target, &params, &Patch::Merge(&entries), part, verb)
                     .await
             }
             None => {
                 echoes.wake_on_echo(target);
                 let params = PatchParams::apply(&self.field_manager).force();
-                self.patch_version(&ar, target, &params, &Patch::Apply(desired), part)
+                self.send(&ar, target, &params, &Patch::Apply(desired), part, verb)
                     .await
             }
         };
-        let rv = result.as_ref().ok().and_then(|rv| rv.as_deref());
-        let cached_rv = self.outputs.live_version(target);
-        let changed_meanwhile = echoes.applied(target, rv, cached_rv.as_deref());
         match result {
             Ok(rv) => {
-                contests.wrote(target, rv.as_deref());
-                self.metrics.wrote(verb);
                 seen.rv = rv;
                 Ok(Step::Done { changed_meanwhile })
             }
@@ -296,12 +285,8 @@ impl Actuator {
         let chains = self.outputs.chains();
         chains.note(target, write);
         let echoes = self.outputs.echoes();
-        let contests = self.outputs.contests();
-        let now = tokio::time::Instant::now();
-        if let Some((left, other)) = contests.held_back(target, now) {
-            tracing::debug!(target = %target, manager = %other, "write war: write held back for {left:?}");
-            self.metrics.held_back_write();
-            return Ok(Step::HeldBack(left));
+        if let Some(held) = self.held_back(target, tokio::time::Instant::now()) {
+            return Ok(held);
         }
         let cached_rv = self.outputs.live_version(target);
         let decision = chains.decide(target, write, cached_rv.as_deref(), echoes.awaiting(target));
@@ -353,22 +338,14 @@ impl Actuator {
         body.insert(write.field.clone(), Json::Object(entries.clone()));
         let body = Json::Object(body);
         let ar = self.discovery.resource(&target.gvk).await?;
-        echoes.begin(target);
         echoes.merged(target);
-        let params = PatchParams {
-            field_manager: Some(self.field_manager.clone()),
-            ..PatchParams::default()
-        };
-        let result = self
-            .patch_version(&ar, target, &params, &Patch::Merge(&body), Part::Object)
+        let params = self.merge_params();
+        let patch = Patch::Merge(&body);
+        let (result, changed_meanwhile) = self
+            .send(&ar, target, &params, &patch, Part::Object, WriteVerb::Apply)
             .await;
-        let written = result.as_ref().ok().and_then(|rv| rv.as_deref());
-        let cached_rv = self.outputs.live_version(target);
-        let changed_meanwhile = echoes.applied(target, written, cached_rv.as_deref());
         match result {
             Ok(rv) => {
-                contests.wrote(target, rv.as_deref());
-                self.metrics.wrote(WriteVerb::Apply);
                 match rv {
                     Some(rv) if !changed_meanwhile => chains.patched(target, &rv, &entries),
                     _ => {
@@ -390,6 +367,49 @@ impl Actuator {
                 })
             }
         }
+    }
+
+    /// A write war holds `target`'s writes back: the step that says for how
+    /// long (logged and counted).
+    fn held_back(&self, target: &ObjectKey, now: tokio::time::Instant) -> Option<Step> {
+        let (left, other) = self.outputs.contests().held_back(target, now)?;
+        tracing::debug!(target = %target, manager = %other, "write war: write held back for {left:?}");
+        self.metrics.held_back_write();
+        Some(Step::HeldBack(left))
+    }
+
+    /// A merge patch's parameters: this manager's, as an update.
+    fn merge_params(&self) -> PatchParams {
+        PatchParams {
+            field_manager: Some(self.field_manager.clone()),
+            ..PatchParams::default()
+        }
+    }
+
+    /// Sends one patch of `target` inside the echo bookkeeping: the
+    /// resourceVersion written, and whether someone else changed the object
+    /// while it was in flight. An accepted write is counted as `verb` and
+    /// told to the write-war bookkeeping.
+    async fn send<P: serde::Serialize + std::fmt::Debug>(
+        &self,
+        ar: &kube::api::ApiResource,
+        target: &ObjectKey,
+        params: &PatchParams,
+        patch: &Patch<P>,
+        part: Part,
+        verb: WriteVerb,
+    ) -> (Result<Option<String>, kube::Error>, bool) {
+        let echoes = self.outputs.echoes();
+        echoes.begin(target);
+        let result = self.patch_version(ar, target, params, patch, part).await;
+        let written = result.as_ref().ok().and_then(|rv| rv.as_deref());
+        let cached_rv = self.outputs.live_version(target);
+        let changed_meanwhile = echoes.applied(target, written, cached_rv.as_deref());
+        if let Ok(rv) = &result {
+            self.outputs.contests().wrote(target, rv.as_deref());
+            self.metrics.wrote(verb);
+        }
+        (result, changed_meanwhile)
     }
 
     /// Sends one patch of `target` (its status when `part` is Status) and
