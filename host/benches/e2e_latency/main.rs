@@ -19,6 +19,11 @@
 //! too). `--systems wasmctrl` (or `native`) runs one system only, and
 //! `--perf DIR` records each system's churn, with this process (the API
 //! server), into `DIR/perf-<system>.data` for `perf report`;
+//! `--cold-starts K` first runs K more cold starts of each system (each
+//! from a deleted summary) and prints their median, min and max;
+//! `--cold-baseline PATH` alternates them with another `wasmctrl` binary's
+//! for an A/B in one run (with `--perf`, the first is recorded into
+//! `DIR/perf-<system>-cold.data`);
 //! `E2E_SAMPLES=DIR` writes each change's latency (ms, in the order sent)
 //! to `DIR/<system>-<pods>.txt`. Both systems get `--resync-seconds 30` and no leader election;
 //! wasmctrl runs with `--no-guest-cache`, so its cold start includes
@@ -112,6 +117,7 @@ async fn run_size(pods: usize, setup: &Setup) -> Vec<Outcome> {
         world.nodes,
         t.elapsed().as_secs_f64()
     );
+    cold_start_series(&client, &world, setup).await;
     let mut outcomes = Vec::new();
     for (i, system) in [System::Native, System::Wasmctrl].into_iter().enumerate() {
         if !setup.systems.contains(&system) {
@@ -122,6 +128,73 @@ async fn run_size(pods: usize, setup: &Setup) -> Vec<Outcome> {
     }
     drop(server);
     outcomes
+}
+
+/// `--cold-starts K`: K cold starts of each system (alternating with the
+/// `--cold-baseline` binary's for wasmctrl), each printed, then each
+/// binary's median.
+async fn cold_start_series(client: &kube::Client, world: &pods::World, setup: &Setup) {
+    if setup.cold_starts == 0 {
+        return;
+    }
+    let mut runs = Vec::new();
+    for system in setup.systems.iter().copied() {
+        let mut binaries = vec![setup.wasmctrl.clone()];
+        if system == System::Wasmctrl {
+            binaries.extend(setup.cold_baseline.clone());
+        }
+        for k in 0..setup.cold_starts {
+            for binary in &binaries {
+                let perf = (k == 0 && binary == &setup.wasmctrl)
+                    .then_some(setup.perf.as_deref())
+                    .flatten();
+                let run = system::cold_start(client, world, setup, system, binary, perf).await;
+                eprintln!(
+                    "e2e_latency: cold start {} ({}) {:.2} s, CPU {:.2} s, API server and bench {:.2} s, VmHWM {:.0} MiB",
+                    system.name(),
+                    run.binary,
+                    run.took.as_secs_f64(),
+                    run.cpu.as_secs_f64(),
+                    run.server_cpu.as_secs_f64(),
+                    mib(run.vm_hwm)
+                );
+                runs.push(run);
+            }
+        }
+    }
+    println!("| system | binary | cold starts | median | min | max | median CPU |");
+    println!("|---|---|---|---|---|---|---|");
+    let mut keys: Vec<(System, String)> = Vec::new();
+    for r in &runs {
+        if !keys.contains(&(r.system, r.binary.clone())) {
+            keys.push((r.system, r.binary.clone()));
+        }
+    }
+    for (system, binary) in keys {
+        let of = |f: fn(&system::ColdStart) -> Duration| {
+            let mut v: Vec<Duration> = runs
+                .iter()
+                .filter(|r| r.system == system && r.binary == binary)
+                .map(f)
+                .collect();
+            v.sort();
+            v
+        };
+        let took = of(|r| r.took);
+        let cpu = of(|r| r.cpu);
+        let secs = |d: Option<&Duration>| d.map_or(f64::NAN, Duration::as_secs_f64);
+        println!(
+            "| {} | {} | {} | {:.2} s | {:.2} s | {:.2} s | {:.2} s |",
+            system.name(),
+            binary,
+            took.len(),
+            secs(took.get(took.len() / 2)),
+            secs(took.first()),
+            secs(took.last()),
+            secs(cpu.get(cpu.len() / 2)),
+        );
+    }
+    println!();
 }
 
 fn mib(b: u64) -> f64 {
@@ -259,6 +332,9 @@ fn main() {
         rate: RATE,
         idle: resync + idle_margin,
         perf: option(&args, "--perf", "E2E_PERF").map(PathBuf::from),
+        cold_starts: option(&args, "--cold-starts", "E2E_COLD_STARTS")
+            .map_or(0, |k| k.parse().expect("--cold-starts is a number")),
+        cold_baseline: option(&args, "--cold-baseline", "E2E_COLD_BASELINE").map(PathBuf::from),
         systems: option(&args, "--systems", "E2E_SYSTEMS").map_or_else(
             || vec![System::Native, System::Wasmctrl],
             |l| {

@@ -68,6 +68,96 @@ pub struct Setup {
     pub perf: Option<PathBuf>,
     /// Which systems run (both by default).
     pub systems: Vec<System>,
+    /// Extra cold starts per system before the measured run
+    /// (`--cold-starts K`), each from a deleted summary.
+    pub cold_starts: usize,
+    /// Another `wasmctrl` binary whose cold starts alternate with this
+    /// build's (`--cold-baseline PATH`), for an A/B within one run.
+    pub cold_baseline: Option<PathBuf>,
+}
+
+/// One cold start of a `--cold-starts` series.
+#[derive(Clone, Debug)]
+pub struct ColdStart {
+    /// Which system.
+    pub system: System,
+    /// The binary it ran (`wasmctrl` may be the baseline).
+    pub binary: String,
+    /// Process start → the ConfigMap shows the full summary.
+    pub took: Duration,
+    /// The system's CPU time (utime + stime) until then.
+    pub cpu: Duration,
+    /// This process's (the API server's) CPU time over the same span.
+    pub server_cpu: Duration,
+    /// Peak RSS at sync.
+    pub vm_hwm: u64,
+}
+
+/// Deletes the summary ConfigMap `name` if it is there.
+async fn delete_summary(client: &Client, name: &str) {
+    let configmaps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(client.clone(), SUMMARY_NAMESPACE);
+    match configmaps.delete(name, &Default::default()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 404 => {}
+        Err(e) => panic!("deleting {name}: {e}"),
+    }
+}
+
+/// Starts `system` (as `binary` for wasmctrl) from a deleted summary, waits
+/// for the full summary, and stops it. With `perf`, records it there.
+pub async fn cold_start(
+    client: &Client,
+    world: &World,
+    setup: &Setup,
+    system: System,
+    binary: &std::path::Path,
+    perf: Option<&std::path::Path>,
+) -> ColdStart {
+    let name = configmap_name(system);
+    delete_summary(client, &name).await;
+    let (recorder, watch) = Recorder::start(client, SUMMARY_NAMESPACE, &name).await;
+    let expected = world.expected();
+    let setup = Setup {
+        wasmctrl: binary.to_path_buf(),
+        ..setup.clone()
+    };
+    let started = Instant::now();
+    let server_cpu_before = cpu_time(std::process::id()).unwrap_or_default();
+    let mut running = spawn(system, &setup);
+    let pid = running.child.id();
+    let profile = perf.map(|dir| start_perf(dir, system, pid, "cold"));
+    let synced = wait_for(&recorder, started, COLD_TIMEOUT, |d| d == &expected)
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "{} never showed the full summary; its log ends:\n{}",
+                system.name(),
+                log_tail(system, &setup)
+            )
+        });
+    let took = synced - started;
+    let vm_hwm = status_bytes(pid, "VmHWM").unwrap_or(0);
+    let cpu = cpu_time(pid).unwrap_or_default();
+    let server_cpu = cpu_time(std::process::id())
+        .unwrap_or_default()
+        .saturating_sub(server_cpu_before);
+    if let Some(perf) = profile {
+        stop_perf(perf);
+    }
+    let _ = running.child.kill();
+    let _ = running.child.wait();
+    watch.abort();
+    // The measured run's cold start starts from no summary too.
+    delete_summary(client, &name).await;
+    ColdStart {
+        system,
+        binary: binary.display().to_string(),
+        took,
+        cpu,
+        server_cpu,
+        vm_hwm,
+    }
 }
 
 /// What one system did.
@@ -231,8 +321,12 @@ fn log_tail(system: System, setup: &Setup) -> String {
 
 /// `perf record` of the system and of this process (the API server)
 /// during the churn, into `dir/perf-<system>.data` (`--perf DIR`).
-fn start_perf(dir: &std::path::Path, system: System, pid: u32) -> Child {
-    let out = dir.join(format!("perf-{}.data", system.name()));
+/// `phase` names a cold start's profile (`perf-<system>-cold.data`).
+fn start_perf(dir: &std::path::Path, system: System, pid: u32, phase: &str) -> Child {
+    let out = match phase {
+        "" => dir.join(format!("perf-{}.data", system.name())),
+        phase => dir.join(format!("perf-{}-{phase}.data", system.name())),
+    };
     Command::new("perf")
         .args([
             "record",
@@ -368,7 +462,7 @@ pub async fn run(
     );
 
     // Churn: one change every 1/rate s, each on its own node.
-    let profile = setup.perf.as_ref().map(|dir| start_perf(dir, system, pid));
+    let profile = setup.perf.as_ref().map(|dir| start_perf(dir, system, pid, ""));
     let counts_before = running.counts().await;
     let cpu_before = cpu_time(pid).unwrap_or_default();
     let churn_start = Instant::now();
