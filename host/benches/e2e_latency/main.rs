@@ -21,7 +21,7 @@
 //! server), into `DIR/perf-<system>.data` for `perf report`;
 //! `--cold-starts K` first runs K more cold starts of each system (each
 //! from a deleted summary) and prints their median, min and max;
-//! `--cold-baseline PATH` alternates them with another `wasmctrl` binary's
+//! `--cold-baseline PATH[,PATH…]` alternates them with other `wasmctrl` binaries'
 //! for an A/B in one run (with `--perf`, the first is recorded into
 //! `DIR/perf-<system>-cold.data`);
 //! `E2E_SAMPLES=DIR` writes each change's latency (ms, in the order sent)
@@ -141,7 +141,7 @@ async fn cold_start_series(client: &kube::Client, world: &pods::World, setup: &S
     for system in setup.systems.iter().copied() {
         let mut binaries = vec![setup.wasmctrl.clone()];
         if system == System::Wasmctrl {
-            binaries.extend(setup.cold_baseline.clone());
+            binaries.extend(setup.cold_baseline.iter().cloned());
         }
         for k in 0..setup.cold_starts {
             for binary in &binaries {
@@ -334,7 +334,9 @@ fn main() {
         perf: option(&args, "--perf", "E2E_PERF").map(PathBuf::from),
         cold_starts: option(&args, "--cold-starts", "E2E_COLD_STARTS")
             .map_or(0, |k| k.parse().expect("--cold-starts is a number")),
-        cold_baseline: option(&args, "--cold-baseline", "E2E_COLD_BASELINE").map(PathBuf::from),
+        cold_baseline: option(&args, "--cold-baseline", "E2E_COLD_BASELINE")
+            .map(|l| l.split(',').map(PathBuf::from).collect())
+            .unwrap_or_default(),
         systems: option(&args, "--systems", "E2E_SYSTEMS").map_or_else(
             || vec![System::Native, System::Wasmctrl],
             |l| {

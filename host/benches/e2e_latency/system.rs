@@ -71,9 +71,9 @@ pub struct Setup {
     /// Extra cold starts per system before the measured run
     /// (`--cold-starts K`), each from a deleted summary.
     pub cold_starts: usize,
-    /// Another `wasmctrl` binary whose cold starts alternate with this
-    /// build's (`--cold-baseline PATH`), for an A/B within one run.
-    pub cold_baseline: Option<PathBuf>,
+    /// Other `wasmctrl` binaries whose cold starts alternate with this
+    /// build's (`--cold-baseline PATH[,PATH…]`), for an A/B within one run.
+    pub cold_baseline: Vec<PathBuf>,
 }
 
 /// One cold start of a `--cold-starts` series.
