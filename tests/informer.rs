@@ -12,7 +12,7 @@ use kube::Api;
 use serde_json::json;
 use wasmctrl::informer::{Change, ChangeKind, InformerKey, InformerRegistry};
 use wasmctrl::projection::FieldPath;
-use wasmctrl_apiserver::ApiServerConfig;
+use wasmctrl_apiserver::{ApiServerConfig, FailRequests, Faults};
 
 fn pods_key() -> InformerKey {
     InformerKey {
@@ -112,10 +112,28 @@ async fn only_changes_to_projected_fields_wake_handlers() {
     assert_eq!(cached.field(1)[0].as_str(), Some("Running"));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn objects_deleted_while_the_watch_was_down_are_reported_deleted_after_relist() {
-    let (server, client) = server_with(ApiServerConfig::default().history(20)).await;
+/// Every paged list of pods fails (500) from now on.
+fn pod_lists_fail(faults: &Faults) {
+    faults.fail(
+        FailRequests::new(500, 1_000_000)
+            .verb("list")
+            .resource("pods"),
+    );
+}
+
+/// An informer on a server serving streaming lists (`watch_list`) or not
+/// fills its cache, and after a watch outage long enough for a `410 Gone`
+/// relists and reports the pod deleted meanwhile. With `watch_list`, every
+/// paged list of pods fails: the informer never needs one.
+async fn deleted_while_down_is_reported_after_relist(watch_list: bool) {
+    let config = ApiServerConfig::default()
+        .history(20)
+        .watch_list(watch_list);
+    let (server, client) = server_with(config).await;
     let faults = server.faults();
+    if watch_list {
+        pod_lists_fail(&faults);
+    }
     pod("gone").on("n1").create(&client).await;
     pod("stays").on("n1").create(&client).await;
     let registry = InformerRegistry::new(client.clone());
@@ -124,6 +142,7 @@ async fn objects_deleted_while_the_watch_was_down_are_reported_deleted_after_rel
     informer.add_handler(handler);
     informer.wait_synced().await.unwrap();
     assert_eq!(informer.len(), 2);
+    assert_eq!(informer.lists(), 1);
 
     // No watch can be opened; meanwhile "gone" is deleted and history is
     // compacted past the informer's resourceVersion.
@@ -137,11 +156,27 @@ async fn objects_deleted_while_the_watch_was_down_are_reported_deleted_after_rel
     }
     faults.compact_history();
     faults.clear();
+    if watch_list {
+        pod_lists_fail(&faults);
+    }
     until_seen(&seen, ChangeKind::Deleted, "gone").await;
     assert!(informer.lists() >= 2, "it relisted");
     assert!(informer.get(PODS_NS, "gone").is_none());
     assert!(informer.get(PODS_NS, "stays").is_some());
     assert_eq!(informer.len(), 31);
+    // The watch goes on after the relist.
+    pod("late").on("n2").create(&client).await;
+    until_seen(&seen, ChangeKind::Added, "late").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_deleted_while_the_watch_was_down_are_reported_deleted_after_relist() {
+    deleted_while_down_is_reported_after_relist(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_streaming_lists_is_listed_in_pages() {
+    deleted_while_down_is_reported_after_relist(false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

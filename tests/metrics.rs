@@ -141,14 +141,17 @@ async fn readyz_waits_for_synced_caches_and_healthz_answers() {
     .await;
     host.stop().await.unwrap();
 
-    // A host whose caches can never sync (every list fails with a 500, a
-    // transient error it keeps retrying) is not ready, and says why.
+    // A host whose caches can never sync (every list and every watch of
+    // pods, so a streaming list too, fails with a 500, a transient error
+    // it keeps retrying) is not ready, and says why.
     let (server, admin) = server().await;
-    server.faults().fail(
-        FailRequests::new(500, 1_000_000)
-            .verb("list")
-            .resource("pods"),
-    );
+    for verb in ["list", "watch"] {
+        server.faults().fail(
+            FailRequests::new(500, 1_000_000)
+                .verb(verb)
+                .resource("pods"),
+        );
+    }
     let stuck = Arc::new(
         wasmctrl::supervisor::Supervisor::start(
             admin.clone(),

@@ -2,7 +2,10 @@
 //! projected cache, and change notifications to handlers.
 //!
 //! Owns the reflector loop (kube-runtime's `watcher`, which relists after a
-//! `410 Gone`), projection at ingest (like client-go's transform) into the
+//! `410 Gone`) and how it lists: a streaming list (one watch with
+//! `sendInitialEvents`, decoded object by object as the server sends it)
+//! where the server serves one, else pages then a watch, chosen per
+//! informer by asking (see [`ListStrategy`]); projection at ingest (like client-go's transform) into the
 //! informer's [`Store`] (see [`crate::store`], which decides what each event
 //! amounts to, tombstones included), notifying handlers, the sync state, and
 //! the registry that shares one informer between every guest that needs it,
@@ -561,6 +564,63 @@ fn with_type(
     out
 }
 
+/// How an informer fills its cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ListStrategy {
+    /// A streaming list: one watch with `sendInitialEvents=true`, on which
+    /// the server sends every object as an `ADDED` event and then a
+    /// bookmark marking the end of the initial state, and which goes on
+    /// as the watch. Objects are decoded one by one as they arrive while
+    /// the server still encodes the next (no page is held whole). Served
+    /// where the `WatchList` feature is on: Kubernetes 1.32 and 1.34 on.
+    Streaming,
+    /// Pages of 500 objects (`limit` and `continue`), then a watch from the
+    /// list's resourceVersion: every server.
+    Paged,
+}
+
+/// The watcher configuration for `key` listing the `strategy` way.
+fn watcher_config(key: &InformerKey, strategy: ListStrategy) -> watcher::Config {
+    let mut config = watcher::Config::default().page_size(500);
+    if strategy == ListStrategy::Streaming {
+        config = config.streaming_lists();
+    }
+    if let Some(l) = &key.label_selector {
+        config = config.labels(l);
+    }
+    if let Some(f) = &key.field_selector {
+        config = config.fields(f);
+    }
+    config
+}
+
+/// Whether `e` is a server refusing a streaming list: a server without
+/// the `WatchList` feature (before 1.32, or 1.33, where it is off by
+/// default) refuses `sendInitialEvents`, and one before 1.27
+/// `resourceVersionMatch` on a watch, as invalid (422; 400 from some
+/// proxies).
+fn streaming_refused(e: &watcher::Error) -> bool {
+    matches!(
+        e,
+        watcher::Error::WatchStartFailed(kube::Error::Api(status)) if matches!(status.code, 400 | 422)
+    )
+}
+
+/// The informer's event stream: kube-runtime's watcher (with its backoff)
+/// listing the `strategy` way, each poll decoding with `keep`.
+fn events(
+    api: &Api<Pruned>,
+    key: &InformerKey,
+    strategy: ListStrategy,
+    keep: &Arc<Keep>,
+) -> futures::stream::BoxStream<'static, Result<watcher::Event<Pruned>, watcher::Error>> {
+    let mut events = watcher(api.clone(), watcher_config(key, strategy))
+        .default_backoff()
+        .boxed();
+    let keep = keep.clone();
+    futures::stream::poll_fn(move |cx| with_keep(&keep, || events.poll_next_unpin(cx))).boxed()
+}
+
 async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
     let client = crate::health::observed(client, inner.health.clone());
     let ar = inner.key.api_resource();
@@ -568,18 +628,13 @@ async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
         Some(ns) => Api::namespaced_with(client, ns, &ar),
         None => Api::all_with(client, &ar),
     };
-    let mut config = watcher::Config::default().page_size(500);
-    if let Some(l) = &inner.key.label_selector {
-        config = config.labels(l);
-    }
-    if let Some(f) = &inner.key.field_selector {
-        config = config.fields(f);
-    }
     let resource = inner.key.to_string();
     let keep = Arc::new(Keep::for_paths(inner.projection.paths()));
-    let mut events = watcher(api, config).default_backoff().boxed();
-    let mut stream =
-        futures::stream::poll_fn(move |cx| with_keep(&keep, || events.poll_next_unpin(cx)));
+    let mut strategy = ListStrategy::Streaming;
+    let mut stream = events(&api, &inner.key, strategy, &keep);
+    // Whether the watcher is (re)listing: from the start and after a
+    // `410 Gone` until the list is complete.
+    let mut listing = true;
     loop {
         let deadline = inner.health.failing_past(inner.health_config.deadline);
         let event = tokio::select! {
@@ -605,6 +660,7 @@ async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
                 }
             }
             Ok(watcher::Event::InitDone) => {
+                listing = false;
                 for tombstone in writer.finish_relist() {
                     notify(&inner, &tombstone);
                 }
@@ -621,7 +677,21 @@ async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
                     notify(&inner, &tombstone);
                 }
             }
+            Err(e) if listing && strategy == ListStrategy::Streaming && streaming_refused(&e) => {
+                // Asked once per informer: the server does not serve
+                // streaming lists, so it lists in pages from now on.
+                tracing::info!(
+                    resource = %resource,
+                    "the API server does not serve streaming lists ({}); listing in pages",
+                    crate::failure::describe(&e)
+                );
+                strategy = ListStrategy::Paged;
+                stream = events(&api, &inner.key, strategy, &keep);
+            }
             Err(e) => {
+                if matches!(&e, watcher::Error::WatchError(status) if status.code == 410) {
+                    listing = true;
+                }
                 if let Some(metrics) = &inner.metrics {
                     metrics
                         .watch_failures

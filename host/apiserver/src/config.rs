@@ -55,6 +55,7 @@ pub struct ApiServerConfig {
     pub(crate) header_read_timeout: Duration,
     pub(crate) watch_send_deadline: Duration,
     pub(crate) too_large_rv_wait: Duration,
+    pub(crate) watch_list: bool,
 }
 
 impl Default for ApiServerConfig {
@@ -74,6 +75,7 @@ impl Default for ApiServerConfig {
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             watch_send_deadline: DEFAULT_WATCH_SEND_DEADLINE,
             too_large_rv_wait: DEFAULT_TOO_LARGE_RV_WAIT,
+            watch_list: true,
         }
     }
 }
@@ -194,6 +196,16 @@ impl ApiServerConfig {
     #[must_use]
     pub fn too_large_resource_version_wait(mut self, d: Duration) -> Self {
         self.too_large_rv_wait = d;
+        self
+    }
+
+    /// Whether watches may ask for `sendInitialEvents` (streaming lists;
+    /// default on, as in Kubernetes 1.32 and from 1.34). Off, such a watch
+    /// is refused with 422 as by a server with the `WatchList` feature gate
+    /// off (1.33's default, and every release before 1.32).
+    #[must_use]
+    pub fn watch_list(mut self, on: bool) -> Self {
+        self.watch_list = on;
         self
     }
 }

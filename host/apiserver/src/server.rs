@@ -87,6 +87,7 @@ impl ApiServer {
             max_request_body_bytes: config.max_request_body_bytes,
             too_large_rv_wait: config.too_large_rv_wait,
             watch_send_deadline: config.watch_send_deadline,
+            watch_list: config.watch_list,
         });
         if config.garbage_collector {
             gc::spawn(&state);

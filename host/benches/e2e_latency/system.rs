@@ -462,7 +462,10 @@ pub async fn run(
     );
 
     // Churn: one change every 1/rate s, each on its own node.
-    let profile = setup.perf.as_ref().map(|dir| start_perf(dir, system, pid, ""));
+    let profile = setup
+        .perf
+        .as_ref()
+        .map(|dir| start_perf(dir, system, pid, ""));
     let counts_before = running.counts().await;
     let cpu_before = cpu_time(pid).unwrap_or_default();
     let churn_start = Instant::now();

@@ -179,6 +179,11 @@ impl Ctx<'_> {
         let bookmarks = self
             .q("allowWatchBookmarks")
             .is_some_and(|b| b == "true" || b == "1");
+        if self.q("sendInitialEvents").is_some() && !self.app.watch_list {
+            return Err(ApiError::Unprocessable(
+                "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled".into(),
+            ));
+        }
         let send_initial = self.q("sendInitialEvents").is_some_and(|b| b == "true");
         if send_initial && self.q("resourceVersionMatch") != Some("NotOlderThan") {
             return Err(ApiError::Unprocessable(
