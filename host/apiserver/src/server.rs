@@ -213,6 +213,11 @@ impl Listener {
                 let tcp = match accepted {
                     Ok((tcp, _)) => {
                         backoff.reset();
+                        // As Go's net package does for kube-apiserver: no
+                        // Nagle delay on a response's last small segment.
+                        if let Err(e) = tcp.set_nodelay(true) {
+                            tracing::debug!(error = %e, "TCP_NODELAY not set");
+                        }
                         tcp
                     }
                     Err(e) => {
