@@ -81,7 +81,8 @@ pub struct Setup {
 pub struct ColdStart {
     /// Which system.
     pub system: System,
-    /// The binary it ran (`wasmctrl` may be the baseline).
+    /// The `wasmctrl` binary it ran (this build or a baseline), or the
+    /// native peer.
     pub binary: String,
     /// Process start → the ConfigMap shows the full summary.
     pub took: Duration,
@@ -152,7 +153,10 @@ pub async fn cold_start(
     delete_summary(client, &name).await;
     ColdStart {
         system,
-        binary: binary.display().to_string(),
+        binary: match system {
+            System::Native => "native peer (this bench)".into(),
+            System::Wasmctrl => binary.display().to_string(),
+        },
         took,
         cpu,
         server_cpu,
