@@ -94,6 +94,26 @@ pub struct ColdStart {
     pub vm_hwm: u64,
 }
 
+/// When `recorder` first showed `expected` after `started` (the cold
+/// start's end); panics with `system`'s log if it never does.
+async fn full_summary(
+    recorder: &Recorder,
+    started: Instant,
+    expected: &std::collections::BTreeMap<String, String>,
+    system: System,
+    setup: &Setup,
+) -> Instant {
+    wait_for(recorder, started, COLD_TIMEOUT, |d| d == expected)
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "{} never showed the full summary; its log ends:\n{}",
+                system.name(),
+                log_tail(system, setup)
+            )
+        })
+}
+
 /// Deletes the summary ConfigMap `name` if it is there.
 async fn delete_summary(client: &Client, name: &str) {
     let configmaps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
@@ -128,15 +148,7 @@ pub async fn cold_start(
     let mut running = spawn(system, &setup);
     let pid = running.child.id();
     let profile = perf.map(|dir| start_perf(dir, system, pid, "cold"));
-    let synced = wait_for(&recorder, started, COLD_TIMEOUT, |d| d == &expected)
-        .await
-        .unwrap_or_else(|| {
-            panic!(
-                "{} never showed the full summary; its log ends:\n{}",
-                system.name(),
-                log_tail(system, &setup)
-            )
-        });
+    let synced = full_summary(&recorder, started, &expected, system, &setup).await;
     let took = synced - started;
     let vm_hwm = status_bytes(pid, "VmHWM").unwrap_or(0);
     let cpu = cpu_time(pid).unwrap_or_default();
@@ -439,15 +451,7 @@ pub async fn run(
     let server_cpu_before = cpu_time(std::process::id()).unwrap_or_default();
     let mut running = spawn(system, setup);
     let pid = running.child.id();
-    let synced = wait_for(&recorder, started, COLD_TIMEOUT, |d| d == &expected)
-        .await
-        .unwrap_or_else(|| {
-            panic!(
-                "{} never showed the full summary; its log ends:\n{}",
-                system.name(),
-                log_tail(system, setup)
-            )
-        });
+    let synced = full_summary(&recorder, started, &expected, system, setup).await;
     let cold_start = synced - started;
     let vm_hwm = status_bytes(pid, "VmHWM").unwrap_or(0);
     let vm_rss = status_bytes(pid, "VmRSS").unwrap_or(0);
