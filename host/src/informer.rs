@@ -632,9 +632,6 @@ async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
     let keep = Arc::new(Keep::for_paths(inner.projection.paths()));
     let mut strategy = ListStrategy::Streaming;
     let mut stream = events(&api, &inner.key, strategy, &keep);
-    // Whether the watcher is (re)listing: from the start and after a
-    // `410 Gone` until the list is complete.
-    let mut listing = true;
     loop {
         let deadline = inner.health.failing_past(inner.health_config.deadline);
         let event = tokio::select! {
@@ -660,7 +657,6 @@ async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
                 }
             }
             Ok(watcher::Event::InitDone) => {
-                listing = false;
                 for tombstone in writer.finish_relist() {
                     notify(&inner, &tombstone);
                 }
@@ -677,9 +673,11 @@ async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
                     notify(&inner, &tombstone);
                 }
             }
-            Err(e) if listing && strategy == ListStrategy::Streaming && streaming_refused(&e) => {
-                // Asked once per informer: the server does not serve
-                // streaming lists, so it lists in pages from now on.
+            Err(e) if strategy == ListStrategy::Streaming && streaming_refused(&e) => {
+                // The server does not serve streaming lists (or refuses
+                // this watch's parameters, which the paged path then
+                // meets at its list, retried as any failure): this
+                // informer lists in pages from now on, starting over.
                 tracing::info!(
                     resource = %resource,
                     "the API server does not serve streaming lists ({}); listing in pages",
@@ -689,9 +687,6 @@ async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
                 stream = events(&api, &inner.key, strategy, &keep);
             }
             Err(e) => {
-                if matches!(&e, watcher::Error::WatchError(status) if status.code == 410) {
-                    listing = true;
-                }
                 if let Some(metrics) = &inner.metrics {
                     metrics
                         .watch_failures

@@ -386,10 +386,13 @@ impl Actuator {
         }
     }
 
-    /// Sends one patch of `target` inside the echo bookkeeping: the
-    /// resourceVersion written, and whether someone else changed the object
-    /// while it was in flight. An accepted write is counted as `verb` and
-    /// told to the write-war bookkeeping.
+    /// Sends one patch of `target` (its status when `part` is Status)
+    /// inside the echo bookkeeping, and returns the resourceVersion written
+    /// and whether someone else changed the object while it was in flight.
+    /// Only the version is decoded from the answer: the object itself is
+    /// skipped unparsed (a large summary is hundreds of KB, and the watch
+    /// echo brings it to the cache anyway). An accepted write is counted as
+    /// `verb` and told to the write-war bookkeeping.
     async fn send<P: serde::Serialize + std::fmt::Debug>(
         &self,
         ar: &kube::api::ApiResource,
@@ -399,31 +402,6 @@ impl Actuator {
         part: Part,
         verb: WriteVerb,
     ) -> (Result<Option<String>, kube::Error>, bool) {
-        let echoes = self.outputs.echoes();
-        echoes.begin(target);
-        let result = self.patch_version(ar, target, params, patch, part).await;
-        let written = result.as_ref().ok().and_then(|rv| rv.as_deref());
-        let cached_rv = self.outputs.live_version(target);
-        let changed_meanwhile = echoes.applied(target, written, cached_rv.as_deref());
-        if let Ok(rv) = &result {
-            self.outputs.contests().wrote(target, rv.as_deref());
-            self.metrics.wrote(verb);
-        }
-        (result, changed_meanwhile)
-    }
-
-    /// Sends one patch of `target` (its status when `part` is Status) and
-    /// returns the resourceVersion written. Only that is decoded from the
-    /// answer: the object itself is skipped unparsed (a large summary is
-    /// hundreds of KB, and the watch echo brings it to the cache anyway).
-    async fn patch_version<P: serde::Serialize + std::fmt::Debug>(
-        &self,
-        ar: &kube::api::ApiResource,
-        target: &ObjectKey,
-        params: &PatchParams,
-        patch: &Patch<P>,
-        part: Part,
-    ) -> Result<Option<String>, kube::Error> {
         #[derive(serde::Deserialize)]
         struct Written {
             metadata: WrittenMeta,
@@ -436,17 +414,33 @@ impl Actuator {
         use kube::Resource;
         let url = kube::api::DynamicObject::url_path(ar, target.namespace.as_deref());
         let request = kube::core::Request::new(url);
-        let mut req = match part {
+        let req = match part {
             Part::Object => request.patch(&target.name, params, patch),
             Part::Status => request.patch_subresource("status", &target.name, params, patch),
-        }
-        .map_err(kube::Error::BuildRequest)?;
+        };
+        let mut req = match req {
+            Ok(req) => req,
+            Err(e) => return (Err(kube::Error::BuildRequest(e)), false),
+        };
         req.extensions_mut().insert(match part {
             Part::Object => "patch",
             Part::Status => "patch_status",
         });
-        let written: Written = self.client.request(req).await?;
-        Ok(written.metadata.resource_version)
+        let echoes = self.outputs.echoes();
+        echoes.begin(target);
+        let result = self
+            .client
+            .request::<Written>(req)
+            .await
+            .map(|w| w.metadata.resource_version);
+        let written = result.as_ref().ok().and_then(|rv| rv.as_deref());
+        let cached_rv = self.outputs.live_version(target);
+        let changed_meanwhile = echoes.applied(target, written, cached_rv.as_deref());
+        if let Ok(rv) = &result {
+            self.outputs.contests().wrote(target, rv.as_deref());
+            self.metrics.wrote(verb);
+        }
+        (result, changed_meanwhile)
     }
 
     /// Deletes `target` (with a uid precondition when `uid` is given),
