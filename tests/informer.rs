@@ -10,9 +10,10 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::Api;
 use serde_json::json;
+use wasmctrl::health::WatchHealthConfig;
 use wasmctrl::informer::{Change, ChangeKind, InformerKey, InformerRegistry};
 use wasmctrl::projection::FieldPath;
-use wasmctrl_apiserver::{ApiServerConfig, FailRequests, Faults};
+use wasmctrl_apiserver::{ApiServerConfig, FailRequests, Faults, WatchList};
 
 fn pods_key() -> InformerKey {
     InformerKey {
@@ -121,17 +122,18 @@ fn pod_lists_fail(faults: &Faults) {
     );
 }
 
-/// An informer on a server serving streaming lists (`watch_list`) or not
+/// An informer on a server serving streaming lists or not (`watch_list`)
 /// fills its cache, and after a watch outage long enough for a `410 Gone`
-/// relists and reports the pod deleted meanwhile. With `watch_list`, every
-/// paged list of pods fails: the informer never needs one.
-async fn deleted_while_down_is_reported_after_relist(watch_list: bool) {
+/// relists and reports the pod deleted meanwhile. Where they are served,
+/// every paged list of pods fails: the informer never needs one.
+async fn deleted_while_down_is_reported_after_relist(watch_list: WatchList) {
+    let served = watch_list == WatchList::Served;
     let config = ApiServerConfig::default()
         .history(20)
         .watch_list(watch_list);
     let (server, client) = server_with(config).await;
     let faults = server.faults();
-    if watch_list {
+    if served {
         pod_lists_fail(&faults);
     }
     pod("gone").on("n1").create(&client).await;
@@ -156,7 +158,7 @@ async fn deleted_while_down_is_reported_after_relist(watch_list: bool) {
     }
     faults.compact_history();
     faults.clear();
-    if watch_list {
+    if served {
         pod_lists_fail(&faults);
     }
     until_seen(&seen, ChangeKind::Deleted, "gone").await;
@@ -171,12 +173,89 @@ async fn deleted_while_down_is_reported_after_relist(watch_list: bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn objects_deleted_while_the_watch_was_down_are_reported_deleted_after_relist() {
-    deleted_while_down_is_reported_after_relist(true).await;
+    deleted_while_down_is_reported_after_relist(WatchList::Served).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_without_streaming_lists_is_listed_in_pages() {
-    deleted_while_down_is_reported_after_relist(false).await;
+    deleted_while_down_is_reported_after_relist(WatchList::Refused).await;
+}
+
+/// A server that accepts streaming lists and ignores them (the watch goes
+/// on as a plain one and never marks the end of its initial events), with
+/// pods "a" and "b", and an informer of pods on it whose streaming lists
+/// may send nothing for `wait` before their mark.
+async fn on_a_server_ignoring_streaming_lists(
+    wait: std::time::Duration,
+) -> (
+    wasmctrl_apiserver::RunningApiServer,
+    kube::Client,
+    wasmctrl::informer::Informer,
+) {
+    let config = ApiServerConfig::default().watch_list(WatchList::Ignored);
+    let (server, client) = server_with(config).await;
+    pod("a").on("n1").create(&client).await;
+    pod("b").on("n2").create(&client).await;
+    let registry = InformerRegistry::new(client.clone())
+        .with_health(WatchHealthConfig::default().streaming_list_wait(wait));
+    let informer = registry.acquire(&pods_key(), &[path("spec.nodeName")], &[]);
+    (server, client, informer)
+}
+
+/// The informer syncs within `limit` and goes on following the watch.
+async fn syncs_and_follows(
+    client: &kube::Client,
+    informer: &wasmctrl::informer::Informer,
+    limit: std::time::Duration,
+) {
+    let (seen, handler) = recorder();
+    informer.add_handler(handler);
+    tokio::time::timeout(limit, informer.wait_synced())
+        .await
+        .expect("the cache syncs")
+        .unwrap();
+    assert_eq!(informer.len(), 2);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), PODS_NS);
+    pods.delete("a", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    until_seen(&seen, ChangeKind::Deleted, "a").await;
+    pod("c").on("n3").create(client).await;
+    until_seen(&seen, ChangeKind::Added, "c").await;
+    assert!(informer.get(PODS_NS, "a").is_none());
+    assert_eq!(informer.len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streaming_list_that_never_marks_its_end_is_given_up_for_pages() {
+    let wait = std::time::Duration::from_secs(1);
+    let (_server, client, informer) = on_a_server_ignoring_streaming_lists(wait).await;
+    let started = std::time::Instant::now();
+    syncs_and_follows(&client, &informer, std::time::Duration::from_secs(30)).await;
+    // Only the paged list could sync it, after the silence.
+    assert!(started.elapsed() >= wait);
+    assert_eq!(informer.lists(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streaming_lists_that_keep_ending_without_their_mark_are_given_up_for_pages() {
+    // A silence of an hour would never be waited out here: the informer
+    // gives up streaming lists because two in a row end without their
+    // mark (the server closes each watch).
+    let (server, client, informer) =
+        on_a_server_ignoring_streaming_lists(std::time::Duration::from_secs(3600)).await;
+    let faults = server.faults();
+    let dropping = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            faults.drop_watches();
+        }
+    });
+    let synced =
+        tokio::time::timeout(std::time::Duration::from_secs(30), informer.wait_synced()).await;
+    dropping.abort();
+    synced.expect("the cache syncs").unwrap();
+    syncs_and_follows(&client, &informer, std::time::Duration::from_secs(1)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

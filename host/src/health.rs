@@ -30,6 +30,13 @@ pub const DEFAULT_UNHEALTHY_AFTER: Duration = Duration::from_secs(30);
 /// it, a restart (new credentials, new CA bundle, fresh connections) is
 /// more likely to help than further retries.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(300);
+/// Default time a streaming list may go without sending anything before
+/// marking the end of its initial events, after which the informer lists
+/// in pages instead. A server serving streaming lists sends the initial
+/// events back to back and the mark right after them (waiting at most 3 s
+/// first for its cache to catch up); one that accepted the request and
+/// ignored it (some aggregated API servers) never sends the mark.
+pub const DEFAULT_STREAMING_LIST_WAIT: Duration = Duration::from_secs(30);
 
 /// How long a failing watch is tolerated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +46,9 @@ pub struct WatchHealthConfig {
     /// After this long without a working watch, the informer fails and the
     /// host exits non-zero.
     pub deadline: Duration,
+    /// After this long with nothing from a streaming list that has not
+    /// marked the end of its initial events, the informer lists in pages.
+    pub streaming_list_wait: Duration,
 }
 
 impl Default for WatchHealthConfig {
@@ -46,6 +56,7 @@ impl Default for WatchHealthConfig {
         WatchHealthConfig {
             unhealthy_after: DEFAULT_UNHEALTHY_AFTER,
             deadline: DEFAULT_DEADLINE,
+            streaming_list_wait: DEFAULT_STREAMING_LIST_WAIT,
         }
     }
 }
@@ -66,6 +77,14 @@ impl WatchHealthConfig {
         self.deadline = deadline;
         self
     }
+
+    /// Sets how long a streaming list may send nothing before marking the
+    /// end of its initial events (then the informer lists in pages).
+    #[must_use]
+    pub fn streaming_list_wait(mut self, wait: Duration) -> Self {
+        self.streaming_list_wait = wait;
+        self
+    }
 }
 
 /// The `run` command's watch-health flags.
@@ -78,6 +97,11 @@ pub struct WatchHealthArgs {
     /// Exit non-zero after a watch has failed for this many seconds.
     #[arg(long, default_value_t = DEFAULT_DEADLINE.as_secs_f64())]
     pub watch_failure_deadline_seconds: f64,
+    /// List in pages when a streaming list sends nothing for this many
+    /// seconds before marking the end of its initial events (a server that
+    /// accepted it and ignored it).
+    #[arg(long, default_value_t = DEFAULT_STREAMING_LIST_WAIT.as_secs_f64())]
+    pub streaming_list_wait_seconds: f64,
 }
 
 impl WatchHealthArgs {
@@ -93,6 +117,10 @@ impl WatchHealthArgs {
             deadline: secs(
                 "watch-failure-deadline-seconds",
                 self.watch_failure_deadline_seconds,
+            )?,
+            streaming_list_wait: secs(
+                "streaming-list-wait-seconds",
+                self.streaming_list_wait_seconds,
             )?,
         })
     }
@@ -275,18 +303,28 @@ mod tests {
         let args = WatchHealthArgs {
             unhealthy_watch_seconds: 5.0,
             watch_failure_deadline_seconds: -1.0,
+            streaming_list_wait_seconds: 30.0,
         };
         let err = args.config().unwrap_err();
         assert!(err.contains("--watch-failure-deadline-seconds"), "{err}");
+        let args = WatchHealthArgs {
+            unhealthy_watch_seconds: 5.0,
+            watch_failure_deadline_seconds: 60.0,
+            streaming_list_wait_seconds: f64::NAN,
+        };
+        let err = args.config().unwrap_err();
+        assert!(err.contains("--streaming-list-wait-seconds"), "{err}");
         let ok = WatchHealthArgs {
             unhealthy_watch_seconds: 5.0,
             watch_failure_deadline_seconds: 60.0,
+            streaming_list_wait_seconds: 2.5,
         };
         assert_eq!(
             ok.config().unwrap(),
             WatchHealthConfig::default()
                 .unhealthy_after(Duration::from_secs(5))
                 .deadline(Duration::from_secs(60))
+                .streaming_list_wait(Duration::from_millis(2500))
         );
     }
 }

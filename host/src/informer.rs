@@ -5,7 +5,9 @@
 //! `410 Gone`) and how it lists: a streaming list (one watch with
 //! `sendInitialEvents`, decoded object by object as the server sends it)
 //! where the server serves one, else pages then a watch, chosen per
-//! informer by asking (see [`ListStrategy`]); projection at ingest (like client-go's transform) into the
+//! informer by asking (see [`ListStrategy`]) and by watching the answer
+//! (a server that accepts a streaming list and never marks the end of its
+//! initial events gets pages too, see [`InitialEvents`]); projection at ingest (like client-go's transform) into the
 //! informer's [`Store`] (see [`crate::store`], which decides what each event
 //! amounts to, tombstones included), notifying handlers, the sync state, and
 //! the registry that shares one informer between every guest that needs it,
@@ -621,6 +623,83 @@ fn events(
     futures::stream::poll_fn(move |cx| with_keep(&keep, || events.poll_next_unpin(cx))).boxed()
 }
 
+/// Streaming lists in a row that may end without marking the end of their
+/// initial events before the informer lists in pages (a dropped connection
+/// ends one; a server that ignores the request ends every one).
+const UNFINISHED_STREAMING_LISTS: u32 = 2;
+
+/// Whether a streaming list is on its way to marking the end of its initial
+/// events. A server that serves streaming lists sends the initial events
+/// back to back and the mark right after them; one that accepted the
+/// request and ignored it (some aggregated API servers do) goes on as a
+/// plain watch and never sends the mark, so the cache would never sync.
+/// Such a list is given up when it sends nothing for `wait` before the mark
+/// (the clock paused while the watcher retries an error, which is the
+/// deadline's business), or when [`UNFINISHED_STREAMING_LISTS`] in a row
+/// end without it.
+#[derive(Debug)]
+struct InitialEvents {
+    wait: std::time::Duration,
+    /// Between a streaming list's start and its mark.
+    open: bool,
+    /// When it last sent something (None: not open, or paused).
+    last: Option<tokio::time::Instant>,
+    /// Streaming lists in a row that ended without the mark.
+    unfinished: u32,
+}
+
+impl InitialEvents {
+    fn new(wait: std::time::Duration) -> Self {
+        InitialEvents {
+            wait,
+            open: false,
+            last: None,
+            unfinished: 0,
+        }
+    }
+
+    /// A streaming list starts at `now`; false when too many in a row
+    /// ended without the mark.
+    fn started(&mut self, now: tokio::time::Instant) -> bool {
+        if self.open {
+            self.unfinished += 1;
+        }
+        self.open = true;
+        self.last = Some(now);
+        self.unfinished < UNFINISHED_STREAMING_LISTS
+    }
+
+    /// An object of the initial events came at `now`.
+    fn object(&mut self, now: tokio::time::Instant) {
+        if self.open {
+            self.last = Some(now);
+        }
+    }
+
+    /// The watcher met an error: its retries are timed by the deadline.
+    fn failed(&mut self) {
+        self.last = None;
+    }
+
+    /// The end of the initial events was marked.
+    fn done(&mut self) {
+        *self = InitialEvents::new(self.wait);
+    }
+
+    /// When an open list that sends nothing more is given up.
+    fn give_up_at(&self) -> Option<tokio::time::Instant> {
+        self.last.map(|at| at + self.wait)
+    }
+}
+
+/// Sleeps until `at`, or forever when there is none.
+async fn until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
     let client = crate::health::observed(client, inner.health.clone());
     let ar = inner.key.api_resource();
@@ -632,99 +711,143 @@ async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
     let keep = Arc::new(Keep::for_paths(inner.projection.paths()));
     let mut strategy = ListStrategy::Streaming;
     let mut stream = events(&api, &inner.key, strategy, &keep);
+    let mut initial = InitialEvents::new(inner.health_config.streaming_list_wait);
     loop {
         let deadline = inner.health.failing_past(inner.health_config.deadline);
-        let event = tokio::select! {
-            event = stream.next() => event,
-            () = async {
-                match deadline {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
+        let give_up = match strategy {
+            ListStrategy::Streaming => initial.give_up_at(),
+            ListStrategy::Paged => None,
+        };
+        // Set when this informer is to list in pages from now on (logged
+        // where decided), starting over.
+        let mut to_pages = false;
+        tokio::select! {
+            event = stream.next() => {
+                let Some(event) = event else { return };
+                let now = tokio::time::Instant::now();
+                match event {
+                    Ok(watcher::Event::Init) => {
+                        if strategy == ListStrategy::Streaming && !initial.started(now) {
+                            tracing::warn!(
+                                resource = %resource,
+                                "{UNFINISHED_STREAMING_LISTS} streaming lists in a row ended without marking the end of their initial events; listing in pages"
+                            );
+                            to_pages = true;
+                        } else {
+                            writer.start_relist();
+                        }
+                    }
+                    Ok(watcher::Event::InitApply(obj)) => {
+                        initial.object(now);
+                        if let Some(change) = writer.apply(project(&inner, obj)) {
+                            notify(&inner, &change);
+                        }
+                    }
+                    Ok(watcher::Event::Apply(obj)) => {
+                        if let Some(change) = writer.apply(project(&inner, obj)) {
+                            notify(&inner, &change);
+                        }
+                    }
+                    Ok(watcher::Event::InitDone) => {
+                        initial.done();
+                        for tombstone in writer.finish_relist() {
+                            notify(&inner, &tombstone);
+                        }
+                        lock(&inner.interner).sweep();
+                        inner
+                            .lists
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        inner.state.send_replace(SyncState::Synced);
+                    }
+                    Ok(watcher::Event::Delete(obj)) => {
+                        let meta = &obj.metadata;
+                        let (ns, name) = (meta.namespace.as_deref(), meta.name.as_deref());
+                        if let Some(tombstone) = writer.delete(ns.unwrap_or(""), name.unwrap_or("")) {
+                            notify(&inner, &tombstone);
+                        }
+                    }
+                    Err(e) if strategy == ListStrategy::Streaming && streaming_refused(&e) => {
+                        // The server does not serve streaming lists (or
+                        // refuses this watch's parameters, which the paged
+                        // path then meets at its list, retried as any
+                        // failure).
+                        tracing::info!(
+                            resource = %resource,
+                            "the API server does not serve streaming lists ({}); listing in pages",
+                            crate::failure::describe(&e)
+                        );
+                        to_pages = true;
+                    }
+                    Err(e) => {
+                        initial.failed();
+                        if failed(&inner, &resource, &e) {
+                            return;
+                        }
+                    }
                 }
-            } => {
+            }
+            () = until(deadline) => {
                 let err = inner.health.deadline_passed(&inner.health_config, &resource);
                 tracing::error!(resource = %resource, "informer gives up: {err}");
                 inner.state.send_replace(SyncState::Failed(err));
                 return;
             }
-        };
-        let Some(event) = event else { return };
-        match event {
-            Ok(watcher::Event::Init) => writer.start_relist(),
-            Ok(watcher::Event::InitApply(obj)) | Ok(watcher::Event::Apply(obj)) => {
-                if let Some(change) = writer.apply(project(&inner, obj)) {
-                    notify(&inner, &change);
-                }
-            }
-            Ok(watcher::Event::InitDone) => {
-                for tombstone in writer.finish_relist() {
-                    notify(&inner, &tombstone);
-                }
-                lock(&inner.interner).sweep();
-                inner
-                    .lists
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                inner.state.send_replace(SyncState::Synced);
-            }
-            Ok(watcher::Event::Delete(obj)) => {
-                let meta = &obj.metadata;
-                let (ns, name) = (meta.namespace.as_deref(), meta.name.as_deref());
-                if let Some(tombstone) = writer.delete(ns.unwrap_or(""), name.unwrap_or("")) {
-                    notify(&inner, &tombstone);
-                }
-            }
-            Err(e) if strategy == ListStrategy::Streaming && streaming_refused(&e) => {
-                // The server does not serve streaming lists (or refuses
-                // this watch's parameters, which the paged path then
-                // meets at its list, retried as any failure): this
-                // informer lists in pages from now on, starting over.
-                tracing::info!(
+            () = until(give_up) => {
+                tracing::warn!(
                     resource = %resource,
-                    "the API server does not serve streaming lists ({}); listing in pages",
-                    crate::failure::describe(&e)
+                    "a streaming list sent nothing for {:?} without marking the end of its initial events (the API server accepted the request and ignored it?); listing in pages",
+                    initial.wait
                 );
-                strategy = ListStrategy::Paged;
-                stream = events(&api, &inner.key, strategy, &keep);
-            }
-            Err(e) => {
-                if let Some(metrics) = &inner.metrics {
-                    metrics
-                        .watch_failures
-                        .get_or_create(&crate::metrics::WatchFailureLabels {
-                            resource: crate::metrics::label_value(&resource),
-                            reason: crate::failure::watch_failure_reason(&e).to_string(),
-                        })
-                        .inc();
-                }
-                // Before any watch worked, a refusal is the configuration's
-                // (RBAC, the resource): loud at once. After, it may be an
-                // outage or a rollout: retried until the deadline.
-                let fatal = match inner.health.ever_established() {
-                    false => fatal(&e, &resource),
-                    true => None,
-                };
-                if let Some(err) = fatal {
-                    tracing::error!(
-                        resource = %resource,
-                        verb = err.verb,
-                        code = ?err.code,
-                        "informer cannot {} {}: {}",
-                        err.verb,
-                        resource,
-                        err.message
-                    );
-                    inner.state.send_replace(SyncState::Failed(err));
-                    return;
-                }
-                let described = crate::failure::describe(&e);
-                if inner.health.failed(described.clone()) {
-                    tracing::warn!(resource = %resource, "watch error, retrying with backoff: {described}");
-                } else {
-                    tracing::debug!(resource = %resource, "watch error, retrying with backoff: {described}");
-                }
+                to_pages = true;
             }
         }
+        if to_pages {
+            strategy = ListStrategy::Paged;
+            stream = events(&api, &inner.key, strategy, &keep);
+        }
     }
+}
+
+/// Handles a failed list or watch of the informer: counted, then fatal
+/// (true: the informer has failed) when it is a refusal before any watch
+/// worked, else logged and left to the watcher's backoff.
+fn failed(inner: &Inner, resource: &str, e: &watcher::Error) -> bool {
+    if let Some(metrics) = &inner.metrics {
+        metrics
+            .watch_failures
+            .get_or_create(&crate::metrics::WatchFailureLabels {
+                resource: crate::metrics::label_value(resource),
+                reason: crate::failure::watch_failure_reason(e).to_string(),
+            })
+            .inc();
+    }
+    // Before any watch worked, a refusal is the configuration's (RBAC, the
+    // resource): loud at once. After, it may be an outage or a rollout:
+    // retried until the deadline.
+    let fatal = match inner.health.ever_established() {
+        false => fatal(e, resource),
+        true => None,
+    };
+    if let Some(err) = fatal {
+        tracing::error!(
+            resource = %resource,
+            verb = err.verb,
+            code = ?err.code,
+            "informer cannot {} {}: {}",
+            err.verb,
+            resource,
+            err.message
+        );
+        inner.state.send_replace(SyncState::Failed(err));
+        return true;
+    }
+    let described = crate::failure::describe(e);
+    if inner.health.failed(described.clone()) {
+        tracing::warn!(resource = %resource, "watch error, retrying with backoff: {described}");
+    } else {
+        tracing::debug!(resource = %resource, "watch error, retrying with backoff: {described}");
+    }
+    false
 }
 
 /// Shares informers between guests: one per [`InformerKey`], holding the
@@ -1024,5 +1147,49 @@ mod tests {
             assert!(b.body.head().get("status").is_none());
         });
         assert!(KEEP.with(|k| k.borrow().is_none()));
+    }
+
+    #[test]
+    fn a_streaming_list_is_given_up_after_a_silence_before_its_mark() {
+        let wait = std::time::Duration::from_secs(30);
+        let t0 = tokio::time::Instant::now();
+        let at = |s: u64| t0 + std::time::Duration::from_secs(s);
+        let mut i = InitialEvents::new(wait);
+        assert_eq!(i.give_up_at(), None, "nothing open");
+        assert!(i.started(at(0)));
+        assert_eq!(i.give_up_at(), Some(at(30)));
+        i.object(at(5));
+        assert_eq!(
+            i.give_up_at(),
+            Some(at(35)),
+            "each object restarts the wait"
+        );
+        i.failed();
+        assert_eq!(i.give_up_at(), None, "paused while the watcher retries");
+        i.object(at(50));
+        assert_eq!(i.give_up_at(), Some(at(80)), "resumed by the next object");
+        i.done();
+        assert_eq!(i.give_up_at(), None);
+        i.object(at(90));
+        assert_eq!(
+            i.give_up_at(),
+            None,
+            "changes after the mark are no initial events"
+        );
+    }
+
+    #[test]
+    fn streaming_lists_ending_without_their_mark_are_given_up_after_two_in_a_row() {
+        let t0 = tokio::time::Instant::now();
+        let mut i = InitialEvents::new(std::time::Duration::from_secs(30));
+        // One ends early (a dropped connection), the next marks its end:
+        // the count starts over.
+        assert!(i.started(t0));
+        assert!(i.started(t0));
+        i.done();
+        assert!(i.started(t0), "a relist after a completed list");
+        assert!(i.started(t0), "one ended without the mark");
+        i.failed();
+        assert!(!i.started(t0), "two in a row ended without the mark");
     }
 }

@@ -38,6 +38,24 @@ pub const DEFAULT_TOO_LARGE_RV_WAIT: Duration = Duration::from_secs(3);
 pub const INITIAL_NAMESPACES: [&str; 4] =
     ["default", "kube-system", "kube-public", "kube-node-lease"];
 
+/// How the server answers a watch asking for `sendInitialEvents=true` (a
+/// streaming list).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WatchList {
+    /// Served: the state as `ADDED` events, a bookmark annotated
+    /// `k8s.io/initial-events-end`, then changes (the `WatchList` feature
+    /// on, as in Kubernetes 1.32 and from 1.34).
+    #[default]
+    Served,
+    /// Refused with 422, as by a server with the `WatchList` feature gate
+    /// off (1.33's default, and every release before 1.32).
+    Refused,
+    /// Accepted and ignored, as by some aggregated API servers: the watch
+    /// goes on as one without the parameter (the state as `ADDED` events,
+    /// then changes), and the end of the initial events is never marked.
+    Ignored,
+}
+
 /// Configuration of an embedded API server.
 #[derive(Debug, Clone)]
 pub struct ApiServerConfig {
@@ -55,7 +73,7 @@ pub struct ApiServerConfig {
     pub(crate) header_read_timeout: Duration,
     pub(crate) watch_send_deadline: Duration,
     pub(crate) too_large_rv_wait: Duration,
-    pub(crate) watch_list: bool,
+    pub(crate) watch_list: WatchList,
 }
 
 impl Default for ApiServerConfig {
@@ -75,7 +93,7 @@ impl Default for ApiServerConfig {
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             watch_send_deadline: DEFAULT_WATCH_SEND_DEADLINE,
             too_large_rv_wait: DEFAULT_TOO_LARGE_RV_WAIT,
-            watch_list: true,
+            watch_list: WatchList::Served,
         }
     }
 }
@@ -199,13 +217,11 @@ impl ApiServerConfig {
         self
     }
 
-    /// Whether watches may ask for `sendInitialEvents` (streaming lists;
-    /// default on, as in Kubernetes 1.32 and from 1.34). Off, such a watch
-    /// is refused with 422 as by a server with the `WatchList` feature gate
-    /// off (1.33's default, and every release before 1.32).
+    /// How watches asking for `sendInitialEvents` are answered (default
+    /// [`WatchList::Served`]).
     #[must_use]
-    pub fn watch_list(mut self, on: bool) -> Self {
-        self.watch_list = on;
+    pub fn watch_list(mut self, mode: WatchList) -> Self {
+        self.watch_list = mode;
         self
     }
 }

@@ -57,8 +57,8 @@ pub(crate) struct AppState {
     pub too_large_rv_wait: Duration,
     /// How long one watch event may wait for its client before the watch is cut off.
     pub watch_send_deadline: Duration,
-    /// Whether watches may ask for `sendInitialEvents` (the `WatchList` feature).
-    pub watch_list: bool,
+    /// How watches asking for `sendInitialEvents` are answered.
+    pub watch_list: crate::config::WatchList,
 }
 
 /// The single axum handler: every path goes through here.

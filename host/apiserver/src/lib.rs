@@ -44,5 +44,7 @@ pub use wasmctrl_kube_rules::selector;
 
 pub use auth::{Rule, Scope, User};
 pub use faults::{FailRequests, FaultCommand, Faults};
-pub use server::{serve_until_signal, ApiServer, ApiServerConfig, RunningApiServer, ServerError};
+pub use server::{
+    serve_until_signal, ApiServer, ApiServerConfig, RunningApiServer, ServerError, WatchList,
+};
 pub use status::ApiError;

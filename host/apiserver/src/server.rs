@@ -29,7 +29,7 @@ use super::registry::Registry;
 use super::store::Store;
 
 pub use super::config::{
-    ApiServerConfig, DEFAULT_BOOKMARK_INTERVAL, DEFAULT_HISTORY, DEFAULT_WATCH_TIMEOUT,
+    ApiServerConfig, WatchList, DEFAULT_BOOKMARK_INTERVAL, DEFAULT_HISTORY, DEFAULT_WATCH_TIMEOUT,
     INITIAL_NAMESPACES,
 };
 

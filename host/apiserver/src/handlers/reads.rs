@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use std::time::Duration;
 
 use super::{json_response, parse_rv, store_err, value_response, Ctx};
+use crate::config::WatchList;
 use crate::convert;
 use crate::status::{ApiError, Result};
 use crate::store::{ObjKey, StoreError};
@@ -179,12 +180,15 @@ impl Ctx<'_> {
         let bookmarks = self
             .q("allowWatchBookmarks")
             .is_some_and(|b| b == "true" || b == "1");
-        if self.q("sendInitialEvents").is_some() && !self.app.watch_list {
-            return Err(ApiError::Unprocessable(
-                "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled".into(),
-            ));
-        }
-        let send_initial = self.q("sendInitialEvents").is_some_and(|b| b == "true");
+        let send_initial = match self.app.watch_list {
+            WatchList::Refused if self.q("sendInitialEvents").is_some() => {
+                return Err(ApiError::Unprocessable(
+                    "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled".into(),
+                ));
+            }
+            WatchList::Served => self.q("sendInitialEvents").is_some_and(|b| b == "true"),
+            WatchList::Refused | WatchList::Ignored => false,
+        };
         if send_initial && self.q("resourceVersionMatch") != Some("NotOlderThan") {
             return Err(ApiError::Unprocessable(
                 "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan".into(),
