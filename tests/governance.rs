@@ -260,6 +260,22 @@ fn out_of_range_numeric_flags_are_usage_errors_not_panics() {
         ),
         ([&run[..], &["--guest-fuel", "0"]].concat(), "--guest-fuel"),
         (
+            [&run[..], &["--unhealthy-watch-seconds", "inf"]].concat(),
+            "--unhealthy-watch-seconds",
+        ),
+        (
+            [&run[..], &["--watch-failure-deadline-seconds=-1"]].concat(),
+            "--watch-failure-deadline-seconds",
+        ),
+        (
+            [&run[..], &["--streaming-list-wait-seconds", "nan"]].concat(),
+            "--streaming-list-wait-seconds",
+        ),
+        (
+            [&run[..], &["--streaming-list-wait-seconds", "1e300"]].concat(),
+            "--streaming-list-wait-seconds",
+        ),
+        (
             [&reconcile[..], &["--guest-memory-mib", "17592186044416"]].concat(),
             "--guest-memory-mib",
         ),

@@ -87,20 +87,37 @@ impl WatchHealthConfig {
     }
 }
 
+/// Longest duration a watch-health flag accepts: one year.
+const MAX_FLAG_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
+
+/// A watch-health flag's value, as a clap value parser: a finite number of
+/// seconds from 0 to a year, else a usage error naming the flag.
+fn flag_seconds(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number"))?;
+    if v.is_finite() && (0.0..=MAX_FLAG_SECONDS).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{s} is not in 0..={MAX_FLAG_SECONDS} seconds"))
+    }
+}
+
 /// The `run` command's watch-health flags.
 #[derive(Debug, Clone, clap::Args)]
 pub struct WatchHealthArgs {
     /// Report not ready (`/readyz`) after a watch has failed for this many
     /// seconds (errors after the caches synced are retried with backoff).
-    #[arg(long, default_value_t = DEFAULT_UNHEALTHY_AFTER.as_secs_f64())]
+    #[arg(long, default_value_t = DEFAULT_UNHEALTHY_AFTER.as_secs_f64(), value_parser = flag_seconds)]
     pub unhealthy_watch_seconds: f64,
     /// Exit non-zero after a watch has failed for this many seconds.
-    #[arg(long, default_value_t = DEFAULT_DEADLINE.as_secs_f64())]
+    #[arg(long, default_value_t = DEFAULT_DEADLINE.as_secs_f64(), value_parser = flag_seconds)]
     pub watch_failure_deadline_seconds: f64,
     /// List in pages when a streaming list sends nothing for this many
     /// seconds before marking the end of its initial events (a server that
     /// accepted it and ignored it).
-    #[arg(long, default_value_t = DEFAULT_STREAMING_LIST_WAIT.as_secs_f64())]
+    #[arg(long, default_value_t = DEFAULT_STREAMING_LIST_WAIT.as_secs_f64(), value_parser = flag_seconds)]
     pub streaming_list_wait_seconds: f64,
 }
 

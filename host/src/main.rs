@@ -354,13 +354,17 @@ fn host_namespace(flag: Option<String>, client: &kube::Client) -> String {
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
+    // Flags are checked before anything connects: a bad value is named
+    // even where no cluster is reachable.
+    let guest_config = wasmctrl::config::parse_guest_pairs(&args.config)?;
+    let runtime = args.sandbox.runtime_config()?;
+    let watch_health = args.watch_health.config().map_err(anyhow::Error::msg)?;
     let limits = wasmctrl::client::ClientLimits::default()
         .qps(args.kube_api_qps)
         .burst(args.kube_api_burst);
     let metrics = std::sync::Arc::new(wasmctrl::metrics::Metrics::new());
     let client = kube_client(args.kubeconfig.as_deref(), limits, Some(metrics.clone())).await?;
     let namespace = host_namespace(args.namespace, &client);
-    let guest_config = wasmctrl::config::parse_guest_pairs(&args.config)?;
     let config = wasmctrl::supervisor::SupervisorConfig {
         guests: args.guests,
         namespace,
@@ -369,14 +373,14 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             .workers(usize::try_from(args.workers).unwrap_or(1))
             .resync(Duration::from_secs(args.resync_seconds))
             .instance(std::env::var("POD_NAME").ok()),
-        runtime: args.sandbox.runtime_config()?,
+        runtime,
         guest_dir: args.guest_dir,
         rescan: Some(Duration::from_secs(args.guest_rescan_seconds)),
         pod: match (std::env::var("POD_NAMESPACE"), std::env::var("POD_NAME")) {
             (Ok(ns), Ok(name)) if !ns.is_empty() && !name.is_empty() => Some((ns, name)),
             _ => None,
         },
-        watch_health: args.watch_health.config().map_err(anyhow::Error::msg)?,
+        watch_health,
     };
     let _metrics_endpoint = wasmctrl::metrics::serve_metrics(args.metrics_addr, metrics.clone())
         .await
