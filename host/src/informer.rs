@@ -722,6 +722,10 @@ async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
         // where decided), starting over.
         let mut to_pages = false;
         tokio::select! {
+            // An event already waiting goes first: a task that was not
+            // polled for a while must not mistake that for the server's
+            // silence.
+            biased;
             event = stream.next() => {
                 let Some(event) = event else { return };
                 let now = tokio::time::Instant::now();
