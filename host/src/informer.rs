@@ -718,77 +718,15 @@ async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
             ListStrategy::Streaming => initial.give_up_at(),
             ListStrategy::Paged => None,
         };
-        // Set when this informer is to list in pages from now on (logged
-        // where decided), starting over.
-        let mut to_pages = false;
-        tokio::select! {
+        // None: the streaming list has been silent for too long.
+        let event = tokio::select! {
             // An event already waiting goes first: a task that was not
             // polled for a while must not mistake that for the server's
             // silence.
             biased;
             event = stream.next() => {
                 let Some(event) = event else { return };
-                let now = tokio::time::Instant::now();
-                match event {
-                    Ok(watcher::Event::Init) => {
-                        if strategy == ListStrategy::Streaming && !initial.started(now) {
-                            tracing::warn!(
-                                resource = %resource,
-                                "{UNFINISHED_STREAMING_LISTS} streaming lists in a row ended without marking the end of their initial events; listing in pages"
-                            );
-                            to_pages = true;
-                        } else {
-                            writer.start_relist();
-                        }
-                    }
-                    Ok(watcher::Event::InitApply(obj)) => {
-                        initial.object(now);
-                        if let Some(change) = writer.apply(project(&inner, obj)) {
-                            notify(&inner, &change);
-                        }
-                    }
-                    Ok(watcher::Event::Apply(obj)) => {
-                        if let Some(change) = writer.apply(project(&inner, obj)) {
-                            notify(&inner, &change);
-                        }
-                    }
-                    Ok(watcher::Event::InitDone) => {
-                        initial.done();
-                        for tombstone in writer.finish_relist() {
-                            notify(&inner, &tombstone);
-                        }
-                        lock(&inner.interner).sweep();
-                        inner
-                            .lists
-                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        inner.state.send_replace(SyncState::Synced);
-                    }
-                    Ok(watcher::Event::Delete(obj)) => {
-                        let meta = &obj.metadata;
-                        let (ns, name) = (meta.namespace.as_deref(), meta.name.as_deref());
-                        if let Some(tombstone) = writer.delete(ns.unwrap_or(""), name.unwrap_or("")) {
-                            notify(&inner, &tombstone);
-                        }
-                    }
-                    Err(e) if strategy == ListStrategy::Streaming && streaming_refused(&e) => {
-                        // The server does not serve streaming lists (or
-                        // refuses this watch's parameters, which the paged
-                        // path then meets at its list, retried as any
-                        // failure).
-                        tracing::info!(
-                            resource = %resource,
-                            "the API server does not serve streaming lists ({}); listing in pages",
-                            crate::failure::describe(&e)
-                        );
-                        to_pages = true;
-                    }
-                    Err(e) => {
-                        initial.failed();
-                        if failed(&inner, &resource, &e) {
-                            return;
-                        }
-                    }
-                }
+                Some(event)
             }
             () = until(deadline) => {
                 let err = inner.health.deadline_passed(&inner.health_config, &resource);
@@ -796,15 +734,84 @@ async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
                 inner.state.send_replace(SyncState::Failed(err));
                 return;
             }
-            () = until(give_up) => {
+            () = until(give_up) => None,
+        };
+        // Whether this informer lists in pages from now on (logged where
+        // decided), starting over.
+        let to_pages = match event {
+            None => {
                 tracing::warn!(
                     resource = %resource,
                     "a streaming list sent nothing for {:?} without marking the end of its initial events (the API server accepted the request and ignored it?); listing in pages",
                     initial.wait
                 );
-                to_pages = true;
+                true
             }
-        }
+            Some(Ok(watcher::Event::Init)) => {
+                let given_up = strategy == ListStrategy::Streaming
+                    && !initial.started(tokio::time::Instant::now());
+                if given_up {
+                    tracing::warn!(
+                        resource = %resource,
+                        "{UNFINISHED_STREAMING_LISTS} streaming lists in a row ended without marking the end of their initial events; listing in pages"
+                    );
+                } else {
+                    writer.start_relist();
+                }
+                given_up
+            }
+            Some(Ok(watcher::Event::InitApply(obj))) => {
+                initial.object(tokio::time::Instant::now());
+                if let Some(change) = writer.apply(project(&inner, obj)) {
+                    notify(&inner, &change);
+                }
+                false
+            }
+            Some(Ok(watcher::Event::Apply(obj))) => {
+                if let Some(change) = writer.apply(project(&inner, obj)) {
+                    notify(&inner, &change);
+                }
+                false
+            }
+            Some(Ok(watcher::Event::InitDone)) => {
+                initial.done();
+                for tombstone in writer.finish_relist() {
+                    notify(&inner, &tombstone);
+                }
+                lock(&inner.interner).sweep();
+                inner
+                    .lists
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                inner.state.send_replace(SyncState::Synced);
+                false
+            }
+            Some(Ok(watcher::Event::Delete(obj))) => {
+                let meta = &obj.metadata;
+                let (ns, name) = (meta.namespace.as_deref(), meta.name.as_deref());
+                if let Some(tombstone) = writer.delete(ns.unwrap_or(""), name.unwrap_or("")) {
+                    notify(&inner, &tombstone);
+                }
+                false
+            }
+            Some(Err(e)) if strategy == ListStrategy::Streaming && streaming_refused(&e) => {
+                // The server does not serve streaming lists (or refuses
+                // this watch's parameters, which the paged path then meets
+                // at its list, retried as any failure).
+                tracing::info!(
+                    resource = %resource,
+                    "the API server does not serve streaming lists ({}); listing in pages",
+                    crate::failure::describe(&e)
+                );
+                true
+            }
+            Some(Err(e)) => {
+                initial.failed();
+                if watch_failed(&inner, &resource, &e) {
+                    return;
+                }
+                false
+            }
+        };
         if to_pages {
             strategy = ListStrategy::Paged;
             stream = events(&api, &inner.key, strategy, &keep);
@@ -815,7 +822,7 @@ async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
 /// Handles a failed list or watch of the informer: counted, then fatal
 /// (true: the informer has failed) when it is a refusal before any watch
 /// worked, else logged and left to the watcher's backoff.
-fn failed(inner: &Inner, resource: &str, e: &watcher::Error) -> bool {
+fn watch_failed(inner: &Inner, resource: &str, e: &watcher::Error) -> bool {
     if let Some(metrics) = &inner.metrics {
         metrics
             .watch_failures
