@@ -81,7 +81,10 @@ pub fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
     obj.get("metadata")?.get(field)?.as_str()
 }
 
-/// Sets the system fields of a new object and applies per-kind defaults.
+/// Sets the system fields of a new object and applies per-kind defaults
+/// (what the real server's decoding defaults, so the request's field
+/// manager owns them). [`strategy_create`] follows once the managed fields
+/// are recorded.
 pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, now: &str) {
     let generation = tracks_generation(info);
     let meta = meta_mut(obj);
@@ -109,8 +112,6 @@ pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, now: &str) {
             if !obj.get("spec").is_some_and(Value::is_object) {
                 obj["spec"] = json!({});
             }
-            obj["spec"]["finalizers"] = json!(["kubernetes"]);
-            obj["status"] = json!({"phase": "Active"});
         }
         (g, _) if info.has_status && !g.is_empty() && g != "apiextensions.k8s.io" => {
             // custom resources: status is only written through /status
@@ -119,6 +120,20 @@ pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, now: &str) {
             }
         }
         _ => {}
+    }
+}
+
+/// What the kind's strategy sets on create after the request's managed
+/// fields are recorded (`PrepareForCreate`, which runs inside the storage
+/// layer), so no manager owns it: a namespace's `kubernetes` finalizer and
+/// its `Active` phase.
+pub fn strategy_create(info: &ResourceInfo, obj: &mut Value) {
+    if (info.group.as_str(), info.plural.as_str()) == ("", "namespaces") {
+        if !obj.get("spec").is_some_and(Value::is_object) {
+            obj["spec"] = json!({});
+        }
+        obj["spec"]["finalizers"] = json!(["kubernetes"]);
+        obj["status"] = json!({"phase": "Active"});
     }
 }
 

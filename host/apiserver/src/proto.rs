@@ -137,25 +137,28 @@ fn owner_reference(b: &[u8]) -> Result<Value, ProtoError> {
     Ok(Value::Object(o))
 }
 
+/// Inserts string `x` at `key` unless it is empty. Go's generated protobuf
+/// code writes every non-pointer string, empty or not (kubectl's body for
+/// `create configmap` carries `generateName`, `uid` and `resourceVersion`
+/// as ""); decoded into the Go struct, an empty one is then dropped from
+/// JSON by the field's `omitempty`, as it is here.
+fn insert_nonempty(m: &mut Map<String, Value>, key: &str, x: &[u8]) -> Result<(), ProtoError> {
+    let s = string(x)?;
+    if !s.is_empty() {
+        m.insert(key.into(), s.into());
+    }
+    Ok(())
+}
+
 fn object_meta(b: &[u8]) -> Result<Value, ProtoError> {
     let mut m = Map::new();
     for (num, f) in fields(b)? {
         match (num, f) {
-            (1, Field::Bytes(x)) => {
-                m.insert("name".into(), string(x)?.into());
-            }
-            (2, Field::Bytes(x)) => {
-                m.insert("generateName".into(), string(x)?.into());
-            }
-            (3, Field::Bytes(x)) => {
-                m.insert("namespace".into(), string(x)?.into());
-            }
-            (5, Field::Bytes(x)) => {
-                m.insert("uid".into(), string(x)?.into());
-            }
-            (6, Field::Bytes(x)) => {
-                m.insert("resourceVersion".into(), string(x)?.into());
-            }
+            (1, Field::Bytes(x)) => insert_nonempty(&mut m, "name", x)?,
+            (2, Field::Bytes(x)) => insert_nonempty(&mut m, "generateName", x)?,
+            (3, Field::Bytes(x)) => insert_nonempty(&mut m, "namespace", x)?,
+            (5, Field::Bytes(x)) => insert_nonempty(&mut m, "uid", x)?,
+            (6, Field::Bytes(x)) => insert_nonempty(&mut m, "resourceVersion", x)?,
             (11, Field::Bytes(x)) => insert_entry(&mut m, "labels", map_entry(x, false)?),
             (12, Field::Bytes(x)) => insert_entry(&mut m, "annotations", map_entry(x, false)?),
             (13, Field::Bytes(x)) => {
@@ -200,9 +203,7 @@ fn decode_kind(kind: &str, raw: &[u8]) -> Result<Map<String, Value>, ProtoError>
             ("ConfigMap", 2) => insert_entry(&mut obj, "data", map_entry(x, false)?),
             ("ConfigMap", 3) => insert_entry(&mut obj, "binaryData", map_entry(x, true)?),
             ("Secret", 2) => insert_entry(&mut obj, "data", map_entry(x, true)?),
-            ("Secret", 3) => {
-                obj.insert("type".into(), string(x)?.into());
-            }
+            ("Secret", 3) => insert_nonempty(&mut obj, "type", x)?,
             ("Secret", 4) => insert_entry(&mut obj, "stringData", map_entry(x, false)?),
             ("Namespace", 2) => {
                 let mut finalizers = Vec::new();
@@ -211,7 +212,12 @@ fn decode_kind(kind: &str, raw: &[u8]) -> Result<Map<String, Value>, ProtoError>
                         finalizers.push(Value::String(string(s)?));
                     }
                 }
-                obj.insert("spec".into(), json!({"finalizers": finalizers}));
+                // `finalizers` is omitempty; the spec, a struct, is not.
+                let spec = match finalizers.is_empty() {
+                    true => json!({}),
+                    false => json!({ "finalizers": finalizers }),
+                };
+                obj.insert("spec".into(), spec);
             }
             _ => {}
         }
@@ -333,6 +339,36 @@ mod tests {
         assert_eq!(
             v,
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "demo", "labels": {"app": "x"}}, "data": {"k": "v"}})
+        );
+    }
+
+    #[test]
+    fn empty_strings_go_generated_code_writes_are_left_out_as_omitempty_does() {
+        // ObjectMeta as kubectl 1.32 sends it for `create configmap c -n
+        // ml`: name, then generateName, namespace, selfLink, uid and
+        // resourceVersion, the empty ones written as "".
+        let meta = [
+            field(1, b"c"),
+            field(2, b""),
+            field(3, b"ml"),
+            field(4, b""),
+            field(5, b""),
+            field(6, b""),
+        ]
+        .concat();
+        let ns = [field(1, &[field(1, b"team")].concat()), field(2, b"")].concat();
+        let tm = [field(1, b"v1"), field(2, b"Namespace")].concat();
+        let body = [MAGIC.to_vec(), field(1, &tm), field(2, &ns)].concat();
+        assert_eq!(
+            decode(&body).unwrap(),
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}, "spec": {}})
+        );
+        let secret = [field(1, &meta), field(3, b"")].concat();
+        let tm = [field(1, b"v1"), field(2, b"Secret")].concat();
+        let body = [MAGIC.to_vec(), field(1, &tm), field(2, &secret)].concat();
+        assert_eq!(
+            decode(&body).unwrap(),
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "c", "namespace": "ml"}})
         );
     }
 

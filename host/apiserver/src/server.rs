@@ -24,7 +24,7 @@ use super::auth::{Tokens, User};
 use super::faults::Faults;
 use super::gc;
 use super::handlers::{self, AppState};
-use super::objects::{now_rfc3339, prepare_create};
+use super::objects::{now_rfc3339, prepare_create, strategy_create};
 use super::registry::Registry;
 use super::store::Store;
 
@@ -125,6 +125,7 @@ fn seed_namespaces(store: &Store, registry: &Registry) {
     for ns in INITIAL_NAMESPACES {
         let mut obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
         prepare_create(&info, &mut obj, &now);
+        strategy_create(&info, &mut obj);
         // A fresh store cannot already hold them.
         let _ = store.create("namespaces", (String::new(), ns.to_string()), obj);
     }

@@ -150,6 +150,36 @@ async fn kubectl_create_get_apply_patch_delete_and_watch() {
         .ok(&["-n", "work", "get", "cm", "gen", "-o", "jsonpath={.data.a}"])
         .await;
     assert_eq!(data, "b");
+    // As a real server: the empty strings Go's protobuf code writes are
+    // dropped (omitempty), and the namespace's finalizer, set by its
+    // strategy after the managed fields are recorded, is nobody's.
+    let meta = k
+        .ok(&[
+            "-n",
+            "work",
+            "get",
+            "cm",
+            "gen",
+            "--show-managed-fields",
+            "-o",
+            "jsonpath={.metadata.generateName}|{.metadata.managedFields[*].fieldsV1}",
+        ])
+        .await;
+    assert_eq!(meta, r#"|{"f:data":{".":{},"f:a":{}}}"#);
+    let ns = k
+        .ok(&[
+            "get",
+            "namespace",
+            "work",
+            "--show-managed-fields",
+            "-o",
+            "jsonpath={.spec.finalizers}|{.metadata.managedFields[*].fieldsV1}",
+        ])
+        .await;
+    assert_eq!(
+        ns,
+        r#"["kubernetes"]|{"f:metadata":{"f:labels":{".":{},"f:kubernetes.io/metadata.name":{}}}}"#
+    );
     k.ok(&[
         "-n",
         "work",

@@ -21,7 +21,7 @@ use crate::namespaces;
 use crate::object_rules;
 use crate::objects::{
     generated_name, meta_mut, meta_str, now_rfc3339, prepare_create, prepare_update,
-    ready_to_remove, validate_name,
+    ready_to_remove, strategy_create, validate_name,
 };
 use crate::patch;
 use crate::pods;
@@ -101,6 +101,7 @@ impl Ctx<'_> {
             &self.apply_options(),
             &self.target.object_kind(),
         );
+        strategy_create(&self.target.info, &mut obj);
         let key = (
             self.target.namespace.clone().unwrap_or_default(),
             name.clone(),
@@ -473,6 +474,7 @@ impl Ctx<'_> {
         let now = now_rfc3339();
         let mut obj = convert::to_storage(&self.target.info, obj);
         prepare_create(&self.target.info, &mut obj, &now);
+        strategy_create(&self.target.info, &mut obj);
         self.admit_custom(&mut obj)?;
         self.check_pod(None, &mut obj)?;
         crd::on_create(&self.target.info, &mut obj);
