@@ -75,6 +75,7 @@ fn widget_guest() -> Vec<u8> {
             version: "v1".into(),
             kind: "Widget".into(),
             plural: Some("widgets".into()),
+            namespace: None,
             fields: vec!["spec.cycle".into()],
             indexes: Vec::new(),
             keys: WatKeys::PerObject,

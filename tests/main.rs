@@ -26,6 +26,7 @@ mod informer;
 mod leader;
 mod metrics;
 mod missing_kind;
+mod own_kind;
 mod pipeline;
 mod quota;
 mod related;

@@ -980,9 +980,11 @@ pub fn field_positions(projection: &Projection, wanted: &[FieldPath]) -> Vec<usi
         .collect()
 }
 
-/// Parses a whole object from a projected `Json` text value (outputs cache).
-pub fn whole_object(obj: &ProjectedObject) -> Option<Json> {
-    match obj.field(0).first()? {
+/// Parses the whole object kept at informer position `at` (the position of
+/// [`FieldPath::whole`] in the informer's projection, which a watch of the
+/// same resource may have widened: never assume it is first).
+pub fn whole_object(obj: &ProjectedObject, at: usize) -> Option<Json> {
+    match obj.field(at).first()? {
         crate::projection::Projected::Json(text) => serde_json::from_str(text).ok(),
         _ => None,
     }
@@ -1112,7 +1114,7 @@ mod tests {
         let parsed = projection.project(&obj, &mut interner);
         assert!(from_text.same_content(&parsed));
         assert_eq!(from_text.resource_version, parsed.resource_version);
-        assert_eq!(whole_object(&from_text), Some(obj));
+        assert_eq!(whole_object(&from_text, 0), Some(obj));
         // Not for a projection of whole objects and some of their fields.
         let mixed = Projection::new(
             vec![FieldPath::whole(), paths(&["spec.nodeName"])[0].clone()],

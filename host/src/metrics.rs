@@ -640,6 +640,11 @@ impl GuestMetrics {
         self.applies.get()
     }
 
+    /// Delete requests that succeeded.
+    pub fn deletes(&self) -> u64 {
+        self.deletes.get()
+    }
+
     /// Applies skipped as no-ops.
     pub fn skipped(&self) -> u64 {
         self.skipped.get()

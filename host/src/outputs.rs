@@ -212,13 +212,18 @@ struct ParsedCache(Mutex<HashMap<ObjectKey, Parsed>>);
 impl ParsedCache {
     /// `obj` (the cached version of `target`) parsed: kept from before
     /// when that version was parsed already.
-    fn get_or_parse(&self, target: &ObjectKey, obj: &ProjectedObject) -> Option<Arc<Json>> {
+    fn get_or_parse(
+        &self,
+        target: &ObjectKey,
+        obj: &ProjectedObject,
+        at: usize,
+    ) -> Option<Arc<Json>> {
         if let Some((rv, json)) = lock(&self.0).get(target) {
             if !rv.is_empty() && *rv == obj.resource_version {
                 return Some(json.clone());
             }
         }
-        let json = Arc::new(whole_object(obj)?);
+        let json = Arc::new(whole_object(obj, at)?);
         let mut parsed = lock(&self.0);
         // Bounded: a guest writing many objects keeps only recent ones.
         if parsed.len() >= PARSED_CACHE {
@@ -236,6 +241,11 @@ impl ParsedCache {
 struct Output {
     rule: WriteRule,
     informer: Informer,
+    /// Where the whole object sits in the informer's projection: the
+    /// registry shares one informer per resource and selectors, so a guest
+    /// watching the kind it writes widens the watch's projection with the
+    /// whole object, after the watch's own fields.
+    whole: usize,
     handler: u64,
 }
 
@@ -299,6 +309,7 @@ impl Outputs {
                 field_selector,
             };
             let informer = registry.acquire(&key, &[FieldPath::whole()], &[]);
+            let whole = whole_position(&informer);
             let (q, gvk) = (queue.clone(), rule.gvk.clone());
             let (producers, echoes) = (producers.clone(), echoes.clone());
             let (contests, parsed) = (contests.clone(), parsed.clone());
@@ -323,7 +334,7 @@ impl Outputs {
                     {
                         if let Ok(rt) = tokio::runtime::Handle::try_current() {
                             let (parsed, obj) = (parsed.clone(), change.object.clone());
-                            rt.spawn_blocking(move || parsed.get_or_parse(&written, &obj));
+                            rt.spawn_blocking(move || parsed.get_or_parse(&written, &obj, whole));
                         }
                     }
                     return;
@@ -349,6 +360,7 @@ impl Outputs {
             outputs.push(Output {
                 rule: rule.clone(),
                 informer,
+                whole,
                 handler,
             });
         }
@@ -388,24 +400,25 @@ impl Outputs {
         lock(&self.producers).insert(target.clone(), key.clone());
     }
 
-    fn cached(&self, target: &ObjectKey) -> Option<Arc<ProjectedObject>> {
+    fn cached(&self, target: &ObjectKey) -> Option<(Arc<ProjectedObject>, usize)> {
         let output = self.outputs.iter().find(|o| {
             o.rule
                 .allows(&target.gvk, target.namespace.as_deref(), &target.name)
         })?;
-        output
+        let obj = output
             .informer
-            .get(target.namespace.as_deref().unwrap_or(""), &target.name)
+            .get(target.namespace.as_deref().unwrap_or(""), &target.name)?;
+        Some((obj, output.whole))
     }
 
     /// The cached live object, if the cache has it (parsed once per
     /// version and shared).
     pub fn live(&self, target: &ObjectKey) -> Option<Arc<Json>> {
-        let Some(obj) = self.cached(target) else {
+        let Some((obj, whole)) = self.cached(target) else {
             self.parsed.forget(target);
             return None;
         };
-        self.parsed.get_or_parse(target, &obj)
+        self.parsed.get_or_parse(target, &obj, whole)
     }
 
     /// Drops the parsed form of `target` kept for its next write (its
@@ -417,9 +430,21 @@ impl Outputs {
     /// The cached live object's resourceVersion, without parsing it.
     pub fn live_version(&self, target: &ObjectKey) -> Option<Arc<str>> {
         self.cached(target)
-            .map(|o| o.resource_version.clone())
+            .map(|(o, _)| o.resource_version.clone())
             .filter(|rv| !rv.is_empty())
     }
+}
+
+/// Where [`FieldPath::whole`] sits in `informer`'s projection (an outputs
+/// informer always projects it: [`InformerRegistry::acquire`] only widens).
+fn whole_position(informer: &Informer) -> usize {
+    let whole = FieldPath::whole();
+    informer
+        .projection()
+        .paths()
+        .iter()
+        .position(|p| *p == whole)
+        .unwrap_or(usize::MAX)
 }
 
 /// The resourceVersion of a live object.
@@ -446,15 +471,15 @@ mod tests {
     fn a_live_object_is_parsed_once_per_version() {
         let cache = ParsedCache::default();
         let v1 = cached_at("1");
-        let a = cache.get_or_parse(&target(), &v1).unwrap();
+        let a = cache.get_or_parse(&target(), &v1, 0).unwrap();
         assert_eq!(a["data"]["n1"], "2");
-        let again = cache.get_or_parse(&target(), &v1).unwrap();
+        let again = cache.get_or_parse(&target(), &v1, 0).unwrap();
         assert!(Arc::ptr_eq(&a, &again), "the same version is parsed once");
-        let v2 = cache.get_or_parse(&target(), &cached_at("2")).unwrap();
+        let v2 = cache.get_or_parse(&target(), &cached_at("2"), 0).unwrap();
         assert!(!Arc::ptr_eq(&a, &v2));
         assert_eq!(resource_version(&v2), Some("2"));
         cache.forget(&target());
-        let after = cache.get_or_parse(&target(), &cached_at("2")).unwrap();
+        let after = cache.get_or_parse(&target(), &cached_at("2"), 0).unwrap();
         assert!(!Arc::ptr_eq(&v2, &after), "forgotten: parsed anew");
     }
 

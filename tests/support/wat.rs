@@ -30,6 +30,8 @@ pub struct WatWatch {
     pub version: String,
     pub kind: String,
     pub plural: Option<String>,
+    /// Watched in this namespace only (None: every namespace).
+    pub namespace: Option<String>,
     pub fields: Vec<String>,
     pub indexes: Vec<(String, String)>,
     pub keys: WatKeys,
@@ -45,6 +47,7 @@ impl WatWatch {
             version: "v1".into(),
             kind: "Pod".into(),
             plural: Some("pods".into()),
+            namespace: None,
             fields: vec!["spec.nodeName".into(), "status.phase".into()],
             indexes: Vec::new(),
             keys,
@@ -181,6 +184,7 @@ fn manifest_image(m: &WatManifest, base: u32) -> (String, u32) {
         mem.string(at, &w.name);
         mem.gvk(at + 8, &w.group, &w.version, &w.kind);
         mem.opt_string(at + 32, w.plural.as_deref());
+        mem.opt_string(at + 44, w.namespace.as_deref());
         mem.strings(at + 80, &w.fields);
         let indexes = mem.alloc(16 * w.indexes.len() as u32, 4);
         for (x, (name, field)) in w.indexes.iter().enumerate() {
@@ -302,6 +306,8 @@ fn plan_image(writes: &[WatWrite], base: u32) -> (String, u32) {
 pub enum Behaviour {
     /// Applies these documents.
     Apply(Vec<String>),
+    /// Returns these writes, whatever the snapshot holds.
+    Plan(Vec<WatWrite>),
     /// Traps.
     Trap,
     /// Loops until the deadline.
@@ -332,6 +338,10 @@ pub fn guest(m: &WatManifest, behaviour: Behaviour) -> Vec<u8> {
     let (plan_data, body) = match behaviour {
         Behaviour::Apply(docs) => {
             let writes: Vec<WatWrite> = docs.into_iter().map(WatWrite::Apply).collect();
+            let (d, at) = plan_image(&writes, 32_768);
+            (d, format!("(i32.const {at})"))
+        }
+        Behaviour::Plan(writes) => {
             let (d, at) = plan_image(&writes, 32_768);
             (d, format!("(i32.const {at})"))
         }
