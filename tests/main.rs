@@ -30,4 +30,5 @@ mod own_kind;
 mod pipeline;
 mod quota;
 mod related;
+mod spans;
 mod write_wars;

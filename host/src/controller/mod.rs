@@ -478,10 +478,16 @@ impl GuestController {
         self.queue.shutdown();
     }
 
-    /// One reconcile of `key`, measured.
+    /// One reconcile of `key`, measured, inside its own span. The span is
+    /// attached to the future (`Instrument`), never entered across an
+    /// `.await`: a guard held over a suspension point leaks into whatever
+    /// the worker thread polls next (another key's reconcile), nesting spans
+    /// across keys and guests.
     async fn reconcile(&self, key: RequestKey) -> Outcome {
+        use tracing::Instrument;
         let started = std::time::Instant::now();
-        let (outcome, reason) = self.reconcile_inner(key).await;
+        let span = tracing::info_span!("reconcile", guest = %self.name, key = %key);
+        let (outcome, reason) = self.reconcile_inner(key).instrument(span).await;
         let result = match (&outcome, reason) {
             (_, Some(reason)) => ReconcileResult::Error(reason),
             (Outcome::RequeueAfter(_), None) => ReconcileResult::RequeueAfter,
@@ -524,8 +530,6 @@ impl GuestController {
 
     /// One reconcile; the error reason (a metric label) when it failed.
     async fn reconcile_inner(&self, key: RequestKey) -> (Outcome, Option<&'static str>) {
-        let span = tracing::info_span!("reconcile", guest = %self.name, key = %key);
-        let _enter = span.enter();
         let mut executed = match self.ensure_finalizer(&key).await {
             Ok(done) => done,
             Err(e) => {
@@ -547,22 +551,26 @@ impl GuestController {
             .aggregate
             .clone()
             .filter(|a| key.watch.is_none() && &*key.key == a.key());
-        let joined = tokio::task::spawn_blocking(move || match aggregate {
-            Some(aggregate) => {
-                let (result, stats) = aggregate.reconcile(&module, &manifest, &caches, &env);
-                tracing::debug!(?stats, "incremental aggregate");
-                let call = crate::guest::CallStats {
-                    instantiate: stats.instantiate,
-                    call: stats.call,
-                    requeue_clamped: stats.requeue_clamped,
-                    log_limited: stats.log_limited,
-                };
-                (result, call)
-            }
-            None => {
-                let snap = snapshot_for(&manifest, &caches, &k);
-                module.reconcile(&manifest, &env, &request, snap)
-            }
+        // The blocking pool's thread is outside this future: carry the span.
+        let span = tracing::Span::current();
+        let joined = tokio::task::spawn_blocking(move || {
+            span.in_scope(|| match aggregate {
+                Some(aggregate) => {
+                    let (result, stats) = aggregate.reconcile(&module, &manifest, &caches, &env);
+                    tracing::debug!(?stats, "incremental aggregate");
+                    let call = crate::guest::CallStats {
+                        instantiate: stats.instantiate,
+                        call: stats.call,
+                        requeue_clamped: stats.requeue_clamped,
+                        log_limited: stats.log_limited,
+                    };
+                    (result, call)
+                }
+                None => {
+                    let snap = snapshot_for(&manifest, &caches, &k);
+                    module.reconcile(&manifest, &env, &request, snap)
+                }
+            })
         })
         .await;
         let (result, stats) = match joined {
