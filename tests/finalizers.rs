@@ -338,3 +338,142 @@ async fn cycles_that_finalize_through_the_guest_leave_zero_zombies() {
     .await;
     host.stop().await.unwrap();
 }
+
+/// The widget controller with a child: while the widget lives it applies
+/// a ConfigMap `z-child`; once it is being deleted it deletes the child
+/// and releases the finalizer.
+fn widget_with_child_guest() -> Vec<u8> {
+    let m = WatManifest {
+        name: "widgets".into(),
+        watches: vec![WatWatch {
+            name: "widgets".into(),
+            group: "example.com".into(),
+            version: "v1".into(),
+            kind: "Widget".into(),
+            plural: Some("widgets".into()),
+            namespace: None,
+            fields: vec!["spec.cycle".into()],
+            indexes: Vec::new(),
+            keys: WatKeys::PerObject,
+            finalizer: Some(FINALIZER.into()),
+        }],
+        writes: vec![WatRule {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some(PODS_NS.into()),
+            names: Vec::new(),
+            status: false,
+        }],
+    };
+    let child = WatRef {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        namespace: Some(PODS_NS.into()),
+        name: "z-child".into(),
+    };
+    let target = WatRef {
+        api_version: "example.com/v1".into(),
+        kind: "Widget".into(),
+        namespace: Some(PODS_NS.into()),
+        name: NAME.into(),
+    };
+    guest(
+        &m,
+        Behaviour::ByLifecycle {
+            live: vec![WatWrite::Apply(crate::support::wat::configmap_doc(
+                PODS_NS,
+                "z-child",
+                &[("of", NAME)],
+            ))],
+            deleting: vec![
+                WatWrite::Delete(child),
+                WatWrite::RemoveFinalizer(target, FINALIZER.into()),
+            ],
+        },
+    )
+}
+
+async fn start_child_host(client: &Client, dir: &std::path::Path) -> RunningHost {
+    let path = dir.join("widgets.wasm");
+    std::fs::write(&path, widget_with_child_guest()).unwrap();
+    let config = SupervisorConfig {
+        guests: vec![path],
+        namespace: HOST_NS.into(),
+        controller: ControllerConfig::default(),
+        runtime: RuntimeConfig::default().cache_dir(None),
+        ..SupervisorConfig::default()
+    };
+    run_host(client, config, None).await
+}
+
+#[tokio::test]
+async fn a_refused_finalizer_add_is_not_followed_by_a_reconcile_on_the_stale_cache() {
+    let (server, client) = server().await;
+    install_crd(&client).await;
+    let dir = tempfile::tempdir().unwrap();
+    let host = start_child_host(&client, dir.path()).await;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), PODS_NS, &widgets());
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), PODS_NS);
+    // The finalizer patch answers 404, as when the widget was deleted
+    // before it landed; the cache still holds the widget.
+    let faults = server.faults();
+    faults.fail(
+        wasmctrl_apiserver::FailRequests::new(404, 1)
+            .verb("patch")
+            .resource("widgets"),
+    );
+    api.create(&PostParams::default(), &widget(0))
+        .await
+        .unwrap();
+    eventually("the finalizer patch was refused", || async {
+        faults.injected_failures() == 1
+    })
+    .await;
+    api.delete(NAME, &DeleteParams::default()).await.unwrap();
+    stays_for(
+        Duration::from_secs(1),
+        "no child is created for the gone widget",
+        || async { cms.get_opt("z-child").await.unwrap().is_none() },
+    )
+    .await;
+    assert!(api.get_opt(NAME).await.unwrap().is_none());
+    host.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_primary_deleted_before_its_finalizer_lands_gets_no_child() {
+    let (_server, client) = server().await;
+    install_crd(&client).await;
+    let dir = tempfile::tempdir().unwrap();
+    let host = start_child_host(&client, dir.path()).await;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), PODS_NS, &widgets());
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), PODS_NS);
+    // Create/delete races 0-60 ms apart: the delete often lands before the
+    // host's finalizer does.
+    for i in 0..30u64 {
+        let _ = api.create(&PostParams::default(), &widget(0)).await;
+        tokio::time::sleep(Duration::from_millis((i * 7) % 61)).await;
+        let _ = api.delete(NAME, &DeleteParams::default()).await;
+        eventually("the widget is gone", || async {
+            api.get_opt(NAME).await.unwrap().is_none()
+        })
+        .await;
+    }
+    let metrics = host.controller().metrics().clone();
+    eventually("the host is idle", || async {
+        idle(&host.controller(), host.metrics.as_ref().unwrap())
+    })
+    .await;
+    stays_for(
+        Duration::from_millis(800),
+        "no widget and no child is left behind",
+        || async {
+            api.get_opt(NAME).await.unwrap().is_none()
+                && cms.get_opt("z-child").await.unwrap().is_none()
+        },
+    )
+    .await;
+    assert!(metrics.reconciles() > 0);
+    host.stop().await.unwrap();
+}

@@ -154,6 +154,9 @@ impl Actuator {
                 })
             }
             Err(e) if super::writes::gone(&e, verb) => {
+                if matches!(&e, kube::Error::Api(s) if s.code == 404) {
+                    self.bury(uid);
+                }
                 tracing::info!(target = %target, finalizer, "finalizer patch refused (object gone, replaced or changed meanwhile); dropped: {e}");
                 dropped()
             }

@@ -144,6 +144,10 @@ pub struct Watched {
     pub gvk: Gvk,
     /// The cache.
     pub store: Store,
+    /// The watch has no label or field selector: an object deleted from
+    /// its cache was deleted, not merely moved out of a selector, so its
+    /// uid is known to be gone.
+    pub unfiltered: bool,
 }
 
 /// Carries out plans for one guest.
@@ -157,6 +161,9 @@ pub struct Actuator {
     watched: Vec<Watched>,
     /// Events emitted for each request key by its last successful plan.
     emitted: Mutex<HashMap<RequestKey, BTreeSet<EventId>>>,
+    /// uids the API server answered 404 for when the host added its
+    /// finalizer (bounded: cleared past [`crate::store::TOMBSTONES`]).
+    gone: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Actuator {
@@ -188,6 +195,7 @@ impl Actuator {
             outputs,
             watched,
             emitted: Mutex::new(HashMap::new()),
+            gone: Mutex::default(),
         }
     }
 
@@ -273,6 +281,26 @@ impl Actuator {
         let mut done = Executed::default();
         done.add(self.finalizer(target, uid, finalizer, true).await?);
         Ok(done)
+    }
+
+    /// Whether the object with `uid` is known to be gone: the API server
+    /// said so when the host added its finalizer, or an unfiltered watch
+    /// saw it deleted.
+    pub(crate) fn known_gone(&self, uid: &str) -> bool {
+        !uid.is_empty()
+            && (crate::sync::lock(&self.gone).contains(uid)
+                || self
+                    .watched
+                    .iter()
+                    .any(|w| w.unfiltered && w.store.deleted(uid)))
+    }
+
+    fn bury(&self, uid: &str) {
+        let mut gone = crate::sync::lock(&self.gone);
+        if gone.len() >= crate::store::TOMBSTONES {
+            gone.clear();
+        }
+        gone.insert(uid.to_string());
     }
 
     /// The uid of an object a planned event names: from a watched cache of

@@ -196,7 +196,16 @@ impl Actuator {
         if part == Part::Object && echoes.wait_for_echo(target, ECHO_WAIT_MAX) {
             return Ok(Step::HeldBack(ECHO_RECHECK));
         }
-        let current = self.outputs.live(target).filter(|_| !echo_due);
+        let live = self.outputs.live(target);
+        if part == Part::Object && live.is_none() {
+            if let Some(owner) = self.gone_controller(desired) {
+                tracing::info!(target = %target, owner_uid = %owner, verb = ?verb,
+                    "not creating an object whose controller owner is gone; write dropped");
+                self.metrics.dropped_write(verb);
+                return Ok(Step::Dropped);
+            }
+        }
+        let current = live.filter(|_| !echo_due);
         seen.live = current.clone();
         if let Some(current) = &current {
             let noop = match part {
@@ -367,6 +376,21 @@ impl Actuator {
                 })
             }
         }
+    }
+
+    /// The uid of `desired`'s controller owner reference when that owner is
+    /// known to be gone: creating the object would leave a child nothing
+    /// ever cleans up (a cluster without a garbage collector keeps it
+    /// forever; one with it deletes it again).
+    fn gone_controller(&self, desired: &Json) -> Option<String> {
+        desired
+            .pointer("/metadata/ownerReferences")?
+            .as_array()?
+            .iter()
+            .filter(|r| r.get("controller").and_then(Json::as_bool) == Some(true))
+            .filter_map(|r| r.get("uid").and_then(Json::as_str))
+            .find(|uid| self.known_gone(uid))
+            .map(str::to_string)
     }
 
     /// A write war holds `target`'s writes back: the step that says for how

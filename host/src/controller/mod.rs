@@ -301,6 +301,7 @@ impl GuestController {
             .map(|(spec, w)| ActuatorWatched {
                 gvk: spec.gvk.clone(),
                 store: w.informer.store().clone(),
+                unfiltered: spec.label_selector.is_none() && spec.field_selector.is_none(),
             })
             .collect();
         let actuator = Actuator::new(
@@ -538,6 +539,15 @@ impl GuestController {
                 return (crate::failure::outcome(e), Some(reason));
             }
         };
+        if executed.dropped > 0 {
+            // The finalizer could not be added: the object is gone or was
+            // replaced. The snapshot would still hold it, and a plan made
+            // on it could create children of an object that no longer
+            // exists. Look again once the cache has caught up (its delete
+            // or the namesake's add re-enqueues the key too).
+            tracing::info!("primary gone or replaced before its finalizer landed; not reconciled on the stale cache");
+            return (Outcome::RequeueAfter(DROPPED_WRITE_RECHECK), None);
+        }
         let module = self.module.clone();
         let manifest = self.manifest.clone();
         let caches = self.caches.clone();

@@ -107,6 +107,34 @@ pub type StoreKey = (Arc<str>, Arc<str>);
 struct Cache {
     objects: BTreeMap<StoreKey, Arc<ProjectedObject>>,
     indexes: Indexes,
+    tombstones: Tombstones,
+}
+
+/// The uids of the objects most recently deleted from a cache (at most
+/// [`TOMBSTONES`]): uids are never reused, so a uid here names an object
+/// that is gone for good — unless it only left the watch's selector, which
+/// is why readers consult only the tombstones of unfiltered watches.
+#[derive(Default)]
+struct Tombstones {
+    order: std::collections::VecDeque<Arc<str>>,
+    uids: std::collections::HashSet<Arc<str>>,
+}
+
+/// Deleted uids a cache remembers.
+pub const TOMBSTONES: usize = 4096;
+
+impl Tombstones {
+    fn bury(&mut self, uid: &Arc<str>) {
+        if uid.is_empty() || !self.uids.insert(uid.clone()) {
+            return;
+        }
+        self.order.push_back(uid.clone());
+        if self.order.len() > TOMBSTONES {
+            if let Some(old) = self.order.pop_front() {
+                self.uids.remove(&old);
+            }
+        }
+    }
 }
 
 /// A read handle on an informer's cache. Cheap to clone; reads never wait
@@ -164,6 +192,12 @@ impl Store {
         read(&self.cache).indexes.indexes(position)
     }
 
+    /// Whether an object with `uid` was deleted from this cache recently
+    /// (see [`TOMBSTONES`]).
+    pub fn deleted(&self, uid: &str) -> bool {
+        read(&self.cache).tombstones.uids.contains(uid)
+    }
+
     /// Number of cached objects.
     pub fn len(&self) -> usize {
         read(&self.cache).objects.len()
@@ -208,7 +242,9 @@ impl Writer {
         }
         let object = Arc::new(object);
         let mut cache = write(&self.store.cache);
-        let Cache { objects, indexes } = &mut *cache;
+        let Cache {
+            objects, indexes, ..
+        } = &mut *cache;
         let old = objects.insert(key.clone(), object.clone());
         let kind = match &old {
             Some(old) if old.same_content(&object) => return None,
@@ -236,6 +272,7 @@ impl Writer {
         let mut cache = write(&self.store.cache);
         let (key, old) = cache.objects.remove_entry(&key)?;
         cache.indexes.remove(&key, &old);
+        cache.tombstones.bury(&old.uid);
         Some(Change::deleted(old))
     }
 
@@ -260,6 +297,7 @@ impl Writer {
         for k in &gone {
             if let Some(old) = cache.objects.remove(k) {
                 cache.indexes.remove(k, &old);
+                cache.tombstones.bury(&old.uid);
                 tombstones.push(Change::deleted(old));
             }
         }
@@ -281,6 +319,22 @@ mod tests {
                     "spec": {"nodeName": node}}),
             &mut Interner::default(),
         )
+    }
+
+    #[test]
+    fn a_deleted_uid_is_remembered_and_the_oldest_forgotten_past_the_cap() {
+        let mut w = Writer::default();
+        let store = w.store();
+        w.apply(object("a", "1", "n1"));
+        assert!(!store.deleted("u"), "alive");
+        w.delete("ml", "a");
+        assert!(store.deleted("u"));
+        let mut t = Tombstones::default();
+        for i in 0..=TOMBSTONES {
+            t.bury(&Arc::from(i.to_string()));
+        }
+        assert!(!t.uids.contains("0") && t.uids.contains("1"));
+        assert_eq!(t.order.len(), TOMBSTONES);
     }
 
     #[test]
