@@ -181,6 +181,23 @@ async fn a_server_without_streaming_lists_is_listed_in_pages() {
     deleted_while_down_is_reported_after_relist(WatchList::Refused).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_whose_storage_refuses_watch_streams_is_listed_in_pages_at_once() {
+    let config = ApiServerConfig::default().watch_list(WatchList::StorageRefused);
+    let (_server, client) = server_with(config).await;
+    pod("a").on("n1").create(&client).await;
+    pod("b").on("n2").create(&client).await;
+    let metrics = Arc::new(wasmctrl::metrics::Metrics::new());
+    let registry = InformerRegistry::new(client.clone()).with_metrics(metrics.clone());
+    let informer = registry.acquire(&pods_key(), &[path("spec.nodeName")], &[]);
+    syncs_and_follows(&client, &informer, std::time::Duration::from_secs(30)).await;
+    assert_eq!(informer.lists(), 1, "one paged list");
+    // The 500 is recognised as a refusal, not taken for a failing watch
+    // retried with backoff.
+    let failures = prom::metric(&metrics.encode(), "wasmctrl_watch_failures_total", &[]);
+    assert_eq!(failures, 0.0, "{}", metrics.encode());
+}
+
 /// A server that accepts streaming lists and ignores them (the watch goes
 /// on as a plain one and never marks the end of its initial events), with
 /// pods "a" and "b", and an informer of pods on it whose streaming lists

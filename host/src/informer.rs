@@ -600,12 +600,22 @@ fn watcher_config(key: &InformerKey, strategy: ListStrategy) -> watcher::Config 
 /// the `WatchList` feature (before 1.32, or 1.33, where it is off by
 /// default) refuses `sendInitialEvents`, and one before 1.27
 /// `resourceVersionMatch` on a watch, as invalid (422; 400 from some
-/// proxies).
+/// proxies); a 1.32 server with `WatchList` on but its storage unable to
+/// stream (the `RequestWatchProgress` gate off) answers 500 "a watch stream
+/// was requested by the client but the required storage feature … is
+/// disabled". Any other 500 is an outage, retried as usual.
 fn streaming_refused(e: &watcher::Error) -> bool {
-    matches!(
-        e,
-        watcher::Error::WatchStartFailed(kube::Error::Api(status)) if matches!(status.code, 400 | 422)
-    )
+    let watcher::Error::WatchStartFailed(kube::Error::Api(status)) = e else {
+        return false;
+    };
+    match status.code {
+        400 | 422 => true,
+        500 => {
+            status.message.contains("watch stream was requested")
+                || (status.message.contains("feature") && status.message.contains("disabled"))
+        }
+        _ => false,
+    }
 }
 
 /// The informer's event stream: kube-runtime's watcher (with its backoff)
@@ -994,6 +1004,29 @@ pub fn whole_object(obj: &ProjectedObject, at: usize) -> Option<Json> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn start_failed(code: u16, message: &str) -> watcher::Error {
+        watcher::Error::WatchStartFailed(kube::Error::Api(Box::new(
+            kube::core::Status::failure(message, "").with_code(code),
+        )))
+    }
+
+    #[test]
+    fn a_storage_layer_refusing_watch_streams_is_a_refused_streaming_list_and_an_outage_is_not() {
+        assert!(streaming_refused(&start_failed(
+            422,
+            "sendInitialEvents: Forbidden"
+        )));
+        assert!(streaming_refused(&start_failed(
+            500,
+            "a watch stream was requested by the client but the required storage feature RequestWatchProgress is disabled"
+        )));
+        assert!(!streaming_refused(&start_failed(
+            500,
+            "etcdserver: request timed out"
+        )));
+        assert!(!streaming_refused(&start_failed(503, "feature disabled")));
+    }
 
     fn pod() -> Json {
         json!({

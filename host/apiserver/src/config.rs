@@ -50,11 +50,20 @@ pub enum WatchList {
     /// Refused with 422, as by a server with the `WatchList` feature gate
     /// off (1.33's default, and every release before 1.32).
     Refused,
+    /// Refused with 500 by the storage layer, as by a 1.32 kube-apiserver
+    /// whose `WatchList` gate is on and whose `RequestWatchProgress` gate
+    /// (which streaming lists from etcd need) is off:
+    /// [`STORAGE_REFUSAL`].
+    StorageRefused,
     /// Accepted and ignored, as by some aggregated API servers: the watch
     /// goes on as one without the parameter (the state as `ADDED` events,
     /// then changes), and the end of the initial events is never marked.
     Ignored,
 }
+
+/// The message of [`WatchList::StorageRefused`]'s 500, as kube-apiserver
+/// words it.
+pub const STORAGE_REFUSAL: &str = "a watch stream was requested by the client but the required storage feature RequestWatchProgress is disabled";
 
 /// Configuration of an embedded API server.
 #[derive(Debug, Clone)]

@@ -186,8 +186,11 @@ impl Ctx<'_> {
                     "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled".into(),
                 ));
             }
+            WatchList::StorageRefused if self.q("sendInitialEvents") == Some("true") => {
+                return Err(ApiError::Internal(crate::config::STORAGE_REFUSAL.into()));
+            }
             WatchList::Served => self.q("sendInitialEvents").is_some_and(|b| b == "true"),
-            WatchList::Refused | WatchList::Ignored => false,
+            WatchList::Refused | WatchList::StorageRefused | WatchList::Ignored => false,
         };
         if send_initial && self.q("resourceVersionMatch") != Some("NotOlderThan") {
             return Err(ApiError::Unprocessable(
