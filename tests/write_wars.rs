@@ -153,6 +153,7 @@ async fn after_the_hold_back_the_host_takes_the_object_back_and_a_resumed_war_ba
         window: Duration::from_secs(60),
         backoff: Duration::from_secs(2),
         max_backoff: Duration::from_secs(8),
+        ..ContestConfig::default()
     };
     let host = start_guest(&client, dir.path(), contests).await;
     eventually("the guest's value is written", || async {
@@ -188,4 +189,39 @@ async fn after_the_hold_back_the_host_takes_the_object_back_and_a_resumed_war_ba
         owner(&client).await.as_deref() == Some("guest")
     })
     .await;
+}
+
+#[tokio::test]
+async fn a_person_editing_our_fields_now_and_then_is_repaired_every_time_and_no_war() {
+    let (_server, client) = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let host = start_guest(&client, dir.path(), ContestConfig::default()).await;
+    eventually("the guest's value is written", || async {
+        owner(&client).await.as_deref() == Some("guest")
+    })
+    .await;
+    let metrics = host.controller().metrics().clone();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), HOST_NS);
+    // Four hand edits of the field the guest sets, at a person's pace
+    // (well past ContestConfig::react after each repair).
+    for i in 0..4 {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        cms.patch(
+            NAME,
+            &PatchParams {
+                field_manager: Some("kubectl-edit".into()),
+                ..PatchParams::default()
+            },
+            &Patch::Merge(json!({"data": {"owner": format!("hand-{i}")}})),
+        )
+        .await
+        .unwrap();
+        eventually("the hand edit is repaired", || async {
+            owner(&client).await.as_deref() == Some("guest")
+        })
+        .await;
+    }
+    assert_eq!(metrics.write_wars("kubectl-edit"), 0);
+    assert_eq!(metrics.held_back_writes(), 0);
+    assert!(war_events(&client).await.is_empty());
 }

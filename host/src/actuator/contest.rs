@@ -44,16 +44,22 @@ pub struct ContestConfig {
     pub backoff: Duration,
     /// The longest hold-back (each war doubles the previous one).
     pub max_backoff: Duration,
+    /// How soon after our write a take-back must come to count toward a
+    /// war: a rival controller reacts to our write at once; a person's
+    /// edit of our fields, later than this, is drift, repaired every time.
+    pub react: Duration,
 }
 
 impl Default for ContestConfig {
-    /// Three take-backs in a minute; hold back 30 s, doubling to 30 min.
+    /// Three take-backs in a minute, each within 1 s of our write; hold
+    /// back 30 s, doubling to 30 min.
     fn default() -> Self {
         ContestConfig {
             flips: 3,
             window: Duration::from_secs(60),
             backoff: Duration::from_secs(30),
             max_backoff: Duration::from_secs(30 * 60),
+            react: Duration::from_secs(1),
         }
     }
 }
@@ -61,6 +67,9 @@ impl Default for ContestConfig {
 /// What a take-back amounted to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
+    /// Our fields were changed long after our write (see
+    /// [`ContestConfig::react`]): drift, repaired, never counted.
+    Drift,
     /// Counted; not (yet) a war: write as usual.
     Contested,
     /// A war: hold back for `backoff`.
@@ -76,6 +85,10 @@ pub enum Verdict {
 struct Entry {
     /// The resourceVersion our last write to the object produced.
     ours: Option<String>,
+    /// When our last write returned.
+    wrote_at: Option<Instant>,
+    /// What our last write of the object and of its status set.
+    set: [Option<Json>; 2],
     /// Take-backs within the window, oldest first.
     flips: Vec<Instant>,
     /// Writes are held back until then.
@@ -119,7 +132,17 @@ impl Contests {
     /// Records that our write to `target` produced resourceVersion `rv`.
     pub fn wrote(&self, target: &ObjectKey, rv: Option<&str>) {
         let mut objects = lock(&self.objects);
-        objects.entry(target.clone()).or_default().ours = rv.map(str::to_string);
+        let e = objects.entry(target.clone()).or_default();
+        e.ours = rv.map(str::to_string);
+        e.wrote_at = Some(Instant::now());
+    }
+
+    /// Records what an apply of `target` (its status when `status`) is
+    /// about to set: a later change is a take-back only when the live
+    /// object no longer holds it.
+    pub fn sets(&self, target: &ObjectKey, status: bool, desired: &Json) {
+        let mut objects = lock(&self.objects);
+        objects.entry(target.clone()).or_default().set[usize::from(status)] = Some(desired.clone());
     }
 
     /// Forgets `target` (deleted: a new object starts a new contest).
@@ -127,15 +150,20 @@ impl Contests {
         lock(&self.objects).remove(target);
     }
 
-    /// Called when an apply to `target` is needed and the cache is current
-    /// (no echo of ours due): if someone else wrote the object after our
-    /// last write, that is a take-back by `other_manager(live)`: counts it
-    /// and says whether it makes a war.
+    /// Called when an apply to `target` (its status when `status`) is
+    /// needed and the cache is current (no echo of ours due). A take-back
+    /// is someone else's write after ours that changed what our last write
+    /// of that part set: a change of fields we do not own (a person's spec
+    /// edit under our status) is none, and neither is the guest simply
+    /// wanting something new. A take-back within [`ContestConfig::react`]
+    /// of our write is counted and may make a war; a later one is
+    /// [`Verdict::Drift`]. Names the manager `other_manager(live)`.
     pub fn retaken(
         &self,
         target: &ObjectKey,
         live: &Json,
         ours: &str,
+        status: bool,
         now: Instant,
     ) -> Option<(Verdict, String)> {
         let rv = crate::outputs::resource_version(live)?;
@@ -146,10 +174,30 @@ impl Contests {
         if e.ours.as_deref().is_none_or(|o| o == rv) {
             return None;
         }
+        if let Some(set) = &e.set[usize::from(status)] {
+            let null = Json::Null;
+            let (live_part, set_part) = if status {
+                (
+                    live.get("status").unwrap_or(&null),
+                    set.get("status").unwrap_or(&null),
+                )
+            } else {
+                (live, set)
+            };
+            if super::writes::contains(live_part, set_part) {
+                return None;
+            }
+        }
         // Counted once per foreign version.
         e.ours = None;
         e.other = other_manager(live, ours);
         let config = &self.config;
+        let late = e
+            .wrote_at
+            .is_some_and(|w| now.saturating_duration_since(w) > config.react);
+        if late {
+            return Some((Verdict::Drift, e.other.clone()));
+        }
         // A take-back soon after a war's hold-back ended: the war goes on.
         let resumed = e
             .until
@@ -225,6 +273,9 @@ mod tests {
             window: Duration::from_secs(60),
             backoff: Duration::from_secs(30),
             max_backoff: Duration::from_secs(100),
+            // The tests' clocks run ahead of `wrote`'s: every take-back
+            // here reacts (see the drift test for a real one).
+            react: Duration::from_secs(3600),
         }
     }
 
@@ -232,9 +283,15 @@ mod tests {
     fn a_new_desired_value_over_our_own_write_is_not_a_take_back() {
         let c = Contests::new(config());
         let now = Instant::now();
-        assert_eq!(c.retaken(&target(), &live("1", "x"), OURS, now), None);
+        assert_eq!(
+            c.retaken(&target(), &live("1", "x"), OURS, false, now),
+            None
+        );
         c.wrote(&target(), Some("5"));
-        assert_eq!(c.retaken(&target(), &live("5", "x"), OURS, now), None);
+        assert_eq!(
+            c.retaken(&target(), &live("5", "x"), OURS, false, now),
+            None
+        );
     }
 
     #[test]
@@ -249,6 +306,7 @@ mod tests {
                 &target(),
                 &live(&format!("{}", 2 * i + 1), "rival"),
                 OURS,
+                false,
                 now,
             ));
         }
@@ -281,6 +339,7 @@ mod tests {
                 &target(),
                 &live(&format!("{}", 2 * i + 1), "hand"),
                 OURS,
+                false,
                 now,
             );
             assert_eq!(v.map(|v| v.0), Some(Verdict::Contested), "take-back {i}");
@@ -295,8 +354,14 @@ mod tests {
         let mut take_back = |c: &Contests, now: Instant| {
             rv += 2;
             c.wrote(&target(), Some(&rv.to_string()));
-            c.retaken(&target(), &live(&(rv + 1).to_string(), "rival"), OURS, now)
-                .map(|v| v.0)
+            c.retaken(
+                &target(),
+                &live(&(rv + 1).to_string(), "rival"),
+                OURS,
+                false,
+                now,
+            )
+            .map(|v| v.0)
         };
         for _ in 0..2 {
             take_back(&c, now);
@@ -316,12 +381,55 @@ mod tests {
     }
 
     #[test]
+    fn a_change_of_fields_we_did_not_set_is_not_a_take_back() {
+        let c = Contests::new(config());
+        let now = Instant::now();
+        c.sets(
+            &target(),
+            true,
+            &json!({"status": {"observedGeneration": 1}}),
+        );
+        c.wrote(&target(), Some("4"));
+        // Someone edited the spec: our status is as we set it.
+        let mut l = live("5", "kubectl-patch");
+        l["spec"] = json!({"message": "new"});
+        l["status"] = json!({"observedGeneration": 1, "other": "x"});
+        assert_eq!(c.retaken(&target(), &l, OURS, true, now), None);
+        // Our status field changed: a take-back.
+        l["status"]["observedGeneration"] = json!(0);
+        assert!(c.retaken(&target(), &l, OURS, true, now).is_some());
+    }
+
+    #[test]
+    fn a_slow_edit_of_our_fields_is_drift_repaired_and_never_a_war() {
+        let c = Contests::new(ContestConfig {
+            react: Duration::from_millis(1),
+            ..config()
+        });
+        for i in 0..5u64 {
+            c.sets(&target(), false, &json!({"data": {"k": "ours"}}));
+            c.wrote(&target(), Some(&format!("{}", 2 * i)));
+            std::thread::sleep(Duration::from_millis(5));
+            let mut l = live(&format!("{}", 2 * i + 1), "kubectl-edit");
+            l["data"] = json!({"k": "hand"});
+            let v = c.retaken(&target(), &l, OURS, false, Instant::now());
+            assert_eq!(v, Some((Verdict::Drift, "kubectl-edit".into())), "edit {i}");
+        }
+        assert_eq!(c.held_back(&target(), Instant::now()), None);
+    }
+
+    #[test]
     fn one_foreign_version_is_counted_once() {
         let c = Contests::new(config());
         let now = Instant::now();
         c.wrote(&target(), Some("4"));
-        assert!(c.retaken(&target(), &live("5", "x"), OURS, now).is_some());
-        assert_eq!(c.retaken(&target(), &live("5", "x"), OURS, now), None);
+        assert!(c
+            .retaken(&target(), &live("5", "x"), OURS, false, now)
+            .is_some());
+        assert_eq!(
+            c.retaken(&target(), &live("5", "x"), OURS, false, now),
+            None
+        );
     }
 
     #[test]

@@ -226,10 +226,19 @@ impl Actuator {
                 self.metrics.skipped_write();
                 return Ok(Step::Skipped);
             }
-            if let Some((verdict, other)) =
-                contests.retaken(target, current, &self.field_manager, now)
-            {
+            if let Some((verdict, other)) = contests.retaken(
+                target,
+                current,
+                &self.field_manager,
+                part == Part::Status,
+                now,
+            ) {
                 match verdict {
+                    Verdict::Drift => tracing::info!(
+                        target = %target,
+                        manager = %other,
+                        "field manager {other:?} changed fields we set; repairing the drift"
+                    ),
                     Verdict::Contested => tracing::info!(
                         target = %target,
                         manager = %other,
@@ -248,6 +257,7 @@ impl Actuator {
             _ => None,
         };
         seen.merge = merge.clone();
+        contests.sets(target, part == Part::Status, desired);
         let ar = self.discovery.resource(&target.gvk).await?;
         let (result, changed_meanwhile) = match merge {
             Some(entries) => {
