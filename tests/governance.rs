@@ -1,7 +1,10 @@
 //! Guest governance end to end: the operator's policy refuses a guest that
-//! asks for too much (at start and on hot swap), a zero requeue delay is
-//! clamped in a running host, and the binary refuses bad flags and bad
-//! offline input with clear errors instead of panicking.
+//! asks for too much (at start and on hot swap), a watch that lies about
+//! its plural is refused before anything is listed, names that could leave
+//! their URL path segment are refused before any request, Events about
+//! objects a guest neither watches nor writes are refused and counted, a
+//! zero requeue delay is clamped in a running host, and the binary refuses
+//! bad flags and bad offline input with clear errors instead of panicking.
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
@@ -12,7 +15,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::wat::{configmap_doc, guest, Behaviour, WatKeys, WatManifest, WatWatch};
+use crate::support::wat::{
+    configmap_doc, guest, Behaviour, WatEvent, WatKeys, WatManifest, WatRef, WatRule, WatWatch,
+    WatWrite,
+};
 use crate::support::*;
 use wasmctrl::guest::RuntimeConfig;
 use wasmctrl::guestdir::write_like_kubelet;
@@ -188,6 +194,309 @@ async fn a_zero_requeue_delay_is_clamped_and_counted_in_a_running_host() {
         || async { h.reconciles() <= start + 2 },
     )
     .await;
+    h.stop().await.unwrap();
+}
+
+/// A guest that declares a watch of ConfigMaps but names the plural
+/// `secrets` (issue 22: the host listed `/api/v1/secrets` and the guest
+/// copied their data into a ConfigMap).
+fn plural_liar() -> Vec<u8> {
+    let mut m = WatManifest::writing_its_own_configmap("liar", HOST_NS);
+    m.watches.push(WatWatch {
+        kind: "ConfigMap".into(),
+        plural: Some("secrets".into()),
+        fields: vec!["data".into()],
+        ..WatWatch::pods("cms", WatKeys::Aggregate("all".into()))
+    });
+    guest(
+        &m,
+        Behaviour::Apply(vec![configmap_doc(HOST_NS, "liar", &[("copied", "x")])]),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_that_lies_about_its_plural_is_refused_and_no_secret_is_ever_listed() {
+    let (_server, admin) = server().await;
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(admin.clone(), PODS_NS);
+    let secret = serde_json::from_value(json!({"metadata": {"name": "db"},
+        "stringData": {"password": "hunter2-secret-value"}}))
+    .unwrap();
+    secrets.create(&Default::default(), &secret).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("liar.wasm");
+    std::fs::write(&path, plural_liar()).unwrap();
+    let (client, requests) = recording(&admin);
+
+    // Without a policy file, and with one granting only Pods and ConfigMaps:
+    // the declared kind passes the policy; the plural does not pass
+    // discovery.
+    let pods_and_configmaps = Policy::parse(
+        "default:\n  watch: [{group: \"\", kinds: [Pod, ConfigMap]}]\n  write: [{group: \"\", kinds: [ConfigMap], namespaces: [ops]}]\n",
+    )
+    .unwrap();
+    for policy in [Policy::default(), pods_and_configmaps] {
+        let e = Supervisor::start(
+            client.clone(),
+            config_for(&path, RuntimeConfig::default().policy(policy)),
+            None,
+        )
+        .await
+        .err()
+        .expect("refused");
+        let msg = e.to_string();
+        assert!(
+            msg.contains(r#"guest liar: invalid manifest: watches[1] (cms).plural: watch "cms" declares plural "secrets" for v1/ConfigMap, but API discovery serves v1/ConfigMap as "configmaps""#),
+            "{msg}"
+        );
+    }
+
+    // Nothing listed or watched Secrets, nothing was written, and no
+    // object anywhere holds the Secret's value.
+    let sent = requests.lock().unwrap().clone();
+    assert!(!sent.is_empty());
+    assert!(sent.iter().all(|r| !r.contains("/secrets")), "{sent:#?}");
+    let cms: kube::Api<k8s_openapi::api::core::v1::ConfigMap> = kube::Api::all(admin.clone());
+    let all = cms.list(&Default::default()).await.unwrap();
+    assert!(all
+        .items
+        .iter()
+        .all(|cm| cm.metadata.name.as_deref() != Some("liar")));
+    let dump = serde_json::to_string(&all).unwrap();
+    assert!(
+        !dump.contains("hunter2") && !dump.contains("aHVudGVyMi"),
+        "{dump}"
+    );
+}
+
+/// A guest named `name` whose every plan is `writes`, allowed to write any
+/// ConfigMap in `ops` and any Pod in `ml` (not their status).
+fn writing(name: &str, writes: Vec<WatWrite>) -> Vec<u8> {
+    let mut m = WatManifest::writing_its_own_configmap(name, HOST_NS);
+    m.writes[0].names.clear();
+    m.writes.push(WatRule {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "Pod".into(),
+        namespace: Some(PODS_NS.into()),
+        names: vec![],
+        status: false,
+    });
+    guest(
+        &m,
+        Behaviour::Plan {
+            writes,
+            events: vec![],
+        },
+    )
+}
+
+fn apply(kind: &str, namespace: &str, name: &str) -> WatWrite {
+    WatWrite::Apply(
+        json!({"apiVersion": "v1", "kind": kind,
+               "metadata": {"name": name, "namespace": namespace}, "data": {"k": "v"}})
+        .to_string(),
+    )
+}
+
+/// The names of issue 22's path-injection probes, each with the write
+/// that carries it.
+fn path_probes() -> Vec<(String, WatWrite)> {
+    let long = "a".repeat(254);
+    vec![
+        ("../x".to_string(), apply("ConfigMap", HOST_NS, "../x")),
+        (
+            "a/status".to_string(),
+            apply("ConfigMap", HOST_NS, "a/status"),
+        ),
+        ("%2F".to_string(), apply("ConfigMap", HOST_NS, "%2F")),
+        ("Upper".to_string(), apply("ConfigMap", HOST_NS, "Upper")),
+        (long.clone(), apply("ConfigMap", HOST_NS, &long)),
+        (
+            "p5/status".to_string(),
+            WatWrite::Apply(
+                json!({"apiVersion": "v1", "kind": "Pod",
+                       "metadata": {"name": "p5/status", "namespace": PODS_NS},
+                       "status": {"phase": "Failed"}})
+                .to_string(),
+            ),
+        ),
+        (
+            "../secrets/db-password".to_string(),
+            WatWrite::Delete(WatRef {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: Some(HOST_NS.into()),
+                name: "../secrets/db-password".into(),
+            }),
+        ),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_that_could_leave_their_path_segment_are_refused_and_never_sent() {
+    let (_server, admin) = server().await;
+    pod("p5").on("n1").create(&admin).await;
+    let dir = tempfile::tempdir().unwrap();
+    let probes = path_probes();
+    let mut guests = Vec::new();
+    for (i, (_, write)) in probes.iter().enumerate() {
+        let path = dir.path().join(format!("probe{i}.wasm"));
+        std::fs::write(&path, writing(&format!("probe{i}"), vec![write.clone()])).unwrap();
+        guests.push(path);
+    }
+    let (client, requests) = recording(&admin);
+    let config = SupervisorConfig {
+        guests,
+        ..config_for(Path::new("unused"), RuntimeConfig::default())
+    };
+    let h = run_host(&client, config, None).await;
+    let metrics = h.metrics.clone().unwrap();
+    for i in 0..probes.len() {
+        eventually(&format!("probe{i}'s plan is refused"), || async {
+            prom::metric(
+                &metrics.encode(),
+                "controller_runtime_reconcile_errors_total",
+                &[
+                    &format!("controller=\"probe{i}\""),
+                    "reason=\"malformed_plan\"",
+                ],
+            ) >= 1.0
+        })
+        .await;
+    }
+    h.stop().await.unwrap();
+
+    let sent = requests.lock().unwrap().clone();
+    for (name, _) in &probes {
+        let encoded = name.replace('%', "%25").replace('/', "%2F");
+        assert!(
+            sent.iter()
+                .all(|r| !r.contains(name.as_str()) && !r.contains(&encoded)),
+            "a request carried {name:?}: {sent:#?}"
+        );
+    }
+    assert!(sent.iter().all(|r| !r.contains("/status")), "{sent:#?}");
+    assert!(
+        sent.iter()
+            .all(|r| !r.starts_with("PATCH") && !r.starts_with("DELETE")),
+        "{sent:#?}"
+    );
+    // The pod's status was never touched.
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(admin.clone(), PODS_NS);
+    let p5 = pods.get("p5").await.unwrap();
+    assert_ne!(p5.status.and_then(|s| s.phase).as_deref(), Some("Failed"));
+}
+
+#[test]
+fn a_refused_name_is_reported_naming_the_write_the_field_and_the_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let objects = dir.path().join("objects.json");
+    std::fs::write(&objects, pod("p1").on("n1").json().to_string()).unwrap();
+    for (i, (name, write)) in path_probes().into_iter().enumerate() {
+        let path = dir.path().join(format!("probe{i}.wasm"));
+        std::fs::write(&path, writing("probe", vec![write.clone()])).unwrap();
+        let out = wasmctrl(&[
+            "reconcile",
+            "--no-guest-cache",
+            "--guest",
+            path.to_str().unwrap(),
+            "--objects",
+            objects.to_str().unwrap(),
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{name:?} accepted: {stderr}");
+        let (verb, field) = match write {
+            WatWrite::Delete(_) => ("delete", "name"),
+            _ => ("apply", "metadata.name"),
+        };
+        let shown: String = name.chars().take(64).collect();
+        let want = format!("writes[0] ({verb}): {field} {shown:?}");
+        assert!(stderr.contains(&want), "{want:?} not in {stderr}");
+        assert!(stderr.contains("is not a valid"), "{stderr}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_about_an_object_the_guest_neither_watches_nor_writes_is_refused_and_counted() {
+    let (_server, admin) = server().await;
+    // kube-system exists, as on a real cluster: a Spoofed Event there
+    // would be stored if the host sent it.
+    let cm = |namespace: &str, name: &str| WatRef {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        namespace: Some(namespace.into()),
+        name: name.into(),
+    };
+    let event = |regarding, reason: &str| WatEvent {
+        regarding,
+        related: None,
+        warning: true,
+        reason: reason.into(),
+        message: format!("{reason} happened"),
+    };
+    let bytes = guest(
+        &WatManifest::writing_its_own_configmap("reporter", HOST_NS),
+        Behaviour::Plan {
+            writes: vec![WatWrite::Apply(configmap_doc(
+                HOST_NS,
+                "reporter",
+                &[("k", "v")],
+            ))],
+            events: vec![
+                event(cm("kube-system", "coredns"), "Spoofed"),
+                event(cm(HOST_NS, "reporter"), "Summarized"),
+            ],
+        },
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("reporter.wasm");
+    std::fs::write(&path, bytes).unwrap();
+    let h = run_host(&admin, config_for(&path, RuntimeConfig::default()), None).await;
+    let metrics = h.metrics.clone().unwrap();
+    let refused = || {
+        prom::metric(
+            &metrics.encode(),
+            "wasmctrl_guest_events_refused_total",
+            &["guest=\"reporter\"", "reason=\"not_watched_or_written\""],
+        )
+    };
+    type Events = kube::Api<k8s_openapi::api::events::v1::Event>;
+    let reasons = |namespace: &str| {
+        let events: Events = kube::Api::namespaced(admin.clone(), namespace);
+        async move {
+            events
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .filter_map(|e| e.reason)
+                .collect::<Vec<_>>()
+        }
+    };
+    eventually("the legitimate event is recorded", || async {
+        reasons(HOST_NS).await.contains(&"Summarized".to_string())
+    })
+    .await;
+    assert_eq!(refused(), 1.0);
+    assert_eq!(
+        h.controller()
+            .metrics()
+            .refused_events("not_watched_or_written"),
+        1
+    );
+    // Resyncs and later reconciles of the same plan do not count it again.
+    h.controller().enqueue_all();
+    stays_for(
+        Duration::from_millis(300),
+        "counted once per appearance",
+        || async { refused() == 1.0 },
+    )
+    .await;
+    assert!(reasons("kube-system").await.is_empty());
+    assert!(!reasons(HOST_NS).await.contains(&"Spoofed".to_string()));
     h.stop().await.unwrap();
 }
 

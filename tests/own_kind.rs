@@ -125,12 +125,15 @@ async fn deletes_are_sent(namespace: Option<&str>) {
         &client,
         dir.path(),
         &watching_what_it_writes(namespace),
-        Behaviour::Plan(vec![WatWrite::Delete(WatRef {
-            api_version: "v1".into(),
-            kind: "ConfigMap".into(),
-            namespace: Some(HOST_NS.into()),
-            name: "victim".into(),
-        })]),
+        Behaviour::Plan {
+            writes: vec![WatWrite::Delete(WatRef {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: Some(HOST_NS.into()),
+                name: "victim".into(),
+            })],
+            events: Vec::new(),
+        },
     )
     .await;
     eventually("the guest's delete is sent", || async {

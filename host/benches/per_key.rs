@@ -39,6 +39,7 @@ fn quota_guest() -> Vec<u8> {
         version: "v1".into(),
         kind: "Quota".into(),
         plural: Some("quotas".into()),
+        namespace: None,
         fields: vec!["spec.limit".into()],
         indexes: Vec::new(),
         keys: wat::WatKeys::PerObject,

@@ -8,9 +8,11 @@
 //! `events` recorder keys it. A different note is a new Event that carries
 //! it: kube-runtime's `Recorder`, which this replaces, left the note out of
 //! its key, so a second event with the same reason and a new message only
-//! bumped the old Event's count and the new message was lost. It never
-//! decides whether an event is worth emitting (the actuator and supervisor
-//! do) and never retries: errors go back to the caller.
+//! bumped the old Event's count and the new message was lost. An Event's
+//! namespace and name reach the request path only as single path segments
+//! ([`crate::urlpath`]). It never decides whether an event is worth
+//! emitting or allowed (the actuator and supervisor do) and never retries:
+//! errors go back to the caller.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -25,6 +27,18 @@ use kube::Client;
 pub use kube::runtime::events::{Event, EventType, Reporter};
 
 use crate::sync::lock;
+use crate::urlpath::{segment, UnsafeSegment};
+
+/// Why an Event could not be recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    /// The API server refused it, or could not be reached.
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    /// Its namespace or name cannot be one URL path segment.
+    #[error(transparent)]
+    Path(#[from] UnsafeSegment),
+}
 
 /// How long after its last occurrence an event can still grow a series
 /// (kube-runtime's and client-go's value).
@@ -108,7 +122,7 @@ impl Recorder {
         &self,
         ev: &Event,
         regarding: &ObjectReference,
-    ) -> Result<(), kube::Error> {
+    ) -> Result<(), PublishError> {
         let now = Timestamp::now();
         let key = SeriesKey {
             warning: ev.type_ == EventType::Warning,
@@ -131,18 +145,28 @@ impl Recorder {
                     count: r.count,
                     last_observed_time: MicroTime(now),
                 }});
-                Api::<K8sEvent>::namespaced(self.client.clone(), &r.namespace)
-                    .patch(&r.name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await?;
+                Api::<K8sEvent>::namespaced(
+                    self.client.clone(),
+                    &segment("namespace", &r.namespace)?,
+                )
+                .patch(
+                    &segment("name", &r.name)?,
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await?;
                 r
             }
             None => {
                 let event = self.new_event(ev, regarding, now);
                 let namespace = event.metadata.namespace.clone().unwrap_or_default();
                 let name = event.metadata.name.clone().unwrap_or_default();
-                Api::<K8sEvent>::namespaced(self.client.clone(), &namespace)
-                    .create(&PostParams::default(), &event)
-                    .await?;
+                Api::<K8sEvent>::namespaced(
+                    self.client.clone(),
+                    &segment("namespace", &namespace)?,
+                )
+                .create(&PostParams::default(), &event)
+                .await?;
                 Recorded {
                     namespace,
                     name,

@@ -31,5 +31,6 @@ pub mod request;
 pub mod store;
 pub mod supervisor;
 mod sync;
+pub mod urlpath;
 pub mod waiting;
 pub mod workqueue;

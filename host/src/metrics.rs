@@ -206,6 +206,11 @@ pub struct Metrics {
     /// without failing the call (`min_requeue` raised a requeue delay,
     /// `log` truncated or dropped a message).
     pub guest_limited: Family<GuestLimitLabels, Counter>,
+    /// `wasmctrl_guest_events_refused_total{guest,reason}`: Events a plan
+    /// asked for that the host did not record (`not_watched_or_written`:
+    /// about an object the guest neither watches nor may write; `scope`: a
+    /// namespace that disagrees with the kind's scope).
+    pub events_refused: Family<GuestReasonLabels, Counter>,
 }
 
 /// Labels `{guest, limit}`.
@@ -256,6 +261,7 @@ impl Metrics {
             write_wars: Family::default(),
             writes_held_back: Family::default(),
             guest_limited: Family::default(),
+            events_refused: Family::default(),
             registry: Registry::default(),
         };
         // prometheus-client appends `_total` to counters.
@@ -358,6 +364,11 @@ impl Metrics {
             "wasmctrl_guest_limited",
             "Policy caps applied without failing the call, by limit (min_requeue, log)",
             m.guest_limited.clone(),
+        );
+        registry.register(
+            "wasmctrl_guest_events_refused",
+            "Events a guest planned that the host refused to record, by reason (not_watched_or_written, scope)",
+            m.events_refused.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -579,6 +590,29 @@ impl GuestMetrics {
                 verb: verb.label().to_string(),
             })
             .inc();
+    }
+
+    /// Counts an Event the guest planned and the host refused, by `reason`
+    /// (`not_watched_or_written`, `scope`).
+    pub fn refused_event(&self, reason: &str) {
+        self.metrics
+            .events_refused
+            .get_or_create(&GuestReasonLabels {
+                guest: self.guest.clone(),
+                reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    /// Events refused for `reason` so far.
+    pub fn refused_events(&self, reason: &str) -> u64 {
+        self.metrics
+            .events_refused
+            .get_or_create(&GuestReasonLabels {
+                guest: self.guest.clone(),
+                reason: reason.to_string(),
+            })
+            .get()
     }
 
     /// Writes of `verb` dropped so far (tests and the demo read it).

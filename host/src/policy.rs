@@ -8,6 +8,10 @@
 //! grant covers is listed, not just the first. Core `Secret`s are denied
 //! unless a grant names the kind `Secret` explicitly — with or without a
 //! policy file — so a guest cannot copy credentials into an object it writes.
+//! Admission runs twice: on the kinds the manifest declares (at load), and
+//! on the resources API discovery resolved them to (at start, before any
+//! informer), so the grant is checked against what the host actually lists
+//! and writes, whatever the guest called it.
 //! It never loads guests, starts informers or enforces the limits itself:
 //! the guest runtime and the controller read [`Limits`] from here.
 
@@ -15,6 +19,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use kube::api::ApiResource;
 use serde::Deserialize;
 
 use crate::guest::{GuestManifest, Gvk};
@@ -168,14 +173,46 @@ pub struct Grant {
     pub names: Vec<String>,
 }
 
+/// What a grant is checked against: a resource's group and kind, and
+/// whether it is the core Secrets resource.
+#[derive(Debug, Clone, Copy)]
+struct Subject<'a> {
+    group: &'a str,
+    kind: &'a str,
+    secret: bool,
+}
+
+impl<'a> Subject<'a> {
+    /// A kind as the manifest declares it.
+    fn declared(gvk: &'a Gvk) -> Self {
+        Subject {
+            group: &gvk.group,
+            kind: &gvk.kind,
+            secret: is_secret(gvk),
+        }
+    }
+
+    /// A resource as discovery resolved it: core Secrets by its plural as
+    /// well as by its kind, the plural being what a list reads.
+    fn resolved(ar: &'a ApiResource) -> Self {
+        Subject {
+            group: &ar.group,
+            kind: &ar.kind,
+            secret: ar.group.is_empty() && (ar.plural == "secrets" || ar.kind == "Secret"),
+        }
+    }
+}
+
 impl Grant {
-    fn covers_kind(&self, gvk: &Gvk) -> bool {
-        let group = self.group == "*" || self.group == gvk.group;
-        let secret = gvk.group.is_empty() && gvk.kind == "Secret";
-        let kind = self
-            .kinds
-            .iter()
-            .any(|k| *k == gvk.kind || (k == "*" && !secret));
+    fn covers_kind(&self, s: Subject<'_>) -> bool {
+        let group = self.group == "*" || self.group == s.group;
+        // A Secret is covered only by a grant that names it, in the core
+        // group or any.
+        let kind = if s.secret {
+            self.kinds.iter().any(|k| k == "Secret")
+        } else {
+            self.kinds.iter().any(|k| k == s.kind || k == "*")
+        };
         group && kind
     }
 
@@ -304,6 +341,51 @@ impl Policy {
     /// default's), and the watch count must be within its limit. Lists
     /// every denial.
     pub fn admit(&self, manifest: &GuestManifest) -> std::result::Result<(), PolicyDenied> {
+        let watches: Vec<_> = manifest
+            .watches
+            .iter()
+            .map(|w| (Subject::declared(&w.gvk), w.gvk.to_string()))
+            .collect();
+        let writes: Vec<_> = manifest
+            .writes
+            .iter()
+            .map(|r| (Subject::declared(&r.gvk), r.gvk.to_string()))
+            .collect();
+        self.check(manifest, &watches, &writes)
+    }
+
+    /// Checks a manifest again against the resources discovery resolved
+    /// its watches (`watches[i]` for `manifest.watches[i]`) and write rules
+    /// (`writes[i]`) to: what the host lists and writes, whatever the
+    /// manifest called it. Core Secrets need a grant naming `Secret` by any
+    /// spelling of kind, plural, group or version that resolves to them.
+    pub fn admit_resolved(
+        &self,
+        manifest: &GuestManifest,
+        watches: &[ApiResource],
+        writes: &[ApiResource],
+    ) -> std::result::Result<(), PolicyDenied> {
+        let describe =
+            |ar: &ApiResource| format!("{}/{} (resource {})", ar.api_version, ar.kind, ar.plural);
+        let watches: Vec<_> = watches
+            .iter()
+            .map(|ar| (Subject::resolved(ar), describe(ar)))
+            .collect();
+        let writes: Vec<_> = writes
+            .iter()
+            .map(|ar| (Subject::resolved(ar), describe(ar)))
+            .collect();
+        self.check(manifest, &watches, &writes)
+    }
+
+    /// Admission of `manifest` whose watch `i` is `watches[i]` and write
+    /// rule `i` is `writes[i]` (the subject, and how a denial names it).
+    fn check(
+        &self,
+        manifest: &GuestManifest,
+        watches: &[(Subject<'_>, String)],
+        writes: &[(Subject<'_>, String)],
+    ) -> std::result::Result<(), PolicyDenied> {
         let (section_name, section) = self.section(&manifest.name);
         let limits = self.limits(&manifest.name);
         let mut denied = Vec::new();
@@ -315,29 +397,28 @@ impl Policy {
             ));
         }
         let watch_grants = self.grants(section, |s| &s.watch);
-        for w in &manifest.watches {
+        for (w, (subject, what)) in manifest.watches.iter().zip(watches) {
             let ok = match watch_grants {
-                None => !is_secret(&w.gvk),
+                None => !subject.secret,
                 Some(gs) => gs
                     .iter()
-                    .any(|g| g.covers_kind(&w.gvk) && g.covers_namespace(w.namespace.as_deref())),
+                    .any(|g| g.covers_kind(*subject) && g.covers_namespace(w.namespace.as_deref())),
             };
             if !ok {
                 denied.push(format!(
-                    "watch {:?} of {} in {}{}",
+                    "watch {:?} of {what} in {}{}",
                     w.name,
-                    w.gvk,
                     where_(w.namespace.as_deref()),
-                    secret_note(&w.gvk)
+                    secret_note(*subject)
                 ));
             }
         }
         let write_grants = self.grants(section, |s| &s.write);
-        for r in &manifest.writes {
+        for (r, (subject, what)) in manifest.writes.iter().zip(writes) {
             let ok = match write_grants {
-                None => !is_secret(&r.gvk),
+                None => !subject.secret,
                 Some(gs) => gs.iter().any(|g| {
-                    g.covers_kind(&r.gvk)
+                    g.covers_kind(*subject)
                         && g.covers_namespace(r.namespace.as_deref())
                         && g.covers_names(&r.names)
                 }),
@@ -349,10 +430,9 @@ impl Policy {
                     format!("names {}", r.names.join(", "))
                 };
                 denied.push(format!(
-                    "write {} in {}, {names}{}",
-                    r.gvk,
+                    "write {what} in {}, {names}{}",
                     where_(r.namespace.as_deref()),
-                    secret_note(&r.gvk)
+                    secret_note(*subject)
                 ));
             }
         }
@@ -371,8 +451,8 @@ fn is_secret(gvk: &Gvk) -> bool {
     gvk.group.is_empty() && gvk.kind == "Secret"
 }
 
-fn secret_note(gvk: &Gvk) -> &'static str {
-    if is_secret(gvk) {
+fn secret_note(subject: Subject<'_>) -> &'static str {
+    if subject.secret {
         " (Secrets need a grant that names the kind Secret)"
     } else {
         ""

@@ -393,3 +393,29 @@ impl Partitionable {
         self.cut.send_replace(true);
     }
 }
+
+/// Every request a [`recording`] client sent: `METHOD path?query`.
+pub type Requests = Arc<std::sync::Mutex<Vec<String>>>;
+
+/// A client that records the method, path and query of every request the
+/// host sends through it (then sends it through `client`): what a test
+/// asserts no request ever looked like.
+pub fn recording(client: &Client) -> (Client, Requests) {
+    let seen: Requests = Arc::default();
+    let log = seen.clone();
+    let inner = client.clone();
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let line = format!(
+            "{} {}",
+            req.method(),
+            req.uri().path_and_query().map_or("", |p| p.as_str())
+        );
+        log.lock().unwrap().push(line);
+        let inner = inner.clone();
+        async move { inner.send(req).await }
+    });
+    (
+        Client::new(service, client.default_namespace().to_string()),
+        seen,
+    )
+}

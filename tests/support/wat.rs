@@ -259,8 +259,23 @@ pub enum WatWrite {
     RemoveFinalizer(WatRef, String),
 }
 
+/// One event of a plan (the WIT `event`).
+#[derive(Clone)]
+pub struct WatEvent {
+    pub regarding: WatRef,
+    pub related: Option<WatRef>,
+    pub warning: bool,
+    pub reason: String,
+    pub message: String,
+}
+
 /// Memory image of `ok(plan { writes })`.
 fn plan_image(writes: &[WatWrite], base: u32) -> (String, u32) {
+    plan_image_with_events(writes, &[], base)
+}
+
+/// Memory image of `ok(plan { writes, events })`.
+fn plan_image_with_events(writes: &[WatWrite], events: &[WatEvent], base: u32) -> (String, u32) {
     let mut mem = Mem::new(base);
     // result<plan, reconcile-error>: tag @0, plan @8: writes @8, events
     // @16, option<u64> @24 (payload @32).
@@ -299,6 +314,23 @@ fn plan_image(writes: &[WatWrite], base: u32) -> (String, u32) {
     }
     mem.u32(ret + 8, list);
     mem.u32(ret + 12, writes.len() as u32);
+    // event (104 bytes): regarding @0, related option<object-ref> @36
+    // (payload @40), event-type @76, reason @80, action @88, message @96.
+    let list = mem.alloc(104 * events.len() as u32, 4);
+    for (i, e) in events.iter().enumerate() {
+        let at = list + 104 * i as u32;
+        mem.object_ref(at, &e.regarding);
+        if let Some(r) = &e.related {
+            mem.u8(at + 36, 1);
+            mem.object_ref(at + 40, r);
+        }
+        mem.u8(at + 76, u8::from(e.warning));
+        mem.string(at + 80, &e.reason);
+        mem.string(at + 88, "Reconcile");
+        mem.string(at + 96, &e.message);
+    }
+    mem.u32(ret + 16, list);
+    mem.u32(ret + 20, events.len() as u32);
     (mem.data_segment(), ret)
 }
 
@@ -306,8 +338,11 @@ fn plan_image(writes: &[WatWrite], base: u32) -> (String, u32) {
 pub enum Behaviour {
     /// Applies these documents.
     Apply(Vec<String>),
-    /// Returns these writes, whatever the snapshot holds.
-    Plan(Vec<WatWrite>),
+    /// Returns this plan, every time.
+    Plan {
+        writes: Vec<WatWrite>,
+        events: Vec<WatEvent>,
+    },
     /// Traps.
     Trap,
     /// Loops until the deadline.
@@ -341,8 +376,8 @@ pub fn guest(m: &WatManifest, behaviour: Behaviour) -> Vec<u8> {
             let (d, at) = plan_image(&writes, 32_768);
             (d, format!("(i32.const {at})"))
         }
-        Behaviour::Plan(writes) => {
-            let (d, at) = plan_image(&writes, 32_768);
+        Behaviour::Plan { writes, events } => {
+            let (d, at) = plan_image_with_events(&writes, &events, 32_768);
             (d, format!("(i32.const {at})"))
         }
         Behaviour::RequeueNow(docs) => {

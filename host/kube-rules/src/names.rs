@@ -26,6 +26,38 @@ pub fn is_dns1123_subdomain(s: &str) -> bool {
     !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns1123_label)
 }
 
+/// `IsDNS1123Label`: its problems with `s` (none when valid), the length
+/// and the regex each reported, as apimachinery does.
+pub fn dns1123_label_errors(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if s.len() > 63 {
+        errs.push("must be no more than 63 characters".to_string());
+    }
+    let shape = !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-');
+    if !shape {
+        errs.push(DNS1123_LABEL_MSG.to_string());
+    }
+    errs
+}
+
+/// `IsValidPathSegmentName`: the problems of a name that must be one URL
+/// path segment (the rule for RBAC objects, whose names may hold `:`):
+/// not `.` or `..`, and no `/` or `%` (none when valid).
+pub fn path_segment_name_errors(name: &str) -> Vec<String> {
+    if name == "." || name == ".." {
+        return vec![format!("may not be '{name}'")];
+    }
+    ["/", "%"]
+        .iter()
+        .filter(|illegal| name.contains(**illegal))
+        .map(|illegal| format!("may not contain '{illegal}'"))
+        .collect()
+}
+
 /// `qualifiedNameFmt`.
 const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 /// `qualifiedNameErrMsg`.
@@ -180,6 +212,17 @@ mod tests {
             vec!["a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"]
         );
         assert_eq!(label_value_errors(&"a".repeat(64)).len(), 1);
+    }
+
+    #[test]
+    fn a_path_segment_name_can_never_be_more_than_one_segment() {
+        assert!(path_segment_name_errors("system:controller:x").is_empty());
+        assert_eq!(path_segment_name_errors(".."), vec!["may not be '..'"]);
+        assert_eq!(path_segment_name_errors("."), vec!["may not be '.'"]);
+        assert_eq!(
+            path_segment_name_errors("a/%2F"),
+            vec!["may not contain '/'", "may not contain '%'"]
+        );
     }
 
     #[test]

@@ -142,10 +142,8 @@ impl Actuator {
             field_manager: Some(self.field_manager.clone()),
             ..PatchParams::default()
         };
-        let result = self
-            .api(&ar, target.namespace.as_deref())
-            .patch(&target.name, &params, &Patch::<()>::Json(patch))
-            .await;
+        let (api, name) = self.api(&ar, target)?;
+        let result = api.patch(&name, &params, &Patch::<()>::Json(patch)).await;
         match result {
             Ok(_) => {
                 self.metrics.wrote(verb);

@@ -15,7 +15,10 @@
 //! guest's [`Outputs`] (live state of what it writes, producers, and the
 //! echo bookkeeping that keeps the watch echo of our own writes from waking
 //! a reconcile) and events through kube's recorder, each emitted once per
-//! appearance rather than once per reconcile. It reads the watched caches
+//! appearance rather than once per reconcile, and only about an object the
+//! guest watches or may write (`regarding`; any other is refused, logged
+//! and counted). Names and namespaces reach request paths only as single
+//! path segments ([`crate::urlpath`]). It reads the watched caches
 //! only for uids and finalizer lists, never calls back into the
 //! controller, and never retries in line: any failure goes back to the
 //! caller, which requeues with backoff. The write allowlist and pinning
@@ -25,12 +28,15 @@ pub mod contest;
 pub mod entries;
 mod finalizers;
 mod merge;
+pub mod regarding;
 mod writes;
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use crate::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
+use crate::events::{
+    Event as KubeEvent, EventType as KubeEventType, PublishError, Recorder, Reporter,
+};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{ApiResource, DynamicObject};
 use kube::{Api, Client};
@@ -39,7 +45,9 @@ pub use finalizers::{add_patch, remove_patch, Current};
 pub use writes::{contains, drops_owned_field, gone};
 
 use crate::discovery::{Discovery, DiscoveryError};
-use crate::guest::{EventType, Gvk, ObjectKey, PlannedEvent, PlannedWrite, ValidatedPlan};
+use crate::guest::{
+    EventType, GuestManifest, Gvk, ObjectKey, PlannedEvent, PlannedWrite, ValidatedPlan,
+};
 use crate::metrics::{GuestMetrics, WriteVerb};
 use crate::outputs::Outputs;
 use crate::request::RequestKey;
@@ -65,6 +73,16 @@ pub enum ActuatorError {
         #[source]
         source: kube::Error,
     },
+    /// A name or namespace that cannot be one URL path segment: refused
+    /// before any request is built (plan validation refuses it first).
+    #[error("refused to build a request path for {target}: {source}")]
+    UnsafePath {
+        /// The object.
+        target: String,
+        /// Which value, and why.
+        #[source]
+        source: crate::urlpath::UnsafeSegment,
+    },
     /// A request the host built is unusable (a bug, reported, not a panic).
     #[error("internal: {0}")]
     Internal(String),
@@ -72,10 +90,11 @@ pub enum ActuatorError {
 
 impl ActuatorError {
     /// Short label for metrics: "conflict", "throttled", "server", "client",
-    /// "discovery", "transport" or "internal".
+    /// "discovery", "transport", "unsafe_path" or "internal".
     pub fn metric_label(&self) -> &'static str {
         match self {
             ActuatorError::Discovery(_) => "discovery",
+            ActuatorError::UnsafePath { .. } => "unsafe_path",
             ActuatorError::Internal(_) => "internal",
             ActuatorError::Api {
                 source: kube::Error::Api(s),
@@ -135,6 +154,26 @@ impl Executed {
     }
 }
 
+/// `target`'s namespace and name as URL path segments.
+pub(crate) fn path_segments(target: &ObjectKey) -> Result<(Option<String>, String), ActuatorError> {
+    let unsafe_path = |source| ActuatorError::UnsafePath {
+        target: target.to_string(),
+        source,
+    };
+    let namespace = match &target.namespace {
+        Some(ns) => Some(
+            crate::urlpath::segment("namespace", ns)
+                .map_err(unsafe_path)?
+                .into_owned(),
+        ),
+        None => None,
+    };
+    let name = crate::urlpath::segment("name", &target.name)
+        .map_err(unsafe_path)?
+        .into_owned();
+    Ok((namespace, name))
+}
+
 /// An event's identity: what it is about, its reason and its message.
 type EventId = (ObjectKey, String, String);
 
@@ -159,6 +198,8 @@ pub struct Actuator {
     recorder: Recorder,
     outputs: Outputs,
     watched: Vec<Watched>,
+    /// The guest's manifest: which objects its Events may regard.
+    manifest: Arc<GuestManifest>,
     /// Events emitted for each request key by its last successful plan.
     emitted: Mutex<HashMap<RequestKey, BTreeSet<EventId>>>,
     /// uids the API server answered 404 for when the host added its
@@ -167,18 +208,19 @@ pub struct Actuator {
 }
 
 impl Actuator {
-    /// An actuator writing as `wasmctrl/<guest>` into `outputs`, reading
-    /// uids and finalizers from `watched`.
+    /// An actuator writing as `wasmctrl/<guest>` (the manifest's name) into
+    /// `outputs`, reading uids and finalizers from `watched`, recording
+    /// Events only about objects `manifest` watches or may write.
     pub fn new(
         client: Client,
         discovery: Discovery,
         outputs: Outputs,
         watched: Vec<Watched>,
         metrics: GuestMetrics,
-        guest: &str,
+        manifest: Arc<GuestManifest>,
         instance: Option<String>,
     ) -> Self {
-        let field_manager = format!("wasmctrl/{guest}");
+        let field_manager = format!("wasmctrl/{}", manifest.name);
         let recorder = Recorder::new(
             client.clone(),
             Reporter {
@@ -194,6 +236,7 @@ impl Actuator {
             recorder,
             outputs,
             watched,
+            manifest,
             emitted: Mutex::new(HashMap::new()),
             gone: Mutex::default(),
         }
@@ -209,11 +252,20 @@ impl Actuator {
         &self.outputs
     }
 
-    fn api(&self, ar: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
-        match namespace {
-            Some(ns) => Api::namespaced_with(self.client.clone(), ns, ar),
+    /// The API for `target`'s resource and `target`'s name, each made one
+    /// URL path segment ([`crate::urlpath`]): kube's builders put both into
+    /// the path as they are.
+    fn api(
+        &self,
+        ar: &ApiResource,
+        target: &ObjectKey,
+    ) -> Result<(Api<DynamicObject>, String), ActuatorError> {
+        let (namespace, name) = path_segments(target)?;
+        let api = match namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), &ns, ar),
             None => Api::all_with(self.client.clone(), ar),
-        }
+        };
+        Ok((api, name))
     }
 
     /// Carries out `plan` for request `key`, write by write. Stops at the
@@ -356,7 +408,10 @@ impl Actuator {
 
     /// Publishes the events that were not already emitted by this key's
     /// previous successful plan: a condition is reported when it appears,
-    /// not again on every reconcile or resync.
+    /// not again on every reconcile or resync. An event about an object the
+    /// guest neither watches nor may write (see [`regarding`]) is not
+    /// recorded: it is logged with the guest and the reason and counted in
+    /// `wasmctrl_guest_events_refused_total`, once per appearance too.
     async fn publish_events(
         &self,
         key: &RequestKey,
@@ -370,6 +425,14 @@ impl Actuator {
         for e in events {
             let id = (e.regarding.clone(), e.reason.clone(), e.message.clone());
             if before.contains(&id) {
+                continue;
+            }
+            if let Err(refusal) =
+                regarding::check(&self.manifest, &self.discovery, &e.regarding).await?
+            {
+                let reason = refusal.label();
+                tracing::warn!(guest = %self.manifest.name, reason, event = %e.reason, "event refused: {refusal}");
+                self.metrics.refused_event(reason);
                 continue;
             }
             let event = KubeEvent {
@@ -386,10 +449,17 @@ impl Actuator {
                 .recorder
                 .publish(&event, &self.reference(&e.regarding))
                 .await;
-            result.map_err(|source| ActuatorError::Api {
-                verb: "event",
-                target: format!("event {} on {}", e.reason, e.regarding),
-                source,
+            let target = || format!("event {} on {}", e.reason, e.regarding);
+            result.map_err(|e| match e {
+                PublishError::Api(source) => ActuatorError::Api {
+                    verb: "event",
+                    target: target(),
+                    source,
+                },
+                PublishError::Path(source) => ActuatorError::UnsafePath {
+                    target: target(),
+                    source,
+                },
             })?;
             self.metrics.wrote(WriteVerb::Event);
         }

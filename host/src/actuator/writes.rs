@@ -259,19 +259,36 @@ impl Actuator {
         seen.merge = merge.clone();
         contests.sets(target, part == Part::Status, desired);
         let ar = self.discovery.resource(&target.gvk).await?;
+        let segments = super::path_segments(target)?;
         let (result, changed_meanwhile) = match merge {
             Some(entries) => {
                 tracing::debug!(target = %target, "writing only the changed entries (merge patch)");
                 echoes.merged(target);
                 let params = self.merge_params();
-                self.send(&ar, target, &params, &Patch::Merge(&entries), part, verb)
-                    .await
+                self.send(
+                    &ar,
+                    target,
+                    &segments,
+                    &params,
+                    &Patch::Merge(&entries),
+                    part,
+                    verb,
+                )
+                .await
             }
             None => {
                 echoes.wake_on_echo(target);
                 let params = PatchParams::apply(&self.field_manager).force();
-                self.send(&ar, target, &params, &Patch::Apply(desired), part, verb)
-                    .await
+                self.send(
+                    &ar,
+                    target,
+                    &segments,
+                    &params,
+                    &Patch::Apply(desired),
+                    part,
+                    verb,
+                )
+                .await
             }
         };
         match result {
@@ -357,11 +374,20 @@ impl Actuator {
         body.insert(write.field.clone(), Json::Object(entries.clone()));
         let body = Json::Object(body);
         let ar = self.discovery.resource(&target.gvk).await?;
+        let segments = super::path_segments(target)?;
         echoes.merged(target);
         let params = self.merge_params();
         let patch = Patch::Merge(&body);
         let (result, changed_meanwhile) = self
-            .send(&ar, target, &params, &patch, Part::Object, WriteVerb::Apply)
+            .send(
+                &ar,
+                target,
+                &segments,
+                &params,
+                &patch,
+                Part::Object,
+                WriteVerb::Apply,
+            )
             .await;
         match result {
             Ok(rv) => {
@@ -420,17 +446,21 @@ impl Actuator {
         }
     }
 
-    /// Sends one patch of `target` (its status when `part` is Status)
+    /// Sends one patch of `target` (its status when `part` is Status), its
+    /// path built from `segments` ([`super::path_segments`]: a name can
+    /// never reach another object or a subresource),
     /// inside the echo bookkeeping, and returns the resourceVersion written
     /// and whether someone else changed the object while it was in flight.
     /// Only the version is decoded from the answer: the object itself is
     /// skipped unparsed (a large summary is hundreds of KB, and the watch
     /// echo brings it to the cache anyway). An accepted write is counted as
     /// `verb` and told to the write-war bookkeeping.
+    #[allow(clippy::too_many_arguments)]
     async fn send<P: serde::Serialize + std::fmt::Debug>(
         &self,
         ar: &kube::api::ApiResource,
         target: &ObjectKey,
+        segments: &(Option<String>, String),
         params: &PatchParams,
         patch: &Patch<P>,
         part: Part,
@@ -446,11 +476,12 @@ impl Actuator {
             resource_version: Option<String>,
         }
         use kube::Resource;
-        let url = kube::api::DynamicObject::url_path(ar, target.namespace.as_deref());
+        let (namespace, name) = segments;
+        let url = kube::api::DynamicObject::url_path(ar, namespace.as_deref());
         let request = kube::core::Request::new(url);
         let req = match part {
-            Part::Object => request.patch(&target.name, params, patch),
-            Part::Status => request.patch_subresource("status", &target.name, params, patch),
+            Part::Object => request.patch(name, params, patch),
+            Part::Status => request.patch_subresource("status", name, params, patch),
         };
         let mut req = match req {
             Ok(req) => req,
@@ -503,10 +534,8 @@ impl Actuator {
             }),
             ..DeleteParams::background()
         };
-        let result = self
-            .api(&ar, target.namespace.as_deref())
-            .delete(&target.name, &params)
-            .await;
+        let (api, name) = self.api(&ar, target)?;
+        let result = api.delete(&name, &params).await;
         match result {
             Ok(_) => {
                 self.metrics.wrote(WriteVerb::Delete);

@@ -29,7 +29,7 @@ use kube::Client;
 use crate::actuator::contest::ContestConfig;
 use crate::actuator::{Actuator, Executed, Watched as ActuatorWatched};
 use crate::aggregate::Aggregate;
-use crate::discovery::{Discovery, DiscoveryError};
+use crate::discovery::{Discovery, DiscoveryError, WatchResourceError};
 use crate::guest::snapshot::{self, WatchView};
 use crate::guest::{
     Environment, GuestError, GuestManifest, GuestModule, ManifestError, ObjectKey, Request,
@@ -59,6 +59,16 @@ pub enum ControllerError {
         /// The discovery error.
         #[source]
         source: DiscoveryError,
+    },
+    /// The resources discovery resolved the manifest to are more than the
+    /// operator's policy grants.
+    #[error("guest {guest}: {source}")]
+    Policy {
+        /// The guest.
+        guest: String,
+        /// Every denial.
+        #[source]
+        source: crate::policy::PolicyDenied,
     },
     /// The host's credentials lack permissions the guest needs.
     #[error("guest {guest}: {source}")]
@@ -249,17 +259,24 @@ impl GuestController {
             }
             None => None,
         };
+        let resources = resolve(discovery, &manifest, &name).await?;
+        module
+            .policy()
+            .admit_resolved(&manifest, &resources.watches, &resources.writes)
+            .map_err(|source| ControllerError::Policy {
+                guest: name.clone(),
+                source,
+            })?;
         check_status_rules(discovery, &manifest, &name).await?;
-        preflight(&client, discovery, &manifest, &name, resolve_err).await?;
+        preflight(&client, &manifest, &resources, &name).await?;
 
         let mut informers = Vec::new();
-        for spec in &manifest.watches {
-            let plural = discovery.watch_plural(spec).await.map_err(resolve_err)?;
+        for (spec, resource) in manifest.watches.iter().zip(&resources.watches) {
             let key = InformerKey {
                 group: spec.gvk.group.clone(),
                 version: spec.gvk.version.clone(),
                 kind: spec.gvk.kind.clone(),
-                plural,
+                plural: resource.plural.clone(),
                 namespace: spec.namespace.clone(),
                 label_selector: spec.label_selector.clone(),
                 field_selector: spec.field_selector.clone(),
@@ -310,13 +327,13 @@ impl GuestController {
             outputs,
             watched,
             metrics.clone(),
-            &name,
+            shared.clone(),
             config.instance.clone(),
         );
         Ok(GuestController {
             name,
             module,
-            manifest: Arc::new(manifest),
+            manifest: shared,
             env,
             watches,
             caches,
@@ -712,6 +729,49 @@ async fn check_status_rules(
     Ok(())
 }
 
+/// The API resources a manifest's watches and write rules resolve to,
+/// position for position.
+struct Resources {
+    watches: Vec<kube::api::ApiResource>,
+    writes: Vec<kube::api::ApiResource>,
+}
+
+/// Resolves every watch and write rule through discovery: the resources
+/// the host will list and write. A watch whose declared plural is not
+/// discovery's is refused, naming the watch and both plurals.
+async fn resolve(
+    discovery: &Discovery,
+    manifest: &GuestManifest,
+    guest: &str,
+) -> Result<Resources, ControllerError> {
+    let resolve_err = |source| ControllerError::Resolve {
+        guest: guest.to_string(),
+        source,
+    };
+    let mut watches = Vec::with_capacity(manifest.watches.len());
+    for (i, spec) in manifest.watches.iter().enumerate() {
+        match discovery.watch_resource(spec).await {
+            Ok(resource) => watches.push(resource),
+            Err(WatchResourceError::Discovery(e)) => return Err(resolve_err(e)),
+            Err(e @ WatchResourceError::PluralMismatch { .. }) => {
+                tracing::error!(guest, watch = %spec.name, "{e}");
+                return Err(ControllerError::Manifest {
+                    guest: guest.to_string(),
+                    source: ManifestError::Invalid {
+                        field: format!("watches[{i}] ({}).plural", spec.name),
+                        problem: e.to_string(),
+                    },
+                });
+            }
+        }
+    }
+    let mut writes = Vec::with_capacity(manifest.writes.len());
+    for rule in &manifest.writes {
+        writes.push(discovery.resource(&rule.gvk).await.map_err(resolve_err)?);
+    }
+    Ok(Resources { watches, writes })
+}
+
 /// Checks, before any cache starts, that the host may do everything the
 /// guest's manifest needs (see [`crate::permissions`]): list and watch what
 /// it watches and the objects it writes (the outputs cache), and patch and
@@ -719,19 +779,18 @@ async fn check_status_rules(
 /// in the namespaces it names.
 async fn preflight(
     client: &Client,
-    discovery: &Discovery,
     manifest: &GuestManifest,
+    resources: &Resources,
     guest: &str,
-    resolve_err: impl Fn(DiscoveryError) -> ControllerError,
 ) -> Result<(), ControllerError> {
     let mut needs = Vec::new();
-    for spec in &manifest.watches {
-        let plural = discovery.watch_plural(spec).await.map_err(&resolve_err)?;
+    for (spec, resource) in manifest.watches.iter().zip(&resources.watches) {
+        let plural = &resource.plural;
         for verb in ["list", "watch"] {
             needs.push(Need::new(
                 verb,
                 &spec.gvk.group,
-                &plural,
+                plural,
                 spec.namespace.as_deref(),
                 None,
             ));
@@ -742,18 +801,14 @@ async fn preflight(
             needs.push(Need::new(
                 "patch",
                 &spec.gvk.group,
-                &plural,
+                plural,
                 spec.namespace.as_deref(),
                 None,
             ));
         }
     }
-    for rule in &manifest.writes {
-        let plural = discovery
-            .resource(&rule.gvk)
-            .await
-            .map_err(&resolve_err)?
-            .plural;
+    for (rule, resource) in manifest.writes.iter().zip(&resources.writes) {
+        let plural = &resource.plural;
         let group = rule.gvk.group.as_str();
         let ns = rule.namespace.as_deref();
         let single = match rule.names.as_slice() {
@@ -761,18 +816,18 @@ async fn preflight(
             _ => None,
         };
         for verb in ["list", "watch"] {
-            needs.push(Need::new(verb, group, &plural, ns, single));
+            needs.push(Need::new(verb, group, plural, ns, single));
         }
         // Without a namespace the rule says where the guest *may* write,
         // not where it will: nothing precise to ask.
         if ns.is_some() {
             // An apply that creates the object is authorized as create too.
-            needs.push(Need::new("create", group, &plural, ns, None));
+            needs.push(Need::new("create", group, plural, ns, None));
             if rule.names.is_empty() {
-                needs.push(Need::new("patch", group, &plural, ns, None));
+                needs.push(Need::new("patch", group, plural, ns, None));
             }
             for n in &rule.names {
-                needs.push(Need::new("patch", group, &plural, ns, Some(n)));
+                needs.push(Need::new("patch", group, plural, ns, Some(n)));
             }
         }
     }

@@ -1,8 +1,12 @@
 //! Validation of a guest's manifest into the host's own types.
 //!
 //! Owns the checks that make a manifest safe to act on (names, kinds, field
-//! paths, selectors' basic shape, the write allowlist) and the allowlist test
-//! itself. It never starts informers or talks to the cluster.
+//! paths, selectors' basic shape, the write allowlist), the allowlist test
+//! itself, and the syntax of what ends up in a URL path: groups, versions
+//! and namespaces, and object names as the API server validates them per
+//! kind ([`object_name_problem`], which plans are held to as well), so no
+//! value a guest gives can be more than one path segment. It never starts
+//! informers or talks to the cluster.
 
 use std::time::Duration;
 
@@ -236,6 +240,33 @@ impl GuestManifest {
         })
     }
 
+    /// The manifest's kind an Event the guest emits may regard this object
+    /// as (None: it may not regard it): the kind of a watch that can hold
+    /// it (same group and kind, within the watch's namespace), or of a
+    /// write rule that allows its namespace and name. A guest reports on
+    /// what it watches or writes, nothing else.
+    pub fn event_kind(&self, gvk: &Gvk, namespace: Option<&str>, name: &str) -> Option<&Gvk> {
+        let same = |g: &Gvk| g.group == gvk.group && g.kind == gvk.kind;
+        let watched = self.watches.iter().find(|w| {
+            same(&w.gvk)
+                && w.namespace
+                    .as_deref()
+                    .is_none_or(|ns| Some(ns) == namespace)
+        });
+        let written = || {
+            self.writes.iter().find(|r| {
+                same(&r.gvk)
+                    && r.namespace
+                        .as_deref()
+                        .is_none_or(|ns| Some(ns) == namespace)
+                    && (r.names.is_empty() || r.names.iter().any(|n| n == name))
+            })
+        };
+        watched
+            .map(|w| &w.gvk)
+            .or_else(|| written().map(|r| &r.gvk))
+    }
+
     /// Position of the watch named `name`.
     pub fn watch_named(&self, name: &str) -> Option<usize> {
         self.watches.iter().position(|w| w.name == name)
@@ -259,6 +290,45 @@ pub fn is_qualified_finalizer(s: &str) -> bool {
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+/// Why `name` cannot name an object of kind `gvk` (None: it can), as the
+/// API server's name validation decides for the kind: a DNS-1123 label for
+/// a Namespace, one path segment for RBAC objects (whose names may hold
+/// `:`), a DNS-1123 subdomain — at most 253 characters of lowercase
+/// alphanumerics, '-' and '.' — for every other kind. No name it accepts
+/// can change a URL path: none holds '/' or '%' or is '.' or '..'.
+pub fn object_name_problem(gvk: &Gvk, name: &str) -> Option<String> {
+    use wasmctrl_kube_rules::names;
+    let problems = match (gvk.group.as_str(), gvk.kind.as_str()) {
+        ("", "Namespace") => label_problems(name),
+        ("rbac.authorization.k8s.io", _) if name.is_empty() => vec!["must not be empty".into()],
+        ("rbac.authorization.k8s.io", _) => names::path_segment_name_errors(name),
+        _ => names::dns1123_subdomain_errors(name),
+    };
+    (!problems.is_empty()).then(|| problems.join("; "))
+}
+
+/// Why `namespace` is not a namespace name (None: it is): a DNS-1123
+/// label, at most 63 characters.
+pub fn namespace_problem(namespace: &str) -> Option<String> {
+    let problems = label_problems(namespace);
+    (!problems.is_empty()).then(|| problems.join("; "))
+}
+
+fn label_problems(s: &str) -> Vec<String> {
+    wasmctrl_kube_rules::names::dns1123_label_errors(s)
+}
+
+/// A value as an error message shows it: at most 64 characters, and how
+/// long it was when longer.
+pub fn shown(value: &str) -> String {
+    if value.chars().count() <= 64 {
+        format!("{value:?}")
+    } else {
+        let head: String = value.chars().take(64).collect();
+        format!("{head:?}… ({} bytes)", value.len())
+    }
 }
 
 fn check_selector(field: &str, s: &Option<String>) -> Result<(), ManifestError> {
@@ -295,7 +365,42 @@ fn check_gvk(field: &str, g: &wit::GroupVersionKind) -> Result<Gvk, ManifestErro
             format!("group/version/kind needs a version and a kind, got {g:?}"),
         ));
     }
+    // Group and version become URL path segments (discovery, lists,
+    // writes): only the shapes the API server itself allows.
+    use wasmctrl_kube_rules::names::{is_dns1123_label, is_dns1123_subdomain};
+    if !(g.group.is_empty() || is_dns1123_subdomain(&g.group)) {
+        return Err(invalid(
+            format!("{field}.gvk.group"),
+            format!("{} is not an API group (\"\" for core, else a lowercase DNS subdomain such as apps or example.com)", shown(&g.group)),
+        ));
+    }
+    if !is_dns1123_label(&g.version) {
+        return Err(invalid(
+            format!("{field}.gvk.version"),
+            format!(
+                "{} is not an API version (a lowercase DNS label such as v1 or v1beta1)",
+                shown(&g.version)
+            ),
+        ));
+    }
+    let kind_ok = g.kind.len() <= 63
+        && g.kind.starts_with(|c: char| c.is_ascii_alphabetic())
+        && g.kind.chars().all(|c| c.is_ascii_alphanumeric());
+    if !kind_ok {
+        return Err(invalid(
+            format!("{field}.gvk.kind"),
+            format!("{} is not a kind (ASCII letters and digits, starting with a letter, such as ConfigMap)", shown(&g.kind)),
+        ));
+    }
     Ok(Gvk::from_wit(g))
+}
+
+/// Refuses a namespace that is not a namespace name.
+fn check_namespace(field: String, namespace: Option<&str>) -> Result<(), ManifestError> {
+    match namespace.and_then(|ns| namespace_problem(ns).map(|p| (ns, p))) {
+        Some((ns, problem)) => Err(invalid(field, format!("{} {problem}", shown(ns)))),
+        None => Ok(()),
+    }
 }
 
 /// Validates a guest-returned manifest: everything that can be checked
@@ -325,6 +430,8 @@ pub fn validate(m: &wit::Manifest) -> Result<GuestManifest, ManifestError> {
             ));
         }
         let gvk = check_gvk(&at, &w.gvk)?;
+        let namespace = w.namespace.clone().filter(|n| !n.is_empty());
+        check_namespace(format!("{at}.namespace"), namespace.as_deref())?;
         check_selector(&format!("{at}.label-selector"), &w.label_selector)?;
         check_selector(&format!("{at}.field-selector"), &w.field_selector)?;
         let parse = |what: String, p: &String| {
@@ -367,7 +474,7 @@ pub fn validate(m: &wit::Manifest) -> Result<GuestManifest, ManifestError> {
             name: w.name.clone(),
             gvk,
             plural: w.plural.clone().filter(|p| !p.is_empty()),
-            namespace: w.namespace.clone().filter(|n| !n.is_empty()),
+            namespace,
             label_selector: w.label_selector.clone().filter(|s| !s.is_empty()),
             field_selector: w.field_selector.clone().filter(|s| !s.is_empty()),
             projection: Projection::new(fields, index_paths),
@@ -451,9 +558,24 @@ pub fn validate(m: &wit::Manifest) -> Result<GuestManifest, ManifestError> {
     }
     let mut writes = Vec::with_capacity(m.writes.len());
     for (i, w) in m.writes.iter().enumerate() {
+        let gvk = check_gvk(&format!("writes[{i}]"), &w.gvk)?;
+        let namespace = w.namespace.clone().filter(|n| !n.is_empty());
+        check_namespace(format!("writes[{i}].namespace"), namespace.as_deref())?;
+        for (n, name) in w.names.iter().enumerate() {
+            if let Some(problem) = object_name_problem(&gvk, name) {
+                return Err(invalid(
+                    format!("writes[{i}].names[{n}]"),
+                    format!(
+                        "{} is not a valid {} name: {problem}",
+                        shown(name),
+                        gvk.kind
+                    ),
+                ));
+            }
+        }
         writes.push(WriteRule {
-            gvk: check_gvk(&format!("writes[{i}]"), &w.gvk)?,
-            namespace: w.namespace.clone().filter(|n| !n.is_empty()),
+            gvk,
+            namespace,
             names: w.names.clone(),
             status: w.status,
         });
@@ -464,4 +586,141 @@ pub fn validate(m: &wit::Manifest) -> Result<GuestManifest, ManifestError> {
         writes,
         resync: m.resync_seconds.map(|s| Duration::from_secs(u64::from(s))),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn gvk(group: &str, version: &str, kind: &str) -> wit::GroupVersionKind {
+        wit::GroupVersionKind {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+        }
+    }
+
+    fn watch(g: wit::GroupVersionKind, namespace: Option<&str>) -> wit::Watch {
+        wit::Watch {
+            name: "w".into(),
+            gvk: g,
+            plural: None,
+            namespace: namespace.map(str::to_string),
+            label_selector: None,
+            field_selector: None,
+            fields: vec![],
+            indexes: vec![],
+            keys: wit::KeyMapping::Aggregate("k".into()),
+            finalizer: None,
+        }
+    }
+
+    fn rule(g: wit::GroupVersionKind, namespace: Option<&str>, names: &[&str]) -> wit::WriteRule {
+        wit::WriteRule {
+            gvk: g,
+            namespace: namespace.map(str::to_string),
+            names: names.iter().map(|n| n.to_string()).collect(),
+            status: false,
+        }
+    }
+
+    fn manifest(
+        watches: Vec<wit::Watch>,
+        writes: Vec<wit::WriteRule>,
+    ) -> Result<GuestManifest, ManifestError> {
+        validate(&wit::Manifest {
+            name: "g".into(),
+            watches,
+            writes,
+            resync_seconds: None,
+        })
+    }
+
+    fn field_of(r: Result<GuestManifest, ManifestError>) -> String {
+        match r {
+            Err(ManifestError::Invalid { field, .. }) => field,
+            other => panic!("not refused: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn groups_versions_kinds_and_namespaces_that_could_reach_another_path_are_refused() {
+        let pods = || gvk("", "v1", "Pod");
+        let cases = [
+            (
+                watch(gvk("../api", "v1", "Secret"), None),
+                "watches[0] (w).gvk.group",
+            ),
+            (
+                watch(gvk("", "v1/../../api/v1", "Secret"), None),
+                "watches[0] (w).gvk.version",
+            ),
+            (
+                watch(gvk("", "v1", "Pod/status"), None),
+                "watches[0] (w).gvk.kind",
+            ),
+            (
+                watch(pods(), Some("kube-system/../x")),
+                "watches[0] (w).namespace",
+            ),
+            (watch(pods(), Some("Ops")), "watches[0] (w).namespace"),
+        ];
+        for (w, field) in cases {
+            assert_eq!(field_of(manifest(vec![w], vec![])), field);
+        }
+        let writes = |r| manifest(vec![watch(pods(), None)], vec![r]);
+        assert_eq!(
+            field_of(writes(rule(gvk("", "v1", "ConfigMap"), Some("a/b"), &[]))),
+            "writes[0].namespace"
+        );
+        let e = writes(rule(
+            gvk("", "v1", "ConfigMap"),
+            Some("ops"),
+            &["ok", "../secrets"],
+        ))
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "writes[0].names[1]: \"../secrets\" is not a valid ConfigMap name: {}",
+                wasmctrl_kube_rules::names::DNS1123_SUBDOMAIN_MSG
+            )
+        );
+        // What real manifests use stays valid.
+        manifest(
+            vec![watch(gvk("apps", "v1beta1", "Deployment"), Some("ml"))],
+            vec![rule(
+                gvk("example.com", "v1alpha1", "GpuQuota"),
+                None,
+                &["a.b-c"],
+            )],
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn an_event_may_regard_only_what_the_guest_watches_or_may_write() {
+        let m = manifest(
+            vec![watch(gvk("", "v1", "Pod"), Some("ml"))],
+            vec![rule(gvk("", "v1", "ConfigMap"), Some("ops"), &["summary"])],
+        )
+        .unwrap();
+        let at = |kind: &str, ns: Option<&str>, name: &str| {
+            m.event_kind(&Gvk::from_api_version("v1", kind), ns, name)
+                .map(|g| g.kind.clone())
+        };
+        assert_eq!(at("Pod", Some("ml"), "p1").as_deref(), Some("Pod"));
+        assert_eq!(
+            at("ConfigMap", Some("ops"), "summary").as_deref(),
+            Some("ConfigMap")
+        );
+        // Outside the watch's namespace, the rule's namespace or names, or
+        // a kind of neither.
+        assert_eq!(at("Pod", Some("kube-system"), "p1"), None);
+        assert_eq!(at("ConfigMap", Some("kube-system"), "summary"), None);
+        assert_eq!(at("ConfigMap", Some("ops"), "other"), None);
+        assert_eq!(at("Secret", Some("ml"), "p1"), None);
+    }
 }

@@ -586,6 +586,12 @@ impl GuestModule {
         &self.inner.digest
     }
 
+    /// The operator's policy this module's runtime admits manifests with
+    /// (the controller admits the resolved resources with it again).
+    pub fn policy(&self) -> &crate::policy::Policy {
+        &self.inner.shared.config.policy
+    }
+
     /// The label used in errors until the manifest names the guest.
     pub fn label(&self) -> &str {
         &self.inner.label

@@ -4,7 +4,11 @@
 //! values: the write allowlist (status writes included), and pinning every
 //! update, status and finalizer write to the uid of the object as the
 //! snapshot saw it — a write aimed at an object the guest did not see is
-//! refused here, so the host never creates what it meant to update. Nothing
+//! refused here, so the host never creates what it meant to update. Every
+//! name and namespace a plan gives (documents, delete and finalizer
+//! targets, events' `regarding` and `related`) must be a valid Kubernetes
+//! object name for its kind, so none can become more than one URL path
+//! segment (`../secrets/x`, `p5/status`, `%2F`). Nothing
 //! here sends a request: a plan that fails validation is rejected whole, so
 //! a half-valid plan never reaches the cluster.
 
@@ -15,7 +19,9 @@ use std::time::Duration;
 use serde_json::Value as Json;
 
 use super::bindings::wasmctrl::controller::types as wit;
-use super::manifest::{is_qualified_finalizer, GuestManifest, Gvk};
+use super::manifest::{
+    is_qualified_finalizer, namespace_problem, object_name_problem, shown, GuestManifest, Gvk,
+};
 use wasmctrl_snapshot::SnapshotView;
 
 /// Why a plan was rejected. `writes[i]` positions name the write.
@@ -40,6 +46,22 @@ pub enum PlanError {
         verb: &'static str,
         /// The missing field.
         field: &'static str,
+    },
+    /// A name or namespace that is not a valid Kubernetes object name (for
+    /// a name, as the API server validates names of its kind): it could
+    /// address another object or a subresource.
+    #[error("{at}: {field} {value} {problem}")]
+    BadName {
+        /// Where: `writes[3] (apply)`, `events[0].regarding`.
+        at: String,
+        /// The field: `metadata.name`, `metadata.namespace`, `name`,
+        /// `namespace`.
+        field: &'static str,
+        /// The value, quoted (its first 64 characters when longer).
+        value: String,
+        /// What is wrong, as the API server's rule words it: "is not a
+        /// valid Pod name: ...".
+        problem: String,
     },
     /// A write outside the guest's allowlist.
     #[error("{verb} of {gvk} {target} is outside the guest's write allowlist")]
@@ -387,7 +409,40 @@ fn parse_doc(index: usize, verb: &'static str, doc: &str) -> Result<(ObjectKey, 
         namespace: meta("namespace").map(str::to_string),
         name: name.to_string(),
     };
+    check_names(
+        || format!("writes[{index}] ({verb})"),
+        ("metadata.name", "metadata.namespace"),
+        &key,
+    )?;
     Ok((key, obj))
+}
+
+/// Refuses a key whose name or namespace is not a valid object name
+/// (`fields`: how the name and the namespace are called where `at` is).
+fn check_names(
+    at: impl Fn() -> String,
+    fields: (&'static str, &'static str),
+    key: &ObjectKey,
+) -> Result<(), PlanError> {
+    if let Some(problem) = object_name_problem(&key.gvk, &key.name) {
+        return Err(PlanError::BadName {
+            at: at(),
+            field: fields.0,
+            value: shown(&key.name),
+            problem: format!("is not a valid {} name: {problem}", key.gvk.kind),
+        });
+    }
+    if let Some(ns) = &key.namespace {
+        if let Some(problem) = namespace_problem(ns) {
+            return Err(PlanError::BadName {
+                at: at(),
+                field: fields.1,
+                value: shown(ns),
+                problem: format!("is not a valid namespace name: {problem}"),
+            });
+        }
+    }
+    Ok(())
 }
 
 fn check_ref(index: usize, verb: &'static str, r: &wit::ObjectRef) -> Result<ObjectKey, PlanError> {
@@ -401,7 +456,13 @@ fn check_ref(index: usize, verb: &'static str, r: &wit::ObjectRef) -> Result<Obj
     if r.name.is_empty() {
         return Err(missing("name"));
     }
-    Ok(ObjectKey::from_ref(r))
+    let key = ObjectKey::from_ref(r);
+    check_names(
+        || format!("writes[{index}] ({verb})"),
+        ("name", "namespace"),
+        &key,
+    )?;
+    Ok(key)
 }
 
 fn with_uid(mut doc: Json, uid: &str) -> Json {
@@ -554,9 +615,23 @@ pub fn validate(
                 problem: "related needs apiVersion, kind and name",
             });
         }
+        let regarding = ObjectKey::from_ref(&e.regarding);
+        check_names(
+            || format!("events[{index}].regarding"),
+            ("name", "namespace"),
+            &regarding,
+        )?;
+        let related = e.related.as_ref().map(ObjectKey::from_ref);
+        if let Some(r) = &related {
+            check_names(
+                || format!("events[{index}].related"),
+                ("name", "namespace"),
+                r,
+            )?;
+        }
         events.push(PlannedEvent {
-            regarding: ObjectKey::from_ref(&e.regarding),
-            related: e.related.as_ref().map(ObjectKey::from_ref),
+            regarding,
+            related,
             event_type: match e.event_type {
                 wit::EventType::Normal => EventType::Normal,
                 wit::EventType::Warning => EventType::Warning,
@@ -657,3 +732,5 @@ fn type_name(v: &Json) -> &'static str {
 
 #[cfg(test)]
 mod proptests;
+#[cfg(test)]
+mod tests;

@@ -188,3 +188,98 @@ fn a_limits_only_file_restricts_nothing_but_an_empty_list_grants_nothing() {
     let nothing = Policy::parse("default:\n  watch: []\n  write: []\n").unwrap();
     assert_eq!(nothing.admit(&gpu_summary()).unwrap_err().denied.len(), 2);
 }
+
+fn resource(group: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: group.into(),
+        version: "v1".into(),
+        api_version: if group.is_empty() {
+            "v1".into()
+        } else {
+            format!("{group}/v1")
+        },
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+/// Issue 22's leak: a watch declared as ConfigMaps that lists `secrets`.
+fn configmap_watcher() -> GuestManifest {
+    manifest(
+        "liar",
+        vec![watch("cms", gvk("", "ConfigMap"), None)],
+        vec![write(gvk("", "ConfigMap"), Some("ops"), &["leak"])],
+    )
+}
+
+#[test]
+fn the_resource_actually_listed_decides_not_the_kind_the_manifest_declares() {
+    let liar = configmap_watcher();
+    let secrets = resource("", "ConfigMap", "secrets");
+    let configmaps = resource("", "ConfigMap", "configmaps");
+    let grant_all = Policy::parse("default:\n  watch: [{group: \"*\", kinds: [\"*\"]}]\n").unwrap();
+    let grant_pods_and_cms = Policy::parse(
+        "default:\n  watch: [{group: \"\", kinds: [Pod, ConfigMap]}]\n  write: [{group: \"\", kinds: [ConfigMap]}]\n",
+    )
+    .unwrap();
+    for policy in [Policy::default(), grant_all, grant_pods_and_cms.clone()] {
+        // Declared, it passes...
+        assert_eq!(policy.admit(&liar), Ok(()));
+        // ...resolved to the Secrets resource, it does not.
+        let e = policy
+            .admit_resolved(
+                &liar,
+                std::slice::from_ref(&secrets),
+                std::slice::from_ref(&configmaps),
+            )
+            .unwrap_err();
+        assert_eq!(e.denied.len(), 1, "{e}");
+        assert!(
+            e.denied[0].contains("watch \"cms\" of v1/ConfigMap (resource secrets)")
+                && e.denied[0].contains("Secrets need a grant that names the kind Secret"),
+            "{e}"
+        );
+        assert_eq!(
+            policy.admit_resolved(
+                &liar,
+                std::slice::from_ref(&configmaps),
+                std::slice::from_ref(&configmaps)
+            ),
+            Ok(())
+        );
+    }
+    // A write rule resolved to Secrets is held to the same grant.
+    let e = grant_pods_and_cms
+        .admit_resolved(
+            &liar,
+            std::slice::from_ref(&configmaps),
+            std::slice::from_ref(&secrets),
+        )
+        .unwrap_err();
+    assert!(
+        e.denied[0].starts_with("write v1/ConfigMap (resource secrets)"),
+        "{e}"
+    );
+    // Only a grant naming Secret covers them, by either spelling.
+    let named = Policy::parse(
+        "default:\n  watch: [{group: \"\", kinds: [Secret]}]\n  write: [{group: \"\", kinds: [ConfigMap]}]\n",
+    )
+    .unwrap();
+    assert_eq!(
+        named.admit_resolved(
+            &liar,
+            &[resource("", "Secret", "secrets")],
+            std::slice::from_ref(&configmaps)
+        ),
+        Ok(())
+    );
+    // A custom kind called Secret in another group is not core Secrets.
+    assert_eq!(
+        Policy::default().admit_resolved(
+            &liar,
+            &[resource("example.com", "Secret", "secrets")],
+            &[configmaps]
+        ),
+        Ok(())
+    );
+}

@@ -99,7 +99,9 @@ impl Watch {
         }
     }
 
-    /// The resource name in URLs; only for types discovery cannot see.
+    /// The resource name in URLs, as a claim: the host lists what API
+    /// discovery names for the kind and refuses a watch whose plural
+    /// disagrees.
     #[must_use]
     pub fn plural(mut self, plural: &str) -> Self {
         self.plural = Some(plural.to_string());

@@ -232,3 +232,37 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Whatever name and namespace a plan gives, a validated write's target
+    /// is one URL path segment each: no '/', no '%', never '.' or '..'.
+    #[test]
+    fn an_accepted_target_never_spans_more_than_one_path_segment(
+        name in prop_oneof![".{0,12}", "[a-z./%]{1,8}", Just("..".to_string())],
+        namespace in proptest::option::of(prop_oneof![".{0,8}", "[a-z./%]{1,6}"]),
+        delete in any::<bool>(),
+    ) {
+        let write = if delete {
+            wit::Write::Delete(wit::ObjectRef {
+                api_version: "v1".into(),
+                kind: "Secret".into(),
+                namespace: namespace.clone(),
+                name: name.clone(),
+            })
+        } else {
+            let mut metadata = json!({"name": name});
+            if let Some(ns) = &namespace {
+                metadata["namespace"] = json!(ns);
+            }
+            wit::Write::Apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": metadata}).to_string())
+        };
+        if let Ok(plan) = check(&plan(vec![write])) {
+            let target = plan.writes[0].target();
+            let one_segment = |s: &str| !s.is_empty() && s != "." && s != ".." && !s.contains(['/', '%']);
+            prop_assert!(one_segment(&target.name), "{:?}", target);
+            prop_assert!(target.namespace.as_deref().is_none_or(one_segment), "{:?}", target);
+        }
+    }
+}
