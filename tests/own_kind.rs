@@ -152,3 +152,49 @@ async fn a_guest_watching_the_kind_it_writes_cluster_wide_sends_its_deletes() {
 async fn a_guest_watching_the_kind_it_writes_in_one_namespace_sends_its_deletes() {
     deletes_are_sent(Some(HOST_NS)).await;
 }
+
+#[tokio::test]
+async fn the_echo_of_its_own_write_wakes_no_reconcile() {
+    let (_server, client) = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let doc = configmap_doc(HOST_NS, "written", &[("k", "v")]);
+    let path = dir.path().join("mirror.wasm");
+    std::fs::write(
+        &path,
+        guest(&watching_what_it_writes(None), Behaviour::Apply(vec![doc])),
+    )
+    .unwrap();
+    let config = SupervisorConfig {
+        guests: vec![path],
+        ..host_config(ControllerConfig::default())
+    };
+    let host = run_host(&client, config, None).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), HOST_NS);
+    eventually("the ConfigMap is written", || async {
+        cms.get_opt("written").await.unwrap().is_some()
+    })
+    .await;
+    let metrics = host.controller().metrics().clone();
+    eventually("the writing reconcile is counted", || async {
+        metrics.reconciles() >= 1
+    })
+    .await;
+    stays_for(
+        Duration::from_secs(1),
+        "one reconcile: the write's echo through the guest's own watch wakes none",
+        || async { metrics.reconciles() == 1 },
+    )
+    .await;
+    // Someone else's change of the same object still wakes the guest.
+    cms.patch(
+        "written",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"data": {"source": "hand"}})),
+    )
+    .await
+    .unwrap();
+    eventually("a foreign change is reconciled", || async {
+        metrics.reconciles() >= 2
+    })
+    .await;
+}
