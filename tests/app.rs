@@ -460,6 +460,7 @@ async fn a_shared_settings_change_reaches_every_child_of_its_namespace_only() {
             )
             .await;
         }
+        converges(&client, OTHER_NS, "elsewhere", &plain).await;
     }
     // Absent settings: no banner key (the guest's documented choice).
     configmaps(&client, PODS_NS)
