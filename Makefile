@@ -9,6 +9,7 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 GUEST_DIR := $(TARGET_DIR)/wasm32-wasip2/guest
 GUEST_WASM := $(GUEST_DIR)/guest_gpu_summary.wasm
 QUOTA_WASM := $(GUEST_DIR)/guest_gpu_quota.wasm
+APP_WASM := $(GUEST_DIR)/guest_app.wasm
 GUEST_MAX_BYTES := 262144
 
 .PHONY: all setup guest test lint fmt demo soak clean
@@ -18,12 +19,13 @@ all: test
 setup:
 	rustup target add wasm32-wasip2
 
-# The guests (size-checked: they ship in ConfigMaps) and the test guest
+# The guests (size-checked: they ship in ConfigMaps): the GPU summary,
+# examples/guest-gpu-quota and examples/guest-app; and the test guests
 # examples/guest-println (std printing and panics, for the tests) and
 # examples/guest-related (reports what each key's snapshot held).
 guest: setup
-	$(CARGO) build -p guest-gpu-summary -p guest-gpu-quota -p guest-println -p guest-related --target wasm32-wasip2 --profile guest
-	@for wasm in $(GUEST_WASM) $(QUOTA_WASM); do \
+	$(CARGO) build -p guest-gpu-summary -p guest-gpu-quota -p guest-app -p guest-println -p guest-related --target wasm32-wasip2 --profile guest
+	@for wasm in $(GUEST_WASM) $(QUOTA_WASM) $(APP_WASM); do \
 	  size=$$(stat -c %s $$wasm); \
 	  echo "$$(basename $$wasm): $$size bytes (limit $(GUEST_MAX_BYTES))"; \
 	  test $$size -le $(GUEST_MAX_BYTES) || { echo "$$wasm too large"; exit 1; }; \

@@ -13,6 +13,7 @@
 mod support;
 
 mod aggregate;
+mod app;
 mod cli_reconcile;
 mod cli_reconcile_keys;
 mod deploy;

@@ -1,0 +1,286 @@
+//! The App decision, as plain functions: the child ConfigMap an App should
+//! have (its data and its owner reference), the status the App should show,
+//! and what a deleting App still needs before its finalizer may go. No
+//! snapshot, no plan, no I/O: the glue in `lib.rs` reads the snapshot,
+//! calls these and writes the results.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use wasmctrl_guest_sdk::{set_condition, Condition};
+
+/// The condition type this controller owns.
+pub const READY: &str = "Ready";
+/// The reason of `Ready=True`: the child exists.
+pub const CHILD_READY: &str = "ChildReady";
+/// The reason of `Ready=False`: the child is not there (yet); this
+/// reconcile's plan creates it.
+pub const CHILD_MISSING: &str = "ChildMissing";
+
+/// The child's `data` keys.
+pub const MESSAGE_KEY: &str = "message";
+/// See [`MESSAGE_KEY`].
+pub const REPLICAS_KEY: &str = "replicas";
+/// See [`MESSAGE_KEY`].
+pub const BANNER_KEY: &str = "banner";
+
+/// What an App asks for (`spec`), as read from the snapshot. The CRD
+/// requires both fields; a missing one (an older schema, a CRD without
+/// validation) is left out of the child rather than invented.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AppSpec<'a> {
+    /// `spec.message`.
+    pub message: Option<&'a str>,
+    /// `spec.replicas`.
+    pub replicas: Option<i64>,
+}
+
+/// The child's `data`: `message` and `replicas` (as a decimal string) from
+/// the App's spec, `banner` from the namespace's `shared-settings`
+/// ConfigMap. A value that is absent (no such spec field; no
+/// `shared-settings` ConfigMap, or one without `data.banner`) has no key,
+/// so the child tells "no banner" apart from an empty one; an entry the
+/// guest stops planning is removed from the child by the host's apply.
+pub fn child_data(spec: &AppSpec<'_>, banner: Option<&str>) -> BTreeMap<&'static str, String> {
+    let mut data = BTreeMap::new();
+    if let Some(message) = spec.message {
+        data.insert(MESSAGE_KEY, message.to_string());
+    }
+    if let Some(replicas) = spec.replicas {
+        data.insert(REPLICAS_KEY, replicas.to_string());
+    }
+    if let Some(banner) = banner {
+        data.insert(BANNER_KEY, banner.to_string());
+    }
+    data
+}
+
+/// The App a child belongs to: what its owner reference names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Owner<'a> {
+    /// `apiVersion` of the App type (`apps.example.com/v1`).
+    pub api_version: &'a str,
+    /// `kind` of the App type (`App`).
+    pub kind: &'a str,
+    /// The App's namespace, which is also the child's.
+    pub namespace: &'a str,
+    /// The App's name, which is also the child's.
+    pub name: &'a str,
+    /// The App's uid: the owner reference is to this incarnation only.
+    pub uid: &'a str,
+}
+
+/// The whole child ConfigMap document, as applied.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Child<'a> {
+    /// `v1`.
+    pub api_version: &'static str,
+    /// `ConfigMap`.
+    pub kind: &'static str,
+    /// Name, namespace and the owner reference.
+    pub metadata: ChildMetadata<'a>,
+    /// See [`child_data`].
+    pub data: BTreeMap<&'static str, String>,
+}
+
+/// The child's `metadata`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChildMetadata<'a> {
+    /// The App's name.
+    pub name: &'a str,
+    /// The App's namespace.
+    pub namespace: &'a str,
+    /// Exactly one: the controller reference to the App.
+    pub owner_references: [OwnerReference<'a>; 1],
+}
+
+/// `metav1.OwnerReference`, in its field order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerReference<'a> {
+    /// The owner's `apiVersion`.
+    pub api_version: &'a str,
+    /// The owner's `kind`.
+    pub kind: &'a str,
+    /// The owner's name.
+    pub name: &'a str,
+    /// The owner's uid.
+    pub uid: &'a str,
+    /// `true`: the App is the child's managing controller, which is what
+    /// the host's `owner` key mapping follows back to it.
+    pub controller: bool,
+    /// `true`: a foreground deletion of the App waits for the child.
+    pub block_owner_deletion: bool,
+}
+
+/// The child ConfigMap of `owner`: same namespace and name, controlled by
+/// it, holding `data`.
+pub fn child<'a>(owner: &Owner<'a>, data: BTreeMap<&'static str, String>) -> Child<'a> {
+    Child {
+        api_version: "v1",
+        kind: "ConfigMap",
+        metadata: ChildMetadata {
+            name: owner.name,
+            namespace: owner.namespace,
+            owner_references: [OwnerReference {
+                api_version: owner.api_version,
+                kind: owner.kind,
+                name: owner.name,
+                uid: owner.uid,
+                controller: true,
+                block_owner_deletion: true,
+            }],
+        },
+        data,
+    }
+}
+
+/// `status` of an App, in the CRD's field names.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AppStatus {
+    /// The generation this status was computed from.
+    pub observed_generation: i64,
+    /// Only the conditions this controller owns (`Ready`): applying
+    /// another controller's entries would make us co-own them.
+    pub conditions: Vec<Condition>,
+}
+
+impl AppStatus {
+    /// Whether `Ready` is `True`.
+    pub fn is_ready(&self) -> bool {
+        self.conditions
+            .iter()
+            .any(|c| c.r#type == READY && c.is_true())
+    }
+}
+
+/// The status of an App at `generation` whose child `child` names
+/// (`namespace/name`) does or does not exist yet, keeping the
+/// `lastTransitionTime` of the `Ready` condition in `existing` unless its
+/// status flips (`now_ms` stamps a flip).
+pub fn status(
+    generation: i64,
+    child: &str,
+    child_exists: bool,
+    existing: Vec<Condition>,
+    now_ms: u64,
+) -> AppStatus {
+    let ready = if child_exists {
+        Condition::new(
+            READY,
+            true,
+            CHILD_READY,
+            format!("ConfigMap {child} is applied"),
+        )
+    } else {
+        Condition::new(
+            READY,
+            false,
+            CHILD_MISSING,
+            format!("ConfigMap {child} does not exist yet"),
+        )
+    };
+    let mut conditions: Vec<Condition> =
+        existing.into_iter().filter(|c| c.r#type == READY).collect();
+    set_condition(
+        &mut conditions,
+        ready.observed_generation(generation),
+        now_ms,
+    );
+    AppStatus {
+        observed_generation: generation,
+        conditions,
+    }
+}
+
+/// What a deleting App needs next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cleanup {
+    /// Its children still exist: delete them, keep the finalizer (the
+    /// children's deletion wakes the App again).
+    DeleteChildren,
+    /// No child is left and it still holds our finalizer: release it.
+    ReleaseFinalizer,
+    /// No child is left and our finalizer is already gone: nothing to do.
+    Done,
+}
+
+/// The next clean-up step for a deleting App that still has `children`
+/// children and does (or does not) hold our finalizer. The children go
+/// first and explicitly: without a garbage collector (an API server with no
+/// kube-controller-manager) nothing else would delete them.
+pub fn cleanup(children: usize, holds_finalizer: bool) -> Cleanup {
+    match (children, holds_finalizer) {
+        (0, true) => Cleanup::ReleaseFinalizer,
+        (0, false) => Cleanup::Done,
+        _ => Cleanup::DeleteChildren,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn child_data_has_a_key_for_every_value_present_only() {
+        let full = AppSpec {
+            message: Some("hi"),
+            replicas: Some(3),
+        };
+        assert_eq!(
+            child_data(&full, Some("")),
+            BTreeMap::from([
+                (BANNER_KEY, String::new()),
+                (MESSAGE_KEY, "hi".to_string()),
+                (REPLICAS_KEY, "3".to_string()),
+            ])
+        );
+        assert_eq!(
+            child_data(&full, None).keys().copied().collect::<Vec<_>>(),
+            [MESSAGE_KEY, REPLICAS_KEY]
+        );
+        assert!(child_data(&AppSpec::default(), None).is_empty());
+    }
+
+    #[test]
+    fn the_child_is_controlled_by_exactly_this_incarnation_of_its_app() {
+        let owner = Owner {
+            api_version: "apps.example.com/v1",
+            kind: "App",
+            namespace: "team-a",
+            name: "web",
+            uid: "u1",
+        };
+        let c = child(&owner, BTreeMap::new());
+        assert_eq!((c.metadata.namespace, c.metadata.name), ("team-a", "web"));
+        let r = &c.metadata.owner_references[0];
+        assert_eq!((r.name, r.uid, r.kind), ("web", "u1", "App"));
+        assert!(r.controller && r.block_owner_deletion);
+    }
+
+    #[test]
+    fn ready_follows_the_child_and_keeps_only_our_condition() {
+        let other = Condition::new("Synced", true, "Ok", "");
+        for (exists, ready, reason) in [(true, true, CHILD_READY), (false, false, CHILD_MISSING)] {
+            let s = status(4, "ns/a", exists, vec![other.clone()], 0);
+            assert_eq!(s.is_ready(), ready);
+            assert_eq!(s.conditions.len(), 1);
+            assert_eq!(s.conditions[0].reason, reason);
+            assert_eq!(
+                (s.observed_generation, s.conditions[0].observed_generation),
+                (4, 4)
+            );
+        }
+    }
+
+    #[test]
+    fn children_go_before_the_finalizer() {
+        assert_eq!(cleanup(1, true), Cleanup::DeleteChildren);
+        assert_eq!(cleanup(2, false), Cleanup::DeleteChildren);
+        assert_eq!(cleanup(0, true), Cleanup::ReleaseFinalizer);
+        assert_eq!(cleanup(0, false), Cleanup::Done);
+    }
+}

@@ -1,0 +1,183 @@
+//! The App guest: the "App owns a child" controller every operator tutorial
+//! starts with, written with the guest SDK.
+//!
+//! An `App` (`apps.example.com/v1`, namespaced, see `crd.yaml`) sets
+//! `spec.message` and `spec.replicas`. For each App this guest applies one
+//! child ConfigMap of the same name and namespace, controlled by the App
+//! (an owner reference with `controller: true`), whose `data` holds
+//! `message`, `replicas` and the `banner` of the namespace's
+//! `shared-settings` ConfigMap (see [`app::child_data`]); and it writes the
+//! App's `status.observedGeneration` and a `Ready` condition through the
+//! status subresource. A change to a child wakes its owner (`owner` key
+//! mapping), a change to `shared-settings` wakes every App of its namespace
+//! (`same-namespace`). The host holds the finalizer
+//! `apps.example.com/cleanup` on every App; when an App is deleted this
+//! guest deletes its child explicitly and releases the finalizer only once
+//! the child is gone. This file is the glue (manifest, field handles,
+//! plan); the decision is [`app`].
+
+pub mod app;
+
+use wasmctrl_guest_sdk::condition::condition_paths;
+use wasmctrl_guest_sdk::snapshot::WatchId;
+use wasmctrl_guest_sdk::{
+    ConditionFields, Environment, Field, GroupVersionKind, Manifest, Plan, ReconcileError, Request,
+    Schema, Snapshot, Watch, WriteRule,
+};
+
+use app::{AppSpec, Cleanup, Owner};
+
+/// The guest's name (field manager `wasmctrl/app`).
+pub const GUEST_NAME: &str = "app";
+/// The finalizer the host keeps on every App until its child is deleted.
+pub const FINALIZER: &str = "apps.example.com/cleanup";
+/// The primary watch: the Apps.
+pub const APP_WATCH: &str = "apps";
+/// The children: ConfigMaps, related to the App that controls them.
+pub const CHILD_WATCH: &str = "children";
+/// The shared settings: ConfigMaps named [`SHARED_SETTINGS`], related to
+/// every App of their namespace.
+pub const SETTINGS_WATCH: &str = "settings";
+/// The name of the ConfigMap whose `data.banner` every child copies.
+pub const SHARED_SETTINGS: &str = "shared-settings";
+/// `spec.message`.
+pub const MESSAGE: &str = "spec.message";
+/// `spec.replicas`.
+pub const REPLICAS: &str = "spec.replicas";
+/// The finalizers, to remove ours only if it is there.
+pub const FINALIZERS: &str = "metadata.finalizers[*]";
+/// `data.banner` of `shared-settings`.
+pub const BANNER: &str = "data.banner";
+
+/// The `App` type.
+pub fn app_gvk() -> GroupVersionKind {
+    GroupVersionKind::new("apps.example.com", "v1", "App")
+}
+
+/// The `ConfigMap` type (children and shared settings).
+pub fn configmap_gvk() -> GroupVersionKind {
+    GroupVersionKind::core("ConfigMap")
+}
+
+/// The manifest: Apps (per object, finalizer), the ConfigMaps they control,
+/// and each namespace's `shared-settings`; writes: ConfigMaps, and App
+/// status.
+pub fn manifest() -> Manifest {
+    let apps = Watch::new(APP_WATCH, app_gvk())
+        .fields([MESSAGE, REPLICAS, FINALIZERS])
+        .fields(condition_paths("status.conditions"))
+        .per_object()
+        .finalizer(FINALIZER);
+    // Nothing of a child is read: the host compares each planned child with
+    // the live one and skips the write when they agree; identity (name,
+    // uid) is in every snapshot anyway.
+    let children = Watch::new(CHILD_WATCH, configmap_gvk()).owner(APP_WATCH);
+    let settings = Watch::new(SETTINGS_WATCH, configmap_gvk())
+        .field_selector(&format!("metadata.name={SHARED_SETTINGS}"))
+        .fields([BANNER])
+        .same_namespace(APP_WATCH);
+    Manifest::new(GUEST_NAME)
+        .watch(apps)
+        .watch(children)
+        .watch(settings)
+        .write(WriteRule::new(configmap_gvk()))
+        .write(WriteRule::new(app_gvk()).status(true))
+}
+
+/// The guest.
+pub struct AppController;
+
+/// The handles a reconcile reads through.
+pub struct Fields {
+    children: WatchId,
+    settings: WatchId,
+    message: Field,
+    replicas: Field,
+    finalizers: Field,
+    banner: Field,
+    conditions: ConditionFields,
+}
+
+impl wasmctrl_guest_sdk::Guest for AppController {
+    type Fields = Fields;
+
+    fn describe(env: &Environment) -> Result<Manifest, String> {
+        env.settings(&[])?;
+        Ok(manifest())
+    }
+
+    fn fields(_: &Environment, schema: &Schema) -> Result<Fields, String> {
+        let apps = schema.watch(APP_WATCH)?;
+        let settings = schema.watch(SETTINGS_WATCH)?;
+        Ok(Fields {
+            children: schema.watch(CHILD_WATCH)?.id(),
+            settings: settings.id(),
+            message: apps.field(MESSAGE)?,
+            replicas: apps.field(REPLICAS)?,
+            finalizers: apps.field(FINALIZERS)?,
+            banner: settings.field(BANNER)?,
+            conditions: ConditionFields::resolve(&apps, "status.conditions")?,
+        })
+    }
+
+    fn reconcile(
+        env: &Environment,
+        request: &Request,
+        snapshot: &Snapshot<'_>,
+        f: &Fields,
+    ) -> Result<Plan, ReconcileError> {
+        let mut plan = Plan::new();
+        // Gone: its finalizer already made us delete the child.
+        let Some(app) = snapshot.primary(request) else {
+            return Ok(plan);
+        };
+        let target = app.object_ref();
+        let (namespace, name) = (app.namespace(), app.name());
+        if app.is_deleting() {
+            // The snapshot holds only the ConfigMaps this App controls.
+            let children: Vec<_> = snapshot.objects(f.children).collect();
+            let holds = app.texts(f.finalizers).any(|fin| fin == Some(FINALIZER));
+            match app::cleanup(children.len(), holds) {
+                // Each delete is pinned to the uid the snapshot saw.
+                Cleanup::DeleteChildren => children.iter().for_each(|c| {
+                    plan.delete(c.object_ref());
+                }),
+                Cleanup::ReleaseFinalizer => {
+                    plan.remove_finalizer(&target, FINALIZER);
+                }
+                Cleanup::Done => {}
+            }
+            return Ok(plan);
+        }
+        let spec = AppSpec {
+            message: app.text(f.message),
+            replicas: app.int(f.replicas),
+        };
+        let banner = snapshot
+            .get(f.settings, namespace, SHARED_SETTINGS)
+            .and_then(|s| s.text(f.banner));
+        let owner = Owner {
+            api_version: &target.api_version,
+            kind: &target.kind,
+            namespace,
+            name,
+            uid: app.uid(),
+        };
+        plan.apply(&app::child(&owner, app::child_data(&spec, banner)));
+        let exists = snapshot.get(f.children, namespace, name).is_some();
+        let status = app::status(
+            app.generation(),
+            &format!("{namespace}/{name}"),
+            exists,
+            f.conditions.read(&app),
+            env.now_ms,
+        );
+        plan.status(&target, &status);
+        Ok(plan)
+    }
+}
+
+wasmctrl_guest_sdk::export_guest!(AppController);
+
+#[cfg(test)]
+mod tests;
