@@ -89,13 +89,19 @@ async fn log_lines_of_concurrent_reconciles_carry_only_their_own_key() {
         ..host_config(ControllerConfig::default().workers(3))
     };
     let host = run_host(&client, config, None).await;
-    let metrics = host.controller().metrics().clone();
-    eventually("every pod's key is reconciled", || async {
-        metrics.reconciles() >= 6
+    let keys_seen = || {
+        let seen = scopes.0.lock().unwrap();
+        seen.iter()
+            .map(|k| k[0].clone())
+            .collect::<BTreeSet<String>>()
+            .len()
+    };
+    eventually("log lines from every pod's reconcile", || async {
+        keys_seen() >= 6
     })
     .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-
+    drop(host);
     let seen = scopes.0.lock().unwrap().clone();
     let nested: Vec<&Vec<String>> = seen.iter().filter(|keys| keys.len() > 1).collect();
     assert!(
