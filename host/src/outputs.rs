@@ -48,7 +48,7 @@ enum Echo {
 
 /// Our writes whose watch echo has not been seen yet. Only equality of
 /// resourceVersions is used: they are opaque, never ordered.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct Echoes {
     pending: Mutex<HashMap<ObjectKey, Echo>>,
     /// Objects some of whose entries we wrote by merge patch (owned through
@@ -57,25 +57,7 @@ pub struct Echoes {
     /// Writes waiting for our previous write's echo: since when. The echo
     /// wakes the producer instead of being swallowed.
     waiting: Mutex<HashMap<ObjectKey, std::time::Instant>>,
-    /// The last echo settled per object: a watch of the same object may
-    /// ask after the outputs cache has settled it (see [`Echoes::is_ours`]).
-    settled: Mutex<HashMap<ObjectKey, String>>,
-    /// Wake-ups of a guest's watch held while our write of the object is
-    /// in flight: run unless the version they saw is the one the write
-    /// returned (see [`Echoes::defer`]).
-    deferred: Mutex<HashMap<ObjectKey, Vec<(String, Wake)>>>,
 }
-
-impl std::fmt::Debug for Echoes {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Echoes")
-            .field("pending", &*lock(&self.pending))
-            .finish_non_exhaustive()
-    }
-}
-
-/// A deferred wake-up: enqueues the keys a change woke.
-pub type Wake = Box<dyn FnOnce() + Send>;
 
 impl Echoes {
     /// A write of `target` is about to be sent (echoes of earlier writes
@@ -162,13 +144,9 @@ impl Echoes {
             Some(Echo::Due(rvs)) => {
                 let Some(at) = rvs.iter().position(|rv| Some(rv.as_str()) == cached_rv) else {
                     pending.remove(target);
-                    lock(&self.settled).remove(target);
                     return false;
                 };
                 rvs.drain(..=at);
-                if let Some(rv) = cached_rv {
-                    lock(&self.settled).insert(target.clone(), rv.to_string());
-                }
                 if rvs.is_empty() {
                     pending.remove(target);
                     // A write was waiting for this echo: wake its producer.
@@ -178,68 +156,8 @@ impl Echoes {
                 }
                 true
             }
-            None => {
-                if lock(&self.settled).get(target).map(String::as_str) != cached_rv {
-                    lock(&self.settled).remove(target);
-                }
-                false
-            }
+            None => false,
         }
-    }
-
-    /// Whether `rv` of `target` is exactly what one of our writes returned
-    /// (its echo, due or just settled), asked without settling anything: a
-    /// guest's watch of an object it also writes is not woken by the echo
-    /// of its own write. A version seen while our write is still in flight
-    /// is not known to be ours yet, and wakes the watch as any change does.
-    pub fn is_ours(&self, target: &ObjectKey, rv: &str) -> bool {
-        self.ours(target, rv) == Some(true)
-    }
-
-    /// Holds `wake` (a watch's reaction to version `rv` of `target`) when
-    /// our write of `target` is in flight, until its response says whether
-    /// `rv` is ours; runs it at once when `rv` is not ours. Returns whether
-    /// it was held or dropped (an echo of ours).
-    pub fn defer(&self, target: &ObjectKey, rv: &str, wake: Wake) {
-        let pending = lock(&self.pending);
-        let ours = self.ours_in(&pending, target, rv);
-        if ours.is_none() {
-            // Under the pending lock: the response cannot settle between
-            // the look and the push.
-            lock(&self.deferred)
-                .entry(target.clone())
-                .or_default()
-                .push((rv.to_string(), wake));
-            return;
-        }
-        drop(pending);
-        if ours == Some(false) {
-            wake();
-        }
-    }
-
-    /// Some(true): `rv` is our echo; Some(false): it is not; None: a write
-    /// of `target` is in flight, whose response decides.
-    fn ours(&self, target: &ObjectKey, rv: &str) -> Option<bool> {
-        let pending = lock(&self.pending);
-        self.ours_in(&pending, target, rv)
-    }
-
-    fn ours_in(
-        &self,
-        pending: &HashMap<ObjectKey, Echo>,
-        target: &ObjectKey,
-        rv: &str,
-    ) -> Option<bool> {
-        if rv.is_empty() {
-            return Some(false);
-        }
-        match pending.get(target) {
-            Some(Echo::InFlight { .. }) => return None,
-            Some(Echo::Due(rvs)) if rvs.iter().any(|r| r == rv) => return Some(true),
-            _ => {}
-        }
-        Some(lock(&self.settled).get(target).map(String::as_str) == Some(rv))
     }
 
     /// Settles a write of `target` that returned `rv` (None: it failed)
@@ -248,25 +166,6 @@ impl Echoes {
     /// changed the object meanwhile.
     pub fn applied(&self, target: &ObjectKey, rv: Option<&str>, cached_rv: Option<&str>) -> bool {
         let mut pending = lock(&self.pending);
-        let foreign = Self::settle_flight(&mut pending, target, rv, cached_rv);
-        // The watches' wake-ups held for this write: those that saw another
-        // version than it returned were someone else's change.
-        let held = lock(&self.deferred).remove(target).unwrap_or_default();
-        drop(pending);
-        for (seen, wake) in held {
-            if Some(seen.as_str()) != rv {
-                wake();
-            }
-        }
-        foreign
-    }
-
-    fn settle_flight(
-        pending: &mut HashMap<ObjectKey, Echo>,
-        target: &ObjectKey,
-        rv: Option<&str>,
-        cached_rv: Option<&str>,
-    ) -> bool {
         let (seen, mut ours) = match pending.remove(target) {
             Some(Echo::InFlight { seen, ours }) => (seen, ours),
             _ => (Vec::new(), Vec::new()),
@@ -379,9 +278,9 @@ impl Outputs {
         manifest: &GuestManifest,
         queue: &Workqueue<RequestKey>,
         contests: ContestConfig,
-        echoes: Arc<Echoes>,
     ) -> Result<Self, DiscoveryError> {
         let producers: Arc<Mutex<HashMap<ObjectKey, RequestKey>>> = Arc::default();
+        let echoes: Arc<Echoes> = Arc::default();
         let contests = Arc::new(Contests::new(contests));
         let parsed: Arc<ParsedCache> = Arc::default();
         let chains: Arc<Chains> = Arc::default();
@@ -637,52 +536,6 @@ mod tests {
         assert!(e.settle(&target(), Some("7")));
         assert!(e.applied(&target(), None, Some("7")));
         assert!(!e.awaiting(&target()));
-    }
-
-    #[test]
-    fn an_echo_is_known_as_ours_before_and_after_it_is_settled_and_nothing_else_is() {
-        let e = Echoes::default();
-        e.begin(&target());
-        assert!(!e.is_ours(&target(), "5"), "in flight: not known yet");
-        assert!(!e.applied(&target(), Some("5"), Some("4")));
-        assert!(e.is_ours(&target(), "5"), "due");
-        assert!(!e.is_ours(&target(), "6"));
-        assert!(e.settle(&target(), Some("5")));
-        assert!(
-            e.is_ours(&target(), "5"),
-            "settled by the outputs cache first"
-        );
-        assert!(!e.settle(&target(), Some("6")), "someone else's write");
-        assert!(!e.is_ours(&target(), "5") && !e.is_ours(&target(), "6"));
-        assert!(!e.is_ours(&target(), ""), "a delete is never ours");
-    }
-
-    #[test]
-    fn a_watch_change_during_our_write_waits_for_its_response() {
-        use std::sync::atomic::{AtomicU32, Ordering};
-        let woken = Arc::new(AtomicU32::new(0));
-        let wake = || {
-            let w = woken.clone();
-            Box::new(move || {
-                w.fetch_add(1, Ordering::SeqCst);
-            }) as Wake
-        };
-        let e = Echoes::default();
-        e.begin(&target());
-        e.defer(&target(), "5", wake());
-        assert_eq!(woken.load(Ordering::SeqCst), 0, "held while in flight");
-        e.applied(&target(), Some("5"), Some("5"));
-        assert_eq!(woken.load(Ordering::SeqCst), 0, "it was our echo");
-        e.begin(&target());
-        e.defer(&target(), "6", wake());
-        e.applied(&target(), Some("7"), Some("6"));
-        assert_eq!(woken.load(Ordering::SeqCst), 1, "6 was someone else's");
-        e.defer(&target(), "8", wake());
-        assert_eq!(
-            woken.load(Ordering::SeqCst),
-            2,
-            "nothing in flight: at once"
-        );
     }
 
     #[test]

@@ -120,33 +120,14 @@ pub(crate) fn all_keys(manifest: &GuestManifest, caches: &[WatchCache]) -> Vec<R
     keys
 }
 
-/// A handler for watch `w`: enqueues the keys each change wakes. With
-/// `echoes` (the watch's kind is one the guest writes), a change that is
-/// exactly the echo of the guest's own write wakes nothing: the plan that
-/// made it already saw everything else.
+/// A handler for watch `w`: enqueues the keys each change wakes.
 pub(crate) fn handler(
     manifest: Arc<GuestManifest>,
     caches: Arc<[WatchCache]>,
     w: usize,
     queue: crate::workqueue::Workqueue<RequestKey>,
-    echoes: Option<Arc<crate::outputs::Echoes>>,
 ) -> crate::informer::Handler {
-    let gvk = manifest.watches.get(w).map(|s| s.gvk.clone());
     Arc::new(move |change: &Change| {
-        if let (Some(echoes), Some(gvk)) = (&echoes, &gvk) {
-            let target = crate::guest::ObjectKey {
-                gvk: gvk.clone(),
-                namespace: (!change.namespace.is_empty()).then(|| change.namespace.to_string()),
-                name: change.name.to_string(),
-            };
-            if change.kind != crate::store::ChangeKind::Deleted {
-                let keys = keys_for(&manifest, &caches, w, change);
-                let queue = queue.clone();
-                let wake = Box::new(move || keys.into_iter().for_each(|k| queue.add(k)));
-                echoes.defer(&target, &change.resource_version, wake);
-                return;
-            }
-        }
         for key in keys_for(&manifest, &caches, w, change) {
             queue.add(key);
         }

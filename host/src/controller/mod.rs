@@ -295,20 +295,11 @@ impl GuestController {
         // Every cache exists before the first handler: a handler replays
         // what its informer already holds and may look up other watches.
         let shared = Arc::new(manifest.clone());
-        let echoes: Arc<crate::outputs::Echoes> = Arc::default();
         let watches: Vec<Watched> = informers
             .into_iter()
             .enumerate()
             .map(|(w, informer)| {
-                let gvk = &manifest.watches[w].gvk;
-                let writes_it = manifest.writes.iter().any(|r| r.gvk == *gvk);
-                let mut handler = keys::handler(
-                    shared.clone(),
-                    caches.clone(),
-                    w,
-                    queue.clone(),
-                    writes_it.then(|| echoes.clone()),
-                );
+                let mut handler = keys::handler(shared.clone(), caches.clone(), w, queue.clone());
                 if let Some(a) = aggregate.as_ref().filter(|a| a.maps(w)) {
                     handler = a.handler(w, handler);
                 }
@@ -317,16 +308,9 @@ impl GuestController {
             })
             .collect();
 
-        let outputs = Outputs::start(
-            registry,
-            discovery,
-            &manifest,
-            &queue,
-            config.contests,
-            echoes,
-        )
-        .await
-        .map_err(resolve_err)?;
+        let outputs = Outputs::start(registry, discovery, &manifest, &queue, config.contests)
+            .await
+            .map_err(resolve_err)?;
         let watched = manifest
             .watches
             .iter()
