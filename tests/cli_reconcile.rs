@@ -158,3 +158,57 @@ fn bad_input_exits_non_zero_naming_the_file_and_problem() {
         assert!(String::from_utf8_lossy(&out.stderr).contains(want));
     }
 }
+
+#[test]
+fn an_error_names_each_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("latin1.json");
+    std::fs::write(&file, b"[{\"kind\": \"Pod\", \"x\": \"caf\xe9\"}]").unwrap();
+    let g = crate::support::guest_path();
+    let out = wasmctrl(
+        &[
+            "reconcile",
+            "--guest",
+            g.to_str().unwrap(),
+            "--objects",
+            file.to_str().unwrap(),
+        ],
+        None,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("latin1.json: cannot read: not UTF-8"), "{err}");
+    assert_eq!(err.matches("not UTF-8").count(), 1, "{err}");
+    assert_eq!(err.matches("invalid utf-8").count(), 1, "{err}");
+}
+
+#[test]
+fn a_now_no_api_server_would_store_is_refused() {
+    let g = crate::support::guest_path();
+    let g = g.to_str().unwrap();
+    // metav1.Time is RFC 3339 with a four-digit year: 9999-12-31T23:59:59Z
+    // is the last instant an API server stores.
+    for now in ["253402300800000", "18446744073709551615"] {
+        let out = wasmctrl(
+            &["reconcile", "--guest", g, "--objects", "-", "--now", now],
+            Some("[]"),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "--now {now} was accepted");
+        assert!(
+            err.contains("--now") && err.contains("9999-12-31T23:59:59"),
+            "{now}: {err}"
+        );
+    }
+    for now in ["253402300799999", "9999-12-31T23:59:59.999Z", "0"] {
+        let out = wasmctrl(
+            &["reconcile", "--guest", g, "--objects", "-", "--now", now],
+            Some("[]"),
+        );
+        assert!(
+            out.status.success(),
+            "--now {now}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -278,14 +278,26 @@ struct ReconcileArgs {
     sandbox: SandboxArgs,
 }
 
-/// `--now`: RFC 3339 or milliseconds since the epoch.
+/// `--now`: RFC 3339 or milliseconds since the epoch, no later than the
+/// last instant an API server stores (`metav1.Time` is RFC 3339 with a
+/// four-digit year).
 fn parse_now(s: &str) -> Result<u64, String> {
-    if let Ok(ms) = s.parse::<u64>() {
-        return Ok(ms);
+    const LAST_MS: u64 = 253_402_300_799_999; // 9999-12-31T23:59:59.999Z
+    let ms = match s.parse::<u64>() {
+        Ok(ms) => ms,
+        Err(_) => {
+            let t = chrono::DateTime::parse_from_rfc3339(s).map_err(|e| {
+                format!("{s:?} is neither RFC 3339 nor milliseconds since the epoch: {e}")
+            })?;
+            u64::try_from(t.timestamp_millis()).map_err(|_| format!("{s:?} is before 1970"))?
+        }
+    };
+    if ms > LAST_MS {
+        return Err(format!(
+            "{s:?} is after 9999-12-31T23:59:59.999Z, the last time an API server stores"
+        ));
     }
-    let t = chrono::DateTime::parse_from_rfc3339(s)
-        .map_err(|e| format!("{s:?} is neither RFC 3339 nor milliseconds since the epoch: {e}"))?;
-    u64::try_from(t.timestamp_millis()).map_err(|_| format!("{s:?} is before 1970"))
+    Ok(ms)
 }
 
 fn reconcile(args: ReconcileArgs) -> anyhow::Result<()> {
@@ -522,6 +534,25 @@ fn cap_malloc_arenas() {
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn cap_malloc_arenas() {}
 
+/// An error and its causes on one line, `outer: cause: cause`, leaving out
+/// a cause whose text the line already ends with: most of our error types
+/// name their cause in their own message and return it from `source()`
+/// too, and `{:#}` would print it twice.
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
 fn main() -> ExitCode {
     cap_malloc_arenas();
     let cli = Cli::parse();
@@ -548,7 +579,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("wasmctrl: error: {e:#}");
+            eprintln!("wasmctrl: error: {}", error_chain(&e));
             ExitCode::FAILURE
         }
     }

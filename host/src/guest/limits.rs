@@ -82,6 +82,33 @@ pub fn check_plan(plan: &wit::Plan, limits: &Limits) -> Result<(), PlanError> {
     }
 }
 
+/// Bytes a guest may copy out to the host in one call (wasmtime's hostcall
+/// fuel): what the largest plan within `limits` takes — every document and
+/// string byte, plus each write's and event's fixed record — with room to
+/// spare. Wasmtime's own default (128 MiB) would let a 1,000,000-write plan
+/// be copied out whole (and then refused); this bound stops it at the copy.
+pub fn copy_budget(limits: &Limits) -> usize {
+    /// A generous bound on one write's or event's record in the canonical
+    /// ABI, its strings aside (a write is 48 bytes).
+    const RECORD: usize = 256;
+    limits.max_plan_bytes.saturating_add(
+        limits
+            .max_plan_writes
+            .saturating_add(limits.max_plan_events)
+            .saturating_mul(RECORD),
+    )
+}
+
+/// Whether `e` is wasmtime refusing a copy out of the guest over the
+/// budget [`copy_budget`] set (its error type is private: matched by its
+/// message, pinned with wasmtime's version in Cargo.toml and tested).
+pub fn over_copy_budget(e: &wasmtime::Error) -> bool {
+    e.chain().any(|c| {
+        c.to_string()
+            .contains("fuel allocated for hostcalls has been exhausted")
+    })
+}
+
 /// Raises a requeue delay under `min` to `min`; says whether it did.
 pub fn clamp_requeue(requeue: &mut Option<Duration>, min: Duration) -> bool {
     match requeue {

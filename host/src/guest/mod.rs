@@ -166,7 +166,9 @@ impl GuestErrorKind {
             GuestErrorKind::Unsupported(_) => "unsupported_import",
             GuestErrorKind::Manifest(_) => "manifest",
             GuestErrorKind::Policy(_) => "policy",
-            GuestErrorKind::Plan(PlanError::TooLarge { .. }) => "plan_too_large",
+            GuestErrorKind::Plan(PlanError::TooLarge { .. } | PlanError::OverCopyBudget { .. }) => {
+                "plan_too_large"
+            }
             GuestErrorKind::Aggregate(_) => "malformed_aggregate",
             GuestErrorKind::Plan(PlanError::NotAllowed { .. }) => "forbidden_write",
             GuestErrorKind::Plan(_) => "malformed_plan",
@@ -640,6 +642,8 @@ impl GuestModule {
             },
         );
         store.limiter(|s| &mut s.limiter);
+        let budget = limits::copy_budget(&store.data().limits);
+        store.set_hostcall_fuel(budget);
         // A fresh store has deadline 0 and no fuel: set both before
         // instantiating or instantiation itself traps.
         store.set_epoch_deadline(shared.ticks_per_deadline);
@@ -656,6 +660,10 @@ impl GuestModule {
         let config = &self.inner.shared.config;
         let kind = if store.data().limiter.hit {
             GuestErrorKind::OutOfMemory(config.memory_limit)
+        } else if limits::over_copy_budget(&e) {
+            GuestErrorKind::Plan(PlanError::OverCopyBudget {
+                max: store.hostcall_fuel(),
+            })
         } else {
             match e.downcast_ref::<Trap>() {
                 Some(Trap::Interrupt) => GuestErrorKind::Deadline(config.deadline),

@@ -113,6 +113,18 @@ pub enum PlanError {
         /// What is wrong.
         problem: &'static str,
     },
+    /// More bytes crossed out of the guest in one call than any plan
+    /// within the operator's caps needs ([`super::limits::copy_budget`]):
+    /// refused by the runtime while the result was still being copied out,
+    /// before it could be counted.
+    #[error(
+        "plan too large: over {max} bytes copied out of the guest in one call, more than a plan \
+         within maxPlanWrites, maxPlanEvents and maxPlanBytes can take"
+    )]
+    OverCopyBudget {
+        /// The budget, in bytes.
+        max: usize,
+    },
     /// A plan over one of the operator's caps ([`crate::policy::Limits`]);
     /// checked before any document is parsed.
     #[error("plan too large: {found} {what}, over the limit of {max} ({limit})")]

@@ -297,9 +297,62 @@ fn a_million_write_plan_is_refused_before_any_document_is_parsed() {
         .unwrap();
     let (plan, _) = module.reconcile(&gpu_manifest(), &env(), &request(), empty_snapshot());
     let e = plan.unwrap_err();
+    // 48 MB of write records: stopped while being copied out, far under
+    // wasmtime's own 128 MiB default that let it through before.
+    assert_eq!(e.reason(), "plan_too_large", "{e}");
     assert!(
         e.to_string()
-            .contains("1000000 writes, over the limit of 10000 (maxPlanWrites)"),
+            .contains("within maxPlanWrites, maxPlanEvents and maxPlanBytes"),
         "{e}"
     );
+}
+
+/// A plan of `n` writes, each `apply(doc)`, built by a loop in the guest
+/// (the writes array at 64 KiB, 48 bytes each; the document at 4096).
+fn returns_many_applies(n: u32, doc: &str) -> String {
+    let mut body = String::new();
+    for (j, b) in doc.bytes().enumerate() {
+        body.push_str(&format!(
+            "(i32.store8 (i32.const {}) (i32.const {b}))\n",
+            4096 + j
+        ));
+    }
+    let pages = (65536 + 48 * n as usize).div_ceil(65536) + 1;
+    body.push_str(&format!(
+        "(drop (memory.grow (i32.const {pages})))
+         (local.set 0 (i32.const 0))
+         (block $done (loop $next
+           (br_if $done (i32.ge_u (local.get 0) (i32.const {n})))
+           (i32.store8 (i32.add (i32.const 65536) (i32.mul (local.get 0) (i32.const 48))) (i32.const 0))
+           (i32.store (i32.add (i32.const 65540) (i32.mul (local.get 0) (i32.const 48))) (i32.const 4096))
+           (i32.store (i32.add (i32.const 65544) (i32.mul (local.get 0) (i32.const 48))) (i32.const {len}))
+           (local.set 0 (i32.add (local.get 0) (i32.const 1)))
+           (br $next)))
+         (i32.store8 (i32.const 1024) (i32.const 0))
+         (i32.store (i32.const 1032) (i32.const 65536)) (i32.store (i32.const 1036) (i32.const {n}))
+         (i32.store (i32.const 1040) (i32.const 0)) (i32.store (i32.const 1044) (i32.const 0))
+         (i32.store8 (i32.const 1048) (i32.const 0))
+         (i32.const 1024)",
+        len = doc.len()
+    ));
+    body
+}
+
+#[test]
+fn the_copy_budget_stops_a_million_small_writes_and_passes_a_plan_at_every_cap() {
+    let (plan, _) = reconcile_with(Policy::default(), &returns_many_applies(1_000_000, SUMMARY));
+    let e = plan.unwrap_err();
+    assert_eq!(e.reason(), "plan_too_large", "{e}");
+    // A plan at the caps: 10,000 writes (maxPlanWrites) of documents
+    // adding up to just under 16 MiB (maxPlanBytes) is copied out whole and
+    // refused, if at all, for what it says, never for its size.
+    let pad = "x".repeat(1677 - SUMMARY.len() - r#","data":{"p":""}"#.len());
+    let doc = SUMMARY.replace("}}", &format!(r#"}},"data":{{"p":"{pad}"}}}}"#));
+    assert_eq!(doc.len(), 1677);
+    assert!(10_000 * doc.len() <= crate::policy::defaults::MAX_PLAN_BYTES);
+    let (plan, _) = reconcile_with(Policy::default(), &returns_many_applies(10_000, &doc));
+    if let Err(e) = plan {
+        assert_ne!(e.reason(), "plan_too_large", "{e}");
+        assert_ne!(e.reason(), "trap", "{e}");
+    }
 }
