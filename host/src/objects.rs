@@ -341,6 +341,10 @@ pub fn parse_objects(file: &str, text: &str) -> Result<Vec<Json>, ObjectsError> 
     parse_objects_keeping(file, text, &Keep::everything())
 }
 
+/// Deepest flow nesting a YAML input may have: the YAML decoder's own
+/// recursion limit.
+const YAML_MAX_DEPTH: usize = 128;
+
 /// Like [`parse_objects`], keeping only what `keep` asks for.
 pub fn parse_objects_keeping(
     file: &str,
@@ -364,6 +368,17 @@ pub fn parse_objects_keeping(
         }
         docs
     } else {
+        // The YAML decoder refuses this depth anyway, but only after its
+        // scanner has gone through the document in time quadratic in the
+        // depth (100,000 levels took 22 s): refuse it first.
+        if wasmctrl_kube_rules::nesting::deeper_than(text.as_bytes(), YAML_MAX_DEPTH) {
+            return Err(ObjectsError::Syntax {
+                file: file.to_string(),
+                problem: format!(
+                    "arrays and objects nested deeper than {YAML_MAX_DEPTH} (the YAML decoder's limit)"
+                ),
+            });
+        }
         let mut docs = Vec::new();
         for doc in serde_yaml::Deserializer::from_str(text) {
             let v: Json =
@@ -601,6 +616,30 @@ mod tests {
         .unwrap();
         assert_eq!(duplicates(&objs), ["Pod ns/a (3 times)"]);
         assert!(duplicates(&objs[..2]).is_empty());
+    }
+
+    #[test]
+    fn deeply_nested_yaml_is_refused_before_the_decoder_runs() {
+        for open in ["[", "{a: "] {
+            let close = if open == "[" { "]" } else { "}" };
+            let yaml = |depth: usize| {
+                format!(
+                    "apiVersion: v1\nkind: Pod\nx: {}1{}\n",
+                    open.repeat(depth),
+                    close.repeat(depth)
+                )
+            };
+            let err = parse_objects("deep.yaml", &yaml(100_000))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(
+                    "deep.yaml: not valid JSON or YAML: arrays and objects nested deeper than 128"
+                ),
+                "{err}"
+            );
+            assert!(parse_objects("ok.yaml", &yaml(100)).is_ok());
+        }
     }
 
     #[test]

@@ -3,10 +3,11 @@
 //! API server (which must behave like one).
 //!
 //! Owns selector parsing and the field labels each resource supports
-//! ([`selector`]), object-name syntax ([`names`]) and the wording of a
+//! ([`selector`]), object-name syntax ([`names`]), how deep a document nests ([`nesting`]) and the wording of a
 //! Forbidden answer ([`forbidden`]). Pure functions over strings and JSON:
 //! it depends on neither the host nor the server, and never does I/O.
 
 pub mod forbidden;
 pub mod names;
+pub mod nesting;
 pub mod selector;
