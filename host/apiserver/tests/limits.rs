@@ -113,6 +113,73 @@ async fn a_huge_grace_period_neither_panics_nor_stores_an_unparseable_timestamp(
     }
 }
 
+/// A DELETE of `/api/v1/namespaces/default/pods/{name}` with `query` and
+/// `body`, as a raw request (kube's DeleteParams cannot send these).
+async fn delete_raw(
+    client: &Client,
+    name: &str,
+    query: &str,
+    body: &str,
+) -> Result<serde_json::Value, kube::core::Status> {
+    let req = axum::http::Request::builder()
+        .method("DELETE")
+        .uri(format!("/api/v1/namespaces/default/pods/{name}{query}"))
+        .header("content-type", "application/json")
+        .body(body.as_bytes().to_vec())
+        .unwrap();
+    client.request(req).await.map_err(status)
+}
+
+#[tokio::test]
+async fn delete_options_come_from_the_query_without_a_body_and_bad_values_are_400() {
+    let (_s, client) = start().await;
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    create(&pods, &crate::common::pod("q", json!({}))).await;
+    bind(&pods, "q", "n1").await;
+    // `?gracePeriodSeconds=0` and no body: gone at once, as on a real
+    // server (the pod's own 30 s would otherwise apply).
+    delete_raw(&client, "q", "?gracePeriodSeconds=0", "")
+        .await
+        .unwrap();
+    eventually("pod q deleted at once", async || {
+        pods.get_opt("q").await.unwrap().is_none()
+    })
+    .await;
+    // With a body, the body's options are the request's: the query is not read.
+    create(&pods, &crate::common::pod("b", json!({}))).await;
+    bind(&pods, "b", "n1").await;
+    let kept = delete_raw(
+        &client,
+        "b",
+        "?gracePeriodSeconds=0",
+        r#"{"gracePeriodSeconds": 40}"#,
+    )
+    .await
+    .unwrap();
+    assert_eq!(kept["metadata"]["deletionGracePeriodSeconds"], 40);
+    // Values that are no int64 are refused, nothing changed.
+    create(&pods, &crate::common::pod("bad", json!({}))).await;
+    bind(&pods, "bad", "n1").await;
+    for (query, body) in [
+        ("?gracePeriodSeconds=soon", ""),
+        ("?gracePeriodSeconds=99999999999999999999", ""),
+        ("?orphanDependents=maybe", ""),
+        ("", r#"{"gracePeriodSeconds": 99999999999999999999}"#),
+        ("", r#"{"gracePeriodSeconds": 2.5}"#),
+        ("", r#"{"gracePeriodSeconds": "10"}"#),
+    ] {
+        let s = delete_raw(&client, "bad", query, body).await.unwrap_err();
+        assert_eq!(
+            (s.code, s.reason.as_str()),
+            (400, "BadRequest"),
+            "{query} {body}: {}",
+            s.message
+        );
+        let pod = pods.get("bad").await.unwrap();
+        assert!(pod.metadata.deletion_timestamp.is_none(), "{query} {body}");
+    }
+}
+
 #[tokio::test]
 async fn bodies_over_3_mib_get_413_before_anything_parses_them() {
     let (_s, client) = start().await;

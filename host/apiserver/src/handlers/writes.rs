@@ -573,12 +573,43 @@ impl Ctx<'_> {
         ))
     }
 
+    /// The request's DeleteOptions, as `rest.DeleteResource` reads them:
+    /// from the body when it has one (decoded as a `DeleteOptions`, so a
+    /// field of the wrong type or out of range is a 400), else from the
+    /// query (`gracePeriodSeconds`, `propagationPolicy`,
+    /// `orphanDependents`; a value that does not parse is a 400).
     fn delete_options(&self, body: &[u8]) -> Result<Value> {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
         if body.iter().all(u8::is_ascii_whitespace) {
-            return Ok(json!({}));
+            let mut opts = serde_json::Map::new();
+            if let Some(g) = self.q("gracePeriodSeconds") {
+                let g: i64 = g.parse().map_err(|e| {
+                    ApiError::BadRequest(format!(
+                        "gracePeriodSeconds: strconv.ParseInt: parsing {}: {e}",
+                        json!(g)
+                    ))
+                })?;
+                opts.insert("gracePeriodSeconds".into(), json!(g));
+            }
+            if let Some(p) = self.q("propagationPolicy") {
+                opts.insert("propagationPolicy".into(), json!(p));
+            }
+            if let Some(o) = self.q("orphanDependents") {
+                let o: bool = o.parse().map_err(|_| {
+                    ApiError::BadRequest(format!(
+                        "orphanDependents: strconv.ParseBool: parsing {}: invalid syntax",
+                        json!(o)
+                    ))
+                })?;
+                opts.insert("orphanDependents".into(), json!(o));
+            }
+            return Ok(Value::Object(opts));
         }
-        serde_json::from_slice(body)
-            .map_err(|e| ApiError::BadRequest(format!("invalid DeleteOptions: {e}")))
+        let opts: Value = serde_json::from_slice(body)
+            .map_err(|e| ApiError::BadRequest(format!("invalid DeleteOptions: {e}")))?;
+        serde_json::from_value::<DeleteOptions>(opts.clone())
+            .map_err(|e| ApiError::BadRequest(format!("invalid DeleteOptions: {e}")))?;
+        Ok(opts)
     }
 
     pub(super) fn delete(&self, body: Bytes) -> Result<Response> {
