@@ -12,6 +12,7 @@
 
 mod support;
 
+mod adversarial;
 mod aggregate;
 mod app;
 mod cli_reconcile;

@@ -25,6 +25,7 @@ pub use wasmctrl_test_support::{
     CONVERGE,
 };
 
+pub mod logs;
 pub mod replica;
 pub mod wat;
 
