@@ -25,6 +25,7 @@ mod guest_runtime;
 mod hotswap;
 mod informer;
 mod leader;
+mod matrix;
 mod metrics;
 mod missing_kind;
 mod own_kind;
