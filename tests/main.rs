@@ -33,4 +33,5 @@ mod pipeline;
 mod quota;
 mod related;
 mod spans;
+mod tombstones;
 mod write_wars;
