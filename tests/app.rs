@@ -8,7 +8,9 @@
 //! person's edits and deletion of a child repaired; `shared-settings`
 //! fanned out to every App of its namespace; an idle controller sending no
 //! writes while its resyncs are skipped; a deleted App's child deleted by
-//! the host's own DELETE before the finalizer is released.
+//! the host's own DELETE before the finalizer is released; 60 create/delete
+//! races leaving nothing behind; the real binary SIGKILLed in the middle of
+//! deletions and a new one finishing them.
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
@@ -17,11 +19,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+    WatchEvent, WatchParams,
 };
 use kube::Client;
 use serde_json::{json, Value};
@@ -568,4 +572,154 @@ async fn a_deleted_app_has_its_child_deleted_by_the_host_then_both_are_gone() {
     assert_eq!(m.dropped(WriteVerb::Delete), 0, "deletes dropped");
     assert_eq!(m.errors(), 0, "reconcile errors");
     host.stop().await.unwrap();
+}
+
+/// Creates App `name`, retrying while a previous one of that name is still
+/// being finalized.
+async fn create_app_when_free(client: &Client, name: &str, message: &str) {
+    let app: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "apps.example.com/v1", "kind": "App",
+        "metadata": {"name": name, "namespace": PODS_NS},
+        "spec": {"message": message, "replicas": 1}}))
+    .unwrap();
+    let api = apps(client, PODS_NS);
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        match api.create(&PostParams::default(), &app).await {
+            Ok(_) => return,
+            Err(kube::Error::Api(s)) if s.code == 409 && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            Err(e) => panic!("create {name}: {e}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn sixty_create_delete_races_leave_no_app_no_child_and_nothing_resurrected() {
+    let (_server, client) = app_server().await;
+    let api = apps(&client, PODS_NS);
+    let cms = configmaps(&client, PODS_NS);
+    // Every App that ever exists: each one the test created carries its
+    // cycle in spec.message; one brought back by a late write would not be
+    // a creation of ours.
+    let mut events = api
+        .watch(&WatchParams::default().timeout(290), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let host = start_app_host(&client, Duration::from_secs(600)).await;
+    const RACES: u64 = 60;
+    for i in 0..RACES {
+        create_app_when_free(&client, "race", &format!("cycle {i}")).await;
+        tokio::time::sleep(Duration::from_millis(i % 61)).await;
+        api.delete("race", &DeleteParams::default()).await.unwrap();
+    }
+    eventually("the last App is gone", || async {
+        api.get_opt("race").await.unwrap().is_none()
+    })
+    .await;
+    eventually("the host is idle", || async { host.idle() }).await;
+    stays_for(
+        Duration::from_secs(1),
+        "no App and no child come back",
+        || async {
+            api.get_opt("race").await.unwrap().is_none()
+                && cms.get_opt("race").await.unwrap().is_none()
+        },
+    )
+    .await;
+    let mut created = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while created.len() < RACES as usize + 1 {
+        let Ok(Some(event)) = tokio::time::timeout_at(deadline, events.next()).await else {
+            break;
+        };
+        if let WatchEvent::Added(a) = event.unwrap() {
+            created.push(a.data["spec"]["message"].clone());
+        }
+    }
+    let want: Vec<Value> = (0..RACES).map(|i| json!(format!("cycle {i}"))).collect();
+    assert_eq!(created, want, "one creation per race, each the test's own");
+    let m = app_controller(&host).metrics().clone();
+    eprintln!(
+        "60 races: {}; dropped applies {}, status {}, finalizer adds {}",
+        write_report(&host),
+        m.dropped(WriteVerb::Apply),
+        m.dropped(WriteVerb::ApplyStatus),
+        m.dropped(WriteVerb::AddFinalizer)
+    );
+    host.stop().await.unwrap();
+}
+
+/// The real binary running the App guest, as a replica of its own.
+fn app_replica(id: &str, kubeconfig: &std::path::Path) -> replica::Replica {
+    let kubeconfig = kubeconfig.to_path_buf();
+    replica::Replica::start(id, move |command, dir, health, metrics| {
+        command
+            .arg("run")
+            .arg("--guest")
+            .arg(built_guest("guest_app"))
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg(format!("--namespace={HOST_NS}"))
+            .arg(format!("--health-addr={health}"))
+            .arg(format!("--metrics-addr={metrics}"))
+            .arg(format!("--guest-cache-dir={}", dir.join("cache").display()))
+            .env_remove("POD_NAME");
+    })
+}
+
+#[tokio::test]
+async fn a_host_killed_in_the_middle_of_deletions_is_replaced_by_one_that_finishes_them() {
+    let (server, client) = app_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        server.kubeconfig_for_token(server.admin_token()),
+    )
+    .unwrap();
+    let mut first = app_replica("first", &kubeconfig);
+    first.wait_ready().await;
+    let names: Vec<String> = (0..10).map(|i| format!("app{i}")).collect();
+    for name in &names {
+        create_app(&client, PODS_NS, name, "hello", 1).await;
+    }
+    for name in &names {
+        converges(
+            &client,
+            PODS_NS,
+            name,
+            &[("message", "hello"), ("replicas", "1")],
+        )
+        .await;
+    }
+    let api = apps(&client, PODS_NS);
+    let cms = configmaps(&client, PODS_NS);
+    for name in &names {
+        api.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    // SIGKILL as soon as the deletions are under way: no drain, no release.
+    eventually("the host has begun deleting", || async {
+        let left = api.list(&ListParams::default()).await.unwrap().items.len();
+        let children = cms.list(&ListParams::default()).await.unwrap().items.len();
+        left < names.len() || children < names.len()
+    })
+    .await;
+    first.child.kill().await.unwrap();
+    let left = api.list(&ListParams::default()).await.unwrap().items.len();
+    eprintln!("killed with {left} of {} Apps left", names.len());
+    let mut second = app_replica("second", &kubeconfig);
+    second.wait_ready().await;
+    let nothing_left = || async {
+        let apps_left = api.list(&ListParams::default()).await.unwrap().items.len();
+        let mut children = 0;
+        for n in &names {
+            children += usize::from(cms.get_opt(n).await.unwrap().is_some());
+        }
+        apps_left == 0 && children == 0
+    };
+    eventually("every App and every child is gone", nothing_left).await;
+    stays_for(Duration::from_secs(1), "nothing comes back", nothing_left).await;
+    second.stop_cleanly().await;
 }

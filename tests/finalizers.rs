@@ -10,10 +10,7 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, PostParams, WatchEvent, WatchParams,
-};
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams, WatchEvent, WatchParams};
 use kube::Client;
 use serde_json::json;
 use wasmctrl::controller::ControllerConfig;
@@ -24,44 +21,11 @@ use wasmctrl::supervisor::SupervisorConfig;
 use crate::support::wat::{
     guest, Behaviour, WatKeys, WatManifest, WatRef, WatRule, WatWatch, WatWrite,
 };
+use crate::support::widget::{install_widget_crd, widgets};
 use crate::support::*;
 
 const FINALIZER: &str = "example.com/cleanup";
 const NAME: &str = "z";
-
-fn widgets() -> ApiResource {
-    ApiResource {
-        group: "example.com".into(),
-        version: "v1".into(),
-        api_version: "example.com/v1".into(),
-        kind: "Widget".into(),
-        plural: "widgets".into(),
-    }
-}
-
-async fn install_crd(client: &Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.example.com"},
-        "spec": {"group": "example.com", "scope": "Namespaced",
-            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
-    });
-    crds.create(
-        &PostParams::default(),
-        &serde_json::from_value(crd).unwrap(),
-    )
-    .await
-    .unwrap();
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), PODS_NS, &widgets());
-    eventually("the Widget resource is served", || async {
-        api.list(&Default::default()).await.is_ok()
-    })
-    .await;
-}
 
 /// The widget controller: per-object keys with a host-managed finalizer;
 /// status "Seen" while the widget lives; status "Cleaning" and the
@@ -69,18 +33,11 @@ async fn install_crd(client: &Client) {
 fn widget_guest() -> Vec<u8> {
     let m = WatManifest {
         name: "widgets".into(),
-        watches: vec![WatWatch {
-            name: "widgets".into(),
-            group: "example.com".into(),
-            version: "v1".into(),
-            kind: "Widget".into(),
-            plural: Some("widgets".into()),
-            namespace: None,
-            fields: vec!["spec.cycle".into()],
-            indexes: Vec::new(),
-            keys: WatKeys::PerObject,
-            finalizer: Some(FINALIZER.into()),
-        }],
+        watches: vec![WatWatch::widgets(
+            "widgets",
+            WatKeys::PerObject,
+            Some(FINALIZER),
+        )],
         writes: vec![WatRule {
             group: "example.com".into(),
             version: "v1".into(),
@@ -128,15 +85,13 @@ async fn start_widget_host(client: &Client, dir: &std::path::Path) -> RunningHos
 }
 
 fn widget(cycle: u32) -> DynamicObject {
-    serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Widget",
-        "metadata": {"name": NAME, "namespace": PODS_NS}, "spec": {"cycle": cycle}}))
-    .unwrap()
+    crate::support::widget::widget(NAME, cycle)
 }
 
 #[tokio::test]
 async fn the_host_adds_the_finalizer_the_plan_writes_status_and_releases_it_on_deletion() {
     let (_server, client) = server().await;
-    install_crd(&client).await;
+    install_widget_crd(&client).await;
     let dir = tempfile::tempdir().unwrap();
     let host = start_widget_host(&client, dir.path()).await;
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), PODS_NS, &widgets());
@@ -175,7 +130,7 @@ async fn the_host_adds_the_finalizer_the_plan_writes_status_and_releases_it_on_d
 #[tokio::test]
 async fn a_deletion_begun_while_the_host_is_down_is_finished_by_the_next_host() {
     let (_server, client) = server().await;
-    install_crd(&client).await;
+    install_widget_crd(&client).await;
     let dir = tempfile::tempdir().unwrap();
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), PODS_NS, &widgets());
     let host = start_widget_host(&client, dir.path()).await;
@@ -214,7 +169,7 @@ async fn a_deletion_begun_while_the_host_is_down_is_finished_by_the_next_host() 
 #[tokio::test]
 async fn fifty_rapid_create_delete_cycles_leave_zero_zombies() {
     let (_server, client) = server().await;
-    install_crd(&client).await;
+    install_widget_crd(&client).await;
     let dir = tempfile::tempdir().unwrap();
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), PODS_NS, &widgets());
     // Every object that ever exists is seen by this watch: each one the
@@ -295,7 +250,7 @@ async fn assert_one_creation_per_cycle(
 #[tokio::test]
 async fn cycles_that_finalize_through_the_guest_leave_zero_zombies() {
     let (_server, client) = server().await;
-    install_crd(&client).await;
+    install_widget_crd(&client).await;
     let dir = tempfile::tempdir().unwrap();
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), PODS_NS, &widgets());
     let mut events = api
@@ -345,18 +300,11 @@ async fn cycles_that_finalize_through_the_guest_leave_zero_zombies() {
 fn widget_with_child_guest() -> Vec<u8> {
     let m = WatManifest {
         name: "widgets".into(),
-        watches: vec![WatWatch {
-            name: "widgets".into(),
-            group: "example.com".into(),
-            version: "v1".into(),
-            kind: "Widget".into(),
-            plural: Some("widgets".into()),
-            namespace: None,
-            fields: vec!["spec.cycle".into()],
-            indexes: Vec::new(),
-            keys: WatKeys::PerObject,
-            finalizer: Some(FINALIZER.into()),
-        }],
+        watches: vec![WatWatch::widgets(
+            "widgets",
+            WatKeys::PerObject,
+            Some(FINALIZER),
+        )],
         writes: vec![WatRule {
             group: String::new(),
             version: "v1".into(),
@@ -410,7 +358,7 @@ async fn start_child_host(client: &Client, dir: &std::path::Path) -> RunningHost
 #[tokio::test]
 async fn a_refused_finalizer_add_is_not_followed_by_a_reconcile_on_the_stale_cache() {
     let (server, client) = server().await;
-    install_crd(&client).await;
+    install_widget_crd(&client).await;
     let dir = tempfile::tempdir().unwrap();
     let host = start_child_host(&client, dir.path()).await;
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), PODS_NS, &widgets());
@@ -444,7 +392,7 @@ async fn a_refused_finalizer_add_is_not_followed_by_a_reconcile_on_the_stale_cac
 #[tokio::test]
 async fn a_primary_deleted_before_its_finalizer_lands_gets_no_child() {
     let (_server, client) = server().await;
-    install_crd(&client).await;
+    install_widget_crd(&client).await;
     let dir = tempfile::tempdir().unwrap();
     let host = start_child_host(&client, dir.path()).await;
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), PODS_NS, &widgets());

@@ -225,3 +225,64 @@ async fn a_person_editing_our_fields_now_and_then_is_repaired_every_time_and_no_
     assert_eq!(metrics.held_back_writes(), 0);
     assert!(war_events(&client).await.is_empty());
 }
+
+/// What wars were declared against, by manager label.
+fn war_managers(host: &RunningHost) -> Vec<String> {
+    let scraped = host.metrics.as_ref().unwrap().encode();
+    prom::samples(&scraped)
+        .into_iter()
+        .filter(|(series, v)| series.starts_with("wasmctrl_write_wars_total{") && *v > 0.0)
+        .map(|(series, _)| series)
+        .collect()
+}
+
+/// A rival that JSON-patches our field every 100 ms, as `kubectl patch
+/// --type json` in a loop (recorded as manager `kubectl-patch`, operation
+/// Update, by the real API server).
+#[tokio::test]
+async fn a_rival_json_patching_our_field_is_named_in_the_war() {
+    let (_server, client) = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let host = start_guest(&client, dir.path(), ContestConfig::default()).await;
+    eventually("the guest's value is written", || async {
+        owner(&client).await.as_deref() == Some("guest")
+    })
+    .await;
+    let metrics = host.controller().metrics().clone();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), HOST_NS);
+    let fight = tokio::spawn(async move {
+        let patch: json_patch::Patch = serde_json::from_value(json!([
+            {"op": "replace", "path": "/data/owner", "value": "patched"}
+        ]))
+        .unwrap();
+        loop {
+            let _ = cms
+                .patch(
+                    NAME,
+                    &PatchParams {
+                        field_manager: Some("kubectl-patch".into()),
+                        ..PatchParams::default()
+                    },
+                    &Patch::<()>::Json(patch.clone()),
+                )
+                .await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    eventually("a write war is declared", || async {
+        !war_managers(&host).is_empty()
+    })
+    .await;
+    fight.abort();
+    assert_eq!(
+        metrics.write_wars("kubectl-patch"),
+        1,
+        "the war names the JSON patch's manager: {:?}",
+        war_managers(&host)
+    );
+    let note = war_events(&client).await[0]
+        .note
+        .clone()
+        .unwrap_or_default();
+    assert!(note.contains("\"kubectl-patch\""), "{note}");
+}

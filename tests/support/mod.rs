@@ -1,7 +1,8 @@
 //! Shared fixtures for the host's integration tests: an embedded API server
 //! with namespaces, pods that read like sentences, a host running in the
 //! background ([`spawn`], [`RunningHost`]), replicas of the real binary
-//! ([`replica`]) and hand-written guests ([`wat`]). What the server's tests
+//! ([`replica`]), hand-written guests ([`wat`]) and the Widget resource they
+//! reconcile ([`widget`]). What the server's tests
 //! share too (kubectl, waits, HTTP probes) is in `wasmctrl-test-support`.
 
 #![allow(dead_code, missing_docs, clippy::unwrap_used, clippy::expect_used)]
@@ -28,6 +29,7 @@ pub use wasmctrl_test_support::{
 pub mod logs;
 pub mod replica;
 pub mod wat;
+pub mod widget;
 
 /// Namespace the host runs in during tests.
 pub const HOST_NS: &str = "ops";

@@ -94,10 +94,31 @@ impl WatManifest {
     }
 }
 
+/// A field of the reconciled object (the snapshot's object 0) a plan
+/// string can name: `{name}`, `{namespace}` or `{uid}`, filled in at
+/// reconcile time. Its offset is that per-object list's in the reconcile
+/// arguments.
+const PLACEHOLDERS: [(&str, u32); 3] = [("{namespace}", 68), ("{name}", 76), ("{uid}", 84)];
+
+/// One piece of a plan string filled in at reconcile time.
+enum Piece {
+    /// Bytes already in memory: (address, length).
+    Literal(u32, u32),
+    /// The reconciled object's field at this argument offset.
+    Field(u32),
+}
+
+/// A plan string with placeholders: where its (pointer, length) goes.
+struct Template {
+    slot: u32,
+    pieces: Vec<Piece>,
+}
+
 /// Linear memory image under construction, starting at `base`.
 struct Mem {
     base: u32,
     buf: Vec<u8>,
+    templates: Vec<Template>,
 }
 
 impl Mem {
@@ -105,7 +126,32 @@ impl Mem {
         Mem {
             base,
             buf: Vec::new(),
+            templates: Vec::new(),
         }
+    }
+    /// Code that fills in every template string of this image (run before
+    /// the plan is returned; see [`PLACEHOLDERS`]).
+    fn fill_code(&self) -> String {
+        let mut code = String::new();
+        for t in &self.templates {
+            code.push_str("(local.set $start (global.get $out))\n");
+            for p in &t.pieces {
+                match p {
+                    Piece::Literal(at, len) => code.push_str(&format!(
+                        "(memory.copy (global.get $out) (i32.const {at}) (i32.const {len})) (global.set $out (i32.add (global.get $out) (i32.const {len})))\n"
+                    )),
+                    Piece::Field(off) => {
+                        code.push_str(&format!("(call $copy_field (local.get 0) (i32.const {off}))\n"))
+                    }
+                }
+            }
+            code.push_str(&format!(
+                "(i32.store (i32.const {}) (local.get $start)) (i32.store (i32.const {}) (i32.sub (global.get $out) (local.get $start)))\n",
+                t.slot,
+                t.slot + 4
+            ));
+        }
+        code
     }
     fn alloc(&mut self, size: u32, align: u32) -> u32 {
         while !(self.base + self.buf.len() as u32).is_multiple_of(align) {
@@ -123,11 +169,42 @@ impl Mem {
         self.buf[i..i + 4].copy_from_slice(&v.to_le_bytes());
     }
     fn string(&mut self, at: u32, s: &str) {
+        if PLACEHOLDERS.iter().any(|(p, _)| s.contains(p)) {
+            return self.template(at, s);
+        }
         let ptr = self.alloc(s.len() as u32, 1);
         let i = (ptr - self.base) as usize;
         self.buf[i..i + s.len()].copy_from_slice(s.as_bytes());
         self.u32(at, ptr);
         self.u32(at + 4, s.len() as u32);
+    }
+    /// A string with placeholders: its literal pieces in memory, the rest
+    /// filled in at reconcile time.
+    fn template(&mut self, at: u32, s: &str) {
+        let mut pieces = Vec::new();
+        let mut rest = s;
+        while !rest.is_empty() {
+            let next = PLACEHOLDERS
+                .iter()
+                .filter_map(|(p, off)| rest.find(p).map(|i| (i, *p, *off)))
+                .min_by_key(|(i, _, _)| *i);
+            let (lit, field) = match next {
+                Some((i, p, off)) => (&rest[..i], Some((p, off))),
+                None => (rest, None),
+            };
+            if !lit.is_empty() {
+                let ptr = self.alloc(lit.len() as u32, 1);
+                let i = (ptr - self.base) as usize;
+                self.buf[i..i + lit.len()].copy_from_slice(lit.as_bytes());
+                pieces.push(Piece::Literal(ptr, lit.len() as u32));
+            }
+            rest = &rest[lit.len()..];
+            if let Some((p, off)) = field {
+                pieces.push(Piece::Field(off));
+                rest = &rest[p.len()..];
+            }
+        }
+        self.templates.push(Template { slot: at, pieces });
     }
     /// option<string>: tag @0, string @4.
     fn opt_string(&mut self, at: u32, s: Option<&str>) {
@@ -271,11 +348,18 @@ pub struct WatEvent {
 
 /// Memory image of `ok(plan { writes })`.
 fn plan_image(writes: &[WatWrite], base: u32) -> (String, u32) {
-    plan_image_with_events(writes, &[], base)
+    let (data, at, fill) = plan_image_with_events(writes, &[], base);
+    assert!(fill.is_empty(), "placeholders only in a ByLifecycle plan");
+    (data, at)
 }
 
-/// Memory image of `ok(plan { writes, events })`.
-fn plan_image_with_events(writes: &[WatWrite], events: &[WatEvent], base: u32) -> (String, u32) {
+/// Memory image of `ok(plan { writes, events })`: (data segment, address,
+/// the code that fills in its placeholders).
+fn plan_image_with_events(
+    writes: &[WatWrite],
+    events: &[WatEvent],
+    base: u32,
+) -> (String, u32, String) {
     let mut mem = Mem::new(base);
     // result<plan, reconcile-error>: tag @0, plan @8: writes @8, events
     // @16, option<u64> @24 (payload @32).
@@ -331,7 +415,7 @@ fn plan_image_with_events(writes: &[WatWrite], events: &[WatEvent], base: u32) -
     }
     mem.u32(ret + 16, list);
     mem.u32(ret + 20, events.len() as u32);
-    (mem.data_segment(), ret)
+    (mem.data_segment(), ret, mem.fill_code())
 }
 
 /// What the guest's `reconcile` does.
@@ -351,9 +435,11 @@ pub enum Behaviour {
     RequeueNow(Vec<String>),
     /// Counts to this number (a slow reconcile), then applies the documents.
     SlowApply(u32, Vec<String>),
-    /// A per-object controller of one primary watch: nothing when its
-    /// snapshot is empty (the object is gone), `live` while the object
-    /// lives, `deleting` once it has a deletion timestamp.
+    /// A per-object controller of one primary watch (watch 0): nothing
+    /// when its snapshot holds no object of that watch (the object is
+    /// gone; related objects may be left), `live` while the object lives,
+    /// `deleting` once it has a deletion timestamp. Strings in these
+    /// plans may name the object: `{name}`, `{namespace}`, `{uid}`.
     ByLifecycle {
         live: Vec<WatWrite>,
         deleting: Vec<WatWrite>,
@@ -362,10 +448,30 @@ pub enum Behaviour {
 
 /// Offsets in the reconcile arguments (tuple<environment, request,
 /// snapshot>, passed by pointer): environment @0 (24 bytes, align 8),
-/// request @24 (20), snapshot @44: object-watch @60 (its length @64),
-/// object-deletion-timestamp @100.
+/// request @24 (20), snapshot @44: strings @44, string-ends @52,
+/// object-watch @60 (its length @64), object-namespace @68, object-name
+/// @76, object-uid @84, object-deletion-timestamp @100.
+const OBJECT_WATCH: u32 = 60;
 const OBJECTS_LEN: u32 = 64;
 const DELETION_TIMESTAMPS: u32 = 100;
+
+/// Where filled-in plan strings are written (up to the heap at 64 KiB).
+const FILLED: u32 = 53_248;
+
+/// `$copy_field(args, offset)`: appends object 0's string field at
+/// `offset` (a per-object list of string indexes) at `$out`.
+const COPY_FIELD: &str = r#"(func $copy_field (param $a i32) (param $off i32)
+    (local $idx i32) (local $ends i32) (local $start i32) (local $end i32)
+    (local.set $idx (i32.load (i32.load (i32.add (local.get $a) (local.get $off)))))
+    (local.set $ends (i32.load (i32.add (local.get $a) (i32.const 52))))
+    (local.set $end (i32.load (i32.add (local.get $ends) (i32.shl (local.get $idx) (i32.const 2)))))
+    (local.set $start (if (result i32) (local.get $idx)
+      (then (i32.load (i32.add (local.get $ends) (i32.shl (i32.sub (local.get $idx) (i32.const 1)) (i32.const 2)))))
+      (else (i32.const 0))))
+    (memory.copy (global.get $out)
+      (i32.add (i32.load (i32.add (local.get $a) (i32.const 44))) (local.get $start))
+      (i32.sub (local.get $end) (local.get $start)))
+    (global.set $out (i32.add (global.get $out) (i32.sub (local.get $end) (local.get $start)))))"#;
 
 /// The component bytes.
 pub fn guest(m: &WatManifest, behaviour: Behaviour) -> Vec<u8> {
@@ -377,7 +483,8 @@ pub fn guest(m: &WatManifest, behaviour: Behaviour) -> Vec<u8> {
             (d, format!("(i32.const {at})"))
         }
         Behaviour::Plan { writes, events } => {
-            let (d, at) = plan_image_with_events(&writes, &events, 32_768);
+            let (d, at, fill) = plan_image_with_events(&writes, &events, 32_768);
+            assert!(fill.is_empty(), "placeholders only in a ByLifecycle plan");
             (d, format!("(i32.const {at})"))
         }
         Behaviour::RequeueNow(docs) => {
@@ -395,20 +502,23 @@ pub fn guest(m: &WatManifest, behaviour: Behaviour) -> Vec<u8> {
             let writes: Vec<WatWrite> = docs.into_iter().map(WatWrite::Apply).collect();
             let (d, at) = plan_image(&writes, 32_768);
             let body = format!(
-                "(local $i i32) (loop (local.set $i (i32.add (local.get $i) (i32.const 1))) (br_if 0 (i32.lt_u (local.get $i) (i32.const {n})))) (i32.const {at})"
+                "(loop (local.set $i (i32.add (local.get $i) (i32.const 1))) (br_if 0 (i32.lt_u (local.get $i) (i32.const {n})))) (i32.const {at})"
             );
             (d, body)
         }
         Behaviour::ByLifecycle { live, deleting } => {
             let (empty_d, empty) = plan_image(&[], 32_768);
-            let (live_d, live_at) = plan_image(&live, 36_864);
-            let (del_d, del_at) = plan_image(&deleting, 45_056);
+            let (live_d, live_at, live_fill) = plan_image_with_events(&live, &[], 36_864);
+            let (del_d, del_at, del_fill) = plan_image_with_events(&deleting, &[], 45_056);
+            // Gone: no object, or object 0 is not of watch 0 (only related
+            // objects are left).
             let body = format!(
-                "(if (result i32) (i32.eqz (i32.load (i32.add (local.get 0) (i32.const {OBJECTS_LEN}))))
+                "(if (result i32) (i32.or (i32.eqz (i32.load (i32.add (local.get 0) (i32.const {OBJECTS_LEN}))))
+                                          (i32.load (i32.load (i32.add (local.get 0) (i32.const {OBJECT_WATCH})))))
                    (then (i32.const {empty}))
                    (else (if (result i32) (i32.load (i32.load (i32.add (local.get 0) (i32.const {DELETION_TIMESTAMPS}))))
-                     (then (i32.const {del_at}))
-                     (else (i32.const {live_at})))))"
+                     (then {del_fill} (i32.const {del_at}))
+                     (else {live_fill} (i32.const {live_at})))))"
             );
             (format!("{empty_d}\n  {live_d}\n  {del_d}"), body)
         }
@@ -419,12 +529,16 @@ pub fn guest(m: &WatManifest, behaviour: Behaviour) -> Vec<u8> {
         r#"(module
   (memory (export "memory") 2)
   (global $heap (mut i32) (i32.const 65536))
+  (global $out (mut i32) (i32.const {FILLED}))
   {manifest_data}
   {plan_data}
   {BUMP_REALLOC}
+  {COPY_FIELD}
   (func (export "wasmctrl:controller/reconciler@0.2.0#describe") (param i32 i32 i32 i32 i64) (result i32)
     (i32.const {manifest_at}))
   (func (export "wasmctrl:controller/reconciler@0.2.0#reconcile") (param i32) (result i32)
+    (local $start i32) (local $i i32)
+    (global.set $out (i32.const {FILLED}))
     {body}))"#
     );
     wasmctrl_test_support::component::component_from_wat(&wat)

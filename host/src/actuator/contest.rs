@@ -157,7 +157,7 @@ impl Contests {
     /// edit under our status) is none, and neither is the guest simply
     /// wanting something new. A take-back within [`ContestConfig::react`]
     /// of our write is counted and may make a war; a later one is
-    /// [`Verdict::Drift`]. Names the manager `other_manager(live)`.
+    /// [`Verdict::Drift`]. Names the manager [`other_manager`].
     pub fn retaken(
         &self,
         target: &ObjectKey,
@@ -190,7 +190,11 @@ impl Contests {
         }
         // Counted once per foreign version.
         e.ours = None;
-        e.other = other_manager(live, ours);
+        let set = e.set[usize::from(status)].as_ref().map(|set| match status {
+            true => serde_json::json!({"status": set.get("status")}),
+            false => set.clone(),
+        });
+        e.other = other_manager(live, ours, set.as_ref());
         let config = &self.config;
         let late = e
             .wrote_at
@@ -222,10 +226,19 @@ impl Contests {
     }
 }
 
-/// The field manager, other than `ours`, that wrote `live` last: the
-/// managedFields entry with the latest `time` (an `Apply` wins a tie, being
-/// the forcing kind), or `"unknown"`.
-pub fn other_manager(live: &Json, ours: &str) -> String {
+/// The field manager, other than `ours`, that last changed what our last
+/// write set (`set`: the object, or its status part): among the
+/// `managedFields` entries of the object as it is now — an entry dated
+/// before its `creationTimestamp` came with a copied body (a new object
+/// that reused the name), not from a write to it — the latest one owning
+/// one of those fields (an `Apply` wins a tie, being the forcing kind).
+/// With none owning them (or `set` unknown), the latest writer since
+/// creation; with no entry at all, `"unknown"`.
+pub fn other_manager(live: &Json, ours: &str, set: Option<&Json>) -> String {
+    let created = live
+        .pointer("/metadata/creationTimestamp")
+        .and_then(Json::as_str)
+        .unwrap_or("");
     let entries = live
         .pointer("/metadata/managedFields")
         .and_then(Json::as_array)
@@ -237,11 +250,33 @@ pub fn other_manager(live: &Json, ours: &str) -> String {
             let manager = e.get("manager").and_then(Json::as_str)?;
             (manager != ours).then_some(())?;
             let time = e.get("time").and_then(Json::as_str).unwrap_or("");
+            // RFC 3339 in UTC to the second, as the API server writes both:
+            // ordered as strings.
+            (time.is_empty() || time >= created).then_some(())?;
             let apply = e.get("operation").and_then(Json::as_str) == Some("Apply");
-            Some(((time, apply), manager))
+            let touches = set.is_some_and(|s| owns_any(e.get("fieldsV1"), s));
+            Some(((touches, time, apply), manager))
         })
         .max_by(|a, b| a.0.cmp(&b.0))
         .map_or_else(|| "unknown".to_string(), |(_, m)| m.to_string())
+}
+
+/// Whether a `fieldsV1` set owns any field `set` sets (a map owned whole,
+/// `.`, counts).
+fn owns_any(fields: Option<&Json>, set: &Json) -> bool {
+    let (Some(Json::Object(fields)), Json::Object(set)) = (fields, set) else {
+        return false;
+    };
+    set.iter()
+        .any(|(k, v)| match fields.get(&format!("f:{k}")) {
+            None => false,
+            Some(sub) => match v {
+                Json::Object(m) if !m.is_empty() => {
+                    sub.get(".").is_some() || owns_any(Some(sub), v)
+                }
+                _ => true,
+            },
+        })
 }
 
 #[cfg(test)]
@@ -440,11 +475,49 @@ mod tests {
             {"manager": "kubectl", "operation": "Update", "time": "2026-12-01T00:00:05Z"},
             {"manager": "rival", "operation": "Apply", "time": "2026-12-01T00:00:05Z"},
         ]}});
-        assert_eq!(other_manager(&l, OURS), "rival");
-        assert_eq!(other_manager(&json!({}), OURS), "unknown");
+        assert_eq!(other_manager(&l, OURS, None), "rival");
+        assert_eq!(other_manager(&json!({}), OURS, None), "unknown");
         assert_eq!(
-            other_manager(&json!({"metadata": {"managedFields": "junk"}}), OURS),
+            other_manager(&json!({"metadata": {"managedFields": "junk"}}), OURS, None),
             "unknown"
         );
+    }
+
+    #[test]
+    fn the_other_manager_is_the_one_that_owns_our_fields_not_a_later_bystander() {
+        // A JSON patch of our field (kubectl patch --type json: manager
+        // kubectl-patch, operation Update), then someone labelling the
+        // object.
+        let l = json!({"metadata": {"creationTimestamp": "2026-12-01T00:00:00Z", "managedFields": [
+            {"manager": OURS, "operation": "Apply", "time": "2026-12-01T00:00:01Z",
+             "fieldsV1": {"f:data": {"f:other": {}}}},
+            {"manager": "kubectl-patch", "operation": "Update", "time": "2026-12-01T00:00:05Z",
+             "fieldsV1": {"f:data": {"f:owner": {}}}},
+            {"manager": "kubectl-label", "operation": "Update", "time": "2026-12-01T00:00:09Z",
+             "fieldsV1": {"f:metadata": {"f:labels": {"f:x": {}}}}},
+        ]}});
+        let set = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "summary"}, "data": {"owner": "guest"}});
+        assert_eq!(other_manager(&l, OURS, Some(&set)), "kubectl-patch");
+        // Status writes look at the status part only.
+        let status = json!({"status": {"phase": "Seen"}});
+        let mut l = l;
+        l["metadata"]["managedFields"][2]["fieldsV1"] = json!({"f:status": {"f:phase": {}}});
+        assert_eq!(other_manager(&l, OURS, Some(&status)), "kubectl-label");
+    }
+
+    #[test]
+    fn entries_from_before_the_object_was_created_name_nobody() {
+        // A new object that reused the name, created from a copy of the
+        // old one's body: its managedFields came along.
+        let l = json!({"metadata": {"creationTimestamp": "2026-12-01T00:10:00Z", "managedFields": [
+            {"manager": "rival", "operation": "Apply", "time": "2026-12-01T00:09:00Z",
+             "fieldsV1": {"f:data": {"f:owner": {}}}},
+            {"manager": "creator", "operation": "Update", "time": "2026-12-01T00:10:00Z",
+             "fieldsV1": {"f:metadata": {"f:labels": {"f:x": {}}}}},
+        ]}});
+        let set = json!({"data": {"owner": "guest"}});
+        assert_eq!(other_manager(&l, OURS, Some(&set)), "creator");
+        assert_eq!(other_manager(&l, OURS, None), "creator");
     }
 }

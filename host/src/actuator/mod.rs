@@ -203,8 +203,8 @@ pub struct Actuator {
     /// Events emitted for each request key by its last successful plan.
     emitted: Mutex<HashMap<RequestKey, BTreeSet<EventId>>>,
     /// uids the API server answered 404 for when the host added its
-    /// finalizer (bounded: cleared past [`crate::store::TOMBSTONES`]).
-    gone: Mutex<std::collections::HashSet<String>>,
+    /// finalizer (bounded like a store's deletions).
+    gone: Mutex<crate::store::Tombstones>,
 }
 
 impl Actuator {
@@ -348,11 +348,7 @@ impl Actuator {
     }
 
     fn bury(&self, uid: &str) {
-        let mut gone = crate::sync::lock(&self.gone);
-        if gone.len() >= crate::store::TOMBSTONES {
-            gone.clear();
-        }
-        gone.insert(uid.to_string());
+        crate::sync::lock(&self.gone).bury(&Arc::from(uid));
     }
 
     /// The uid of an object a planned event names: from a watched cache of

@@ -75,22 +75,12 @@ mod tests {
     use wasmctrl_apiserver::{ApiServer, ApiServerConfig};
 
     fn watch(name: &str, kind: &str, namespace: Option<&str>) -> wit::Watch {
-        wit::Watch {
-            name: name.into(),
-            gvk: wit::GroupVersionKind {
-                group: String::new(),
-                version: "v1".into(),
-                kind: kind.into(),
-            },
-            plural: None,
-            namespace: namespace.map(str::to_string),
-            label_selector: None,
-            field_selector: None,
-            fields: vec![],
-            indexes: vec![],
-            keys: wit::KeyMapping::Aggregate("k".into()),
-            finalizer: None,
-        }
+        let gvk = wit::GroupVersionKind {
+            group: String::new(),
+            version: "v1".into(),
+            kind: kind.into(),
+        };
+        manifest::fixtures::watch(name, gvk, namespace)
     }
 
     fn key(kind: &str, namespace: Option<&str>, name: &str) -> ObjectKey {

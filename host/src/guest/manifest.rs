@@ -588,24 +588,21 @@ pub fn validate(m: &wit::Manifest) -> Result<GuestManifest, ManifestError> {
     })
 }
 
+/// Manifest pieces the host's unit tests build guests' manifests from.
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
+pub(crate) mod fixtures {
+    use super::wit;
 
-    use super::*;
-
-    fn gvk(group: &str, version: &str, kind: &str) -> wit::GroupVersionKind {
-        wit::GroupVersionKind {
-            group: group.into(),
-            version: version.into(),
-            kind: kind.into(),
-        }
-    }
-
-    fn watch(g: wit::GroupVersionKind, namespace: Option<&str>) -> wit::Watch {
+    /// Watch `name` of `gvk` (in `namespace`; None: every namespace): no
+    /// selector, field, index or finalizer, every object under key "k".
+    pub(crate) fn watch(
+        name: &str,
+        gvk: wit::GroupVersionKind,
+        namespace: Option<&str>,
+    ) -> wit::Watch {
         wit::Watch {
-            name: "w".into(),
-            gvk: g,
+            name: name.into(),
+            gvk,
             plural: None,
             namespace: namespace.map(str::to_string),
             label_selector: None,
@@ -617,13 +614,39 @@ mod tests {
         }
     }
 
-    fn rule(g: wit::GroupVersionKind, namespace: Option<&str>, names: &[&str]) -> wit::WriteRule {
+    /// A write rule for `gvk` in `namespace` (None: every namespace),
+    /// limited to `names` (empty: any name), status not included.
+    pub(crate) fn rule(
+        gvk: wit::GroupVersionKind,
+        namespace: Option<&str>,
+        names: &[&str],
+    ) -> wit::WriteRule {
         wit::WriteRule {
-            gvk: g,
+            gvk,
             namespace: namespace.map(str::to_string),
             names: names.iter().map(|n| n.to_string()).collect(),
             status: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::fixtures::rule;
+    use super::*;
+
+    fn gvk(group: &str, version: &str, kind: &str) -> wit::GroupVersionKind {
+        wit::GroupVersionKind {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+        }
+    }
+
+    fn watch(g: wit::GroupVersionKind, namespace: Option<&str>) -> wit::Watch {
+        super::fixtures::watch("w", g, namespace)
     }
 
     fn manifest(

@@ -5,36 +5,13 @@
 use super::*;
 use crate::guest::bindings::wasmctrl::controller::types as wit;
 use crate::guest::manifest;
+use crate::guest::manifest::fixtures::{rule as write, watch};
 
 fn gvk(group: &str, kind: &str) -> wit::GroupVersionKind {
     wit::GroupVersionKind {
         group: group.into(),
         version: "v1".into(),
         kind: kind.into(),
-    }
-}
-
-fn watch(name: &str, g: wit::GroupVersionKind, namespace: Option<&str>) -> wit::Watch {
-    wit::Watch {
-        name: name.into(),
-        gvk: g,
-        plural: None,
-        namespace: namespace.map(str::to_string),
-        label_selector: None,
-        field_selector: None,
-        fields: vec![],
-        indexes: vec![],
-        keys: wit::KeyMapping::Aggregate("k".into()),
-        finalizer: None,
-    }
-}
-
-fn write(g: wit::GroupVersionKind, namespace: Option<&str>, names: &[&str]) -> wit::WriteRule {
-    wit::WriteRule {
-        gvk: g,
-        namespace: namespace.map(str::to_string),
-        names: names.iter().map(|n| n.to_string()).collect(),
-        status: false,
     }
 }
 

@@ -114,8 +114,9 @@ struct Cache {
 /// [`TOMBSTONES`]): uids are never reused, so a uid here names an object
 /// that is gone for good — unless it only left the watch's selector, which
 /// is why readers consult only the tombstones of unfiltered watches.
-#[derive(Default)]
-struct Tombstones {
+/// The oldest is forgotten first.
+#[derive(Debug, Default)]
+pub struct Tombstones {
     order: std::collections::VecDeque<Arc<str>>,
     uids: std::collections::HashSet<Arc<str>>,
 }
@@ -124,7 +125,8 @@ struct Tombstones {
 pub const TOMBSTONES: usize = 4096;
 
 impl Tombstones {
-    fn bury(&mut self, uid: &Arc<str>) {
+    /// Remembers `uid` as gone (an empty uid is no object's).
+    pub fn bury(&mut self, uid: &Arc<str>) {
         if uid.is_empty() || !self.uids.insert(uid.clone()) {
             return;
         }
@@ -134,6 +136,11 @@ impl Tombstones {
                 self.uids.remove(&old);
             }
         }
+    }
+
+    /// Whether `uid` is remembered as gone.
+    pub fn contains(&self, uid: &str) -> bool {
+        self.uids.contains(uid)
     }
 }
 
@@ -195,7 +202,7 @@ impl Store {
     /// Whether an object with `uid` was deleted from this cache recently
     /// (see [`TOMBSTONES`]).
     pub fn deleted(&self, uid: &str) -> bool {
-        read(&self.cache).tombstones.uids.contains(uid)
+        read(&self.cache).tombstones.contains(uid)
     }
 
     /// Number of cached objects.
