@@ -20,7 +20,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use tokio::sync::{mpsc, watch};
 
@@ -476,13 +475,7 @@ impl Supervisor {
         let Some((namespace, name)) = &self.config.pod else {
             return;
         };
-        let reference = ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Pod".into()),
-            namespace: Some(namespace.clone()),
-            name: Some(name.clone()),
-            ..ObjectReference::default()
-        };
+        let reference = crate::events::pod_reference(namespace, name);
         let event = KubeEvent {
             type_: if warning {
                 EventType::Warning
