@@ -24,6 +24,7 @@ mod governance;
 mod guest_runtime;
 mod hotswap;
 mod informer;
+mod isolation;
 mod leader;
 mod metrics;
 mod missing_kind;

@@ -381,6 +381,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             _ => None,
         },
         watch_health,
+        strict_guests: false,
     };
     let _metrics_endpoint = wasmctrl::metrics::serve_metrics(args.metrics_addr, metrics.clone())
         .await

@@ -107,6 +107,18 @@ pub enum ControllerError {
 }
 
 impl ControllerError {
+    /// A metric label for why the controller could not start.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ControllerError::Resolve { .. } => "resolve",
+            ControllerError::Policy { .. } => "policy",
+            ControllerError::Permissions { .. } => "permissions",
+            ControllerError::Manifest { .. } => "manifest",
+            ControllerError::Aggregate(e) => e.reason(),
+            ControllerError::Sync { .. } => "sync",
+        }
+    }
+
     /// The kind the guest needs that the API server does not serve (yet),
     /// when that is why the controller could not start: the guest can
     /// wait for it (a CRD being installed) instead of failing.
