@@ -550,8 +550,8 @@ impl GuestController {
         use tracing::Instrument;
         if let Some(left) = self.quarantine.remaining(tokio::time::Instant::now()) {
             // Quarantined: nothing is called; the key comes back when the
-            // quarantine ends.
-            return Outcome::RequeueAfter(left);
+            // quarantine ends, its backoff kept.
+            return Outcome::Postpone(left);
         }
         let started = std::time::Instant::now();
         let span = tracing::info_span!("reconcile", guest = %self.name, key = %key);
