@@ -44,7 +44,12 @@ fn writer(name: &str, rule_names: Option<&[&str]>, target: &str, data: &[(&str, 
 /// The GPU summary's rival from issue 22: names `ops/gpu-summary` in its
 /// write rule and writes `n1=999` there.
 fn thief() -> Vec<u8> {
-    writer("thief", Some(&["gpu-summary"]), "gpu-summary", &[("n1", "999")])
+    writer(
+        "thief",
+        Some(&["gpu-summary"]),
+        "gpu-summary",
+        &[("n1", "999")],
+    )
 }
 
 fn files_config(dir: &Path, files: &[(&str, &[u8])]) -> SupervisorConfig {
@@ -78,7 +83,10 @@ fn refused(metrics: &Metrics, guest: &str, reason: &str) -> f64 {
     prom::metric(
         &metrics.encode(),
         "wasmctrl_guests_refused_total",
-        &[&format!("guest=\"{guest}\""), &format!("reason=\"{reason}\"")],
+        &[
+            &format!("guest=\"{guest}\""),
+            &format!("reason=\"{reason}\""),
+        ],
     )
 }
 
@@ -139,7 +147,10 @@ async fn a_guest_whose_write_rule_names_another_guests_object_is_refused_and_the
     );
     let h = run_host(&client, config, Some(metrics.clone())).await;
 
-    assert!(h.host.controller("thief").is_none(), "thief refused at load");
+    assert!(
+        h.host.controller("thief").is_none(),
+        "thief refused at load"
+    );
     assert!(h.host.controller("gpu-summary").is_some());
     assert_eq!(refused(&metrics, "thief", "write_overlap"), 1.0);
     let detail = h.host.refused().join("\n");
@@ -153,13 +164,18 @@ async fn a_guest_whose_write_rule_names_another_guests_object_is_refused_and_the
     summary_becomes(&client, &[("n1", "1")]).await;
     h.host.readiness().unwrap();
     eventually("a GuestRefused Event on the host's Pod", || async {
-        pod_events(&client, "GuestRefused")
-            .await
-            .iter()
-            .any(|e| e.note.as_deref().unwrap_or_default().contains("guest thief"))
+        pod_events(&client, "GuestRefused").await.iter().any(|e| {
+            e.note
+                .as_deref()
+                .unwrap_or_default()
+                .contains("guest thief")
+        })
     })
     .await;
-    assert_eq!(managers(&client, "gpu-summary").await, ["wasmctrl/gpu-summary"]);
+    assert_eq!(
+        managers(&client, "gpu-summary").await,
+        ["wasmctrl/gpu-summary"]
+    );
     h.stop().await.unwrap();
 }
 
@@ -206,7 +222,10 @@ async fn a_hot_swap_whose_write_rule_names_another_guests_object_is_rejected_and
     })
     .await;
     assert!(Arc::ptr_eq(&before, &h.host.controller("logic").unwrap()));
-    assert_eq!(data_of(&client, "logic", "version").await.as_deref(), Some("v1"));
+    assert_eq!(
+        data_of(&client, "logic", "version").await.as_deref(),
+        Some("v1")
+    );
     h.stop().await.unwrap();
 }
 
@@ -230,11 +249,16 @@ async fn a_guest_writing_any_name_cannot_take_an_object_another_guest_names() {
         writes_refused(&metrics, "rogue", "gpu-summary") >= 1.0
     })
     .await;
-    stays_for(Duration::from_secs(2), "the summary stays the GPU summary's", || async {
-        data_of(&client, "gpu-summary", "n1").await.as_deref() == Some("1")
-    })
+    stays_for(
+        Duration::from_secs(2),
+        "the summary stays the GPU summary's",
+        || async { data_of(&client, "gpu-summary", "n1").await.as_deref() == Some("1") },
+    )
     .await;
-    assert_eq!(managers(&client, "gpu-summary").await, ["wasmctrl/gpu-summary"]);
+    assert_eq!(
+        managers(&client, "gpu-summary").await,
+        ["wasmctrl/gpu-summary"]
+    );
     h.stop().await.unwrap();
 }
 
@@ -254,11 +278,16 @@ async fn the_first_of_two_guests_writing_one_object_claims_it_until_it_is_unload
     let winner = data_of(&client, "shared", "writer").await.expect("written");
     let loser = if winner == "alpha" { "beta" } else { "alpha" };
     assert_eq!(writes_refused(&metrics, &winner, loser), 0.0);
-    stays_for(Duration::from_secs(2), "no war: the winner's value stays", || async {
-        data_of(&client, "shared", "writer").await.as_deref() == Some(winner.as_str())
-    })
+    stays_for(
+        Duration::from_secs(2),
+        "no war: the winner's value stays",
+        || async { data_of(&client, "shared", "writer").await.as_deref() == Some(winner.as_str()) },
+    )
     .await;
-    assert_eq!(managers(&client, "shared").await, [format!("wasmctrl/{winner}")]);
+    assert_eq!(
+        managers(&client, "shared").await,
+        [format!("wasmctrl/{winner}")]
+    );
 
     // The winner is unloaded: its claim ends, and the other guest writes.
     let left: &[u8] = if loser == "alpha" { &a } else { &b };
@@ -297,7 +326,12 @@ async fn guests_refused_at_start_are_refused_alone_and_the_others_run() {
         ("gpu-summary.wasm", &gpu),
     ];
     let metrics = Arc::new(Metrics::new());
-    let h = run_host(&client, files_config(dir.path(), files), Some(metrics.clone())).await;
+    let h = run_host(
+        &client,
+        files_config(dir.path(), files),
+        Some(metrics.clone()),
+    )
+    .await;
     assert_eq!(refused(&metrics, "leaky", "policy"), 1.0);
     assert_eq!(refused(&metrics, "describe-trap", "trap"), 1.0);
     pod("p").on("n1").requesting("2").create(&client).await;
@@ -346,7 +380,8 @@ async fn guests_refused_at_start_are_refused_alone_and_the_others_run() {
         .err()
         .expect("strict: refused");
     assert!(
-        e.to_string().contains("guest leaky: refused by the operator policy"),
+        e.to_string()
+            .contains("guest leaky: refused by the operator policy"),
         "{e}"
     );
 

@@ -165,7 +165,10 @@ impl Reservation {
         self.group == o.group
             && self.kind == o.kind
             && self.name == o.name
-            && self.namespace.as_ref().is_none_or(|ns| o.namespace.as_ref() == Some(ns))
+            && self
+                .namespace
+                .as_ref()
+                .is_none_or(|ns| o.namespace.as_ref() == Some(ns))
     }
 }
 
@@ -295,7 +298,10 @@ impl Claims {
 
     /// The guest that claimed an object, if any (for tests and logs).
     pub fn owner(&self, target: &ObjectKey) -> Option<String> {
-        lock(&self.state).claimed.get(&Object::from(target)).cloned()
+        lock(&self.state)
+            .claimed
+            .get(&Object::from(target))
+            .cloned()
     }
 }
 
@@ -375,7 +381,10 @@ mod tests {
     #[test]
     fn rules_that_cannot_name_one_object_do_not_overlap() {
         let summary = rule(Some("ops"), &["gpu-summary"]);
-        assert_eq!(rules_overlap(&rule(Some("ops"), &["other"]), &summary), None);
+        assert_eq!(
+            rules_overlap(&rule(Some("ops"), &["other"]), &summary),
+            None
+        );
         assert_eq!(rules_overlap(&rule(Some("ml"), &[]), &summary), None);
         let mut secret = rule(Some("ops"), &["gpu-summary"]);
         secret.gvk = Gvk::from_api_version("v1", "Secret");
@@ -423,19 +432,29 @@ mod tests {
             vec![rule(Some("ops"), &["gpu-summary"])],
         ));
         let e = claims
-            .claim("rogue", &[apply("ops", "free"), apply("ops", "gpu-summary")])
+            .claim(
+                "rogue",
+                &[apply("ops", "free"), apply("ops", "gpu-summary")],
+            )
             .unwrap_err();
         assert_eq!((e.owner.as_str(), e.how), ("gpu-summary", "reserves"));
-        assert!(e.to_string().contains("v1/ConfigMap ops/gpu-summary"), "{e}");
+        assert!(
+            e.to_string().contains("v1/ConfigMap ops/gpu-summary"),
+            "{e}"
+        );
         // Refused whole: not even the free object was claimed.
         assert_eq!(
             claims.owner(apply("ops", "free").target()),
             None,
             "nothing claimed"
         );
-        claims.claim("gpu-summary", &[apply("ops", "gpu-summary")]).unwrap();
+        claims
+            .claim("gpu-summary", &[apply("ops", "gpu-summary")])
+            .unwrap();
         // Elsewhere the name is free.
-        claims.claim("rogue", &[apply("ml", "gpu-summary")]).unwrap();
+        claims
+            .claim("rogue", &[apply("ml", "gpu-summary")])
+            .unwrap();
     }
 
     #[test]
@@ -444,7 +463,10 @@ mod tests {
         claims.claim("a", &[apply("ops", "shared")]).unwrap();
         claims.claim("a", &[apply("ops", "shared")]).unwrap();
         let e = claims.claim("b", &[apply("ops", "shared")]).unwrap_err();
-        assert_eq!((e.guest.as_str(), e.owner.as_str(), e.how), ("b", "a", "claimed"));
+        assert_eq!(
+            (e.guest.as_str(), e.owner.as_str(), e.how),
+            ("b", "a", "claimed")
+        );
         // Nor may b delete it.
         assert!(claims.claim("b", &[delete("ops", "shared")]).is_err());
         claims.deleted("a", &[delete("ops", "shared")]);

@@ -85,7 +85,7 @@ pub enum SupervisorError {
     LostLeadership(String),
     /// A guest's write rules name an object another guest's rules name.
     #[error(transparent)]
-    Overlap(#[from] Overlap),
+    Overlap(Box<Overlap>),
 }
 
 impl SupervisorError {
@@ -285,13 +285,13 @@ impl Supervisor {
             for (key, file) in guestdir::scan(&dir)? {
                 let source = file.path.display().to_string();
                 let loaded = async {
-                    let config =
-                        file.config
-                            .clone()
-                            .map_err(|source| SupervisorError::Config {
-                                key: key.clone(),
-                                source,
-                            })?;
+                    let config = file
+                        .config
+                        .clone()
+                        .map_err(|source| SupervisorError::Config {
+                            key: key.clone(),
+                            source,
+                        })?;
                     let module = host
                         .runtime
                         .load_bytes(&format!("{key}.wasm"), &file.bytes)?;
@@ -389,10 +389,14 @@ impl Supervisor {
             .values()
             .filter(|g| g.key != key)
             .map(|g| g.controller.manifest().clone());
-        let waiting = self.waiting.manifests().into_iter().filter(|(k, _)| k != key);
+        let waiting = self
+            .waiting
+            .manifests()
+            .into_iter()
+            .filter(|(k, _)| k != key);
         for other in running.chain(waiting.map(|(_, m)| m)) {
             if let Some(overlap) = claims::static_overlap(manifest, &other) {
-                return Err(overlap.into());
+                return Err(SupervisorError::Overlap(Box::new(overlap)));
             }
         }
         Ok(())
