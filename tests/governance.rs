@@ -585,6 +585,10 @@ fn out_of_range_numeric_flags_are_usage_errors_not_panics() {
             "--streaming-list-wait-seconds",
         ),
         (
+            [&run[..], &["--guest-quarantine-failures=-1"]].concat(),
+            "--guest-quarantine-failures",
+        ),
+        (
             [&reconcile[..], &["--guest-memory-mib", "17592186044416"]].concat(),
             "--guest-memory-mib",
         ),

@@ -25,6 +25,7 @@ mod governance;
 mod guest_runtime;
 mod hotswap;
 mod informer;
+mod isolation;
 mod leader;
 mod matrix;
 mod metrics;

@@ -78,6 +78,18 @@ impl From<&ObjectReference> for RefKey {
     }
 }
 
+/// A reference to the host's own Pod, which Events about the host's guests
+/// (loaded, refused, quarantined) regard.
+pub fn pod_reference(namespace: &str, name: &str) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        namespace: Some(namespace.to_string()),
+        name: Some(name.to_string()),
+        ..ObjectReference::default()
+    }
+}
+
 /// A recorded Event: where it lives, how often it was seen, and when last.
 #[derive(Debug, Clone)]
 struct Recorded {

@@ -6,6 +6,7 @@
 
 pub mod actuator;
 pub mod aggregate;
+pub mod claims;
 pub mod client;
 pub mod config;
 pub mod controller;
@@ -27,6 +28,7 @@ pub mod packaging;
 pub mod permissions;
 pub mod policy;
 pub mod projection;
+pub mod quarantine;
 pub mod request;
 pub mod store;
 pub mod supervisor;

@@ -107,6 +107,16 @@ struct RunArgs {
     sandbox: SandboxArgs,
     #[command(flatten)]
     watch_health: wasmctrl::health::WatchHealthArgs,
+    /// Exit non-zero when any guest is refused at start (policy, describe
+    /// failing, write rules naming another guest's object, ...), instead
+    /// of refusing it alone and running the others.
+    #[arg(long)]
+    strict_guests: bool,
+    /// Consecutive guest calls that run out of time or trap before the
+    /// guest is quarantined (not called for 30 s, doubling up to 30 min);
+    /// 0: never.
+    #[arg(long, default_value_t = wasmctrl::quarantine::DEFAULT_FAILURES, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    guest_quarantine_failures: u32,
 }
 
 /// Leader-election flags of `run`.
@@ -384,7 +394,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         controller: wasmctrl::controller::ControllerConfig::default()
             .workers(usize::try_from(args.workers).unwrap_or(1))
             .resync(Duration::from_secs(args.resync_seconds))
-            .instance(std::env::var("POD_NAME").ok()),
+            .instance(std::env::var("POD_NAME").ok())
+            .quarantine(
+                wasmctrl::quarantine::QuarantineConfig::default()
+                    .failures(args.guest_quarantine_failures),
+            ),
         runtime,
         guest_dir: args.guest_dir,
         rescan: Some(Duration::from_secs(args.guest_rescan_seconds)),
@@ -393,6 +407,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             _ => None,
         },
         watch_health,
+        strict_guests: args.strict_guests,
     };
     let _metrics_endpoint = wasmctrl::metrics::serve_metrics(args.metrics_addr, metrics.clone())
         .await
@@ -420,9 +435,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .clone();
     let election = election.start(master_status);
     let ready_host = host.clone();
-    let _health_endpoint = wasmctrl::metrics::serve_health(
+    let refused_host = host.clone();
+    let _health_endpoint = wasmctrl::metrics::serve_health_with_detail(
         args.health_addr,
         std::sync::Arc::new(move || ready_host.readiness()),
+        std::sync::Arc::new(move || refused_host.refused()),
     )
     .await
     .with_context(|| format!("binding the health endpoint on {}", args.health_addr))?;

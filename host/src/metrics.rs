@@ -211,6 +211,28 @@ pub struct Metrics {
     /// about an object the guest neither watches nor may write; `scope`: a
     /// namespace that disagrees with the kind's scope).
     pub events_refused: Family<GuestReasonLabels, Counter>,
+    /// `wasmctrl_guests_refused_total{guest,reason}`: guests refused at
+    /// load (no version of them runs) while the host runs the others.
+    pub guests_refused: Family<GuestReasonLabels, Counter>,
+    /// `wasmctrl_writes_refused_total{guest,owner}`: plans refused because
+    /// they write an object another guest of this host owns (see
+    /// [`crate::claims`]).
+    pub writes_refused: Family<OwnerLabels, Counter>,
+    /// `wasmctrl_guest_quarantines_total{guest}`: quarantines started (see
+    /// [`crate::quarantine`]).
+    pub guest_quarantines: Family<GuestLabels, Counter>,
+    /// `wasmctrl_guest_quarantined{guest}`: 1 while the guest is
+    /// quarantined (not called), else 0.
+    pub guest_quarantined: Family<GuestLabels, Gauge>,
+}
+
+/// `{guest, owner}`: the guest refused and the guest owning the object.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct OwnerLabels {
+    /// The guest whose plan was refused.
+    pub guest: String,
+    /// The guest that owns the object.
+    pub owner: String,
 }
 
 /// Labels `{guest, limit}`.
@@ -262,6 +284,10 @@ impl Metrics {
             writes_held_back: Family::default(),
             guest_limited: Family::default(),
             events_refused: Family::default(),
+            guests_refused: Family::default(),
+            writes_refused: Family::default(),
+            guest_quarantines: Family::default(),
+            guest_quarantined: Family::default(),
             registry: Registry::default(),
         };
         // prometheus-client appends `_total` to counters.
@@ -369,6 +395,26 @@ impl Metrics {
             "wasmctrl_guest_events_refused",
             "Events a guest planned that the host refused to record, by reason (not_watched_or_written, scope)",
             m.events_refused.clone(),
+        );
+        registry.register(
+            "wasmctrl_guests_refused",
+            "Guests refused at load while the host runs the others, by reason (policy, trap, deadline, memory, write_overlap, permissions, ...)",
+            m.guests_refused.clone(),
+        );
+        registry.register(
+            "wasmctrl_writes_refused",
+            "Plans refused because they write an object another guest of this host owns, by that guest",
+            m.writes_refused.clone(),
+        );
+        registry.register(
+            "wasmctrl_guest_quarantines",
+            "Quarantines of a guest whose calls kept running out of time or trapping",
+            m.guest_quarantines.clone(),
+        );
+        registry.register(
+            "wasmctrl_guest_quarantined",
+            "1 while a guest is quarantined (not called), else 0",
+            m.guest_quarantined.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -604,6 +650,52 @@ impl GuestMetrics {
             .inc();
     }
 
+    /// Counts a plan refused because it writes an object `owner` owns.
+    pub fn refused_write(&self, owner: &str) {
+        self.metrics
+            .writes_refused
+            .get_or_create(&OwnerLabels {
+                guest: self.guest.clone(),
+                owner: owner.to_string(),
+            })
+            .inc();
+    }
+
+    /// Plans refused so far because `owner` owns an object they write.
+    pub fn refused_writes(&self, owner: &str) -> u64 {
+        self.metrics
+            .writes_refused
+            .get_or_create(&OwnerLabels {
+                guest: self.guest.clone(),
+                owner: owner.to_string(),
+            })
+            .get()
+    }
+
+    /// Records a quarantine starting (`true`) or over (`false`).
+    pub fn quarantined(&self, started: bool) {
+        let g = GuestLabels {
+            guest: self.guest.clone(),
+        };
+        if started {
+            self.metrics.guest_quarantines.get_or_create(&g).inc();
+        }
+        self.metrics
+            .guest_quarantined
+            .get_or_create(&g)
+            .set(i64::from(started));
+    }
+
+    /// Quarantines started so far.
+    pub fn quarantines(&self) -> u64 {
+        self.metrics
+            .guest_quarantines
+            .get_or_create(&GuestLabels {
+                guest: self.guest.clone(),
+            })
+            .get()
+    }
+
     /// Events refused for `reason` so far.
     pub fn refused_events(&self, reason: &str) -> u64 {
         self.metrics
@@ -754,14 +846,25 @@ async fn healthz() -> impl IntoResponse {
     (StatusCode::OK, "ok\n")
 }
 
-async fn readyz<E: std::fmt::Display>(State(ready): State<Readiness<E>>) -> impl IntoResponse {
-    match ready() {
+/// Lines `/readyz` adds to its answer, ready or not (guests refused at
+/// load: the host runs without them).
+pub type Detail = Arc<dyn Fn() -> Vec<String> + Send + Sync>;
+
+async fn readyz<E: std::fmt::Display>(
+    State((ready, detail)): State<(Readiness<E>, Detail)>,
+) -> impl IntoResponse {
+    let (code, mut body) = match ready() {
         Ok(()) => (StatusCode::OK, "ok\n".to_string()),
         Err(why) => (
             StatusCode::SERVICE_UNAVAILABLE,
             format!("not ready: {why}\n"),
         ),
+    };
+    for line in detail() {
+        body.push_str(&line);
+        body.push('\n');
     }
+    (code, body)
 }
 
 /// A bound endpoint server.
@@ -805,11 +908,21 @@ pub async fn serve_health<E: std::fmt::Display + 'static>(
     addr: SocketAddr,
     ready: Readiness<E>,
 ) -> std::io::Result<Endpoint> {
+    serve_health_with_detail(addr, ready, Arc::new(Vec::new)).await
+}
+
+/// Serves `/healthz` and `/readyz` on `addr`; `/readyz` adds the lines
+/// `detail` gives to its answer.
+pub async fn serve_health_with_detail<E: std::fmt::Display + 'static>(
+    addr: SocketAddr,
+    ready: Readiness<E>,
+    detail: Detail,
+) -> std::io::Result<Endpoint> {
     let app = Router::new()
         .route("/healthz", get(healthz))
         .route("/livez", get(healthz))
         .route("/readyz", get(readyz))
-        .with_state(ready);
+        .with_state((ready, detail));
     serve(addr, app).await
 }
 

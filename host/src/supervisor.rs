@@ -12,7 +12,13 @@
 //! when the kind appears — and running everything until shutdown, lost
 //! leadership, or a cache that cannot sync or has no working watch past
 //! its deadline (fatal: a controller that silently does nothing is worse
-//! than one that exits; see `health`). It never reconciles anything itself.
+//! than one that exits; see `health`). A guest that cannot be loaded
+//! (policy, `describe` failing, write rules naming another guest's object,
+//! missing permissions, ...) is refused alone — log line, metric, Event on
+//! the host's Pod, a `/readyz` detail line — and the others run; the host
+//! ends only when no guest can run, or when `strict_guests` asks. It owns
+//! the host's [`Claims`] (which guest may write which object). It never
+//! reconciles anything itself.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -20,17 +26,17 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use tokio::sync::{mpsc, watch};
 
+use crate::claims::{self, Claims, Overlap};
 use crate::controller::{ControllerConfig, ControllerError, DescribedGuest, GuestController};
 use crate::discovery::Discovery;
 use crate::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use crate::guest::{self, GuestError, GuestModule, GuestRuntime, RuntimeConfig};
 use crate::guestdir::{self, ConfigFileError, DirWatch, GuestDirError, GuestFile};
 use crate::informer::InformerRegistry;
-use crate::metrics::{GuestResultLabels, Metrics};
+use crate::metrics::{GuestReasonLabels, GuestResultLabels, Metrics};
 use crate::sync::lock;
 use crate::waiting::{or_wait, Waiting, WaitingGuest};
 
@@ -77,6 +83,27 @@ pub enum SupervisorError {
     /// Leadership was lost: writes stopped; the process must exit.
     #[error("lost leadership: {0}")]
     LostLeadership(String),
+    /// A guest's write rules name an object another guest's rules name.
+    #[error(transparent)]
+    Overlap(Box<Overlap>),
+}
+
+impl SupervisorError {
+    /// Why a guest was refused, as a metric label (`policy`, `trap`,
+    /// `deadline`, `memory`, `write_overlap`, `permissions`, ...).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            SupervisorError::Guest(e) => e.reason(),
+            SupervisorError::Controller(e) => e.reason(),
+            SupervisorError::GuestDir(_) => "guest_dir",
+            SupervisorError::NoGuests => "no_guests",
+            SupervisorError::DuplicateName { .. } => "duplicate_name",
+            SupervisorError::Config { .. } => "config",
+            SupervisorError::NotServed { .. } => "not_served",
+            SupervisorError::LostLeadership(_) => "lost_leadership",
+            SupervisorError::Overlap(_) => "write_overlap",
+        }
+    }
 }
 
 impl From<ControllerError> for SupervisorError {
@@ -117,10 +144,20 @@ pub struct SupervisorConfig {
     pub rescan: Option<Duration>,
     /// How long failing watches are tolerated (not ready, then exit).
     pub watch_health: crate::health::WatchHealthConfig,
+    /// A guest refused at start ends the host (`--strict-guests`) instead
+    /// of being refused alone.
+    pub strict_guests: bool,
 }
 
 /// Leadership as the host sees it (defined by the leader-election bridge).
 pub use crate::leader::Leadership;
+
+/// A guest refused at load of which no version runs.
+struct Refused {
+    name: String,
+    digest: String,
+    why: String,
+}
 
 struct RunningGuest {
     key: String,
@@ -154,6 +191,10 @@ pub struct Supervisor {
     leadership: watch::Receiver<Leadership>,
     _leadership_tx: Option<watch::Sender<Leadership>>,
     recorder: Recorder,
+    /// Which guest may write which object.
+    claims: Claims,
+    /// Guests refused at load, by key.
+    refused: Mutex<BTreeMap<String, Refused>>,
 }
 
 fn stem(path: &Path) -> String {
@@ -216,38 +257,149 @@ impl Supervisor {
             leadership,
             _leadership_tx: None,
             recorder,
+            claims: Claims::new(),
+            refused: Mutex::new(BTreeMap::new()),
         };
+        // A guest that cannot be loaded is refused alone: the others run.
+        let mut first_refusal = None;
         for path in host.config.guests.clone() {
-            let module = host.runtime.load_file(&path)?;
-            let described = host.describe_file(module, &path).await?;
-            host.start_or_wait(
-                stem(&path),
-                path.display().to_string(),
-                String::new(),
-                described,
-            )
-            .await?;
-        }
-        if let Some(dir) = host.config.guest_dir.clone() {
-            // The directory's initial content must be valid: failing loudly
-            // at start beats running with half the guests.
-            for (key, file) in guestdir::scan(&dir)? {
-                let config = file
-                    .config
-                    .clone()
-                    .map_err(|source| SupervisorError::Config {
-                        key: key.clone(),
-                        source,
-                    })?;
-                let module = host
-                    .runtime
-                    .load_bytes(&format!("{key}.wasm"), &file.bytes)?;
-                let described = host.describe(module, config).await?;
-                host.start_or_wait(key, file.path.display().to_string(), file.digest, described)
+            let (key, source) = (stem(&path), path.display().to_string());
+            let loaded = async {
+                let module = host.runtime.load_file(&path)?;
+                host.describe_file(module, &path).await
+            };
+            let (name, result) = match loaded.await {
+                Ok(described) => (
+                    described.manifest.name.clone(),
+                    host.start_or_wait(key.clone(), source.clone(), String::new(), described)
+                        .await,
+                ),
+                Err(e) => (key.clone(), Err(e)),
+            };
+            if let Err(e) = result {
+                host.refuse(key, name, &source, String::new(), e, &mut first_refusal)
                     .await?;
             }
         }
-        Ok(host)
+        if let Some(dir) = host.config.guest_dir.clone() {
+            for (key, file) in guestdir::scan(&dir)? {
+                let source = file.path.display().to_string();
+                let loaded = async {
+                    let config = file
+                        .config
+                        .clone()
+                        .map_err(|source| SupervisorError::Config {
+                            key: key.clone(),
+                            source,
+                        })?;
+                    let module = host
+                        .runtime
+                        .load_bytes(&format!("{key}.wasm"), &file.bytes)?;
+                    host.describe(module, config).await
+                };
+                let (name, result) = match loaded.await {
+                    Ok(described) => (
+                        described.manifest.name.clone(),
+                        host.start_or_wait(
+                            key.clone(),
+                            source.clone(),
+                            file.digest.clone(),
+                            described,
+                        )
+                        .await,
+                    ),
+                    Err(e) => (key.clone(), Err(e)),
+                };
+                if let Err(e) = result {
+                    host.refuse(key, name, &source, file.digest, e, &mut first_refusal)
+                        .await?;
+                }
+            }
+        }
+        let none_runs = lock(&host.guests).is_empty() && host.waiting.is_empty();
+        match first_refusal {
+            // No guest can run: the host ends with the (first) reason.
+            Some(e) if none_runs => Err(e),
+            _ => Ok(host),
+        }
+    }
+
+    /// Refuses a guest that could not be loaded: ends the host when
+    /// `strict_guests` asks; otherwise logs it, counts it
+    /// (`wasmctrl_guests_refused_total`), records a `GuestRefused` Warning
+    /// Event on the host's Pod and keeps it for `/readyz`'s detail (and
+    /// the first such error in `first`).
+    async fn refuse(
+        &self,
+        key: String,
+        name: String,
+        source: &str,
+        digest: String,
+        e: SupervisorError,
+        first: &mut Option<SupervisorError>,
+    ) -> Result<(), SupervisorError> {
+        if self.config.strict_guests {
+            return Err(e);
+        }
+        tracing::error!(guest = %name, path = %source, reason = e.reason(), "guest refused; the other guests run: {e}");
+        self.record_refused(key, &name, digest, &e);
+        self.event(true, "GuestRefused", format!("{source}: {e}"))
+            .await;
+        if first.is_none() {
+            *first = Some(e);
+        }
+        Ok(())
+    }
+
+    /// Keeps a refused guest for `/readyz`'s detail (a changed file is
+    /// tried again; an unchanged one is not) and counts it.
+    fn record_refused(&self, key: String, name: &str, digest: String, e: &SupervisorError) {
+        self.metrics
+            .guests_refused
+            .get_or_create(&GuestReasonLabels {
+                guest: name.to_string(),
+                reason: e.reason().to_string(),
+            })
+            .inc();
+        let why = e.to_string().replace('\n', " ");
+        let why = if why.starts_with("guest ") {
+            why
+        } else {
+            format!("guest {name}: {why}")
+        };
+        lock(&self.refused).insert(
+            key,
+            Refused {
+                name: name.to_string(),
+                digest,
+                why,
+            },
+        );
+    }
+
+    /// Refuses a guest whose write rules name an object the rules of
+    /// another guest of this host (running or waiting) name.
+    fn check_overlap(
+        &self,
+        key: &str,
+        manifest: &crate::guest::GuestManifest,
+    ) -> Result<(), SupervisorError> {
+        let guests = lock(&self.guests);
+        let running = guests
+            .values()
+            .filter(|g| g.key != key)
+            .map(|g| g.controller.manifest().clone());
+        let waiting = self
+            .waiting
+            .manifests()
+            .into_iter()
+            .filter(|(k, _)| k != key);
+        for other in running.chain(waiting.map(|(_, m)| m)) {
+            if let Some(overlap) = claims::static_overlap(manifest, &other) {
+                return Err(SupervisorError::Overlap(Box::new(overlap)));
+            }
+        }
+        Ok(())
     }
 
     /// Starts a described guest's controller (registered, to run with
@@ -262,6 +414,7 @@ impl Supervisor {
     ) -> Result<(), SupervisorError> {
         let name = described.manifest.name.clone();
         self.check_unique(&name, &source)?;
+        self.check_overlap(&key, &described.manifest)?;
         match or_wait(self.controller_for(described.clone()).await)? {
             Ok(controller) => {
                 tracing::info!(guest = %name, path = %source, "guest loaded");
@@ -276,11 +429,20 @@ impl Supervisor {
 
     /// Retries every waiting guest whose time has come: a guest whose kinds
     /// are now served starts; one still missing a kind waits longer; any
-    /// other failure (a permission the host lacks, ...) is fatal, as it is
-    /// at start.
+    /// other failure (a permission the host lacks, ...) refuses it, as at
+    /// start.
     async fn retry_waiting(&self) -> Result<(), SupervisorError> {
         for (key, w) in self.waiting.take_due() {
-            match or_wait(self.controller_for(w.described.clone()).await)? {
+            let started = match or_wait(self.controller_for(w.described.clone()).await) {
+                Ok(started) => started,
+                Err(e) => {
+                    let name = w.name().to_string();
+                    self.refuse(key, name, &w.source, w.digest.clone(), e.into(), &mut None)
+                        .await?;
+                    continue;
+                }
+            };
+            match started {
                 Ok(controller) => {
                     tracing::info!(guest = %w.name(), kind = %w.kind, path = %w.source, "the kind the guest waited for is served; guest starting");
                     self.insert(key, w.source, w.digest, controller, true);
@@ -317,6 +479,8 @@ impl Supervisor {
         running: bool,
     ) {
         let controller = Arc::new(controller);
+        self.claims.reserve(controller.manifest());
+        lock(&self.refused).remove(&key);
         let task = if running {
             self.spawn(controller.clone())
         } else {
@@ -402,12 +566,15 @@ impl Supervisor {
         &self,
         described: DescribedGuest,
     ) -> Result<GuestController, ControllerError> {
+        let mut config = self.config.controller.clone();
+        config.claims = self.claims.clone();
+        config.host_pod = self.config.pod.clone();
         GuestController::start(
             self.client.clone(),
             &self.registry,
             &self.discovery,
             described,
-            self.config.controller.clone(),
+            config,
             self.metrics.clone(),
         )
         .await
@@ -455,6 +622,20 @@ impl Supervisor {
         }
     }
 
+    /// One line per guest refused at load of which no version runs, for
+    /// `/readyz`'s detail: `refused: guest NAME: why`.
+    pub fn refused(&self) -> Vec<String> {
+        lock(&self.refused)
+            .values()
+            .map(|r| format!("refused: {}", r.why))
+            .collect()
+    }
+
+    /// The host's claims (which guest may write which object).
+    pub fn claims(&self) -> &Claims {
+        &self.claims
+    }
+
     /// Whether every guest's caches have synced.
     pub fn is_synced(&self) -> bool {
         self.readiness().is_ok()
@@ -476,13 +657,7 @@ impl Supervisor {
         let Some((namespace, name)) = &self.config.pod else {
             return;
         };
-        let reference = ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Pod".into()),
-            namespace: Some(namespace.clone()),
-            name: Some(name.clone()),
-            ..ObjectReference::default()
-        };
+        let reference = crate::events::pod_reference(namespace, name);
         let event = KubeEvent {
             type_: if warning {
                 EventType::Warning
@@ -513,8 +688,15 @@ impl Supervisor {
             .map(|g| (g.key.clone(), g.digest.clone()))
             .collect();
         // A waiting guest is current too: it starts once its kind is served
-        // (a changed file replaces it; a removed one ends its wait).
+        // (a changed file replaces it; a removed one ends its wait). So is
+        // a refused one: it is tried again when its file changes.
         current.extend(self.waiting.digests());
+        current.extend(
+            lock(&self.refused)
+                .iter()
+                .filter(|(_, r)| !r.digest.is_empty())
+                .map(|(k, r)| (k.clone(), r.digest.clone())),
+        );
         for (key, file) in &files {
             if current.get(key) != Some(&file.digest) {
                 self.swap_in(file).await;
@@ -554,6 +736,7 @@ impl Supervisor {
                     })
                 })??;
             let described = self.describe(module, config).await?;
+            self.check_overlap(&key, &described.manifest)?;
             let controller = match or_wait(self.controller_for(described.clone()).await)? {
                 Ok(c) => c,
                 // A new guest (nothing of it runs) may wait for its kind.
@@ -584,6 +767,10 @@ impl Supervisor {
             Err(e) => {
                 tracing::error!(guest = %label, path = %file.path.display(), "guest rejected, previous version keeps running: {e}");
                 self.count_swap(&label, "rejected");
+                if previous_name.is_none() {
+                    // No version of it runs: refused until its file changes.
+                    self.record_refused(key.clone(), &label, file.digest.clone(), &e);
+                }
                 self.event(
                     true,
                     "GuestRejected",
@@ -596,8 +783,13 @@ impl Supervisor {
         };
         let name = controller.name().to_string();
         let controller = Arc::new(controller);
-        // A version that waited for its kind is superseded.
+        // A version that waited for its kind, or was refused, is superseded.
         self.waiting.remove(&key);
+        lock(&self.refused).remove(&key);
+        if let Some(previous) = previous_name.as_ref().filter(|p| **p != name) {
+            self.release_claims(previous);
+        }
+        self.claims.reserve(controller.manifest());
         let old = lock(&self.guests).remove(&key);
         if let Some(old) = &old {
             // In-flight reconciles finish on the old module; new keys wait
@@ -650,9 +842,23 @@ impl Supervisor {
         .await;
     }
 
+    /// Ends what `guest` reserved and claimed; when it held objects, every
+    /// other guest looks again at once (one whose plan a claim refused
+    /// need not wait out its backoff).
+    fn release_claims(&self, guest: &str) {
+        if self.claims.release_guest(guest) {
+            for c in self.controllers().iter().filter(|c| c.name() != guest) {
+                c.enqueue_all();
+            }
+        }
+    }
+
     async fn remove(&self, key: &str) {
         if let Some(w) = self.waiting.remove(key) {
             tracing::info!(guest = %w.name(), "waiting guest removed ({key}.wasm is gone)");
+        }
+        if let Some(r) = lock(&self.refused).remove(key) {
+            tracing::info!(guest = %r.name, "refused guest removed ({key}.wasm is gone)");
         }
         let Some(old) = lock(&self.guests).remove(key) else {
             return;
@@ -666,6 +872,7 @@ impl Supervisor {
         old.task.abort();
         drop(old);
         self.registry.release_unused();
+        self.release_claims(&name);
         tracing::info!(guest = %name, "guest removed; its outputs are left in place");
         self.count_swap(&name, "removed");
         self.event(

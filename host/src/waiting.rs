@@ -145,6 +145,19 @@ impl Waiting {
             .map(|w| w.source.clone())
     }
 
+    /// `(key, manifest)` of every waiting guest.
+    pub fn manifests(&self) -> Vec<(String, crate::guest::GuestManifest)> {
+        lock(&self.guests)
+            .iter()
+            .map(|(k, w)| (k.clone(), w.described.manifest.clone()))
+            .collect()
+    }
+
+    /// Whether no guest waits.
+    pub fn is_empty(&self) -> bool {
+        lock(&self.guests).is_empty()
+    }
+
     /// `(guest, kind)` of one waiting guest, if any waits.
     pub fn any(&self) -> Option<(String, String)> {
         lock(&self.guests)

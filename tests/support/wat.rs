@@ -554,3 +554,19 @@ pub fn configmap_doc(namespace: &str, name: &str, data: &[(&str, &str)]) -> Stri
         "metadata": {"name": name, "namespace": namespace}, "data": data})
     .to_string()
 }
+
+/// A guest whose `describe` traps (so no manifest, no name: it is known by
+/// its file stem).
+pub fn trapping_in_describe() -> Vec<u8> {
+    let wat = format!(
+        r#"(module
+  (memory (export "memory") 2)
+  (global $heap (mut i32) (i32.const 65536))
+  {BUMP_REALLOC}
+  (func (export "wasmctrl:controller/reconciler@0.2.0#describe") (param i32 i32 i32 i32 i64) (result i32)
+    unreachable)
+  (func (export "wasmctrl:controller/reconciler@0.2.0#reconcile") (param i32) (result i32)
+    unreachable))"#
+    );
+    wasmctrl_test_support::component::component_from_wat(&wat)
+}

@@ -29,6 +29,7 @@ use kube::Client;
 use crate::actuator::contest::ContestConfig;
 use crate::actuator::{Actuator, Executed, Watched as ActuatorWatched};
 use crate::aggregate::Aggregate;
+use crate::claims::Claims;
 use crate::discovery::{Discovery, DiscoveryError, WatchResourceError};
 use crate::guest::snapshot::{self, WatchView};
 use crate::guest::{
@@ -38,6 +39,7 @@ use crate::informer::{field_positions, Informer, InformerKey, InformerRegistry, 
 use crate::metrics::{GuestMetrics, Metrics, ReconcileResult};
 use crate::outputs::Outputs;
 use crate::permissions::{self, Checked, Need, PermissionError};
+use crate::quarantine::{self, Quarantine, QuarantineConfig, Verdict};
 use crate::request::RequestKey;
 use crate::workqueue::{self, Outcome, Workqueue};
 pub use keys::WatchCache;
@@ -105,6 +107,18 @@ pub enum ControllerError {
 }
 
 impl ControllerError {
+    /// A metric label for why the controller could not start.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ControllerError::Resolve { .. } => "resolve",
+            ControllerError::Policy { .. } => "policy",
+            ControllerError::Permissions { .. } => "permissions",
+            ControllerError::Manifest { .. } => "manifest",
+            ControllerError::Aggregate(e) => e.reason(),
+            ControllerError::Sync { .. } => "sync",
+        }
+    }
+
     /// The kind the guest needs that the API server does not serve (yet),
     /// when that is why the controller could not start: the guest can
     /// wait for it (a CRD being installed) instead of failing.
@@ -129,6 +143,13 @@ pub struct ControllerConfig {
     pub instance: Option<String>,
     /// When another field manager taking our outputs back is a write war.
     pub contests: ContestConfig,
+    /// Which guest of the host owns which object (shared by every guest of
+    /// one host; the supervisor sets it).
+    pub claims: Claims,
+    /// When a guest whose calls keep failing in the sandbox is not called.
+    pub quarantine: QuarantineConfig,
+    /// The host's own Pod (namespace, name): quarantine Events regard it.
+    pub host_pod: Option<(String, String)>,
 }
 
 impl Default for ControllerConfig {
@@ -139,6 +160,9 @@ impl Default for ControllerConfig {
             queue: workqueue::Config::default(),
             instance: None,
             contests: ContestConfig::default(),
+            claims: Claims::default(),
+            quarantine: QuarantineConfig::default(),
+            host_pod: None,
         }
     }
 }
@@ -178,6 +202,16 @@ impl ControllerConfig {
         self.contests = contests;
         self
     }
+
+    /// Sets when a guest whose calls keep running out of time or trapping
+    /// is quarantined. A quarantine holds back *every* key of the guest,
+    /// healthy ones too: keep `failures` above the number of keys one bad
+    /// input can fail at once.
+    #[must_use]
+    pub fn quarantine(mut self, quarantine: QuarantineConfig) -> Self {
+        self.quarantine = quarantine;
+        self
+    }
 }
 
 struct Watched {
@@ -211,6 +245,8 @@ pub struct GuestController {
     actuator: Actuator,
     config: ControllerConfig,
     metrics: GuestMetrics,
+    quarantine: Quarantine,
+    recorder: crate::events::Recorder,
 }
 
 impl Drop for GuestController {
@@ -321,6 +357,13 @@ impl GuestController {
                 unfiltered: spec.label_selector.is_none() && spec.field_selector.is_none(),
             })
             .collect();
+        let recorder = crate::events::Recorder::new(
+            client.clone(),
+            crate::events::Reporter {
+                controller: "wasmctrl".into(),
+                instance: config.instance.clone(),
+            },
+        );
         let actuator = Actuator::new(
             client,
             discovery.clone(),
@@ -340,6 +383,8 @@ impl GuestController {
             aggregate,
             queue,
             actuator,
+            quarantine: Quarantine::new(config.quarantine),
+            recorder,
             config,
             metrics,
         })
@@ -503,6 +548,11 @@ impl GuestController {
     /// across keys and guests.
     async fn reconcile(&self, key: RequestKey) -> Outcome {
         use tracing::Instrument;
+        if let Some(left) = self.quarantine.remaining(tokio::time::Instant::now()) {
+            // Quarantined: nothing is called; the key comes back when the
+            // quarantine ends, its backoff kept.
+            return Outcome::Postpone(left);
+        }
         let started = std::time::Instant::now();
         let span = tracing::info_span!("reconcile", guest = %self.name, key = %key);
         let (outcome, reason) = self.reconcile_inner(key).instrument(span).await;
@@ -615,6 +665,15 @@ impl GuestController {
             stats.call,
             result.as_ref().err().map(GuestError::reason),
         );
+        match &result {
+            Err(e) if quarantine::counts(e.reason()) => self.sandbox_failed(e).await,
+            _ => {
+                if self.quarantine.succeeded() {
+                    tracing::info!("guest call returned; quarantine over");
+                    self.metrics.quarantined(false);
+                }
+            }
+        }
         self.metrics
             .limited("min_requeue", u64::from(stats.requeue_clamped));
         self.metrics.limited("log", stats.log_limited);
@@ -637,6 +696,11 @@ impl GuestController {
                 return (Outcome::retry(e), Some(reason));
             }
         };
+        if let Err(c) = self.config.claims.claim(&self.name, &plan.writes) {
+            tracing::warn!(guest = %self.name, owner = %c.owner, object = %c.object, "plan refused: {c}");
+            self.metrics.refused_write(&c.owner);
+            return (Outcome::retry(c), Some("claimed"));
+        }
         match self.actuator.execute(&key, &plan).await {
             Err(e) => {
                 let reason = e.metric_label();
@@ -644,6 +708,7 @@ impl GuestController {
                 return (crate::failure::outcome(e), Some(reason));
             }
             Ok(done) => {
+                self.config.claims.deleted(&self.name, &plan.writes);
                 executed.changed_meanwhile |= done.changed_meanwhile;
                 executed.dropped += done.dropped;
                 executed.held_back = done.held_back;
@@ -670,6 +735,39 @@ impl GuestController {
             None => Outcome::Success,
         };
         (outcome, None)
+    }
+}
+
+impl GuestController {
+    /// Records a call that ran out of time or trapped; starts a quarantine
+    /// (log line, metric, Warning Event on the host's Pod) when that makes
+    /// too many in a row.
+    async fn sandbox_failed(&self, e: &GuestError) {
+        let Verdict::Quarantined(length, failures) =
+            self.quarantine.failed(tokio::time::Instant::now())
+        else {
+            return;
+        };
+        let note = format!(
+            "guest {} quarantined for {length:?} after {failures} calls in a row that ran out of time or trapped (last: {e}); its keys wait",
+            self.name
+        );
+        tracing::warn!(guest = %self.name, reason = e.reason(), ?length, failures, "{note}");
+        self.metrics.quarantined(true);
+        let Some((namespace, pod)) = &self.config.host_pod else {
+            return;
+        };
+        let event = crate::events::Event {
+            type_: crate::events::EventType::Warning,
+            reason: "GuestQuarantined".into(),
+            note: Some(note),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        let reference = crate::events::pod_reference(namespace, pod);
+        if let Err(err) = self.recorder.publish(&event, &reference).await {
+            tracing::warn!("cannot record event GuestQuarantined on pod {namespace}/{pod}: {err}");
+        }
     }
 }
 

@@ -436,6 +436,39 @@ async fn requeue_after_success_runs_the_key_again_after_the_delay() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_postponed_key_runs_after_the_delay_and_keeps_its_backoff() {
+    let q = queue();
+    let runs = Arc::new(Mutex::new(Vec::new()));
+    let workers = tokio::spawn(run_workers(q.clone(), 1, {
+        let runs = Arc::clone(&runs);
+        move |_key: String| {
+            let runs = Arc::clone(&runs);
+            async move {
+                let mut runs = runs.lock().unwrap();
+                runs.push(Instant::now());
+                match runs.len() {
+                    1 | 2 => Outcome::retry("fails"),
+                    3 => Outcome::Postpone(Duration::from_secs(60)),
+                    _ => Outcome::Success,
+                }
+            }
+        }
+    }));
+    let start = Instant::now();
+    q.add(key("a"));
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(q.num_requeues(&key("a")), 2, "postponing forgets nothing");
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    q.shutdown();
+    workers.await.unwrap();
+    let offsets: Vec<_> = runs.lock().unwrap().iter().map(|at| *at - start).collect();
+    assert_eq!(
+        offsets,
+        [ms(0), ms(5), ms(15), ms(15) + Duration::from_secs(60)]
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn panicking_handler_does_not_wedge_its_key() {
     let q = queue();
     let calls = Arc::new(AtomicUsize::new(0));

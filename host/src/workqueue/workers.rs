@@ -27,6 +27,9 @@ pub enum Outcome {
     /// The key converged for now and must be looked at again after this
     /// delay (its backoff is reset, as for [`Outcome::Success`]).
     RequeueAfter(Duration),
+    /// The key was not handled now (its guest is quarantined) and must be
+    /// looked at again after this delay; its backoff is kept.
+    Postpone(Duration),
     /// The key failed: it is re-added after its rate-limited delay.
     Retry(BoxError),
     /// The key failed because the API server did (5xx, 429, no connection,
@@ -54,7 +57,8 @@ impl Outcome {
 ///
 /// Per key, as in sample-controller's `processNextWorkItem`:
 /// [`Outcome::Success`] → `forget`; [`Outcome::RequeueAfter`] → `forget` +
-/// `add_after`; [`Outcome::Retry`] → `add_rate_limited`;
+/// `add_after`; [`Outcome::Postpone`] → `add_after`;
+/// [`Outcome::Retry`] → `add_rate_limited`;
 /// [`Outcome::Unavailable`] → `add_unavailable`; then always `done`.
 /// A panicking handler counts as a retry, so a bug cannot wedge its key in
 /// the processing state forever.
@@ -96,6 +100,7 @@ where
             queue.forget(&key);
             queue.add_after(key.clone(), delay);
         }
+        Outcome::Postpone(delay) => queue.add_after(key.clone(), delay),
         Outcome::Retry(error) => {
             tracing::warn!(
                 ?key,
