@@ -27,6 +27,7 @@
 pub mod contest;
 pub mod entries;
 mod finalizers;
+pub mod hotloop;
 mod merge;
 pub mod regarding;
 mod writes;

@@ -27,6 +27,7 @@ use std::time::Duration;
 use kube::Client;
 
 use crate::actuator::contest::ContestConfig;
+use crate::actuator::hotloop::HotLoopConfig;
 use crate::actuator::{Actuator, Executed, Watched as ActuatorWatched};
 use crate::aggregate::Aggregate;
 use crate::discovery::{Discovery, DiscoveryError, WatchResourceError};
@@ -129,6 +130,8 @@ pub struct ControllerConfig {
     pub instance: Option<String>,
     /// When another field manager taking our outputs back is a write war.
     pub contests: ContestConfig,
+    /// When a key rewriting its own object on every echo is a hot loop.
+    pub hot_loops: HotLoopConfig,
 }
 
 impl Default for ControllerConfig {
@@ -139,6 +142,7 @@ impl Default for ControllerConfig {
             queue: workqueue::Config::default(),
             instance: None,
             contests: ContestConfig::default(),
+            hot_loops: HotLoopConfig::default(),
         }
     }
 }
@@ -176,6 +180,14 @@ impl ControllerConfig {
     #[must_use]
     pub fn contests(mut self, contests: ContestConfig) -> Self {
         self.contests = contests;
+        self
+    }
+
+    /// Sets when a key woken by its own echoes and writing each time is a
+    /// hot loop, and how long it is then held back.
+    #[must_use]
+    pub fn hot_loops(mut self, hot_loops: HotLoopConfig) -> Self {
+        self.hot_loops = hot_loops;
         self
     }
 }
