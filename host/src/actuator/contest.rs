@@ -97,6 +97,9 @@ struct Entry {
     next_backoff: Option<Duration>,
     /// The field manager that took the object back last.
     other: String,
+    /// Our last write of the object deleted it: its re-creation by someone
+    /// else is a take-back.
+    deleted: bool,
 }
 
 /// Every output's contest state, for one guest.
@@ -135,6 +138,18 @@ impl Contests {
         let e = objects.entry(target.clone()).or_default();
         e.ours = rv.map(str::to_string);
         e.wrote_at = Some(Instant::now());
+        e.deleted = false;
+    }
+
+    /// Records that we deleted `target`: someone re-creating it is a
+    /// take-back ([`Contests::recreated`]).
+    pub fn deleted(&self, target: &ObjectKey) {
+        let mut objects = lock(&self.objects);
+        let e = objects.entry(target.clone()).or_default();
+        e.ours = None;
+        e.set = [None, None];
+        e.wrote_at = Some(Instant::now());
+        e.deleted = true;
     }
 
     /// Records what an apply of `target` (its status when `status`) is
@@ -145,9 +160,23 @@ impl Contests {
         objects.entry(target.clone()).or_default().set[usize::from(status)] = Some(desired.clone());
     }
 
-    /// Forgets `target` (deleted: a new object starts a new contest).
-    pub fn forget(&self, target: &ObjectKey) {
-        lock(&self.objects).remove(target);
+    /// `target` was deleted: what our writes produced is gone (a new
+    /// object starts a new contest over its fields). Kept only while it
+    /// matters: we deleted it (its re-creation would be a take-back), or
+    /// take-backs or a hold-back are on record.
+    pub fn vanished(&self, target: &ObjectKey, now: Instant) {
+        let mut objects = lock(&self.objects);
+        let Some(e) = objects.get_mut(target) else {
+            return;
+        };
+        let window = self.config.window;
+        let recent = |t: Instant| now.saturating_duration_since(t) <= window;
+        if e.deleted || e.flips.iter().any(|t| recent(*t)) || e.until.is_some_and(recent) {
+            e.ours = None;
+            e.set = [None, None];
+        } else {
+            objects.remove(target);
+        }
     }
 
     /// Called when an apply to `target` (its status when `status`) is
@@ -191,12 +220,39 @@ impl Contests {
         // Counted once per foreign version.
         e.ours = None;
         e.other = other_manager(live, ours);
+        Some((self.count(e, now), e.other.clone()))
+    }
+
+    /// Called when a delete of `target` is needed: it exists again after
+    /// our delete. A re-creation within [`ContestConfig::react`] of our
+    /// delete is a counted take-back, as a changed field is for an apply,
+    /// and may make a war; a later one is [`Verdict::Drift`]. Counted once
+    /// per deletion of ours. Names the manager `other_manager(live)`.
+    pub fn recreated(
+        &self,
+        target: &ObjectKey,
+        live: &Json,
+        ours: &str,
+        now: Instant,
+    ) -> Option<(Verdict, String)> {
+        let mut objects = lock(&self.objects);
+        let e = objects.get_mut(target)?;
+        if !e.deleted {
+            return None;
+        }
+        e.deleted = false;
+        e.other = other_manager(live, ours);
+        Some((self.count(e, now), e.other.clone()))
+    }
+
+    /// Judges one take-back of `e` at `now`: drift, counted, or a war.
+    fn count(&self, e: &mut Entry, now: Instant) -> Verdict {
         let config = &self.config;
         let late = e
             .wrote_at
             .is_some_and(|w| now.saturating_duration_since(w) > config.react);
         if late {
-            return Some((Verdict::Drift, e.other.clone()));
+            return Verdict::Drift;
         }
         // A take-back soon after a war's hold-back ended: the war goes on.
         let resumed = e
@@ -207,7 +263,7 @@ impl Contests {
         e.flips.push(now);
         let flips = u32::try_from(e.flips.len()).unwrap_or(u32::MAX);
         if !resumed && flips < config.flips.max(1) {
-            return Some((Verdict::Contested, e.other.clone()));
+            return Verdict::Contested;
         }
         let backoff = if resumed {
             e.next_backoff.unwrap_or(config.backoff)
@@ -218,7 +274,7 @@ impl Contests {
         e.next_backoff = Some((backoff * 2).min(config.max_backoff));
         e.until = Some(now + backoff);
         e.flips.clear();
-        Some((Verdict::War { backoff, flips }, e.other.clone()))
+        Verdict::War { backoff, flips }
     }
 }
 

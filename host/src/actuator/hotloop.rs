@@ -1,14 +1,57 @@
 //! Hot loops: a key whose reconciles are woken by the echo of its own
 //! previous write, and write again each time.
+//!
+//! A guest that writes something different on every reconcile (a
+//! `lastSyncTime = now()` status, a counter, the object's own
+//! resourceVersion echoed into status) never converges: each write's watch
+//! echo wakes the key, whose next plan differs again. No framework can see
+//! this, the host can: it knows which write each key sent (object and the
+//! resourceVersion it produced) and which watch events woke the key's next
+//! reconcile. `writes` consecutive reconciles within `window` that were
+//! woken only by echoes of the key's own writes and changed an object again
+//! are a hot loop: the key is not reconciled for a back-off (doubling per
+//! hot loop resumed within `window` of the last hold-back's end, up to
+//! `max_backoff`), and the caller records a Warning event and a metric.
+//!
+//! A reconcile that writes nothing (its plan was a no-op: the guest
+//! converged) ends the streak, and so does one woken by anyone else's
+//! change (a person's edit, another controller, a foreign change of an
+//! output): reacting is not looping. A wake the watches did not report (a
+//! requeue, a retry, a resync) neither counts nor ends it. A write whose
+//! answer is the version the key wrote last changed nothing and is not
+//! counted. Echoes and wakes are compared by object (group, kind,
+//! namespace, name) and resourceVersion only.
+//!
+//! It never sends a request, never enqueues and never decides what to
+//! write: the handlers tell it what woke a key, the controller asks it
+//! before a reconcile, and the actuator tells it what the reconcile wrote.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::guest::{Gvk, ObjectKey};
+use crate::request::RequestKey;
+use crate::sync::lock;
+
+/// Wakes remembered per key between two reconciles, at most: past it the
+/// key counts as woken by someone else (an echo is one event per write).
+const MAX_WAKES: usize = 16;
+
+/// Keys remembered at most (those that wrote lately, or are held back).
+const MAX_KEYS: usize = 10_000;
 
 /// When echo-woken writes of one key are a hot loop, and how long the host
 /// then holds the key back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HotLoopConfig {
     /// Consecutive echo-woken writing reconciles within `window` that
-    /// declare a hot loop.
+    /// declare a hot loop. A controller stepping through states (add a
+    /// finalizer, then a condition, then a child), each step woken by the
+    /// last one's echo, makes a few; keep this above the longest such
+    /// chain.
     pub writes: u32,
     /// The window they are counted in.
     pub window: Duration,
@@ -19,6 +62,8 @@ pub struct HotLoopConfig {
 }
 
 impl Default for HotLoopConfig {
+    /// Ten echo-woken writes in a row within 30 s; hold back 30 s,
+    /// doubling to 30 min.
     fn default() -> Self {
         HotLoopConfig {
             writes: 10,
@@ -26,5 +71,237 @@ impl Default for HotLoopConfig {
             backoff: Duration::from_secs(30),
             max_backoff: Duration::from_secs(30 * 60),
         }
+    }
+}
+
+/// One write's echo as a watch reports it: the object and the
+/// resourceVersion the write produced ("" for a delete, as a watch reports
+/// a deletion).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    /// The object written.
+    pub object: ObjectKey,
+    /// The resourceVersion the write returned.
+    pub rv: Arc<str>,
+}
+
+impl Written {
+    /// The same object at the same version.
+    fn matches(&self, other: &Written) -> bool {
+        same_kind(&self.object.gvk, &other.object.gvk)
+            && self.object.namespace == other.object.namespace
+            && self.object.name == other.object.name
+            && self.rv == other.rv
+    }
+}
+
+/// Group and kind: a watch and a write rule may name different versions.
+fn same_kind(a: &Gvk, b: &Gvk) -> bool {
+    a.group == b.group && a.kind == b.kind
+}
+
+/// What woke one reconcile of a key, as far as the host can tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Woken {
+    /// Only the echoes of the key's own previous writes: these.
+    Echo(Vec<Written>),
+    /// A change someone else made (maybe among echoes).
+    Other,
+    /// Nothing a watch reported: a requeue, a retry, a resync.
+    Unknown,
+}
+
+/// A hot loop declared on a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HotLoop {
+    /// How long the key is now held back.
+    pub backoff: Duration,
+    /// Echo-woken writing reconciles that led to it (1 for a loop resumed
+    /// after its hold-back).
+    pub writes: u32,
+    /// An object the last of them wrote again.
+    pub object: ObjectKey,
+}
+
+#[derive(Debug, Default)]
+struct Entry {
+    /// What the key's last writing reconcile wrote: their echoes are this
+    /// key's own.
+    echoes: Vec<Written>,
+    /// Changes reported since the key's last reconcile began.
+    wakes: Vec<Written>,
+    /// Someone else's change was among them.
+    other: bool,
+    /// Echo-woken writing reconciles in a row, oldest first.
+    streak: Vec<Instant>,
+    /// The key is held back until then.
+    until: Option<Instant>,
+    /// The next hot loop's hold-back, when one resumes.
+    next_backoff: Option<Duration>,
+}
+
+impl Entry {
+    /// Nothing worth keeping: no echo to recognise, no hold-back to
+    /// remember.
+    fn idle(&self, now: Instant, window: Duration) -> bool {
+        self.echoes.is_empty()
+            && self
+                .until
+                .is_none_or(|u| now.saturating_duration_since(u) > window)
+    }
+}
+
+/// Every key's hot-loop state, for one guest.
+#[derive(Debug, Default)]
+pub struct HotLoops {
+    config: HotLoopConfig,
+    keys: Mutex<HashMap<RequestKey, Entry>>,
+}
+
+impl HotLoops {
+    /// Hot loops judged by `config`.
+    pub fn new(config: HotLoopConfig) -> Self {
+        HotLoops {
+            config,
+            keys: Mutex::default(),
+        }
+    }
+
+    /// The rules hot loops are judged by.
+    pub fn config(&self) -> &HotLoopConfig {
+        &self.config
+    }
+
+    /// A watch of `gvk` reported a change of `namespace/name` (now at
+    /// `rv`; "" when deleted) that wakes `key`. Costs a lookup for a key
+    /// that wrote nothing lately. Judged when the next reconcile begins: a
+    /// change reported while the reconcile that made it is still waiting
+    /// for its answer is recognised then.
+    pub fn woken_by(&self, key: &RequestKey, gvk: &Gvk, namespace: &str, name: &str, rv: &str) {
+        let mut keys = lock(&self.keys);
+        let Some(e) = keys.get_mut(key) else { return };
+        if e.other {
+            return;
+        }
+        if e.wakes.len() >= MAX_WAKES {
+            e.other = true;
+            return;
+        }
+        e.wakes.push(Written {
+            object: ObjectKey {
+                gvk: gvk.clone(),
+                namespace: (!namespace.is_empty()).then(|| namespace.to_string()),
+                name: name.to_string(),
+            },
+            rv: Arc::from(rv),
+        });
+    }
+
+    /// Someone else's change (of an output) wakes `key`.
+    pub fn woken_by_other(&self, key: &RequestKey) {
+        if let Some(e) = lock(&self.keys).get_mut(key) {
+            e.other = true;
+        }
+    }
+
+    /// A reconcile of `key` begins: what woke it. Changes reported from now
+    /// on wake the next one.
+    pub fn begin(&self, key: &RequestKey) -> Woken {
+        let mut keys = lock(&self.keys);
+        let Some(e) = keys.get_mut(key) else {
+            return Woken::Unknown;
+        };
+        let wakes = std::mem::take(&mut e.wakes);
+        let other = std::mem::take(&mut e.other);
+        if other {
+            return Woken::Other;
+        }
+        if wakes.is_empty() {
+            return Woken::Unknown;
+        }
+        let ours = wakes.iter().all(|w| e.echoes.iter().any(|o| o.matches(w)));
+        if ours {
+            Woken::Echo(wakes)
+        } else {
+            Woken::Other
+        }
+    }
+
+    /// How much longer `key` is held back, if it is.
+    pub fn held_back(&self, key: &RequestKey, now: Instant) -> Option<Duration> {
+        let keys = lock(&self.keys);
+        let until = keys.get(key)?.until.filter(|u| *u > now)?;
+        Some(until - now)
+    }
+
+    /// A reconcile of `key` that `woken` woke wrote `wrote` (the writes the
+    /// API server accepted, in order): a hot loop when it was the last of
+    /// [`HotLoopConfig::writes`] such reconciles woken only by the key's
+    /// own echoes, or the first after a hold-back ended.
+    pub fn reconciled(
+        &self,
+        key: &RequestKey,
+        woken: &Woken,
+        mut wrote: Vec<Written>,
+        now: Instant,
+    ) -> Option<HotLoop> {
+        let config = self.config;
+        let mut keys = lock(&self.keys);
+        if let Some(e) = keys.get_mut(key) {
+            // A write answered with the version we wrote last changed
+            // nothing (the server found it a no-op).
+            wrote.retain(|w| !e.echoes.iter().any(|o| o.matches(w)));
+        }
+        if wrote.is_empty() {
+            // Converged (or nothing sent): the streak ends.
+            if let Some(e) = keys.get_mut(key) {
+                e.streak.clear();
+                e.echoes.clear();
+                if e.idle(now, config.window) {
+                    keys.remove(key);
+                }
+            }
+            return None;
+        }
+        if !keys.contains_key(key) && keys.len() >= MAX_KEYS {
+            // Bounded: forget the echoes of other keys (at worst a loop is
+            // seen a reconcile later), never a running hold-back.
+            keys.retain(|_, e| e.until.is_some_and(|u| u > now));
+        }
+        let e = keys.entry(key.clone()).or_default();
+        let object = wrote[0].object.clone();
+        e.echoes = wrote;
+        match woken {
+            Woken::Other => {
+                e.streak.clear();
+                return None;
+            }
+            Woken::Unknown => return None,
+            Woken::Echo(_) => {}
+        }
+        let resumed = e
+            .until
+            .is_some_and(|u| now >= u && now.saturating_duration_since(u) <= config.window);
+        e.streak
+            .retain(|t| now.saturating_duration_since(*t) <= config.window);
+        e.streak.push(now);
+        let writes = u32::try_from(e.streak.len()).unwrap_or(u32::MAX);
+        if !resumed && writes < config.writes.max(1) {
+            return None;
+        }
+        let backoff = if resumed {
+            e.next_backoff.unwrap_or(config.backoff)
+        } else {
+            config.backoff
+        }
+        .min(config.max_backoff);
+        e.next_backoff = Some((backoff * 2).min(config.max_backoff));
+        e.until = Some(now + backoff);
+        e.streak.clear();
+        Some(HotLoop {
+            backoff,
+            writes,
+            object,
+        })
     }
 }

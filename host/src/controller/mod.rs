@@ -27,7 +27,7 @@ use std::time::Duration;
 use kube::Client;
 
 use crate::actuator::contest::ContestConfig;
-use crate::actuator::hotloop::HotLoopConfig;
+use crate::actuator::hotloop::{HotLoopConfig, HotLoops};
 use crate::actuator::{Actuator, Executed, Watched as ActuatorWatched};
 use crate::aggregate::Aggregate;
 use crate::discovery::{Discovery, DiscoveryError, WatchResourceError};
@@ -307,11 +307,18 @@ impl GuestController {
         // Every cache exists before the first handler: a handler replays
         // what its informer already holds and may look up other watches.
         let shared = Arc::new(manifest.clone());
+        let loops = Arc::new(HotLoops::new(config.hot_loops));
         let watches: Vec<Watched> = informers
             .into_iter()
             .enumerate()
             .map(|(w, informer)| {
-                let mut handler = keys::handler(shared.clone(), caches.clone(), w, queue.clone());
+                let mut handler = keys::handler(
+                    shared.clone(),
+                    caches.clone(),
+                    w,
+                    queue.clone(),
+                    loops.clone(),
+                );
                 if let Some(a) = aggregate.as_ref().filter(|a| a.maps(w)) {
                     handler = a.handler(w, handler);
                 }
@@ -320,9 +327,16 @@ impl GuestController {
             })
             .collect();
 
-        let outputs = Outputs::start(registry, discovery, &manifest, &queue, config.contests)
-            .await
-            .map_err(resolve_err)?;
+        let outputs = Outputs::start(
+            registry,
+            discovery,
+            &manifest,
+            &queue,
+            config.contests,
+            loops,
+        )
+        .await
+        .map_err(resolve_err)?;
         let watched = manifest
             .watches
             .iter()
@@ -560,6 +574,14 @@ impl GuestController {
 
     /// One reconcile; the error reason (a metric label) when it failed.
     async fn reconcile_inner(&self, key: RequestKey) -> (Outcome, Option<&'static str>) {
+        let loops = self.actuator.outputs().loops();
+        let woken = loops.begin(&key);
+        if let Some(left) = loops.held_back(&key, tokio::time::Instant::now()) {
+            // A hot loop: the key is not reconciled (nothing is planned,
+            // so nothing is written) until its hold-back ends.
+            tracing::debug!("hot loop: not reconciled for another {left:?}");
+            return (Outcome::RequeueAfter(left), None);
+        }
         let mut executed = match self.ensure_finalizer(&key).await {
             Ok(done) => done,
             Err(e) => {
@@ -649,7 +671,7 @@ impl GuestController {
                 return (Outcome::retry(e), Some(reason));
             }
         };
-        match self.actuator.execute(&key, &plan).await {
+        match self.actuator.execute(&key, &plan, &woken).await {
             Err(e) => {
                 let reason = e.metric_label();
                 tracing::warn!(reason, "{e}");
@@ -674,7 +696,7 @@ impl GuestController {
             requeue = Some(requeue.map_or(DROPPED_WRITE_RECHECK, |d| d.min(DROPPED_WRITE_RECHECK)));
         }
         if let Some(d) = executed.held_back {
-            // A write war: come back when its hold-back ends.
+            // A write war or a hot loop: come back when its hold-back ends.
             requeue = Some(requeue.map_or(d, |r| r.min(d)));
         }
         let outcome = match requeue {
