@@ -503,4 +503,87 @@ mod tests {
             "unknown"
         );
     }
+
+    #[test]
+    fn re_creations_soon_after_our_deletes_declare_a_war_naming_the_creator() {
+        let c = Contests::new(config());
+        let now = Instant::now();
+        let mut verdicts = Vec::new();
+        for i in 0..3u64 {
+            c.deleted(&target());
+            c.vanished(&target(), now);
+            let l = live(&format!("{i}"), "recreator");
+            verdicts.push(c.recreated(&target(), &l, OURS, now).map(|v| v.0));
+            // Counted once per deletion of ours.
+            assert_eq!(c.recreated(&target(), &l, OURS, now), None);
+        }
+        assert_eq!(
+            verdicts[..2],
+            [Some(Verdict::Contested), Some(Verdict::Contested)]
+        );
+        assert_eq!(
+            verdicts[2],
+            Some(Verdict::War {
+                backoff: Duration::from_secs(30),
+                flips: 3
+            })
+        );
+        let (_, who) = c.held_back(&target(), now).expect("held back");
+        assert_eq!(who, "recreator");
+    }
+
+    #[test]
+    fn an_object_we_never_deleted_existing_is_no_take_back() {
+        let c = Contests::new(config());
+        let now = Instant::now();
+        assert_eq!(c.recreated(&target(), &live("1", "x"), OURS, now), None);
+        c.wrote(&target(), Some("1"));
+        assert_eq!(c.recreated(&target(), &live("2", "x"), OURS, now), None);
+    }
+
+    #[test]
+    fn a_slow_re_creation_is_drift_and_never_a_war() {
+        let c = Contests::new(ContestConfig {
+            react: Duration::from_millis(1),
+            ..config()
+        });
+        for i in 0..5u64 {
+            c.deleted(&target());
+            std::thread::sleep(Duration::from_millis(5));
+            let v = c.recreated(
+                &target(),
+                &live(&i.to_string(), "hand"),
+                OURS,
+                Instant::now(),
+            );
+            assert_eq!(v, Some((Verdict::Drift, "hand".into())), "re-creation {i}");
+        }
+        assert_eq!(c.held_back(&target(), Instant::now()), None);
+    }
+
+    #[test]
+    fn a_deleted_output_is_forgotten_unless_its_contest_matters() {
+        let c = Contests::new(config());
+        let now = Instant::now();
+        c.wrote(&target(), Some("1"));
+        c.vanished(&target(), now);
+        assert!(lock(&c.objects).is_empty(), "nothing on record: forgotten");
+        // Deleted by us: its re-creation would be a take-back.
+        c.deleted(&target());
+        c.vanished(&target(), now);
+        assert!(lock(&c.objects).contains_key(&target()));
+        // In a war: the hold-back survives a delete.
+        for i in 0..3u64 {
+            c.wrote(&target(), Some(&format!("{}", 2 * i)));
+            c.retaken(
+                &target(),
+                &live(&format!("{}", 2 * i + 1), "rival"),
+                OURS,
+                false,
+                now,
+            );
+        }
+        c.vanished(&target(), now);
+        assert!(c.held_back(&target(), now).is_some());
+    }
 }

@@ -305,3 +305,208 @@ impl HotLoops {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> HotLoopConfig {
+        HotLoopConfig {
+            writes: 3,
+            window: Duration::from_secs(30),
+            backoff: Duration::from_secs(10),
+            max_backoff: Duration::from_secs(25),
+        }
+    }
+
+    fn gvk() -> Gvk {
+        Gvk::from_api_version("v1", "ConfigMap")
+    }
+
+    fn key() -> RequestKey {
+        RequestKey::object(0, "ops/looper")
+    }
+
+    fn object() -> ObjectKey {
+        ObjectKey {
+            gvk: gvk(),
+            namespace: Some("ops".into()),
+            name: "looper".into(),
+        }
+    }
+
+    fn wrote(rv: u64) -> Vec<Written> {
+        vec![Written {
+            object: object(),
+            rv: rv.to_string().into(),
+        }]
+    }
+
+    /// The watch reports the echo of the write that produced `rv`.
+    fn echo(l: &HotLoops, rv: u64) {
+        l.woken_by(&key(), &gvk(), "ops", "looper", &rv.to_string());
+    }
+
+    /// One reconcile at `now` that writes version `rv` (None: a no-op plan).
+    fn reconcile(l: &HotLoops, rv: Option<u64>, now: Instant) -> Option<HotLoop> {
+        let woken = l.begin(&key());
+        l.reconciled(&key(), &woken, rv.map(wrote).unwrap_or_default(), now)
+    }
+
+    #[test]
+    fn writes_woken_only_by_their_own_echo_are_a_hot_loop_naming_the_object() {
+        let l = HotLoops::new(config());
+        let t0 = Instant::now();
+        // The first write is woken by something else (the key's start).
+        assert_eq!(reconcile(&l, Some(1), t0), None);
+        let mut verdicts = Vec::new();
+        for rv in 2..=4 {
+            echo(&l, rv - 1);
+            verdicts.push(reconcile(&l, Some(rv), t0 + Duration::from_millis(50 * rv)));
+        }
+        assert_eq!(verdicts[..2], [None, None]);
+        let at = t0 + Duration::from_millis(200);
+        assert_eq!(
+            verdicts[2],
+            Some(HotLoop {
+                backoff: Duration::from_secs(10),
+                writes: 3,
+                object: object(),
+            })
+        );
+        assert_eq!(
+            l.held_back(&key(), at + Duration::from_secs(4)),
+            Some(Duration::from_secs(6))
+        );
+        assert_eq!(l.held_back(&key(), at + Duration::from_secs(10)), None);
+        assert_eq!(l.held_back(&RequestKey::object(0, "ops/other"), at), None);
+    }
+
+    #[test]
+    fn a_guest_that_converges_on_its_echo_is_never_a_hot_loop() {
+        let l = HotLoops::new(config());
+        let mut now = Instant::now();
+        for rv in (1..40).step_by(2) {
+            // Something else wakes it; it writes; its echo wakes it; the
+            // plan is a no-op.
+            assert_eq!(reconcile(&l, Some(rv), now), None);
+            echo(&l, rv);
+            now += Duration::from_millis(10);
+            assert_eq!(reconcile(&l, None, now), None);
+        }
+        assert_eq!(l.held_back(&key(), now), None);
+        assert!(lock(&l.keys).is_empty(), "a converged key is forgotten");
+    }
+
+    #[test]
+    fn a_write_woken_by_someone_elses_change_ends_the_streak() {
+        let l = HotLoops::new(config());
+        let now = Instant::now();
+        reconcile(&l, Some(1), now);
+        for rv in 2..=10 {
+            echo(&l, rv - 1);
+            if rv % 2 == 0 {
+                // A person's edit (not a version we wrote) arrives too.
+                l.woken_by(&key(), &gvk(), "ops", "looper", "999");
+            }
+            assert_eq!(reconcile(&l, Some(rv), now), None, "write {rv}");
+        }
+        // A foreign change of an output counts the same way.
+        echo(&l, 10);
+        l.woken_by_other(&key());
+        assert_eq!(l.begin(&key()), Woken::Other);
+    }
+
+    #[test]
+    fn a_wake_no_watch_reported_neither_counts_nor_ends_the_streak() {
+        let l = HotLoops::new(config());
+        let now = Instant::now();
+        reconcile(&l, Some(1), now);
+        echo(&l, 1);
+        assert_eq!(reconcile(&l, Some(2), now), None);
+        // A requeue: nothing reported.
+        assert_eq!(reconcile(&l, Some(3), now), None);
+        echo(&l, 3);
+        assert_eq!(reconcile(&l, Some(4), now), None);
+        echo(&l, 4);
+        assert!(
+            reconcile(&l, Some(5), now).is_some(),
+            "three echo-woken writes"
+        );
+    }
+
+    #[test]
+    fn a_write_answered_with_the_version_written_last_changed_nothing() {
+        let l = HotLoops::new(config());
+        let now = Instant::now();
+        reconcile(&l, Some(7), now);
+        for _ in 0..10 {
+            // Woken by the echo, the plan re-sends the same document (the
+            // cache was behind): the server answers with the same version.
+            echo(&l, 7);
+            assert_eq!(reconcile(&l, Some(7), now), None);
+        }
+    }
+
+    #[test]
+    fn an_echo_reported_before_its_write_was_answered_is_recognised() {
+        let l = HotLoops::new(config());
+        let now = Instant::now();
+        reconcile(&l, Some(1), now);
+        let mut rv = 1;
+        let mut declared = None;
+        for _ in 0..3 {
+            echo(&l, rv);
+            let woken = l.begin(&key());
+            rv += 1;
+            // The watch reports this write before the reconcile ends.
+            echo(&l, rv);
+            declared = l.reconciled(&key(), &woken, wrote(rv), now);
+        }
+        assert!(declared.is_some());
+    }
+
+    #[test]
+    fn a_hot_loop_resumed_after_its_hold_back_doubles_it_up_to_the_cap() {
+        let l = HotLoops::new(config());
+        let mut now = Instant::now();
+        let mut rv = 1;
+        reconcile(&l, Some(rv), now);
+        let mut backoffs = Vec::new();
+        while backoffs.len() < 4 {
+            echo(&l, rv);
+            rv += 1;
+            if let Some(hot) = reconcile(&l, Some(rv), now) {
+                backoffs.push(hot.backoff.as_secs());
+                if backoffs.len() > 1 {
+                    assert_eq!(hot.writes, 1, "declared at once when resumed");
+                }
+                // The hold-back ends; the timer's reconcile writes once.
+                now += hot.backoff;
+                assert_eq!(l.held_back(&key(), now), None);
+                rv += 1;
+                assert_eq!(reconcile(&l, Some(rv), now), None);
+            }
+        }
+        assert_eq!(backoffs, vec![10, 20, 25, 25]);
+    }
+
+    #[test]
+    fn a_loop_that_comes_back_long_after_its_hold_back_starts_afresh() {
+        let l = HotLoops::new(config());
+        let mut now = Instant::now();
+        let mut rv = 1;
+        reconcile(&l, Some(rv), now);
+        let mut run = |l: &HotLoops, now: Instant| {
+            (0..3).find_map(|_| {
+                echo(l, rv);
+                rv += 1;
+                reconcile(l, Some(rv), now)
+            })
+        };
+        assert!(run(&l, now).is_some());
+        now += Duration::from_secs(10 + 31);
+        let again = run(&l, now).expect("declared again");
+        assert_eq!((again.backoff.as_secs(), again.writes), (10, 3));
+    }
+}
