@@ -25,11 +25,11 @@ use crate::support::wat::{
 };
 use crate::support::*;
 
-/// Guest `name`: one key per ConfigMap of the host's namespace (projecting
-/// `data`), allowed to write the ConfigMap `name` there. It watches what it
-/// writes, so the echo of its own write wakes it, as controller-runtime's
-/// `For` does.
-fn watching_its_own_configmap(name: &str) -> WatManifest {
+/// Guest `name`: one key per ConfigMap of `namespace` (projecting `data`),
+/// allowed to write the ConfigMap `name` there. It watches what it writes,
+/// so the echo of its own write wakes it, as controller-runtime's `For`
+/// does.
+fn watching_its_own_configmap(name: &str, namespace: &str) -> WatManifest {
     WatManifest {
         name: name.into(),
         watches: vec![WatWatch {
@@ -38,7 +38,7 @@ fn watching_its_own_configmap(name: &str) -> WatManifest {
             version: "v1".into(),
             kind: "ConfigMap".into(),
             plural: None,
-            namespace: Some(HOST_NS.into()),
+            namespace: Some(namespace.into()),
             fields: vec!["data".into()],
             indexes: Vec::new(),
             keys: WatKeys::PerObject,
@@ -48,7 +48,7 @@ fn watching_its_own_configmap(name: &str) -> WatManifest {
             group: String::new(),
             version: "v1".into(),
             kind: "ConfigMap".into(),
-            namespace: Some(HOST_NS.into()),
+            namespace: Some(namespace.into()),
             names: vec![name.into()],
             status: false,
         }],
@@ -78,8 +78,8 @@ fn by_name(host: &RunningHost, name: &str) -> std::sync::Arc<GuestController> {
     host.host.controller(name).expect("the guest runs")
 }
 
-async fn create_configmap(client: &Client, name: &str, data: serde_json::Value) {
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), HOST_NS);
+async fn create_configmap(client: &Client, namespace: &str, name: &str, data: serde_json::Value) {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     cms.create(
         &PostParams::default(),
         &serde_json::from_value(json!({"metadata": {"name": name}, "data": data})).unwrap(),
@@ -88,8 +88,8 @@ async fn create_configmap(client: &Client, name: &str, data: serde_json::Value) 
     .unwrap();
 }
 
-async fn events_with_reason(client: &Client, reason: &str) -> Vec<Event> {
-    let events: Api<Event> = Api::namespaced(client.clone(), HOST_NS);
+async fn events_with_reason(client: &Client, namespace: &str, reason: &str) -> Vec<Event> {
+    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
     events
         .list(&Default::default())
         .await
@@ -102,13 +102,13 @@ async fn events_with_reason(client: &Client, reason: &str) -> Vec<Event> {
 
 const LOOPER: &str = "looper";
 
-/// The `lastSyncTime = now()` guest: stamps its own ConfigMap with the
-/// call's clock, so every write differs from the last and its echo wakes
-/// it again.
+/// The `lastSyncTime = now()` guest: stamps its own ConfigMap (alone in
+/// its namespace: its only key) with the call's clock, so every write
+/// differs from the last and its echo wakes it again.
 fn looper() -> (WatManifest, Behaviour) {
-    let doc = configmap_doc(HOST_NS, LOOPER, &[("lastSync", STAMP)]);
+    let doc = configmap_doc(PODS_NS, LOOPER, &[("lastSync", STAMP)]);
     (
-        watching_its_own_configmap(LOOPER),
+        watching_its_own_configmap(LOOPER, PODS_NS),
         Behaviour::Stamped(vec![WatWrite::Apply(doc)]),
     )
 }
@@ -116,10 +116,7 @@ fn looper() -> (WatManifest, Behaviour) {
 #[tokio::test]
 async fn a_guest_rewriting_its_object_on_every_echo_of_its_own_write_is_held_back_and_reported() {
     let (_server, client) = server().await;
-    create_configmap(&client, LOOPER, json!({"lastSync": "0"})).await;
-    // The looper watches every ConfigMap of the namespace, this one too:
-    // made before it starts, its key reconciles once, at start.
-    create_configmap(&client, "steady", json!({"v": "1"})).await;
+    create_configmap(&client, PODS_NS, LOOPER, json!({"lastSync": "0"})).await;
     let dir = tempfile::tempdir().unwrap();
     // A second guest in the same host, converging on its own ConfigMap.
     let steady = WatManifest::writing_its_own_configmap("steady", HOST_NS);
@@ -154,7 +151,7 @@ async fn a_guest_rewriting_its_object_on_every_echo_of_its_own_write_is_held_bac
     .await;
     assert_eq!(looping.hot_loops(), 1);
 
-    let events = events_with_reason(&client, "HotLoop").await;
+    let events = events_with_reason(&client, PODS_NS, "HotLoop").await;
     assert_eq!(events.len(), 1, "one HotLoop event: {events:?}");
     let e = &events[0];
     assert_eq!(e.type_.as_deref(), Some("Warning"));
@@ -164,7 +161,7 @@ async fn a_guest_rewriting_its_object_on_every_echo_of_its_own_write_is_held_bac
     );
     let note = e.note.clone().unwrap_or_default();
     assert!(
-        note.contains("looper") && note.contains(&format!("{HOST_NS}/{LOOPER}")),
+        note.contains("looper") && note.contains(&format!("{PODS_NS}/{LOOPER}")),
         "the event names the guest and the key: {note}"
     );
     let scraped = host.metrics.as_ref().unwrap().encode();
@@ -181,6 +178,10 @@ async fn a_guest_rewriting_its_object_on_every_echo_of_its_own_write_is_held_bac
     // The other guest is not held back: it restores its deleted ConfigMap.
     let steady = by_name(&host, "steady").metrics().clone();
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), HOST_NS);
+    eventually("the steady guest wrote its ConfigMap", || async {
+        cms.get_opt("steady").await.unwrap().is_some()
+    })
+    .await;
     cms.delete("steady", &Default::default()).await.unwrap();
     eventually("the steady guest restores its ConfigMap", || async {
         cms.get_opt("steady").await.unwrap().is_some()
@@ -192,7 +193,7 @@ async fn a_guest_rewriting_its_object_on_every_echo_of_its_own_write_is_held_bac
 #[tokio::test]
 async fn a_hot_loop_resumed_after_its_hold_back_is_declared_again_at_once_and_stays_bounded() {
     let (_server, client) = server().await;
-    create_configmap(&client, LOOPER, json!({"lastSync": "0"})).await;
+    create_configmap(&client, PODS_NS, LOOPER, json!({"lastSync": "0"})).await;
     let dir = tempfile::tempdir().unwrap();
     let loops = HotLoopConfig {
         backoff: Duration::from_secs(1),
@@ -228,7 +229,7 @@ async fn a_hot_loop_resumed_after_its_hold_back_is_declared_again_at_once_and_st
 #[tokio::test]
 async fn a_converging_guest_woken_by_its_own_echoes_resyncs_and_hand_edits_is_never_a_hot_loop() {
     let (_server, client) = server().await;
-    create_configmap(&client, "calm", json!({"v": "hand"})).await;
+    create_configmap(&client, HOST_NS, "calm", json!({"v": "hand"})).await;
     let dir = tempfile::tempdir().unwrap();
     // A hair trigger: two echo-woken writes in a row would be a hot loop.
     let loops = HotLoopConfig {
@@ -240,7 +241,7 @@ async fn a_converging_guest_woken_by_its_own_echoes_resyncs_and_hand_edits_is_ne
         &client,
         dir.path(),
         vec![(
-            watching_its_own_configmap("calm"),
+            watching_its_own_configmap("calm", HOST_NS),
             Behaviour::Apply(vec![doc]),
         )],
         ControllerConfig::default()
@@ -287,7 +288,9 @@ async fn a_converging_guest_woken_by_its_own_echoes_resyncs_and_hand_edits_is_ne
     .await;
     assert_eq!(metrics.hot_loops(), 0);
     assert_eq!(metrics.held_back_writes(), 0);
-    assert!(events_with_reason(&client, "HotLoop").await.is_empty());
+    assert!(events_with_reason(&client, HOST_NS, "HotLoop")
+        .await
+        .is_empty());
 }
 
 const DOOMED: &str = "doomed";
@@ -356,7 +359,7 @@ async fn a_guest_deleting_what_another_writer_recreates_is_a_write_war_and_bound
     )
     .await;
     assert!(cms.get_opt(DOOMED).await.unwrap().is_some());
-    let events = events_with_reason(&client, "WriteWar").await;
+    let events = events_with_reason(&client, HOST_NS, "WriteWar").await;
     assert_eq!(events.len(), 1, "one WriteWar event: {events:?}");
     let note = events[0].note.clone().unwrap_or_default();
     assert!(

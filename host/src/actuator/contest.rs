@@ -19,8 +19,15 @@
 //! once, with the doubled back-off, so a war costs a bounded number of
 //! writes however long it lasts.
 //!
+//! A delete is judged the same way, by the object's existence: someone
+//! re-creating what we deleted, soon after our delete, is a take-back
+//! ([`Contests::recreated`]), so a guest deleting what another writer keeps
+//! re-creating is a war like any other. An output that is deleted keeps
+//! its record while it matters (we deleted it, or take-backs or a
+//! hold-back are on record); otherwise a new object starts a new contest.
+//!
 //! It never sends a request and never decides what to write: the actuator
-//! asks it before and tells it after each apply.
+//! asks it before and tells it after each apply and delete.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

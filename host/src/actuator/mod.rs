@@ -17,7 +17,9 @@
 //! a reconcile) and events through kube's recorder, each emitted once per
 //! appearance rather than once per reconcile, and only about an object the
 //! guest watches or may write (`regarding`; any other is refused, logged
-//! and counted). Names and namespaces reach request paths only as single
+//! and counted). It judges its writes against other writers (`contest`:
+//! write wars over fields or existence) and against the key's own echoes
+//! (`hotloop`: a key rewriting its object on every echo of its last write). Names and namespaces reach request paths only as single
 //! path segments ([`crate::urlpath`]). It reads the watched caches
 //! only for uids and finalizer lists, never calls back into the
 //! controller, and never retries in line: any failure goes back to the

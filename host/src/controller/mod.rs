@@ -9,8 +9,10 @@
 //! actuator's outputs caches included) to sync before any worker starts,
 //! the host-managed finalizer (added to a primary object before its
 //! reconcile; never removed here), and each reconcile: its snapshot, the
-//! guest call with the host's clock, the plan handed to the actuator, the
-//! result turned into a queue outcome. An `aggregate-controller` guest's
+//! guest call with the host's clock, the plan handed to the actuator with
+//! what woke the reconcile (a key held back as a hot loop, see
+//! [`crate::actuator::hotloop`], is not reconciled until its hold-back
+//! ends), the result turned into a queue outcome. An `aggregate-controller` guest's
 //! aggregate key is reconciled incrementally by [`crate::aggregate`]
 //! (changed objects mapped, groups rendered) instead of over a whole
 //! snapshot. Mapping changes to keys is `keys`;
