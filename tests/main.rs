@@ -23,6 +23,7 @@ mod faults;
 mod finalizers;
 mod governance;
 mod guest_runtime;
+mod hot_loops;
 mod hotswap;
 mod informer;
 mod isolation;

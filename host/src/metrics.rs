@@ -202,6 +202,10 @@ pub struct Metrics {
     /// `wasmctrl_writes_held_back_total{guest}`: writes not sent during a
     /// write war's hold-back.
     pub writes_held_back: Family<GuestLabels, Counter>,
+    /// `wasmctrl_guest_hot_loops_total{guest}`: keys found rewriting their
+    /// own object on every echo of their previous write (see
+    /// `actuator::hotloop`).
+    pub hot_loops: Family<GuestLabels, Counter>,
     /// `wasmctrl_guest_limited_total{guest,limit}`: a policy cap applied
     /// without failing the call (`min_requeue` raised a requeue delay,
     /// `log` truncated or dropped a message).
@@ -282,6 +286,7 @@ impl Metrics {
             resyncs: Family::default(),
             write_wars: Family::default(),
             writes_held_back: Family::default(),
+            hot_loops: Family::default(),
             guest_limited: Family::default(),
             events_refused: Family::default(),
             guests_refused: Family::default(),
@@ -385,6 +390,11 @@ impl Metrics {
             "wasmctrl_writes_held_back",
             "Writes not sent because their object was in a write war's hold-back",
             m.writes_held_back.clone(),
+        );
+        registry.register(
+            "wasmctrl_guest_hot_loops",
+            "Hot loops declared: a key whose reconciles, woken by the echo of its own write, kept writing again; the key is held back",
+            m.hot_loops.clone(),
         );
         registry.register(
             "wasmctrl_guest_limited",
@@ -825,6 +835,23 @@ impl GuestMetrics {
     /// Writes held back so far.
     pub fn held_back_writes(&self) -> u64 {
         self.held_back().get()
+    }
+
+    fn hot_loop_counter(&self) -> Counter {
+        let g = GuestLabels {
+            guest: self.guest.clone(),
+        };
+        self.metrics.hot_loops.get_or_create(&g).clone()
+    }
+
+    /// Records a hot loop declared on one of the guest's keys.
+    pub fn hot_loop(&self) {
+        self.hot_loop_counter().inc();
+    }
+
+    /// Hot loops declared so far.
+    pub fn hot_loops(&self) -> u64 {
+        self.hot_loop_counter().get()
     }
 }
 

@@ -10,7 +10,8 @@
 //! handler is the loop's feedback edge, like controller-runtime's `Owns`: a
 //! change to an output that is not our own echo enqueues the key that
 //! produced it (or, for an object written before this process started,
-//! every aggregate key). The echo of an object the host merge-patched is
+//! every aggregate key), noting for the hot-loop bookkeeping that someone
+//! else woke it. The echo of an object the host merge-patched is
 //! parsed ahead, on the blocking pool, for the write that follows. It
 //! never writes and never reconciles.
 
@@ -21,6 +22,7 @@ use serde_json::Value as Json;
 
 use crate::actuator::contest::{ContestConfig, Contests};
 use crate::actuator::entries::Chains;
+use crate::actuator::hotloop::HotLoops;
 use crate::discovery::{Discovery, DiscoveryError};
 use crate::guest::{GuestManifest, KeyMapping, ObjectKey, WriteRule};
 use crate::informer::{whole_object, Change, ChangeKind, Informer, InformerKey, InformerRegistry};
@@ -255,6 +257,7 @@ pub struct Outputs {
     producers: Arc<Mutex<HashMap<ObjectKey, RequestKey>>>,
     echoes: Arc<Echoes>,
     contests: Arc<Contests>,
+    loops: Arc<HotLoops>,
     parsed: Arc<ParsedCache>,
     chains: Arc<Chains>,
 }
@@ -271,13 +274,15 @@ impl Outputs {
     /// Acquires an informer on every write rule of `manifest` whose changes
     /// (other than our echoes, and other than changes to an object whose
     /// writes are held back by a write war judged by `contests`) enqueue
-    /// their producer on `queue`.
+    /// their producer on `queue`, telling `loops` that someone else woke
+    /// it.
     pub async fn start(
         registry: &InformerRegistry,
         discovery: &Discovery,
         manifest: &GuestManifest,
         queue: &Workqueue<RequestKey>,
         contests: ContestConfig,
+        loops: Arc<HotLoops>,
     ) -> Result<Self, DiscoveryError> {
         let producers: Arc<Mutex<HashMap<ObjectKey, RequestKey>>> = Arc::default();
         let echoes: Arc<Echoes> = Arc::default();
@@ -313,7 +318,7 @@ impl Outputs {
             let (q, gvk) = (queue.clone(), rule.gvk.clone());
             let (producers, echoes) = (producers.clone(), echoes.clone());
             let (contests, parsed) = (contests.clone(), parsed.clone());
-            let chains = chains.clone();
+            let (chains, loops) = (chains.clone(), loops.clone());
             let aggregate_keys = aggregate_keys.clone();
             let handler = informer.add_handler(Arc::new(move |change: &Change| {
                 let written = ObjectKey {
@@ -341,20 +346,27 @@ impl Outputs {
                 }
                 // Someone else's change: what our patches knew is stale.
                 chains.forget(&written);
+                let now = tokio::time::Instant::now();
                 if change.kind == ChangeKind::Deleted {
-                    contests.forget(&written);
-                } else if contests
-                    .held_back(&written, tokio::time::Instant::now())
-                    .is_some()
-                {
+                    contests.vanished(&written, now);
+                }
+                if contests.held_back(&written, now).is_some() {
                     // A write war: the other manager's writes do not wake
                     // us; the producer comes back when the hold-back ends.
                     return;
                 }
+                // Someone else's change wakes the producer: whatever it
+                // writes now is a reaction, not a hot loop.
                 let producer = lock(&producers).get(&written).cloned();
                 match producer {
-                    Some(k) => q.add(k),
-                    None => aggregate_keys.iter().for_each(|k| q.add(k.clone())),
+                    Some(k) => {
+                        loops.woken_by_other(&k);
+                        q.add(k);
+                    }
+                    None => aggregate_keys.iter().for_each(|k| {
+                        loops.woken_by_other(k);
+                        q.add(k.clone());
+                    }),
                 }
             }));
             outputs.push(Output {
@@ -369,6 +381,7 @@ impl Outputs {
             producers,
             echoes,
             contests,
+            loops,
             parsed,
             chains,
         })
@@ -392,6 +405,11 @@ impl Outputs {
     /// The write-war bookkeeping.
     pub fn contests(&self) -> &Contests {
         &self.contests
+    }
+
+    /// The hot-loop bookkeeping (shared with the watches' handlers).
+    pub fn loops(&self) -> &HotLoops {
+        &self.loops
     }
 
     /// Remembers that request `key` planned `target`: a later foreign

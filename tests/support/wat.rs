@@ -360,6 +360,12 @@ fn plan_image_with_events(
     events: &[WatEvent],
     base: u32,
 ) -> (String, u32, String) {
+    let (mem, at) = plan_mem(writes, events, base);
+    (mem.data_segment(), at, mem.fill_code())
+}
+
+/// `ok(plan { writes, events })` laid out in memory, and its address.
+fn plan_mem(writes: &[WatWrite], events: &[WatEvent], base: u32) -> (Mem, u32) {
     let mut mem = Mem::new(base);
     // result<plan, reconcile-error>: tag @0, plan @8: writes @8, events
     // @16, option<u64> @24 (payload @32).
@@ -415,8 +421,22 @@ fn plan_image_with_events(
     }
     mem.u32(ret + 16, list);
     mem.u32(ret + 20, events.len() as u32);
-    (mem.data_segment(), ret, mem.fill_code())
+    (mem, ret)
 }
+
+/// Where [`STAMP`] occurs in `mem`.
+fn stamp_addresses(mem: &Mem) -> Vec<u32> {
+    let stamp = STAMP.as_bytes();
+    (0..mem.buf.len().saturating_sub(stamp.len() - 1))
+        .filter(|&i| &mem.buf[i..i + stamp.len()] == stamp)
+        .map(|i| mem.base + i as u32)
+        .collect()
+}
+
+/// A placeholder in a [`Behaviour::Stamped`] plan's documents: replaced, in
+/// every reconcile, by the host's clock (`environment.now-ms`) as 20
+/// decimal digits.
+pub const STAMP: &str = "%%%%%%%%%%%%%%%%%%%%";
 
 /// What the guest's `reconcile` does.
 pub enum Behaviour {
@@ -444,6 +464,10 @@ pub enum Behaviour {
         live: Vec<WatWrite>,
         deleting: Vec<WatWrite>,
     },
+    /// Returns this plan with every [`STAMP`] in its documents replaced by
+    /// the call's clock: a different write on every reconcile, as a
+    /// controller setting `lastSyncTime = now()` makes.
+    Stamped(Vec<WatWrite>),
 }
 
 /// Offsets in the reconcile arguments (tuple<environment, request,
@@ -521,6 +545,26 @@ pub fn guest(m: &WatManifest, behaviour: Behaviour) -> Vec<u8> {
                      (else {live_fill} (i32.const {live_at})))))"
             );
             (format!("{empty_d}\n  {live_d}\n  {del_d}"), body)
+        }
+        Behaviour::Stamped(writes) => {
+            let (mem, at) = plan_mem(&writes, &[], 32_768);
+            // environment.now-ms sits at offset 16 of the arguments.
+            let mut body = String::from("(local $n i64) (local $i i32)");
+            for addr in stamp_addresses(&mem) {
+                body.push_str(&format!(
+                    "
+    (local.set $n (i64.load offset=16 (local.get 0)))
+    (local.set $i (i32.const 20))
+    (loop
+      (local.set $i (i32.sub (local.get $i) (i32.const 1)))
+      (i32.store8 (i32.add (i32.const {addr}) (local.get $i))
+        (i32.add (i32.const 48) (i32.wrap_i64 (i64.rem_u (local.get $n) (i64.const 10)))))
+      (local.set $n (i64.div_u (local.get $n) (i64.const 10)))
+      (br_if 0 (local.get $i)))"
+                ));
+            }
+            body.push_str(&format!(" (i32.const {at})"));
+            (mem.data_segment(), body)
         }
         Behaviour::Trap => (String::new(), "unreachable".to_string()),
         Behaviour::Spin => (String::new(), "(loop (br 0)) unreachable".to_string()),

@@ -19,8 +19,15 @@
 //! once, with the doubled back-off, so a war costs a bounded number of
 //! writes however long it lasts.
 //!
+//! A delete is judged the same way, by the object's existence: someone
+//! re-creating what we deleted, soon after our delete, is a take-back
+//! ([`Contests::recreated`]), so a guest deleting what another writer keeps
+//! re-creating is a war like any other. An output that is deleted keeps
+//! its record while it matters (we deleted it, or take-backs or a
+//! hold-back are on record); otherwise a new object starts a new contest.
+//!
 //! It never sends a request and never decides what to write: the actuator
-//! asks it before and tells it after each apply.
+//! asks it before and tells it after each apply and delete.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -97,6 +104,9 @@ struct Entry {
     next_backoff: Option<Duration>,
     /// The field manager that took the object back last.
     other: String,
+    /// Our last write of the object deleted it: its re-creation by someone
+    /// else is a take-back.
+    deleted: bool,
 }
 
 /// Every output's contest state, for one guest.
@@ -135,6 +145,18 @@ impl Contests {
         let e = objects.entry(target.clone()).or_default();
         e.ours = rv.map(str::to_string);
         e.wrote_at = Some(Instant::now());
+        e.deleted = false;
+    }
+
+    /// Records that we deleted `target`: someone re-creating it is a
+    /// take-back ([`Contests::recreated`]).
+    pub fn deleted(&self, target: &ObjectKey) {
+        let mut objects = lock(&self.objects);
+        let e = objects.entry(target.clone()).or_default();
+        e.ours = None;
+        e.set = [None, None];
+        e.wrote_at = Some(Instant::now());
+        e.deleted = true;
     }
 
     /// Records what an apply of `target` (its status when `status`) is
@@ -145,9 +167,23 @@ impl Contests {
         objects.entry(target.clone()).or_default().set[usize::from(status)] = Some(desired.clone());
     }
 
-    /// Forgets `target` (deleted: a new object starts a new contest).
-    pub fn forget(&self, target: &ObjectKey) {
-        lock(&self.objects).remove(target);
+    /// `target` was deleted: what our writes produced is gone (a new
+    /// object starts a new contest over its fields). Kept only while it
+    /// matters: we deleted it (its re-creation would be a take-back), or
+    /// take-backs or a hold-back are on record.
+    pub fn vanished(&self, target: &ObjectKey, now: Instant) {
+        let mut objects = lock(&self.objects);
+        let Some(e) = objects.get_mut(target) else {
+            return;
+        };
+        let window = self.config.window;
+        let recent = |t: Instant| now.saturating_duration_since(t) <= window;
+        if e.deleted || e.flips.iter().any(|t| recent(*t)) || e.until.is_some_and(recent) {
+            e.ours = None;
+            e.set = [None, None];
+        } else {
+            objects.remove(target);
+        }
     }
 
     /// Called when an apply to `target` (its status when `status`) is
@@ -195,12 +231,39 @@ impl Contests {
             false => set.clone(),
         });
         e.other = other_manager(live, ours, set.as_ref());
+        Some((self.count(e, now), e.other.clone()))
+    }
+
+    /// Called when a delete of `target` is needed: it exists again after
+    /// our delete. A re-creation within [`ContestConfig::react`] of our
+    /// delete is a counted take-back, as a changed field is for an apply,
+    /// and may make a war; a later one is [`Verdict::Drift`]. Counted once
+    /// per deletion of ours. Names the manager `other_manager(live)`.
+    pub fn recreated(
+        &self,
+        target: &ObjectKey,
+        live: &Json,
+        ours: &str,
+        now: Instant,
+    ) -> Option<(Verdict, String)> {
+        let mut objects = lock(&self.objects);
+        let e = objects.get_mut(target)?;
+        if !e.deleted {
+            return None;
+        }
+        e.deleted = false;
+        e.other = other_manager(live, ours, None);
+        Some((self.count(e, now), e.other.clone()))
+    }
+
+    /// Judges one take-back of `e` at `now`: drift, counted, or a war.
+    fn count(&self, e: &mut Entry, now: Instant) -> Verdict {
         let config = &self.config;
         let late = e
             .wrote_at
             .is_some_and(|w| now.saturating_duration_since(w) > config.react);
         if late {
-            return Some((Verdict::Drift, e.other.clone()));
+            return Verdict::Drift;
         }
         // A take-back soon after a war's hold-back ended: the war goes on.
         let resumed = e
@@ -211,7 +274,7 @@ impl Contests {
         e.flips.push(now);
         let flips = u32::try_from(e.flips.len()).unwrap_or(u32::MAX);
         if !resumed && flips < config.flips.max(1) {
-            return Some((Verdict::Contested, e.other.clone()));
+            return Verdict::Contested;
         }
         let backoff = if resumed {
             e.next_backoff.unwrap_or(config.backoff)
@@ -222,7 +285,7 @@ impl Contests {
         e.next_backoff = Some((backoff * 2).min(config.max_backoff));
         e.until = Some(now + backoff);
         e.flips.clear();
-        Some((Verdict::War { backoff, flips }, e.other.clone()))
+        Verdict::War { backoff, flips }
     }
 }
 
@@ -519,5 +582,88 @@ mod tests {
         let set = json!({"data": {"owner": "guest"}});
         assert_eq!(other_manager(&l, OURS, Some(&set)), "creator");
         assert_eq!(other_manager(&l, OURS, None), "creator");
+    }
+
+    #[test]
+    fn re_creations_soon_after_our_deletes_declare_a_war_naming_the_creator() {
+        let c = Contests::new(config());
+        let now = Instant::now();
+        let mut verdicts = Vec::new();
+        for i in 0..3u64 {
+            c.deleted(&target());
+            c.vanished(&target(), now);
+            let l = live(&format!("{i}"), "recreator");
+            verdicts.push(c.recreated(&target(), &l, OURS, now).map(|v| v.0));
+            // Counted once per deletion of ours.
+            assert_eq!(c.recreated(&target(), &l, OURS, now), None);
+        }
+        assert_eq!(
+            verdicts[..2],
+            [Some(Verdict::Contested), Some(Verdict::Contested)]
+        );
+        assert_eq!(
+            verdicts[2],
+            Some(Verdict::War {
+                backoff: Duration::from_secs(30),
+                flips: 3
+            })
+        );
+        let (_, who) = c.held_back(&target(), now).expect("held back");
+        assert_eq!(who, "recreator");
+    }
+
+    #[test]
+    fn an_object_we_never_deleted_existing_is_no_take_back() {
+        let c = Contests::new(config());
+        let now = Instant::now();
+        assert_eq!(c.recreated(&target(), &live("1", "x"), OURS, now), None);
+        c.wrote(&target(), Some("1"));
+        assert_eq!(c.recreated(&target(), &live("2", "x"), OURS, now), None);
+    }
+
+    #[test]
+    fn a_slow_re_creation_is_drift_and_never_a_war() {
+        let c = Contests::new(ContestConfig {
+            react: Duration::from_millis(1),
+            ..config()
+        });
+        for i in 0..5u64 {
+            c.deleted(&target());
+            std::thread::sleep(Duration::from_millis(5));
+            let v = c.recreated(
+                &target(),
+                &live(&i.to_string(), "hand"),
+                OURS,
+                Instant::now(),
+            );
+            assert_eq!(v, Some((Verdict::Drift, "hand".into())), "re-creation {i}");
+        }
+        assert_eq!(c.held_back(&target(), Instant::now()), None);
+    }
+
+    #[test]
+    fn a_deleted_output_is_forgotten_unless_its_contest_matters() {
+        let c = Contests::new(config());
+        let now = Instant::now();
+        c.wrote(&target(), Some("1"));
+        c.vanished(&target(), now);
+        assert!(lock(&c.objects).is_empty(), "nothing on record: forgotten");
+        // Deleted by us: its re-creation would be a take-back.
+        c.deleted(&target());
+        c.vanished(&target(), now);
+        assert!(lock(&c.objects).contains_key(&target()));
+        // In a war: the hold-back survives a delete.
+        for i in 0..3u64 {
+            c.wrote(&target(), Some(&format!("{}", 2 * i)));
+            c.retaken(
+                &target(),
+                &live(&format!("{}", 2 * i + 1), "rival"),
+                OURS,
+                false,
+                now,
+            );
+        }
+        c.vanished(&target(), now);
+        assert!(c.held_back(&target(), now).is_some());
     }
 }

@@ -145,10 +145,11 @@ impl Actuator {
         let (api, name) = self.api(&ar, target)?;
         let result = api.patch(&name, &params, &Patch::<()>::Json(patch)).await;
         match result {
-            Ok(_) => {
+            Ok(written) => {
                 self.metrics.wrote(verb);
                 Ok(Step::Done {
                     changed_meanwhile: false,
+                    rv: written.metadata.resource_version.map(Into::into),
                 })
             }
             Err(e) if super::writes::gone(&e, verb) => {

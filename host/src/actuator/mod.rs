@@ -17,7 +17,9 @@
 //! a reconcile) and events through kube's recorder, each emitted once per
 //! appearance rather than once per reconcile, and only about an object the
 //! guest watches or may write (`regarding`; any other is refused, logged
-//! and counted). Names and namespaces reach request paths only as single
+//! and counted). It judges its writes against other writers (`contest`:
+//! write wars over fields or existence) and against the key's own echoes
+//! (`hotloop`: a key rewriting its object on every echo of its last write). Names and namespaces reach request paths only as single
 //! path segments ([`crate::urlpath`]). It reads the watched caches
 //! only for uids and finalizer lists, never calls back into the
 //! controller, and never retries in line: any failure goes back to the
@@ -27,6 +29,7 @@
 pub mod contest;
 pub mod entries;
 mod finalizers;
+pub mod hotloop;
 mod merge;
 pub mod regarding;
 mod writes;
@@ -53,6 +56,7 @@ use crate::outputs::Outputs;
 use crate::request::RequestKey;
 use crate::store::Store;
 use crate::sync::lock;
+use hotloop::{HotLoop, Woken, Written};
 use writes::Part;
 
 /// Why a plan could not be carried out.
@@ -111,13 +115,16 @@ impl ActuatorError {
 }
 
 /// How one write ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Step {
     /// Sent and accepted; whether someone else changed the object while
     /// it was in flight.
     Done {
         /// Changed by someone else meanwhile.
         changed_meanwhile: bool,
+        /// The resourceVersion the write produced, as the object's watch
+        /// will report it ("" for a delete that removed it), when known.
+        rv: Option<Arc<str>>,
     },
     /// Not needed: the live object already agrees.
     Skipped,
@@ -125,6 +132,15 @@ pub(crate) enum Step {
     Dropped,
     /// Not sent: the object is in a write war; writes resume after this.
     HeldBack(std::time::Duration),
+}
+
+/// What a write war is over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Contested {
+    /// Fields we write, which the other manager sets back.
+    Fields,
+    /// The object's existence: we delete it, the other re-creates it.
+    Existence,
 }
 
 /// What carrying out a plan amounted to.
@@ -144,7 +160,9 @@ pub struct Executed {
 impl Executed {
     fn add(&mut self, step: Step) {
         match step {
-            Step::Done { changed_meanwhile } => self.changed_meanwhile |= changed_meanwhile,
+            Step::Done {
+                changed_meanwhile, ..
+            } => self.changed_meanwhile |= changed_meanwhile,
             Step::Skipped => {}
             Step::Dropped => self.dropped += 1,
             Step::HeldBack(d) => {
@@ -271,12 +289,20 @@ impl Actuator {
     /// Carries out `plan` for request `key`, write by write. Stops at the
     /// first failure (the caller requeues; the next attempt recomputes the
     /// whole plan); a dropped write is not a failure.
+    ///
+    /// `woken` is what woke this reconcile ([`hotloop::HotLoops::begin`]): a plan
+    /// that writes again on the echo of the key's own last write, time
+    /// after time, is a hot loop ([`hotloop`]), declared here (a warning
+    /// log, `wasmctrl_guest_hot_loops_total`, a Warning event `HotLoop`)
+    /// and the key held back (`held_back`).
     pub async fn execute(
         &self,
         key: &RequestKey,
         plan: &ValidatedPlan,
+        woken: &Woken,
     ) -> Result<Executed, ActuatorError> {
         let mut done = Executed::default();
+        let mut wrote = Vec::new();
         for w in &plan.writes {
             self.outputs.produced_by(w.target(), key);
         }
@@ -316,9 +342,20 @@ impl Actuator {
                     finalizer,
                 } => self.finalizer(target, uid, finalizer, false).await?,
             };
+            if let Step::Done { rv: Some(rv), .. } = &step {
+                wrote.push(Written {
+                    object: w.target().clone(),
+                    rv: rv.clone(),
+                });
+            }
             done.add(step);
         }
         self.publish_events(key, &plan.events).await?;
+        let now = tokio::time::Instant::now();
+        if let Some(hot) = self.outputs.loops().reconciled(key, woken, wrote, now) {
+            self.declare_hot_loop(key, &hot).await;
+            done.add(Step::HeldBack(hot.backoff));
+        }
         Ok(done)
     }
 
@@ -370,6 +407,35 @@ impl Actuator {
         }
     }
 
+    /// Reports a hot loop of request `key`: a warning log naming guest,
+    /// key, object and count, `wasmctrl_guest_hot_loops_total` and a
+    /// Warning event `HotLoop` on the object (a failure to record the event
+    /// is logged, not fatal).
+    async fn declare_hot_loop(&self, key: &RequestKey, hot: &HotLoop) {
+        let guest = &self.manifest.name;
+        let target = &hot.object;
+        let window = self.outputs.loops().config().window;
+        let message = format!(
+            "guest {guest:?}: {n} reconciles of key {key} in a row (within {w}s) were woken only by the echo of its own previous write and wrote {target} again, each time differently (a timestamp, a counter or the object's own version in what it writes never converges); the host stops reconciling {key} for {b}s",
+            n = hot.writes,
+            w = window.as_secs(),
+            b = hot.backoff.as_secs(),
+        );
+        tracing::warn!(guest = %guest, key = %key, target = %target, writes = hot.writes, "hot loop: {message}");
+        self.metrics.hot_loop();
+        let event = KubeEvent {
+            type_: KubeEventType::Warning,
+            reason: "HotLoop".to_string(),
+            note: Some(message),
+            action: "Reconcile".to_string(),
+            secondary: None,
+        };
+        match self.recorder.publish(&event, &self.reference(target)).await {
+            Ok(()) => self.metrics.wrote(WriteVerb::Event),
+            Err(e) => tracing::warn!(target = %target, "recording the hot-loop event failed: {e}"),
+        }
+    }
+
     /// Reports a write war over `target` with field manager `other`: a
     /// warning log, `wasmctrl_write_wars_total` and a Warning event on the
     /// object (a failure to record the event is logged, not fatal).
@@ -379,11 +445,16 @@ impl Actuator {
         other: &str,
         backoff: std::time::Duration,
         flips: u32,
+        over: Contested,
     ) {
         let ours = &self.field_manager;
         let window = self.outputs.contests().config().window;
+        let what = match over {
+            Contested::Fields => format!("took fields of {target} back from {ours}"),
+            Contested::Existence => format!("re-created {target}, which {ours} deletes,"),
+        };
         let message = format!(
-            "field manager {other:?} took fields of {target} back from {ours} {flips} times within {}s; {ours} stops writing it for {}s",
+            "field manager {other:?} {what} {flips} times within {}s; {ours} stops writing it for {}s",
             window.as_secs(),
             backoff.as_secs()
         );
@@ -393,7 +464,11 @@ impl Actuator {
             type_: KubeEventType::Warning,
             reason: "WriteWar".to_string(),
             note: Some(message),
-            action: "Apply".to_string(),
+            action: match over {
+                Contested::Fields => "Apply",
+                Contested::Existence => "Delete",
+            }
+            .to_string(),
             secondary: None,
         };
         match self.recorder.publish(&event, &self.reference(target)).await {

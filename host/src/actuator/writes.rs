@@ -245,7 +245,8 @@ impl Actuator {
                         "field manager {other:?} changed fields we own; taking them back"
                     ),
                     Verdict::War { backoff, flips } => {
-                        self.declare_war(target, &other, backoff, flips).await;
+                        self.declare_war(target, &other, backoff, flips, super::Contested::Fields)
+                            .await;
                         return Ok(Step::HeldBack(backoff));
                     }
                 }
@@ -293,8 +294,11 @@ impl Actuator {
         };
         match result {
             Ok(rv) => {
-                seen.rv = rv;
-                Ok(Step::Done { changed_meanwhile })
+                seen.rv = rv.clone();
+                Ok(Step::Done {
+                    changed_meanwhile,
+                    rv: rv.map(Into::into),
+                })
             }
             Err(e) if pinned && gone(&e, verb) => {
                 tracing::info!(target = %target, verb = ?verb, "object gone or replaced; write dropped: {e}");
@@ -350,6 +354,7 @@ impl Actuator {
                     }),
                     Step::Done {
                         changed_meanwhile: false,
+                        ..
                     } if seen.merge.is_some() => seen.live.as_deref().zip(seen.rv.as_deref()),
                     Step::HeldBack(_) => return Ok(step),
                     _ => None,
@@ -391,14 +396,17 @@ impl Actuator {
             .await;
         match result {
             Ok(rv) => {
-                match rv {
-                    Some(rv) if !changed_meanwhile => chains.patched(target, &rv, &entries),
+                match &rv {
+                    Some(rv) if !changed_meanwhile => chains.patched(target, rv, &entries),
                     _ => {
                         chains.settled(target);
                         chains.forget(target);
                     }
                 }
-                Ok(Step::Done { changed_meanwhile })
+                Ok(Step::Done {
+                    changed_meanwhile,
+                    rv: rv.map(Into::into),
+                })
             }
             Err(source) => {
                 // A conflict (someone wrote since the chain's version) or
@@ -534,13 +542,47 @@ impl Actuator {
             }),
             ..DeleteParams::background()
         };
+        // Someone re-created what we deleted: a take-back, as for an apply.
+        let now = tokio::time::Instant::now();
+        if let Some(held) = self.held_back(target, now) {
+            return Ok(held);
+        }
+        let contests = self.outputs.contests();
+        if let Some((verdict, other)) = contests.recreated(target, &live, &self.field_manager, now)
+        {
+            match verdict {
+                Verdict::Drift => tracing::info!(
+                    target = %target,
+                    manager = %other,
+                    "field manager {other:?} re-created what we deleted; deleting it again"
+                ),
+                Verdict::Contested => tracing::info!(
+                    target = %target,
+                    manager = %other,
+                    "field manager {other:?} re-created what we deleted soon after; deleting it again"
+                ),
+                Verdict::War { backoff, flips } => {
+                    self.declare_war(target, &other, backoff, flips, super::Contested::Existence)
+                        .await;
+                    return Ok(Step::HeldBack(backoff));
+                }
+            }
+        }
         let (api, name) = self.api(&ar, target)?;
         let result = api.delete(&name, &params).await;
         match result {
-            Ok(_) => {
+            Ok(answer) => {
                 self.metrics.wrote(WriteVerb::Delete);
+                contests.deleted(target);
+                // Gone at once (its watch reports the deletion with no
+                // version), or still there, being deleted, at a new one.
+                let rv = answer
+                    .left()
+                    .and_then(|obj| obj.metadata.resource_version)
+                    .unwrap_or_default();
                 Ok(Step::Done {
                     changed_meanwhile: false,
+                    rv: Some(rv.into()),
                 })
             }
             // Already gone: what the guest wanted.

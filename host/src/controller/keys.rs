@@ -3,13 +3,16 @@
 //! Owns the key mappings of a validated manifest — `per-object`,
 //! `aggregate`, `owner` (the controller owner reference), `same-namespace`
 //! and `by-index` (a field value looked up in a primary's index) — and the
-//! full key set a resync enqueues. Every lookup goes through a store index
+//! full key set a resync enqueues; each wake is told to the hot-loop
+//! bookkeeping ([`crate::actuator::hotloop`]) with the change that caused
+//! it. Every lookup goes through a store index
 //! (namespace, field value) or the object itself (owner reference): a
 //! change costs the keys it wakes, never a scan of the world. It never
 //! reconciles, never blocks and never writes.
 
 use std::sync::Arc;
 
+use crate::actuator::hotloop::HotLoops;
 use crate::guest::{GuestManifest, KeyMapping};
 use crate::informer::Change;
 use crate::projection::{Projected, ProjectedObject};
@@ -120,15 +123,25 @@ pub(crate) fn all_keys(manifest: &GuestManifest, caches: &[WatchCache]) -> Vec<R
     keys
 }
 
-/// A handler for watch `w`: enqueues the keys each change wakes.
+/// A handler for watch `w`: enqueues the keys each change wakes, telling
+/// `loops` which change woke them (the echo of a key's own write, or not).
 pub(crate) fn handler(
     manifest: Arc<GuestManifest>,
     caches: Arc<[WatchCache]>,
     w: usize,
     queue: crate::workqueue::Workqueue<RequestKey>,
+    loops: Arc<HotLoops>,
 ) -> crate::informer::Handler {
     Arc::new(move |change: &Change| {
+        let gvk = &manifest.watches[w].gvk;
         for key in keys_for(&manifest, &caches, w, change) {
+            loops.woken_by(
+                &key,
+                gvk,
+                &change.namespace,
+                &change.name,
+                &change.resource_version,
+            );
             queue.add(key);
         }
     })

@@ -9,8 +9,10 @@
 //! actuator's outputs caches included) to sync before any worker starts,
 //! the host-managed finalizer (added to a primary object before its
 //! reconcile; never removed here), and each reconcile: its snapshot, the
-//! guest call with the host's clock, the plan handed to the actuator, the
-//! result turned into a queue outcome. An `aggregate-controller` guest's
+//! guest call with the host's clock, the plan handed to the actuator with
+//! what woke the reconcile (a key held back as a hot loop, see
+//! [`crate::actuator::hotloop`], is not reconciled until its hold-back
+//! ends), the result turned into a queue outcome. An `aggregate-controller` guest's
 //! aggregate key is reconciled incrementally by [`crate::aggregate`]
 //! (changed objects mapped, groups rendered) instead of over a whole
 //! snapshot. Mapping changes to keys is `keys`;
@@ -27,6 +29,7 @@ use std::time::Duration;
 use kube::Client;
 
 use crate::actuator::contest::ContestConfig;
+use crate::actuator::hotloop::{HotLoopConfig, HotLoops};
 use crate::actuator::{Actuator, Executed, Watched as ActuatorWatched};
 use crate::aggregate::Aggregate;
 use crate::claims::Claims;
@@ -150,6 +153,8 @@ pub struct ControllerConfig {
     pub quarantine: QuarantineConfig,
     /// The host's own Pod (namespace, name): quarantine Events regard it.
     pub host_pod: Option<(String, String)>,
+    /// When a key rewriting its own object on every echo is a hot loop.
+    pub hot_loops: HotLoopConfig,
 }
 
 impl Default for ControllerConfig {
@@ -163,6 +168,7 @@ impl Default for ControllerConfig {
             claims: Claims::default(),
             quarantine: QuarantineConfig::default(),
             host_pod: None,
+            hot_loops: HotLoopConfig::default(),
         }
     }
 }
@@ -210,6 +216,14 @@ impl ControllerConfig {
     #[must_use]
     pub fn quarantine(mut self, quarantine: QuarantineConfig) -> Self {
         self.quarantine = quarantine;
+        self
+    }
+
+    /// Sets when a key woken by its own echoes and writing each time is a
+    /// hot loop, and how long it is then held back.
+    #[must_use]
+    pub fn hot_loops(mut self, hot_loops: HotLoopConfig) -> Self {
+        self.hot_loops = hot_loops;
         self
     }
 }
@@ -331,11 +345,18 @@ impl GuestController {
         // Every cache exists before the first handler: a handler replays
         // what its informer already holds and may look up other watches.
         let shared = Arc::new(manifest.clone());
+        let loops = Arc::new(HotLoops::new(config.hot_loops));
         let watches: Vec<Watched> = informers
             .into_iter()
             .enumerate()
             .map(|(w, informer)| {
-                let mut handler = keys::handler(shared.clone(), caches.clone(), w, queue.clone());
+                let mut handler = keys::handler(
+                    shared.clone(),
+                    caches.clone(),
+                    w,
+                    queue.clone(),
+                    loops.clone(),
+                );
                 if let Some(a) = aggregate.as_ref().filter(|a| a.maps(w)) {
                     handler = a.handler(w, handler);
                 }
@@ -344,9 +365,16 @@ impl GuestController {
             })
             .collect();
 
-        let outputs = Outputs::start(registry, discovery, &manifest, &queue, config.contests)
-            .await
-            .map_err(resolve_err)?;
+        let outputs = Outputs::start(
+            registry,
+            discovery,
+            &manifest,
+            &queue,
+            config.contests,
+            loops,
+        )
+        .await
+        .map_err(resolve_err)?;
         let watched = manifest
             .watches
             .iter()
@@ -598,6 +626,14 @@ impl GuestController {
 
     /// One reconcile; the error reason (a metric label) when it failed.
     async fn reconcile_inner(&self, key: RequestKey) -> (Outcome, Option<&'static str>) {
+        let loops = self.actuator.outputs().loops();
+        let woken = loops.begin(&key);
+        if let Some(left) = loops.held_back(&key, tokio::time::Instant::now()) {
+            // A hot loop: the key is not reconciled (nothing is planned,
+            // so nothing is written) until its hold-back ends.
+            tracing::debug!("hot loop: not reconciled for another {left:?}");
+            return (Outcome::RequeueAfter(left), None);
+        }
         let mut executed = match self.ensure_finalizer(&key).await {
             Ok(done) => done,
             Err(e) => {
@@ -701,7 +737,7 @@ impl GuestController {
             self.metrics.refused_write(&c.owner);
             return (Outcome::retry(c), Some("claimed"));
         }
-        match self.actuator.execute(&key, &plan).await {
+        match self.actuator.execute(&key, &plan, &woken).await {
             Err(e) => {
                 let reason = e.metric_label();
                 tracing::warn!(reason, "{e}");
@@ -727,7 +763,7 @@ impl GuestController {
             requeue = Some(requeue.map_or(DROPPED_WRITE_RECHECK, |d| d.min(DROPPED_WRITE_RECHECK)));
         }
         if let Some(d) = executed.held_back {
-            // A write war: come back when its hold-back ends.
+            // A write war or a hot loop: come back when its hold-back ends.
             requeue = Some(requeue.map_or(d, |r| r.min(d)));
         }
         let outcome = match requeue {

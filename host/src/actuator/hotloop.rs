@@ -1,0 +1,512 @@
+//! Hot loops: a key whose reconciles are woken by the echo of its own
+//! previous write, and write again each time.
+//!
+//! A guest that writes something different on every reconcile (a
+//! `lastSyncTime = now()` status, a counter, the object's own
+//! resourceVersion echoed into status) never converges: each write's watch
+//! echo wakes the key, whose next plan differs again. No framework can see
+//! this, the host can: it knows which write each key sent (object and the
+//! resourceVersion it produced) and which watch events woke the key's next
+//! reconcile. `writes` consecutive reconciles within `window` that were
+//! woken only by echoes of the key's own writes and changed an object again
+//! are a hot loop: the key is not reconciled for a back-off (doubling per
+//! hot loop resumed within `window` of the last hold-back's end, up to
+//! `max_backoff`), and the caller records a Warning event and a metric.
+//!
+//! A reconcile that writes nothing (its plan was a no-op: the guest
+//! converged) ends the streak, and so does one woken by anyone else's
+//! change (a person's edit, another controller, a foreign change of an
+//! output): reacting is not looping. A wake the watches did not report (a
+//! requeue, a retry, a resync) neither counts nor ends it. A write whose
+//! answer is the version the key wrote last changed nothing and is not
+//! counted. Echoes and wakes are compared by object (group, kind,
+//! namespace, name) and resourceVersion only.
+//!
+//! It never sends a request, never enqueues and never decides what to
+//! write: the handlers tell it what woke a key, the controller asks it
+//! before a reconcile, and the actuator tells it what the reconcile wrote.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::guest::{Gvk, ObjectKey};
+use crate::request::RequestKey;
+use crate::sync::lock;
+
+/// Wakes remembered per key between two reconciles, at most: past it the
+/// key counts as woken by someone else (an echo is one event per write).
+const MAX_WAKES: usize = 16;
+
+/// Keys remembered at most (those that wrote lately, or are held back).
+const MAX_KEYS: usize = 10_000;
+
+/// When echo-woken writes of one key are a hot loop, and how long the host
+/// then holds the key back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HotLoopConfig {
+    /// Consecutive echo-woken writing reconciles within `window` that
+    /// declare a hot loop. A controller stepping through states (add a
+    /// finalizer, then a condition, then a child), each step woken by the
+    /// last one's echo, makes a few; keep this above the longest such
+    /// chain.
+    pub writes: u32,
+    /// The window they are counted in.
+    pub window: Duration,
+    /// How long the key is held back after its first hot loop.
+    pub backoff: Duration,
+    /// The longest hold-back (each hot loop resumed doubles the last).
+    pub max_backoff: Duration,
+}
+
+impl Default for HotLoopConfig {
+    /// Ten echo-woken writes in a row within 30 s; hold back 30 s,
+    /// doubling to 30 min.
+    fn default() -> Self {
+        HotLoopConfig {
+            writes: 10,
+            window: Duration::from_secs(30),
+            backoff: Duration::from_secs(30),
+            max_backoff: Duration::from_secs(30 * 60),
+        }
+    }
+}
+
+/// One write's echo as a watch reports it: the object and the
+/// resourceVersion the write produced ("" for a delete, as a watch reports
+/// a deletion).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    /// The object written.
+    pub object: ObjectKey,
+    /// The resourceVersion the write returned.
+    pub rv: Arc<str>,
+}
+
+impl Written {
+    /// The same object at the same version.
+    fn matches(&self, other: &Written) -> bool {
+        same_kind(&self.object.gvk, &other.object.gvk)
+            && self.object.namespace == other.object.namespace
+            && self.object.name == other.object.name
+            && self.rv == other.rv
+    }
+}
+
+/// Group and kind: a watch and a write rule may name different versions.
+fn same_kind(a: &Gvk, b: &Gvk) -> bool {
+    a.group == b.group && a.kind == b.kind
+}
+
+/// What woke one reconcile of a key, as far as the host can tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Woken {
+    /// Only the echoes of the key's own previous writes: these.
+    Echo(Vec<Written>),
+    /// A change someone else made (maybe among echoes).
+    Other,
+    /// Nothing a watch reported: a requeue, a retry, a resync.
+    Unknown,
+}
+
+/// A hot loop declared on a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HotLoop {
+    /// How long the key is now held back.
+    pub backoff: Duration,
+    /// Echo-woken writing reconciles that led to it (1 for a loop resumed
+    /// after its hold-back).
+    pub writes: u32,
+    /// An object the last of them wrote again.
+    pub object: ObjectKey,
+}
+
+#[derive(Debug, Default)]
+struct Entry {
+    /// What the key's last writing reconcile wrote: their echoes are this
+    /// key's own.
+    echoes: Vec<Written>,
+    /// Changes reported since the key's last reconcile began.
+    wakes: Vec<Written>,
+    /// Someone else's change was among them.
+    other: bool,
+    /// Echo-woken writing reconciles in a row, oldest first.
+    streak: Vec<Instant>,
+    /// The key is held back until then.
+    until: Option<Instant>,
+    /// The next hot loop's hold-back, when one resumes.
+    next_backoff: Option<Duration>,
+}
+
+impl Entry {
+    /// Nothing worth keeping: no echo to recognise, no hold-back to
+    /// remember.
+    fn idle(&self, now: Instant, window: Duration) -> bool {
+        self.echoes.is_empty()
+            && self
+                .until
+                .is_none_or(|u| now.saturating_duration_since(u) > window)
+    }
+}
+
+/// Every key's hot-loop state, for one guest.
+#[derive(Debug, Default)]
+pub struct HotLoops {
+    config: HotLoopConfig,
+    keys: Mutex<HashMap<RequestKey, Entry>>,
+}
+
+impl HotLoops {
+    /// Hot loops judged by `config`.
+    pub fn new(config: HotLoopConfig) -> Self {
+        HotLoops {
+            config,
+            keys: Mutex::default(),
+        }
+    }
+
+    /// The rules hot loops are judged by.
+    pub fn config(&self) -> &HotLoopConfig {
+        &self.config
+    }
+
+    /// A watch of `gvk` reported a change of `namespace/name` (now at
+    /// `rv`; "" when deleted) that wakes `key`. Costs a lookup for a key
+    /// that wrote nothing lately. Judged when the next reconcile begins: a
+    /// change reported while the reconcile that made it is still waiting
+    /// for its answer is recognised then.
+    pub fn woken_by(&self, key: &RequestKey, gvk: &Gvk, namespace: &str, name: &str, rv: &str) {
+        let mut keys = lock(&self.keys);
+        let Some(e) = keys.get_mut(key) else { return };
+        if e.other {
+            return;
+        }
+        if e.wakes.len() >= MAX_WAKES {
+            e.other = true;
+            return;
+        }
+        e.wakes.push(Written {
+            object: ObjectKey {
+                gvk: gvk.clone(),
+                namespace: (!namespace.is_empty()).then(|| namespace.to_string()),
+                name: name.to_string(),
+            },
+            rv: Arc::from(rv),
+        });
+    }
+
+    /// Someone else's change (of an output) wakes `key`.
+    pub fn woken_by_other(&self, key: &RequestKey) {
+        if let Some(e) = lock(&self.keys).get_mut(key) {
+            e.other = true;
+        }
+    }
+
+    /// A reconcile of `key` begins: what woke it. Changes reported from now
+    /// on wake the next one.
+    pub fn begin(&self, key: &RequestKey) -> Woken {
+        let mut keys = lock(&self.keys);
+        let Some(e) = keys.get_mut(key) else {
+            return Woken::Unknown;
+        };
+        let wakes = std::mem::take(&mut e.wakes);
+        let other = std::mem::take(&mut e.other);
+        if other {
+            return Woken::Other;
+        }
+        if wakes.is_empty() {
+            return Woken::Unknown;
+        }
+        let ours = wakes.iter().all(|w| e.echoes.iter().any(|o| o.matches(w)));
+        if ours {
+            Woken::Echo(wakes)
+        } else {
+            Woken::Other
+        }
+    }
+
+    /// How much longer `key` is held back, if it is.
+    pub fn held_back(&self, key: &RequestKey, now: Instant) -> Option<Duration> {
+        let keys = lock(&self.keys);
+        let until = keys.get(key)?.until.filter(|u| *u > now)?;
+        Some(until - now)
+    }
+
+    /// A reconcile of `key` that `woken` woke wrote `wrote` (the writes the
+    /// API server accepted, in order): a hot loop when it was the last of
+    /// [`HotLoopConfig::writes`] such reconciles woken only by the key's
+    /// own echoes, or the first after a hold-back ended.
+    pub fn reconciled(
+        &self,
+        key: &RequestKey,
+        woken: &Woken,
+        mut wrote: Vec<Written>,
+        now: Instant,
+    ) -> Option<HotLoop> {
+        let config = self.config;
+        let mut keys = lock(&self.keys);
+        if let Some(e) = keys.get_mut(key) {
+            // A write answered with the version we wrote last changed
+            // nothing (the server found it a no-op).
+            wrote.retain(|w| !e.echoes.iter().any(|o| o.matches(w)));
+        }
+        if wrote.is_empty() {
+            // Converged (or nothing sent): the streak ends.
+            if let Some(e) = keys.get_mut(key) {
+                e.streak.clear();
+                e.echoes.clear();
+                if e.idle(now, config.window) {
+                    keys.remove(key);
+                }
+            }
+            return None;
+        }
+        if !keys.contains_key(key) && keys.len() >= MAX_KEYS {
+            // Bounded: forget the echoes of other keys (at worst a loop is
+            // seen a reconcile later), never a running hold-back.
+            keys.retain(|_, e| e.until.is_some_and(|u| u > now));
+        }
+        let e = keys.entry(key.clone()).or_default();
+        let object = wrote[0].object.clone();
+        e.echoes = wrote;
+        match woken {
+            Woken::Other => {
+                e.streak.clear();
+                return None;
+            }
+            Woken::Unknown => return None,
+            Woken::Echo(_) => {}
+        }
+        let resumed = e
+            .until
+            .is_some_and(|u| now >= u && now.saturating_duration_since(u) <= config.window);
+        e.streak
+            .retain(|t| now.saturating_duration_since(*t) <= config.window);
+        e.streak.push(now);
+        let writes = u32::try_from(e.streak.len()).unwrap_or(u32::MAX);
+        if !resumed && writes < config.writes.max(1) {
+            return None;
+        }
+        let backoff = if resumed {
+            e.next_backoff.unwrap_or(config.backoff)
+        } else {
+            config.backoff
+        }
+        .min(config.max_backoff);
+        e.next_backoff = Some((backoff * 2).min(config.max_backoff));
+        e.until = Some(now + backoff);
+        e.streak.clear();
+        Some(HotLoop {
+            backoff,
+            writes,
+            object,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> HotLoopConfig {
+        HotLoopConfig {
+            writes: 3,
+            window: Duration::from_secs(30),
+            backoff: Duration::from_secs(10),
+            max_backoff: Duration::from_secs(25),
+        }
+    }
+
+    fn gvk() -> Gvk {
+        Gvk::from_api_version("v1", "ConfigMap")
+    }
+
+    fn key() -> RequestKey {
+        RequestKey::object(0, "ops/looper")
+    }
+
+    fn object() -> ObjectKey {
+        ObjectKey {
+            gvk: gvk(),
+            namespace: Some("ops".into()),
+            name: "looper".into(),
+        }
+    }
+
+    fn wrote(rv: u64) -> Vec<Written> {
+        vec![Written {
+            object: object(),
+            rv: rv.to_string().into(),
+        }]
+    }
+
+    /// The watch reports the echo of the write that produced `rv`.
+    fn echo(l: &HotLoops, rv: u64) {
+        l.woken_by(&key(), &gvk(), "ops", "looper", &rv.to_string());
+    }
+
+    /// One reconcile at `now` that writes version `rv` (None: a no-op plan).
+    fn reconcile(l: &HotLoops, rv: Option<u64>, now: Instant) -> Option<HotLoop> {
+        let woken = l.begin(&key());
+        l.reconciled(&key(), &woken, rv.map(wrote).unwrap_or_default(), now)
+    }
+
+    #[test]
+    fn writes_woken_only_by_their_own_echo_are_a_hot_loop_naming_the_object() {
+        let l = HotLoops::new(config());
+        let t0 = Instant::now();
+        // The first write is woken by something else (the key's start).
+        assert_eq!(reconcile(&l, Some(1), t0), None);
+        let mut verdicts = Vec::new();
+        for rv in 2..=4 {
+            echo(&l, rv - 1);
+            verdicts.push(reconcile(&l, Some(rv), t0 + Duration::from_millis(50 * rv)));
+        }
+        assert_eq!(verdicts[..2], [None, None]);
+        let at = t0 + Duration::from_millis(200);
+        assert_eq!(
+            verdicts[2],
+            Some(HotLoop {
+                backoff: Duration::from_secs(10),
+                writes: 3,
+                object: object(),
+            })
+        );
+        assert_eq!(
+            l.held_back(&key(), at + Duration::from_secs(4)),
+            Some(Duration::from_secs(6))
+        );
+        assert_eq!(l.held_back(&key(), at + Duration::from_secs(10)), None);
+        assert_eq!(l.held_back(&RequestKey::object(0, "ops/other"), at), None);
+    }
+
+    #[test]
+    fn a_guest_that_converges_on_its_echo_is_never_a_hot_loop() {
+        let l = HotLoops::new(config());
+        let mut now = Instant::now();
+        for rv in (1..40).step_by(2) {
+            // Something else wakes it; it writes; its echo wakes it; the
+            // plan is a no-op.
+            assert_eq!(reconcile(&l, Some(rv), now), None);
+            echo(&l, rv);
+            now += Duration::from_millis(10);
+            assert_eq!(reconcile(&l, None, now), None);
+        }
+        assert_eq!(l.held_back(&key(), now), None);
+        assert!(lock(&l.keys).is_empty(), "a converged key is forgotten");
+    }
+
+    #[test]
+    fn a_write_woken_by_someone_elses_change_ends_the_streak() {
+        let l = HotLoops::new(config());
+        let now = Instant::now();
+        reconcile(&l, Some(1), now);
+        for rv in 2..=10 {
+            echo(&l, rv - 1);
+            if rv % 2 == 0 {
+                // A person's edit (not a version we wrote) arrives too.
+                l.woken_by(&key(), &gvk(), "ops", "looper", "999");
+            }
+            assert_eq!(reconcile(&l, Some(rv), now), None, "write {rv}");
+        }
+        // A foreign change of an output counts the same way.
+        echo(&l, 10);
+        l.woken_by_other(&key());
+        assert_eq!(l.begin(&key()), Woken::Other);
+    }
+
+    #[test]
+    fn a_wake_no_watch_reported_neither_counts_nor_ends_the_streak() {
+        let l = HotLoops::new(config());
+        let now = Instant::now();
+        reconcile(&l, Some(1), now);
+        echo(&l, 1);
+        assert_eq!(reconcile(&l, Some(2), now), None);
+        // A requeue: nothing reported.
+        assert_eq!(reconcile(&l, Some(3), now), None);
+        echo(&l, 3);
+        assert_eq!(reconcile(&l, Some(4), now), None);
+        echo(&l, 4);
+        assert!(
+            reconcile(&l, Some(5), now).is_some(),
+            "three echo-woken writes"
+        );
+    }
+
+    #[test]
+    fn a_write_answered_with_the_version_written_last_changed_nothing() {
+        let l = HotLoops::new(config());
+        let now = Instant::now();
+        reconcile(&l, Some(7), now);
+        for _ in 0..10 {
+            // Woken by the echo, the plan re-sends the same document (the
+            // cache was behind): the server answers with the same version.
+            echo(&l, 7);
+            assert_eq!(reconcile(&l, Some(7), now), None);
+        }
+    }
+
+    #[test]
+    fn an_echo_reported_before_its_write_was_answered_is_recognised() {
+        let l = HotLoops::new(config());
+        let now = Instant::now();
+        reconcile(&l, Some(1), now);
+        let mut rv = 1;
+        let mut declared = None;
+        for _ in 0..3 {
+            echo(&l, rv);
+            let woken = l.begin(&key());
+            rv += 1;
+            // The watch reports this write before the reconcile ends.
+            echo(&l, rv);
+            declared = l.reconciled(&key(), &woken, wrote(rv), now);
+        }
+        assert!(declared.is_some());
+    }
+
+    #[test]
+    fn a_hot_loop_resumed_after_its_hold_back_doubles_it_up_to_the_cap() {
+        let l = HotLoops::new(config());
+        let mut now = Instant::now();
+        let mut rv = 1;
+        reconcile(&l, Some(rv), now);
+        let mut backoffs = Vec::new();
+        while backoffs.len() < 4 {
+            echo(&l, rv);
+            rv += 1;
+            if let Some(hot) = reconcile(&l, Some(rv), now) {
+                backoffs.push(hot.backoff.as_secs());
+                if backoffs.len() > 1 {
+                    assert_eq!(hot.writes, 1, "declared at once when resumed");
+                }
+                // The hold-back ends; the timer's reconcile writes once.
+                now += hot.backoff;
+                assert_eq!(l.held_back(&key(), now), None);
+                rv += 1;
+                assert_eq!(reconcile(&l, Some(rv), now), None);
+            }
+        }
+        assert_eq!(backoffs, vec![10, 20, 25, 25]);
+    }
+
+    #[test]
+    fn a_loop_that_comes_back_long_after_its_hold_back_starts_afresh() {
+        let l = HotLoops::new(config());
+        let mut now = Instant::now();
+        let mut rv = 1;
+        reconcile(&l, Some(rv), now);
+        let mut run = |l: &HotLoops, now: Instant| {
+            (0..3).find_map(|_| {
+                echo(l, rv);
+                rv += 1;
+                reconcile(l, Some(rv), now)
+            })
+        };
+        assert!(run(&l, now).is_some());
+        now += Duration::from_secs(10 + 31);
+        let again = run(&l, now).expect("declared again");
+        assert_eq!((again.backoff.as_secs(), again.writes), (10, 3));
+    }
+}
