@@ -549,7 +549,7 @@ pub fn guest(m: &WatManifest, behaviour: Behaviour) -> Vec<u8> {
         Behaviour::Stamped(writes) => {
             let (mem, at) = plan_mem(&writes, &[], 32_768);
             // environment.now-ms sits at offset 16 of the arguments.
-            let mut body = String::from("(local $n i64) (local $i i32)");
+            let mut body = String::new();
             for addr in stamp_addresses(&mem) {
                 body.push_str(&format!(
                     "
@@ -581,7 +581,7 @@ pub fn guest(m: &WatManifest, behaviour: Behaviour) -> Vec<u8> {
   (func (export "wasmctrl:controller/reconciler@0.2.0#describe") (param i32 i32 i32 i32 i64) (result i32)
     (i32.const {manifest_at}))
   (func (export "wasmctrl:controller/reconciler@0.2.0#reconcile") (param i32) (result i32)
-    (local $start i32) (local $i i32)
+    (local $start i32) (local $i i32) (local $n i64)
     (global.set $out (i32.const {FILLED}))
     {body}))"#
     );
