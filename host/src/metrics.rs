@@ -228,6 +228,9 @@ pub struct Metrics {
     /// `wasmctrl_guest_quarantined{guest}`: 1 while the guest is
     /// quarantined (not called), else 0.
     pub guest_quarantined: Family<GuestLabels, Gauge>,
+    /// `wasmctrl_guest_waiting{guest}`: 1 while the guest waits for a kind
+    /// the API server does not serve (see [`crate::waiting`]), else 0.
+    pub guest_waiting: Family<GuestLabels, Gauge>,
 }
 
 /// `{guest, owner}`: the guest refused and the guest owning the object.
@@ -293,6 +296,7 @@ impl Metrics {
             writes_refused: Family::default(),
             guest_quarantines: Family::default(),
             guest_quarantined: Family::default(),
+            guest_waiting: Family::default(),
             registry: Registry::default(),
         };
         // prometheus-client appends `_total` to counters.
@@ -425,6 +429,11 @@ impl Metrics {
             "wasmctrl_guest_quarantined",
             "1 while a guest is quarantined (not called), else 0",
             m.guest_quarantined.clone(),
+        );
+        registry.register(
+            "wasmctrl_guest_waiting",
+            "1 while a guest waits for a kind the API server does not serve (a CRD not installed), else 0",
+            m.guest_waiting.clone(),
         );
         Metrics { registry, ..m }
     }

@@ -243,6 +243,7 @@ impl Supervisor {
                 instance: config.pod.as_ref().map(|(_, n)| n.clone()),
             },
         );
+        let waiting = Waiting::new(metrics.guest_waiting.clone());
         let host = Supervisor {
             client,
             registry,
@@ -251,7 +252,7 @@ impl Supervisor {
             config,
             metrics,
             guests: Mutex::new(BTreeMap::new()),
-            waiting: Waiting::default(),
+            waiting,
             failures_tx,
             failures_rx: tokio::sync::Mutex::new(failures_rx),
             leadership,

@@ -14,7 +14,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+
 use crate::controller::{ControllerError, DescribedGuest};
+use crate::metrics::GuestLabels;
 use crate::sync::lock;
 
 /// First retry of a guest waiting for a kind.
@@ -83,12 +87,31 @@ impl WaitingGuest {
 #[derive(Default)]
 pub struct Waiting {
     guests: Mutex<BTreeMap<String, WaitingGuest>>,
+    /// `wasmctrl_guest_waiting{guest}`, kept in step with `guests`.
+    gauge: Family<GuestLabels, Gauge>,
 }
 
 impl Waiting {
+    /// No guest waiting yet; `gauge` shows who waits.
+    pub fn new(gauge: Family<GuestLabels, Gauge>) -> Self {
+        Waiting {
+            guests: Mutex::default(),
+            gauge,
+        }
+    }
+
+    fn show(&self, w: &WaitingGuest, waits: bool) {
+        self.gauge
+            .get_or_create(&GuestLabels {
+                guest: w.name().to_string(),
+            })
+            .set(i64::from(waits));
+    }
+
     /// Starts (or replaces) `key`'s wait, with a log line naming the kind.
     pub fn wait(&self, key: String, w: WaitingGuest) {
         tracing::warn!(guest = %w.name(), kind = %w.kind, path = %w.source, "guest waits: the API server does not serve {} (is its CRD installed?); retrying in {:?}", w.kind, retry_delay(0));
+        self.show(&w, true);
         lock(&self.guests).insert(key, w);
     }
 
@@ -100,6 +123,7 @@ impl Waiting {
         let delay = retry_delay(w.attempts);
         w.next = Instant::now() + delay;
         tracing::info!(guest = %w.name(), kind = %w.kind, "guest still waits for {}; retrying in {delay:?}", w.kind);
+        self.show(&w, true);
         lock(&self.guests).insert(key, w);
     }
 
@@ -112,14 +136,23 @@ impl Waiting {
             .filter(|(_, w)| w.next <= now)
             .map(|(k, _)| k.clone())
             .collect();
-        due.into_iter()
+        let due: Vec<(String, WaitingGuest)> = due
+            .into_iter()
             .filter_map(|k| guests.remove(&k).map(|w| (k, w)))
-            .collect()
+            .collect();
+        for (_, w) in &due {
+            self.show(w, false);
+        }
+        due
     }
 
     /// Ends `key`'s wait.
     pub fn remove(&self, key: &str) -> Option<WaitingGuest> {
-        lock(&self.guests).remove(key)
+        let w = lock(&self.guests).remove(key);
+        if let Some(w) = &w {
+            self.show(w, false);
+        }
+        w
     }
 
     /// When the next retry is due, if any guest waits.
