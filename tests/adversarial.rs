@@ -604,3 +604,47 @@ async fn a_guest_that_loops_on_every_call_is_quarantined() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_spelling_of_secret_is_refused_or_never_served() {
+    // The declared kind `Secret` is refused by the policy whatever its
+    // plural; a spelling of the kind discovery does not resolve (kinds are
+    // case-sensitive) waits for a kind no server serves; and what does
+    // resolve is admitted by the resource discovery names (`secrets`), not
+    // by the spelling. Either way nothing is listed.
+    for (i, (kind, plural, outcome)) in [
+        ("secret", "secrets", "waits"),
+        ("SECRET", "secrets", "waits"),
+        ("Secrets", "secrets", "waits"),
+        ("Secret", "Secrets", "policy"),
+        ("Secret", "secret", "policy"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (m, b) = watching(watch_of("", "v1", kind, plural));
+        let (metric, log) = match outcome {
+            "waits" => (
+                (
+                    "wasmctrl_guest_waiting",
+                    vec![format!("guest=\"{HOSTILE}\"")],
+                ),
+                "guest waits: the API server does not serve",
+            ),
+            reason => (refused(reason), "guest refused"),
+        };
+        run(
+            &format!("h-secret-spelling-{i}"),
+            Attack::new(
+                m,
+                b,
+                Expect {
+                    metric,
+                    log,
+                    never_sent: vec!["/configmaps/hostile".into()],
+                },
+            ),
+        )
+        .await;
+    }
+}
