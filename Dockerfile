@@ -11,7 +11,9 @@ FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY . .
 # `make guest` is what CI runs: adds wasm32-wasip2, builds the guest with
-# `--profile guest` and fails if it is over the ConfigMap budget.
+# `--profile guest` and fails if it is over the ConfigMap budget. The host is
+# built with default features: the product, without the embedded API server
+# (`make product` checks the same build).
 RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,target=/src/target,sharing=locked \
     make guest CARGO="cargo --locked" \

@@ -12,7 +12,7 @@ QUOTA_WASM := $(GUEST_DIR)/guest_gpu_quota.wasm
 APP_WASM := $(GUEST_DIR)/guest_app.wasm
 GUEST_MAX_BYTES := 262144
 
-.PHONY: all setup guest test lint fmt demo soak clean
+.PHONY: all setup guest test lint product fmt demo soak clean
 
 all: test
 
@@ -31,17 +31,32 @@ guest: setup
 	  test $$size -le $(GUEST_MAX_BYTES) || { echo "$$wasm too large"; exit 1; }; \
 	done
 
+# The embedded API server is a development feature of the host
+# (`dev-server`: the `demo` and `apiserver` subcommands); the tests and the
+# demo turn it on, the product never has it.
+DEV := --features wasmctrl/dev-server
+
 lint:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets $(DEV) -- -D warnings
+	$(CARGO) clippy -p wasmctrl --all-targets -- -D warnings
 
-test: guest lint
-	$(CARGO) test --workspace --all-targets
-	$(CARGO) test --workspace --doc
+# The product binary, as the Dockerfile builds it: no embedded API server
+# linked in (no symbol of wasmctrl_apiserver), and no dev subcommands.
+product:
+	$(CARGO) build -p wasmctrl --bin wasmctrl
+	@n=$$(nm -C $(TARGET_DIR)/debug/wasmctrl | grep -c 'wasmctrl_apiserver::' || true); \
+	  echo "product binary: $$n wasmctrl_apiserver symbols"; \
+	  test "$$n" -eq 0 || { echo "the product binary links the embedded API server"; exit 1; }
+	@! $(TARGET_DIR)/debug/wasmctrl demo --help > /dev/null 2>&1 || { echo "the product binary has the demo subcommand"; exit 1; }
+
+test: guest lint product
+	$(CARGO) test --workspace --all-targets $(DEV)
+	$(CARGO) test --workspace --doc $(DEV)
 	$(CARGO) run -q -p examples --bin offline_summary > /dev/null
 
 demo: guest
-	$(CARGO) run --release -p wasmctrl -- demo --duration 30
+	$(CARGO) run --release -p wasmctrl $(DEV) -- demo --duration 30
 
 # Soak and chaos: churn, server faults and host SIGKILLs against the real
 # binary for SOAK_MINUTES; prints a table per fault kind (see BENCHMARKS.md).

@@ -18,10 +18,13 @@ pub const MAX_WORKERS: u64 = 1024;
 /// useful).
 pub const QPS_RANGE: (f64, f64) = (0.01, 1_000_000.0);
 /// Demo bounds: nodes, pods, simulator actions per second.
+#[cfg(feature = "dev-server")]
 pub const MAX_DEMO_NODES: u64 = 10_000;
 /// Most pods the demo keeps alive.
+#[cfg(feature = "dev-server")]
 pub const MAX_DEMO_PODS: u64 = 1_000_000;
 /// Fastest demo simulator rate, actions per second.
+#[cfg(feature = "dev-server")]
 pub const MAX_DEMO_RATE: f64 = 100_000.0;
 
 /// A finite number in `[min, max]`.
@@ -60,6 +63,7 @@ pub fn qps(s: &str) -> Result<f64, String> {
 }
 
 /// `demo --rate`.
+#[cfg(feature = "dev-server")]
 pub fn demo_rate(s: &str) -> Result<f64, String> {
     positive(s, MAX_DEMO_RATE, "actions per second")
 }

@@ -1,6 +1,6 @@
 //! Drives the embedded API server with unchanged third-party clients: the
 //! real kubectl binary and the official Python `kubernetes` client
-//! (`host/apiserver/tests/python_client.py`). A test whose client is not
+//! (`apiserver/tests/python_client.py`). A test whose client is not
 //! installed fails under CI (`CI` set) and is skipped with a visible
 //! message elsewhere (`wasmctrl_test_support::tools`).
 #![allow(clippy::unwrap_used, missing_docs)]
