@@ -5,18 +5,9 @@
 //! are skipped and logged rather than sinking every other node's count.
 //! Pure, except for the warning it logs through the host.
 
-/// Whether `key` is a valid ConfigMap key, as `IsConfigMapKey` in
-/// k8s.io/apimachinery `pkg/util/validation/validation.go` decides:
-/// `[-._a-zA-Z0-9]+`, at most 253 bytes, not `.`, `..` or starting with `..`.
-pub fn is_config_map_key(key: &str) -> bool {
-    !key.is_empty()
-        && key.len() <= 253
-        && key
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-        && key != "."
-        && !key.starts_with("..")
-}
+/// Whether `key` is a valid ConfigMap key (`IsConfigMapKey`; the rule and
+/// its tests live in `wasmctrl_kube_rules::configmap_key`).
+pub use wasmctrl_kube_rules::configmap_key::is_config_map_key;
 
 /// Logs that pod `namespace/name` was left out because its node name is
 /// not a ConfigMap key (the name is cut to 64 characters, debug-quoted).
@@ -26,31 +17,4 @@ pub fn skipped(namespace: &str, name: &str, node: &str) {
     wasmctrl_guest_sdk::warn!(
         "pod {namespace}/{name} not counted: its node name {shown:?}{cut} is not a valid ConfigMap key"
     );
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn node_names_that_are_not_config_map_keys_are_recognised() {
-        for ok in ["node-1", "gpu-node-01.example.com", "N_1", "-"] {
-            assert!(is_config_map_key(ok), "{ok}");
-        }
-        let long = "a".repeat(254);
-        let huge = "a".repeat(1 << 20);
-        for bad in [
-            "",
-            ".",
-            "..",
-            "../../etc",
-            "a/b",
-            "nul\0",
-            "é",
-            &long,
-            &huge,
-        ] {
-            assert!(!is_config_map_key(bad), "{:.20?}", bad);
-        }
-    }
 }

@@ -22,6 +22,7 @@ use super::bindings::wasmctrl::controller::types as wit;
 use super::manifest::{
     is_qualified_finalizer, namespace_problem, object_name_problem, shown, GuestManifest, Gvk,
 };
+use wasmctrl_kube_rules::configmap_key::{check_config_map_key, ConfigMapKeyError};
 use wasmctrl_snapshot::SnapshotView;
 
 /// Why a plan was rejected. `writes[i]` positions name the write.
@@ -153,7 +154,7 @@ pub enum PlanError {
         /// The key (its first 64 characters when longer).
         key: String,
         /// What the API server would say.
-        problem: &'static str,
+        problem: ConfigMapKeyError,
     },
     /// The same object written twice the same way in one plan.
     #[error("{gvk} {target} appears more than once in the plan as {what}")]
@@ -680,30 +681,6 @@ fn check_allowed(
     }
 }
 
-/// Why `key` is not a valid ConfigMap (or Secret) data key, as
-/// `IsConfigMapKey` in k8s.io/apimachinery
-/// `pkg/util/validation/validation.go` decides: `[-._a-zA-Z0-9]+`, at most
-/// 253 bytes, not `.`, `..` or starting with `..`.
-pub fn config_map_key_problem(key: &str) -> Option<&'static str> {
-    if key.len() > 253 {
-        return Some("must be no more than 253 characters");
-    }
-    if key.is_empty()
-        || !key
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-    {
-        return Some("a valid config key must consist of alphanumeric characters, '-', '_' or '.'");
-    }
-    if key == "." {
-        return Some("must not be '.'");
-    }
-    if key.starts_with("..") {
-        return Some("must not start with '..'");
-    }
-    None
-}
-
 /// Refuses a core ConfigMap or Secret whose data keys the API server would
 /// refuse, naming the first such key.
 fn check_data_keys(index: usize, target: &ObjectKey, doc: &Json) -> Result<(), PlanError> {
@@ -717,7 +694,7 @@ fn check_data_keys(index: usize, target: &ObjectKey, doc: &Json) -> Result<(), P
             continue;
         };
         for key in map.keys() {
-            if let Some(problem) = config_map_key_problem(key) {
+            if let Err(problem) = check_config_map_key(key) {
                 return Err(PlanError::BadDataKey {
                     index,
                     object: target.to_string(),

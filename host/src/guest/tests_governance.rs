@@ -91,27 +91,6 @@ fn a_configmap_key_the_api_server_would_refuse_is_refused_naming_it() {
 }
 
 #[test]
-fn config_map_keys_follow_the_api_servers_rule() {
-    for ok in ["a", "node-1", "x_y.z", "-", "._a", ".a"] {
-        assert_eq!(plan::config_map_key_problem(ok), None, "{ok}");
-    }
-    let long = "a".repeat(254);
-    for bad in [
-        "",
-        ".",
-        "..",
-        "..a",
-        "a/b",
-        "a b",
-        "nul\0",
-        "é",
-        long.as_str(),
-    ] {
-        assert!(plan::config_map_key_problem(bad).is_some(), "{bad:?}");
-    }
-}
-
-#[test]
 fn log_messages_over_budget_are_truncated_and_dropped_not_relayed() {
     // Five 10 MB messages through the `log` import.
     let wat = format!(
