@@ -11,7 +11,7 @@
 
 use serde_json::{json, Value};
 
-use super::quantity::Quantity;
+use wasmctrl_kube_rules::quantity::GoQuantity as Quantity;
 
 /// The real server's list of what a pod update may change
 /// (`updatablePodSpecFields`), as its Forbidden message joins it.
@@ -32,10 +32,12 @@ fn overcommit_allowed(name: &str) -> bool {
     is_native(name) && !name.starts_with("hugepages-")
 }
 
+/// The decoded quantity `v` (trimmed, as `Quantity.UnmarshalJSON` trims);
+/// `None` when it is none (decoding has refused those already).
 fn amount(v: &Value) -> Option<Quantity> {
     match v {
-        Value::String(s) => Quantity::parse(s),
-        Value::Number(n) => Quantity::parse(&n.to_string()),
+        Value::String(s) => Quantity::parse(s.trim()).ok(),
+        Value::Number(n) => Quantity::parse(&n.to_string()).ok(),
         _ => None,
     }
 }

@@ -29,7 +29,7 @@
 //! touches custom resources (their schemas are the CRD's business).
 //!
 //! The pieces: `typed` decodes a body as the Go decoder would and words
-//! its error, `quantity` is `resource.Quantity`'s syntax, `unknown` finds
+//! its error, `quantity` reads a JSON value as `resource.Quantity` does, `unknown` finds
 //! the unknown fields (the typed round trip)
 //! and removes them, `duplicates` reads a JSON document as written for
 //! duplicate keys and document order, `messages` words the problems as

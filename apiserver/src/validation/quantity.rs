@@ -5,17 +5,12 @@
 //! strips the quotes of a string, trims spaces and calls `ParseQuantity`
 //! on whatever text is left, so a number (`1`, `1.5`, `1e3`) is a quantity
 //! and an array or `true` fails like a bad string. This module owns that
-//! syntax and its two syntax errors (`ErrNumeric`, an amount too large for
-//! either of Go's representations, is not modelled); it never does quantity arithmetic
-//! (see `pods::quantity`) and never decides where quantities live.
+//! JSON-to-text step; the syntax and its three errors (`ErrFormatWrong`,
+//! `ErrSuffix`, `ErrNumeric`) are `wasmctrl_kube_rules::quantity`'s. It
+//! never does quantity arithmetic and never decides where quantities live.
 
 use serde_json::Value;
-
-/// `resource.ErrFormatWrong`.
-pub(crate) const ERR_FORMAT_WRONG: &str =
-    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
-/// `resource.ErrSuffix`.
-const ERR_SUFFIX: &str = "unable to parse quantity's suffix";
+use wasmctrl_kube_rules::quantity::parse_quantity;
 
 /// The decoder's error for `v` as a `Quantity`; `None` when it decodes
 /// (`null` always does: it leaves the quantity zero).
@@ -25,87 +20,18 @@ pub(crate) fn unmarshal_error(v: &Value) -> Option<&'static str> {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     };
-    parse_quantity(raw.trim()).err()
-}
-
-/// `ParseQuantity` (quantity.go): the syntax of `parseQuantityString`, then
-/// the suffix.
-fn parse_quantity(s: &str) -> Result<(), &'static str> {
-    if s.is_empty() {
-        return Err(ERR_FORMAT_WRONG);
-    }
-    if s == "0" {
-        return Ok(());
-    }
-    let suffix = split_suffix(s)?;
-    if valid_suffix(suffix) {
-        Ok(())
-    } else {
-        Err(ERR_SUFFIX)
-    }
-}
-
-/// `parseQuantityString`: the suffix after the numeric part.
-fn split_suffix(s: &str) -> Result<&str, &'static str> {
-    let b = s.as_bytes();
-    let end = b.len();
-    let mut pos = usize::from(matches!(b.first(), Some(b'-' | b'+')));
-    while pos < end && b[pos] == b'0' {
-        pos += 1;
-    }
-    if pos >= end {
-        return Ok("");
-    }
-    while pos < end && b[pos].is_ascii_digit() {
-        pos += 1;
-    }
-    if pos >= end {
-        return Ok("");
-    }
-    if b[pos] == b'.' {
-        pos += 1;
-        while pos < end && b[pos].is_ascii_digit() {
-            pos += 1;
-        }
-        if pos >= end {
-            return Ok("");
-        }
-    }
-    let suffix_start = pos;
-    while pos < end && b"eEinumkKMGTP".contains(&b[pos]) {
-        pos += 1;
-    }
-    if pos < end && matches!(b[pos], b'-' | b'+') {
-        pos += 1;
-    }
-    while pos < end && b[pos].is_ascii_digit() {
-        pos += 1;
-    }
-    if pos < end {
-        return Err(ERR_FORMAT_WRONG);
-    }
-    Ok(&s[suffix_start..])
-}
-
-/// `quantitySuffixer.interpret` (suffix.go): binary, decimal SI, or an
-/// `e`/`E` exponent that parses as an int64.
-fn valid_suffix(suffix: &str) -> bool {
-    const KNOWN: [&str; 16] = [
-        "", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "n", "u", "m", "k", "M", "G", "T", "P", "E",
-    ];
-    if KNOWN.contains(&suffix) {
-        return true;
-    }
-    match suffix.strip_prefix(['e', 'E']) {
-        Some(exp) if !exp.is_empty() => exp.parse::<i64>().is_ok(),
-        _ => false,
-    }
+    parse_quantity(raw.trim()).err().map(|e| e.kind().message())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    const ERR_FORMAT_WRONG: &str =
+        "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
+    const ERR_SUFFIX: &str = "unable to parse quantity's suffix";
+    const ERR_NUMERIC: &str = "unable to parse numeric part of quantity";
 
     #[test]
     fn quantities_decode_as_parse_quantity_reads_them() {
@@ -134,6 +60,8 @@ mod tests {
             (json!(true), ERR_FORMAT_WRONG),
             (json!("1K"), ERR_SUFFIX),
             (json!("1ee"), ERR_SUFFIX),
+            (json!("Pi"), ERR_NUMERIC),
+            (json!(" .e-10 "), ERR_NUMERIC),
         ] {
             assert_eq!(unmarshal_error(&bad), Some(err), "{bad}");
         }

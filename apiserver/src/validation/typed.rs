@@ -759,7 +759,7 @@ mod tests {
                 pod(json!({"name": "c", "resources": {"requests": {"cpu": "lots"}}}))
             )
             .as_deref(),
-            Some(quantity::ERR_FORMAT_WRONG)
+            Some(wasmctrl_kube_rules::quantity::QuantityErrorKind::Format.message())
         );
         let node = json!({"kind": "Node", "metadata": {"name": "n"}, "status": {"capacity": {"nvidia.com/gpu": "1K"}}});
         assert_eq!(
