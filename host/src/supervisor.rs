@@ -485,7 +485,7 @@ impl Supervisor {
         running: bool,
     ) {
         let controller = Arc::new(controller);
-        self.claims.reserve(controller.manifest());
+        self.reserve(&key, controller.manifest());
         lock(&self.refused).remove(&key);
         let task = if running {
             self.spawn(controller.clone())
@@ -807,7 +807,7 @@ impl Supervisor {
         if let Some(previous) = previous_name.as_ref().filter(|p| **p != name) {
             self.release_claims(previous);
         }
-        self.claims.reserve(controller.manifest());
+        self.reserve(&key, controller.manifest());
         let old = lock(&self.guests).remove(&key);
         if let Some(old) = &old {
             // In-flight reconciles finish on the old module; new keys wait
@@ -858,6 +858,21 @@ impl Supervisor {
             ),
         )
         .await;
+    }
+
+    /// Registers `manifest`'s write rules with the claims, before its guest
+    /// writes: the objects the other running guests wrote while no other
+    /// guest could name them, and which it can, are claimed for them now.
+    fn reserve(&self, key: &str, manifest: &crate::guest::GuestManifest) {
+        self.claims.reserve(manifest);
+        let others: Vec<_> = lock(&self.guests)
+            .values()
+            .filter(|g| g.key != key)
+            .map(|g| g.controller.clone())
+            .collect();
+        for c in others {
+            self.claims.seed(c.name(), &c.written());
+        }
     }
 
     /// Ends what `guest` reserved and claimed; when it held objects, every
