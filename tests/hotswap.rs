@@ -365,3 +365,64 @@ async fn a_new_guest_needing_a_permission_the_host_lacks_is_rejected_and_the_oth
     summary_becomes(&admin, &[("n1", "3")]).await;
     h.running.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_version_is_not_tried_again_until_its_file_changes() {
+    let (_server, client) = server().await;
+    let gpu = std::fs::read(guest_path()).unwrap();
+    let dir = guest_dir(&[("gpu-summary.wasm", &gpu)]);
+    let h = start_dir_host(&client, dir.path(), RuntimeConfig::default()).await;
+    summary_becomes(&client, &[]).await;
+    let before = h.running.host.controller("gpu-summary").unwrap();
+
+    write_like_kubelet(dir.path(), 2, &[("gpu-summary.wasm", b"\0asm not really")]).unwrap();
+    eventually("rejection counted", || async {
+        swaps(&h.metrics, "gpu-summary", "rejected") == 1.0
+    })
+    .await;
+    // Rescans of an unchanged directory: the rejected file is not
+    // compiled, logged or counted again.
+    for _ in 0..5 {
+        h.running.host.sync_dir().await.unwrap();
+    }
+    assert_eq!(
+        swaps(&h.metrics, "gpu-summary", "rejected"),
+        1.0,
+        "an unchanged rejected file is not tried again"
+    );
+    assert!(Arc::ptr_eq(
+        &before,
+        &h.running.host.controller("gpu-summary").unwrap()
+    ));
+
+    // A changed file is tried again (and rejected again, once).
+    write_like_kubelet(dir.path(), 3, &[("gpu-summary.wasm", b"\0asm still not")]).unwrap();
+    eventually("the changed file is tried", || async {
+        swaps(&h.metrics, "gpu-summary", "rejected") == 2.0
+    })
+    .await;
+    for _ in 0..3 {
+        h.running.host.sync_dir().await.unwrap();
+    }
+    assert_eq!(swaps(&h.metrics, "gpu-summary", "rejected"), 2.0);
+
+    // Back to the running version's file: nothing to swap, nothing
+    // rejected; then the good module changed is swapped in.
+    write_like_kubelet(dir.path(), 4, &[("gpu-summary.wasm", &gpu)]).unwrap();
+    h.running.host.sync_dir().await.unwrap();
+    assert_eq!(swaps(&h.metrics, "gpu-summary", "rejected"), 2.0);
+    write_like_kubelet(
+        dir.path(),
+        5,
+        &[
+            ("gpu-summary.wasm", &gpu),
+            ("gpu-summary.config.json", br#"{"resource": "amd.com/gpu"}"#),
+        ],
+    )
+    .unwrap();
+    eventually("the changed good version is swapped in", || async {
+        swaps(&h.metrics, "gpu-summary", "swapped") == 1.0
+    })
+    .await;
+    h.running.stop().await.unwrap();
+}

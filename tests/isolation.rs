@@ -464,3 +464,41 @@ async fn a_looping_guest_is_quarantined_and_its_neighbour_stays_correct() {
     .await;
     h.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_guest_claims_nothing_and_keeps_its_objects_when_a_rival_is_loaded() {
+    let (_server, client) = server().await;
+    let a = writer("alpha", None, "early", &[("writer", "alpha")]);
+    let b = writer("beta", None, "early", &[("writer", "beta")]);
+    let dir = tempfile::tempdir().unwrap();
+    write_like_kubelet(dir.path(), 1, &[("alpha.wasm", &a)]).unwrap();
+    let metrics = Arc::new(Metrics::new());
+    let h = run_host(&client, dir_config(dir.path()), Some(metrics.clone())).await;
+    eventually("alpha writes", || async {
+        data_of(&client, "early", "writer").await.as_deref() == Some("alpha")
+    })
+    .await;
+    let alpha = h.host.controller("alpha").unwrap();
+    eventually("alpha is idle", || async { idle(&alpha, &metrics) }).await;
+    // No other guest could name it: no claim is kept.
+    assert_eq!(h.host.claims().len(), 0, "a lone guest claims nothing");
+
+    // A guest that can name it is loaded: what alpha wrote is alpha's.
+    write_like_kubelet(dir.path(), 2, &[("alpha.wasm", &a), ("beta.wasm", &b)]).unwrap();
+    eventually("beta's plan is refused", || async {
+        writes_refused(&metrics, "beta", "alpha") >= 1.0
+    })
+    .await;
+    let early = wasmctrl::guest::ObjectKey {
+        gvk: wasmctrl::guest::Gvk::from_api_version("v1", "ConfigMap"),
+        namespace: Some(HOST_NS.into()),
+        name: "early".into(),
+    };
+    assert_eq!(h.host.claims().owner(&early).as_deref(), Some("alpha"));
+    assert_eq!(writes_refused(&metrics, "alpha", "beta"), 0.0);
+    assert_eq!(
+        data_of(&client, "early", "writer").await.as_deref(),
+        Some("alpha")
+    );
+    h.stop().await.unwrap();
+}

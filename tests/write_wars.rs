@@ -286,3 +286,102 @@ async fn a_rival_json_patching_our_field_is_named_in_the_war() {
         .unwrap_or_default();
     assert!(note.contains("\"kubectl-patch\""), "{note}");
 }
+
+/// How the host names a writer that deletes our output: a deletion leaves
+/// no managedFields entry.
+const DELETER: &str = "unknown (deleted)";
+
+/// A cleanup script deleting the guest's ConfigMap as soon as it appears
+/// (polling every 20 ms, well within `ContestConfig::react` of each create).
+fn deleter(client: &Client) -> tokio::task::JoinHandle<()> {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), HOST_NS);
+    tokio::spawn(async move {
+        loop {
+            if let Ok(Some(_)) = cms.get_opt(NAME).await {
+                let _ = cms.delete(NAME, &Default::default()).await;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_writer_deleting_our_output_as_soon_as_it_appears_is_a_write_war_and_bounded() {
+    let (_server, client) = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let host = start_guest(&client, dir.path(), ContestConfig::default()).await;
+    eventually("the guest's value is written", || async {
+        owner(&client).await.as_deref() == Some("guest")
+    })
+    .await;
+    let metrics = host.controller().metrics().clone();
+    let before = metrics.applies();
+    let started = std::time::Instant::now();
+    let fight = deleter(&client);
+    eventually("a write war with the deleter is declared", || async {
+        metrics.write_wars(DELETER) == 1
+    })
+    .await;
+    let creates = metrics.applies() - before;
+    let elapsed = started.elapsed();
+    eprintln!(
+        "deleter: {creates} creates in {elapsed:?} ({:.1}/s) before the war",
+        creates as f64 / elapsed.as_secs_f64()
+    );
+    assert!(
+        creates <= 5,
+        "{creates} creates before the war was declared"
+    );
+    let at_war = metrics.applies();
+    stays_for(
+        Duration::from_secs(5),
+        "no create while held back",
+        || async { metrics.applies() == at_war },
+    )
+    .await;
+    eprintln!("deleter: 0 creates in 5 s after the war");
+    let events = war_events(&client).await;
+    assert_eq!(events.len(), 1, "one WriteWar event: {events:?}");
+    let note = events[0].note.clone().unwrap_or_default();
+    assert!(
+        note.contains(DELETER) && note.contains("wasmctrl/contested") && note.contains("deleted"),
+        "the event names the deletion and our manager: {note}"
+    );
+    let scraped = host.metrics.as_ref().unwrap().encode();
+    assert_eq!(
+        prom::metric(
+            &scraped,
+            "wasmctrl_write_wars_total",
+            &["guest=\"contested\"", &format!("manager=\"{DELETER}\"")]
+        ),
+        1.0,
+        "{scraped}"
+    );
+    fight.abort();
+}
+
+#[tokio::test]
+async fn a_person_deleting_our_output_now_and_then_is_repaired_every_time_and_no_war() {
+    let (_server, client) = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let host = start_guest(&client, dir.path(), ContestConfig::default()).await;
+    eventually("the guest's value is written", || async {
+        owner(&client).await.as_deref() == Some("guest")
+    })
+    .await;
+    let metrics = host.controller().metrics().clone();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), HOST_NS);
+    // Four deletes at a person's pace (well past ContestConfig::react
+    // after each re-creation).
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        cms.delete(NAME, &Default::default()).await.unwrap();
+        eventually("the deleted output is re-created", || async {
+            owner(&client).await.as_deref() == Some("guest")
+        })
+        .await;
+    }
+    assert_eq!(metrics.write_wars(DELETER), 0);
+    assert_eq!(metrics.held_back_writes(), 0);
+    assert!(war_events(&client).await.is_empty());
+}

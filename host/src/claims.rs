@@ -8,12 +8,19 @@
 //! common) refuse the later guest. Where a rule names no objects (any name)
 //! the overlap cannot be decided then, and [`Claims`] decides per object at
 //! plan validation: a name another guest's rule lists is *reserved* for that
-//! guest; any other object is *claimed* by the first guest whose plan writes
-//! it, until that guest deletes it or is unloaded. A plan writing an object
-//! reserved or claimed by another guest is refused whole. Claims live in
-//! memory: after a restart, the first writer claims again. It never writes
-//! anything and never decides what a guest may write at all (that is the
-//! manifest's rules and the operator's policy).
+//! guest; any other object that another loaded guest's rules can name is
+//! *claimed* by the first guest whose plan writes it, until the object is
+//! deleted (by anyone: the outputs cache reports it, [`Claims::gone`]) or
+//! that guest is unloaded. An object no other guest can name is recorded
+//! nowhere, so a one-guest host keeps no claims; when a guest that can name
+//! such objects is loaded, those its neighbours wrote and still exist are
+//! claimed for them first ([`Claims::seed`]), and when it is unloaded the
+//! claims only it contested are dropped. A plan writing an object reserved
+//! or claimed by another guest is refused whole. Claims live in memory:
+//! after a restart, the first writer claims again. It never writes
+//! anything, never watches anything (it is told), and never decides what
+//! a guest may write at all (that is the manifest's rules and the
+//! operator's policy).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -150,32 +157,26 @@ impl From<&ObjectKey> for Object {
     }
 }
 
-/// A name a guest's rule lists: (group, kind, namespace or None for every
-/// namespace, name).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct Reservation {
-    group: String,
-    kind: String,
-    namespace: Option<String>,
-    name: String,
+/// Whether `rule` can name `o`, whatever the version.
+fn can_name(rule: &WriteRule, o: &Object) -> bool {
+    rule.gvk.group == o.group
+        && rule.gvk.kind == o.kind
+        && rule
+            .namespace
+            .as_ref()
+            .is_none_or(|ns| o.namespace.as_ref() == Some(ns))
+        && (rule.names.is_empty() || rule.names.contains(&o.name))
 }
 
-impl Reservation {
-    fn covers(&self, o: &Object) -> bool {
-        self.group == o.group
-            && self.kind == o.kind
-            && self.name == o.name
-            && self
-                .namespace
-                .as_ref()
-                .is_none_or(|ns| o.namespace.as_ref() == Some(ns))
-    }
+/// Whether `rule` lists `o`'s name (reserves it).
+fn reserves(rule: &WriteRule, o: &Object) -> bool {
+    !rule.names.is_empty() && can_name(rule, o)
 }
 
 /// A plan refused because it writes an object another guest of this host
 /// owns.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{verb} of {object} refused: guest {owner} of this host {how} it (a name its write rules list is reserved for it; otherwise the first guest to write an object claims it until it deletes it or is unloaded); two guests of one host may not write one object")]
+#[error("{verb} of {object} refused: guest {owner} of this host {how} it (a name its write rules list is reserved for it; otherwise the first guest to write an object another guest can name claims it until the object is deleted or that guest is unloaded); two guests of one host may not write one object")]
 pub struct Claimed {
     /// The guest whose plan is refused.
     pub guest: String,
@@ -191,10 +192,30 @@ pub struct Claimed {
 
 #[derive(Debug, Default)]
 struct State {
-    /// Each guest's reserved names.
-    reserved: BTreeMap<String, Vec<Reservation>>,
-    /// Claimed objects, and by which guest.
+    /// Each loaded guest's write rules.
+    rules: BTreeMap<String, Vec<WriteRule>>,
+    /// Claimed objects, and by which guest: only objects another loaded
+    /// guest's rules can name.
     claimed: BTreeMap<Object, String>,
+}
+
+impl State {
+    /// Whether a guest other than `guest` can name `o`.
+    fn contested(&self, guest: &str, o: &Object) -> bool {
+        self.rules
+            .iter()
+            .filter(|(g, _)| g.as_str() != guest)
+            .any(|(_, rs)| rs.iter().any(|r| can_name(r, o)))
+    }
+
+    /// Drops every claim no other guest can contest any more.
+    fn prune(&mut self) {
+        let claimed = std::mem::take(&mut self.claimed);
+        self.claimed = claimed
+            .into_iter()
+            .filter(|(o, owner)| self.contested(owner, o))
+            .collect();
+    }
 }
 
 /// Who owns which object among the guests of one host (see the module
@@ -219,39 +240,33 @@ impl Claims {
         Self::default()
     }
 
-    /// Reserves, for `manifest`'s guest, every name its write rules list
-    /// (replacing what an earlier version of it reserved).
+    /// Registers `manifest`'s write rules (replacing an earlier version's):
+    /// every name they list is reserved for its guest, and what they can
+    /// name is contested for every other guest. Claims that no other guest
+    /// can contest any more are dropped.
     pub fn reserve(&self, manifest: &GuestManifest) {
-        let names = manifest
-            .writes
-            .iter()
-            .flat_map(|r| {
-                r.names.iter().map(|n| Reservation {
-                    group: r.gvk.group.clone(),
-                    kind: r.gvk.kind.clone(),
-                    namespace: r.namespace.clone(),
-                    name: n.clone(),
-                })
-            })
-            .collect();
-        lock(&self.state)
-            .reserved
-            .insert(manifest.name.clone(), names);
+        let mut s = lock(&self.state);
+        s.rules
+            .insert(manifest.name.clone(), manifest.writes.clone());
+        s.prune();
     }
 
-    /// Forgets everything `guest` reserved and claimed (it is unloaded).
-    /// Whether it held any claim.
+    /// Forgets everything `guest` reserved and claimed (it is unloaded),
+    /// and the claims only it could contest. Whether it held any claim.
     pub fn release_guest(&self, guest: &str) -> bool {
         let mut s = lock(&self.state);
-        s.reserved.remove(guest);
+        s.rules.remove(guest);
         let before = s.claimed.len();
         s.claimed.retain(|_, owner| owner != guest);
-        before != s.claimed.len()
+        let held = before != s.claimed.len();
+        s.prune();
+        held
     }
 
     /// Checks every object `writes` write for `guest`: refused (naming the
     /// first object another guest reserves or claims) or, all at once,
-    /// claimed for `guest`.
+    /// claimed for `guest` where another loaded guest's rules can name it
+    /// (an object no other guest can name is recorded nowhere).
     pub fn claim(&self, guest: &str, writes: &[PlannedWrite]) -> Result<(), Claimed> {
         let mut s = lock(&self.state);
         let mut mine = BTreeSet::new();
@@ -265,17 +280,19 @@ impl Claims {
                 how,
             };
             if let Some((owner, _)) = s
-                .reserved
+                .rules
                 .iter()
                 .filter(|(g, _)| g.as_str() != guest)
-                .find(|(_, rs)| rs.iter().any(|r| r.covers(&object)))
+                .find(|(_, rs)| rs.iter().any(|r| reserves(r, &object)))
             {
                 return Err(refused(owner, "reserves"));
             }
             if let Some(owner) = s.claimed.get(&object).filter(|o| o.as_str() != guest) {
                 return Err(refused(owner, "claimed"));
             }
-            mine.insert(object);
+            if s.contested(guest, &object) {
+                mine.insert(object);
+            }
         }
         for object in mine {
             s.claimed.insert(object, guest.to_string());
@@ -292,6 +309,39 @@ impl Claims {
                 if s.claimed.get(&object).is_some_and(|o| o == guest) {
                     s.claimed.remove(&object);
                 }
+            }
+        }
+    }
+
+    /// How many objects are claimed.
+    pub fn len(&self) -> usize {
+        lock(&self.state).claimed.len()
+    }
+
+    /// Whether no object is claimed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Ends any claim on `target`: it is gone (deleted by anyone).
+    pub fn gone(&self, target: &ObjectKey) {
+        lock(&self.state).claimed.remove(&Object::from(target));
+    }
+
+    /// Claims for `guest` the live objects it wrote while no other guest
+    /// could name them, where one now can (another guest was loaded);
+    /// an object another guest reserves or has claimed meanwhile is left
+    /// to it.
+    pub fn seed(&self, guest: &str, written: &[ObjectKey]) {
+        let mut s = lock(&self.state);
+        for object in written.iter().map(Object::from) {
+            let reserved = s
+                .rules
+                .iter()
+                .filter(|(g, _)| g.as_str() != guest)
+                .any(|(_, rs)| rs.iter().any(|r| reserves(r, &object)));
+            if !reserved && s.contested(guest, &object) {
+                s.claimed.entry(object).or_insert_with(|| guest.to_string());
             }
         }
     }
@@ -460,6 +510,8 @@ mod tests {
     #[test]
     fn the_first_writer_claims_until_it_deletes_the_object_or_is_unloaded() {
         let claims = Claims::new();
+        claims.reserve(&manifest("a", vec![rule(Some("ops"), &[])]));
+        claims.reserve(&manifest("b", vec![rule(None, &[])]));
         claims.claim("a", &[apply("ops", "shared")]).unwrap();
         claims.claim("a", &[apply("ops", "shared")]).unwrap();
         let e = claims.claim("b", &[apply("ops", "shared")]).unwrap_err();
@@ -473,8 +525,78 @@ mod tests {
         claims.claim("b", &[apply("ops", "shared")]).unwrap();
         assert!(claims.claim("a", &[apply("ops", "shared")]).is_err());
         assert!(claims.release_guest("b"));
+        claims.reserve(&manifest("b", vec![rule(None, &[])]));
         claims.claim("a", &[apply("ops", "shared")]).unwrap();
         assert!(!claims.release_guest("b"), "b holds nothing any more");
+    }
+
+    #[test]
+    fn a_guest_alone_on_its_host_claims_nothing() {
+        let claims = Claims::new();
+        claims.reserve(&manifest("a", vec![rule(None, &[])]));
+        // Another guest that cannot name the objects: no contest either.
+        claims.reserve(&manifest("b", vec![rule(Some("ml"), &[])]));
+        for i in 0..100 {
+            claims
+                .claim("a", &[apply("ops", &format!("cm-{i}"))])
+                .unwrap();
+        }
+        assert_eq!(claims.owner(apply("ops", "cm-0").target()), None);
+        assert_eq!(claims.len(), 0, "nothing recorded");
+        // What b can name, a claims.
+        claims.claim("a", &[apply("ml", "x")]).unwrap();
+        assert_eq!(
+            claims.owner(apply("ml", "x").target()).as_deref(),
+            Some("a")
+        );
+        assert_eq!(claims.len(), 1);
+    }
+
+    #[test]
+    fn two_guests_whose_rules_can_name_one_object_refuse_each_others() {
+        let claims = Claims::new();
+        claims.reserve(&manifest("a", vec![rule(Some("ops"), &[])]));
+        claims.reserve(&manifest("b", vec![rule(None, &[])]));
+        claims.claim("a", &[apply("ops", "shared")]).unwrap();
+        assert!(claims.claim("b", &[apply("ops", "shared")]).is_err());
+        assert!(claims.claim("b", &[delete("ops", "shared")]).is_err());
+        claims.claim("b", &[apply("ops", "b-only")]).unwrap();
+        assert!(claims.claim("a", &[apply("ops", "b-only")]).is_err());
+        // Outside a's namespace nobody contests b: nothing claimed.
+        claims.claim("b", &[apply("ml", "x")]).unwrap();
+        assert_eq!(claims.owner(apply("ml", "x").target()), None);
+    }
+
+    #[test]
+    fn a_claim_ends_when_its_object_is_deleted_by_someone_else() {
+        let claims = Claims::new();
+        claims.reserve(&manifest("a", vec![rule(Some("ops"), &[])]));
+        claims.reserve(&manifest("b", vec![rule(Some("ops"), &[])]));
+        claims.claim("a", &[apply("ops", "shared")]).unwrap();
+        assert!(claims.claim("b", &[apply("ops", "shared")]).is_err());
+        // A person, a script or b's own delete: the object is gone.
+        claims.gone(apply("ops", "shared").target());
+        assert_eq!(claims.owner(apply("ops", "shared").target()), None);
+        assert_eq!(claims.len(), 0);
+        claims.claim("b", &[apply("ops", "shared")]).unwrap();
+        assert_eq!(
+            claims.owner(apply("ops", "shared").target()).as_deref(),
+            Some("b")
+        );
+    }
+
+    #[test]
+    fn objects_written_before_a_rival_was_loaded_stay_their_writers() {
+        let claims = Claims::new();
+        claims.reserve(&manifest("a", vec![rule(Some("ops"), &[])]));
+        claims.claim("a", &[apply("ops", "early")]).unwrap();
+        assert_eq!(claims.len(), 0, "alone: nothing recorded");
+        claims.reserve(&manifest("b", vec![rule(None, &[])]));
+        claims.seed("a", &[apply("ops", "early").target().clone()]);
+        assert!(claims.claim("b", &[apply("ops", "early")]).is_err());
+        // When b is unloaded, nobody contests a's objects any more.
+        claims.release_guest("b");
+        assert_eq!(claims.len(), 0, "claims nobody can contest are dropped");
     }
 
     #[test]

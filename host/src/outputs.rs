@@ -12,8 +12,9 @@
 //! produced it (or, for an object written before this process started,
 //! every aggregate key), noting for the hot-loop bookkeeping that someone
 //! else woke it. The echo of an object the host merge-patched is
-//! parsed ahead, on the blocking pool, for the write that follows. It
-//! never writes and never reconciles.
+//! parsed ahead, on the blocking pool, for the write that follows. The
+//! deletion of an output, by anyone, ends its claim among the host's
+//! guests ([`Claims::gone`]). It never writes and never reconciles.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -23,6 +24,7 @@ use serde_json::Value as Json;
 use crate::actuator::contest::{ContestConfig, Contests};
 use crate::actuator::entries::Chains;
 use crate::actuator::hotloop::HotLoops;
+use crate::claims::Claims;
 use crate::discovery::{Discovery, DiscoveryError};
 use crate::guest::{GuestManifest, KeyMapping, ObjectKey, WriteRule};
 use crate::informer::{whole_object, Change, ChangeKind, Informer, InformerKey, InformerRegistry};
@@ -275,7 +277,7 @@ impl Outputs {
     /// (other than our echoes, and other than changes to an object whose
     /// writes are held back by a write war judged by `contests`) enqueue
     /// their producer on `queue`, telling `loops` that someone else woke
-    /// it.
+    /// it; a deleted output's claim in `claims` ends.
     pub async fn start(
         registry: &InformerRegistry,
         discovery: &Discovery,
@@ -283,6 +285,7 @@ impl Outputs {
         queue: &Workqueue<RequestKey>,
         contests: ContestConfig,
         loops: Arc<HotLoops>,
+        claims: Claims,
     ) -> Result<Self, DiscoveryError> {
         let producers: Arc<Mutex<HashMap<ObjectKey, RequestKey>>> = Arc::default();
         let echoes: Arc<Echoes> = Arc::default();
@@ -319,13 +322,17 @@ impl Outputs {
             let (producers, echoes) = (producers.clone(), echoes.clone());
             let (contests, parsed) = (contests.clone(), parsed.clone());
             let (chains, loops) = (chains.clone(), loops.clone());
-            let aggregate_keys = aggregate_keys.clone();
+            let (aggregate_keys, claims) = (aggregate_keys.clone(), claims.clone());
             let handler = informer.add_handler(Arc::new(move |change: &Change| {
                 let written = ObjectKey {
                     gvk: gvk.clone(),
                     namespace: (!change.namespace.is_empty()).then(|| change.namespace.to_string()),
                     name: change.name.to_string(),
                 };
+                if change.kind == ChangeKind::Deleted {
+                    // Gone, whoever deleted it: nobody's object any more.
+                    claims.gone(&written);
+                }
                 let cached_rv = (change.kind != ChangeKind::Deleted)
                     .then_some(change.resource_version.as_ref());
                 if echoes.settle(&written, cached_rv) {
@@ -416,6 +423,16 @@ impl Outputs {
     /// change of `target` wakes `key`.
     pub fn produced_by(&self, target: &ObjectKey, key: &RequestKey) {
         lock(&self.producers).insert(target.clone(), key.clone());
+    }
+
+    /// The objects this guest planned a write of that the cache holds
+    /// now (what it wrote and still exists).
+    pub fn written(&self) -> Vec<ObjectKey> {
+        let planned: Vec<ObjectKey> = lock(&self.producers).keys().cloned().collect();
+        planned
+            .into_iter()
+            .filter(|t| self.cached(t).is_some())
+            .collect()
     }
 
     fn cached(&self, target: &ObjectKey) -> Option<(Arc<ProjectedObject>, usize)> {

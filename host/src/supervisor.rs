@@ -6,7 +6,8 @@
 //! starting one [`GuestController`] per guest over one [`InformerRegistry`],
 //! swapping a guest's module at run time (compiled and validated off the
 //! reconcile path; in-flight reconciles finish on the old module; a bad
-//! module is rejected and the old one keeps running), stopping removed
+//! module is rejected, not tried again until its file changes, and the
+//! old one keeps running), stopping removed
 //! guests, keeping a guest whose kinds the API server does not serve yet (a
 //! CRD not installed) waiting — not ready, retried with backoff, started
 //! when the kind appears — and running everything until shutdown, lost
@@ -195,6 +196,9 @@ pub struct Supervisor {
     claims: Claims,
     /// Guests refused at load, by key.
     refused: Mutex<BTreeMap<String, Refused>>,
+    /// The digest of the rejected new version of each running guest, by
+    /// key: not tried again until its file changes.
+    rejected: Mutex<BTreeMap<String, String>>,
 }
 
 fn stem(path: &Path) -> String {
@@ -260,6 +264,7 @@ impl Supervisor {
             recorder,
             claims: Claims::new(),
             refused: Mutex::new(BTreeMap::new()),
+            rejected: Mutex::new(BTreeMap::new()),
         };
         // A guest that cannot be loaded is refused alone: the others run.
         let mut first_refusal = None;
@@ -480,7 +485,7 @@ impl Supervisor {
         running: bool,
     ) {
         let controller = Arc::new(controller);
-        self.claims.reserve(controller.manifest());
+        self.reserve(&key, controller.manifest());
         lock(&self.refused).remove(&key);
         let task = if running {
             self.spawn(controller.clone())
@@ -677,7 +682,8 @@ impl Supervisor {
 
     /// Brings the running set in line with the guest directory: new files
     /// start, changed ones are swapped, removed ones stop. A file that fails
-    /// to compile or validate is rejected; what ran before keeps running.
+    /// to compile or validate is rejected; what ran before keeps running,
+    /// and the file is tried again only once it changes.
     pub async fn sync_dir(&self) -> Result<(), SupervisorError> {
         let Some(dir) = self.config.guest_dir.clone() else {
             return Ok(());
@@ -698,8 +704,15 @@ impl Supervisor {
                 .filter(|(_, r)| !r.digest.is_empty())
                 .map(|(k, r)| (k.clone(), r.digest.clone())),
         );
+        // A rejected new version of a running guest is tried again only
+        // when its file changes (or changes back after another version).
+        let rejected = {
+            let mut rejected = lock(&self.rejected);
+            rejected.retain(|k, d| files.get(k).is_some_and(|f| f.digest == *d));
+            rejected.clone()
+        };
         for (key, file) in &files {
-            if current.get(key) != Some(&file.digest) {
+            if current.get(key) != Some(&file.digest) && rejected.get(key) != Some(&file.digest) {
                 self.swap_in(file).await;
             }
         }
@@ -771,6 +784,9 @@ impl Supervisor {
                 if previous_name.is_none() {
                     // No version of it runs: refused until its file changes.
                     self.record_refused(key.clone(), &label, file.digest.clone(), &e);
+                } else {
+                    // Not tried again until its file changes.
+                    lock(&self.rejected).insert(key.clone(), file.digest.clone());
                 }
                 self.event(
                     true,
@@ -787,10 +803,11 @@ impl Supervisor {
         // A version that waited for its kind, or was refused, is superseded.
         self.waiting.remove(&key);
         lock(&self.refused).remove(&key);
+        lock(&self.rejected).remove(&key);
         if let Some(previous) = previous_name.as_ref().filter(|p| **p != name) {
             self.release_claims(previous);
         }
-        self.claims.reserve(controller.manifest());
+        self.reserve(&key, controller.manifest());
         let old = lock(&self.guests).remove(&key);
         if let Some(old) = &old {
             // In-flight reconciles finish on the old module; new keys wait
@@ -841,6 +858,21 @@ impl Supervisor {
             ),
         )
         .await;
+    }
+
+    /// Registers `manifest`'s write rules with the claims, before its guest
+    /// writes: the objects the other running guests wrote while no other
+    /// guest could name them, and which it can, are claimed for them now.
+    fn reserve(&self, key: &str, manifest: &crate::guest::GuestManifest) {
+        self.claims.reserve(manifest);
+        let others: Vec<_> = lock(&self.guests)
+            .values()
+            .filter(|g| g.key != key)
+            .map(|g| g.controller.clone())
+            .collect();
+        for c in others {
+            self.claims.seed(c.name(), &c.written());
+        }
     }
 
     /// Ends what `guest` reserved and claimed; when it held objects, every

@@ -22,9 +22,14 @@
 //! A delete is judged the same way, by the object's existence: someone
 //! re-creating what we deleted, soon after our delete, is a take-back
 //! ([`Contests::recreated`]), so a guest deleting what another writer keeps
-//! re-creating is a war like any other. An output that is deleted keeps
-//! its record while it matters (we deleted it, or take-backs or a
-//! hold-back are on record); otherwise a new object starts a new contest.
+//! re-creating is a war like any other; and the reverse, someone deleting
+//! what we created or set, soon after our write, is one too
+//! ([`Contests::removed`]: a guest and a cleanup script deleting its
+//! output would otherwise fight at the client's rate; the deleter is named
+//! [`DELETER`], as a deletion records no field manager). An output that is
+//! deleted keeps its record while it matters (we deleted it, someone
+//! deleted it soon after our write, or take-backs or a hold-back are on
+//! record); otherwise a new object starts a new contest.
 //!
 //! It never sends a request and never decides what to write: the actuator
 //! asks it before and tells it after each apply and delete.
@@ -38,6 +43,10 @@ use tokio::time::Instant;
 
 use crate::guest::ObjectKey;
 use crate::sync::lock;
+
+/// The other manager of a war over an output someone keeps deleting: a
+/// deletion leaves no `managedFields` entry naming its author.
+pub const DELETER: &str = "unknown (deleted)";
 
 /// When a contest over an output becomes a war, and how long the host then
 /// holds back.
@@ -107,6 +116,10 @@ struct Entry {
     /// Our last write of the object deleted it: its re-creation by someone
     /// else is a take-back.
     deleted: bool,
+    /// Someone else deleted the object within `react` of our write that
+    /// created or set it, then: a take-back, judged when we next create
+    /// it ([`Contests::removed`]).
+    taken_away: Option<Instant>,
 }
 
 /// Every output's contest state, for one guest.
@@ -168,17 +181,27 @@ impl Contests {
     }
 
     /// `target` was deleted: what our writes produced is gone (a new
-    /// object starts a new contest over its fields). Kept only while it
-    /// matters: we deleted it (its re-creation would be a take-back), or
-    /// take-backs or a hold-back are on record.
+    /// object starts a new contest over its fields). Someone else deleting
+    /// it within [`ContestConfig::react`] of our write is noted as a
+    /// take-back, judged when we create it again ([`Contests::removed`]).
+    /// Kept only while it matters: we deleted it (its re-creation would be
+    /// a take-back), such a deletion is to be judged, or take-backs or a
+    /// hold-back are on record.
     pub fn vanished(&self, target: &ObjectKey, now: Instant) {
         let mut objects = lock(&self.objects);
         let Some(e) = objects.get_mut(target) else {
             return;
         };
+        let reacted = !e.deleted
+            && e.wrote_at
+                .is_some_and(|w| now.saturating_duration_since(w) <= self.config.react);
+        if reacted {
+            e.taken_away = Some(now);
+        }
         let window = self.config.window;
         let recent = |t: Instant| now.saturating_duration_since(t) <= window;
-        if e.deleted || e.flips.iter().any(|t| recent(*t)) || e.until.is_some_and(recent) {
+        if e.deleted || reacted || e.flips.iter().any(|t| recent(*t)) || e.until.is_some_and(recent)
+        {
             e.ours = None;
             e.set = [None, None];
         } else {
@@ -254,6 +277,24 @@ impl Contests {
         e.deleted = false;
         e.other = other_manager(live, ours, None);
         Some((self.count(e, now), e.other.clone()))
+    }
+
+    /// Called when an apply would create `target` again (the cache has no
+    /// such object): someone else deleted it within
+    /// [`ContestConfig::react`] of our write that created or set it
+    /// ([`Contests::vanished`] noted when). That is a counted take-back,
+    /// judged at the deletion's time, and may make a war; a later deletion
+    /// was never noted (drift: re-created every time). Counted once per
+    /// deletion. The deleter cannot be read from the object: named
+    /// [`DELETER`].
+    pub fn removed(&self, target: &ObjectKey, now: Instant) -> Option<(Verdict, String)> {
+        let mut objects = lock(&self.objects);
+        let e = objects.get_mut(target)?;
+        let at = e.taken_away.take()?;
+        e.other = DELETER.to_string();
+        // A deletion judged after a hold-back began (it cannot: nothing is
+        // written meanwhile) would still count at its own time.
+        Some((self.count(e, at.min(now)), e.other.clone()))
     }
 
     /// Judges one take-back of `e` at `now`: drift, counted, or a war.
@@ -642,11 +683,74 @@ mod tests {
     }
 
     #[test]
+    fn deletions_soon_after_our_writes_declare_a_war_naming_the_deletion() {
+        let c = Contests::new(config());
+        let now = Instant::now();
+        let mut verdicts = Vec::new();
+        for i in 0..3u64 {
+            // We create it; someone deletes it at once.
+            c.wrote(&target(), Some(&i.to_string()));
+            c.vanished(&target(), now);
+            verdicts.push(c.removed(&target(), now));
+            // Counted once per deletion.
+            assert_eq!(c.removed(&target(), now), None);
+        }
+        assert_eq!(
+            verdicts[..2],
+            [
+                Some((Verdict::Contested, DELETER.to_string())),
+                Some((Verdict::Contested, DELETER.to_string()))
+            ]
+        );
+        assert_eq!(
+            verdicts[2],
+            Some((
+                Verdict::War {
+                    backoff: Duration::from_secs(30),
+                    flips: 3
+                },
+                DELETER.to_string()
+            ))
+        );
+        let (_, who) = c.held_back(&target(), now).expect("held back");
+        assert_eq!(who, DELETER);
+    }
+
+    #[test]
+    fn a_slow_deletion_of_our_output_is_drift_and_never_counted() {
+        let c = Contests::new(ContestConfig {
+            react: Duration::from_millis(1),
+            ..config()
+        });
+        for i in 0..5u64 {
+            c.wrote(&target(), Some(&i.to_string()));
+            std::thread::sleep(Duration::from_millis(5));
+            c.vanished(&target(), Instant::now());
+            assert_eq!(c.removed(&target(), Instant::now()), None, "deletion {i}");
+        }
+        assert_eq!(c.held_back(&target(), Instant::now()), None);
+        assert!(lock(&c.objects).is_empty(), "nothing kept for drift");
+    }
+
+    #[test]
+    fn our_own_delete_or_an_object_we_never_wrote_is_no_take_back() {
+        let c = Contests::new(config());
+        let now = Instant::now();
+        c.vanished(&target(), now);
+        assert_eq!(c.removed(&target(), now), None);
+        c.wrote(&target(), Some("1"));
+        c.deleted(&target());
+        c.vanished(&target(), now);
+        assert_eq!(c.removed(&target(), now), None);
+    }
+
+    #[test]
     fn a_deleted_output_is_forgotten_unless_its_contest_matters() {
         let c = Contests::new(config());
         let now = Instant::now();
         c.wrote(&target(), Some("1"));
-        c.vanished(&target(), now);
+        // Deleted long after our write (drift).
+        c.vanished(&target(), now + Duration::from_secs(7200));
         assert!(lock(&c.objects).is_empty(), "nothing on record: forgotten");
         // Deleted by us: its re-creation would be a take-back.
         c.deleted(&target());

@@ -141,6 +141,8 @@ pub(crate) enum Contested {
     Fields,
     /// The object's existence: we delete it, the other re-creates it.
     Existence,
+    /// The object's existence: we create it, the other deletes it.
+    Removal,
 }
 
 /// What carrying out a plan amounted to.
@@ -452,6 +454,11 @@ impl Actuator {
         let what = match over {
             Contested::Fields => format!("took fields of {target} back from {ours}"),
             Contested::Existence => format!("re-created {target}, which {ours} deletes,"),
+            Contested::Removal => {
+                format!(
+                    "(a deletion names no field manager) deleted {target}, which {ours} writes,"
+                )
+            }
         };
         let message = format!(
             "field manager {other:?} {what} {flips} times within {}s; {ours} stops writing it for {}s",
@@ -465,7 +472,7 @@ impl Actuator {
             reason: "WriteWar".to_string(),
             note: Some(message),
             action: match over {
-                Contested::Fields => "Apply",
+                Contested::Fields | Contested::Removal => "Apply",
                 Contested::Existence => "Delete",
             }
             .to_string(),

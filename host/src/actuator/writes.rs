@@ -204,6 +204,14 @@ impl Actuator {
                 self.metrics.dropped_write(verb);
                 return Ok(Step::Dropped);
             }
+            // Someone deleted what we wrote, soon after our write: a
+            // take-back, as a re-creation is for a delete. (A pinned write
+            // never creates: nothing to fight over.)
+            if !pinned {
+                if let Some(held) = self.judge_removal(target, now).await {
+                    return Ok(held);
+                }
+            }
         }
         let current = live.filter(|_| !echo_due);
         seen.live = current.clone();
@@ -435,6 +443,25 @@ impl Actuator {
             .filter_map(|r| r.get("uid").and_then(Json::as_str))
             .find(|uid| self.known_gone(uid))
             .map(str::to_string)
+    }
+
+    /// Judges a deletion of `target` by someone else soon after our write
+    /// ([`super::contest::Contests::removed`]): logged, and when it makes a
+    /// war, declared, and the step holding the write back.
+    async fn judge_removal(&self, target: &ObjectKey, now: tokio::time::Instant) -> Option<Step> {
+        let (verdict, other) = self.outputs.contests().removed(target, now)?;
+        match verdict {
+            Verdict::Drift => tracing::info!(target = %target,
+                "someone deleted what we wrote; creating it again"),
+            Verdict::Contested => tracing::info!(target = %target,
+                "someone deleted what we wrote soon after our write; creating it again"),
+            Verdict::War { backoff, flips } => {
+                self.declare_war(target, &other, backoff, flips, super::Contested::Removal)
+                    .await;
+                return Some(Step::HeldBack(backoff));
+            }
+        }
+        None
     }
 
     /// A write war holds `target`'s writes back: the step that says for how

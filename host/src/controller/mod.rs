@@ -372,6 +372,7 @@ impl GuestController {
             &queue,
             config.contests,
             loops,
+            config.claims.clone(),
         )
         .await
         .map_err(resolve_err)?;
@@ -493,6 +494,11 @@ impl GuestController {
         for key in keys::all_keys(&self.manifest, &self.caches) {
             self.queue.add(key);
         }
+    }
+
+    /// The objects this guest wrote (planned) that still exist.
+    pub fn written(&self) -> Vec<crate::guest::ObjectKey> {
+        self.actuator.outputs().written()
     }
 
     /// Waits for the caches, then runs workers and the resync timer until
