@@ -426,3 +426,41 @@ async fn a_rejected_version_is_not_tried_again_until_its_file_changes() {
     .await;
     h.running.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_rejected_for_a_kind_not_served_is_swapped_in_once_its_crd_is_installed() {
+    use crate::support::wat::{WatKeys, WatWatch};
+    use crate::support::widget::install_widget_crd;
+    let (_server, client) = server().await;
+    let doc = configmap_doc(HOST_NS, "w", &[("v", "1")]);
+    let v1 = guest(
+        &WatManifest::writing_its_own_configmap("w", HOST_NS),
+        Behaviour::Apply(vec![doc.clone()]),
+    );
+    let dir = guest_dir(&[("w.wasm", &v1)]);
+    let h = start_dir_host(&client, dir.path(), RuntimeConfig::default()).await;
+    // Version 2 also watches Widgets, whose CRD is not installed.
+    let mut m = WatManifest::writing_its_own_configmap("w", HOST_NS);
+    m.watches.push(WatWatch::widgets(
+        "widgets",
+        WatKeys::Aggregate("all".into()),
+        None,
+    ));
+    let v2 = guest(&m, Behaviour::Apply(vec![doc]));
+    write_like_kubelet(dir.path(), 2, &[("w.wasm", &v2)]).unwrap();
+    eventually("version 2 rejected", || async {
+        swaps(&h.metrics, "w", "rejected") == 1.0
+    })
+    .await;
+    // Unlike other rejections it is tried at every rescan of the
+    // unchanged directory, the old version running meanwhile.
+    h.running.host.sync_dir().await.unwrap();
+    assert_eq!(swaps(&h.metrics, "w", "rejected"), 2.0);
+    install_widget_crd(&client).await;
+    eventually("version 2 swapped in once Widgets are served", || async {
+        let _ = h.running.host.sync_dir().await;
+        swaps(&h.metrics, "w", "swapped") == 1.0
+    })
+    .await;
+    h.running.stop().await.unwrap();
+}

@@ -6,8 +6,9 @@
 //! starting one [`GuestController`] per guest over one [`InformerRegistry`],
 //! swapping a guest's module at run time (compiled and validated off the
 //! reconcile path; in-flight reconciles finish on the old module; a bad
-//! module is rejected, not tried again until its file changes, and the
-//! old one keeps running), stopping removed
+//! module is rejected, not tried again until its file changes — but for
+//! one needing a kind not served yet, tried at every rescan — and the old
+//! one keeps running), stopping removed
 //! guests, keeping a guest whose kinds the API server does not serve yet (a
 //! CRD not installed) waiting — not ready, retried with backoff, started
 //! when the kind appears — and running everything until shutdown, lost
@@ -784,8 +785,10 @@ impl Supervisor {
                 if previous_name.is_none() {
                     // No version of it runs: refused until its file changes.
                     self.record_refused(key.clone(), &label, file.digest.clone(), &e);
-                } else {
-                    // Not tried again until its file changes.
+                } else if !matches!(e, SupervisorError::NotServed { .. }) {
+                    // Not tried again until its file changes. A version
+                    // that needs a kind not served yet is: at every rescan,
+                    // so it starts once its CRD is installed.
                     lock(&self.rejected).insert(key.clone(), file.digest.clone());
                 }
                 self.event(
