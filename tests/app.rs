@@ -21,7 +21,6 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
@@ -294,14 +293,9 @@ async fn converges(client: &Client, namespace: &str, name: &str, want: &[(&str, 
 
 /// Every `WriteWar` event, in every namespace.
 async fn war_events(client: &Client) -> Vec<String> {
-    let events: Api<Event> = Api::all(client.clone());
-    events
-        .list(&ListParams::default())
+    events_with_reason(client, None, "WriteWar")
         .await
-        .unwrap()
-        .items
         .into_iter()
-        .filter(|e| e.reason.as_deref() == Some("WriteWar"))
         .map(|e| e.note.unwrap_or_default())
         .collect()
 }

@@ -11,7 +11,6 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::api::events::v1::Event;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
@@ -88,18 +87,6 @@ async fn create_configmap(client: &Client, namespace: &str, name: &str, data: se
     .unwrap();
 }
 
-async fn events_with_reason(client: &Client, namespace: &str, reason: &str) -> Vec<Event> {
-    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
-    events
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some(reason))
-        .collect()
-}
-
 const LOOPER: &str = "looper";
 
 /// The `lastSyncTime = now()` guest: stamps its own ConfigMap (alone in
@@ -151,7 +138,7 @@ async fn a_guest_rewriting_its_object_on_every_echo_of_its_own_write_is_held_bac
     .await;
     assert_eq!(looping.hot_loops(), 1);
 
-    let events = events_with_reason(&client, PODS_NS, "HotLoop").await;
+    let events = events_with_reason(&client, Some(PODS_NS), "HotLoop").await;
     assert_eq!(events.len(), 1, "one HotLoop event: {events:?}");
     let e = &events[0];
     assert_eq!(e.type_.as_deref(), Some("Warning"));
@@ -288,7 +275,7 @@ async fn a_converging_guest_woken_by_its_own_echoes_resyncs_and_hand_edits_is_ne
     .await;
     assert_eq!(metrics.hot_loops(), 0);
     assert_eq!(metrics.held_back_writes(), 0);
-    assert!(events_with_reason(&client, HOST_NS, "HotLoop")
+    assert!(events_with_reason(&client, Some(HOST_NS), "HotLoop")
         .await
         .is_empty());
 }
@@ -359,7 +346,7 @@ async fn a_guest_deleting_what_another_writer_recreates_is_a_write_war_and_bound
     )
     .await;
     assert!(cms.get_opt(DOOMED).await.unwrap().is_some());
-    let events = events_with_reason(&client, HOST_NS, "WriteWar").await;
+    let events = events_with_reason(&client, Some(HOST_NS), "WriteWar").await;
     assert_eq!(events.len(), 1, "one WriteWar event: {events:?}");
     let note = events[0].note.clone().unwrap_or_default();
     assert!(

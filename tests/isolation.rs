@@ -100,14 +100,9 @@ fn writes_refused(metrics: &Metrics, guest: &str, owner: &str) -> f64 {
 
 /// The Events on the host's Pod with `reason`.
 async fn pod_events(client: &Client, reason: &str) -> Vec<Event> {
-    let events: Api<Event> = Api::namespaced(client.clone(), HOST_NS);
-    events
-        .list(&Default::default())
+    events_with_reason(client, Some(HOST_NS), reason)
         .await
-        .unwrap()
-        .items
         .into_iter()
-        .filter(|e| e.reason.as_deref() == Some(reason))
         .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(POD))
         .collect()
 }

@@ -71,15 +71,7 @@ fn rival(client: &Client) -> tokio::task::JoinHandle<()> {
 }
 
 async fn war_events(client: &Client) -> Vec<Event> {
-    let events: Api<Event> = Api::namespaced(client.clone(), HOST_NS);
-    events
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some("WriteWar"))
-        .collect()
+    events_with_reason(client, Some(HOST_NS), "WriteWar").await
 }
 
 #[tokio::test]

@@ -422,3 +422,24 @@ pub fn recording(client: &Client) -> (Client, Requests) {
         seen,
     )
 }
+
+/// The Events in `namespace` (every namespace when None) whose reason is
+/// `reason`.
+pub async fn events_with_reason(
+    client: &Client,
+    namespace: Option<&str>,
+    reason: &str,
+) -> Vec<k8s_openapi::api::events::v1::Event> {
+    let events: Api<k8s_openapi::api::events::v1::Event> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .collect()
+}
