@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value as Json;
 
-use crate::actuator::contest::{ContestConfig, Contests};
+use crate::actuator::contest::{controller_uid, ContestConfig, Contests};
 use crate::actuator::entries::Chains;
 use crate::actuator::hotloop::HotLoops;
 use crate::claims::Claims;
@@ -136,8 +136,8 @@ impl Echoes {
     /// cache now shows exactly what a write returned), or it arrived while a
     /// write of that object was in flight — then the write's response
     /// decides (see [`Echoes::applied`]). Any other change (someone else's
-    /// write, an older event, a delete) forgets our writes and must be
-    /// reconciled.
+    /// write, an older event, a delete we did not send) forgets our writes
+    /// and must be reconciled.
     pub fn settle(&self, target: &ObjectKey, cached_rv: Option<&str>) -> bool {
         let mut pending = lock(&self.pending);
         match pending.get_mut(target) {
@@ -146,7 +146,9 @@ impl Echoes {
                 true
             }
             Some(Echo::Due(rvs)) => {
-                let Some(at) = rvs.iter().position(|rv| Some(rv.as_str()) == cached_rv) else {
+                // A deletion's echo is held as "" (see `applied`).
+                let cached = cached_rv.unwrap_or_default();
+                let Some(at) = rvs.iter().position(|rv| rv == cached) else {
                     pending.remove(target);
                     return false;
                 };
@@ -164,7 +166,9 @@ impl Echoes {
         }
     }
 
-    /// Settles a write of `target` that returned `rv` (None: it failed)
+    /// Settles a write of `target` that returned `rv` (None: it failed;
+    /// "": a delete that removed the object at once, whose echo is the
+    /// watch's deletion)
     /// against what the cache reported while it was in flight, given the
     /// resourceVersion the cache holds now. Returns whether someone else
     /// changed the object meanwhile.
@@ -330,8 +334,10 @@ impl Outputs {
                     name: change.name.to_string(),
                 };
                 if change.kind == ChangeKind::Deleted {
-                    // Gone, whoever deleted it: nobody's object any more.
+                    // Gone, whoever deleted it: nobody's object any more,
+                    // and what our patches knew of it is stale.
                     claims.gone(&written);
+                    chains.forget(&written);
                 }
                 let cached_rv = (change.kind != ChangeKind::Deleted)
                     .then_some(change.resource_version.as_ref());
@@ -355,7 +361,9 @@ impl Outputs {
                 chains.forget(&written);
                 let now = tokio::time::Instant::now();
                 if change.kind == ChangeKind::Deleted {
-                    contests.vanished(&written, now);
+                    let last = whole_object(&change.object, whole);
+                    let owner = last.as_ref().and_then(controller_uid);
+                    contests.vanished(&written, owner, now);
                 }
                 if contests.held_back(&written, now).is_some() {
                     // A write war: the other manager's writes do not wake
@@ -571,6 +579,27 @@ mod tests {
         assert!(e.settle(&target(), Some("7")));
         assert!(e.applied(&target(), None, Some("7")));
         assert!(!e.awaiting(&target()));
+    }
+
+    #[test]
+    fn our_deletes_watch_event_is_its_echo_before_or_after_the_response() {
+        let e = Echoes::default();
+        // The deletion event beats the response.
+        e.begin(&target());
+        assert!(e.settle(&target(), None), "held for the response");
+        assert!(!e.applied(&target(), Some(""), None), "it was ours");
+        assert!(!e.awaiting(&target()));
+        // The response comes first, while the cache still holds the object.
+        e.begin(&target());
+        assert!(!e.applied(&target(), Some(""), Some("4")));
+        assert!(e.awaiting(&target()), "its echo is due");
+        assert!(e.settle(&target(), None), "our deletion's echo");
+        assert!(!e.awaiting(&target()));
+        // A delete that left the object being deleted, at a new version.
+        e.begin(&target());
+        assert!(!e.applied(&target(), Some("6"), Some("5")));
+        assert!(e.settle(&target(), Some("6")));
+        assert!(!e.settle(&target(), None), "its later removal is not ours");
     }
 
     #[test]

@@ -120,6 +120,21 @@ struct Entry {
     /// created or set it, then: a take-back, judged when we next create
     /// it ([`Contests::removed`]).
     taken_away: Option<Instant>,
+    /// The uid of the controller owner the object deleted by someone else
+    /// had: the garbage collector deletes a child whose owner is gone, and
+    /// the child the guest creates next, for a new owner of the same name,
+    /// is a new object, not a take-back.
+    taken_from: Option<String>,
+}
+
+/// The uid of `obj`'s controller owner reference, if it has one.
+pub fn controller_uid(obj: &Json) -> Option<&str> {
+    obj.pointer("/metadata/ownerReferences")?
+        .as_array()?
+        .iter()
+        .find(|r| r.get("controller").and_then(Json::as_bool) == Some(true))?
+        .get("uid")?
+        .as_str()
 }
 
 /// Every output's contest state, for one guest.
@@ -183,11 +198,12 @@ impl Contests {
     /// `target` was deleted: what our writes produced is gone (a new
     /// object starts a new contest over its fields). Someone else deleting
     /// it within [`ContestConfig::react`] of our write is noted as a
-    /// take-back, judged when we create it again ([`Contests::removed`]).
-    /// Kept only while it matters: we deleted it (its re-creation would be
-    /// a take-back), such a deletion is to be judged, or take-backs or a
+    /// take-back, judged when we create it again ([`Contests::removed`]),
+    /// with `owner`, the uid of the controller owner it had. Kept only
+    /// while it matters: we deleted it (its re-creation would be a
+    /// take-back), such a deletion is to be judged, or take-backs or a
     /// hold-back are on record.
-    pub fn vanished(&self, target: &ObjectKey, now: Instant) {
+    pub fn vanished(&self, target: &ObjectKey, owner: Option<&str>, now: Instant) {
         let mut objects = lock(&self.objects);
         let Some(e) = objects.get_mut(target) else {
             return;
@@ -197,6 +213,7 @@ impl Contests {
                 .is_some_and(|w| now.saturating_duration_since(w) <= self.config.react);
         if reacted {
             e.taken_away = Some(now);
+            e.taken_from = owner.map(str::to_string);
         }
         let window = self.config.window;
         let recent = |t: Instant| now.saturating_duration_since(t) <= window;
@@ -286,11 +303,23 @@ impl Contests {
     /// judged at the deletion's time, and may make a war; a later deletion
     /// was never noted (drift: re-created every time). Counted once per
     /// deletion. The deleter cannot be read from the object: named
-    /// [`DELETER`].
-    pub fn removed(&self, target: &ObjectKey, now: Instant) -> Option<(Verdict, String)> {
+    /// [`DELETER`]. `owner` is the uid of the controller owner the object
+    /// is created for: when the deleted object had another one (its owner
+    /// was deleted, the garbage collector took the child, and a new owner
+    /// of the same name wants it), it is a new object, no take-back.
+    pub fn removed(
+        &self,
+        target: &ObjectKey,
+        owner: Option<&str>,
+        now: Instant,
+    ) -> Option<(Verdict, String)> {
         let mut objects = lock(&self.objects);
         let e = objects.get_mut(target)?;
         let at = e.taken_away.take()?;
+        let from = e.taken_from.take();
+        if from.is_some() && from.as_deref() != owner {
+            return None;
+        }
         e.other = DELETER.to_string();
         // A deletion judged after a hold-back began (it cannot: nothing is
         // written meanwhile) would still count at its own time.
@@ -632,7 +661,7 @@ mod tests {
         let mut verdicts = Vec::new();
         for i in 0..3u64 {
             c.deleted(&target());
-            c.vanished(&target(), now);
+            c.vanished(&target(), None, now);
             let l = live(&format!("{i}"), "recreator");
             verdicts.push(c.recreated(&target(), &l, OURS, now).map(|v| v.0));
             // Counted once per deletion of ours.
@@ -690,10 +719,10 @@ mod tests {
         for i in 0..3u64 {
             // We create it; someone deletes it at once.
             c.wrote(&target(), Some(&i.to_string()));
-            c.vanished(&target(), now);
-            verdicts.push(c.removed(&target(), now));
+            c.vanished(&target(), None, now);
+            verdicts.push(c.removed(&target(), None, now));
             // Counted once per deletion.
-            assert_eq!(c.removed(&target(), now), None);
+            assert_eq!(c.removed(&target(), None, now), None);
         }
         assert_eq!(
             verdicts[..2],
@@ -717,6 +746,40 @@ mod tests {
     }
 
     #[test]
+    fn a_child_collected_with_its_owner_and_created_for_a_new_owner_is_no_take_back() {
+        let c = Contests::new(config());
+        let now = Instant::now();
+        for i in 0..5u64 {
+            // Owner incarnation `i` gets its child; the owner is deleted at
+            // once and the garbage collector takes the child with it.
+            c.wrote(&target(), Some(&i.to_string()));
+            let old = format!("owner-{i}");
+            c.vanished(&target(), Some(&old), now);
+            let new = format!("owner-{}", i + 1);
+            assert_eq!(c.removed(&target(), Some(&new), now), None, "owner {i}");
+        }
+        assert_eq!(c.held_back(&target(), now), None);
+        // The same owner's child deleted at once is a take-back as before.
+        c.wrote(&target(), Some("9"));
+        c.vanished(&target(), Some("owner-5"), now);
+        assert_eq!(
+            c.removed(&target(), Some("owner-5"), now),
+            Some((Verdict::Contested, DELETER.to_string()))
+        );
+    }
+
+    #[test]
+    fn controller_uid_reads_the_controller_reference_only() {
+        let obj = serde_json::json!({"metadata": {"ownerReferences": [
+            {"uid": "a", "controller": false},
+            {"uid": "b"},
+            {"uid": "c", "controller": true},
+        ]}});
+        assert_eq!(controller_uid(&obj), Some("c"));
+        assert_eq!(controller_uid(&serde_json::json!({"metadata": {}})), None);
+    }
+
+    #[test]
     fn a_slow_deletion_of_our_output_is_drift_and_never_counted() {
         let c = Contests::new(ContestConfig {
             react: Duration::from_millis(1),
@@ -725,8 +788,12 @@ mod tests {
         for i in 0..5u64 {
             c.wrote(&target(), Some(&i.to_string()));
             std::thread::sleep(Duration::from_millis(5));
-            c.vanished(&target(), Instant::now());
-            assert_eq!(c.removed(&target(), Instant::now()), None, "deletion {i}");
+            c.vanished(&target(), None, Instant::now());
+            assert_eq!(
+                c.removed(&target(), None, Instant::now()),
+                None,
+                "deletion {i}"
+            );
         }
         assert_eq!(c.held_back(&target(), Instant::now()), None);
         assert!(lock(&c.objects).is_empty(), "nothing kept for drift");
@@ -736,12 +803,12 @@ mod tests {
     fn our_own_delete_or_an_object_we_never_wrote_is_no_take_back() {
         let c = Contests::new(config());
         let now = Instant::now();
-        c.vanished(&target(), now);
-        assert_eq!(c.removed(&target(), now), None);
+        c.vanished(&target(), None, now);
+        assert_eq!(c.removed(&target(), None, now), None);
         c.wrote(&target(), Some("1"));
         c.deleted(&target());
-        c.vanished(&target(), now);
-        assert_eq!(c.removed(&target(), now), None);
+        c.vanished(&target(), None, now);
+        assert_eq!(c.removed(&target(), None, now), None);
     }
 
     #[test]
@@ -750,11 +817,11 @@ mod tests {
         let now = Instant::now();
         c.wrote(&target(), Some("1"));
         // Deleted long after our write (drift).
-        c.vanished(&target(), now + Duration::from_secs(7200));
+        c.vanished(&target(), None, now + Duration::from_secs(7200));
         assert!(lock(&c.objects).is_empty(), "nothing on record: forgotten");
         // Deleted by us: its re-creation would be a take-back.
         c.deleted(&target());
-        c.vanished(&target(), now);
+        c.vanished(&target(), None, now);
         assert!(lock(&c.objects).contains_key(&target()));
         // In a war: the hold-back survives a delete.
         for i in 0..3u64 {
@@ -767,7 +834,7 @@ mod tests {
                 now,
             );
         }
-        c.vanished(&target(), now);
+        c.vanished(&target(), None, now);
         assert!(c.held_back(&target(), now).is_some());
     }
 }

@@ -208,7 +208,8 @@ impl Actuator {
             // take-back, as a re-creation is for a delete. (A pinned write
             // never creates: nothing to fight over.)
             if !pinned {
-                if let Some(held) = self.judge_removal(target, now).await {
+                let owner = super::contest::controller_uid(desired);
+                if let Some(held) = self.judge_removal(target, owner, now).await {
                     return Ok(held);
                 }
             }
@@ -435,21 +436,21 @@ impl Actuator {
     /// ever cleans up (a cluster without a garbage collector keeps it
     /// forever; one with it deletes it again).
     fn gone_controller(&self, desired: &Json) -> Option<String> {
-        desired
-            .pointer("/metadata/ownerReferences")?
-            .as_array()?
-            .iter()
-            .filter(|r| r.get("controller").and_then(Json::as_bool) == Some(true))
-            .filter_map(|r| r.get("uid").and_then(Json::as_str))
-            .find(|uid| self.known_gone(uid))
+        super::contest::controller_uid(desired)
+            .filter(|uid| self.known_gone(uid))
             .map(str::to_string)
     }
 
     /// Judges a deletion of `target` by someone else soon after our write
     /// ([`super::contest::Contests::removed`]): logged, and when it makes a
     /// war, declared, and the step holding the write back.
-    async fn judge_removal(&self, target: &ObjectKey, now: tokio::time::Instant) -> Option<Step> {
-        let (verdict, other) = self.outputs.contests().removed(target, now)?;
+    async fn judge_removal(
+        &self,
+        target: &ObjectKey,
+        owner: Option<&str>,
+        now: tokio::time::Instant,
+    ) -> Option<Step> {
+        let (verdict, other) = self.outputs.contests().removed(target, owner, now)?;
         match verdict {
             Verdict::Drift => tracing::info!(target = %target,
                 "someone deleted what we wrote; creating it again"),
@@ -596,19 +597,28 @@ impl Actuator {
             }
         }
         let (api, name) = self.api(&ar, target)?;
-        let result = api.delete(&name, &params).await;
+        // Our delete's watch event is its echo, as for an apply: it may
+        // beat the response, and it is never someone else's deletion.
+        let echoes = self.outputs.echoes();
+        echoes.begin(target);
+        let result = api.delete(&name, &params).await.map(|answer| {
+            // Gone at once (its watch reports the deletion with no
+            // version, held as ""), or still there, being deleted, at a
+            // new one.
+            answer
+                .left()
+                .and_then(|obj| obj.metadata.resource_version)
+                .unwrap_or_default()
+        });
+        let cached_rv = self.outputs.live_version(target);
+        let written = result.as_ref().ok().map(String::as_str);
+        let changed_meanwhile = echoes.applied(target, written, cached_rv.as_deref());
         match result {
-            Ok(answer) => {
+            Ok(rv) => {
                 self.metrics.wrote(WriteVerb::Delete);
                 contests.deleted(target);
-                // Gone at once (its watch reports the deletion with no
-                // version), or still there, being deleted, at a new one.
-                let rv = answer
-                    .left()
-                    .and_then(|obj| obj.metadata.resource_version)
-                    .unwrap_or_default();
                 Ok(Step::Done {
-                    changed_meanwhile: false,
+                    changed_meanwhile,
                     rv: Some(rv.into()),
                 })
             }
