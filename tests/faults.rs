@@ -15,7 +15,7 @@ use kube::Api;
 use serde_json::json;
 use wasmctrl::client::ClientLimits;
 use wasmctrl::controller::ControllerConfig;
-use wasmctrl::health::WatchHealthConfig;
+use wasmctrl::informer::health::WatchHealthConfig;
 use wasmctrl::informer::{InformerKey, InformerRegistry, SyncState};
 use wasmctrl::metrics::{serve_health, Metrics};
 use wasmctrl::projection::FieldPath;

@@ -20,10 +20,10 @@ use crate::support::wat::{
     WatWrite,
 };
 use crate::support::*;
+use wasmctrl::guest::policy::Policy;
 use wasmctrl::guest::RuntimeConfig;
 use wasmctrl::guestdir::write_like_kubelet;
 use wasmctrl::metrics::Metrics;
-use wasmctrl::policy::Policy;
 use wasmctrl::supervisor::{Supervisor, SupervisorConfig};
 
 /// A guest that watches every Secret and writes the ConfigMap `ops/leak`:

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::Api;
 use serde_json::json;
-use wasmctrl::health::WatchHealthConfig;
+use wasmctrl::informer::health::WatchHealthConfig;
 use wasmctrl::informer::{Change, ChangeKind, InformerKey, InformerRegistry};
 use wasmctrl::projection::FieldPath;
 use wasmctrl_apiserver::{ApiServerConfig, FailRequests, Faults, WatchList};

@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value as Json};
 use wasmctrl::aggregate::Aggregate;
-use wasmctrl::controller::{snapshot_for, WatchCache};
 use wasmctrl::guest::{self, GuestRuntime, Request, RuntimeConfig};
 use wasmctrl::informer::Change;
 use wasmctrl::projection::Interner;
+use wasmctrl::relations::{snapshot_for, WatchCache};
 use wasmctrl::request::RequestKey;
 use wasmctrl::store::Writer;
 

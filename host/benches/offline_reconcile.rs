@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use wasmctrl::guest::{self, GuestRuntime, RuntimeConfig};
-use wasmctrl::objects::{read_objects_keeping, Keep};
+use wasmctrl::objects::read_objects_keeping;
+use wasmctrl::offline::keep_for;
+use wasmctrl::projection::Keep;
 
 /// A pod shaped like kubectl prints it (~7.5 KB pretty-printed).
 fn pod(i: usize) -> serde_json::Value {
@@ -81,7 +83,7 @@ fn main() {
     let mut whole = Vec::new();
     for _ in 0..rounds {
         let t = Instant::now();
-        let keep = Keep::for_manifest(&manifest);
+        let keep = keep_for(&manifest);
         let objects = read_objects_keeping(&dump, &keep).unwrap();
         let plans = wasmctrl::offline::reconcile(&module, &env, &manifest, &objects, None).unwrap();
         assert_eq!(plans[0]["plan"]["writes"].as_array().unwrap().len(), 1);

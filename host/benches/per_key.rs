@@ -15,10 +15,10 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use wasmctrl::controller::{snapshot_for, WatchCache};
 use wasmctrl::guest::{self, GuestRuntime, Request, RuntimeConfig};
-use wasmctrl::informer::field_positions;
+use wasmctrl::projection::field_positions;
 use wasmctrl::projection::Interner;
+use wasmctrl::relations::{snapshot_for, WatchCache};
 use wasmctrl::request::RequestKey;
 use wasmctrl::store::Writer;
 

@@ -9,9 +9,6 @@
 
 use std::error::Error as StdError;
 
-use crate::actuator::ActuatorError;
-use crate::workqueue::Outcome;
-
 /// Whether `e` is the API server's trouble rather than the request's:
 /// 5xx, 429, 401/403 (authorization can come back: an RBAC rollout, an
 /// authorizer or webhook outage) and no response at all (connection,
@@ -23,16 +20,6 @@ pub fn is_server_side(e: &kube::Error) -> bool {
         kube::Error::Api(status) => matches!(status.code, 401 | 403 | 429 | 500..=599),
         kube::Error::HyperError(_) | kube::Error::Service(_) => true,
         _ => false,
-    }
-}
-
-/// The queue outcome of a key whose writes failed with `e`: the server's
-/// failures are retried promptly once it answers again
-/// ([`Outcome::Unavailable`]); the request's keep their backoff.
-pub fn outcome(e: ActuatorError) -> Outcome {
-    match &e {
-        ActuatorError::Api { source, .. } if is_server_side(source) => Outcome::unavailable(e),
-        _ => Outcome::retry(e),
     }
 }
 

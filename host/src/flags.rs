@@ -3,8 +3,13 @@
 //! Owns the bounds of every number a user can type (each one named here) so
 //! that a bad value is a clap usage error (exit 2) naming the flag and the
 //! range, never a panic later (`Duration::from_secs_f64` on a negative,
-//! NaN or huge value) or a silent wrap (`MiB << 20`). It never builds
-//! configuration: `main.rs` converts the parsed values.
+//! NaN or huge value) or a silent wrap (`MiB << 20`), and the watch-health
+//! flag group, which converts into the informer's `WatchHealthConfig`.
+//! Every other value `main.rs` converts.
+
+use std::time::Duration;
+
+use wasmctrl::informer::health::{self, WatchHealthConfig};
 
 /// Longest duration any seconds flag accepts: one year.
 pub const MAX_SECONDS: u64 = 365 * 24 * 3600;
@@ -68,6 +73,51 @@ pub fn demo_rate(s: &str) -> Result<f64, String> {
     positive(s, MAX_DEMO_RATE, "actions per second")
 }
 
+/// A watch-health flag's value: a finite number of seconds from 0 (a
+/// meaningful value there) to a year.
+fn flag_seconds(s: &str) -> Result<f64, String> {
+    float_in(s, 0.0, MAX_SECONDS as f64, "seconds")
+}
+
+/// The `run` command's watch-health flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WatchHealthArgs {
+    /// Report not ready (`/readyz`) after a watch has failed for this many
+    /// seconds (errors after the caches synced are retried with backoff).
+    #[arg(long, default_value_t = health::DEFAULT_UNHEALTHY_AFTER.as_secs_f64(), value_parser = flag_seconds)]
+    pub unhealthy_watch_seconds: f64,
+    /// Exit non-zero after a watch has failed for this many seconds.
+    #[arg(long, default_value_t = health::DEFAULT_DEADLINE.as_secs_f64(), value_parser = flag_seconds)]
+    pub watch_failure_deadline_seconds: f64,
+    /// List in pages when a streaming list sends nothing for this many
+    /// seconds before marking the end of its initial events (a server that
+    /// accepted it and ignored it).
+    #[arg(long, default_value_t = health::DEFAULT_STREAMING_LIST_WAIT.as_secs_f64(), value_parser = flag_seconds)]
+    pub streaming_list_wait_seconds: f64,
+}
+
+impl WatchHealthArgs {
+    /// The configuration these flags ask for; negative or non-finite
+    /// values are refused, naming the flag.
+    pub fn config(&self) -> Result<WatchHealthConfig, String> {
+        let secs = |flag: &str, v: f64| {
+            Duration::try_from_secs_f64(v)
+                .map_err(|_| format!("--{flag} must be a non-negative number of seconds, not {v}"))
+        };
+        Ok(WatchHealthConfig {
+            unhealthy_after: secs("unhealthy-watch-seconds", self.unhealthy_watch_seconds)?,
+            deadline: secs(
+                "watch-failure-deadline-seconds",
+                self.watch_failure_deadline_seconds,
+            )?,
+            streaming_list_wait: secs(
+                "streaming-list-wait-seconds",
+                self.streaming_list_wait_seconds,
+            )?,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,5 +141,35 @@ mod tests {
             assert!(qps(bad).is_err(), "{bad}");
         }
         assert_eq!(qps("20"), Ok(20.0));
+    }
+
+    #[test]
+    fn flags_refuse_negative_seconds_naming_the_flag() {
+        let args = WatchHealthArgs {
+            unhealthy_watch_seconds: 5.0,
+            watch_failure_deadline_seconds: -1.0,
+            streaming_list_wait_seconds: 30.0,
+        };
+        let err = args.config().unwrap_err();
+        assert!(err.contains("--watch-failure-deadline-seconds"), "{err}");
+        let args = WatchHealthArgs {
+            unhealthy_watch_seconds: 5.0,
+            watch_failure_deadline_seconds: 60.0,
+            streaming_list_wait_seconds: f64::NAN,
+        };
+        let err = args.config().unwrap_err();
+        assert!(err.contains("--streaming-list-wait-seconds"), "{err}");
+        let ok = WatchHealthArgs {
+            unhealthy_watch_seconds: 5.0,
+            watch_failure_deadline_seconds: 60.0,
+            streaming_list_wait_seconds: 2.5,
+        };
+        assert_eq!(
+            ok.config().unwrap(),
+            WatchHealthConfig::default()
+                .unhealthy_after(Duration::from_secs(5))
+                .deadline(Duration::from_secs(60))
+                .streaming_list_wait(Duration::from_millis(2500))
+        );
     }
 }

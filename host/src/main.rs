@@ -106,7 +106,7 @@ struct RunArgs {
     #[command(flatten)]
     sandbox: SandboxArgs,
     #[command(flatten)]
-    watch_health: wasmctrl::health::WatchHealthArgs,
+    watch_health: flags::WatchHealthArgs,
     /// Exit non-zero when any guest is refused at start (policy, describe
     /// failing, write rules naming another guest's object, ...), instead
     /// of refusing it alone and running the others.
@@ -237,8 +237,8 @@ impl SandboxArgs {
     fn runtime_config(&self) -> anyhow::Result<RuntimeConfig> {
         let base = RuntimeConfig::default();
         let policy = match &self.policy {
-            Some(path) => wasmctrl::policy::Policy::load(path)?,
-            None => wasmctrl::policy::Policy::default(),
+            Some(path) => wasmctrl::guest::policy::Policy::load(path)?,
+            None => wasmctrl::guest::policy::Policy::default(),
         };
         let cache = if self.no_guest_cache {
             None
@@ -318,7 +318,7 @@ fn reconcile(args: ReconcileArgs) -> anyhow::Result<()> {
     // Decode only what the guest's watches need (the same projection the
     // host caches), which is what makes large dumps fast.
     let manifest = module.manifest(&env)?;
-    let keep = wasmctrl::objects::Keep::for_manifest(&manifest);
+    let keep = wasmctrl::offline::keep_for(&manifest);
     let mut objects = Vec::new();
     for path in &args.objects {
         objects.extend(wasmctrl::objects::read_objects_limited(

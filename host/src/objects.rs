@@ -12,8 +12,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value as Json;
 
-use crate::guest::GuestManifest;
-use crate::projection::{FieldPath, Segment};
+use crate::projection::Keep;
 
 /// Why an input could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -64,187 +63,6 @@ pub enum ObjectsError {
         /// What is wrong.
         problem: String,
     },
-}
-
-/// Which parts of each object to keep while decoding. Decoding straight
-/// into the few fields a guest needs, skipping the rest of the text, is
-/// several times faster than building whole objects (kubectl dumps are
-/// mostly managedFields, annotations and status the guest never reads).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Keep {
-    all: bool,
-    /// A document level: arrays hold documents, and `items` (of a `List`)
-    /// holds documents, to any depth.
-    doc: bool,
-    fields: BTreeMap<String, Keep>,
-    each: Option<Box<Keep>>,
-}
-
-impl Keep {
-    /// Keep whole documents.
-    pub fn everything() -> Self {
-        Keep {
-            all: true,
-            ..Keep::default()
-        }
-    }
-
-    /// Keep what the manifest's watches need: their projections and index
-    /// fields, plus identity, labels and the fields field selectors read.
-    /// `List` documents keep the same under `items`.
-    pub fn for_manifest(manifest: &GuestManifest) -> Self {
-        let mut object =
-            Keep::for_paths(manifest.watches.iter().flat_map(|w| w.projection.paths()));
-        object.add_leaf("metadata.labels");
-        // Plus every field label a selector on the watched resources can
-        // read, as the embedded API server defines them.
-        for w in &manifest.watches {
-            for leaf in
-                wasmctrl_kube_rules::selector::supported_fields(&crate::offline::resource_name(w))
-            {
-                object.add_leaf(leaf);
-            }
-        }
-        let mut root = object;
-        root.doc = true;
-        root
-    }
-
-    /// Keep one object's identity (apiVersion, kind, name, namespace, uid,
-    /// resourceVersion, generation, deletionTimestamp, finalizers, owner
-    /// references) and `paths` — what an informer with that
-    /// projection needs from each object it decodes.
-    pub fn for_paths<'a>(paths: impl IntoIterator<Item = &'a FieldPath>) -> Self {
-        let mut keep = Keep::default();
-        for leaf in [
-            "apiVersion",
-            "kind",
-            "metadata.name",
-            "metadata.namespace",
-            "metadata.uid",
-            "metadata.resourceVersion",
-            "metadata.generation",
-            "metadata.deletionTimestamp",
-            "metadata.finalizers",
-            "metadata.ownerReferences",
-        ] {
-            keep.add_leaf(leaf);
-        }
-        for p in paths {
-            keep.add(p.segments());
-        }
-        keep
-    }
-
-    /// Whether whole documents are kept (nothing is skipped).
-    pub fn is_everything(&self) -> bool {
-        self.all
-    }
-
-    fn add_leaf(&mut self, leaf: &str) {
-        if let Ok(p) = FieldPath::parse(leaf) {
-            self.add(p.segments());
-        }
-    }
-
-    fn add(&mut self, segments: &[Segment]) {
-        let Some((first, rest)) = segments.split_first() else {
-            self.all = true;
-            return;
-        };
-        let child = match first {
-            Segment::Key(k) => self.fields.entry(k.clone()).or_default(),
-            Segment::Each => self.each.get_or_insert_with(Box::default),
-        };
-        child.add(rest);
-    }
-}
-
-impl<'de> serde::de::DeserializeSeed<'de> for &Keep {
-    type Value = Json;
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Json, D::Error> {
-        if self.all {
-            return <Json as serde::Deserialize>::deserialize(d);
-        }
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for &Keep {
-    type Value = Json;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
-        let mut out = serde_json::Map::new();
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            if self.doc && key == "items" {
-                let v = map.next_value_seed(self)?;
-                out.insert(key.into_owned(), v);
-                continue;
-            }
-            match self.fields.get(key.as_ref()) {
-                Some(child) => {
-                    let v = map.next_value_seed(child)?;
-                    out.insert(key.into_owned(), v);
-                }
-                None => {
-                    map.next_value::<serde::de::IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(Json::Object(out))
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Json, A::Error> {
-        let mut out = Vec::new();
-        if self.doc {
-            while let Some(v) = seq.next_element_seed(self)? {
-                out.push(v);
-            }
-            return Ok(Json::Array(out));
-        }
-        match &self.each {
-            Some(each) => {
-                while let Some(v) = seq.next_element_seed(each.as_ref())? {
-                    out.push(v);
-                }
-            }
-            None => while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {},
-        }
-        Ok(Json::Array(out))
-    }
-
-    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Json, E> {
-        Ok(Json::String(v.to_string()))
-    }
-
-    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Json, E> {
-        Ok(Json::String(v))
-    }
-
-    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Json, E> {
-        Ok(Json::Bool(v))
-    }
-
-    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Json, E> {
-        Ok(Json::from(v))
-    }
-
-    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Json, E> {
-        Ok(Json::from(v))
-    }
-
-    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Json, E> {
-        Ok(serde_json::Number::from_f64(v).map_or(Json::Null, Json::Number))
-    }
-
-    fn visit_unit<E: serde::de::Error>(self) -> Result<Json, E> {
-        Ok(Json::Null)
-    }
 }
 
 /// Reads `path` ("-" = stdin) into a flat list of objects.
@@ -482,6 +300,7 @@ pub fn read_all(paths: &[PathBuf]) -> Result<Vec<Json>, ObjectsError> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::projection::FieldPath;
 
     #[test]
     fn kubectl_list_is_flattened_into_items() {

@@ -12,12 +12,12 @@ use std::time::Duration;
 
 use serde_json::{json, Value as Json};
 
-use crate::controller::keys::WatchCache;
 use crate::guest::{
-    self, snapshot, Environment, GuestError, GuestManifest, GuestModule, KeyMapping, ObjectKey,
-    PlannedWrite, Request, ValidatedPlan,
+    self, Environment, GuestError, GuestManifest, GuestModule, KeyMapping, ObjectKey, PlannedWrite,
+    Request, ValidatedPlan,
 };
-use crate::projection::{Interner, ProjectedObject};
+use crate::projection::{Interner, Keep, ProjectedObject};
+use crate::relations::{self, WatchCache};
 use crate::request::RequestKey;
 use crate::store::Writer;
 use wasmctrl_kube_rules::selector::{extract_attrs, FieldSelector, LabelSelector, SelectorError};
@@ -49,12 +49,20 @@ pub enum OfflineError {
     },
 }
 
-/// The resource (plural) of a watch: as declared, else the conventional
-/// lowercase plural of its kind.
-pub fn resource_name(w: &crate::guest::WatchSpec) -> String {
-    w.plural
-        .clone()
-        .unwrap_or_else(|| format!("{}s", w.gvk.kind.to_lowercase()))
+/// What to keep of the objects read from files for `manifest`: what its watches need: their projections and index
+/// fields, plus identity, labels and the fields field selectors read.
+/// `List` documents keep the same under `items`.
+pub fn keep_for(manifest: &GuestManifest) -> Keep {
+    let mut object = Keep::for_paths(manifest.watches.iter().flat_map(|w| w.projection.paths()));
+    object.add_leaf("metadata.labels");
+    // Plus every field label a selector on the watched resources can
+    // read, as the embedded API server defines them.
+    for w in &manifest.watches {
+        for leaf in wasmctrl_kube_rules::selector::supported_fields(&w.resource_name()) {
+            object.add_leaf(leaf);
+        }
+    }
+    object.documents()
 }
 
 /// The objects of each watch, projected, sorted by namespace then name.
@@ -71,7 +79,7 @@ pub fn project_world(
         };
         // The embedded API server's selectors: offline filtering is the
         // same code (and the same supported field labels) a list uses.
-        let resource = resource_name(w);
+        let resource = w.resource_name();
         let labels =
             LabelSelector::parse(w.label_selector.as_deref().unwrap_or("")).map_err(sel_err)?;
         let fields = FieldSelector::parse(w.field_selector.as_deref().unwrap_or(""), &resource)
@@ -109,7 +117,7 @@ fn caches(manifest: &GuestManifest, world: Vec<Vec<ProjectedObject>>) -> Vec<Wat
         .zip(world)
         .map(|(w, objects)| {
             let positions: Vec<usize> = (0..w.projection.paths().len()).collect();
-            let indexed = crate::informer::field_positions(&w.projection, &w.indexed_paths());
+            let indexed = crate::projection::field_positions(&w.projection, &w.indexed_paths());
             let mut writer = Writer::with_field_indexes(&indexed);
             for o in objects {
                 writer.apply(o);
@@ -136,9 +144,7 @@ pub fn keys(manifest: &GuestManifest, world: &[Vec<ProjectedObject>]) -> Vec<Str
 
 fn request_keys(manifest: &GuestManifest, caches: &[WatchCache]) -> Vec<RequestKey> {
     let mut keys: std::collections::BTreeSet<RequestKey> =
-        crate::controller::keys::all_keys(manifest, caches)
-            .into_iter()
-            .collect();
+        relations::all_keys(manifest, caches).into_iter().collect();
     for w in &manifest.watches {
         if let KeyMapping::Aggregate(k) = &w.keys {
             keys.insert(RequestKey::aggregate(k.as_str()));
@@ -178,16 +184,7 @@ pub fn reconcile(
     };
     let mut out = Vec::with_capacity(chosen.len());
     for request_key in chosen {
-        let objects = crate::controller::related::objects_for(manifest, &caches, &request_key);
-        let views: Vec<snapshot::WatchView<'_>> = objects
-            .iter()
-            .zip(&caches)
-            .map(|(objs, cache)| snapshot::WatchView {
-                objects: objs.iter().map(|o| o.as_ref()).collect(),
-                positions: cache.positions.clone(),
-            })
-            .collect();
-        let data = snapshot::build(manifest, &views);
+        let data = relations::snapshot_for(manifest, &caches, &request_key);
         let request = Request {
             key: request_key.key.to_string(),
             watch: request_key.watch.map(|w| manifest.watches[w].name.clone()),

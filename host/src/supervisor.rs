@@ -14,7 +14,7 @@
 //! when the kind appears — and running everything until shutdown, lost
 //! leadership, or a cache that cannot sync or has no working watch past
 //! its deadline (fatal: a controller that silently does nothing is worse
-//! than one that exits; see `health`). A guest that cannot be loaded
+//! than one that exits; see `informer::health`). A guest that cannot be loaded
 //! (policy, `describe` failing, write rules naming another guest's object,
 //! missing permissions, ...) is refused alone — log line, metric, Event on
 //! the host's Pod, a `/readyz` detail line — and the others run; the host
@@ -145,7 +145,7 @@ pub struct SupervisorConfig {
     /// notifications).
     pub rescan: Option<Duration>,
     /// How long failing watches are tolerated (not ready, then exit).
-    pub watch_health: crate::health::WatchHealthConfig,
+    pub watch_health: crate::informer::WatchHealthConfig,
     /// A guest refused at start ends the host (`--strict-guests`) instead
     /// of being refused alone.
     pub strict_guests: bool,
@@ -621,7 +621,7 @@ impl Supervisor {
         }
         let guests = self.controllers();
         match guests.iter().find(|g| !g.is_synced()) {
-            None => crate::health::unready_guest(&guests).map_or(Ok(()), Err),
+            None => unready_guest(&guests).map_or(Ok(()), Err),
             Some(g) => Err(NotSynced {
                 guest: g.name().to_string(),
                 why: "caches not synced".into(),
@@ -1040,4 +1040,17 @@ impl Supervisor {
         }
         result
     }
+}
+
+/// The first guest with a watch failing for longer than its informer
+/// tolerates before reporting not ready, and why.
+fn unready_guest<'a>(
+    guests: impl IntoIterator<Item = &'a Arc<crate::controller::GuestController>>,
+) -> Option<NotSynced> {
+    guests.into_iter().find_map(|g| {
+        g.unhealthy_watch().map(|why| NotSynced {
+            guest: g.name().to_string(),
+            why,
+        })
+    })
 }

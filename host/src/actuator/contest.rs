@@ -242,7 +242,7 @@ impl Contests {
         status: bool,
         now: Instant,
     ) -> Option<(Verdict, String)> {
-        let rv = crate::outputs::resource_version(live)?;
+        let rv = crate::actuator::outputs::resource_version(live)?;
         let mut objects = lock(&self.objects);
         let e = objects.get_mut(target)?;
         // Never written by us in this process, or still our own write (the

@@ -31,6 +31,7 @@ pub mod entries;
 mod finalizers;
 pub mod hotloop;
 mod merge;
+pub mod outputs;
 pub mod regarding;
 mod writes;
 
@@ -47,12 +48,12 @@ use kube::{Api, Client};
 pub use finalizers::{add_patch, remove_patch, Current};
 pub use writes::{contains, drops_owned_field, gone};
 
+use crate::actuator::outputs::Outputs;
 use crate::discovery::{Discovery, DiscoveryError};
 use crate::guest::{
     EventType, GuestManifest, Gvk, ObjectKey, PlannedEvent, PlannedWrite, ValidatedPlan,
 };
 use crate::metrics::{GuestMetrics, WriteVerb};
-use crate::outputs::Outputs;
 use crate::request::RequestKey;
 use crate::store::Store;
 use crate::sync::lock;

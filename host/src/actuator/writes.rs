@@ -359,7 +359,7 @@ impl Actuator {
                     .await?;
                 let known = match step {
                     Step::Skipped => seen.live.as_deref().and_then(|live| {
-                        crate::outputs::resource_version(live).map(|rv| (live, rv))
+                        crate::actuator::outputs::resource_version(live).map(|rv| (live, rv))
                     }),
                     Step::Done {
                         changed_meanwhile: false,

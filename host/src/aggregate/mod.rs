@@ -29,15 +29,15 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value as Json;
 use std::time::Duration;
 
-use crate::controller::WatchCache;
 use crate::guest::aggregate::{AggregateSpec, ObjectOutput};
 use crate::guest::snapshot::{self, WatchView};
 use crate::guest::{
     EntryWrite, Environment, GuestError, GuestErrorKind, GuestManifest, GuestModule, KeyMapping,
     PlannedEvent, PlannedWrite, ValidatedPlan,
 };
-use crate::informer::{Change, Handler};
 use crate::projection::ProjectedObject;
+use crate::relations::WatchCache;
+use crate::store::{Change, Handler};
 use crate::sync::lock;
 use reduce::Reductions;
 

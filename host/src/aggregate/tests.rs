@@ -13,9 +13,9 @@ use proptest::prelude::*;
 use serde_json::{json, Value as Json};
 
 use super::*;
-use crate::controller::snapshot_for;
 use crate::guest::{GuestRuntime, ObjectKey, Request, RuntimeConfig};
 use crate::projection::Interner;
+use crate::relations::snapshot_for;
 use crate::request::RequestKey;
 use crate::store::Writer;
 
@@ -543,7 +543,7 @@ fn a_plan_over_the_event_cap_loses_no_entry_change() {
     let g = gpu();
     // Two pods with an invalid quantity: two diagnostics, over a cap of 1.
     let policy =
-        crate::policy::Policy::parse("default:\n  limits:\n    maxPlanEvents: 1\n").unwrap();
+        crate::guest::policy::Policy::parse("default:\n  limits:\n    maxPlanEvents: 1\n").unwrap();
     let rt = GuestRuntime::new(RuntimeConfig::default().cache_dir(None).policy(policy)).unwrap();
     let capped = rt.load_file(&guest_path("guest_gpu_summary.wasm")).unwrap();
     let mut world = World::new(&g.manifest);

@@ -20,9 +20,6 @@
 //! enqueue; the guest never writes; what the guest writes, and the echoes
 //! of those writes, belong to the actuator, which never calls back here.
 
-pub(crate) mod keys;
-pub(crate) mod related;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,22 +27,25 @@ use kube::Client;
 
 use crate::actuator::contest::ContestConfig;
 use crate::actuator::hotloop::{HotLoopConfig, HotLoops};
+use crate::actuator::outputs::Outputs;
+use crate::actuator::ActuatorError;
 use crate::actuator::{Actuator, Executed, Watched as ActuatorWatched};
 use crate::aggregate::Aggregate;
 use crate::claims::Claims;
 use crate::discovery::{Discovery, DiscoveryError, WatchResourceError};
-use crate::guest::snapshot::{self, WatchView};
 use crate::guest::{
     Environment, GuestError, GuestManifest, GuestModule, ManifestError, ObjectKey, Request,
 };
-use crate::informer::{field_positions, Informer, InformerKey, InformerRegistry, SyncError};
+use crate::informer::{Informer, InformerKey, InformerRegistry, SyncError};
 use crate::metrics::{GuestMetrics, Metrics, ReconcileResult};
-use crate::outputs::Outputs;
 use crate::permissions::{self, Checked, Need, PermissionError};
+use crate::projection::field_positions;
 use crate::quarantine::{self, Quarantine, QuarantineConfig, Verdict};
+pub use crate::relations::WatchCache;
+use crate::relations::{self, snapshot_for};
 use crate::request::RequestKey;
+use crate::store::Change;
 use crate::workqueue::{self, Outcome, Workqueue};
-pub use keys::WatchCache;
 
 /// How soon a key whose pinned write was dropped (its object gone or
 /// replaced) is looked at again, if no watch event has re-enqueued it
@@ -73,7 +73,7 @@ pub enum ControllerError {
         guest: String,
         /// Every denial.
         #[source]
-        source: crate::policy::PolicyDenied,
+        source: crate::guest::policy::PolicyDenied,
     },
     /// The host's credentials lack permissions the guest needs.
     #[error("guest {guest}: {source}")]
@@ -350,7 +350,7 @@ impl GuestController {
             .into_iter()
             .enumerate()
             .map(|(w, informer)| {
-                let mut handler = keys::handler(
+                let mut handler = handler(
                     shared.clone(),
                     caches.clone(),
                     w,
@@ -484,14 +484,14 @@ impl GuestController {
     }
 
     /// Why one of the guest's caches makes the host not ready: its watch
-    /// has been failing longer than tolerated (see [`crate::health`]).
+    /// has been failing longer than tolerated (see [`crate::informer::health`]).
     pub fn unhealthy_watch(&self) -> Option<String> {
         self.informers().find_map(Informer::unready)
     }
 
     /// Enqueues every key the guest's world produces.
     pub fn enqueue_all(&self) {
-        for key in keys::all_keys(&self.manifest, &self.caches) {
+        for key in relations::all_keys(&self.manifest, &self.caches) {
             self.queue.add(key);
         }
     }
@@ -645,7 +645,7 @@ impl GuestController {
             Err(e) => {
                 let reason = e.metric_label();
                 tracing::warn!(reason, "adding the host-managed finalizer: {e}");
-                return (crate::failure::outcome(e), Some(reason));
+                return (write_outcome(e), Some(reason));
             }
         };
         if executed.dropped > 0 {
@@ -747,7 +747,7 @@ impl GuestController {
             Err(e) => {
                 let reason = e.metric_label();
                 tracing::warn!(reason, "{e}");
-                return (crate::failure::outcome(e), Some(reason));
+                return (write_outcome(e), Some(reason));
             }
             Ok(done) => {
                 self.config.claims.deleted(&self.name, &plan.writes);
@@ -813,24 +813,40 @@ impl GuestController {
     }
 }
 
-/// The snapshot one reconcile of `key` gets from `caches` (one per watch
-/// of `manifest`): every object for an aggregate key, the primary and its
-/// related objects for a per-object key (see `related`).
-pub fn snapshot_for(
-    manifest: &GuestManifest,
-    caches: &[WatchCache],
-    key: &RequestKey,
-) -> crate::guest::SnapshotData {
-    let objects = related::objects_for(manifest, caches, key);
-    let views: Vec<WatchView<'_>> = objects
-        .iter()
-        .zip(caches)
-        .map(|(objs, cache)| WatchView {
-            objects: objs.iter().map(Arc::as_ref).collect(),
-            positions: cache.positions.clone(),
-        })
-        .collect();
-    snapshot::build(manifest, &views)
+/// The queue outcome of a key whose writes failed with `e`: the server's
+/// failures are retried promptly once it answers again
+/// ([`workqueue::Outcome::Unavailable`]); the request's keep their backoff.
+fn write_outcome(e: ActuatorError) -> Outcome {
+    match &e {
+        ActuatorError::Api { source, .. } if crate::failure::is_server_side(source) => {
+            Outcome::unavailable(e)
+        }
+        _ => Outcome::retry(e),
+    }
+}
+
+/// A handler for watch `w`: enqueues the keys each change wakes, telling
+/// `loops` which change woke them (the echo of a key's own write, or not).
+fn handler(
+    manifest: Arc<GuestManifest>,
+    caches: Arc<[WatchCache]>,
+    w: usize,
+    queue: crate::workqueue::Workqueue<RequestKey>,
+    loops: Arc<HotLoops>,
+) -> crate::informer::Handler {
+    Arc::new(move |change: &Change| {
+        let gvk = &manifest.watches[w].gvk;
+        for key in relations::keys_for(&manifest, &caches, w, change) {
+            loops.woken_by(
+                &key,
+                gvk,
+                &change.namespace,
+                &change.name,
+                &change.resource_version,
+            );
+            queue.add(key);
+        }
+    })
 }
 
 /// Refuses, naming the guest and the rule, a status write rule for a kind
@@ -986,6 +1002,3 @@ async fn preflight(
         }),
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -313,7 +313,7 @@ impl GuestModule {
     }
 
     /// The operator's caps for `guest`.
-    pub fn limits(&self, guest: &str) -> crate::policy::Limits {
+    pub fn limits(&self, guest: &str) -> crate::guest::policy::Limits {
         self.inner.shared.config.policy.limits(guest)
     }
 

@@ -2,7 +2,7 @@
 //! of a plan, the guest's `log` import, the shortest requeue delay.
 //!
 //! Owns the checks and the budgets; the numbers come from
-//! [`crate::policy`]. A plan over a cap is refused whole before any of its
+//! [`crate::guest::policy`]. A plan over a cap is refused whole before any of its
 //! documents is parsed (the raw strings are only measured); log output over
 //! budget is truncated or dropped and counted, never an error; a requeue
 //! delay under the minimum is raised to it. It never records metrics (the
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::bindings::wasmctrl::controller::types as wit;
 use super::plan::PlanError;
-use crate::policy::Limits;
+use crate::guest::policy::Limits;
 
 /// Checks a raw plan against the caps before it is validated: counts and
 /// byte sizes of the strings the guest returned, nothing parsed yet.

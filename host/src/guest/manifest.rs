@@ -156,6 +156,14 @@ pub struct WatchSpec {
 }
 
 impl WatchSpec {
+    /// The resource (plural) watched: as declared, else the conventional
+    /// lowercase plural of the kind (discovery resolves the real one).
+    pub fn resource_name(&self) -> String {
+        self.plural
+            .clone()
+            .unwrap_or_else(|| format!("{}s", self.gvk.kind.to_lowercase()))
+    }
+
     /// The projection position of index `i`'s field.
     pub fn index_path(&self, i: usize) -> usize {
         self.projection.visible() + i

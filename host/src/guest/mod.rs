@@ -14,6 +14,7 @@ pub mod imports;
 pub mod limits;
 pub mod manifest;
 pub mod plan;
+pub mod policy;
 pub mod snapshot;
 pub mod stdio;
 
@@ -132,7 +133,7 @@ pub enum GuestErrorKind {
     Manifest(#[from] ManifestError),
     /// The manifest asks for more than the operator's policy grants.
     #[error("{0}")]
-    Policy(#[from] crate::policy::PolicyDenied),
+    Policy(#[from] crate::guest::policy::PolicyDenied),
     /// The plan is malformed or writes outside the allowlist.
     #[error("invalid plan: {0}")]
     Plan(#[from] PlanError),
@@ -196,7 +197,7 @@ pub struct RuntimeConfig {
     /// Granularity of the deadline (one epoch tick).
     pub epoch_tick: Duration,
     /// The operator's policy: grants checked at load, caps per call.
-    pub policy: Arc<crate::policy::Policy>,
+    pub policy: Arc<crate::guest::policy::Policy>,
 }
 
 impl Default for RuntimeConfig {
@@ -236,9 +237,9 @@ impl RuntimeConfig {
         self
     }
 
-    /// Sets the operator's policy (default: [`crate::policy::Policy::default`]).
+    /// Sets the operator's policy (default: [`crate::guest::policy::Policy::default`]).
     #[must_use]
-    pub fn policy(mut self, policy: crate::policy::Policy) -> Self {
+    pub fn policy(mut self, policy: crate::guest::policy::Policy) -> Self {
         self.policy = Arc::new(policy);
         self
     }
@@ -263,7 +264,7 @@ pub struct CallState {
     guest: Arc<str>,
     limiter: Limiter,
     output: stdio::Output,
-    limits: crate::policy::Limits,
+    limits: crate::guest::policy::Limits,
     log: limits::LogBudget,
     log_rates: Arc<limits::LogRates>,
 }
@@ -590,7 +591,7 @@ impl GuestModule {
 
     /// The operator's policy this module's runtime admits manifests with
     /// (the controller admits the resolved resources with it again).
-    pub fn policy(&self) -> &crate::policy::Policy {
+    pub fn policy(&self) -> &crate::guest::policy::Policy {
         &self.inner.shared.config.policy
     }
 
@@ -714,7 +715,7 @@ impl GuestModule {
         raw: &wit::Plan,
         manifest: &GuestManifest,
         data: &SnapshotData,
-        limits: &crate::policy::Limits,
+        limits: &crate::guest::policy::Limits,
         stats: &mut CallStats,
     ) -> Result<ValidatedPlan> {
         let plan_error = |e| self.error(name, GuestErrorKind::Plan(e));

@@ -126,7 +126,7 @@ pub enum PlanError {
         /// The budget, in bytes.
         max: usize,
     },
-    /// A plan over one of the operator's caps ([`crate::policy::Limits`]);
+    /// A plan over one of the operator's caps ([`crate::guest::policy::Limits`]);
     /// checked before any document is parsed.
     #[error("plan too large: {found} {what}, over the limit of {max} ({limit})")]
     TooLarge {

@@ -13,7 +13,7 @@ use super::tests::{
     Captured, PRINTER_WIT,
 };
 use super::*;
-use crate::policy::Policy;
+use crate::guest::policy::Policy;
 
 fn reconcile_with(policy: Policy, body: &str) -> (Result<ValidatedPlan>, CallStats) {
     let rt = runtime(RuntimeConfig::default().policy(policy));
@@ -232,7 +232,7 @@ fn the_event_cap_counts_events() {
         events: vec![event; 11],
         requeue_after_ms: None,
     };
-    let caps = crate::policy::Limits {
+    let caps = crate::guest::policy::Limits {
         max_plan_events: 10,
         ..Default::default()
     };
@@ -328,7 +328,7 @@ fn the_copy_budget_stops_a_million_small_writes_and_passes_a_plan_at_every_cap()
     let pad = "x".repeat(1677 - SUMMARY.len() - r#","data":{"p":""}"#.len());
     let doc = SUMMARY.replace("}}", &format!(r#"}},"data":{{"p":"{pad}"}}}}"#));
     assert_eq!(doc.len(), 1677);
-    assert!(10_000 * doc.len() <= crate::policy::defaults::MAX_PLAN_BYTES);
+    assert!(10_000 * doc.len() <= crate::guest::policy::defaults::MAX_PLAN_BYTES);
     let (plan, _) = reconcile_with(Policy::default(), &returns_many_applies(10_000, &doc));
     if let Err(e) = plan {
         assert_ne!(e.reason(), "plan_too_large", "{e}");

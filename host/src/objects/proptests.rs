@@ -11,7 +11,7 @@ use serde::de::DeserializeSeed;
 use serde_json::{json, Map, Value as Json};
 
 use super::*;
-use crate::projection::{Interner, Projected, Projection};
+use crate::projection::{FieldPath, Interner, Projected, Projection};
 
 /// The GPU-summary guest's projection, and a few paths of other shapes.
 const PATHS: &[&str] = &[

@@ -18,6 +18,7 @@ mod index;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, RwLock};
 
+pub use crate::projection::object_key;
 use crate::projection::ProjectedObject;
 use crate::sync::{read, write};
 use index::Indexes;
@@ -90,15 +91,9 @@ impl Change {
     }
 }
 
-/// `namespace/name`, or `name` for a cluster-scoped object: the key a
-/// per-object controller reconciles.
-pub fn object_key(namespace: &str, name: &str) -> String {
-    if namespace.is_empty() {
-        name.to_string()
-    } else {
-        format!("{namespace}/{name}")
-    }
-}
+/// A change callback: an informer's handlers get every change of its
+/// store, and must return at once.
+pub type Handler = Arc<dyn Fn(&Change) + Send + Sync>;
 
 /// (namespace, name); the strings are shared with the cached object.
 pub type StoreKey = (Arc<str>, Arc<str>);

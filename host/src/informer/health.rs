@@ -1,10 +1,9 @@
 //! Watch health: how long an informer may go without a working watch
 //! before the host stops claiming to be ready, and before it gives up.
 //!
-//! Owns the [`WatchHealthConfig`] (and its command-line flags), each
-//! informer's [`WatchHealth`] record (is a watch established, since when
-//! is it failing, with what error), the client wrapper that notices a
-//! watch being answered, and readiness over a host's guests.
+//! Owns the [`WatchHealthConfig`], each informer's [`WatchHealth`] record
+//! (is a watch established, since when is it failing, with what error) and
+//! the client wrapper that notices a watch being answered.
 //! It never retries anything (kube-runtime's watcher backoff does) and
 //! never ends the process itself: an informer past its deadline reports
 //! itself failed, and the supervisor's existing failure path exits.
@@ -14,9 +13,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::controller::GuestController;
-use crate::informer::SyncError;
-use crate::supervisor::NotSynced;
+use super::SyncError;
 use crate::sync::lock;
 
 /// Default time without a working watch after which the host is not
@@ -84,62 +81,6 @@ impl WatchHealthConfig {
     pub fn streaming_list_wait(mut self, wait: Duration) -> Self {
         self.streaming_list_wait = wait;
         self
-    }
-}
-
-/// Longest duration a watch-health flag accepts: one year.
-const MAX_FLAG_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
-
-/// A watch-health flag's value, as a clap value parser: a finite number of
-/// seconds from 0 to a year, else a usage error naming the flag.
-fn flag_seconds(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a number"))?;
-    if v.is_finite() && (0.0..=MAX_FLAG_SECONDS).contains(&v) {
-        Ok(v)
-    } else {
-        Err(format!("{s} is not in 0..={MAX_FLAG_SECONDS} seconds"))
-    }
-}
-
-/// The `run` command's watch-health flags.
-#[derive(Debug, Clone, clap::Args)]
-pub struct WatchHealthArgs {
-    /// Report not ready (`/readyz`) after a watch has failed for this many
-    /// seconds (errors after the caches synced are retried with backoff).
-    #[arg(long, default_value_t = DEFAULT_UNHEALTHY_AFTER.as_secs_f64(), value_parser = flag_seconds)]
-    pub unhealthy_watch_seconds: f64,
-    /// Exit non-zero after a watch has failed for this many seconds.
-    #[arg(long, default_value_t = DEFAULT_DEADLINE.as_secs_f64(), value_parser = flag_seconds)]
-    pub watch_failure_deadline_seconds: f64,
-    /// List in pages when a streaming list sends nothing for this many
-    /// seconds before marking the end of its initial events (a server that
-    /// accepted it and ignored it).
-    #[arg(long, default_value_t = DEFAULT_STREAMING_LIST_WAIT.as_secs_f64(), value_parser = flag_seconds)]
-    pub streaming_list_wait_seconds: f64,
-}
-
-impl WatchHealthArgs {
-    /// The configuration these flags ask for; negative or non-finite
-    /// values are refused, naming the flag.
-    pub fn config(&self) -> Result<WatchHealthConfig, String> {
-        let secs = |flag: &str, v: f64| {
-            Duration::try_from_secs_f64(v)
-                .map_err(|_| format!("--{flag} must be a non-negative number of seconds, not {v}"))
-        };
-        Ok(WatchHealthConfig {
-            unhealthy_after: secs("unhealthy-watch-seconds", self.unhealthy_watch_seconds)?,
-            deadline: secs(
-                "watch-failure-deadline-seconds",
-                self.watch_failure_deadline_seconds,
-            )?,
-            streaming_list_wait: secs(
-                "streaming-list-wait-seconds",
-                self.streaming_list_wait_seconds,
-            )?,
-        })
     }
 }
 
@@ -274,19 +215,6 @@ pub(crate) fn observed(client: kube::Client, health: WatchHealth) -> kube::Clien
     kube::Client::new(service, namespace)
 }
 
-/// The first guest with a watch failing for longer than its informer
-/// tolerates before reporting not ready, and why.
-pub fn unready_guest<'a>(
-    guests: impl IntoIterator<Item = &'a Arc<GuestController>>,
-) -> Option<NotSynced> {
-    guests.into_iter().find_map(|g| {
-        g.unhealthy_watch().map(|why| NotSynced {
-            guest: g.name().to_string(),
-            why,
-        })
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -313,35 +241,5 @@ mod tests {
         assert_eq!(h.status(), Status::Healthy);
         assert_eq!(h.unready("pods", &config), None);
         assert_eq!(h.failing_past(config.deadline), None);
-    }
-
-    #[test]
-    fn flags_refuse_negative_seconds_naming_the_flag() {
-        let args = WatchHealthArgs {
-            unhealthy_watch_seconds: 5.0,
-            watch_failure_deadline_seconds: -1.0,
-            streaming_list_wait_seconds: 30.0,
-        };
-        let err = args.config().unwrap_err();
-        assert!(err.contains("--watch-failure-deadline-seconds"), "{err}");
-        let args = WatchHealthArgs {
-            unhealthy_watch_seconds: 5.0,
-            watch_failure_deadline_seconds: 60.0,
-            streaming_list_wait_seconds: f64::NAN,
-        };
-        let err = args.config().unwrap_err();
-        assert!(err.contains("--streaming-list-wait-seconds"), "{err}");
-        let ok = WatchHealthArgs {
-            unhealthy_watch_seconds: 5.0,
-            watch_failure_deadline_seconds: 60.0,
-            streaming_list_wait_seconds: 2.5,
-        };
-        assert_eq!(
-            ok.config().unwrap(),
-            WatchHealthConfig::default()
-                .unhealthy_after(Duration::from_secs(5))
-                .deadline(Duration::from_secs(60))
-                .streaming_list_wait(Duration::from_millis(2500))
-        );
     }
 }

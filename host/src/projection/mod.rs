@@ -6,10 +6,14 @@
 //! host keeps per cached object. It never talks to the API server and never
 //! decides which objects are kept (that is the informer's job).
 
+mod keep;
+
 use std::fmt;
 use std::sync::Arc;
 
 use serde_json::Value as Json;
+
+pub use keep::Keep;
 
 /// Errors in a guest-declared field path.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -446,7 +450,7 @@ impl ProjectedObject {
     /// The request key of this object: `namespace/name`, or `name` when
     /// cluster-scoped.
     pub fn key(&self) -> String {
-        crate::store::object_key(&self.namespace, &self.name)
+        object_key(&self.namespace, &self.name)
     }
 
     /// Number of fields held (visible and index fields).
@@ -468,6 +472,41 @@ impl ProjectedObject {
             + self.finalizers.len() * 16
             + std::mem::size_of_val(&*self.values)
             + std::mem::size_of_val(&*self.ends)
+    }
+}
+
+/// `namespace/name`, or `name` for a cluster-scoped object: the key a
+/// per-object controller reconciles.
+pub fn object_key(namespace: &str, name: &str) -> String {
+    if namespace.is_empty() {
+        name.to_string()
+    } else {
+        format!("{namespace}/{name}")
+    }
+}
+
+/// Reads field `path` (by position in the informer's projection) — used by
+/// callers that map a guest's declared fields onto a shared projection.
+pub fn field_positions(projection: &Projection, wanted: &[FieldPath]) -> Vec<usize> {
+    wanted
+        .iter()
+        .map(|w| {
+            projection
+                .paths()
+                .iter()
+                .position(|p| p == w)
+                .unwrap_or(usize::MAX)
+        })
+        .collect()
+}
+
+/// Parses the whole object kept at informer position `at` (the position of
+/// [`FieldPath::whole`] in the informer's projection, which a watch of the
+/// same resource may have widened: never assume it is first).
+pub fn whole_object(obj: &ProjectedObject, at: usize) -> Option<Json> {
+    match obj.field(at).first()? {
+        Projected::Json(text) => serde_json::from_str(text).ok(),
+        _ => None,
     }
 }
 

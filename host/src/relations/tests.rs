@@ -9,12 +9,11 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use wasmctrl_snapshot::SnapshotView;
 
-use super::keys::{all_keys, keys_for, WatchCache};
-use super::related::objects_for;
+use super::{all_keys, keys_for, objects_for, WatchCache};
 use crate::guest::bindings::wasmctrl::controller::types as wit;
 use crate::guest::manifest::{self, GuestManifest};
 use crate::guest::snapshot::{self, WatchView};
-use crate::informer::field_positions;
+use crate::projection::field_positions;
 use crate::projection::Interner;
 use crate::request::RequestKey;
 use crate::store::{Change, Writer};

@@ -11,14 +11,14 @@
 
 use std::sync::Arc;
 
-use super::keys::{strings, WatchCache};
+use super::{strings, WatchCache};
 use crate::guest::{GuestManifest, KeyMapping};
 use crate::projection::ProjectedObject;
 use crate::request::RequestKey;
 
 /// Each watch's objects for `key` (indexed like `manifest.watches`), sorted
 /// by namespace and name.
-pub(crate) fn objects_for(
+pub fn objects_for(
     manifest: &GuestManifest,
     caches: &[WatchCache],
     key: &RequestKey,

@@ -27,9 +27,11 @@ use crate::actuator::hotloop::HotLoops;
 use crate::claims::Claims;
 use crate::discovery::{Discovery, DiscoveryError};
 use crate::guest::{GuestManifest, KeyMapping, ObjectKey, WriteRule};
-use crate::informer::{whole_object, Change, ChangeKind, Informer, InformerKey, InformerRegistry};
+use crate::informer::{Informer, InformerKey, InformerRegistry};
+use crate::projection::whole_object;
 use crate::projection::{FieldPath, ProjectedObject};
 use crate::request::RequestKey;
+use crate::store::{Change, ChangeKind};
 use crate::sync::lock;
 use crate::workqueue::Workqueue;
 

@@ -1,0 +1,320 @@
+//! Shared informers: one list+watch per (type, namespace, selectors), a
+//! projected cache ([`crate::store`]), and change notifications to handlers.
+//!
+//! Owns the reflector loop (kube-runtime's `watcher`), how it lists, what it
+//! decodes, when a failing watch is fatal, and the registry that shares one
+//! informer between every guest that needs it. It never computes request
+//! keys or does work for a guest: handlers are plain callbacks that must
+//! return at once.
+//!
+//! # Layout
+//! - `mod.rs`: [`InformerKey`], [`Informer`] (the handle), [`SyncState`].
+//! - `registry`: [`InformerRegistry`], one informer per key, projections merged.
+//! - `list`: streaming list or pages, and giving a silent streaming list up.
+//! - `decode`: decoding only the projected fields, at ingest.
+//! - `run`: the loop from watcher events to the store, and the failure policy.
+//! - [`health`]: how long a failing watch is tolerated.
+
+mod decode;
+pub mod health;
+mod list;
+mod registry;
+mod run;
+
+pub use health::{WatchHealth, WatchHealthConfig};
+pub use registry::InformerRegistry;
+
+use std::sync::{Arc, Mutex, RwLock};
+
+use kube::api::ApiResource;
+use kube::Client;
+use tokio::sync::watch as tokio_watch;
+use tokio::task::JoinHandle;
+
+pub use crate::store::{Change, ChangeKind, Handler};
+
+use crate::projection::{field_positions, FieldPath, Interner, ProjectedObject, Projection};
+use crate::store::{Store, Writer};
+use crate::sync::{lock, write};
+
+/// Identity of a shared informer.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct InformerKey {
+    /// API group ("" for core).
+    pub group: String,
+    /// API version.
+    pub version: String,
+    /// Kind.
+    pub kind: String,
+    /// Resource plural.
+    pub plural: String,
+    /// Namespace scope (None = all namespaces / cluster-scoped).
+    pub namespace: Option<String>,
+    /// Label selector.
+    pub label_selector: Option<String>,
+    /// Field selector.
+    pub field_selector: Option<String>,
+}
+
+impl std::fmt::Display for InformerKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let gr = if self.group.is_empty() {
+            self.plural.clone()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        };
+        write!(f, "{gr}")?;
+        if let Some(ns) = &self.namespace {
+            write!(f, " in namespace {ns}")?;
+        }
+        if let Some(l) = &self.label_selector {
+            write!(f, " labels {l:?}")?;
+        }
+        if let Some(l) = &self.field_selector {
+            write!(f, " fields {l:?}")?;
+        }
+        Ok(())
+    }
+}
+
+impl InformerKey {
+    /// The kube dynamic resource for this key.
+    pub fn api_resource(&self) -> ApiResource {
+        ApiResource {
+            group: self.group.clone(),
+            version: self.version.clone(),
+            api_version: if self.group.is_empty() {
+                self.version.clone()
+            } else {
+                format!("{}/{}", self.group, self.version)
+            },
+            kind: self.kind.clone(),
+            plural: self.plural.clone(),
+        }
+    }
+}
+
+/// Why an informer could not (or can no longer) serve its cache.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot {verb} {resource}: {message}")]
+pub struct SyncError {
+    /// "list" or "watch".
+    pub verb: &'static str,
+    /// The informer, e.g. `pods labels "app=x"`.
+    pub resource: String,
+    /// HTTP status code from the API server, when there was one.
+    pub code: Option<u16>,
+    /// The API server's message.
+    pub message: String,
+}
+
+/// Sync state of an informer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SyncState {
+    /// The initial list has not completed.
+    Pending,
+    /// The cache holds a complete list and is following the watch.
+    Synced,
+    /// The informer hit an error it cannot recover from (forbidden,
+    /// unauthorized, unknown resource before any watch worked), or no
+    /// watch has worked for the watch-failure deadline.
+    Failed(SyncError),
+}
+
+pub(crate) struct Inner {
+    key: InformerKey,
+    projection: Projection,
+    store: Store,
+    interner: Mutex<Interner>,
+    handlers: RwLock<Vec<(u64, Handler)>>,
+    next_handler: Mutex<u64>,
+    state: tokio_watch::Sender<SyncState>,
+    lists: std::sync::atomic::AtomicU64,
+    health: WatchHealth,
+    health_config: WatchHealthConfig,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
+}
+
+/// A running informer. Cheap to clone; the watch stops when the last clone
+/// (and the registry's reference) is dropped.
+#[derive(Clone)]
+pub struct Informer {
+    inner: Arc<Inner>,
+    task: Arc<TaskGuard>,
+    indexed: Arc<[FieldPath]>,
+}
+
+struct TaskGuard(JoinHandle<()>);
+
+impl Drop for TaskGuard {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl Informer {
+    /// Starts listing and watching `key`, keeping `projection` of each object
+    /// and indexing the values of the projected fields `indexed` (namespace
+    /// and controller owner are always indexed).
+    pub fn start(
+        client: Client,
+        key: InformerKey,
+        projection: Projection,
+        indexed: &[FieldPath],
+    ) -> Self {
+        Self::start_with(
+            client,
+            key,
+            projection,
+            indexed,
+            WatchHealthConfig::default(),
+            None,
+        )
+    }
+
+    /// Like [`Informer::start`], tolerating failing watches as `health`
+    /// says and counting them in `metrics` when given.
+    pub fn start_with(
+        client: Client,
+        key: InformerKey,
+        projection: Projection,
+        indexed: &[FieldPath],
+        health: WatchHealthConfig,
+        metrics: Option<Arc<crate::metrics::Metrics>>,
+    ) -> Self {
+        let (state, _) = tokio_watch::channel(SyncState::Pending);
+        let writer = Writer::with_field_indexes(&field_positions(&projection, indexed));
+        let inner = Arc::new(Inner {
+            key,
+            projection,
+            store: writer.store(),
+            interner: Mutex::new(Interner::default()),
+            handlers: RwLock::new(Vec::new()),
+            next_handler: Mutex::new(0),
+            state,
+            lists: std::sync::atomic::AtomicU64::new(0),
+            health: WatchHealth::default(),
+            health_config: health,
+            metrics,
+        });
+        let task = tokio::spawn(run::run(client, inner.clone(), writer));
+        Informer {
+            inner,
+            task: Arc::new(TaskGuard(task)),
+            indexed: indexed.into(),
+        }
+    }
+
+    /// The informer's identity.
+    pub fn key(&self) -> &InformerKey {
+        &self.inner.key
+    }
+
+    /// The projection it keeps.
+    pub fn projection(&self) -> &Projection {
+        &self.inner.projection
+    }
+
+    /// Current sync state.
+    pub fn state(&self) -> SyncState {
+        self.inner.state.borrow().clone()
+    }
+
+    /// Waits until synced (Ok) or failed (Err).
+    pub async fn wait_synced(&self) -> Result<(), SyncError> {
+        let mut rx = self.inner.state.subscribe();
+        loop {
+            match &*rx.borrow_and_update() {
+                SyncState::Synced => return Ok(()),
+                SyncState::Failed(e) => return Err(e.clone()),
+                SyncState::Pending => {}
+            }
+            if rx.changed().await.is_err() {
+                return Err(SyncError {
+                    verb: "watch",
+                    resource: self.inner.key.to_string(),
+                    code: None,
+                    message: "informer stopped".into(),
+                });
+            }
+        }
+    }
+
+    /// The informer's watch health.
+    pub fn health(&self) -> &WatchHealth {
+        &self.inner.health
+    }
+
+    /// Why this informer makes the host not ready: its watch has been
+    /// failing for longer than the configured grace time.
+    pub fn unready(&self) -> Option<String> {
+        self.inner
+            .health
+            .unready(&self.inner.key.to_string(), &self.inner.health_config)
+    }
+
+    /// A receiver of state changes (for readiness and failure detection).
+    pub fn subscribe_state(&self) -> tokio_watch::Receiver<SyncState> {
+        self.inner.state.subscribe()
+    }
+
+    /// Registers a handler; returns an id for [`Informer::remove_handler`].
+    ///
+    /// Like client-go's `AddEventHandler` on a running informer, the handler
+    /// first gets an `Added` for every object already cached, so it misses
+    /// nothing whenever it is added. (Registered before that replay, it may
+    /// see a concurrent change twice; never zero times.)
+    pub fn add_handler(&self, handler: Handler) -> u64 {
+        let id = {
+            let mut next = lock(&self.inner.next_handler);
+            *next += 1;
+            *next
+        };
+        write(&self.inner.handlers).push((id, handler.clone()));
+        for object in self.inner.store.list() {
+            handler(&Change::added(object));
+        }
+        id
+    }
+
+    /// Unregisters a handler.
+    pub fn remove_handler(&self, id: u64) {
+        write(&self.inner.handlers).retain(|(h, _)| *h != id);
+    }
+
+    /// A reader of the informer's cache.
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// All cached objects, sorted by namespace then name.
+    pub fn list(&self) -> Vec<Arc<ProjectedObject>> {
+        self.inner.store.list()
+    }
+
+    /// One cached object.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<ProjectedObject>> {
+        self.inner.store.get(namespace, name)
+    }
+
+    /// How many complete lists (the initial one plus relists after a
+    /// `410 Gone` or a failed watch) the informer has done.
+    pub fn lists(&self) -> u64 {
+        self.inner.lists.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Number of cached objects.
+    pub fn len(&self) -> usize {
+        self.inner.store.len()
+    }
+
+    /// Whether the cache is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Number of live references (registry included).
+    fn users(&self) -> usize {
+        Arc::strong_count(&self.task)
+    }
+}

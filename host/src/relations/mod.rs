@@ -1,0 +1,73 @@
+//! Which objects relate to which keys: the mapping from a change to the
+//! request keys it wakes ([`keys_for`], [`all_keys`]), and from a key to
+//! the objects its snapshot holds ([`objects_for`], [`snapshot_for`]), over
+//! the informers' stores. Shared by the controller, the aggregate and the
+//! offline reconcile, so the three agree. It never enqueues, reconciles or
+//! calls a guest.
+//!
+//! # Layout
+//! - `keys`: key mappings (`per-object`, `aggregate`, `owner`,
+//!   `same-namespace`, `by-index`) and the resync set.
+//! - `related`: the objects one key's snapshot holds.
+
+mod keys;
+mod related;
+
+use std::sync::Arc;
+
+use crate::guest::snapshot::{self, WatchView};
+use crate::guest::GuestManifest;
+use crate::projection::{Projected, ProjectedObject};
+use crate::request::RequestKey;
+use crate::store::Store;
+
+pub use keys::{all_keys, keys_for};
+pub use related::objects_for;
+
+/// One watch's cache as the controller reads it.
+#[derive(Clone)]
+pub struct WatchCache {
+    /// The informer's store.
+    pub store: Store,
+    /// Where each of the watch's paths (visible, then index fields) sits in
+    /// the informer's (possibly wider, shared) projection.
+    pub positions: Vec<usize>,
+}
+
+impl WatchCache {
+    /// The informer position of the watch's path `i`.
+    pub fn at(&self, i: usize) -> usize {
+        self.positions.get(i).copied().unwrap_or(usize::MAX)
+    }
+}
+
+/// The distinct string values of `obj`'s field at informer position `at`.
+fn strings(obj: &ProjectedObject, at: usize) -> Vec<&str> {
+    let mut out: Vec<&str> = obj.field(at).iter().filter_map(Projected::as_str).collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// The snapshot one reconcile of `key` gets from `caches` (one per watch
+/// of `manifest`): every object for an aggregate key, the primary and its
+/// related objects for a per-object key (see `related`).
+pub fn snapshot_for(
+    manifest: &GuestManifest,
+    caches: &[WatchCache],
+    key: &RequestKey,
+) -> crate::guest::SnapshotData {
+    let objects = objects_for(manifest, caches, key);
+    let views: Vec<WatchView<'_>> = objects
+        .iter()
+        .zip(caches)
+        .map(|(objs, cache)| WatchView {
+            objects: objs.iter().map(Arc::as_ref).collect(),
+            positions: cache.positions.clone(),
+        })
+        .collect();
+    snapshot::build(manifest, &views)
+}
+
+#[cfg(test)]
+mod tests;
