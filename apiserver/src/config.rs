@@ -97,7 +97,7 @@ impl Default for ApiServerConfig {
             bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
             kubelet: true,
             garbage_collector: true,
-            max_request_body_bytes: crate::body::DEFAULT_MAX_REQUEST_BODY_BYTES,
+            max_request_body_bytes: crate::http::body::DEFAULT_MAX_REQUEST_BODY_BYTES,
             tls_handshake_timeout: DEFAULT_TLS_HANDSHAKE_TIMEOUT,
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             watch_send_deadline: DEFAULT_WATCH_SEND_DEADLINE,

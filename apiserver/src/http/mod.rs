@@ -1,0 +1,30 @@
+//! The HTTP face of the server: the HTTPS listener, routing, authentication
+//! and authorization, request bodies and their encodings, discovery and
+//! OpenAPI documents, Table printing, fault injection and `Status` errors.
+//! It owns what goes over the wire and which verb runs; it never keeps
+//! objects itself (`storage` does) and never decides what a kind's objects
+//! may hold (`rules` does).
+//!
+//! # Layout
+//! - `server`: the listener, certificates, kubeconfigs and clients.
+//! - `handlers`: routing, shared request checks, and the verbs (`reads`, `writes`, `scale`).
+//! - `body`: reading, depth-checking and decoding request bodies; `proto`: the protobuf encoding.
+//! - `auth`: bearer tokens and RBAC-like rules; `access`: self access reviews (`can-i`, `whoami`).
+//! - `discovery`: `/api`, `/apis` and `/version`; `openapi`: `/openapi/v2`.
+//! - `table`: server-side printing; `printer_columns`: a CRD's `additionalPrinterColumns`.
+//! - `convert`: conversion between served versions sharing one storage bucket.
+//! - `faults`: fault injection; `status`: errors as `meta/v1 Status`.
+
+mod access;
+pub mod auth;
+pub mod body;
+pub mod convert;
+pub mod discovery;
+pub mod faults;
+pub(crate) mod handlers;
+pub mod openapi;
+mod printer_columns;
+pub mod proto;
+pub mod server;
+pub mod status;
+pub mod table;

@@ -1,0 +1,20 @@
+//! The Kubernetes semantics of objects per kind, as the real server's
+//! registry strategies and validation apply them before storage: names and
+//! system metadata, defaulting, metadata and data limits, unknown and
+//! duplicate fields, pod rules and bindings, and CustomResourceDefinitions
+//! with their schemas. Mostly pure functions over JSON; only `crd` reads
+//! and updates the registry and store when a CRD comes and goes. Nothing
+//! here serves requests or runs in the background.
+//!
+//! # Layout
+//! - `objects`: names, `generateName`, system metadata, pod defaulting, status/spec separation.
+//! - `object_rules`: label, annotation and ConfigMap/Secret size validation.
+//! - `validation`: unknown- and duplicate-field checks (`fieldValidation`).
+//! - `pods`: pod spec validation and the `pods/binding` subresource.
+//! - `crd`: CRDs, and pruning, defaulting and validating custom objects.
+
+pub mod crd;
+pub(crate) mod object_rules;
+pub mod objects;
+pub(crate) mod pods;
+pub mod validation;
