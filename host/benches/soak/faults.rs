@@ -1,5 +1,5 @@
 //! The faults the soak injects: the embedded server's admin endpoint
-//! (`POST /wasmctrl/faults`, see `apiserver/src/faults.rs`) and a
+//! (`POST /wasmctrl/faults`, see `apiserver/src/http/faults.rs`) and a
 //! SIGKILL of the host. Only picks and sends faults; it never measures.
 
 use std::time::Duration;
