@@ -150,7 +150,7 @@ where
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
         self.permitted = false;
         if let (Some(waited), Some((metrics, host))) = (self.waited.take(), &self.metrics) {
-            crate::metrics::record_rate_limiter_wait(metrics, req.method().as_str(), host, waited);
+            record_rate_limiter_wait(metrics, req.method().as_str(), host, waited);
         }
         self.inner.call(req)
     }
@@ -205,7 +205,7 @@ where
         Box::pin(async move {
             let result = fut.await;
             let code = result.as_ref().ok().map(|r| r.status().as_u16());
-            crate::metrics::record_request(&metrics, &method, &host, code, started.elapsed());
+            record_request(&metrics, &method, &host, code, started.elapsed());
             result
         })
     }
@@ -251,6 +251,43 @@ pub fn build(
         .build())
 }
 
+/// Records one API request in `rest_client_*`.
+fn record_request(
+    m: &crate::metrics::Metrics,
+    method: &str,
+    host: &str,
+    code: Option<u16>,
+    elapsed: std::time::Duration,
+) {
+    m.rest_requests
+        .get_or_create(&crate::metrics::RequestLabels {
+            code: code.map_or_else(|| "<error>".to_string(), |c| c.to_string()),
+            method: method.to_string(),
+            host: host.to_string(),
+        })
+        .inc();
+    m.rest_latency
+        .get_or_create(&crate::metrics::LatencyLabels {
+            verb: method.to_string(),
+            host: host.to_string(),
+        })
+        .observe(elapsed.as_secs_f64());
+}
+
+/// Records one request's wait for a client-side rate-limiter token.
+fn record_rate_limiter_wait(
+    m: &crate::metrics::Metrics,
+    method: &str,
+    host: &str,
+    waited: std::time::Duration,
+) {
+    m.rest_rate_limiter
+        .get_or_create(&crate::metrics::LatencyLabels {
+            verb: method.to_string(),
+            host: host.to_string(),
+        })
+        .observe(waited.as_secs_f64());
+}
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,112 @@
+//! The endpoint servers controller-runtime managers also run: `/metrics`
+//! on the metrics address, `/healthz`, `/livez` and `/readyz` on the
+//! health address. It never decides what is ready: callers pass a probe.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+
+use super::Metrics;
+
+/// Readiness probe: Ok when ready, Err(why not) otherwise.
+pub type Readiness<E> = Arc<dyn Fn() -> Result<(), E> + Send + Sync>;
+
+async fn metrics_handler(State(m): State<Arc<Metrics>>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        m.encode(),
+    )
+}
+
+async fn healthz() -> impl IntoResponse {
+    // Answering at all proves the runtime is responsive.
+    (StatusCode::OK, "ok\n")
+}
+
+/// Lines `/readyz` adds to its answer, ready or not (guests refused at
+/// load: the host runs without them).
+pub type Detail = Arc<dyn Fn() -> Vec<String> + Send + Sync>;
+
+async fn readyz<E: std::fmt::Display>(
+    State((ready, detail)): State<(Readiness<E>, Detail)>,
+) -> impl IntoResponse {
+    let (code, mut body) = match ready() {
+        Ok(()) => (StatusCode::OK, "ok\n".to_string()),
+        Err(why) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {why}\n"),
+        ),
+    };
+    for line in detail() {
+        body.push_str(&line);
+        body.push('\n');
+    }
+    (code, body)
+}
+
+/// A bound endpoint server.
+#[derive(Debug)]
+pub struct Endpoint {
+    /// The address actually bound (useful with port 0).
+    pub addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn serve(addr: SocketAddr, app: Router) -> std::io::Result<Endpoint> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let addr = listener.local_addr()?;
+    let task = tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!(%addr, "endpoint server stopped: {e}");
+        }
+    });
+    Ok(Endpoint { addr, task })
+}
+
+/// Serves `/metrics` on `addr`.
+pub async fn serve_metrics(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<Endpoint> {
+    serve(
+        addr,
+        Router::new()
+            .route("/metrics", get(metrics_handler))
+            .with_state(metrics),
+    )
+    .await
+}
+
+/// Serves `/healthz` and `/readyz` on `addr`.
+pub async fn serve_health<E: std::fmt::Display + 'static>(
+    addr: SocketAddr,
+    ready: Readiness<E>,
+) -> std::io::Result<Endpoint> {
+    serve_health_with_detail(addr, ready, Arc::new(Vec::new)).await
+}
+
+/// Serves `/healthz` and `/readyz` on `addr`; `/readyz` adds the lines
+/// `detail` gives to its answer.
+pub async fn serve_health_with_detail<E: std::fmt::Display + 'static>(
+    addr: SocketAddr,
+    ready: Readiness<E>,
+    detail: Detail,
+) -> std::io::Result<Endpoint> {
+    let app = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/livez", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state((ready, detail));
+    serve(addr, app).await
+}
