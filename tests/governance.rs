@@ -22,8 +22,8 @@ use crate::support::wat::{
 use crate::support::*;
 use wasmctrl::guest::policy::Policy;
 use wasmctrl::guest::RuntimeConfig;
-use wasmctrl::guestdir::write_like_kubelet;
 use wasmctrl::metrics::Metrics;
+use wasmctrl::supervisor::guest_dir::write_like_kubelet;
 use wasmctrl::supervisor::{Supervisor, SupervisorConfig};
 
 /// A guest that watches every Secret and writes the ConfigMap `ops/leak`:

@@ -13,8 +13,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, Client};
 use wasmctrl::controller::ControllerConfig;
 use wasmctrl::guest::RuntimeConfig;
-use wasmctrl::guestdir::write_like_kubelet;
 use wasmctrl::metrics::Metrics;
+use wasmctrl::supervisor::guest_dir::write_like_kubelet;
 use wasmctrl::supervisor::SupervisorConfig;
 
 /// How long a test watches for a write that must not come.

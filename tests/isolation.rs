@@ -20,9 +20,9 @@ use crate::support::wat::{
 use crate::support::*;
 use wasmctrl::controller::ControllerConfig;
 use wasmctrl::guest::RuntimeConfig;
-use wasmctrl::guestdir::write_like_kubelet;
 use wasmctrl::metrics::Metrics;
 use wasmctrl::quarantine::QuarantineConfig;
+use wasmctrl::supervisor::guest_dir::write_like_kubelet;
 use wasmctrl::supervisor::{Supervisor, SupervisorConfig};
 
 /// The host's own Pod, which guest Events regard.

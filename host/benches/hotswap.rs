@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
 use wasmctrl::guest::RuntimeConfig;
-use wasmctrl::guestdir::write_like_kubelet;
+use wasmctrl::supervisor::guest_dir::write_like_kubelet;
 use wasmctrl::supervisor::{Supervisor, SupervisorConfig};
 use wasmctrl_apiserver::{ApiServer, ApiServerConfig};
 

@@ -12,7 +12,6 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "config",
             "failure",
-            "guestdir",
             "packaging",
             "permissions",
             "request",
@@ -38,7 +37,6 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     ("acting on plans", &["actuator", "aggregate", "offline"]),
     ("one guest's control loop", &["controller"]),
-    ("guests of a host", &["waiting"]),
     ("the host", &["supervisor"]),
     ("development", &["demo"]),
 ];

@@ -16,7 +16,6 @@ pub mod discovery;
 pub mod events;
 pub mod failure;
 pub mod guest;
-pub mod guestdir;
 pub mod informer;
 #[cfg(test)]
 mod layering;
@@ -34,5 +33,4 @@ pub mod store;
 pub mod supervisor;
 mod sync;
 pub mod urlpath;
-pub mod waiting;
 pub mod workqueue;

@@ -117,7 +117,7 @@ pub struct Metrics {
     /// quarantined (not called), else 0.
     pub guest_quarantined: Family<GuestLabels, Gauge>,
     /// `wasmctrl_guest_waiting{guest}`: 1 while the guest waits for a kind
-    /// the API server does not serve (see [`crate::waiting`]), else 0.
+    /// the API server does not serve (see [`crate::supervisor::waiting`]), else 0.
     pub guest_waiting: Family<GuestLabels, Gauge>,
 }
 

@@ -1,0 +1,299 @@
+//! Loading one guest: compiling and describing it, checking it against the
+//! others (unique name, write-rule overlap), starting it or keeping it
+//! waiting (not ready, retried with backoff), and refusing it alone when
+//! it cannot run (policy, `describe` failing, write rules naming another
+//! guest's object, missing permissions: a log line, a metric, an Event on
+//! the host's Pod, a `/readyz` detail line). It never swaps a running
+//! guest (see `swap`).
+
+use super::*;
+
+impl Supervisor {
+    /// Refuses a guest that could not be loaded: ends the host when
+    /// `strict_guests` asks; otherwise logs it, counts it
+    /// (`wasmctrl_guests_refused_total`), records a `GuestRefused` Warning
+    /// Event on the host's Pod and keeps it for `/readyz`'s detail (and
+    /// the first such error in `first`).
+    pub(super) async fn refuse(
+        &self,
+        key: String,
+        name: String,
+        source: &str,
+        digest: String,
+        e: SupervisorError,
+        first: &mut Option<SupervisorError>,
+    ) -> Result<(), SupervisorError> {
+        if self.config.strict_guests {
+            return Err(e);
+        }
+        tracing::error!(guest = %name, path = %source, reason = e.reason(), "guest refused; the other guests run: {e}");
+        self.record_refused(key, &name, digest, &e);
+        self.event(true, "GuestRefused", format!("{source}: {e}"))
+            .await;
+        if first.is_none() {
+            *first = Some(e);
+        }
+        Ok(())
+    }
+
+    /// Keeps a refused guest for `/readyz`'s detail (a changed file is
+    /// tried again; an unchanged one is not) and counts it.
+    pub(super) fn record_refused(
+        &self,
+        key: String,
+        name: &str,
+        digest: String,
+        e: &SupervisorError,
+    ) {
+        self.metrics
+            .guests_refused
+            .get_or_create(&GuestReasonLabels {
+                guest: name.to_string(),
+                reason: e.reason().to_string(),
+            })
+            .inc();
+        let why = e.to_string().replace('\n', " ");
+        let why = if why.starts_with("guest ") {
+            why
+        } else {
+            format!("guest {name}: {why}")
+        };
+        lock(&self.refused).insert(
+            key,
+            Refused {
+                name: name.to_string(),
+                digest,
+                why,
+            },
+        );
+    }
+
+    /// Refuses a guest whose write rules name an object the rules of
+    /// another guest of this host (running or waiting) name.
+    pub(super) fn check_overlap(
+        &self,
+        key: &str,
+        manifest: &crate::guest::GuestManifest,
+    ) -> Result<(), SupervisorError> {
+        let guests = lock(&self.guests);
+        let running = guests
+            .values()
+            .filter(|g| g.key != key)
+            .map(|g| g.controller.manifest().clone());
+        let waiting = self
+            .waiting
+            .manifests()
+            .into_iter()
+            .filter(|(k, _)| k != key);
+        for other in running.chain(waiting.map(|(_, m)| m)) {
+            if let Some(overlap) = claims::static_overlap(manifest, &other) {
+                return Err(SupervisorError::Overlap(Box::new(overlap)));
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts a described guest's controller (registered, to run with
+    /// [`Supervisor::run`]), or, when a kind it needs is not served yet,
+    /// keeps it waiting. Any other failure is returned.
+    pub(super) async fn start_or_wait(
+        &self,
+        key: String,
+        source: String,
+        digest: String,
+        described: DescribedGuest,
+    ) -> Result<(), SupervisorError> {
+        let name = described.manifest.name.clone();
+        self.check_unique(&name, &source)?;
+        self.check_overlap(&key, &described.manifest)?;
+        match or_wait(self.controller_for(described.clone()).await)? {
+            Ok(controller) => {
+                tracing::info!(guest = %name, path = %source, "guest loaded");
+                self.insert(key, source, digest, controller, false);
+            }
+            Err(kind) => self
+                .waiting
+                .wait(key, WaitingGuest::new(source, digest, described, kind)),
+        }
+        Ok(())
+    }
+
+    /// Retries every waiting guest whose time has come: a guest whose kinds
+    /// are now served starts; one still missing a kind waits longer; any
+    /// other failure (a permission the host lacks, ...) refuses it, as at
+    /// start.
+    pub(super) async fn retry_waiting(&self) -> Result<(), SupervisorError> {
+        for (key, w) in self.waiting.take_due() {
+            let started = match or_wait(self.controller_for(w.described.clone()).await) {
+                Ok(started) => started,
+                Err(e) => {
+                    let name = w.name().to_string();
+                    self.refuse(key, name, &w.source, w.digest.clone(), e.into(), &mut None)
+                        .await?;
+                    continue;
+                }
+            };
+            match started {
+                Ok(controller) => {
+                    tracing::info!(guest = %w.name(), kind = %w.kind, path = %w.source, "the kind the guest waited for is served; guest starting");
+                    self.insert(key, w.source, w.digest, controller, true);
+                }
+                Err(kind) => self.waiting.retry_later(key, w, kind),
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn check_unique(&self, name: &str, source: &str) -> Result<(), SupervisorError> {
+        let running = lock(&self.guests)
+            .values()
+            .find(|g| g.controller.name() == name)
+            .map(|g| g.source.clone());
+        if let Some(first) = running.or_else(|| self.waiting.source_of(name)) {
+            return Err(SupervisorError::DuplicateName {
+                name: name.to_string(),
+                first,
+                second: source.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Registers a controller; its task starts now when `running` (the host
+    /// already runs), else in [`Supervisor::run`].
+    pub(super) fn insert(
+        &self,
+        key: String,
+        source: String,
+        digest: String,
+        controller: GuestController,
+        running: bool,
+    ) {
+        let controller = Arc::new(controller);
+        self.reserve(&key, controller.manifest());
+        lock(&self.refused).remove(&key);
+        let task = if running {
+            self.spawn(controller.clone())
+        } else {
+            tokio::spawn(std::future::pending())
+        };
+        lock(&self.guests).insert(
+            key.clone(),
+            RunningGuest {
+                key,
+                source,
+                digest,
+                controller,
+                task,
+            },
+        );
+    }
+
+    pub(super) fn spawn(&self, controller: Arc<GuestController>) -> tokio::task::JoinHandle<()> {
+        let failures = self.failures_tx.clone();
+        let mut leadership = self.leadership.clone();
+        tokio::spawn(async move {
+            let gate = async move {
+                loop {
+                    if *leadership.borrow_and_update() == Leadership::Leading {
+                        return;
+                    }
+                    if leadership.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+            };
+            if let Err(e) = controller.run_when(gate).await {
+                let _ = failures.send(e);
+            }
+        })
+    }
+
+    /// Describes `module` with `values` as its configuration (off the
+    /// async runtime: a guest call may take up to its deadline).
+    pub(super) async fn describe(
+        &self,
+        module: GuestModule,
+        values: BTreeMap<String, String>,
+    ) -> Result<DescribedGuest, SupervisorError> {
+        let env = guest::environment(&self.config.namespace, &values);
+        let (m, e) = (module.clone(), env.clone());
+        let manifest = tokio::task::spawn_blocking(move || m.manifest(&e))
+            .await
+            .map_err(|e| GuestError {
+                guest: module.label().to_string(),
+                kind: guest::GuestErrorKind::Trap(format!("describe task failed: {e}")),
+            })??;
+        Ok(DescribedGuest {
+            module,
+            env,
+            manifest,
+        })
+    }
+
+    /// Describes a `--guest` file with its `--config` entries, found under
+    /// its declared name or else its file stem. The name is only known by
+    /// describing, so the guest is described with the stem's entries (or
+    /// none) first, and again only when entries under its declared name
+    /// differ from those.
+    pub(super) async fn describe_file(
+        &self,
+        module: GuestModule,
+        path: &Path,
+    ) -> Result<DescribedGuest, SupervisorError> {
+        let by_stem = self.config.guest_config.get(&stem(path)).cloned();
+        let first = self
+            .describe(module.clone(), by_stem.clone().unwrap_or_default())
+            .await?;
+        match self.config.guest_config.get(&first.manifest.name) {
+            Some(by_name) if Some(by_name) != by_stem.as_ref() => {
+                self.describe(module, by_name.clone()).await
+            }
+            _ => Ok(first),
+        }
+    }
+
+    pub(super) async fn controller_for(
+        &self,
+        described: DescribedGuest,
+    ) -> Result<GuestController, ControllerError> {
+        let mut config = self.config.controller.clone();
+        config.claims = self.claims.clone();
+        config.host_pod = self.config.pod.clone();
+        GuestController::start(
+            self.client.clone(),
+            &self.registry,
+            &self.discovery,
+            described,
+            config,
+            self.metrics.clone(),
+        )
+        .await
+    }
+
+    /// Registers `manifest`'s write rules with the claims, before its guest
+    /// writes: the objects the other running guests wrote while no other
+    /// guest could name them, and which it can, are claimed for them now.
+    pub(super) fn reserve(&self, key: &str, manifest: &crate::guest::GuestManifest) {
+        self.claims.reserve(manifest);
+        let others: Vec<_> = lock(&self.guests)
+            .values()
+            .filter(|g| g.key != key)
+            .map(|g| g.controller.clone())
+            .collect();
+        for c in others {
+            self.claims.seed(c.name(), &c.written());
+        }
+    }
+
+    /// Ends what `guest` reserved and claimed; when it held objects, every
+    /// other guest looks again at once (one whose plan a claim refused
+    /// need not wait out its backoff).
+    pub(super) fn release_claims(&self, guest: &str) {
+        if self.claims.release_guest(guest) {
+            for c in self.controllers().iter().filter(|c| c.name() != guest) {
+                c.enqueue_all();
+            }
+        }
+    }
+}

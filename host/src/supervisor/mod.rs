@@ -1,0 +1,502 @@
+//! The guest supervisor: the host process's set of running guests, over one
+//! client and shared informers. It loads each guest (`--guest` files or a
+//! watched `--guest-dir`), starts one [`GuestController`] per guest, swaps
+//! a guest's module at run time, keeps guests whose kinds are not served
+//! yet waiting, refuses a guest that cannot be loaded alone (the others
+//! run), owns the host's [`Claims`], and runs everything until shutdown,
+//! lost leadership or a fatal cache. It never reconciles anything itself.
+//!
+//! # Layout
+//! - `mod.rs`: [`Supervisor`], its configuration and errors, start and run.
+//! - `load`: loading, describing, refusing and starting one guest.
+//! - `swap`: rescanning the guest directory and swapping modules.
+//! - `readiness`: `/readyz` over every guest.
+//! - [`waiting`]: guests waiting for a kind the API server does not serve.
+//! - [`guest_dir`]: reading a ConfigMap-volume directory of guests.
+
+pub mod guest_dir;
+mod load;
+mod readiness;
+mod swap;
+pub mod waiting;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use tokio::sync::{mpsc, watch};
+
+use crate::claims::{self, Claims, Overlap};
+use crate::controller::{ControllerConfig, ControllerError, DescribedGuest, GuestController};
+use crate::discovery::Discovery;
+use crate::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use crate::guest::{self, GuestError, GuestModule, GuestRuntime, RuntimeConfig};
+use crate::informer::InformerRegistry;
+use crate::metrics::{GuestReasonLabels, GuestResultLabels, Metrics};
+use crate::sync::lock;
+use guest_dir::{ConfigFileError, DirWatch, GuestDirError, GuestFile};
+use waiting::{or_wait, Waiting, WaitingGuest};
+
+/// Why the supervisor (and so the host process) stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum SupervisorError {
+    /// A guest could not be loaded.
+    #[error(transparent)]
+    Guest(#[from] GuestError),
+    /// A guest's controller failed.
+    #[error(transparent)]
+    Controller(Box<ControllerError>),
+    /// The guest directory could not be read or watched.
+    #[error(transparent)]
+    GuestDir(#[from] GuestDirError),
+    /// No guests were given.
+    #[error("no guests to run: pass --guest PATH.wasm or --guest-dir DIR")]
+    NoGuests,
+    /// Two guests declare the same name.
+    #[error("guest {name} is declared by both {first} and {second}")]
+    DuplicateName {
+        /// The name.
+        name: String,
+        /// One file.
+        first: String,
+        /// The other.
+        second: String,
+    },
+    /// A guest's configuration file is unusable.
+    #[error("guest {key}: {source}")]
+    Config {
+        /// The guest's file stem.
+        key: String,
+        /// What is wrong.
+        #[source]
+        source: ConfigFileError,
+    },
+    /// A new version of a running guest needs a kind that is not served.
+    #[error("the API server does not serve {kind} (is its CRD installed?)")]
+    NotServed {
+        /// The kind, `group/version/Kind`.
+        kind: String,
+    },
+    /// Leadership was lost: writes stopped; the process must exit.
+    #[error("lost leadership: {0}")]
+    LostLeadership(String),
+    /// A guest's write rules name an object another guest's rules name.
+    #[error(transparent)]
+    Overlap(Box<Overlap>),
+}
+
+impl SupervisorError {
+    /// Why a guest was refused, as a metric label (`policy`, `trap`,
+    /// `deadline`, `memory`, `write_overlap`, `permissions`, ...).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            SupervisorError::Guest(e) => e.reason(),
+            SupervisorError::Controller(e) => e.reason(),
+            SupervisorError::GuestDir(_) => "guest_dir",
+            SupervisorError::NoGuests => "no_guests",
+            SupervisorError::DuplicateName { .. } => "duplicate_name",
+            SupervisorError::Config { .. } => "config",
+            SupervisorError::NotServed { .. } => "not_served",
+            SupervisorError::LostLeadership(_) => "lost_leadership",
+            SupervisorError::Overlap(_) => "write_overlap",
+        }
+    }
+}
+
+impl From<ControllerError> for SupervisorError {
+    fn from(e: ControllerError) -> Self {
+        SupervisorError::Controller(Box::new(e))
+    }
+}
+
+/// A guest that is not running yet (the host is not ready), and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("guest {guest}: {why}")]
+pub struct NotSynced {
+    /// The guest.
+    pub guest: String,
+    /// What it waits for: its caches to sync, or a kind to be served.
+    pub why: String,
+}
+
+/// Everything the host needs to start.
+#[derive(Debug, Clone, Default)]
+pub struct SupervisorConfig {
+    /// Guest component files.
+    pub guests: Vec<PathBuf>,
+    /// A directory of guests to watch (ConfigMap volume layout supported).
+    pub guest_dir: Option<PathBuf>,
+    /// The host's namespace (told to guests).
+    pub namespace: String,
+    /// Per-guest configuration, keyed by guest name or file stem.
+    pub guest_config: BTreeMap<String, BTreeMap<String, String>>,
+    /// Controller settings shared by all guests.
+    pub controller: ControllerConfig,
+    /// Sandbox settings.
+    pub runtime: RuntimeConfig,
+    /// The host's own Pod (namespace, name), for swap Events.
+    pub pod: Option<(String, String)>,
+    /// Periodic rescan of the guest directory (safety net for missed
+    /// notifications).
+    pub rescan: Option<Duration>,
+    /// How long failing watches are tolerated (not ready, then exit).
+    pub watch_health: crate::informer::WatchHealthConfig,
+    /// A guest refused at start ends the host (`--strict-guests`) instead
+    /// of being refused alone.
+    pub strict_guests: bool,
+}
+
+/// Leadership as the host sees it (defined by the leader-election bridge).
+pub use crate::leader::Leadership;
+
+/// A guest refused at load of which no version runs.
+struct Refused {
+    name: String,
+    digest: String,
+    why: String,
+}
+
+struct RunningGuest {
+    key: String,
+    source: String,
+    digest: String,
+    controller: Arc<GuestController>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// What a swap candidate turned out to be.
+enum Swap {
+    /// Compiled, described, caches synced: ready to replace what runs.
+    Ready(Box<GuestController>),
+    /// A new guest needing a kind that is not served yet (the kind).
+    Waits(DescribedGuest, String),
+}
+
+/// The running guests of one host process. Share it in an `Arc` to serve readiness while it runs.
+pub struct Supervisor {
+    client: Client,
+    registry: InformerRegistry,
+    runtime: GuestRuntime,
+    discovery: Discovery,
+    config: SupervisorConfig,
+    metrics: Arc<Metrics>,
+    guests: Mutex<BTreeMap<String, RunningGuest>>,
+    /// Guests waiting for a kind to be served, by key.
+    waiting: Waiting,
+    failures_tx: mpsc::UnboundedSender<ControllerError>,
+    failures_rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<ControllerError>>,
+    leadership: watch::Receiver<Leadership>,
+    _leadership_tx: Option<watch::Sender<Leadership>>,
+    recorder: Recorder,
+    /// Which guest may write which object.
+    claims: Claims,
+    /// Guests refused at load, by key.
+    refused: Mutex<BTreeMap<String, Refused>>,
+    /// The digest of the rejected new version of each running guest, by
+    /// key: not tried again until its file changes.
+    rejected: Mutex<BTreeMap<String, String>>,
+}
+
+fn stem(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+impl Supervisor {
+    /// Loads every `--guest` file and starts its informers (not its
+    /// workers). Without a leadership signal the host always leads.
+    pub async fn start(
+        client: Client,
+        config: SupervisorConfig,
+        metrics: Option<Arc<Metrics>>,
+    ) -> Result<Self, SupervisorError> {
+        let (tx, rx) = watch::channel(Leadership::Leading);
+        let mut host = Self::start_with_leadership(client, config, metrics, rx).await?;
+        host._leadership_tx = Some(tx);
+        Ok(host)
+    }
+
+    /// Like [`Supervisor::start`], with workers gated on `leadership`.
+    pub async fn start_with_leadership(
+        client: Client,
+        config: SupervisorConfig,
+        metrics: Option<Arc<Metrics>>,
+        leadership: watch::Receiver<Leadership>,
+    ) -> Result<Self, SupervisorError> {
+        if config.guests.is_empty() && config.guest_dir.is_none() {
+            return Err(SupervisorError::NoGuests);
+        }
+        let runtime = GuestRuntime::new(config.runtime.clone())?;
+        let discovery = Discovery::new(client.clone());
+        // Without a scraped registry the guests still count (tests and the
+        // demo read the same counters).
+        let metrics = metrics.unwrap_or_default();
+        let registry = InformerRegistry::new(client.clone())
+            .with_health(config.watch_health)
+            .with_metrics(metrics.clone());
+        let (failures_tx, failures_rx) = mpsc::unbounded_channel();
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "wasmctrl".into(),
+                instance: config.pod.as_ref().map(|(_, n)| n.clone()),
+            },
+        );
+        let waiting = Waiting::new(metrics.guest_waiting.clone());
+        let host = Supervisor {
+            client,
+            registry,
+            runtime,
+            discovery,
+            config,
+            metrics,
+            guests: Mutex::new(BTreeMap::new()),
+            waiting,
+            failures_tx,
+            failures_rx: tokio::sync::Mutex::new(failures_rx),
+            leadership,
+            _leadership_tx: None,
+            recorder,
+            claims: Claims::new(),
+            refused: Mutex::new(BTreeMap::new()),
+            rejected: Mutex::new(BTreeMap::new()),
+        };
+        // A guest that cannot be loaded is refused alone: the others run.
+        let mut first_refusal = None;
+        for path in host.config.guests.clone() {
+            let (key, source) = (stem(&path), path.display().to_string());
+            let loaded = async {
+                let module = host.runtime.load_file(&path)?;
+                host.describe_file(module, &path).await
+            };
+            let (name, result) = match loaded.await {
+                Ok(described) => (
+                    described.manifest.name.clone(),
+                    host.start_or_wait(key.clone(), source.clone(), String::new(), described)
+                        .await,
+                ),
+                Err(e) => (key.clone(), Err(e)),
+            };
+            if let Err(e) = result {
+                host.refuse(key, name, &source, String::new(), e, &mut first_refusal)
+                    .await?;
+            }
+        }
+        if let Some(dir) = host.config.guest_dir.clone() {
+            for (key, file) in guest_dir::scan(&dir)? {
+                let source = file.path.display().to_string();
+                let loaded = async {
+                    let config = file
+                        .config
+                        .clone()
+                        .map_err(|source| SupervisorError::Config {
+                            key: key.clone(),
+                            source,
+                        })?;
+                    let module = host
+                        .runtime
+                        .load_bytes(&format!("{key}.wasm"), &file.bytes)?;
+                    host.describe(module, config).await
+                };
+                let (name, result) = match loaded.await {
+                    Ok(described) => (
+                        described.manifest.name.clone(),
+                        host.start_or_wait(
+                            key.clone(),
+                            source.clone(),
+                            file.digest.clone(),
+                            described,
+                        )
+                        .await,
+                    ),
+                    Err(e) => (key.clone(), Err(e)),
+                };
+                if let Err(e) = result {
+                    host.refuse(key, name, &source, file.digest, e, &mut first_refusal)
+                        .await?;
+                }
+            }
+        }
+        let none_runs = lock(&host.guests).is_empty() && host.waiting.is_empty();
+        match first_refusal {
+            // No guest can run: the host ends with the (first) reason.
+            Some(e) if none_runs => Err(e),
+            _ => Ok(host),
+        }
+    }
+
+    /// The guests' controllers, in key order.
+    pub fn controllers(&self) -> Vec<Arc<GuestController>> {
+        lock(&self.guests)
+            .values()
+            .map(|g| g.controller.clone())
+            .collect()
+    }
+
+    /// One guest's controller, by declared name.
+    pub fn controller(&self, name: &str) -> Option<Arc<GuestController>> {
+        lock(&self.guests)
+            .values()
+            .find(|g| g.controller.name() == name)
+            .map(|g| g.controller.clone())
+    }
+
+    /// The shared informer registry.
+    pub fn registry(&self) -> &InformerRegistry {
+        &self.registry
+    }
+
+    /// The host's claims (which guest may write which object).
+    pub fn claims(&self) -> &Claims {
+        &self.claims
+    }
+
+    /// Records a Kubernetes Event about a guest change on the host's Pod
+    /// (skipped, with a log line, when the host does not know its Pod).
+    async fn event(&self, warning: bool, reason: &str, note: String) {
+        let Some((namespace, name)) = &self.config.pod else {
+            return;
+        };
+        let reference = crate::events::pod_reference(namespace, name);
+        let event = KubeEvent {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.into(),
+            note: Some(note),
+            action: "LoadGuest".into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &reference).await {
+            tracing::warn!("cannot record event {reason} on pod {namespace}/{name}: {e}");
+        }
+    }
+
+    /// Runs every guest until `shutdown` resolves (then drains in-flight
+    /// reconciles for up to `drain`, unless leadership is lost meanwhile),
+    /// leadership is lost, or a cache fails.
+    pub async fn run(
+        &self,
+        shutdown: impl Future<Output = ()>,
+        drain: Duration,
+    ) -> Result<(), SupervisorError> {
+        {
+            let mut guests = lock(&self.guests);
+            for g in guests.values_mut() {
+                g.task.abort();
+                g.task = self.spawn(g.controller.clone());
+            }
+        }
+        let mut dir_watch = match &self.config.guest_dir {
+            Some(dir) => Some(DirWatch::new(
+                dir,
+                Duration::from_millis(100),
+                self.config.rescan.unwrap_or(Duration::from_secs(30)),
+            )?),
+            None => None,
+        };
+        if dir_watch.is_some() {
+            // Anything that changed between loading and watching.
+            if let Err(e) = self.sync_dir().await {
+                tracing::error!("guest directory: {e}");
+            }
+        }
+        let mut leadership = self.leadership.clone();
+        let mut failures = self.failures_rx.lock().await;
+        tokio::pin!(shutdown);
+        // A closed leadership channel never changes again; polling it would spin.
+        let mut leadership_open = true;
+        let mut result = loop {
+            tokio::select! {
+                () = &mut shutdown => break Ok(()),
+                Some(e) = failures.recv() => break Err(SupervisorError::from(e)),
+                changed = leadership.changed(), if leadership_open => {
+                    if changed.is_err() {
+                        leadership_open = false;
+                        continue;
+                    }
+                    if let Leadership::Lost(why) = &*leadership.borrow_and_update() {
+                        break Err(SupervisorError::LostLeadership(why.clone()));
+                    }
+                }
+                () = async {
+                    match dir_watch.as_mut() {
+                        Some(w) => w.changed().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    if let Err(e) = self.sync_dir().await {
+                        tracing::error!("guest directory: {e}");
+                    }
+                }
+                () = async {
+                    match self.waiting.next_retry() {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    if let Err(e) = self.retry_waiting().await {
+                        break Err(e);
+                    }
+                }
+            }
+        };
+        let running: Vec<(Arc<GuestController>, tokio::task::JoinHandle<()>)> = {
+            let mut guests = lock(&self.guests);
+            std::mem::take(&mut *guests)
+                .into_values()
+                .map(|g| (g.controller, g.task))
+                .collect()
+        };
+        if matches!(result, Err(SupervisorError::LostLeadership(_))) {
+            // Stop every write at once: no draining.
+            for (c, task) in &running {
+                c.shutdown();
+                task.abort();
+            }
+        } else {
+            for (c, _) in &running {
+                c.shutdown();
+            }
+            let drained = tokio::time::timeout(drain, async {
+                for (c, _) in &running {
+                    c.queue().shutdown_with_drain(drain).await;
+                }
+            });
+            // The lease can be lost while in-flight reconciles finish; then
+            // stop at once as above, or a write could land after another
+            // replica has taken over.
+            let lost = async {
+                let why = leadership
+                    .wait_for(|l| matches!(l, Leadership::Lost(_)))
+                    .await
+                    .map(|l| match &*l {
+                        Leadership::Lost(why) => why.clone(),
+                        _ => String::new(),
+                    });
+                match why {
+                    Ok(why) => why,
+                    // No leadership signal any more: only the drain ends it.
+                    Err(_) => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = drained => {}
+                why = lost => {
+                    tracing::error!("lost leadership while draining; in-flight reconciles abandoned");
+                    result = Err(SupervisorError::LostLeadership(why));
+                }
+            }
+            for (_, task) in &running {
+                task.abort();
+            }
+        }
+        result
+    }
+}

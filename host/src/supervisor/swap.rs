@@ -1,0 +1,232 @@
+//! Hot swap: rescanning the guest directory, compiling and validating a
+//! new version off the reconcile path (in-flight reconciles finish on the
+//! old module), replacing or removing a running guest. A rejected version
+//! is not tried again until its file changes — but one needing a kind not
+//! served yet is tried at every rescan — and the old one keeps running.
+//! It never loads a guest from `--guest` files (see `load`).
+
+use super::*;
+
+impl Supervisor {
+    pub(super) fn count_swap(&self, guest: &str, result: &str) {
+        self.metrics
+            .guest_swaps
+            .get_or_create(&GuestResultLabels {
+                guest: guest.to_string(),
+                result: result.to_string(),
+            })
+            .inc();
+    }
+
+    /// Brings the running set in line with the guest directory: new files
+    /// start, changed ones are swapped, removed ones stop. A file that fails
+    /// to compile or validate is rejected; what ran before keeps running,
+    /// and the file is tried again only once it changes.
+    pub async fn sync_dir(&self) -> Result<(), SupervisorError> {
+        let Some(dir) = self.config.guest_dir.clone() else {
+            return Ok(());
+        };
+        let files = guest_dir::scan(&dir)?;
+        let mut current: BTreeMap<String, String> = lock(&self.guests)
+            .values()
+            .filter(|g| !g.digest.is_empty())
+            .map(|g| (g.key.clone(), g.digest.clone()))
+            .collect();
+        // A waiting guest is current too: it starts once its kind is served
+        // (a changed file replaces it; a removed one ends its wait). So is
+        // a refused one: it is tried again when its file changes.
+        current.extend(self.waiting.digests());
+        current.extend(
+            lock(&self.refused)
+                .iter()
+                .filter(|(_, r)| !r.digest.is_empty())
+                .map(|(k, r)| (k.clone(), r.digest.clone())),
+        );
+        // A rejected new version of a running guest is tried again only
+        // when its file changes (or changes back after another version).
+        let rejected = {
+            let mut rejected = lock(&self.rejected);
+            rejected.retain(|k, d| files.get(k).is_some_and(|f| f.digest == *d));
+            rejected.clone()
+        };
+        for (key, file) in &files {
+            if current.get(key) != Some(&file.digest) && rejected.get(key) != Some(&file.digest) {
+                self.swap_in(file).await;
+            }
+        }
+        for key in current.keys().filter(|k| !files.contains_key(*k)) {
+            self.remove(key).await;
+        }
+        Ok(())
+    }
+
+    pub(super) async fn swap_in(&self, file: &GuestFile) {
+        let started = Instant::now();
+        let key = file.key.clone();
+        let previous_name = lock(&self.guests)
+            .get(&key)
+            .map(|g| g.controller.name().to_string());
+        let label = previous_name.clone().unwrap_or_else(|| key.clone());
+        let candidate = async {
+            let config = file
+                .config
+                .clone()
+                .map_err(|source| SupervisorError::Config {
+                    key: key.clone(),
+                    source,
+                })?;
+            let runtime = self.runtime.clone();
+            let bytes = file.bytes.clone();
+            let name = format!("{key}.wasm");
+            // Compiling takes tens of milliseconds of CPU: off the runtime.
+            let module = tokio::task::spawn_blocking(move || runtime.load_bytes(&name, &bytes))
+                .await
+                .map_err(|e| {
+                    SupervisorError::Guest(GuestError {
+                        guest: key.clone(),
+                        kind: guest::GuestErrorKind::Compile(format!("compile task failed: {e}")),
+                    })
+                })??;
+            let described = self.describe(module, config).await?;
+            self.check_overlap(&key, &described.manifest)?;
+            let controller = match or_wait(self.controller_for(described.clone()).await)? {
+                Ok(c) => c,
+                // A new guest (nothing of it runs) may wait for its kind.
+                Err(kind) if previous_name.is_none() => return Ok(Swap::Waits(described, kind)),
+                Err(kind) => return Err(SupervisorError::NotServed { kind }),
+            };
+            if let Some(other) = lock(&self.guests)
+                .values()
+                .find(|g| g.key != key && g.controller.name() == controller.name())
+            {
+                return Err(SupervisorError::DuplicateName {
+                    name: controller.name().to_string(),
+                    first: other.source.clone(),
+                    second: file.path.display().to_string(),
+                });
+            }
+            controller.wait_synced().await?;
+            Ok(Swap::Ready(Box::new(controller)))
+        };
+        let controller = match candidate.await {
+            Ok(Swap::Ready(c)) => *c,
+            Ok(Swap::Waits(described, kind)) => {
+                let source = file.path.display().to_string();
+                let w = WaitingGuest::new(source, file.digest.clone(), described, kind);
+                self.waiting.wait(key, w);
+                return;
+            }
+            Err(e) => {
+                tracing::error!(guest = %label, path = %file.path.display(), "guest rejected, previous version keeps running: {e}");
+                self.count_swap(&label, "rejected");
+                if previous_name.is_none() {
+                    // No version of it runs: refused until its file changes.
+                    self.record_refused(key.clone(), &label, file.digest.clone(), &e);
+                } else if !matches!(e, SupervisorError::NotServed { .. }) {
+                    // Not tried again until its file changes. A version
+                    // that needs a kind not served yet is: at every rescan,
+                    // so it starts once its CRD is installed.
+                    lock(&self.rejected).insert(key.clone(), file.digest.clone());
+                }
+                self.event(
+                    true,
+                    "GuestRejected",
+                    format!("{}: {e}", file.path.display()),
+                )
+                .await;
+                self.registry.release_unused();
+                return;
+            }
+        };
+        let name = controller.name().to_string();
+        let controller = Arc::new(controller);
+        // A version that waited for its kind, or was refused, is superseded.
+        self.waiting.remove(&key);
+        lock(&self.refused).remove(&key);
+        lock(&self.rejected).remove(&key);
+        if let Some(previous) = previous_name.as_ref().filter(|p| **p != name) {
+            self.release_claims(previous);
+        }
+        self.reserve(&key, controller.manifest());
+        let old = lock(&self.guests).remove(&key);
+        if let Some(old) = &old {
+            // In-flight reconciles finish on the old module; new keys wait
+            // in the new controller's queue (its handlers are registered).
+            old.controller.shutdown();
+            let drained = old
+                .controller
+                .queue()
+                .shutdown_with_drain(Duration::from_secs(30))
+                .await;
+            if !drained {
+                tracing::warn!(guest = %name, "old module still busy after 30 s; abandoning its in-flight reconcile");
+            }
+            old.task.abort();
+        }
+        let task = self.spawn(controller.clone());
+        let digest = file.digest.clone();
+        lock(&self.guests).insert(
+            key.clone(),
+            RunningGuest {
+                key: key.clone(),
+                source: file.path.display().to_string(),
+                digest,
+                controller: controller.clone(),
+                task,
+            },
+        );
+        drop(old);
+        self.registry.release_unused();
+        let what = if previous_name.is_some() {
+            "swapped"
+        } else {
+            "loaded"
+        };
+        tracing::info!(guest = %name, digest = %controller.digest(), elapsed = ?started.elapsed(), "guest {what}");
+        self.count_swap(&name, what);
+        self.event(
+            false,
+            if previous_name.is_some() {
+                "GuestSwapped"
+            } else {
+                "GuestLoaded"
+            },
+            format!(
+                "guest {name} {what} from {} (sha256 {})",
+                file.path.display(),
+                controller.digest()
+            ),
+        )
+        .await;
+    }
+
+    pub(super) async fn remove(&self, key: &str) {
+        if let Some(w) = self.waiting.remove(key) {
+            tracing::info!(guest = %w.name(), "waiting guest removed ({key}.wasm is gone)");
+        }
+        if let Some(r) = lock(&self.refused).remove(key) {
+            tracing::info!(guest = %r.name, "refused guest removed ({key}.wasm is gone)");
+        }
+        let Some(old) = lock(&self.guests).remove(key) else {
+            return;
+        };
+        let name = old.controller.name().to_string();
+        old.controller.shutdown();
+        old.controller
+            .queue()
+            .shutdown_with_drain(Duration::from_secs(30))
+            .await;
+        old.task.abort();
+        drop(old);
+        self.registry.release_unused();
+        self.release_claims(&name);
+        tracing::info!(guest = %name, "guest removed; its outputs are left in place");
+        self.count_swap(&name, "removed");
+        self.event(
+            false,
+            "GuestRemoved",
+            format!("guest {name} removed ({key}.wasm is gone)"),
+        )
+        .await;
+    }
+}
