@@ -1,24 +1,24 @@
-//! One guest's control loop, data flowing one way: informers (reflectors)
-//! → stores → handlers → workqueue → workers → pure guest reconcile →
-//! actuator.
+//! One guest's control loop, data flowing one way: informers → stores →
+//! handlers → workqueue → workers → pure guest reconcile → actuator.
+//! It wires a described guest into the shared machinery (its informers and
+//! indexes, the resync timer, waiting for every cache to sync before any
+//! worker starts) and runs each reconcile. Handlers only compute keys
+//! ([`crate::relations`]) and enqueue; the guest never writes; what it
+//! writes, and the echoes of those writes, belong to the actuator, which
+//! never calls back here.
 //!
-//! Owns wiring a described guest into the shared machinery: the checks
-//! that need the cluster (status subresources, the permission preflight),
-//! acquiring the informers its manifest watches (with the indexes its key
-//! mappings need), the resync timer, waiting for every cache (the
-//! actuator's outputs caches included) to sync before any worker starts,
-//! the host-managed finalizer (added to a primary object before its
-//! reconcile; never removed here), and each reconcile: its snapshot, the
-//! guest call with the host's clock, the plan handed to the actuator with
-//! what woke the reconcile (a key held back as a hot loop, see
-//! [`crate::actuator::hotloop`], is not reconciled until its hold-back
-//! ends), the result turned into a queue outcome. An `aggregate-controller` guest's
-//! aggregate key is reconciled incrementally by [`crate::aggregate`]
-//! (changed objects mapped, groups rendered) instead of over a whole
-//! snapshot. Mapping changes to keys is `keys`;
-//! choosing a key's objects is `related`. Handlers only compute keys and
-//! enqueue; the guest never writes; what the guest writes, and the echoes
-//! of those writes, belong to the actuator, which never calls back here.
+//! # Layout
+//! - `mod.rs`: [`GuestController`], [`ControllerConfig`], errors, start and run.
+//! - `preflight`: checks that need the cluster before caches start
+//!   (resources through discovery, status subresources, permissions).
+//! - `reconcile`: one key: the host-managed finalizer (added before the
+//!   guest is called, never removed here), the snapshot, the guest call,
+//!   the plan to the actuator with what woke it (a hot loop held back, see
+//!   [`crate::actuator::hotloop`]), the outcome for the queue. An aggregate
+//!   key goes through [`crate::aggregate`] instead of a whole snapshot.
+
+mod preflight;
+mod reconcile;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -137,24 +137,24 @@ impl ControllerError {
 #[derive(Debug, Clone)]
 pub struct ControllerConfig {
     /// Concurrent workers.
-    pub workers: usize,
+    workers: usize,
     /// Resync period when the guest does not choose one.
-    pub resync: Duration,
+    resync: Duration,
     /// Queue rate limits.
-    pub queue: workqueue::Config,
+    queue: workqueue::Config,
     /// Reporter instance for events (the pod name).
-    pub instance: Option<String>,
+    instance: Option<String>,
     /// When another field manager taking our outputs back is a write war.
-    pub contests: ContestConfig,
+    contests: ContestConfig,
     /// Which guest of the host owns which object (shared by every guest of
     /// one host; the supervisor sets it).
-    pub claims: Claims,
+    claims: Claims,
     /// When a guest whose calls keep failing in the sandbox is not called.
-    pub quarantine: QuarantineConfig,
+    quarantine: QuarantineConfig,
     /// The host's own Pod (namespace, name): quarantine Events regard it.
-    pub host_pod: Option<(String, String)>,
+    host_pod: Option<(String, String)>,
     /// When a key rewriting its own object on every echo is a hot loop.
-    pub hot_loops: HotLoopConfig,
+    hot_loops: HotLoopConfig,
 }
 
 impl Default for ControllerConfig {
@@ -224,6 +224,21 @@ impl ControllerConfig {
     #[must_use]
     pub fn hot_loops(mut self, hot_loops: HotLoopConfig) -> Self {
         self.hot_loops = hot_loops;
+        self
+    }
+
+    /// Sets the claims shared by every guest of one host (the supervisor's).
+    #[must_use]
+    pub fn claims(mut self, claims: Claims) -> Self {
+        self.claims = claims;
+        self
+    }
+
+    /// Sets the host's own Pod (namespace, name), which quarantine Events
+    /// regard.
+    #[must_use]
+    pub fn host_pod(mut self, pod: Option<(String, String)>) -> Self {
+        self.host_pod = pod;
         self
     }
 }
@@ -309,7 +324,7 @@ impl GuestController {
             }
             None => None,
         };
-        let resources = resolve(discovery, &manifest, &name).await?;
+        let resources = preflight::resolve(discovery, &manifest, &name).await?;
         module
             .policy()
             .admit_resolved(&manifest, &resources.watches, &resources.writes)
@@ -317,8 +332,8 @@ impl GuestController {
                 guest: name.clone(),
                 source,
             })?;
-        check_status_rules(discovery, &manifest, &name).await?;
-        preflight(&client, &manifest, &resources, &name).await?;
+        preflight::check_status_rules(discovery, &manifest, &name).await?;
+        preflight::preflight(&client, &manifest, &resources, &name).await?;
 
         let mut informers = Vec::new();
         for (spec, resource) in manifest.watches.iter().zip(&resources.watches) {
@@ -574,255 +589,6 @@ impl GuestController {
     pub fn shutdown(&self) {
         self.queue.shutdown();
     }
-
-    /// One reconcile of `key`, measured, inside its own span. The span is
-    /// attached to the future (`Instrument`), never entered across an
-    /// `.await`: a guard held over a suspension point leaks into whatever
-    /// the worker thread polls next (another key's reconcile), nesting spans
-    /// across keys and guests.
-    async fn reconcile(&self, key: RequestKey) -> Outcome {
-        use tracing::Instrument;
-        if let Some(left) = self.quarantine.remaining(tokio::time::Instant::now()) {
-            // Quarantined: nothing is called; the key comes back when the
-            // quarantine ends, its backoff kept.
-            return Outcome::Postpone(left);
-        }
-        let started = std::time::Instant::now();
-        let span = tracing::info_span!("reconcile", guest = %self.name, key = %key);
-        let (outcome, reason) = self.reconcile_inner(key).instrument(span).await;
-        let result = match (&outcome, reason) {
-            (_, Some(reason)) => ReconcileResult::Error(reason),
-            (Outcome::RequeueAfter(_), None) => ReconcileResult::RequeueAfter,
-            _ => ReconcileResult::Success,
-        };
-        self.metrics.reconciled(result, started.elapsed());
-        outcome
-    }
-
-    /// Adds the primary watch's declared finalizer to `key`'s object when it
-    /// lacks it and is not being deleted: before the guest ever sees it, so
-    /// no deletion can happen without the guest's plan releasing it.
-    async fn ensure_finalizer(
-        &self,
-        key: &RequestKey,
-    ) -> Result<Executed, crate::actuator::ActuatorError> {
-        let Some(p) = key.watch else {
-            return Ok(Executed::default());
-        };
-        let spec = &self.manifest.watches[p];
-        let Some(finalizer) = &spec.finalizer else {
-            return Ok(Executed::default());
-        };
-        let (ns, name) = key.namespace_and_name();
-        let Some(obj) = self.caches[p].store.get(ns, name) else {
-            return Ok(Executed::default());
-        };
-        if obj.deletion_timestamp.is_some() || obj.has_finalizer(finalizer) {
-            return Ok(Executed::default());
-        }
-        let target = ObjectKey {
-            gvk: spec.gvk.clone(),
-            namespace: (!ns.is_empty()).then(|| ns.to_string()),
-            name: name.to_string(),
-        };
-        self.actuator
-            .ensure_finalizer(&target, &obj.uid, finalizer)
-            .await
-    }
-
-    /// One reconcile; the error reason (a metric label) when it failed.
-    async fn reconcile_inner(&self, key: RequestKey) -> (Outcome, Option<&'static str>) {
-        let loops = self.actuator.outputs().loops();
-        let woken = loops.begin(&key);
-        if let Some(left) = loops.held_back(&key, tokio::time::Instant::now()) {
-            // A hot loop: the key is not reconciled (nothing is planned,
-            // so nothing is written) until its hold-back ends.
-            tracing::debug!("hot loop: not reconciled for another {left:?}");
-            return (Outcome::RequeueAfter(left), None);
-        }
-        let mut executed = match self.ensure_finalizer(&key).await {
-            Ok(done) => done,
-            Err(e) => {
-                let reason = e.metric_label();
-                tracing::warn!(reason, "adding the host-managed finalizer: {e}");
-                return (write_outcome(e), Some(reason));
-            }
-        };
-        if executed.dropped > 0 {
-            // The finalizer could not be added: the object is gone or was
-            // replaced. The snapshot would still hold it, and a plan made
-            // on it could create children of an object that no longer
-            // exists. Look again once the cache has caught up (its delete
-            // or the namesake's add re-enqueues the key too).
-            tracing::info!("primary gone or replaced before its finalizer landed; not reconciled on the stale cache");
-            return (Outcome::RequeueAfter(DROPPED_WRITE_RECHECK), None);
-        }
-        let module = self.module.clone();
-        let manifest = self.manifest.clone();
-        let caches = self.caches.clone();
-        let env = self.env.at(crate::guest::now_ms());
-        let request = Request {
-            key: key.key.to_string(),
-            watch: key.watch.map(|w| manifest.watches[w].name.clone()),
-        };
-        let k = key.clone();
-        let aggregate = self
-            .aggregate
-            .clone()
-            .filter(|a| key.watch.is_none() && &*key.key == a.key());
-        // The blocking pool's thread is outside this future: carry the span.
-        let span = tracing::Span::current();
-        let joined = tokio::task::spawn_blocking(move || {
-            span.in_scope(|| match aggregate {
-                Some(aggregate) => {
-                    let (result, stats) = aggregate.reconcile(&module, &manifest, &caches, &env);
-                    tracing::debug!(?stats, "incremental aggregate");
-                    let call = crate::guest::CallStats {
-                        instantiate: stats.instantiate,
-                        call: stats.call,
-                        requeue_clamped: stats.requeue_clamped,
-                        log_limited: stats.log_limited,
-                    };
-                    (result, call)
-                }
-                None => {
-                    let snap = snapshot_for(&manifest, &caches, &k);
-                    module.reconcile(&manifest, &env, &request, snap)
-                }
-            })
-        })
-        .await;
-        let (result, stats) = match joined {
-            Ok(r) => r,
-            Err(e) => {
-                return (
-                    Outcome::retry(format!("reconcile task failed: {e}")),
-                    Some("panic"),
-                );
-            }
-        };
-        tracing::debug!(?stats, "guest call");
-        self.metrics.guest_call(
-            stats.instantiate,
-            stats.call,
-            result.as_ref().err().map(GuestError::reason),
-        );
-        match &result {
-            Err(e) if quarantine::counts(e.reason()) => self.sandbox_failed(e).await,
-            _ => {
-                if self.quarantine.succeeded() {
-                    tracing::info!("guest call returned; quarantine over");
-                    self.metrics.quarantined(false);
-                }
-            }
-        }
-        self.metrics
-            .limited("min_requeue", u64::from(stats.requeue_clamped));
-        self.metrics.limited("log", stats.log_limited);
-        let plan = match result {
-            Ok(plan) => plan,
-            Err(e) => {
-                let reason = e.reason();
-                let terminal = matches!(
-                    e.kind,
-                    crate::guest::GuestErrorKind::Failed {
-                        retryable: false,
-                        ..
-                    }
-                );
-                if terminal {
-                    tracing::error!(reason, "{e}; not retrying until the key changes");
-                    return (Outcome::Success, Some(reason));
-                }
-                tracing::warn!(reason, "{e}");
-                return (Outcome::retry(e), Some(reason));
-            }
-        };
-        if let Err(c) = self.config.claims.claim(&self.name, &plan.writes) {
-            tracing::warn!(guest = %self.name, owner = %c.owner, object = %c.object, "plan refused: {c}");
-            self.metrics.refused_write(&c.owner);
-            return (Outcome::retry(c), Some("claimed"));
-        }
-        match self.actuator.execute(&key, &plan, &woken).await {
-            Err(e) => {
-                let reason = e.metric_label();
-                tracing::warn!(reason, "{e}");
-                return (write_outcome(e), Some(reason));
-            }
-            Ok(done) => {
-                self.config.claims.deleted(&self.name, &plan.writes);
-                executed.changed_meanwhile |= done.changed_meanwhile;
-                executed.dropped += done.dropped;
-                executed.held_back = done.held_back;
-            }
-        }
-        // Someone else wrote an output while our write was in flight: look
-        // again (the key is being processed, so this re-queues it once it
-        // is done).
-        if executed.changed_meanwhile {
-            self.queue.add(key.clone());
-        }
-        let mut requeue = plan.requeue_after;
-        if executed.dropped > 0 {
-            // A pinned write met a gone or replaced object: not an error;
-            // the key is looked at again once the caches have caught up.
-            requeue = Some(requeue.map_or(DROPPED_WRITE_RECHECK, |d| d.min(DROPPED_WRITE_RECHECK)));
-        }
-        if let Some(d) = executed.held_back {
-            // A write war or a hot loop: come back when its hold-back ends.
-            requeue = Some(requeue.map_or(d, |r| r.min(d)));
-        }
-        let outcome = match requeue {
-            Some(d) => Outcome::RequeueAfter(d),
-            None => Outcome::Success,
-        };
-        (outcome, None)
-    }
-}
-
-impl GuestController {
-    /// Records a call that ran out of time or trapped; starts a quarantine
-    /// (log line, metric, Warning Event on the host's Pod) when that makes
-    /// too many in a row.
-    async fn sandbox_failed(&self, e: &GuestError) {
-        let Verdict::Quarantined(length, failures) =
-            self.quarantine.failed(tokio::time::Instant::now())
-        else {
-            return;
-        };
-        let note = format!(
-            "guest {} quarantined for {length:?} after {failures} calls in a row that ran out of time or trapped (last: {e}); its keys wait",
-            self.name
-        );
-        tracing::warn!(guest = %self.name, reason = e.reason(), ?length, failures, "{note}");
-        self.metrics.quarantined(true);
-        let Some((namespace, pod)) = &self.config.host_pod else {
-            return;
-        };
-        let event = crate::events::Event {
-            type_: crate::events::EventType::Warning,
-            reason: "GuestQuarantined".into(),
-            note: Some(note),
-            action: "Reconcile".into(),
-            secondary: None,
-        };
-        let reference = crate::events::pod_reference(namespace, pod);
-        if let Err(err) = self.recorder.publish(&event, &reference).await {
-            tracing::warn!("cannot record event GuestQuarantined on pod {namespace}/{pod}: {err}");
-        }
-    }
-}
-
-/// The queue outcome of a key whose writes failed with `e`: the server's
-/// failures are retried promptly once it answers again
-/// ([`workqueue::Outcome::Unavailable`]); the request's keep their backoff.
-fn write_outcome(e: ActuatorError) -> Outcome {
-    match &e {
-        ActuatorError::Api { source, .. } if crate::failure::is_server_side(source) => {
-            Outcome::unavailable(e)
-        }
-        _ => Outcome::retry(e),
-    }
 }
 
 /// A handler for watch `w`: enqueues the keys each change wakes, telling
@@ -847,158 +613,4 @@ fn handler(
             queue.add(key);
         }
     })
-}
-
-/// Refuses, naming the guest and the rule, a status write rule for a kind
-/// without a status subresource (a status written to the main resource
-/// would be dropped by the API server, silently, forever).
-async fn check_status_rules(
-    discovery: &Discovery,
-    manifest: &GuestManifest,
-    guest: &str,
-) -> Result<(), ControllerError> {
-    for (i, rule) in manifest.writes.iter().enumerate() {
-        if !rule.status {
-            continue;
-        }
-        let has =
-            discovery
-                .has_status(&rule.gvk)
-                .await
-                .map_err(|source| ControllerError::Resolve {
-                    guest: guest.to_string(),
-                    source,
-                })?;
-        if !has {
-            return Err(ControllerError::Manifest {
-                guest: guest.to_string(),
-                source: ManifestError::Invalid {
-                    field: format!("writes[{i}].status"),
-                    problem: format!(
-                        "{} has no status subresource (API discovery lists none): write its status with update, or drop status: true",
-                        rule.gvk
-                    ),
-                },
-            });
-        }
-    }
-    Ok(())
-}
-
-/// The API resources a manifest's watches and write rules resolve to,
-/// position for position.
-struct Resources {
-    watches: Vec<kube::api::ApiResource>,
-    writes: Vec<kube::api::ApiResource>,
-}
-
-/// Resolves every watch and write rule through discovery: the resources
-/// the host will list and write. A watch whose declared plural is not
-/// discovery's is refused, naming the watch and both plurals.
-async fn resolve(
-    discovery: &Discovery,
-    manifest: &GuestManifest,
-    guest: &str,
-) -> Result<Resources, ControllerError> {
-    let resolve_err = |source| ControllerError::Resolve {
-        guest: guest.to_string(),
-        source,
-    };
-    let mut watches = Vec::with_capacity(manifest.watches.len());
-    for (i, spec) in manifest.watches.iter().enumerate() {
-        match discovery.watch_resource(spec).await {
-            Ok(resource) => watches.push(resource),
-            Err(WatchResourceError::Discovery(e)) => return Err(resolve_err(e)),
-            Err(e @ WatchResourceError::PluralMismatch { .. }) => {
-                tracing::error!(guest, watch = %spec.name, "{e}");
-                return Err(ControllerError::Manifest {
-                    guest: guest.to_string(),
-                    source: ManifestError::Invalid {
-                        field: format!("watches[{i}] ({}).plural", spec.name),
-                        problem: e.to_string(),
-                    },
-                });
-            }
-        }
-    }
-    let mut writes = Vec::with_capacity(manifest.writes.len());
-    for rule in &manifest.writes {
-        writes.push(discovery.resource(&rule.gvk).await.map_err(resolve_err)?);
-    }
-    Ok(Resources { watches, writes })
-}
-
-/// Checks, before any cache starts, that the host may do everything the
-/// guest's manifest needs (see [`crate::permissions`]): list and watch what
-/// it watches and the objects it writes (the outputs cache), and patch and
-/// create (an apply that creates is authorized as both) the write targets
-/// in the namespaces it names.
-async fn preflight(
-    client: &Client,
-    manifest: &GuestManifest,
-    resources: &Resources,
-    guest: &str,
-) -> Result<(), ControllerError> {
-    let mut needs = Vec::new();
-    for (spec, resource) in manifest.watches.iter().zip(&resources.watches) {
-        let plural = &resource.plural;
-        for verb in ["list", "watch"] {
-            needs.push(Need::new(
-                verb,
-                &spec.gvk.group,
-                plural,
-                spec.namespace.as_deref(),
-                None,
-            ));
-        }
-        // The host adds (and the guest's plan removes) the declared
-        // finalizer with a patch.
-        if spec.finalizer.is_some() {
-            needs.push(Need::new(
-                "patch",
-                &spec.gvk.group,
-                plural,
-                spec.namespace.as_deref(),
-                None,
-            ));
-        }
-    }
-    for (rule, resource) in manifest.writes.iter().zip(&resources.writes) {
-        let plural = &resource.plural;
-        let group = rule.gvk.group.as_str();
-        let ns = rule.namespace.as_deref();
-        let single = match rule.names.as_slice() {
-            [one] => Some(one.as_str()),
-            _ => None,
-        };
-        for verb in ["list", "watch"] {
-            needs.push(Need::new(verb, group, plural, ns, single));
-        }
-        // Without a namespace the rule says where the guest *may* write,
-        // not where it will: nothing precise to ask.
-        if ns.is_some() {
-            // An apply that creates the object is authorized as create too.
-            needs.push(Need::new("create", group, plural, ns, None));
-            if rule.names.is_empty() {
-                needs.push(Need::new("patch", group, plural, ns, None));
-            }
-            for n in &rule.names {
-                needs.push(Need::new("patch", group, plural, ns, Some(n)));
-            }
-        }
-    }
-    match permissions::check(client, &needs).await {
-        Ok(Checked::Allowed) => Ok(()),
-        Ok(unavailable) => {
-            tracing::warn!(
-                guest,
-                "{unavailable}; a missing permission will show as a 403 later"
-            );
-            Ok(())
-        }
-        Err(source) => Err(ControllerError::Permissions {
-            guest: guest.to_string(),
-            source,
-        }),
-    }
 }

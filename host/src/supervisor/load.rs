@@ -257,9 +257,12 @@ impl Supervisor {
         &self,
         described: DescribedGuest,
     ) -> Result<GuestController, ControllerError> {
-        let mut config = self.config.controller.clone();
-        config.claims = self.claims.clone();
-        config.host_pod = self.config.pod.clone();
+        let config = self
+            .config
+            .controller
+            .clone()
+            .claims(self.claims.clone())
+            .host_pod(self.config.pod.clone());
         GuestController::start(
             self.client.clone(),
             &self.registry,

@@ -1,0 +1,161 @@
+//! What a guest needs from the cluster, checked before its caches start:
+//! every watch and write rule resolved through discovery (a declared
+//! plural that disagrees refuses the guest), status write rules only for
+//! kinds with a status subresource, and the permission preflight. It never
+//! starts an informer.
+
+use super::*;
+
+/// Refuses, naming the guest and the rule, a status write rule for a kind
+/// without a status subresource (a status written to the main resource
+/// would be dropped by the API server, silently, forever).
+pub(super) async fn check_status_rules(
+    discovery: &Discovery,
+    manifest: &GuestManifest,
+    guest: &str,
+) -> Result<(), ControllerError> {
+    for (i, rule) in manifest.writes.iter().enumerate() {
+        if !rule.status {
+            continue;
+        }
+        let has =
+            discovery
+                .has_status(&rule.gvk)
+                .await
+                .map_err(|source| ControllerError::Resolve {
+                    guest: guest.to_string(),
+                    source,
+                })?;
+        if !has {
+            return Err(ControllerError::Manifest {
+                guest: guest.to_string(),
+                source: ManifestError::Invalid {
+                    field: format!("writes[{i}].status"),
+                    problem: format!(
+                        "{} has no status subresource (API discovery lists none): write its status with update, or drop status: true",
+                        rule.gvk
+                    ),
+                },
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The API resources a manifest's watches and write rules resolve to,
+/// position for position.
+pub(super) struct Resources {
+    pub(super) watches: Vec<kube::api::ApiResource>,
+    pub(super) writes: Vec<kube::api::ApiResource>,
+}
+
+/// Resolves every watch and write rule through discovery: the resources
+/// the host will list and write. A watch whose declared plural is not
+/// discovery's is refused, naming the watch and both plurals.
+pub(super) async fn resolve(
+    discovery: &Discovery,
+    manifest: &GuestManifest,
+    guest: &str,
+) -> Result<Resources, ControllerError> {
+    let resolve_err = |source| ControllerError::Resolve {
+        guest: guest.to_string(),
+        source,
+    };
+    let mut watches = Vec::with_capacity(manifest.watches.len());
+    for (i, spec) in manifest.watches.iter().enumerate() {
+        match discovery.watch_resource(spec).await {
+            Ok(resource) => watches.push(resource),
+            Err(WatchResourceError::Discovery(e)) => return Err(resolve_err(e)),
+            Err(e @ WatchResourceError::PluralMismatch { .. }) => {
+                tracing::error!(guest, watch = %spec.name, "{e}");
+                return Err(ControllerError::Manifest {
+                    guest: guest.to_string(),
+                    source: ManifestError::Invalid {
+                        field: format!("watches[{i}] ({}).plural", spec.name),
+                        problem: e.to_string(),
+                    },
+                });
+            }
+        }
+    }
+    let mut writes = Vec::with_capacity(manifest.writes.len());
+    for rule in &manifest.writes {
+        writes.push(discovery.resource(&rule.gvk).await.map_err(resolve_err)?);
+    }
+    Ok(Resources { watches, writes })
+}
+
+/// Checks, before any cache starts, that the host may do everything the
+/// guest's manifest needs (see [`crate::permissions`]): list and watch what
+/// it watches and the objects it writes (the outputs cache), and patch and
+/// create (an apply that creates is authorized as both) the write targets
+/// in the namespaces it names.
+pub(super) async fn preflight(
+    client: &Client,
+    manifest: &GuestManifest,
+    resources: &Resources,
+    guest: &str,
+) -> Result<(), ControllerError> {
+    let mut needs = Vec::new();
+    for (spec, resource) in manifest.watches.iter().zip(&resources.watches) {
+        let plural = &resource.plural;
+        for verb in ["list", "watch"] {
+            needs.push(Need::new(
+                verb,
+                &spec.gvk.group,
+                plural,
+                spec.namespace.as_deref(),
+                None,
+            ));
+        }
+        // The host adds (and the guest's plan removes) the declared
+        // finalizer with a patch.
+        if spec.finalizer.is_some() {
+            needs.push(Need::new(
+                "patch",
+                &spec.gvk.group,
+                plural,
+                spec.namespace.as_deref(),
+                None,
+            ));
+        }
+    }
+    for (rule, resource) in manifest.writes.iter().zip(&resources.writes) {
+        let plural = &resource.plural;
+        let group = rule.gvk.group.as_str();
+        let ns = rule.namespace.as_deref();
+        let single = match rule.names.as_slice() {
+            [one] => Some(one.as_str()),
+            _ => None,
+        };
+        for verb in ["list", "watch"] {
+            needs.push(Need::new(verb, group, plural, ns, single));
+        }
+        // Without a namespace the rule says where the guest *may* write,
+        // not where it will: nothing precise to ask.
+        if ns.is_some() {
+            // An apply that creates the object is authorized as create too.
+            needs.push(Need::new("create", group, plural, ns, None));
+            if rule.names.is_empty() {
+                needs.push(Need::new("patch", group, plural, ns, None));
+            }
+            for n in &rule.names {
+                needs.push(Need::new("patch", group, plural, ns, Some(n)));
+            }
+        }
+    }
+    match permissions::check(client, &needs).await {
+        Ok(Checked::Allowed) => Ok(()),
+        Ok(unavailable) => {
+            tracing::warn!(
+                guest,
+                "{unavailable}; a missing permission will show as a 403 later"
+            );
+            Ok(())
+        }
+        Err(source) => Err(ControllerError::Permissions {
+            guest: guest.to_string(),
+            source,
+        }),
+    }
+}

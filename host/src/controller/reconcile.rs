@@ -1,0 +1,257 @@
+//! One reconcile of one key: the host-managed finalizer, the snapshot, the
+//! guest call with the host's clock, the plan handed to the actuator, and
+//! the result as a queue outcome (a sandbox failure may quarantine the
+//! guest). It never maps changes to keys and never writes itself.
+
+use super::*;
+
+impl GuestController {
+    /// One reconcile of `key`, measured, inside its own span. The span is
+    /// attached to the future (`Instrument`), never entered across an
+    /// `.await`: a guard held over a suspension point leaks into whatever
+    /// the worker thread polls next (another key's reconcile), nesting spans
+    /// across keys and guests.
+    pub(super) async fn reconcile(&self, key: RequestKey) -> Outcome {
+        use tracing::Instrument;
+        if let Some(left) = self.quarantine.remaining(tokio::time::Instant::now()) {
+            // Quarantined: nothing is called; the key comes back when the
+            // quarantine ends, its backoff kept.
+            return Outcome::Postpone(left);
+        }
+        let started = std::time::Instant::now();
+        let span = tracing::info_span!("reconcile", guest = %self.name, key = %key);
+        let (outcome, reason) = self.reconcile_inner(key).instrument(span).await;
+        let result = match (&outcome, reason) {
+            (_, Some(reason)) => ReconcileResult::Error(reason),
+            (Outcome::RequeueAfter(_), None) => ReconcileResult::RequeueAfter,
+            _ => ReconcileResult::Success,
+        };
+        self.metrics.reconciled(result, started.elapsed());
+        outcome
+    }
+
+    /// Adds the primary watch's declared finalizer to `key`'s object when it
+    /// lacks it and is not being deleted: before the guest ever sees it, so
+    /// no deletion can happen without the guest's plan releasing it.
+    async fn ensure_finalizer(
+        &self,
+        key: &RequestKey,
+    ) -> Result<Executed, crate::actuator::ActuatorError> {
+        let Some(p) = key.watch else {
+            return Ok(Executed::default());
+        };
+        let spec = &self.manifest.watches[p];
+        let Some(finalizer) = &spec.finalizer else {
+            return Ok(Executed::default());
+        };
+        let (ns, name) = key.namespace_and_name();
+        let Some(obj) = self.caches[p].store.get(ns, name) else {
+            return Ok(Executed::default());
+        };
+        if obj.deletion_timestamp.is_some() || obj.has_finalizer(finalizer) {
+            return Ok(Executed::default());
+        }
+        let target = ObjectKey {
+            gvk: spec.gvk.clone(),
+            namespace: (!ns.is_empty()).then(|| ns.to_string()),
+            name: name.to_string(),
+        };
+        self.actuator
+            .ensure_finalizer(&target, &obj.uid, finalizer)
+            .await
+    }
+
+    /// One reconcile; the error reason (a metric label) when it failed.
+    async fn reconcile_inner(&self, key: RequestKey) -> (Outcome, Option<&'static str>) {
+        let loops = self.actuator.outputs().loops();
+        let woken = loops.begin(&key);
+        if let Some(left) = loops.held_back(&key, tokio::time::Instant::now()) {
+            // A hot loop: the key is not reconciled (nothing is planned,
+            // so nothing is written) until its hold-back ends.
+            tracing::debug!("hot loop: not reconciled for another {left:?}");
+            return (Outcome::RequeueAfter(left), None);
+        }
+        let mut executed = match self.ensure_finalizer(&key).await {
+            Ok(done) => done,
+            Err(e) => {
+                let reason = e.metric_label();
+                tracing::warn!(reason, "adding the host-managed finalizer: {e}");
+                return (write_outcome(e), Some(reason));
+            }
+        };
+        if executed.dropped > 0 {
+            // The finalizer could not be added: the object is gone or was
+            // replaced. The snapshot would still hold it, and a plan made
+            // on it could create children of an object that no longer
+            // exists. Look again once the cache has caught up (its delete
+            // or the namesake's add re-enqueues the key too).
+            tracing::info!("primary gone or replaced before its finalizer landed; not reconciled on the stale cache");
+            return (Outcome::RequeueAfter(DROPPED_WRITE_RECHECK), None);
+        }
+        let module = self.module.clone();
+        let manifest = self.manifest.clone();
+        let caches = self.caches.clone();
+        let env = self.env.at(crate::guest::now_ms());
+        let request = Request {
+            key: key.key.to_string(),
+            watch: key.watch.map(|w| manifest.watches[w].name.clone()),
+        };
+        let k = key.clone();
+        let aggregate = self
+            .aggregate
+            .clone()
+            .filter(|a| key.watch.is_none() && &*key.key == a.key());
+        // The blocking pool's thread is outside this future: carry the span.
+        let span = tracing::Span::current();
+        let joined = tokio::task::spawn_blocking(move || {
+            span.in_scope(|| match aggregate {
+                Some(aggregate) => {
+                    let (result, stats) = aggregate.reconcile(&module, &manifest, &caches, &env);
+                    tracing::debug!(?stats, "incremental aggregate");
+                    let call = crate::guest::CallStats {
+                        instantiate: stats.instantiate,
+                        call: stats.call,
+                        requeue_clamped: stats.requeue_clamped,
+                        log_limited: stats.log_limited,
+                    };
+                    (result, call)
+                }
+                None => {
+                    let snap = snapshot_for(&manifest, &caches, &k);
+                    module.reconcile(&manifest, &env, &request, snap)
+                }
+            })
+        })
+        .await;
+        let (result, stats) = match joined {
+            Ok(r) => r,
+            Err(e) => {
+                return (
+                    Outcome::retry(format!("reconcile task failed: {e}")),
+                    Some("panic"),
+                );
+            }
+        };
+        tracing::debug!(?stats, "guest call");
+        self.metrics.guest_call(
+            stats.instantiate,
+            stats.call,
+            result.as_ref().err().map(GuestError::reason),
+        );
+        match &result {
+            Err(e) if quarantine::counts(e.reason()) => self.sandbox_failed(e).await,
+            _ => {
+                if self.quarantine.succeeded() {
+                    tracing::info!("guest call returned; quarantine over");
+                    self.metrics.quarantined(false);
+                }
+            }
+        }
+        self.metrics
+            .limited("min_requeue", u64::from(stats.requeue_clamped));
+        self.metrics.limited("log", stats.log_limited);
+        let plan = match result {
+            Ok(plan) => plan,
+            Err(e) => {
+                let reason = e.reason();
+                let terminal = matches!(
+                    e.kind,
+                    crate::guest::GuestErrorKind::Failed {
+                        retryable: false,
+                        ..
+                    }
+                );
+                if terminal {
+                    tracing::error!(reason, "{e}; not retrying until the key changes");
+                    return (Outcome::Success, Some(reason));
+                }
+                tracing::warn!(reason, "{e}");
+                return (Outcome::retry(e), Some(reason));
+            }
+        };
+        if let Err(c) = self.config.claims.claim(&self.name, &plan.writes) {
+            tracing::warn!(guest = %self.name, owner = %c.owner, object = %c.object, "plan refused: {c}");
+            self.metrics.refused_write(&c.owner);
+            return (Outcome::retry(c), Some("claimed"));
+        }
+        match self.actuator.execute(&key, &plan, &woken).await {
+            Err(e) => {
+                let reason = e.metric_label();
+                tracing::warn!(reason, "{e}");
+                return (write_outcome(e), Some(reason));
+            }
+            Ok(done) => {
+                self.config.claims.deleted(&self.name, &plan.writes);
+                executed.changed_meanwhile |= done.changed_meanwhile;
+                executed.dropped += done.dropped;
+                executed.held_back = done.held_back;
+            }
+        }
+        // Someone else wrote an output while our write was in flight: look
+        // again (the key is being processed, so this re-queues it once it
+        // is done).
+        if executed.changed_meanwhile {
+            self.queue.add(key.clone());
+        }
+        let mut requeue = plan.requeue_after;
+        if executed.dropped > 0 {
+            // A pinned write met a gone or replaced object: not an error;
+            // the key is looked at again once the caches have caught up.
+            requeue = Some(requeue.map_or(DROPPED_WRITE_RECHECK, |d| d.min(DROPPED_WRITE_RECHECK)));
+        }
+        if let Some(d) = executed.held_back {
+            // A write war or a hot loop: come back when its hold-back ends.
+            requeue = Some(requeue.map_or(d, |r| r.min(d)));
+        }
+        let outcome = match requeue {
+            Some(d) => Outcome::RequeueAfter(d),
+            None => Outcome::Success,
+        };
+        (outcome, None)
+    }
+}
+
+impl GuestController {
+    /// Records a call that ran out of time or trapped; starts a quarantine
+    /// (log line, metric, Warning Event on the host's Pod) when that makes
+    /// too many in a row.
+    async fn sandbox_failed(&self, e: &GuestError) {
+        let Verdict::Quarantined(length, failures) =
+            self.quarantine.failed(tokio::time::Instant::now())
+        else {
+            return;
+        };
+        let note = format!(
+            "guest {} quarantined for {length:?} after {failures} calls in a row that ran out of time or trapped (last: {e}); its keys wait",
+            self.name
+        );
+        tracing::warn!(guest = %self.name, reason = e.reason(), ?length, failures, "{note}");
+        self.metrics.quarantined(true);
+        let Some((namespace, pod)) = &self.config.host_pod else {
+            return;
+        };
+        let event = crate::events::Event {
+            type_: crate::events::EventType::Warning,
+            reason: "GuestQuarantined".into(),
+            note: Some(note),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        let reference = crate::events::pod_reference(namespace, pod);
+        if let Err(err) = self.recorder.publish(&event, &reference).await {
+            tracing::warn!("cannot record event GuestQuarantined on pod {namespace}/{pod}: {err}");
+        }
+    }
+}
+
+/// The queue outcome of a key whose writes failed with `e`: the server's
+/// failures are retried promptly once it answers again
+/// ([`workqueue::Outcome::Unavailable`]); the request's keep their backoff.
+fn write_outcome(e: ActuatorError) -> Outcome {
+    match &e {
+        ActuatorError::Api { source, .. } if crate::failure::is_server_side(source) => {
+            Outcome::unavailable(e)
+        }
+        _ => Outcome::retry(e),
+    }
+}
