@@ -4,7 +4,7 @@
 //! workers: a primary object's key together with the watch it belongs to
 //! (so the guest's `request.watch` is known and two primaries with the same
 //! `namespace/name` stay apart), or an aggregate key. It never maps changes
-//! to keys (the controller's `keys` module does) and never parses objects.
+//! to keys ([`crate::relations`] does) and never parses objects.
 
 use std::fmt;
 use std::sync::Arc;

@@ -39,8 +39,6 @@ mod metrics;
 mod queue;
 mod rate_limit;
 #[cfg(test)]
-mod recovery_tests;
-#[cfg(test)]
 mod tests;
 mod workers;
 

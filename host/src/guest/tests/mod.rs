@@ -315,7 +315,7 @@ fn a_guest_built_against_0_1_is_refused_at_load_with_the_rebuild_message() {
         &old,
         &[(
             "controller-0.1.0.wit",
-            include_str!("testdata/controller-0.1.0.wit"),
+            include_str!("../testdata/controller-0.1.0.wit"),
         )],
         "controller",
     );
@@ -571,3 +571,5 @@ fn a_guest_asking_for_stdio_handles_in_a_loop_traps_instead_of_growing_the_host(
     assert_eq!(e.reason(), "trap", "{e}");
     assert!(e.to_string().contains("stdio handles"), "{e}");
 }
+
+mod governance;

@@ -618,3 +618,5 @@ async fn metrics_are_exposed_with_client_go_names_labelled_by_guest() {
         "dropped queues leave the scrape-time gauges:\n{text}"
     );
 }
+
+mod recovery;

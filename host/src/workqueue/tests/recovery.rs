@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{run_workers, Config, Outcome, Workqueue, DEFAULT_PROBE_INTERVAL};
+use super::super::{run_workers, Config, Outcome, Workqueue, DEFAULT_PROBE_INTERVAL};
 
 type Log = Arc<Mutex<HashMap<&'static str, (u32, Option<Instant>)>>>;
 

@@ -1,0 +1,133 @@
+//! Every way loading or calling a guest can fail, named after the guest
+//! and classified (a metric label; whether a retry can help).
+
+use super::*;
+
+/// A failure while loading or running a guest, naming the guest.
+#[derive(Debug, thiserror::Error)]
+#[error("guest {guest}{} {kind}", if matches!(.kind, GuestErrorKind::Version { .. }) { "" } else { ":" })]
+pub struct GuestError {
+    /// The guest's name (its manifest name, or the file it came from).
+    pub guest: String,
+    /// What went wrong.
+    pub kind: GuestErrorKind,
+}
+
+impl GuestError {
+    /// Short, stable label for metrics (`reason="deadline"`, ...).
+    pub fn reason(&self) -> &'static str {
+        self.kind.reason()
+    }
+
+    /// Whether retrying the same input may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self.kind,
+            GuestErrorKind::Failed {
+                retryable: true,
+                ..
+            }
+        )
+    }
+}
+
+/// The ways a guest can fail.
+#[derive(Debug, thiserror::Error)]
+pub enum GuestErrorKind {
+    /// The module could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The bytes are not a valid component for this engine.
+    #[error("not a valid WebAssembly component: {0}")]
+    Compile(String),
+    /// The component was built against another contract version.
+    #[error("was built against wasmctrl:controller@{found}; this host speaks @{}: rebuild it with the wasmctrl guest SDK (see wit/README.md)", CONTRACT_VERSION.trim_start_matches("wasmctrl:controller@"))]
+    Version {
+        /// The version its reconciler export names.
+        found: String,
+    },
+    /// The component does not implement the world this host speaks, or
+    /// instantiation failed.
+    #[error("cannot instantiate (does it implement {CONTRACT_VERSION}?): {0}")]
+    Instantiate(String),
+    /// The guest trapped (unreachable, out-of-bounds, a call to a WASI
+    /// function it has no access to, ...).
+    #[error("trapped: {0}")]
+    Trap(String),
+    /// The guest panicked: Rust's panic message (what `std` printed to
+    /// stderr just before the trap) and its location.
+    #[error("panicked: {0}")]
+    Panicked(String),
+    /// The per-call deadline passed.
+    #[error("exceeded its deadline of {0:?}")]
+    Deadline(Duration),
+    /// The guest tried to grow memory past its cap.
+    #[error("exceeded its memory limit of {0} bytes")]
+    OutOfMemory(usize),
+    /// The guest ran out of fuel.
+    #[error("ran out of fuel ({0} units)")]
+    OutOfFuel(u64),
+    /// The component imports interfaces the host cannot provide (their
+    /// resource types have no implementation here).
+    #[error("{}", imports::describe(.0))]
+    Unsupported(Vec<String>),
+    /// The manifest is unusable.
+    #[error("invalid manifest: {0}")]
+    Manifest(#[from] ManifestError),
+    /// The manifest asks for more than the operator's policy grants.
+    #[error("{0}")]
+    Policy(#[from] crate::guest::policy::PolicyDenied),
+    /// The plan is malformed or writes outside the allowlist.
+    #[error("invalid plan: {0}")]
+    Plan(#[from] PlanError),
+    /// The `aggregator` export returned something unusable (a spec naming
+    /// no aggregate key, a contribution naming no object of its snapshot).
+    #[error("invalid aggregate: {0}")]
+    Aggregate(String),
+    /// The guest returned an error from `reconcile`.
+    #[error("reconcile failed ({}): {message}", if *retryable { "retryable" } else { "terminal" })]
+    Failed {
+        /// Whether the guest asked for a retry.
+        retryable: bool,
+        /// The guest's message.
+        message: String,
+    },
+}
+
+impl GuestErrorKind {
+    /// Short, stable label for metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            GuestErrorKind::Read { .. } => "read",
+            GuestErrorKind::Compile(_) => "compile",
+            GuestErrorKind::Version { .. } => "version",
+            GuestErrorKind::Instantiate(_) => "instantiate",
+            GuestErrorKind::Trap(_) => "trap",
+            GuestErrorKind::Panicked(_) => "guest_panic",
+            GuestErrorKind::Deadline(_) => "deadline",
+            GuestErrorKind::OutOfMemory(_) => "memory",
+            GuestErrorKind::OutOfFuel(_) => "fuel",
+            GuestErrorKind::Unsupported(_) => "unsupported_import",
+            GuestErrorKind::Manifest(_) => "manifest",
+            GuestErrorKind::Policy(_) => "policy",
+            GuestErrorKind::Plan(PlanError::TooLarge { .. } | PlanError::OverCopyBudget { .. }) => {
+                "plan_too_large"
+            }
+            GuestErrorKind::Aggregate(_) => "malformed_aggregate",
+            GuestErrorKind::Plan(PlanError::NotAllowed { .. }) => "forbidden_write",
+            GuestErrorKind::Plan(_) => "malformed_plan",
+            GuestErrorKind::Failed {
+                retryable: true, ..
+            } => "retryable",
+            GuestErrorKind::Failed {
+                retryable: false, ..
+            } => "terminal",
+        }
+    }
+}

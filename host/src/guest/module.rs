@@ -1,0 +1,252 @@
+//! One compiled guest: instantiated fresh for every call, `describe` and
+//! `reconcile` under the deadline, a trap or panic classified, the plan
+//! validated. It never compiles (see `runtime`).
+
+use super::runtime::Shared;
+use super::sandbox::Limiter;
+use super::*;
+
+pub(super) struct ModuleInner {
+    pub(super) label: Arc<str>,
+    pub(super) digest: String,
+    pub(super) pre: ControllerPre<CallState>,
+    pub(super) aggregate: Option<aggregate::bindings::AggregateControllerPre<CallState>>,
+    pub(super) shared: Arc<Shared>,
+    pub(super) compile_time: Duration,
+    pub(super) from_cache: bool,
+}
+
+/// A compiled guest, ready to instantiate. Cheap to clone; each call gets a
+/// fresh, isolated store.
+#[derive(Clone)]
+pub struct GuestModule {
+    pub(super) inner: Arc<ModuleInner>,
+}
+
+/// Timings of one guest call.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CallStats {
+    /// Creating the store and instance.
+    pub instantiate: Duration,
+    /// Time inside the exported function (argument copy included).
+    pub call: Duration,
+    /// The plan's requeue delay was raised to the policy's minimum.
+    pub requeue_clamped: bool,
+    /// `log` messages truncated or dropped over the policy's budget.
+    pub log_limited: u64,
+}
+
+impl std::fmt::Debug for GuestModule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GuestModule")
+            .field("label", &self.inner.label)
+            .field("digest", &self.inner.digest)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GuestModule {
+    /// SHA-256 of the module bytes.
+    pub fn digest(&self) -> &str {
+        &self.inner.digest
+    }
+
+    /// The operator's policy this module's runtime admits manifests with
+    /// (the controller admits the resolved resources with it again).
+    pub fn policy(&self) -> &crate::guest::policy::Policy {
+        &self.inner.shared.config.policy
+    }
+
+    /// The label used in errors until the manifest names the guest.
+    pub fn label(&self) -> &str {
+        &self.inner.label
+    }
+
+    /// Time spent compiling (or loading from the cache).
+    pub fn compile_time(&self) -> Duration {
+        self.inner.compile_time
+    }
+
+    /// Whether the compiled artifact came from the disk cache.
+    pub fn from_cache(&self) -> bool {
+        self.inner.from_cache
+    }
+
+    pub(super) fn error(&self, guest: &str, kind: GuestErrorKind) -> GuestError {
+        GuestError {
+            guest: guest.to_string(),
+            kind,
+        }
+    }
+
+    pub(super) fn instantiate(&self, guest: &str) -> Result<(Store<CallState>, Controller)> {
+        let mut store = self.new_store(guest)?;
+        match self.inner.pre.instantiate(&mut store) {
+            Ok(instance) => Ok((store, instance)),
+            Err(e) => Err(self.classify(guest, &store, e)),
+        }
+    }
+
+    /// A fresh store with the sandbox's limits, deadline and fuel.
+    pub(super) fn new_store(&self, guest: &str) -> Result<Store<CallState>> {
+        let shared = &self.inner.shared;
+        let mut store = Store::new(
+            &shared.engine,
+            CallState {
+                guest: guest.into(),
+                limiter: Limiter {
+                    max_memory: shared.config.memory_limit,
+                    hit: false,
+                },
+                output: stdio::Output::default(),
+                limits: shared.config.policy.limits(guest),
+                log: limits::LogBudget::default(),
+                log_rates: shared.log_rates.clone(),
+            },
+        );
+        store.limiter(|s| &mut s.limiter);
+        let budget = limits::copy_budget(&store.data().limits);
+        store.set_hostcall_fuel(budget);
+        // A fresh store has deadline 0 and no fuel: set both before
+        // instantiating or instantiation itself traps.
+        store.set_epoch_deadline(shared.ticks_per_deadline);
+        store.epoch_deadline_trap();
+        if let Some(fuel) = shared.config.fuel {
+            store
+                .set_fuel(fuel)
+                .map_err(|e| self.error(guest, GuestErrorKind::Instantiate(format!("{e:#}"))))?;
+        }
+        Ok(store)
+    }
+
+    pub(super) fn classify(
+        &self,
+        guest: &str,
+        store: &Store<CallState>,
+        e: wasmtime::Error,
+    ) -> GuestError {
+        let config = &self.inner.shared.config;
+        let kind = if store.data().limiter.hit {
+            GuestErrorKind::OutOfMemory(config.memory_limit)
+        } else if limits::over_copy_budget(&e) {
+            GuestErrorKind::Plan(PlanError::OverCopyBudget {
+                max: store.hostcall_fuel(),
+            })
+        } else {
+            match e.downcast_ref::<Trap>() {
+                Some(Trap::Interrupt) => GuestErrorKind::Deadline(config.deadline),
+                Some(Trap::OutOfFuel) => GuestErrorKind::OutOfFuel(config.fuel.unwrap_or(0)),
+                _ => match store.data().output.panic_message() {
+                    Some(message) => GuestErrorKind::Panicked(message),
+                    None => GuestErrorKind::Trap(format!("{e:#}")),
+                },
+            }
+        };
+        self.error(guest, kind)
+    }
+
+    /// Calls the guest's `manifest` and validates the result.
+    pub fn manifest(&self, env: &Environment) -> Result<GuestManifest> {
+        let label = self.inner.label.clone();
+        let (mut store, instance) = self.instantiate(&label)?;
+        let raw = instance
+            .wasmctrl_controller_reconciler()
+            .call_describe(&mut store, env)
+            .map_err(|e| self.classify(&label, &store, e))?;
+        let raw = raw.map_err(|msg| {
+            self.error(
+                &label,
+                GuestErrorKind::Manifest(ManifestError::Rejected(msg)),
+            )
+        })?;
+        let manifest = manifest::validate(&raw)
+            .map_err(|e| self.error(&label, GuestErrorKind::Manifest(e)))?;
+        // Named by its declared name from here on: the policy section is
+        // chosen by it.
+        self.inner
+            .shared
+            .config
+            .policy
+            .admit(&manifest)
+            .map_err(|e| self.error(&manifest.name, GuestErrorKind::Policy(e)))?;
+        Ok(manifest)
+    }
+
+    /// A plan the guest returned, made ready to carry out: held to the
+    /// operator's caps (before any document is parsed), validated against
+    /// `manifest` and the snapshot the guest saw (`data`), and its requeue
+    /// delay raised to the policy's minimum (recorded in `stats`).
+    pub(super) fn finish_plan(
+        &self,
+        name: &str,
+        raw: &wit::Plan,
+        manifest: &GuestManifest,
+        data: &SnapshotData,
+        limits: &crate::guest::policy::Limits,
+        stats: &mut CallStats,
+    ) -> Result<ValidatedPlan> {
+        let plan_error = |e| self.error(name, GuestErrorKind::Plan(e));
+        limits::check_plan(raw, limits).map_err(plan_error)?;
+        // The host built the snapshot: a bad one is a host bug, reported,
+        // never a panic.
+        let view = wasmctrl_snapshot::SnapshotView::new(data)
+            .map_err(|e| self.error(name, GuestErrorKind::Trap(format!("host snapshot: {e}"))))?;
+        let mut plan = plan::validate(raw, manifest, &view).map_err(plan_error)?;
+        let min = limits.min_requeue;
+        stats.requeue_clamped = limits::clamp_requeue(&mut plan.requeue_after, min);
+        if stats.requeue_clamped {
+            self.inner.shared.clamp_warnings.warn_once(name, min);
+        }
+        Ok(plan)
+    }
+
+    /// Runs one reconcile of `request` over `snapshot` in a fresh store and
+    /// validates the plan against `manifest`'s allowlist and the snapshot
+    /// (pinned writes take the uids it holds).
+    pub fn reconcile(
+        &self,
+        manifest: &GuestManifest,
+        env: &Environment,
+        request: &Request,
+        snapshot: SnapshotData,
+    ) -> (Result<ValidatedPlan>, CallStats) {
+        let mut stats = CallStats::default();
+        let name = manifest.name.as_str();
+        let started = Instant::now();
+        let (mut store, instance) = match self.instantiate(name) {
+            Ok(x) => x,
+            Err(e) => return (Err(e), stats),
+        };
+        stats.instantiate = started.elapsed();
+        let snapshot = snapshot::to_wit(snapshot);
+        let called = Instant::now();
+        let raw = instance
+            .wasmctrl_controller_reconciler()
+            .call_reconcile(&mut store, env, request, &snapshot);
+        stats.call = called.elapsed();
+        stats.log_limited = store.data().log.limited;
+        let limits = store.data().limits.clone();
+        let result = match raw {
+            Err(e) => Err(self.classify(name, &store, e)),
+            Ok(Err(wit::ReconcileError::Retryable(message))) => Err(self.error(
+                name,
+                GuestErrorKind::Failed {
+                    retryable: true,
+                    message,
+                },
+            )),
+            Ok(Err(wit::ReconcileError::Terminal(message))) => Err(self.error(
+                name,
+                GuestErrorKind::Failed {
+                    retryable: false,
+                    message,
+                },
+            )),
+            Ok(Ok(plan)) => {
+                let data = snapshot::from_wit(snapshot);
+                self.finish_plan(name, &plan, manifest, &data, &limits, &mut stats)
+            }
+        };
+        (result, stats)
+    }
+}

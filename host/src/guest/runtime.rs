@@ -1,0 +1,295 @@
+//! The guest runtime: the one wasmtime engine and its epoch ticker,
+//! compilation once per content digest with an on-disk cache of
+//! precompiled artifacts, and the sandbox settings every guest gets. It
+//! never calls a guest (see `module`).
+
+use super::module::ModuleInner;
+use super::*;
+
+/// Sandbox limits and engine settings.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Wall-clock budget for one call into a guest (instantiation included).
+    pub deadline: Duration,
+    /// Maximum linear memory a guest instance may use, in bytes.
+    pub memory_limit: usize,
+    /// Fuel per call; `None` disables fuel metering (cheaper).
+    pub fuel: Option<u64>,
+    /// Directory for precompiled artifacts; `None` disables the disk cache.
+    pub cache_dir: Option<PathBuf>,
+    /// Granularity of the deadline (one epoch tick).
+    pub epoch_tick: Duration,
+    /// The operator's policy: grants checked at load, caps per call.
+    pub policy: Arc<crate::guest::policy::Policy>,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            deadline: Duration::from_secs(5),
+            memory_limit: 512 << 20,
+            fuel: None,
+            cache_dir: default_cache_dir(),
+            epoch_tick: Duration::from_millis(10),
+            policy: Arc::default(),
+        }
+    }
+}
+
+impl RuntimeConfig {
+    /// Sets the per-call deadline.
+    #[must_use]
+    pub fn deadline(mut self, d: Duration) -> Self {
+        self.deadline = d;
+        self
+    }
+
+    /// Sets the memory cap. Size it to the snapshot: the snapshot is copied
+    /// into guest memory, so a cap below the snapshot's size traps every call.
+    #[must_use]
+    pub fn memory_limit(mut self, bytes: usize) -> Self {
+        self.memory_limit = bytes;
+        self
+    }
+
+    /// Enables fuel metering with this much fuel per call (costs ~25-40 %
+    /// speed); `None` disables it.
+    #[must_use]
+    pub fn fuel(mut self, fuel: Option<u64>) -> Self {
+        self.fuel = fuel;
+        self
+    }
+
+    /// Sets the operator's policy (default: [`crate::guest::policy::Policy::default`]).
+    #[must_use]
+    pub fn policy(mut self, policy: crate::guest::policy::Policy) -> Self {
+        self.policy = Arc::new(policy);
+        self
+    }
+
+    /// Sets (or disables) the precompiled-artifact cache directory.
+    #[must_use]
+    pub fn cache_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.cache_dir = dir;
+        self
+    }
+}
+
+pub(super) fn default_cache_dir() -> Option<PathBuf> {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .map(|d| d.join("wasmctrl"))
+}
+
+pub(super) struct Shared {
+    pub(super) engine: Engine,
+    pub(super) config: RuntimeConfig,
+    pub(super) ticks_per_deadline: u64,
+    pub(super) stop: Arc<AtomicBool>,
+    pub(super) log_rates: Arc<limits::LogRates>,
+    pub(super) clamp_warnings: limits::ClampWarnings,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The engine every guest runs on. Cheap to clone.
+#[derive(Clone)]
+pub struct GuestRuntime {
+    pub(super) shared: Arc<Shared>,
+}
+
+impl GuestRuntime {
+    /// Creates the engine and starts the epoch ticker thread.
+    pub fn new(config: RuntimeConfig) -> Result<Self> {
+        let mut wasm = Config::new();
+        wasm.wasm_component_model(true)
+            .epoch_interruption(true)
+            .consume_fuel(config.fuel.is_some());
+        let engine = Engine::new(&wasm).map_err(|e| GuestError {
+            guest: "(engine)".into(),
+            kind: GuestErrorKind::Compile(format!("{e:#}")),
+        })?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let tick = config.epoch_tick.max(Duration::from_millis(1));
+        {
+            let engine = engine.clone();
+            let stop = stop.clone();
+            // One ticker for every store: each store's deadline is counted in
+            // these ticks.
+            std::thread::Builder::new()
+                .name("wasmctrl-epoch".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(tick);
+                        engine.increment_epoch();
+                    }
+                })
+                .map_err(|e| GuestError {
+                    guest: "(engine)".into(),
+                    kind: GuestErrorKind::Instantiate(format!("cannot start epoch ticker: {e}")),
+                })?;
+        }
+        let ticks_per_deadline = (config.deadline.as_nanos() / tick.as_nanos()).max(1) as u64 + 1;
+        Ok(GuestRuntime {
+            shared: Arc::new(Shared {
+                engine,
+                config,
+                ticks_per_deadline,
+                stop,
+                log_rates: Arc::default(),
+                clamp_warnings: Default::default(),
+            }),
+        })
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.shared.config
+    }
+
+    /// Loads a guest from a file (`label` in errors is the file name).
+    pub fn load_file(&self, path: &Path) -> Result<GuestModule> {
+        let label = path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_else(|| path.display().to_string());
+        let bytes = std::fs::read(path).map_err(|source| GuestError {
+            guest: label.clone(),
+            kind: GuestErrorKind::Read {
+                path: path.to_path_buf(),
+                source,
+            },
+        })?;
+        self.load_bytes(&label, &bytes)
+    }
+
+    /// Loads a guest from bytes (a component binary or its `.wat` text).
+    pub fn load_bytes(&self, label: &str, bytes: &[u8]) -> Result<GuestModule> {
+        let err = |kind| GuestError {
+            guest: label.to_string(),
+            kind,
+        };
+        let digest = hex::encode(Sha256::digest(bytes));
+        let started = Instant::now();
+        let (component, from_cache) = self.compile(&digest, bytes).map_err(err)?;
+        let compile_time = started.elapsed();
+        if let Some(found) = contract_version(&component, &self.shared.engine)
+            .filter(|v| CONTRACT_VERSION.strip_prefix("wasmctrl:controller@") != Some(v.as_str()))
+        {
+            return Err(err(GuestErrorKind::Version { found }));
+        }
+
+        let unsupported = imports::unsupported(&component, &self.shared.engine);
+        if !unsupported.is_empty() {
+            return Err(err(GuestErrorKind::Unsupported(unsupported)));
+        }
+        let mut linker: Linker<CallState> = Linker::new(&self.shared.engine);
+        Controller::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
+            .map_err(|e| err(GuestErrorKind::Instantiate(format!("{e:#}"))))?;
+        // stdout/stderr go to tracing; whatever else the guest imports
+        // (WASI, through std) is defined to trap: it instantiates, but has
+        // no clock, randomness, filesystem, environment or network.
+        stdio::add_to_linker(&mut linker)
+            .map_err(|e| err(GuestErrorKind::Instantiate(format!("{e:#}"))))?;
+        linker
+            .define_unknown_imports_as_traps(&component)
+            .map_err(|e| err(GuestErrorKind::Instantiate(format!("{e:#}"))))?;
+        let pre = linker
+            .instantiate_pre(&component)
+            .map_err(|e| err(GuestErrorKind::Instantiate(format!("{e:#}"))))?;
+        // A component of the aggregate-controller world also exports
+        // `aggregator`: the controller keeps its aggregate incrementally.
+        let aggregate = if aggregate::exports_aggregator(&component, &self.shared.engine) {
+            Some(aggregate::pre(pre.clone()).map_err(err)?)
+        } else {
+            None
+        };
+        let pre = ControllerPre::new(pre)
+            .map_err(|e| err(GuestErrorKind::Instantiate(format!("{e:#}"))))?;
+        Ok(GuestModule {
+            inner: Arc::new(ModuleInner {
+                label: label.into(),
+                digest,
+                pre,
+                aggregate,
+                shared: self.shared.clone(),
+                compile_time,
+                from_cache,
+            }),
+        })
+    }
+
+    pub(super) fn compile(
+        &self,
+        digest: &str,
+        bytes: &[u8],
+    ) -> std::result::Result<(Component, bool), GuestErrorKind> {
+        let engine = &self.shared.engine;
+        let cache_path = self.shared.config.cache_dir.as_ref().map(|dir| {
+            let mut h = DefaultHasher::new();
+            engine.precompile_compatibility_hash().hash(&mut h);
+            dir.join(format!("{digest}-{:016x}.cwasm", h.finish()))
+        });
+        if let Some(path) = &cache_path {
+            // Read into memory rather than mmap: a cache file truncated or
+            // rewritten under a live mapping would be a SIGBUS, not an error.
+            if let Ok(artifact) = std::fs::read(path) {
+                // SAFETY: the file is named by the digest of the source and
+                // the engine's compatibility hash, and is only ever written
+                // by `Component::serialize` of this same engine
+                // configuration (atomically, via rename), into a cache
+                // directory that only this host writes. wasmtime checks the
+                // header and version and rejects foreign or corrupt bytes.
+                #[allow(unsafe_code)]
+                let loaded = unsafe { Component::deserialize(engine, &artifact) };
+                match loaded {
+                    Ok(c) => return Ok((c, true)),
+                    Err(e) => {
+                        tracing::warn!(path = %path.display(), "ignoring unusable cached artifact: {e:#}")
+                    }
+                }
+            }
+        }
+        let component =
+            Component::new(engine, bytes).map_err(|e| GuestErrorKind::Compile(format!("{e:#}")))?;
+        if let Some(path) = &cache_path {
+            if let Err(e) = write_cache(path, &component) {
+                tracing::warn!(path = %path.display(), "cannot write compiled-guest cache: {e:#}");
+            }
+        }
+        Ok((component, false))
+    }
+}
+
+/// The contract version a component's reconciler export names
+/// (`wasmctrl:controller/reconciler@0.1.0` → `0.1.0`), read from its type
+/// before instantiation so a guest of another version gets an exact
+/// message rather than a type-check failure.
+pub(super) fn contract_version(component: &Component, engine: &Engine) -> Option<String> {
+    component
+        .component_type()
+        .exports(engine)
+        .find_map(|(name, _)| name.strip_prefix(RECONCILER).map(str::to_string))
+}
+
+pub(super) fn write_cache(
+    path: &Path,
+    component: &Component,
+) -> std::result::Result<(), Box<dyn std::error::Error>> {
+    let bytes = component.serialize()?;
+    let dir = path.parent().ok_or("cache path has no directory")?;
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(
+        ".tmp-{}-{}",
+        std::process::id(),
+        uuid::Uuid::new_v4()
+    ));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
