@@ -1,26 +1,34 @@
 //! Which guest of this host may write an object: two guests of one host
-//! never fight over one object.
+//! never fight over one object. Owns the two halves of that rule: the check
+//! at load ([`static_overlap`]) and the per-object reservations and claims
+//! at plan validation ([`Claims`]). It never writes anything, never watches
+//! anything (it is told), and never decides what a guest may write at all
+//! (that is the manifest's rules and the operator's policy).
 //!
-//! Owns the two halves of that rule. At load, [`static_overlap`] compares
-//! the write rules of a guest with those of every other guest of the host:
-//! two rules that both list names and can name one object (same group and
-//! kind, whatever the version; namespaces that can be equal; a name in
-//! common) refuse the later guest. Where a rule names no objects (any name)
-//! the overlap cannot be decided then, and [`Claims`] decides per object at
-//! plan validation: a name another guest's rule lists is *reserved* for that
-//! guest; any other object that another loaded guest's rules can name is
-//! *claimed* by the first guest whose plan writes it, until the object is
-//! deleted (by anyone: the outputs cache reports it, [`Claims::gone`]) or
-//! that guest is unloaded. An object no other guest can name is recorded
-//! nowhere, so a one-guest host keeps no claims; when a guest that can name
-//! such objects is loaded, those its neighbours wrote and still exist are
-//! claimed for them first ([`Claims::seed`]), and when it is unloaded the
-//! claims only it contested are dropped. A plan writing an object reserved
-//! or claimed by another guest is refused whole. Claims live in memory:
-//! after a restart, the first writer claims again. It never writes
-//! anything, never watches anything (it is told), and never decides what
-//! a guest may write at all (that is the manifest's rules and the
-//! operator's policy).
+//! # At load
+//! [`static_overlap`] compares the write rules of a guest with those of
+//! every other guest of the host: two rules that both list names and can
+//! name one object (same group and kind, whatever the version; namespaces
+//! that can be equal; a name in common) refuse the later guest.
+//!
+//! # At plan validation
+//! Where a rule names no objects (any name) the overlap cannot be decided
+//! at load, and [`Claims`] decides per object:
+//! - a name another guest's rule lists is *reserved* for that guest;
+//! - any other object that another loaded guest's rules can name is
+//!   *claimed* by the first guest whose plan writes it, until the object is
+//!   deleted (by anyone: the outputs cache reports it, [`Claims::gone`]) or
+//!   that guest is unloaded;
+//! - a plan writing an object reserved or claimed by another guest is
+//!   refused whole (finalizer writes claim nothing).
+//!
+//! # Lifetime
+//! An object no other guest can name is recorded nowhere, so a one-guest
+//! host keeps no claims; when a guest that can name such objects is loaded,
+//! those its neighbours wrote and still exist are claimed for them first
+//! ([`Claims::seed`]), and when it is unloaded the claims only it contested
+//! are dropped. Claims live in memory: after a restart, the first writer
+//! claims again.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};

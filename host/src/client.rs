@@ -1,14 +1,15 @@
 //! The host's Kubernetes client: one `kube::Client` for every guest, with a
 //! client-side rate limit (QPS and burst, as client-go's `rest.Config`) on
-//! every request the host makes.
+//! every request the host makes. Owns building the client from a
+//! `kube::Config`, the limiter and metrics layers, and where kube's retry
+//! sits. It never decides what to request; informers, the actuator and
+//! leader election all go through the one client built here.
 //!
-//! Owns building the client from a `kube::Config`, the limiter and metrics
-//! layers, and where kube's retry of 429/503/504 sits: *outside* both, so
-//! every attempt, retries included, waits for a token and is counted in
+//! # Where the retry sits
+//! kube's retry of 429/503/504 sits *outside* both layers, so every
+//! attempt, retries included, waits for a token and is counted in
 //! `rest_client_*` (kube's own builder puts its retry underneath any layer
-//! added later, where neither sees it). It never decides what to request;
-//! informers, the actuator and leader election all go through the one
-//! client built here.
+//! added later, where neither sees it).
 
 use std::future::Future;
 use std::num::NonZeroU32;

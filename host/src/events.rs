@@ -1,18 +1,22 @@
 //! Kubernetes Events (`events.k8s.io/v1`) the host records: a guest's
-//! planned events and the supervisor's guest-change events.
+//! planned events and the supervisor's guest-change events. Owns the
+//! [`Recorder`] and its series bookkeeping. It never decides whether an
+//! event is worth emitting or allowed (the actuator and supervisor do) and
+//! never retries: errors go back to the caller.
 //!
-//! Owns series bookkeeping. An event that repeats, within [`SERIES_TTL`] of
-//! the last time it was seen, with the same type, action, reason, reporter,
-//! regarding and related objects *and the same note* becomes a patch of the
-//! first Event's `series` (count, last observed time), as client-go's
-//! `events` recorder keys it. A different note is a new Event that carries
-//! it: kube-runtime's `Recorder`, which this replaces, left the note out of
-//! its key, so a second event with the same reason and a new message only
-//! bumped the old Event's count and the new message was lost. An Event's
-//! namespace and name reach the request path only as single path segments
-//! ([`crate::urlpath`]). It never decides whether an event is worth
-//! emitting or allowed (the actuator and supervisor do) and never retries:
-//! errors go back to the caller.
+//! # Series
+//! An event that repeats, within [`SERIES_TTL`] of the last time it was
+//! seen, with the same type, action, reason, reporter, regarding and
+//! related objects *and the same note* becomes a patch of the first Event's
+//! `series` (count, last observed time), as client-go's `events` recorder
+//! keys it. A different note is a new Event that carries it: kube-runtime's
+//! `Recorder`, which this replaces, left the note out of its key, so a
+//! second event with the same reason and a new message only bumped the old
+//! Event's count and the new message was lost.
+//!
+//! # Paths
+//! An Event's namespace and name reach the request path only as single
+//! path segments ([`crate::urlpath`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

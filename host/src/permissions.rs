@@ -1,20 +1,28 @@
-//! Preflight permission check for a guest, before its caches start.
+//! Preflight permission check for a guest, before its caches start. Owns
+//! the review calls ([`check`]) and the report of what is missing, worded
+//! as the API server's own Forbidden message. It never decides what is
+//! needed (the controller's preflight lists a guest's [`Need`]s, leader
+//! election its Lease's), and never grants, caches or retries.
 //!
+//! # Why
 //! A controller whose credentials allow `list` but not `watch` syncs once
 //! and then sits idle; one that may not `patch` its output fails every
-//! reconcile into a backoff. Both look alive. So before a guest's informers
-//! start, the host asks the API server — with `SelfSubjectAccessReview`, the
-//! request `kubectl auth can-i` makes — whether its own credentials allow
-//! everything the guest's manifest needs: `list` and `watch` on every
-//! watched resource in its scope, and `patch` and `create` (a server-side
-//! apply that creates the object is authorized as both) on every
-//! write-allowlist entry that names a namespace. Every missing permission is
-//! reported at once, worded as the API server's own Forbidden message.
+//! reconcile into a backoff. Both look alive.
 //!
-//! Owns the requirement list and the review calls. It never grants, caches
-//! or retries; when reviews themselves are unavailable (an API server or a
-//! policy that refuses them) it says so and lets the caller go on — the
-//! informers still fail loudly on their first 403.
+//! # What is asked
+//! Before a guest's informers start, the host asks the API server — with
+//! `SelfSubjectAccessReview`, the request `kubectl auth can-i` makes —
+//! whether its own credentials allow everything the guest's manifest
+//! needs: `list` and `watch` on every watched resource in its scope and on
+//! every written one (the outputs cache), `patch` where a watch declares a
+//! finalizer, and `patch` and `create` (a server-side apply that creates
+//! the object is authorized as both) on every write-allowlist entry that
+//! names a namespace. Every missing permission is reported at once.
+//!
+//! # When reviews are unavailable
+//! When the reviews themselves fail (an API server or a policy that refuses
+//! them) it says so ([`Checked::Unavailable`]) and lets the caller go on —
+//! the informers still fail loudly on their first 403.
 
 use std::fmt;
 

@@ -1,15 +1,20 @@
 //! Quarantine: a guest whose calls keep running out of time or trapping
 //! is not called at all for a while, so it cannot spend the host's cores.
+//! Owns one guest's record of consecutive sandbox failures and the
+//! quarantine they lead to. It never calls the guest, never drops a key
+//! (the controller requeues each key for the quarantine's end) and never
+//! reads a clock: callers pass `now`.
 //!
-//! Owns one guest's record of consecutive sandbox failures (deadline, trap,
-//! panic, memory, fuel: the call never returned a plan) and the quarantine
-//! they lead to: after [`QuarantineConfig::failures`] in a row, no call for
-//! [`QuarantineConfig::initial`], doubling on each quarantine up to
-//! [`QuarantineConfig::max`]. After a quarantine the guest is on probation:
-//! its next such failure quarantines it again at once. A call that returns
-//! (a plan, or an error the guest chose) resets everything. It never calls
-//! the guest, never drops a key (the controller requeues each key for the
-//! quarantine's end) and never reads a clock: callers pass `now`.
+//! # Rules
+//! - A sandbox failure is a call that never returned a plan: deadline,
+//!   trap, panic, memory, fuel ([`counts`]).
+//! - After [`QuarantineConfig::failures`] in a row (0: never), no call for
+//!   [`QuarantineConfig::initial`], doubling on each quarantine up to
+//!   [`QuarantineConfig::max`].
+//! - After a quarantine the guest is on probation: its next such failure
+//!   quarantines it again at once.
+//! - A call that returns (a plan, or an error the guest chose) resets
+//!   everything.
 
 use std::sync::Mutex;
 use std::time::Duration;

@@ -1,5 +1,11 @@
 //! Write wars: an output that another field manager keeps taking back.
+//! Owns the per-object record of those take-backs (of fields we set, and of
+//! the object's existence) and the verdict on each: drift, counted, or a
+//! war that holds the object's writes back. It never sends a request and
+//! never decides what to write: the actuator asks it before and tells it
+//! after each apply and delete.
 //!
+//! # Why
 //! Every apply the host sends is forced (`force=true`): the guest's plan is
 //! the desired state, so fields another manager set are taken over. When
 //! another writer also forces (a second guest, a controller, a script
@@ -7,18 +13,22 @@
 //! two overwrite each other forever: each one's write is the other's
 //! trigger.
 //!
-//! Owns the per-object record of those take-backs. A take-back is an apply
-//! that is needed because someone else changed our fields after us: the
-//! object's resourceVersion is no longer the one our last write produced,
-//! and it no longer contains what the guest wants. `flips` take-backs
-//! within `window` declare a war: the host stops writing the object for a
-//! back-off (doubling per war, up to `max_backoff`), the caller records a
-//! Warning event and a metric naming the other field manager, and foreign
-//! changes to the object stop waking the guest until the back-off ends. After it, the
-//! host forces once more; a take-back soon after declares the next war at
-//! once, with the doubled back-off, so a war costs a bounded number of
-//! writes however long it lasts.
+//! # How it decides
+//! - A take-back is an apply that is needed because someone else changed
+//!   our fields after us: the object's resourceVersion is no longer the one
+//!   our last write produced, and it no longer contains what that write
+//!   set. One later than [`ContestConfig::react`] after our write is drift:
+//!   repaired every time, never counted.
+//! - `flips` take-backs within `window` declare a war: the host stops
+//!   writing the object for a back-off (doubling per war, up to
+//!   `max_backoff`), the caller records a Warning event and a metric naming
+//!   the other field manager ([`other_manager`]), and foreign changes to the
+//!   object stop waking the guest until the back-off ends.
+//! - After it, the host forces once more; a take-back soon after declares
+//!   the next war at once, with the doubled back-off, so a war costs a
+//!   bounded number of writes however long it lasts.
 //!
+//! # Existence
 //! A delete is judged the same way, by the object's existence: someone
 //! re-creating what we deleted, soon after our delete, is a take-back
 //! ([`Contests::recreated`]), so a guest deleting what another writer keeps
@@ -26,13 +36,12 @@
 //! what we created or set, soon after our write, is one too
 //! ([`Contests::removed`]: a guest and a cleanup script deleting its
 //! output would otherwise fight at the client's rate; the deleter is named
-//! [`DELETER`], as a deletion records no field manager). An output that is
+//! [`DELETER`], as a deletion records no field manager). A child the
+//! garbage collector took with its owner, created again for a new owner of
+//! the same name, is a new object, not a take-back. An output that is
 //! deleted keeps its record while it matters (we deleted it, someone
 //! deleted it soon after our write, or take-backs or a hold-back are on
 //! record); otherwise a new object starts a new contest.
-//!
-//! It never sends a request and never decides what to write: the actuator
-//! asks it before and tells it after each apply and delete.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -1,15 +1,19 @@
 //! Finalizer writes: adding and removing one entry of `metadata.finalizers`
 //! with a JSON Patch that can neither create the object nor touch anyone
-//! else's entry.
+//! else's entry. Owns the patches ([`add_patch`], [`remove_patch`]) and
+//! reading the current list from the caches. It never decides *when* a
+//! finalizer is added or removed (the controller adds a watch's declared
+//! finalizer; only a plan removes).
 //!
-//! Owns the patches (kube-runtime's `finalizer.rs` idea): every one first
-//! `test`s `metadata.uid` (the object as the guest saw it), then the list
-//! as the cache saw it (an add) or the exact entry at its index (a remove),
-//! so a concurrent change fails the patch (422) instead of being
-//! overwritten, and a patch of a missing object is a 404. Both end as a
-//! dropped write and a re-reconcile. It also owns reading the current list
-//! from the caches. It never decides *when* a finalizer is added or removed
-//! (the controller adds a watch's declared finalizer; only a plan removes).
+//! # The patches
+//! As in kube-runtime's `finalizer.rs`, every one first `test`s
+//! `metadata.uid` (the object as the guest saw it), then the list as the
+//! cache saw it (an add) or the exact entry at its index (a remove), so a
+//! concurrent change fails the patch (422) instead of being overwritten,
+//! and a patch of a missing object is a 404. Both end as a dropped write
+//! and a re-reconcile; so does a write to an object no cache holds with
+//! that uid, or an add to an object already being deleted (the API server
+//! forbids new finalizers there).
 
 use kube::api::{Patch, PatchParams};
 use serde_json::{json, Value as Json};

@@ -1,30 +1,37 @@
 //! Hot loops: a key whose reconciles are woken by the echo of its own
-//! previous write, and write again each time.
+//! previous write, and write again each time. Owns, per key, the echoes of
+//! its last writes, what woke its next reconcile, its streak of echo-woken
+//! writing reconciles and the hold-back a hot loop leads to. It never sends
+//! a request, never enqueues and never decides what to write: the handlers
+//! tell it what woke a key, the controller asks it before a reconcile, and
+//! the actuator tells it what the reconcile wrote.
 //!
+//! # Why
 //! A guest that writes something different on every reconcile (a
 //! `lastSyncTime = now()` status, a counter, the object's own
 //! resourceVersion echoed into status) never converges: each write's watch
 //! echo wakes the key, whose next plan differs again. No framework can see
 //! this, the host can: it knows which write each key sent (object and the
 //! resourceVersion it produced) and which watch events woke the key's next
-//! reconcile. `writes` consecutive reconciles within `window` that were
-//! woken only by echoes of the key's own writes and changed an object again
-//! are a hot loop: the key is not reconciled for a back-off (doubling per
-//! hot loop resumed within `window` of the last hold-back's end, up to
-//! `max_backoff`), and the caller records a Warning event and a metric.
+//! reconcile.
 //!
-//! A reconcile that writes nothing (its plan was a no-op: the guest
-//! converged) ends the streak, and so does one woken by anyone else's
-//! change (a person's edit, another controller, a foreign change of an
-//! output): reacting is not looping. A wake the watches did not report (a
-//! requeue, a retry, a resync) neither counts nor ends it. A write whose
-//! answer is the version the key wrote last changed nothing and is not
-//! counted. Echoes and wakes are compared by object (group, kind,
-//! namespace, name) and resourceVersion only.
-//!
-//! It never sends a request, never enqueues and never decides what to
-//! write: the handlers tell it what woke a key, the controller asks it
-//! before a reconcile, and the actuator tells it what the reconcile wrote.
+//! # Rules
+//! - `writes` consecutive reconciles within `window` that were woken only
+//!   by echoes of the key's own writes and changed an object again are a
+//!   hot loop: the key is not reconciled for a back-off, and the caller
+//!   records a Warning event and a metric. The back-off doubles per hot
+//!   loop resumed within `window` of the last hold-back's end (one such
+//!   reconcile resumes it), up to `max_backoff`.
+//! - A reconcile that writes nothing (its plan was a no-op: the guest
+//!   converged) ends the streak, and so does one woken by anyone else's
+//!   change (a person's edit, another controller, a foreign change of an
+//!   output): reacting is not looping.
+//! - A wake the watches did not report (a requeue, a retry, a resync)
+//!   neither counts nor ends it.
+//! - A write whose answer is the version the key wrote last changed nothing
+//!   and is not counted.
+//! - Echoes and wakes are compared by object (group, kind, namespace, name)
+//!   and resourceVersion only.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -1,19 +1,27 @@
 //! Writes of only what changed: when a forced server-side apply would
 //! change nothing but some entries of string maps (a summary ConfigMap's
 //! `data`, say), the same result as a JSON merge patch of just those
-//! entries.
+//! entries. Owns the decision and the patch ([`merge_patch_for`]). It never
+//! sends anything and never decides whether a write is needed at all (the
+//! caller's no-op test comes first).
 //!
-//! Owns the decision and the patch ([`merge_patch_for`]): it answers only
-//! when the patch leaves the object's content exactly as the apply would —
-//! every other desired field already holds its value, and every entry the
-//! apply would remove (owned by this manager alone, entry by entry, and no
-//! longer desired) is removed by a `null` — and otherwise declines, so the
-//! caller applies. Entries the patch writes are then owned by this manager
-//! through an `Update` entry of `managedFields` rather than its `Apply`
-//! entry; [`super::drops_owned_field`] counts both (an entry another
-//! manager also owns stays, as the apply would leave its value). It never sends anything
-//! and never decides whether a write is needed at all (the caller's no-op
-//! test comes first).
+//! # When it answers
+//! Only when the patch leaves the object's content exactly as the apply
+//! would: every other desired field already holds its value, and every
+//! entry the apply would remove (owned by this manager alone, entry by
+//! entry, and no longer desired) is removed by a `null`. Otherwise it
+//! declines, so the caller applies: when identity, metadata, status or a
+//! field that is not a map of strings would change, for an atomic map or a
+//! map dropped whole, when an entry this manager's `Apply` entry shares
+//! with another manager is dropped, and when the live object shows no
+//! `managedFields`. A `metadata.uid` in the desired document travels in the
+//! patch, so a replaced object refuses it as it would refuse the apply.
+//!
+//! # Ownership afterwards
+//! Entries the patch writes are then owned by this manager through an
+//! `Update` entry of `managedFields` rather than its `Apply` entry;
+//! [`super::drops_owned_field`] counts both (an entry another manager also
+//! owns stays, as the apply would leave its value).
 
 use serde_json::{Map, Value as Json};
 

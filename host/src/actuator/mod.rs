@@ -1,30 +1,40 @@
-//! The actuator: makes a validated plan true in the cluster.
+//! The actuator: makes a validated plan true in the cluster. Owns every
+//! write a guest causes, in the plan's order, and the guest's [`Outputs`]
+//! and Events. It never turns a write pinned to an object the guest saw
+//! into a create, never calls back into the controller, and never retries
+//! in line: any failure goes back to the caller, which requeues with
+//! backoff. It reads the watched caches only for uids and finalizer lists.
 //!
-//! Owns every write a guest causes, carried out in the plan's order:
-//! server-side applies with the guest's field manager (`wasmctrl/<guest>`)
-//! and force — create-or-update, update-only and status-subresource —,
-//! deletes, and finalizer patches (`writes`, `finalizers`); an apply that
-//! would change only some entries of string maps goes as a merge patch of
-//! those entries (`merge`), and an entry-wise aggregate's document as a
-//! merge patch of its changed entries decided without reading the live
-//! object, at a resourceVersion it knows (`entries`). Each is skipped
-//! when the cached live object already agrees (so a reconcile never
-//! triggers itself), and every write aimed at an object the guest saw is
-//! pinned to its uid: when that object is gone or replaced the write is
-//! dropped and counted, never turned into a create. It also owns the
-//! guest's [`Outputs`] (live state of what it writes, producers, and the
-//! echo bookkeeping that keeps the watch echo of our own writes from waking
-//! a reconcile) and events through kube's recorder, each emitted once per
-//! appearance rather than once per reconcile, and only about an object the
-//! guest watches or may write (`regarding`; any other is refused, logged
-//! and counted). It judges its writes against other writers (`contest`:
-//! write wars over fields or existence) and against the key's own echoes
-//! (`hotloop`: a key rewriting its object on every echo of its last write). Names and namespaces reach request paths only as single
-//! path segments ([`crate::urlpath`]). It reads the watched caches
-//! only for uids and finalizer lists, never calls back into the
-//! controller, and never retries in line: any failure goes back to the
-//! caller, which requeues with backoff. The write allowlist and pinning
-//! were already enforced when the plan was validated.
+//! # Writes
+//! - Server-side applies with the guest's field manager
+//!   (`wasmctrl/<guest>`) and force — create-or-update, update-only and
+//!   status-subresource —, deletes, and finalizer patches (`writes`,
+//!   `finalizers`).
+//! - An apply that would change only some entries of string maps goes as a
+//!   merge patch of those entries (`merge`), and an entry-wise aggregate's
+//!   document as a merge patch of its changed entries decided without
+//!   reading the live object, at a resourceVersion it knows (`entries`).
+//! - Each is skipped when the cached live object already agrees (so a
+//!   reconcile never triggers itself), and every write aimed at an object
+//!   the guest saw is pinned to its uid: when that object is gone or
+//!   replaced the write is dropped and counted.
+//! - Names and namespaces reach request paths only as single path segments
+//!   ([`crate::urlpath`]).
+//! - The write allowlist and pinning were already enforced when the plan
+//!   was validated.
+//!
+//! # Outputs and events
+//! [`Outputs`] is the live state of what the guest writes, producers, and
+//! the echo bookkeeping that keeps the watch echo of our own writes from
+//! waking a reconcile. Events go through the host's recorder
+//! ([`crate::events`]), each emitted once per appearance rather than once
+//! per reconcile, and only about an object the guest watches or may write
+//! (`regarding`; any other is refused, logged and counted).
+//!
+//! # Other writers and its own echoes
+//! It judges its writes against other writers (`contest`: write wars over
+//! fields or existence) and against the key's own echoes (`hotloop`: a key
+//! rewriting its object on every echo of its last write).
 
 pub mod contest;
 pub mod entries;

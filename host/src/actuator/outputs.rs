@@ -1,20 +1,27 @@
 //! A guest's outputs, as its actuator sees them: the objects it may write,
 //! their live state, who asked for each, and which of their changes are
-//! merely the echo of our own apply.
+//! merely the echo of our own write. Owns the outputs informers, each
+//! written object's producer, and the echo bookkeeping ([`Echoes`]); its
+//! change handler is the loop's feedback edge. It never writes and never
+//! reconciles.
 //!
-//! Owns the outputs informers (one per write rule, whole objects, so a hand
-//! edit or delete is seen), the request key that last planned each written
-//! object (its producer), and the echo bookkeeping ([`Echoes`]: several of
-//! our writes to one object — an update, then its status — may be due at
-//! once). Its change
-//! handler is the loop's feedback edge, like controller-runtime's `Owns`: a
-//! change to an output that is not our own echo enqueues the key that
-//! produced it (or, for an object written before this process started,
-//! every aggregate key), noting for the hot-loop bookkeeping that someone
-//! else woke it. The echo of an object the host merge-patched is
-//! parsed ahead, on the blocking pool, for the write that follows. The
-//! deletion of an output, by anyone, ends its claim among the host's
-//! guests ([`Claims::gone`]). It never writes and never reconciles.
+//! # What it keeps
+//! - The outputs informers: one per write rule, whole objects, so a hand
+//!   edit or delete is seen.
+//! - The producer of each written object: the request key that last
+//!   planned it.
+//! - [`Echoes`]: several of our writes to one object — an update, then its
+//!   status — may be due at once.
+//!
+//! # The feedback edge
+//! Like controller-runtime's `Owns`: a change to an output that is not our
+//! own echo enqueues the key that produced it (or, for an object no key
+//! has planned since this process started, every aggregate key), noting
+//! for the hot-loop bookkeeping that someone else woke it — except while
+//! the object's writes are held back by a write war. The echo of an object
+//! the host merge-patched is parsed ahead, on the blocking pool, for the
+//! write that follows. The deletion of an output, by anyone, ends its
+//! claim among the host's guests ([`Claims::gone`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

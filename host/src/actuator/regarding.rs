@@ -1,14 +1,19 @@
 //! Which objects a guest's Events may regard, and so in which namespaces
-//! they are recorded.
+//! they are recorded. Owns that rule ([`check`]). It decides only: it never
+//! records, logs or counts anything; the actuator logs, counts and skips
+//! what is refused.
 //!
+//! # Why
 //! An Event lives in the namespace of the object it regards (the host's
 //! event namespace, `default`, for a cluster-scoped one), so a guest that
 //! could name any object could write Events anywhere — `kube-system`
-//! included. The rule: an Event regards an object the guest watches or may
-//! write ([`GuestManifest::event_kind`]), and its namespace agrees with the
+//! included.
+//!
+//! # The rule
+//! An Event regards an object the guest watches or may write
+//! ([`GuestManifest::event_kind`]), and its namespace agrees with the
 //! kind's scope as discovery reports it (no namespace on a Node, none
-//! missing on a Pod). It decides only; the actuator logs, counts and skips
-//! what is refused.
+//! missing on a Pod). A discovery failure is an error, not a refusal.
 
 use crate::discovery::{Discovery, DiscoveryError};
 use crate::guest::{GuestManifest, ObjectKey};

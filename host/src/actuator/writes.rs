@@ -1,15 +1,22 @@
 //! The object writes: server-side apply (create-or-update, update-only,
-//! status subresource) and delete, each skipped when the cached live
-//! object already agrees, and each pinned write classified as done,
-//! skipped or dropped.
-//!
+//! status subresource), or the merge patch standing in for it, and delete.
 //! Owns the no-op tests ([`contains`], [`drops_owned_field`]), the echo
-//! bookkeeping around each apply, and [`gone`]: which API answers mean the
-//! object a pinned write aimed at no longer exists as the guest saw it
-//! (404, 409 uid mismatch or failed precondition, 422 on `metadata.uid`).
-//! It never creates through a pinned write: the uid travels in the
-//! document (apply) or the preconditions (delete), and the API server
-//! refuses the rest. It never retries in line.
+//! and write-war bookkeeping around each write, and [`gone`]. It never
+//! creates through a pinned write and never retries in line.
+//!
+//! # Rules
+//! - Each write is skipped when the cached live object already agrees
+//!   (never while an echo of ours is due: the cache is then older than the
+//!   object), and each pinned write is classified as done, skipped or
+//!   dropped.
+//! - [`gone`] says which API answers mean the object a pinned write aimed
+//!   at no longer exists as the guest saw it (404, 409 uid mismatch or
+//!   failed precondition, 422 on `metadata.uid`, any 422 to a finalizer
+//!   patch).
+//! - A pinned write never creates: the uid travels in the document (apply)
+//!   or the preconditions (delete), and the API server refuses the rest.
+//! - A write to an object in a write war is held back, not sent; a create
+//!   whose controller owner is known to be gone is dropped.
 
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use serde_json::{Map, Value as Json};

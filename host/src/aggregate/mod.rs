@@ -1,25 +1,33 @@
 //! Incremental aggregates: one aggregate key of an `aggregate-controller`
-//! guest kept up to date at the cost of the objects that changed.
+//! guest kept up to date at the cost of the objects that changed. Owns the
+//! set of objects changed since the last reconcile, each object's cached
+//! contributions and diagnostics (what `map-objects` last returned for it),
+//! the per-group reductions over them, and, for an entry-wise `render`,
+//! every group's entry. It never writes to the cluster (the controller
+//! hands the plan to the actuator) and never reads the informers except
+//! through their stores.
 //!
-//! Owns the set of objects changed since the last reconcile (fed by the
-//! watch handlers, which only record and enqueue), each object's cached
-//! contributions and diagnostics (what `map-objects` last returned for
-//! it), and the per-group reductions over them. One reconcile of the key:
-//! look up each changed object in its store (a lookup, no list), map the
-//! ones still there in one guest call over a snapshot of just them,
-//! subtract the gone ones' cached contributions (no guest call), and render
-//! the reduced groups; the plan is `render`'s with every cached diagnostic
-//! appended in object order. For a guest whose `render` is entry-wise
-//! (the optional `entrywise` export) it also owns every group's entry:
-//! only the groups touched since the last reconcile are rendered, the
-//! plan's promise is checked, and the apply becomes an
+//! # One reconcile
+//! The watch handlers only record changes and enqueue. One reconcile of the
+//! key: look up each changed object in its store (a lookup, no list), map
+//! the ones still there in guest calls over snapshots of just them (at most
+//! [`MAP_BATCH`] objects per call), subtract the gone ones' cached
+//! contributions (no guest call), and render the reduced groups; the plan
+//! is `render`'s with every cached diagnostic appended in object order. A
+//! failed map puts the changes back, and a failed render leaves its groups
+//! to be rendered again, so nothing is lost.
+//!
+//! # Entry-wise render
+//! For a guest whose `render` is entry-wise (the optional `entrywise`
+//! export) only the groups touched since the last reconcile are rendered,
+//! the plan's promise is checked, and the apply becomes an
 //! [`PlannedWrite::ApplyEntries`] carrying the frame, every entry and the
-//! entries changed since the last plan handed out. Nothing here is
-//! O(cached objects) per change, and with an entry-wise render nothing is
-//! O(groups) either.
-//! A failed map puts the changes back, so nothing is lost. It never writes
-//! to the cluster (the controller hands the plan to the actuator) and never
-//! reads the informers except through their stores.
+//! entries changed since the last plan handed out.
+//!
+//! # Cost
+//! Apart from appending the cached diagnostics, nothing here is O(cached
+//! objects) per change, and with an entry-wise render nothing is O(groups)
+//! either.
 
 pub mod reduce;
 

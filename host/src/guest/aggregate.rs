@@ -1,14 +1,18 @@
 //! Calling an `aggregate-controller` guest's `aggregator` export: its spec
 //! (which key is incremental, how groups reduce), `map-objects` over a
-//! snapshot of changed objects, and `render` from reduced groups.
+//! snapshot of changed objects, and `render` from reduced groups. Owns the
+//! bindings of that world (sharing [`super::bindings`]' types), detecting
+//! the export on a component, and checking what the guest returns. It never
+//! keeps state between calls: the reductions and the cached contributions
+//! belong to [`crate::aggregate`].
 //!
-//! Owns the bindings of that world (sharing [`super::bindings`]' types),
-//! detecting the export on a component, and checking what the guest
-//! returns: contributions and diagnostics must name objects of the
-//! snapshot it was given, diagnostics are validated like plan events, and
-//! `render`'s plan like any plan (it saw no objects, so a pinned write is
-//! refused). It never keeps state between calls: the reductions and the
-//! cached contributions belong to [`crate::aggregate`].
+//! # Checks
+//! Contributions and diagnostics must name objects of the snapshot it was
+//! given, one call's contributions stay within
+//! [`MAX_CONTRIBUTIONS_PER_OBJECT`] per object mapped and its diagnostics
+//! within the plan event cap, diagnostics are validated like plan events,
+//! and `render`'s plan like any plan (it saw no objects, so a pinned write
+//! is refused).
 
 use std::time::Instant;
 

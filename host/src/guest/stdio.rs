@@ -1,23 +1,28 @@
 //! Guest stdout and stderr, routed to `tracing`, and the few inert WASI
-//! functions Rust's `std` calls on the way to them.
+//! functions Rust's `std` calls on the way to them. Owns the only WASI
+//! functions the host implements and each call's buffered output. It grants
+//! no capability: the environment is empty, nothing here reads host state,
+//! and every other WASI import (clocks, randomness, files, sockets, stdin,
+//! arguments, terminals, exit) still traps.
 //!
-//! Owns the only WASI functions the host implements: those a std guest built
-//! for `wasm32-wasip2` calls (through wasi-libc) from `println!`,
-//! `eprintln!` and its panic handler. Observed with `examples/guest-println`:
-//! `wasi:cli/stdout` `get-stdout` / `wasi:cli/stderr` `get-stderr`, then
-//! once per stream `wasi:io/streams` output-stream `subscribe`, then per
-//! write `check-write`, `write`, `blocking-flush`; a panic first reads
-//! `wasi:cli/environment` `get-environment` (for `RUST_BACKTRACE`). Beside
-//! those: `blocking-write-and-flush` and `flush` (other std and wit-bindgen
+//! # The functions
+//! Those a std guest built for `wasm32-wasip2` calls (through wasi-libc)
+//! from `println!`, `eprintln!` and its panic handler. Observed with
+//! `examples/guest-println`: `wasi:cli/stdout` `get-stdout` /
+//! `wasi:cli/stderr` `get-stderr`, then once per stream `wasi:io/streams`
+//! output-stream `subscribe`, then per write `check-write`, `write`,
+//! `blocking-flush`; a panic first reads `wasi:cli/environment`
+//! `get-environment` (for `RUST_BACKTRACE`). Beside those:
+//! `blocking-write-and-flush` and `flush` (other std and wit-bindgen
 //! versions), and the `wasi:io/poll` pollable `subscribe` returns, which is
 //! always ready (`ready`, `block`): a log line is never back-pressured.
 //!
+//! # Output
 //! Output is split into lines and logged with the guest's name (stdout at
-//! info, stderr at warn), capped per call; the tail of stderr is kept, past
-//! the cap too, so a panic's message can be reported in the call's error.
-//! It grants no capability: the environment is empty, nothing here reads
-//! host state, and every other WASI import (clocks, randomness, files,
-//! sockets, stdin, arguments, terminals, exit) still traps.
+//! info, stderr at warn), capped per call ([`MAX_OUTPUT_PER_CALL`]); the
+//! tail of stderr is kept, past the cap too, so a panic's message can be
+//! reported in the call's error. A call that asks for more stream and
+//! pollable handles than the per-call cap traps.
 
 use wasmtime::component::{ComponentType, Linker, Lower, Resource, ResourceType};
 

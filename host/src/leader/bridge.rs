@@ -1,13 +1,13 @@
 //! The bridge from the elector to the host: leadership as the rest of the
-//! process sees it.
+//! process sees it. Owns [`Leadership`] (the one signal the supervisor
+//! gates its workers on), the election's preflight (configuration and RBAC
+//! on the Lease, checked before any cache starts), starting the elector
+//! once the caches are warm, translating its [`LeaderState`] into
+//! [`Leadership`], and the `leader_election_master_status{name}` gauge. It
+//! never runs, drains or stops workers: it publishes, and the supervisor
+//! acts.
 //!
-//! Owns [`Leadership`] (the one signal the supervisor gates its workers on),
-//! the election's preflight (configuration and RBAC on the Lease, checked
-//! before any cache starts), starting the elector once the caches are warm,
-//! translating its [`LeaderState`] into [`Leadership`], and the
-//! `leader_election_master_status{name}` gauge. It never runs, drains or
-//! stops workers: it publishes, and the supervisor acts.
-//!
+//! # Use
 //! ```no_run
 //! # async fn host(client: kube::Client, gauge: prometheus_client::metrics::gauge::Gauge)
 //! # -> Result<(), wasmctrl::leader::Error> {

@@ -1,14 +1,15 @@
 //! Leader election over a `coordination.k8s.io/v1` Lease, following
-//! client-go's `tools/leaderelection` rules.
+//! client-go's `tools/leaderelection` rules. Owns one Lease (creating,
+//! acquiring, renewing, observing and releasing it) and publishes the
+//! candidate's [`LeaderState`], translated into the host's [`Leadership`].
+//! It never runs workers, never waits for caches, and never writes any
+//! object but its Lease: stopping writes when leadership is lost is the
+//! host's job; this module's job is to say so at once.
 //!
-//! This module owns one Lease: it creates it, acquires it, renews it, observes
-//! who holds it, and releases it, always with resourceVersion-guarded writes so
-//! two candidates racing for an expired lease produce exactly one winner (the
-//! other gets 409 Conflict). It publishes the candidate's [`LeaderState`], and
-//! translates it into the host's [`Leadership`], and nothing else: it never
-//! runs workers, never waits for caches, and never writes any object but its
-//! Lease. Stopping writes when leadership is lost is the host's job; this
-//! module's job is to say so at once.
+//! # One winner
+//! Every update of the Lease is guarded by its resourceVersion (a create,
+//! by the Lease not existing yet), so two candidates racing for an expired
+//! lease produce exactly one winner (the other gets 409 Conflict).
 //!
 //! # Rules (as client-go)
 //! - A holder's lease is judged expired by **this candidate's local clock**:

@@ -1,17 +1,23 @@
 //! The informer cache: projected objects by namespace and name, their
-//! indexes, and the change each write to it amounts to.
+//! indexes, and the change each write to it amounts to. Owns the cache's
+//! one [`Writer`] and its [`Store`] readers, the indexes, and the uids
+//! recently deleted ([`Tombstones`]). It never talks to the API server,
+//! never projects, and never calls handlers: it returns the [`Change`] and
+//! its owner notifies.
 //!
+//! # Writer and readers
 //! Like kube-runtime's `reflector::store` (and client-go's indexer), the
-//! cache is split in two: one [`Writer`], owned by the informer that feeds it
-//! from list and watch events, and any number of cheap [`Store`] readers
+//! cache is split in two: one [`Writer`], owned by the informer that feeds
+//! it from list and watch events, and any number of cheap [`Store`] readers
 //! (the controller building snapshots and mapping keys, the actuator
-//! comparing live objects). The writer decides what a change is — added,
-//! updated (projected fields or identity changed; a resourceVersion-only
-//! update is no change), deleted, or gone during a relist (the tombstone
-//! case) — and keeps the indexes (`index`: by namespace, by controller
-//! owner uid, by field value) in step under the same lock. It never talks
-//! to the API server, never projects, and never calls handlers: it returns
-//! the [`Change`] and its owner notifies.
+//! comparing live objects).
+//!
+//! # Changes
+//! The writer decides what a change is — added, updated (projected fields
+//! or identity changed; a resourceVersion-only update is no change),
+//! deleted, or gone during a relist (the tombstone case) — and keeps the
+//! indexes (`index`: by namespace, by controller owner uid, by field value)
+//! in step under the same lock.
 
 mod index;
 

@@ -1,5 +1,4 @@
 //! The workqueue: which key is reconciled when, with client-go's semantics.
-//!
 //! It owns deduplication of waiting keys, the guarantee that one key is never
 //! handed to two workers at once, per-key exponential backoff combined with a
 //! global token bucket, delayed re-adds (`add_after`), shutdown, and the
@@ -7,7 +6,8 @@
 //! guests or API calls — only opaque keys — and it never does the work
 //! itself: [`run_workers`] hands keys to a caller-supplied handler.
 //!
-//! The life of a key, as in `k8s.io/client-go/util/workqueue`:
+//! # The life of a key
+//! As in `k8s.io/client-go/util/workqueue`:
 //!
 //! 1. [`Workqueue::add`] marks the key *dirty* and queues it, unless it is
 //!    already waiting (dedup) or being processed (then it waits until

@@ -1,27 +1,33 @@
 //! Entry-wise writes: an entry-wise aggregate's document (a summary
 //! ConfigMap's `data`, one entry per group) written as a merge patch of
 //! only the entries that changed, decided without reading the live object.
+//! Owns, per such object, its *chain* (the live entries and who owns them
+//! as of one resourceVersion) and the entries changed in plans not yet
+//! written. It never sends anything itself and never retries.
 //!
-//! Owns, per such object, its *chain*: the live entries and who owns them
-//! as of one resourceVersion, learned once from the parsed live object when
-//! the whole-document path (`writes`) skipped or merge-patched it, and
-//! carried forward by our own patches, each sent with that resourceVersion
-//! as a precondition (so the server refuses it with 409 if anyone else
-//! wrote in between). It also owns the entries changed in plans not yet
-//! written. A patch is decided on the changed entries alone, exactly as
-//! [`super::merge::merge_patch_for`] would decide it on the live object:
-//! set an entry whose value differs; remove (`null`) an entry this manager
-//! alone owns and the plan dropped; leave another manager's entry; and hand
-//! over to the whole-document path when an entry this manager shares with
-//! another is dropped, when the frame (the document without its entries)
-//! changed, when the plan is the aggregate's first, or when the cache shows
-//! a version the chain does not know. Any change of the object by someone
-//! else ends the chain (the outputs handler calls [`Chains::forget`]).
+//! # The chain
+//! A chain is learned once from the parsed live object when the
+//! whole-document path (`writes`) skipped or merge-patched it, and carried
+//! forward by our own patches, each sent with that resourceVersion as a
+//! precondition (so the server refuses it with 409 if anyone else wrote in
+//! between). Any change of the object by someone else ends the chain (the
+//! outputs handler calls [`Chains::forget`]), and so does a failed patch.
 //!
+//! # How a patch is decided
+//! On the changed entries alone, exactly as `merge::merge_patch_for`
+//! would decide it on the live object:
+//! - set an entry whose value differs;
+//! - remove (`null`) an entry this manager alone owns and the plan dropped;
+//! - leave another manager's entry;
+//! - hand over to the whole-document path when an entry this manager
+//!   shares with another is dropped, when the frame (the document without
+//!   its entries) changed, when the plan is the aggregate's first, or when
+//!   the cache shows a version the chain does not know.
+//!
+//! # Where
 //! Only where the field is known to be a granular map of strings: a core
 //! ConfigMap's `data` and `binaryData`, a core Secret's `data`. Elsewhere
-//! no chain starts and every write takes the whole-document path. It never
-//! sends anything itself and never retries.
+//! no chain starts and every write takes the whole-document path.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;

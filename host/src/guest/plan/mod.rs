@@ -1,16 +1,19 @@
-//! Validation of a guest's plan before the host acts on it.
+//! Validation of a guest's plan before the host acts on it. Owns turning
+//! the guest's raw plan (typed writes, events) into checked values: the
+//! write allowlist (status writes included), pinning writes to the uids the
+//! snapshot saw, and checking every name. Nothing here sends a request: a
+//! plan that fails validation is rejected whole, so a half-valid plan never
+//! reaches the cluster.
 //!
-//! Owns turning the guest's raw plan (typed writes, events) into checked
-//! values: the write allowlist (status writes included), and pinning every
-//! update, status and finalizer write to the uid of the object as the
-//! snapshot saw it — a write aimed at an object the guest did not see is
-//! refused here, so the host never creates what it meant to update. Every
-//! name and namespace a plan gives (documents, delete and finalizer
-//! targets, events' `regarding` and `related`) must be a valid Kubernetes
-//! object name for its kind, so none can become more than one URL path
-//! segment (`../secrets/x`, `p5/status`, `%2F`). Nothing
-//! here sends a request: a plan that fails validation is rejected whole, so
-//! a half-valid plan never reaches the cluster.
+//! # Rules
+//! - Every update, status and finalizer write is pinned to the uid of the
+//!   object as the snapshot saw it — a write aimed at an object the guest
+//!   did not see is refused here, so the host never creates what it meant
+//!   to update.
+//! - Every name and namespace a plan gives (documents, delete and finalizer
+//!   targets, events' `regarding` and `related`) must be a valid Kubernetes
+//!   object name for its kind, so none can become more than one URL path
+//!   segment (`../secrets/x`, `p5/status`, `%2F`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,19 +1,21 @@
 //! The operator's policy: what each guest may watch and write, and the caps
-//! on what it can make the host do.
+//! on what it can make the host do. A guest's manifest is a request; this
+//! policy is the grant (Kubewarden's `contextAwareResources` idea). Owns the
+//! policy file format (`--policy FILE`, YAML or JSON), the built-in default
+//! limits, and admission of a validated manifest. It never loads guests,
+//! starts informers or enforces the limits itself: the guest runtime and
+//! the controller read [`Limits`] from here.
 //!
-//! A guest's manifest is a request; this policy is the grant (Kubewarden's
-//! `contextAwareResources` idea). Owns the policy file format
-//! (`--policy FILE`, YAML or JSON), the built-in default limits, and
-//! admission of a validated manifest: every watch and write rule that no
-//! grant covers is listed, not just the first. Core `Secret`s are denied
-//! unless a grant names the kind `Secret` explicitly — with or without a
-//! policy file — so a guest cannot copy credentials into an object it writes.
-//! Admission runs twice: on the kinds the manifest declares (at load), and
-//! on the resources API discovery resolved them to (at start, before any
-//! informer), so the grant is checked against what the host actually lists
-//! and writes, whatever the guest called it.
-//! It never loads guests, starts informers or enforces the limits itself:
-//! the guest runtime and the controller read [`Limits`] from here.
+//! # Admission
+//! - Every watch and write rule that no grant covers is listed, not just
+//!   the first.
+//! - Core `Secret`s are denied unless a grant names the kind `Secret`
+//!   explicitly — with or without a policy file — so a guest cannot copy
+//!   credentials into an object it writes.
+//! - Admission runs twice: on the kinds the manifest declares (at load),
+//!   and on the resources API discovery resolved them to (at start, before
+//!   any informer), so the grant is checked against what the host actually
+//!   lists and writes, whatever the guest called it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
