@@ -40,6 +40,7 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets $(DEV) -- -D warnings
 	$(CARGO) clippy -p wasmctrl --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps -p wasmctrl -p wasmctrl-apiserver $(DEV)
 
 # The product binary, as the Dockerfile builds it: no embedded API server
 # linked in (no symbol of wasmctrl_apiserver), and no dev subcommands.

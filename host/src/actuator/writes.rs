@@ -60,7 +60,7 @@ fn is_empty(v: &Json) -> bool {
 /// else on that subresource) a field of `live` that `desired` no longer
 /// sets — an apply is then needed to remove it. Fields owned through Apply
 /// count, and fields outside `metadata` owned through Update (the entries
-/// [`super::merge`] wrote); our finalizer patches own `metadata` entries
+/// the merge patches wrote); our finalizer patches own `metadata` entries
 /// the plan never sets.
 pub fn drops_owned_field(
     live: &Json,

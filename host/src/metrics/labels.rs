@@ -30,7 +30,7 @@ pub struct ReasonLabels {
 /// `{resource, reason}` of a failed list or watch.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct WatchFailureLabels {
-    /// The informer, e.g. `pods in namespace ml` (through [`label_value`]).
+    /// The informer, e.g. `pods in namespace ml` (through [`super::label_value`]).
     pub resource: String,
     /// See [`crate::failure::watch_failure_reason`].
     pub reason: String,
