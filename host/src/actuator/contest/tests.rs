@@ -1,0 +1,425 @@
+//! Write-war rules, judged on made-up timelines (no cluster).
+
+use super::*;
+use crate::guest::Gvk;
+use serde_json::json;
+
+const OURS: &str = "wasmctrl/g";
+
+fn target() -> ObjectKey {
+    ObjectKey {
+        gvk: Gvk::from_api_version("v1", "ConfigMap"),
+        namespace: Some("ops".into()),
+        name: "summary".into(),
+    }
+}
+
+fn live(rv: &str, manager: &str) -> Json {
+    json!({"metadata": {"resourceVersion": rv, "managedFields": [
+        {"manager": OURS, "operation": "Apply", "time": "2026-12-01T00:00:00Z"},
+        {"manager": manager, "operation": "Apply", "time": "2026-12-01T00:00:05Z"},
+    ]}})
+}
+
+fn config() -> ContestConfig {
+    ContestConfig {
+        flips: 3,
+        window: Duration::from_secs(60),
+        backoff: Duration::from_secs(30),
+        max_backoff: Duration::from_secs(100),
+        // The tests' clocks run ahead of `wrote`'s: every take-back
+        // here reacts (see the drift test for a real one).
+        react: Duration::from_secs(3600),
+    }
+}
+
+#[test]
+fn a_new_desired_value_over_our_own_write_is_not_a_take_back() {
+    let c = Contests::new(config());
+    let now = Instant::now();
+    assert_eq!(
+        c.retaken(&target(), &live("1", "x"), OURS, false, now),
+        None
+    );
+    c.wrote(&target(), Some("5"));
+    assert_eq!(
+        c.retaken(&target(), &live("5", "x"), OURS, false, now),
+        None
+    );
+}
+
+#[test]
+fn three_take_backs_in_the_window_declare_a_war_naming_the_manager() {
+    let c = Contests::new(config());
+    let t0 = Instant::now();
+    let mut verdicts = Vec::new();
+    for i in 0..3u64 {
+        c.wrote(&target(), Some(&format!("{}", 2 * i)));
+        let now = t0 + Duration::from_secs(10 * i);
+        verdicts.push(c.retaken(
+            &target(),
+            &live(&format!("{}", 2 * i + 1), "rival"),
+            OURS,
+            false,
+            now,
+        ));
+    }
+    assert_eq!(verdicts[0], Some((Verdict::Contested, "rival".into())));
+    assert_eq!(verdicts[1], Some((Verdict::Contested, "rival".into())));
+    assert_eq!(
+        verdicts[2],
+        Some((
+            Verdict::War {
+                backoff: Duration::from_secs(30),
+                flips: 3
+            },
+            "rival".into()
+        ))
+    );
+    let now = t0 + Duration::from_secs(25);
+    let (left, who) = c.held_back(&target(), now).expect("held back");
+    assert_eq!((left, who.as_str()), (Duration::from_secs(25), "rival"));
+    assert_eq!(c.held_back(&target(), now + Duration::from_secs(26)), None);
+}
+
+#[test]
+fn take_backs_spread_beyond_the_window_never_make_a_war() {
+    let c = Contests::new(config());
+    let t0 = Instant::now();
+    for i in 0..10u64 {
+        c.wrote(&target(), Some(&format!("{}", 2 * i)));
+        let now = t0 + Duration::from_secs(31 * i);
+        let v = c.retaken(
+            &target(),
+            &live(&format!("{}", 2 * i + 1), "hand"),
+            OURS,
+            false,
+            now,
+        );
+        assert_eq!(v.map(|v| v.0), Some(Verdict::Contested), "take-back {i}");
+    }
+}
+
+#[test]
+fn a_war_resumed_after_the_hold_back_doubles_it_up_to_the_cap() {
+    let c = Contests::new(config());
+    let mut now = Instant::now();
+    let mut rv = 0u64;
+    let mut take_back = |c: &Contests, now: Instant| {
+        rv += 2;
+        c.wrote(&target(), Some(&rv.to_string()));
+        c.retaken(
+            &target(),
+            &live(&(rv + 1).to_string(), "rival"),
+            OURS,
+            false,
+            now,
+        )
+        .map(|v| v.0)
+    };
+    for _ in 0..2 {
+        take_back(&c, now);
+    }
+    let mut backoffs = Vec::new();
+    for _ in 0..4 {
+        match take_back(&c, now) {
+            Some(Verdict::War { backoff, .. }) => {
+                backoffs.push(backoff.as_secs());
+                // The host forces once more right after the hold-back.
+                now += backoff + Duration::from_secs(1);
+            }
+            other => panic!("expected a war, got {other:?}"),
+        }
+    }
+    assert_eq!(backoffs, vec![30, 60, 100, 100]);
+}
+
+#[test]
+fn a_change_of_fields_we_did_not_set_is_not_a_take_back() {
+    let c = Contests::new(config());
+    let now = Instant::now();
+    c.sets(
+        &target(),
+        true,
+        &json!({"status": {"observedGeneration": 1}}),
+    );
+    c.wrote(&target(), Some("4"));
+    // Someone edited the spec: our status is as we set it.
+    let mut l = live("5", "kubectl-patch");
+    l["spec"] = json!({"message": "new"});
+    l["status"] = json!({"observedGeneration": 1, "other": "x"});
+    assert_eq!(c.retaken(&target(), &l, OURS, true, now), None);
+    // Our status field changed: a take-back.
+    l["status"]["observedGeneration"] = json!(0);
+    assert!(c.retaken(&target(), &l, OURS, true, now).is_some());
+}
+
+#[test]
+fn a_slow_edit_of_our_fields_is_drift_repaired_and_never_a_war() {
+    let c = Contests::new(ContestConfig {
+        react: Duration::from_millis(1),
+        ..config()
+    });
+    for i in 0..5u64 {
+        c.sets(&target(), false, &json!({"data": {"k": "ours"}}));
+        c.wrote(&target(), Some(&format!("{}", 2 * i)));
+        std::thread::sleep(Duration::from_millis(5));
+        let mut l = live(&format!("{}", 2 * i + 1), "kubectl-edit");
+        l["data"] = json!({"k": "hand"});
+        let v = c.retaken(&target(), &l, OURS, false, Instant::now());
+        assert_eq!(v, Some((Verdict::Drift, "kubectl-edit".into())), "edit {i}");
+    }
+    assert_eq!(c.held_back(&target(), Instant::now()), None);
+}
+
+#[test]
+fn one_foreign_version_is_counted_once() {
+    let c = Contests::new(config());
+    let now = Instant::now();
+    c.wrote(&target(), Some("4"));
+    assert!(c
+        .retaken(&target(), &live("5", "x"), OURS, false, now)
+        .is_some());
+    assert_eq!(
+        c.retaken(&target(), &live("5", "x"), OURS, false, now),
+        None
+    );
+}
+
+#[test]
+fn the_other_manager_is_the_latest_writer_that_is_not_us() {
+    let l = json!({"metadata": {"managedFields": [
+        {"manager": "old", "operation": "Update", "time": "2026-12-01T00:00:01Z"},
+        {"manager": OURS, "operation": "Apply", "time": "2026-12-01T00:00:09Z"},
+        {"manager": "kubectl", "operation": "Update", "time": "2026-12-01T00:00:05Z"},
+        {"manager": "rival", "operation": "Apply", "time": "2026-12-01T00:00:05Z"},
+    ]}});
+    assert_eq!(other_manager(&l, OURS, None), "rival");
+    assert_eq!(other_manager(&json!({}), OURS, None), "unknown");
+    assert_eq!(
+        other_manager(&json!({"metadata": {"managedFields": "junk"}}), OURS, None),
+        "unknown"
+    );
+}
+
+#[test]
+fn the_other_manager_is_the_one_that_owns_our_fields_not_a_later_bystander() {
+    // A JSON patch of our field (kubectl patch --type json: manager
+    // kubectl-patch, operation Update), then someone labelling the
+    // object.
+    let l = json!({"metadata": {"creationTimestamp": "2026-12-01T00:00:00Z", "managedFields": [
+        {"manager": OURS, "operation": "Apply", "time": "2026-12-01T00:00:01Z",
+         "fieldsV1": {"f:data": {"f:other": {}}}},
+        {"manager": "kubectl-patch", "operation": "Update", "time": "2026-12-01T00:00:05Z",
+         "fieldsV1": {"f:data": {"f:owner": {}}}},
+        {"manager": "kubectl-label", "operation": "Update", "time": "2026-12-01T00:00:09Z",
+         "fieldsV1": {"f:metadata": {"f:labels": {"f:x": {}}}}},
+    ]}});
+    let set = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "summary"}, "data": {"owner": "guest"}});
+    assert_eq!(other_manager(&l, OURS, Some(&set)), "kubectl-patch");
+    // Status writes look at the status part only.
+    let status = json!({"status": {"phase": "Seen"}});
+    let mut l = l;
+    l["metadata"]["managedFields"][2]["fieldsV1"] = json!({"f:status": {"f:phase": {}}});
+    assert_eq!(other_manager(&l, OURS, Some(&status)), "kubectl-label");
+}
+
+#[test]
+fn entries_from_before_the_object_was_created_name_nobody() {
+    // A new object that reused the name, created from a copy of the
+    // old one's body: its managedFields came along.
+    let l = json!({"metadata": {"creationTimestamp": "2026-12-01T00:10:00Z", "managedFields": [
+        {"manager": "rival", "operation": "Apply", "time": "2026-12-01T00:09:00Z",
+         "fieldsV1": {"f:data": {"f:owner": {}}}},
+        {"manager": "creator", "operation": "Update", "time": "2026-12-01T00:10:00Z",
+         "fieldsV1": {"f:metadata": {"f:labels": {"f:x": {}}}}},
+    ]}});
+    let set = json!({"data": {"owner": "guest"}});
+    assert_eq!(other_manager(&l, OURS, Some(&set)), "creator");
+    assert_eq!(other_manager(&l, OURS, None), "creator");
+}
+
+#[test]
+fn re_creations_soon_after_our_deletes_declare_a_war_naming_the_creator() {
+    let c = Contests::new(config());
+    let now = Instant::now();
+    let mut verdicts = Vec::new();
+    for i in 0..3u64 {
+        c.deleted(&target());
+        c.vanished(&target(), None, now);
+        let l = live(&format!("{i}"), "recreator");
+        verdicts.push(c.recreated(&target(), &l, OURS, now).map(|v| v.0));
+        // Counted once per deletion of ours.
+        assert_eq!(c.recreated(&target(), &l, OURS, now), None);
+    }
+    assert_eq!(
+        verdicts[..2],
+        [Some(Verdict::Contested), Some(Verdict::Contested)]
+    );
+    assert_eq!(
+        verdicts[2],
+        Some(Verdict::War {
+            backoff: Duration::from_secs(30),
+            flips: 3
+        })
+    );
+    let (_, who) = c.held_back(&target(), now).expect("held back");
+    assert_eq!(who, "recreator");
+}
+
+#[test]
+fn an_object_we_never_deleted_existing_is_no_take_back() {
+    let c = Contests::new(config());
+    let now = Instant::now();
+    assert_eq!(c.recreated(&target(), &live("1", "x"), OURS, now), None);
+    c.wrote(&target(), Some("1"));
+    assert_eq!(c.recreated(&target(), &live("2", "x"), OURS, now), None);
+}
+
+#[test]
+fn a_slow_re_creation_is_drift_and_never_a_war() {
+    let c = Contests::new(ContestConfig {
+        react: Duration::from_millis(1),
+        ..config()
+    });
+    for i in 0..5u64 {
+        c.deleted(&target());
+        std::thread::sleep(Duration::from_millis(5));
+        let v = c.recreated(
+            &target(),
+            &live(&i.to_string(), "hand"),
+            OURS,
+            Instant::now(),
+        );
+        assert_eq!(v, Some((Verdict::Drift, "hand".into())), "re-creation {i}");
+    }
+    assert_eq!(c.held_back(&target(), Instant::now()), None);
+}
+
+#[test]
+fn deletions_soon_after_our_writes_declare_a_war_naming_the_deletion() {
+    let c = Contests::new(config());
+    let now = Instant::now();
+    let mut verdicts = Vec::new();
+    for i in 0..3u64 {
+        // We create it; someone deletes it at once.
+        c.wrote(&target(), Some(&i.to_string()));
+        c.vanished(&target(), None, now);
+        verdicts.push(c.removed(&target(), None, now));
+        // Counted once per deletion.
+        assert_eq!(c.removed(&target(), None, now), None);
+    }
+    assert_eq!(
+        verdicts[..2],
+        [
+            Some((Verdict::Contested, DELETER.to_string())),
+            Some((Verdict::Contested, DELETER.to_string()))
+        ]
+    );
+    assert_eq!(
+        verdicts[2],
+        Some((
+            Verdict::War {
+                backoff: Duration::from_secs(30),
+                flips: 3
+            },
+            DELETER.to_string()
+        ))
+    );
+    let (_, who) = c.held_back(&target(), now).expect("held back");
+    assert_eq!(who, DELETER);
+}
+
+#[test]
+fn a_child_collected_with_its_owner_and_created_for_a_new_owner_is_no_take_back() {
+    let c = Contests::new(config());
+    let now = Instant::now();
+    for i in 0..5u64 {
+        // Owner incarnation `i` gets its child; the owner is deleted at
+        // once and the garbage collector takes the child with it.
+        c.wrote(&target(), Some(&i.to_string()));
+        let old = format!("owner-{i}");
+        c.vanished(&target(), Some(&old), now);
+        let new = format!("owner-{}", i + 1);
+        assert_eq!(c.removed(&target(), Some(&new), now), None, "owner {i}");
+    }
+    assert_eq!(c.held_back(&target(), now), None);
+    // The same owner's child deleted at once is a take-back as before.
+    c.wrote(&target(), Some("9"));
+    c.vanished(&target(), Some("owner-5"), now);
+    assert_eq!(
+        c.removed(&target(), Some("owner-5"), now),
+        Some((Verdict::Contested, DELETER.to_string()))
+    );
+}
+
+#[test]
+fn controller_uid_reads_the_controller_reference_only() {
+    let obj = serde_json::json!({"metadata": {"ownerReferences": [
+        {"uid": "a", "controller": false},
+        {"uid": "b"},
+        {"uid": "c", "controller": true},
+    ]}});
+    assert_eq!(controller_uid(&obj), Some("c"));
+    assert_eq!(controller_uid(&serde_json::json!({"metadata": {}})), None);
+}
+
+#[test]
+fn a_slow_deletion_of_our_output_is_drift_and_never_counted() {
+    let c = Contests::new(ContestConfig {
+        react: Duration::from_millis(1),
+        ..config()
+    });
+    for i in 0..5u64 {
+        c.wrote(&target(), Some(&i.to_string()));
+        std::thread::sleep(Duration::from_millis(5));
+        c.vanished(&target(), None, Instant::now());
+        assert_eq!(
+            c.removed(&target(), None, Instant::now()),
+            None,
+            "deletion {i}"
+        );
+    }
+    assert_eq!(c.held_back(&target(), Instant::now()), None);
+    assert!(lock(&c.objects).is_empty(), "nothing kept for drift");
+}
+
+#[test]
+fn our_own_delete_or_an_object_we_never_wrote_is_no_take_back() {
+    let c = Contests::new(config());
+    let now = Instant::now();
+    c.vanished(&target(), None, now);
+    assert_eq!(c.removed(&target(), None, now), None);
+    c.wrote(&target(), Some("1"));
+    c.deleted(&target());
+    c.vanished(&target(), None, now);
+    assert_eq!(c.removed(&target(), None, now), None);
+}
+
+#[test]
+fn a_deleted_output_is_forgotten_unless_its_contest_matters() {
+    let c = Contests::new(config());
+    let now = Instant::now();
+    c.wrote(&target(), Some("1"));
+    // Deleted long after our write (drift).
+    c.vanished(&target(), None, now + Duration::from_secs(7200));
+    assert!(lock(&c.objects).is_empty(), "nothing on record: forgotten");
+    // Deleted by us: its re-creation would be a take-back.
+    c.deleted(&target());
+    c.vanished(&target(), None, now);
+    assert!(lock(&c.objects).contains_key(&target()));
+    // In a war: the hold-back survives a delete.
+    for i in 0..3u64 {
+        c.wrote(&target(), Some(&format!("{}", 2 * i)));
+        c.retaken(
+            &target(),
+            &live(&format!("{}", 2 * i + 1), "rival"),
+            OURS,
+            false,
+            now,
+        );
+    }
+    c.vanished(&target(), None, now);
+    assert!(c.held_back(&target(), now).is_some());
+}
