@@ -35,6 +35,7 @@ mod own_kind;
 mod pipeline;
 mod quota;
 mod related;
+mod shadow;
 mod spans;
 mod tombstones;
 mod write_wars;

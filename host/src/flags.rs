@@ -73,6 +73,16 @@ pub fn demo_rate(s: &str) -> Result<f64, String> {
     positive(s, MAX_DEMO_RATE, "actions per second")
 }
 
+/// `--shadow GUEST=FILE`: a guest name and a file, both non-empty.
+pub fn shadow(s: &str) -> Result<(String, std::path::PathBuf), String> {
+    match s.split_once('=') {
+        Some((guest, file)) if !guest.trim().is_empty() && !file.is_empty() => {
+            Ok((guest.trim().to_string(), file.into()))
+        }
+        _ => Err(format!("{s:?} is not GUEST=FILE")),
+    }
+}
+
 /// A watch-health flag's value: a finite number of seconds from 0 (a
 /// meaningful value there) to a year.
 fn flag_seconds(s: &str) -> Result<f64, String> {

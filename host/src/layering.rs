@@ -36,6 +36,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("acting on plans", &["actuator", "aggregate", "offline"]),
+    ("comparing plans", &["shadow"]),
     ("one guest's control loop", &["controller"]),
     ("the host", &["supervisor"]),
     ("development", &["demo"]),

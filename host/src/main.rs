@@ -112,6 +112,12 @@ struct RunArgs {
     /// of refusing it alone and running the others.
     #[arg(long)]
     strict_guests: bool,
+    /// Run FILE as the shadow of the running guest GUEST: called on the
+    /// same snapshots, its plans compared with GUEST's and never acted on
+    /// (`wasmctrl_shadow_reconciles_total`, `/shadow/GUEST` on the health
+    /// address). Repeatable.
+    #[arg(long = "shadow", value_name = "GUEST=FILE", value_parser = flags::shadow)]
+    shadows: Vec<(String, PathBuf)>,
     /// Consecutive guest calls that run out of time or trap before the
     /// guest is quarantined (not called for 30 s, doubling up to 30 min);
     /// 0: never.
@@ -408,6 +414,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         watch_health,
         strict_guests: args.strict_guests,
+        shadows: args.shadows,
     };
     let _metrics_endpoint = wasmctrl::metrics::serve_metrics(args.metrics_addr, metrics.clone())
         .await
@@ -436,10 +443,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let election = election.start(master_status);
     let ready_host = host.clone();
     let refused_host = host.clone();
-    let _health_endpoint = wasmctrl::metrics::serve_health_with_detail(
+    let shadow_host = host.clone();
+    let _health_endpoint = wasmctrl::metrics::serve_health_with_reports(
         args.health_addr,
         std::sync::Arc::new(move || ready_host.readiness()),
         std::sync::Arc::new(move || refused_host.refused()),
+        std::sync::Arc::new(move |guest: &str| shadow_host.shadow_report(guest)),
     )
     .await
     .with_context(|| format!("binding the health endpoint on {}", args.health_addr))?;

@@ -44,6 +44,7 @@ use crate::quarantine::{self, Quarantine, QuarantineConfig, Verdict};
 pub use crate::relations::WatchCache;
 use crate::relations::{self, snapshot_for};
 use crate::request::RequestKey;
+use crate::shadow::{self, Shadow, ShadowSpec};
 use crate::store::Change;
 use crate::workqueue::{self, Outcome, Workqueue};
 
@@ -276,6 +277,10 @@ pub struct GuestController {
     metrics: GuestMetrics,
     quarantine: Quarantine,
     recorder: crate::events::Recorder,
+    /// Every metric family (the shadow's counters are registered there).
+    families: Arc<Metrics>,
+    /// A new version of this guest run beside it, compared, never acting.
+    shadow: std::sync::Mutex<Option<Shadow>>,
 }
 
 impl Drop for GuestController {
@@ -305,6 +310,7 @@ impl GuestController {
         } = guest;
         let name = manifest.name.clone();
         let queue = Workqueue::with_metrics(name.clone(), &config.queue, &metrics.workqueue);
+        let families = metrics.clone();
         let metrics = GuestMetrics::new(metrics, &name);
         metrics.loaded(module.digest(), module.label());
         let resolve_err = |source| ControllerError::Resolve {
@@ -431,7 +437,35 @@ impl GuestController {
             recorder,
             config,
             metrics,
+            families,
+            shadow: std::sync::Mutex::new(None),
         })
+    }
+
+    /// Runs `spec` as this guest's shadow from now on (replacing any
+    /// other): every key reconciled is also compared with it.
+    pub fn attach_shadow(&self, spec: ShadowSpec) {
+        let target = shadow::Target {
+            module: self.module.clone(),
+            manifest: self.manifest.clone(),
+            caches: self.caches.clone(),
+            env: self.env.clone(),
+        };
+        let running = Shadow::start(spec, target, self.families.clone());
+        *crate::sync::lock(&self.shadow) = Some(running);
+    }
+
+    /// The shadow running beside this guest, if any.
+    pub fn shadow(&self) -> Option<ShadowSpec> {
+        crate::sync::lock(&self.shadow)
+            .as_ref()
+            .map(|s| s.spec().clone())
+    }
+
+    /// The environment the guest is described and called with (its clock
+    /// set per call).
+    pub fn environment(&self) -> &Environment {
+        &self.env
     }
 
     /// The guest's name.

@@ -101,6 +101,7 @@ impl GuestController {
             .aggregate
             .clone()
             .filter(|a| key.watch.is_none() && &*key.key == a.key());
+        let shadowed = crate::sync::lock(&self.shadow).is_some();
         // The blocking pool's thread is outside this future: carry the span.
         let span = tracing::Span::current();
         let joined = tokio::task::spawn_blocking(move || {
@@ -114,16 +115,19 @@ impl GuestController {
                         requeue_clamped: stats.requeue_clamped,
                         log_limited: stats.log_limited,
                     };
-                    (result, call)
+                    (result, call, None)
                 }
                 None => {
                     let snap = snapshot_for(&manifest, &caches, &k);
-                    module.reconcile(&manifest, &env, &request, snap)
+                    // What the shadow gets: the very snapshot and clock.
+                    let seen = shadowed.then(|| (snap.clone(), env.clone()));
+                    let (result, stats) = module.reconcile(&manifest, &env, &request, snap);
+                    (result, stats, seen)
                 }
             })
         })
         .await;
-        let (result, stats) = match joined {
+        let (result, stats, seen) = match joined {
             Ok(r) => r,
             Err(e) => {
                 return (
@@ -169,6 +173,7 @@ impl GuestController {
                 return (Outcome::retry(e), Some(reason));
             }
         };
+        self.offer_shadow(&key, &plan, seen);
         if let Err(c) = self.config.claims.claim(&self.name, &plan.writes) {
             tracing::warn!(guest = %self.name, owner = %c.owner, object = %c.object, "plan refused: {c}");
             self.metrics.refused_write(&c.owner);
@@ -212,6 +217,30 @@ impl GuestController {
 }
 
 impl GuestController {
+    /// Hands the key the active guest just planned to its shadow, if one
+    /// runs: without waiting, off the write path.
+    fn offer_shadow(
+        &self,
+        key: &RequestKey,
+        plan: &crate::guest::ValidatedPlan,
+        seen: Option<(crate::guest::SnapshotData, Environment)>,
+    ) {
+        let shadow = crate::sync::lock(&self.shadow);
+        let Some(shadow) = shadow.as_ref() else {
+            return;
+        };
+        let case = match seen {
+            Some((snapshot, env)) => shadow::Case::Seen {
+                key: key.clone(),
+                env,
+                snapshot: Box::new(snapshot),
+                active: shadow::normalise(&crate::offline::plan_json(plan)),
+            },
+            None => shadow::Case::Aggregate(key.clone()),
+        };
+        shadow.offer(case);
+    }
+
     /// Records a call that ran out of time or trapped; starts a quarantine
     /// (log line, metric, Warning Event on the host's Pod) when that makes
     /// too many in a row.

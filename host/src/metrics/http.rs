@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
@@ -103,10 +103,46 @@ pub async fn serve_health_with_detail<E: std::fmt::Display + 'static>(
     ready: Readiness<E>,
     detail: Detail,
 ) -> std::io::Result<Endpoint> {
+    serve_health_with_reports(addr, ready, detail, Arc::new(|_: &str| None)).await
+}
+
+/// A guest's report by name (its shadow's), as JSON; None: no such report.
+pub type Reports = Arc<dyn Fn(&str) -> Option<serde_json::Value> + Send + Sync>;
+
+async fn shadow_report(
+    State(reports): State<Reports>,
+    Path(guest): Path<String>,
+) -> impl IntoResponse {
+    match reports(&guest) {
+        Some(report) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            format!("{report:#}\n"),
+        ),
+        None => (
+            StatusCode::NOT_FOUND,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            format!("no shadow runs beside a guest named {guest:?}\n"),
+        ),
+    }
+}
+
+/// Like [`serve_health_with_detail`], also serving `/shadow/GUEST`: the
+/// report of the shadow running beside GUEST (404 when none does).
+pub async fn serve_health_with_reports<E: std::fmt::Display + 'static>(
+    addr: SocketAddr,
+    ready: Readiness<E>,
+    detail: Detail,
+    reports: Reports,
+) -> std::io::Result<Endpoint> {
+    let shadows = Router::new()
+        .route("/shadow/{guest}", get(shadow_report))
+        .with_state(reports);
     let app = Router::new()
         .route("/healthz", get(healthz))
         .route("/livez", get(healthz))
         .route("/readyz", get(readyz))
-        .with_state((ready, detail));
+        .with_state((ready, detail))
+        .merge(shadows);
     serve(addr, app).await
 }

@@ -134,3 +134,12 @@ pub struct GuestLimitLabels {
     /// `min_requeue` or `log`.
     pub limit: String,
 }
+
+/// Labels `{guest, outcome}` of a shadow's comparisons.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShadowLabels {
+    /// The active guest the shadow runs beside.
+    pub guest: String,
+    /// `same`, `differs`, `error` or `skipped`.
+    pub outcome: String,
+}

@@ -17,7 +17,8 @@ mod labels;
 
 pub use guest::{GuestMetrics, ReconcileResult, WriteVerb};
 pub use http::{
-    serve_health, serve_health_with_detail, serve_metrics, Detail, Endpoint, Readiness,
+    serve_health, serve_health_with_detail, serve_health_with_reports, serve_metrics, Detail,
+    Endpoint, Readiness, Reports,
 };
 pub use labels::*;
 
@@ -119,6 +120,9 @@ pub struct Metrics {
     /// `wasmctrl_guest_waiting{guest}`: 1 while the guest waits for a kind
     /// the API server does not serve (see [`crate::supervisor::waiting`]), else 0.
     pub guest_waiting: Family<GuestLabels, Gauge>,
+    /// `wasmctrl_shadow_reconciles_total{guest,outcome}`: keys a shadow
+    /// compared with the active guest (see [`crate::shadow`]).
+    pub shadow_reconciles: Family<ShadowLabels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -167,6 +171,7 @@ impl Metrics {
             guest_quarantines: Family::default(),
             guest_quarantined: Family::default(),
             guest_waiting: Family::default(),
+            shadow_reconciles: Family::default(),
             registry: Registry::default(),
         };
         // prometheus-client appends `_total` to counters.
@@ -304,6 +309,11 @@ impl Metrics {
             "wasmctrl_guest_waiting",
             "1 while a guest waits for a kind the API server does not serve (a CRD not installed), else 0",
             m.guest_waiting.clone(),
+        );
+        registry.register(
+            "wasmctrl_shadow_reconciles",
+            "Keys a shadow guest was compared on, by outcome (same, differs, error, skipped)",
+            m.shadow_reconciles.clone(),
         );
         Metrics { registry, ..m }
     }

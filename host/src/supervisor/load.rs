@@ -299,4 +299,39 @@ impl Supervisor {
             }
         }
     }
+
+    /// Loads `path` as the shadow of the running guest `target`: described
+    /// with its target's environment (namespace and configuration), checked
+    /// against its target's manifest, then attached.
+    pub(super) async fn load_shadow(
+        &self,
+        target: &str,
+        path: &Path,
+    ) -> Result<(), SupervisorError> {
+        let file = path.display().to_string();
+        let controller =
+            self.controller(target)
+                .ok_or_else(|| crate::shadow::ShadowError::NoTarget {
+                    file: file.clone(),
+                    target: target.to_string(),
+                })?;
+        let module = self.runtime.load_file(path)?;
+        let env = controller.environment().clone();
+        let m = module.clone();
+        let manifest = tokio::task::spawn_blocking(move || m.manifest(&env))
+            .await
+            .map_err(|e| GuestError {
+                guest: file.clone(),
+                kind: guest::GuestErrorKind::Trap(format!("describe task failed: {e}")),
+            })??;
+        let spec = crate::shadow::ShadowSpec::new(&file, module, manifest, controller.manifest())?;
+        tracing::info!(guest = %target, shadow = %file, "shadow loaded: its plans are compared with the guest's, never acted on");
+        controller.attach_shadow(spec);
+        Ok(())
+    }
+
+    /// The report of the shadow running beside `guest`, if one does.
+    pub fn shadow_report(&self, guest: &str) -> Option<serde_json::Value> {
+        Some(self.controller(guest)?.shadow()?.report())
+    }
 }

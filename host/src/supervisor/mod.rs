@@ -86,6 +86,9 @@ pub enum SupervisorError {
     /// A guest's write rules name an object another guest's rules name.
     #[error(transparent)]
     Overlap(Box<Overlap>),
+    /// A shadow cannot run beside its target.
+    #[error(transparent)]
+    Shadow(#[from] crate::shadow::ShadowError),
 }
 
 impl SupervisorError {
@@ -102,6 +105,7 @@ impl SupervisorError {
             SupervisorError::NotServed { .. } => "not_served",
             SupervisorError::LostLeadership(_) => "lost_leadership",
             SupervisorError::Overlap(_) => "write_overlap",
+            SupervisorError::Shadow(_) => "shadow",
         }
     }
 }
@@ -147,6 +151,10 @@ pub struct SupervisorConfig {
     /// A guest refused at start ends the host (`--strict-guests`) instead
     /// of being refused alone.
     pub strict_guests: bool,
+    /// Shadows: (the running guest's name, the new version's file), each
+    /// run beside its target and compared, never acting (see
+    /// [`crate::shadow`]).
+    pub shadows: Vec<(String, PathBuf)>,
 }
 
 /// Leadership as the host sees it (defined by the leader-election bridge).
@@ -319,6 +327,14 @@ impl Supervisor {
                     host.refuse(key, name, &source, file.digest, e, &mut first_refusal)
                         .await?;
                 }
+            }
+        }
+        for (target, path) in host.config.shadows.clone() {
+            if let Err(e) = host.load_shadow(&target, &path).await {
+                let source = path.display().to_string();
+                let key = format!("shadow:{target}");
+                host.refuse(key, target, &source, String::new(), e, &mut first_refusal)
+                    .await?;
             }
         }
         let none_runs = lock(&host.guests).is_empty() && host.waiting.is_empty();

@@ -149,6 +149,14 @@ impl Supervisor {
         }
         self.reserve(&key, controller.manifest());
         let old = lock(&self.guests).remove(&key);
+        if let Some(spec) = old.as_ref().and_then(|o| o.controller.shadow()) {
+            // The shadow stays beside the new version while it still reads
+            // the same snapshots.
+            match spec.rebind(controller.manifest()) {
+                Ok(spec) => controller.attach_shadow(spec),
+                Err(e) => tracing::warn!(guest = %name, "shadow dropped at the swap: {e}"),
+            }
+        }
         if let Some(old) = &old {
             // In-flight reconciles finish on the old module; new keys wait
             // in the new controller's queue (its handlers are registered).

@@ -1,0 +1,255 @@
+//! Shadow guests against the embedded API server: a new version run beside
+//! the active guest on the same snapshots is compared key by key and never
+//! acts — no write, event or finalizer of its own — and a shadow that
+//! traps never delays or breaks the active guest.
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{Api, Client};
+
+use crate::support::wat::{guest, Behaviour, WatKeys, WatManifest, WatRule, WatWatch, WatWrite};
+use crate::support::*;
+use wasmctrl::guest::RuntimeConfig;
+use wasmctrl::supervisor::SupervisorConfig;
+use wasmctrl_test_support::wait::{eventually, stays_for};
+
+const PODS: [&str; 4] = ["s0", "s1", "s2", "s3"];
+
+/// Guest `mirror`: for each pod, a ConfigMap `NAME-out` in the pod's
+/// namespace whose `v` is `value`.
+fn mirror(behaviour: impl FnOnce(Vec<WatWrite>) -> Behaviour, value: &str) -> Vec<u8> {
+    let m = WatManifest {
+        name: "mirror".into(),
+        watches: vec![WatWatch::pods("pods", WatKeys::PerObject)],
+        writes: vec![WatRule {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some(PODS_NS.into()),
+            names: Vec::new(),
+            status: false,
+        }],
+    };
+    let doc = format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{{name}}-out","namespace":"{{namespace}}"}},"data":{{"v":"{value}"}}}}"#
+    );
+    guest(&m, behaviour(vec![WatWrite::Apply(doc)]))
+}
+
+fn by_lifecycle(live: Vec<WatWrite>) -> Behaviour {
+    Behaviour::ByLifecycle {
+        live,
+        deleting: Vec::new(),
+    }
+}
+
+fn config(dir: &Path, active: &[u8], shadow: &[u8]) -> SupervisorConfig {
+    let (a, s) = (dir.join("mirror.wasm"), dir.join("mirror-next.wasm"));
+    std::fs::write(&a, active).unwrap();
+    std::fs::write(&s, shadow).unwrap();
+    SupervisorConfig {
+        guests: vec![a],
+        namespace: HOST_NS.into(),
+        runtime: RuntimeConfig::default().cache_dir(None),
+        shadows: vec![("mirror".into(), s)],
+        ..SupervisorConfig::default()
+    }
+}
+
+/// Every pod's output holds `v=1` (the active guest's), and nothing else
+/// named like an output exists.
+async fn outputs_are_the_active_guests(client: &Client) -> bool {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), PODS_NS);
+    for p in PODS {
+        let Some(cm) = cms.get_opt(&format!("{p}-out")).await.unwrap() else {
+            return false;
+        };
+        if cm.data.and_then(|d| d.get("v").cloned()).as_deref() != Some("1") {
+            return false;
+        }
+    }
+    true
+}
+
+async fn run(shadow: Vec<u8>) -> (RunningHost, Client, wasmctrl_apiserver::RunningApiServer) {
+    let (server, client) = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let host = run_host(
+        &client,
+        config(dir.path(), &mirror(by_lifecycle, "1"), &shadow),
+        None,
+    )
+    .await;
+    for p in PODS {
+        pod(p).create(&client).await;
+    }
+    (host, client, server)
+}
+
+fn counts(host: &RunningHost) -> (u64, u64, u64, u64) {
+    host.controller().shadow().expect("a shadow runs").counts()
+}
+
+fn scraped(host: &RunningHost, outcome: &str) -> bool {
+    let text = host.metrics.as_ref().unwrap().encode();
+    text.lines().any(|l| {
+        l.starts_with(&format!(
+            "wasmctrl_shadow_reconciles_total{{guest=\"mirror\",outcome=\"{outcome}\"}} "
+        )) && !l.ends_with(" 0")
+    })
+}
+
+#[tokio::test]
+async fn a_shadow_identical_to_the_active_guest_reports_no_difference() {
+    let (host, client, _server) = run(mirror(by_lifecycle, "1")).await;
+    eventually("every output written", || {
+        outputs_are_the_active_guests(&client)
+    })
+    .await;
+    eventually("every key compared", || async {
+        counts(&host).0 >= PODS.len() as u64
+    })
+    .await;
+    let (_, differs, errors, _) = counts(&host);
+    assert_eq!((differs, errors), (0, 0));
+    assert!(scraped(&host, "same"), "counted in the metric");
+    host.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_changed_shadow_reports_every_key_it_would_write_differently_and_writes_nothing() {
+    let (host, client, _server) = run(mirror(by_lifecycle, "2")).await;
+    eventually("every output written", || {
+        outputs_are_the_active_guests(&client)
+    })
+    .await;
+    eventually("every key seen differing", || async {
+        let report = host.controller().shadow().unwrap().report();
+        report["differing_keys"].as_u64() == Some(PODS.len() as u64)
+    })
+    .await;
+    let report = host.controller().shadow().unwrap().report();
+    let mut keys: Vec<String> = report["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["key"].as_str().unwrap().to_string())
+        .collect();
+    keys.sort();
+    let want: Vec<String> = PODS.iter().map(|p| format!("{PODS_NS}/{p}")).collect();
+    assert_eq!(keys, want, "{report:#}");
+    let first = &report["differences"][0];
+    assert!(
+        first["active_only"][0]
+            .as_str()
+            .unwrap()
+            .contains(r#""v":"1""#)
+            && first["shadow_only"][0]
+                .as_str()
+                .unwrap()
+                .contains(r#""v":"2""#),
+        "{report:#}"
+    );
+    assert!(scraped(&host, "differs"), "counted in the metric");
+    // The shadow never acts: the outputs stay the active guest's.
+    stays_for(
+        Duration::from_secs(1),
+        "outputs stay the active guest's",
+        || outputs_are_the_active_guests(&client),
+    )
+    .await;
+    host.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_trapping_shadow_is_counted_and_the_active_guest_is_unaffected() {
+    let (host, client, _server) = run(mirror(|_| Behaviour::Trap, "1")).await;
+    eventually("every output written", || {
+        outputs_are_the_active_guests(&client)
+    })
+    .await;
+    eventually("the shadow's traps counted", || async {
+        counts(&host).2 >= PODS.len() as u64
+    })
+    .await;
+    let m = host.controller().metrics().clone();
+    assert_eq!(m.errors(), 0, "the active guest never failed");
+    let report = host.controller().shadow().unwrap().report();
+    assert!(
+        report["recent_errors"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("trap"),
+        "{report:#}"
+    );
+    host.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_shadow_watching_other_objects_is_refused_and_the_guest_runs() {
+    let (_server, client) = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut other = WatManifest::writing_its_own_configmap("mirror", HOST_NS);
+    other.watches[0].fields = vec!["spec.nodeName".into()];
+    let shadow = guest(&other, Behaviour::Apply(Vec::new()));
+    let host = run_host(
+        &client,
+        config(dir.path(), &mirror(by_lifecycle, "1"), &shadow),
+        None,
+    )
+    .await;
+    assert!(host.controller().shadow().is_none());
+    let refused = host.host.refused().join("\n");
+    assert!(
+        refused.contains("watches differ from its target's"),
+        "{refused}"
+    );
+    for p in PODS {
+        pod(p).create(&client).await;
+    }
+    eventually("every output written", || {
+        outputs_are_the_active_guests(&client)
+    })
+    .await;
+    host.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_gpu_summary_as_its_own_shadow_agrees_on_its_aggregate_key() {
+    let (_server, client) = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gpu = std::fs::read(guest_path()).unwrap();
+    let (a, s) = (
+        dir.path().join("gpu.wasm"),
+        dir.path().join("gpu-next.wasm"),
+    );
+    std::fs::write(&a, &gpu).unwrap();
+    std::fs::write(&s, &gpu).unwrap();
+    let config = SupervisorConfig {
+        guests: vec![a],
+        namespace: HOST_NS.into(),
+        runtime: RuntimeConfig::default().cache_dir(None),
+        shadows: vec![("gpu-summary".into(), s)],
+        ..SupervisorConfig::default()
+    };
+    let host = run_host(&client, config, None).await;
+    for (i, name) in ["g0", "g1", "g2"].iter().enumerate() {
+        pod(name)
+            .on(if i % 2 == 0 { "n1" } else { "n2" })
+            .requesting("1")
+            .create(&client)
+            .await;
+    }
+    summary_becomes(&client, &[("n1", "2"), ("n2", "1")]).await;
+    eventually("the aggregate key compared", || async {
+        counts(&host).0 >= 1
+    })
+    .await;
+    let (_, differs, errors, _) = counts(&host);
+    assert_eq!((differs, errors), (0, 0));
+    host.stop().await.unwrap();
+}
