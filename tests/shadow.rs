@@ -18,6 +18,8 @@ use wasmctrl::supervisor::SupervisorConfig;
 use wasmctrl_test_support::wait::{eventually, stays_for};
 
 const PODS: [&str; 4] = ["s0", "s1", "s2", "s3"];
+/// The host's own Pod, which the shadow's Event regards.
+const POD: &str = "wasmctrl-0";
 
 /// Guest `mirror`: for each pod, a ConfigMap `NAME-out` in the pod's
 /// namespace whose `v` is `value`.
@@ -56,6 +58,7 @@ fn config(dir: &Path, active: &[u8], shadow: &[u8]) -> SupervisorConfig {
         namespace: HOST_NS.into(),
         runtime: RuntimeConfig::default().cache_dir(None),
         shadows: vec![("mirror".into(), s)],
+        pod: Some((HOST_NS.into(), POD.into())),
         ..SupervisorConfig::default()
     }
 }
@@ -117,6 +120,9 @@ async fn a_shadow_identical_to_the_active_guest_reports_no_difference() {
     let (_, differs, errors, _) = counts(&host);
     assert_eq!((differs, errors), (0, 0));
     assert!(scraped(&host, "same"), "counted in the metric");
+    assert!(events_with_reason(&client, None, "ShadowDiffers")
+        .await
+        .is_empty());
     host.stop().await.unwrap();
 }
 
@@ -155,6 +161,16 @@ async fn a_changed_shadow_reports_every_key_it_would_write_differently_and_write
         "{report:#}"
     );
     assert!(scraped(&host, "differs"), "counted in the metric");
+    eventually("one ShadowDiffers Event on the host's Pod", || async {
+        let events = events_with_reason(&client, Some(HOST_NS), "ShadowDiffers").await;
+        events.len() == 1
+            && events[0].regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(POD)
+    })
+    .await;
+    // No Event about a watched object, from either version.
+    assert!(events_with_reason(&client, Some(PODS_NS), "ShadowDiffers")
+        .await
+        .is_empty());
     // The shadow never acts: the outputs stay the active guest's.
     stays_for(
         Duration::from_secs(1),

@@ -3,8 +3,9 @@
 //! write, so an operator sees where it would act differently before
 //! promoting it. Owns the comparison queue, the worker that calls the
 //! shadow, and the report (counts, the first differing keys with a compact
-//! diff, recent errors). It never writes, never emits an Event about a
-//! watched object and never adds a finalizer: a shadow's plan is only read.
+//! diff, recent errors, an Event on the host's Pod at the first
+//! difference). It never writes, never emits an Event about a watched
+//! object and never adds a finalizer: a shadow's plan is only read.
 //!
 //! # How a key is compared
 //! The controller hands each reconciled key over after the active call,
@@ -192,6 +193,9 @@ pub struct Target {
     pub caches: Arc<[WatchCache]>,
     /// The active environment (the clock is set per call).
     pub env: Environment,
+    /// Where to record an Event when the shadow first differs: the host's
+    /// own Pod (namespace, name), through the guest's recorder.
+    pub host_pod: Option<(crate::events::Recorder, (String, String))>,
 }
 
 impl Shadow {
@@ -264,33 +268,59 @@ async fn work(
         let compared = tokio::task::spawn_blocking(move || span.in_scope(|| compare(&s, &t, case)))
             .await
             .unwrap_or_else(|e| Compared::Error(format!("shadow task failed: {e}")));
-        let mut report = lock(&spec.report);
-        let guest = report.guest.clone();
-        match compared {
-            Compared::Same => {
-                report.same += 1;
-                count(&metrics, &guest, "same");
-            }
-            Compared::Error(why) => {
-                report.errors += 1;
-                count(&metrics, &guest, "error");
-                report.error(&key, why);
-            }
-            Compared::Differs(diff) => {
-                report.differs += 1;
-                count(&metrics, &guest, "differs");
-                if report.differ(&key, diff) {
-                    // A key seen differing for the first time.
-                    let now = tokio::time::Instant::now();
-                    if last_log.is_none_or(|t| now.duration_since(t) >= LOG_EVERY) {
-                        tracing::info!(guest = %guest, shadow = %spec.file, key = %key, more = unlogged,
-                            "the shadow's plan differs from the active guest's");
-                        last_log = Some(now);
-                        unlogged = 0;
-                    } else {
-                        unlogged += 1;
+        // The report's lock is not held across the Event's await.
+        let (guest, first_difference) = {
+            let mut first_difference = None;
+            let mut report = lock(&spec.report);
+            let guest = report.guest.clone();
+            match compared {
+                Compared::Same => {
+                    report.same += 1;
+                    count(&metrics, &guest, "same");
+                }
+                Compared::Error(why) => {
+                    report.errors += 1;
+                    count(&metrics, &guest, "error");
+                    report.error(&key, why);
+                }
+                Compared::Differs(diff) => {
+                    report.differs += 1;
+                    count(&metrics, &guest, "differs");
+                    if report.differ(&key, diff) {
+                        if report.differing_keys == 1 {
+                            first_difference = Some(key.key.to_string());
+                        }
+                        // A key seen differing for the first time.
+                        let now = tokio::time::Instant::now();
+                        if last_log.is_none_or(|t| now.duration_since(t) >= LOG_EVERY) {
+                            tracing::info!(guest = %guest, shadow = %spec.file, key = %key, more = unlogged,
+                                "the shadow's plan differs from the active guest's");
+                            last_log = Some(now);
+                            unlogged = 0;
+                        } else {
+                            unlogged += 1;
+                        }
                     }
                 }
+            }
+            (guest, first_difference)
+        };
+        if let (Some(key), Some((recorder, (namespace, pod)))) =
+            (first_difference, &target.host_pod)
+        {
+            let event = crate::events::Event {
+                type_: crate::events::EventType::Normal,
+                reason: "ShadowDiffers".into(),
+                note: Some(format!(
+                    "shadow {} of guest {guest} plans differently for {key} (see /shadow/{guest} on the health address)",
+                    spec.file
+                )),
+                action: "Compare".into(),
+                secondary: None,
+            };
+            let reference = crate::events::pod_reference(namespace, pod);
+            if let Err(err) = recorder.publish(&event, &reference).await {
+                tracing::warn!("cannot record event ShadowDiffers on pod {namespace}/{pod}: {err}");
             }
         }
     }

@@ -450,6 +450,11 @@ impl GuestController {
             manifest: self.manifest.clone(),
             caches: self.caches.clone(),
             env: self.env.clone(),
+            host_pod: self
+                .config
+                .host_pod
+                .clone()
+                .map(|pod| (self.recorder.clone(), pod)),
         };
         let running = Shadow::start(spec, target, self.families.clone());
         *crate::sync::lock(&self.shadow) = Some(running);
