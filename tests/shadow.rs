@@ -15,6 +15,7 @@ use crate::support::wat::{guest, Behaviour, WatKeys, WatManifest, WatRule, WatWa
 use crate::support::*;
 use wasmctrl::guest::RuntimeConfig;
 use wasmctrl::supervisor::SupervisorConfig;
+use wasmctrl_test_support::http::http_get;
 use wasmctrl_test_support::wait::{eventually, stays_for};
 
 const PODS: [&str; 4] = ["s0", "s1", "s2", "s3"];
@@ -171,6 +172,22 @@ async fn a_changed_shadow_reports_every_key_it_would_write_differently_and_write
     assert!(events_with_reason(&client, Some(PODS_NS), "ShadowDiffers")
         .await
         .is_empty());
+    // The report as an operator reads it, on the health address.
+    let (ready, reports) = (host.host.clone(), host.host.clone());
+    let endpoint = wasmctrl::metrics::serve_health_with_reports(
+        "127.0.0.1:0".parse().unwrap(),
+        std::sync::Arc::new(move || ready.readiness()),
+        std::sync::Arc::new(Vec::new),
+        std::sync::Arc::new(move |guest: &str| reports.shadow_report(guest)),
+    )
+    .await
+    .unwrap();
+    let (code, body) = http_get(endpoint.addr, "/shadow/mirror").await.unwrap();
+    assert_eq!(code, 200, "{body}");
+    let served: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(served["differing_keys"], PODS.len(), "{body}");
+    let (code, _) = http_get(endpoint.addr, "/shadow/nobody").await.unwrap();
+    assert_eq!(code, 404);
     // The shadow never acts: the outputs stay the active guest's.
     stays_for(
         Duration::from_secs(1),
