@@ -14,6 +14,7 @@ use kube::{Api, Client};
 use crate::support::wat::{guest, Behaviour, WatKeys, WatManifest, WatRule, WatWatch, WatWrite};
 use crate::support::*;
 use wasmctrl::guest::RuntimeConfig;
+use wasmctrl::supervisor::guest_dir::write_like_kubelet;
 use wasmctrl::supervisor::SupervisorConfig;
 use wasmctrl_test_support::http::http_get;
 use wasmctrl_test_support::wait::{eventually, stays_for};
@@ -284,5 +285,70 @@ async fn the_gpu_summary_as_its_own_shadow_agrees_on_its_aggregate_key() {
     .await;
     let (_, differs, errors, _) = counts(&host);
     assert_eq!((differs, errors), (0, 0));
+    host.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_shadow_file_in_the_guest_directory_is_attached_swapped_and_removed_at_run_time() {
+    let (_server, client) = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let active = mirror(by_lifecycle, "1");
+    write_like_kubelet(dir.path(), 1, &[("mirror.wasm", &active)]).unwrap();
+    let config = SupervisorConfig {
+        guest_dir: Some(dir.path().to_path_buf()),
+        namespace: HOST_NS.into(),
+        runtime: RuntimeConfig::default().cache_dir(None),
+        rescan: Some(Duration::from_secs(3600)),
+        ..SupervisorConfig::default()
+    };
+    let host = run_host(&client, config, None).await;
+    for p in PODS {
+        pod(p).create(&client).await;
+    }
+    eventually("every output written", || {
+        outputs_are_the_active_guests(&client)
+    })
+    .await;
+    assert!(host.controller().shadow().is_none());
+    // An operator adds the new version as a shadow: the running host
+    // attaches it at its next look at the directory.
+    let changed = mirror(by_lifecycle, "2");
+    write_like_kubelet(
+        dir.path(),
+        2,
+        &[("mirror.wasm", &active), ("mirror.shadow.wasm", &changed)],
+    )
+    .unwrap();
+    host.host.sync_dir().await.unwrap();
+    assert!(host.controller().shadow().is_some(), "attached");
+    // Keys reconciled from now on are compared (a resync brings them all).
+    host.controller().enqueue_all();
+    eventually("every key seen differing", || async {
+        let report = host.controller().shadow().unwrap().report();
+        report["differing_keys"].as_u64() == Some(PODS.len() as u64)
+    })
+    .await;
+    // Swapped for a version that agrees with the guest: its report starts
+    // afresh and shows no difference.
+    let same = mirror(by_lifecycle, "1");
+    write_like_kubelet(
+        dir.path(),
+        3,
+        &[("mirror.wasm", &active), ("mirror.shadow.wasm", &same)],
+    )
+    .unwrap();
+    host.host.sync_dir().await.unwrap();
+    let before = counts(&host);
+    host.controller().enqueue_all();
+    eventually("every key compared again, the same", || async {
+        counts(&host).0 >= before.0 + PODS.len() as u64
+    })
+    .await;
+    assert_eq!((before.1, counts(&host).1), (0, 0), "no difference");
+    // Removed: the guest runs on without a shadow.
+    write_like_kubelet(dir.path(), 4, &[("mirror.wasm", &active)]).unwrap();
+    host.host.sync_dir().await.unwrap();
+    assert!(host.controller().shadow().is_none(), "detached");
+    assert!(outputs_are_the_active_guests(&client).await);
     host.stop().await.unwrap();
 }

@@ -460,6 +460,11 @@ impl GuestController {
         *crate::sync::lock(&self.shadow) = Some(running);
     }
 
+    /// Stops the shadow running beside this guest, if any.
+    pub fn detach_shadow(&self) {
+        crate::sync::lock(&self.shadow).take();
+    }
+
     /// The shadow running beside this guest, if any.
     pub fn shadow(&self) -> Option<ShadowSpec> {
         crate::sync::lock(&self.shadow)

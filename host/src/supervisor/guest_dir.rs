@@ -65,6 +65,15 @@ pub struct GuestFile {
     pub digest: String,
 }
 
+/// What a guest file's key ends with when it is the shadow of another
+/// guest (`gpu-summary.shadow.wasm` shadows `gpu-summary`).
+pub const SHADOW_SUFFIX: &str = ".shadow";
+
+/// The guest a key names as its target, when the key is a shadow's.
+pub fn shadow_target(key: &str) -> Option<&str> {
+    key.strip_suffix(SHADOW_SUFFIX).filter(|t| !t.is_empty())
+}
+
 /// Reads the directory's current set of guests (files that vanish while
 /// reading are skipped; they are gone from the set).
 pub fn scan(dir: &Path) -> Result<BTreeMap<String, GuestFile>, GuestDirError> {

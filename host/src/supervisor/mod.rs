@@ -206,6 +206,9 @@ pub struct Supervisor {
     /// The digest of the rejected new version of each running guest, by
     /// key: not tried again until its file changes.
     rejected: Mutex<BTreeMap<String, String>>,
+    /// The digest of each `NAME.shadow.wasm` of the guest directory
+    /// running as a shadow, by key.
+    shadow_files: Mutex<BTreeMap<String, String>>,
 }
 
 fn stem(path: &Path) -> String {
@@ -272,6 +275,7 @@ impl Supervisor {
             claims: Claims::new(),
             refused: Mutex::new(BTreeMap::new()),
             rejected: Mutex::new(BTreeMap::new()),
+            shadow_files: Mutex::new(BTreeMap::new()),
         };
         // A guest that cannot be loaded is refused alone: the others run.
         let mut first_refusal = None;
@@ -294,8 +298,14 @@ impl Supervisor {
                     .await?;
             }
         }
+        let mut dir_shadows = Vec::new();
         if let Some(dir) = host.config.guest_dir.clone() {
             for (key, file) in guest_dir::scan(&dir)? {
+                if guest_dir::shadow_target(&key).is_some() {
+                    // Attached once every guest has started.
+                    dir_shadows.push(file);
+                    continue;
+                }
                 let source = file.path.display().to_string();
                 let loaded = async {
                     let config = file
@@ -336,6 +346,9 @@ impl Supervisor {
                 host.refuse(key, target, &source, String::new(), e, &mut first_refusal)
                     .await?;
             }
+        }
+        for file in dir_shadows {
+            host.swap_shadow(&file).await;
         }
         let none_runs = lock(&host.guests).is_empty() && host.waiting.is_empty();
         match first_refusal {

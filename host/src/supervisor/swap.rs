@@ -36,6 +36,7 @@ impl Supervisor {
         // (a changed file replaces it; a removed one ends its wait). So is
         // a refused one: it is tried again when its file changes.
         current.extend(self.waiting.digests());
+        current.extend(lock(&self.shadow_files).clone());
         current.extend(
             lock(&self.refused)
                 .iter()
@@ -51,11 +52,17 @@ impl Supervisor {
         };
         for (key, file) in &files {
             if current.get(key) != Some(&file.digest) && rejected.get(key) != Some(&file.digest) {
-                self.swap_in(file).await;
+                match guest_dir::shadow_target(key) {
+                    Some(_) => self.swap_shadow(file).await,
+                    None => self.swap_in(file).await,
+                }
             }
         }
         for key in current.keys().filter(|k| !files.contains_key(*k)) {
-            self.remove(key).await;
+            match guest_dir::shadow_target(key) {
+                Some(target) => self.remove_shadow(key, target),
+                None => self.remove(key).await,
+            }
         }
         Ok(())
     }
@@ -219,6 +226,11 @@ impl Supervisor {
             return;
         };
         let name = old.controller.name().to_string();
+        // Its shadow goes with it; a shadow file left is attached again if
+        // the guest comes back.
+        lock(&self.shadow_files).retain(
+            |k, _| !matches!(guest_dir::shadow_target(k), Some(t) if t == key || t == name),
+        );
         old.controller.shutdown();
         old.controller
             .queue()
@@ -236,5 +248,82 @@ impl Supervisor {
             format!("guest {name} removed ({key}.wasm is gone)"),
         )
         .await;
+    }
+
+    /// Runs `NAME.shadow.wasm` as the shadow of the running guest whose key
+    /// or name is NAME, described with that guest's environment. A version
+    /// that fails is rejected until its file changes (a shadow already
+    /// running keeps running); one whose target does not run is tried again
+    /// at every rescan.
+    pub(super) async fn swap_shadow(&self, file: &GuestFile) {
+        let Some(target) = guest_dir::shadow_target(&file.key) else {
+            return;
+        };
+        let source = file.path.display().to_string();
+        let controller = lock(&self.guests)
+            .get(target)
+            .map(|g| g.controller.clone())
+            .or_else(|| self.controller(target));
+        let attached = async {
+            let controller = controller.ok_or_else(|| crate::shadow::ShadowError::NoTarget {
+                file: source.clone(),
+                target: target.to_string(),
+            })?;
+            let runtime = self.runtime.clone();
+            let (bytes, label) = (file.bytes.clone(), format!("{}.wasm", file.key));
+            let env = controller.environment().clone();
+            let described = tokio::task::spawn_blocking(move || {
+                let module = runtime.load_bytes(&label, &bytes)?;
+                let manifest = module.manifest(&env)?;
+                Ok::<_, GuestError>((module, manifest))
+            })
+            .await
+            .map_err(|e| GuestError {
+                guest: source.clone(),
+                kind: guest::GuestErrorKind::Trap(format!("shadow load task failed: {e}")),
+            })??;
+            let (module, manifest) = described;
+            let spec =
+                crate::shadow::ShadowSpec::new(&source, module, manifest, controller.manifest())?;
+            controller.attach_shadow(spec);
+            Ok::<_, SupervisorError>(controller.name().to_string())
+        };
+        match attached.await {
+            Ok(guest) => {
+                lock(&self.shadow_files).insert(file.key.clone(), file.digest.clone());
+                lock(&self.rejected).remove(&file.key);
+                tracing::info!(guest = %guest, shadow = %source, "shadow loaded: its plans are compared with the guest's, never acted on");
+                self.count_swap(&guest, "shadow_loaded");
+                self.event(
+                    false,
+                    "ShadowLoaded",
+                    format!("{source} runs as the shadow of guest {guest}"),
+                )
+                .await;
+            }
+            Err(SupervisorError::Shadow(e @ crate::shadow::ShadowError::NoTarget { .. })) => {
+                tracing::debug!("{e}; tried again at the next rescan");
+            }
+            Err(e) => {
+                lock(&self.rejected).insert(file.key.clone(), file.digest.clone());
+                tracing::error!(guest = %target, shadow = %source, reason = e.reason(), "shadow rejected: {e}");
+                self.count_swap(target, "rejected");
+                self.event(true, "GuestRejected", format!("{source}: {e}"))
+                    .await;
+            }
+        }
+    }
+
+    /// Stops the shadow `key` (its file is gone) beside guest `target`.
+    pub(super) fn remove_shadow(&self, key: &str, target: &str) {
+        lock(&self.shadow_files).remove(key);
+        let controller = lock(&self.guests)
+            .get(target)
+            .map(|g| g.controller.clone())
+            .or_else(|| self.controller(target));
+        if let Some(controller) = controller {
+            controller.detach_shadow();
+            tracing::info!(guest = %controller.name(), "shadow removed ({key}.wasm is gone)");
+        }
     }
 }
