@@ -26,6 +26,16 @@ const POD: &str = "wasmctrl-0";
 /// Guest `mirror`: for each pod, a ConfigMap `NAME-out` in the pod's
 /// namespace whose `v` is `value`.
 fn mirror(behaviour: impl FnOnce(Vec<WatWrite>) -> Behaviour, value: &str) -> Vec<u8> {
+    mirror_into(behaviour, value, "{namespace}")
+}
+
+/// [`mirror`] writing into `namespace` (the pod's: `{namespace}`), with a
+/// write rule for any namespace when it is another.
+fn mirror_into(
+    behaviour: impl FnOnce(Vec<WatWrite>) -> Behaviour,
+    value: &str,
+    namespace: &str,
+) -> Vec<u8> {
     let m = WatManifest {
         name: "mirror".into(),
         watches: vec![WatWatch::pods("pods", WatKeys::PerObject)],
@@ -33,13 +43,13 @@ fn mirror(behaviour: impl FnOnce(Vec<WatWrite>) -> Behaviour, value: &str) -> Ve
             group: String::new(),
             version: "v1".into(),
             kind: "ConfigMap".into(),
-            namespace: Some(PODS_NS.into()),
+            namespace: (namespace == "{namespace}").then(|| PODS_NS.into()),
             names: Vec::new(),
             status: false,
         }],
     };
     let doc = format!(
-        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{{name}}-out","namespace":"{{namespace}}"}},"data":{{"v":"{value}"}}}}"#
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{{name}}-out","namespace":"{namespace}"}},"data":{{"v":"{value}"}}}}"#
     );
     guest(&m, behaviour(vec![WatWrite::Apply(doc)]))
 }
@@ -350,5 +360,88 @@ async fn a_shadow_file_in_the_guest_directory_is_attached_swapped_and_removed_at
     host.host.sync_dir().await.unwrap();
     assert!(host.controller().shadow().is_none(), "detached");
     assert!(outputs_are_the_active_guests(&client).await);
+    host.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn with_dry_runs_the_api_servers_refusal_of_a_shadows_write_is_reported() {
+    let (_server, client) = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    // The new version writes into a namespace that does not exist: a real
+    // apply would be refused (404).
+    let mut config = config(
+        dir.path(),
+        &mirror(by_lifecycle, "1"),
+        &mirror_into(by_lifecycle, "1", "missing"),
+    );
+    config.shadow_dry_run = true;
+    let host = run_host(&client, config, None).await;
+    for p in PODS {
+        pod(p).create(&client).await;
+    }
+    eventually("every output written", || {
+        outputs_are_the_active_guests(&client)
+    })
+    .await;
+    eventually("every differing write dry-run and refused", || async {
+        let report = host.controller().shadow().unwrap().report();
+        report["dry_run_refusals"].as_u64() >= Some(PODS.len() as u64)
+    })
+    .await;
+    let report = host.controller().shadow().unwrap().report();
+    let refusal = report["recent_dry_run_refusals"][0]["error"]
+        .as_str()
+        .unwrap();
+    assert!(
+        refusal.contains("apply") && refusal.contains("missing"),
+        "{report:#}"
+    );
+    assert!(scraped(&host, "dry_run_refused"), "counted in the metric");
+    assert_eq!(
+        host.controller().metrics().errors(),
+        0,
+        "the guest never failed"
+    );
+    stays_for(
+        Duration::from_secs(1),
+        "outputs stay the active guest's",
+        || outputs_are_the_active_guests(&client),
+    )
+    .await;
+    host.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn with_dry_runs_a_shadows_acceptable_write_is_sent_and_stores_nothing() {
+    let (_server, client) = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(
+        dir.path(),
+        &mirror(by_lifecycle, "1"),
+        &mirror(by_lifecycle, "2"),
+    );
+    config.shadow_dry_run = true;
+    let host = run_host(&client, config, None).await;
+    for p in PODS {
+        pod(p).create(&client).await;
+    }
+    eventually("every output written", || {
+        outputs_are_the_active_guests(&client)
+    })
+    .await;
+    eventually("every differing write dry-run", || async {
+        let report = host.controller().shadow().unwrap().report();
+        report["dry_runs"].as_u64() >= Some(PODS.len() as u64)
+    })
+    .await;
+    let report = host.controller().shadow().unwrap().report();
+    assert_eq!(report["dry_run_refusals"], 0, "{report:#}");
+    // Accepted, yet nothing stored: the outputs keep the guest's value.
+    stays_for(
+        Duration::from_secs(1),
+        "outputs stay the active guest's",
+        || outputs_are_the_active_guests(&client),
+    )
+    .await;
     host.stop().await.unwrap();
 }

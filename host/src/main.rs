@@ -118,6 +118,11 @@ struct RunArgs {
     /// address). Repeatable.
     #[arg(long = "shadow", value_name = "GUEST=FILE", value_parser = flags::shadow)]
     shadows: Vec<(String, PathBuf)>,
+    /// Send every write of a shadow's that its guest's plan lacks as a dry
+    /// run (`dryRun=All`, under the same client rate limit), so the API
+    /// server's refusals (schema, admission, RBAC) show in `/shadow/GUEST`.
+    #[arg(long)]
+    shadow_dry_run: bool,
     /// Consecutive guest calls that run out of time or trap before the
     /// guest is quarantined (not called for 30 s, doubling up to 30 min);
     /// 0: never.
@@ -415,6 +420,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         watch_health,
         strict_guests: args.strict_guests,
         shadows: args.shadows,
+        shadow_dry_run: args.shadow_dry_run,
     };
     let _metrics_endpoint = wasmctrl::metrics::serve_metrics(args.metrics_addr, metrics.clone())
         .await

@@ -24,7 +24,7 @@ use std::time::Duration;
 use serde_json::{json, Value as Json};
 use tokio::sync::mpsc;
 
-use crate::guest::{Environment, GuestManifest, GuestModule, Request, SnapshotData};
+use crate::guest::{Environment, GuestManifest, GuestModule, PlannedWrite, Request, SnapshotData};
 use crate::metrics::{Metrics, ShadowLabels};
 use crate::relations::{snapshot_for, WatchCache};
 use crate::request::RequestKey;
@@ -196,6 +196,9 @@ pub struct Target {
     /// Where to record an Event when the shadow first differs: the host's
     /// own Pod (namespace, name), through the guest's recorder.
     pub host_pod: Option<(crate::events::Recorder, (String, String))>,
+    /// Dry-runs the shadow's differing writes against the API server
+    /// (`--shadow-dry-run`), when given.
+    pub dry_run: Option<crate::actuator::dry_run::DryRun>,
 }
 
 impl Shadow {
@@ -269,6 +272,7 @@ async fn work(
             .await
             .unwrap_or_else(|e| Compared::Error(format!("shadow task failed: {e}")));
         // The report's lock is not held across the Event's await.
+        let mut to_dry_run = Vec::new();
         let (guest, first_difference) = {
             let mut first_difference = None;
             let mut report = lock(&spec.report);
@@ -283,7 +287,8 @@ async fn work(
                     count(&metrics, &guest, "error");
                     report.error(&key, why);
                 }
-                Compared::Differs(diff) => {
+                Compared::Differs(diff, writes) => {
+                    to_dry_run = writes;
                     report.differs += 1;
                     count(&metrics, &guest, "differs");
                     if report.differ(&key, diff) {
@@ -305,6 +310,19 @@ async fn work(
             }
             (guest, first_difference)
         };
+        if let Some(dry_run) = &target.dry_run {
+            for write in &to_dry_run {
+                let answer = dry_run.send(write).await;
+                let mut report = lock(&spec.report);
+                report.dry_runs += 1;
+                if let Err(e) = answer {
+                    count(&metrics, &guest, "dry_run_refused");
+                    tracing::info!(guest = %guest, shadow = %spec.file, key = %key,
+                        "the API server would refuse a write of the shadow's: {e}");
+                    report.dry_run_refused(&key, e.to_string());
+                }
+            }
+        }
         if let (Some(key), Some((recorder, (namespace, pod)))) =
             (first_difference, &target.host_pod)
         {
@@ -329,7 +347,8 @@ async fn work(
 /// One comparison's result.
 enum Compared {
     Same,
-    Differs(Diff),
+    /// What differs, and the shadow's writes the active plan lacks.
+    Differs(Diff, Vec<PlannedWrite>),
     Error(String),
 }
 
@@ -373,14 +392,32 @@ fn compare(spec: &ShadowSpec, target: &Target, case: Case) -> Compared {
     let (plan, _) = spec
         .module
         .reconcile(&spec.manifest, &env, &request, snapshot);
-    let shadow = match plan {
-        Ok(plan) => normalise(&crate::offline::plan_json(&plan)),
+    let plan = match plan {
+        Ok(plan) => plan,
         Err(e) => return Compared::Error(e.to_string()),
     };
-    match diff(&active, &shadow) {
-        None => Compared::Same,
-        Some(d) => Compared::Differs(d),
+    let printed = crate::offline::plan_json(&plan);
+    let Some(d) = diff(&active, &normalise(&printed)) else {
+        return Compared::Same;
+    };
+    // The shadow's writes the active plan lacks (printed in plan order).
+    let mut active_writes: Vec<&str> = active
+        .get("writes")
+        .and_then(Json::as_array)
+        .map(|a| a.iter().filter_map(Json::as_str).collect())
+        .unwrap_or_default();
+    let printed_writes = printed.get("writes").and_then(Json::as_array);
+    let mut only = Vec::new();
+    for (write, json) in plan.writes.iter().zip(printed_writes.into_iter().flatten()) {
+        let text = canonical(json);
+        match active_writes.iter().position(|a| *a == text) {
+            Some(at) => {
+                active_writes.remove(at);
+            }
+            None => only.push(write.clone()),
+        }
     }
+    Compared::Differs(d, only)
 }
 
 fn request(manifest: &GuestManifest, key: &RequestKey) -> Request {
@@ -493,6 +530,10 @@ struct Report {
     differing_keys: u64,
     seen_differing: HashSet<String>,
     recent_errors: Vec<(String, String)>,
+    /// Differing writes sent as dry runs, and the latest refusals.
+    dry_runs: u64,
+    dry_run_refusals: u64,
+    recent_refusals: Vec<(String, String)>,
 }
 
 impl Report {
@@ -508,7 +549,19 @@ impl Report {
             differing_keys: 0,
             seen_differing: HashSet::new(),
             recent_errors: Vec::new(),
+            dry_runs: 0,
+            dry_run_refusals: 0,
+            recent_refusals: Vec::new(),
         }
+    }
+
+    fn dry_run_refused(&mut self, key: &RequestKey, why: String) {
+        self.dry_run_refusals += 1;
+        if self.recent_refusals.len() >= ERRORS_KEPT {
+            self.recent_refusals.remove(0);
+        }
+        self.recent_refusals
+            .push((key.key.to_string(), shorten(why)));
     }
 
     /// Records `key` differing; true when it is a key not seen differing
@@ -558,6 +611,11 @@ impl Report {
                 "shadow_only": d.shadow_only,
             })).collect::<Vec<_>>(),
             "recent_errors": self.recent_errors.iter().map(|(key, why)| json!({
+                "key": key, "error": why,
+            })).collect::<Vec<_>>(),
+            "dry_runs": self.dry_runs,
+            "dry_run_refusals": self.dry_run_refusals,
+            "recent_dry_run_refusals": self.recent_refusals.iter().map(|(key, why)| json!({
                 "key": key, "error": why,
             })).collect::<Vec<_>>(),
         })

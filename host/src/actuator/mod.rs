@@ -37,6 +37,7 @@
 //! rewriting its object on every echo of its last write).
 
 pub mod contest;
+pub mod dry_run;
 pub mod entries;
 mod finalizers;
 pub mod hotloop;
@@ -271,6 +272,16 @@ impl Actuator {
             emitted: Mutex::new(HashMap::new()),
             gone: Mutex::default(),
         }
+    }
+
+    /// Dry runs of writes as this actuator's field manager (see
+    /// [`dry_run`]).
+    pub fn dry_runner(&self) -> dry_run::DryRun {
+        dry_run::DryRun::new(
+            self.client.clone(),
+            self.discovery.clone(),
+            self.field_manager.clone(),
+        )
     }
 
     /// The field manager used for every write.

@@ -443,8 +443,10 @@ impl GuestController {
     }
 
     /// Runs `spec` as this guest's shadow from now on (replacing any
-    /// other): every key reconciled is also compared with it.
-    pub fn attach_shadow(&self, spec: ShadowSpec) {
+    /// other): every key reconciled is also compared with it; with
+    /// `dry_run`, the shadow's differing writes are dry-run against the API
+    /// server.
+    pub fn attach_shadow(&self, spec: ShadowSpec, dry_run: bool) {
         let target = shadow::Target {
             module: self.module.clone(),
             manifest: self.manifest.clone(),
@@ -455,6 +457,7 @@ impl GuestController {
                 .host_pod
                 .clone()
                 .map(|pod| (self.recorder.clone(), pod)),
+            dry_run: dry_run.then(|| self.actuator.dry_runner()),
         };
         let running = Shadow::start(spec, target, self.families.clone());
         *crate::sync::lock(&self.shadow) = Some(running);

@@ -326,7 +326,7 @@ impl Supervisor {
             })??;
         let spec = crate::shadow::ShadowSpec::new(&file, module, manifest, controller.manifest())?;
         tracing::info!(guest = %target, shadow = %file, "shadow loaded: its plans are compared with the guest's, never acted on");
-        controller.attach_shadow(spec);
+        controller.attach_shadow(spec, self.config.shadow_dry_run);
         Ok(())
     }
 

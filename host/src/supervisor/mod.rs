@@ -155,6 +155,9 @@ pub struct SupervisorConfig {
     /// run beside its target and compared, never acting (see
     /// [`crate::shadow`]).
     pub shadows: Vec<(String, PathBuf)>,
+    /// Shadows' writes that differ from their guests' are sent as dry runs
+    /// (`dryRun=All`), so the API server's refusals show in the report.
+    pub shadow_dry_run: bool,
 }
 
 /// Leadership as the host sees it (defined by the leader-election bridge).

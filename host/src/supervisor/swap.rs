@@ -160,7 +160,7 @@ impl Supervisor {
             // The shadow stays beside the new version while it still reads
             // the same snapshots.
             match spec.rebind(controller.manifest()) {
-                Ok(spec) => controller.attach_shadow(spec),
+                Ok(spec) => controller.attach_shadow(spec, self.config.shadow_dry_run),
                 Err(e) => tracing::warn!(guest = %name, "shadow dropped at the swap: {e}"),
             }
         }
@@ -285,7 +285,7 @@ impl Supervisor {
             let (module, manifest) = described;
             let spec =
                 crate::shadow::ShadowSpec::new(&source, module, manifest, controller.manifest())?;
-            controller.attach_shadow(spec);
+            controller.attach_shadow(spec, self.config.shadow_dry_run);
             Ok::<_, SupervisorError>(controller.name().to_string())
         };
         match attached.await {
