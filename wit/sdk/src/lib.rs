@@ -104,7 +104,7 @@ pub mod time;
 pub mod bindings {
     wit_bindgen::generate!({
         world: "controller",
-        path: "../controller.wit",
+        path: "wit/controller.wit",
         pub_export_macro: true,
         default_bindings_module: "wasmctrl_guest_sdk::bindings",
         additional_derives: [PartialEq],
