@@ -51,6 +51,9 @@ product:
 	  test "$$n" -eq 0 || { echo "the product binary links the embedded API server"; exit 1; }
 	@! $(TARGET_DIR)/debug/wasmctrl demo --help > /dev/null 2>&1 || { echo "the product binary has the demo subcommand"; exit 1; }
 
+# The workspace's tests include tests/scaffold.rs: a `wasmctrl new` crate
+# tested, built and run offline outside the repository (its builds are kept
+# in $(TARGET_DIR)/scaffold).
 test: guest lint product
 	$(CARGO) test --workspace --all-targets $(DEV)
 	$(CARGO) test --workspace --doc $(DEV)

@@ -15,6 +15,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "packaging",
             "permissions",
             "request",
+            "scaffold",
             "sync",
             "urlpath",
         ],

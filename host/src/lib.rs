@@ -29,6 +29,7 @@ pub mod projection;
 pub mod quarantine;
 pub mod relations;
 pub mod request;
+pub mod scaffold;
 pub mod shadow;
 pub mod store;
 pub mod supervisor;

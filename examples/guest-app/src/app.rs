@@ -1,8 +1,8 @@
-//! The App decision, as plain functions: the child ConfigMap an App should
-//! have (its data and its owner reference), the status the App should show,
-//! and what a deleting App still needs before its finalizer may go. No
-//! snapshot, no plan, no I/O: the glue in `lib.rs` reads the snapshot,
-//! calls these and writes the results.
+//! The App decision, as plain functions: the data of the child ConfigMap an
+//! App should have, and the status the App should show. No snapshot, no
+//! plan, no I/O: the glue in `lib.rs` reads the snapshot, calls these and
+//! writes the results (the child's owner reference and the finalizer's
+//! release are the SDK's `controller_ref` and `Lifecycle`).
 
 use std::collections::BTreeMap;
 
@@ -53,88 +53,6 @@ pub fn child_data(spec: &AppSpec<'_>, banner: Option<&str>) -> BTreeMap<&'static
         data.insert(BANNER_KEY, banner.to_string());
     }
     data
-}
-
-/// The App a child belongs to: what its owner reference names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Owner<'a> {
-    /// `apiVersion` of the App type (`apps.example.com/v1`).
-    pub api_version: &'a str,
-    /// `kind` of the App type (`App`).
-    pub kind: &'a str,
-    /// The App's namespace, which is also the child's.
-    pub namespace: &'a str,
-    /// The App's name, which is also the child's.
-    pub name: &'a str,
-    /// The App's uid: the owner reference is to this incarnation only.
-    pub uid: &'a str,
-}
-
-/// The whole child ConfigMap document, as applied.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Child<'a> {
-    /// `v1`.
-    pub api_version: &'static str,
-    /// `ConfigMap`.
-    pub kind: &'static str,
-    /// Name, namespace and the owner reference.
-    pub metadata: ChildMetadata<'a>,
-    /// See [`child_data`].
-    pub data: BTreeMap<&'static str, String>,
-}
-
-/// The child's `metadata`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ChildMetadata<'a> {
-    /// The App's name.
-    pub name: &'a str,
-    /// The App's namespace.
-    pub namespace: &'a str,
-    /// Exactly one: the controller reference to the App.
-    pub owner_references: [OwnerReference<'a>; 1],
-}
-
-/// `metav1.OwnerReference`, in its field order.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct OwnerReference<'a> {
-    /// The owner's `apiVersion`.
-    pub api_version: &'a str,
-    /// The owner's `kind`.
-    pub kind: &'a str,
-    /// The owner's name.
-    pub name: &'a str,
-    /// The owner's uid.
-    pub uid: &'a str,
-    /// `true`: the App is the child's managing controller, which is what
-    /// the host's `owner` key mapping follows back to it.
-    pub controller: bool,
-    /// `true`: a foreground deletion of the App waits for the child.
-    pub block_owner_deletion: bool,
-}
-
-/// The child ConfigMap of `owner`: same namespace and name, controlled by
-/// it, holding `data`.
-pub fn child<'a>(owner: &Owner<'a>, data: BTreeMap<&'static str, String>) -> Child<'a> {
-    Child {
-        api_version: "v1",
-        kind: "ConfigMap",
-        metadata: ChildMetadata {
-            name: owner.name,
-            namespace: owner.namespace,
-            owner_references: [OwnerReference {
-                api_version: owner.api_version,
-                kind: owner.kind,
-                name: owner.name,
-                uid: owner.uid,
-                controller: true,
-                block_owner_deletion: true,
-            }],
-        },
-        data,
-    }
 }
 
 /// `status` of an App, in the CRD's field names.
@@ -196,30 +114,6 @@ pub fn status(
     }
 }
 
-/// What a deleting App needs next.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cleanup {
-    /// Its children still exist: delete them, keep the finalizer (the
-    /// children's deletion wakes the App again).
-    DeleteChildren,
-    /// No child is left and it still holds our finalizer: release it.
-    ReleaseFinalizer,
-    /// No child is left and our finalizer is already gone: nothing to do.
-    Done,
-}
-
-/// The next clean-up step for a deleting App that still has `children`
-/// children and does (or does not) hold our finalizer. The children go
-/// first and explicitly: without a garbage collector (an API server with no
-/// kube-controller-manager) nothing else would delete them.
-pub fn cleanup(children: usize, holds_finalizer: bool) -> Cleanup {
-    match (children, holds_finalizer) {
-        (0, true) => Cleanup::ReleaseFinalizer,
-        (0, false) => Cleanup::Done,
-        _ => Cleanup::DeleteChildren,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -246,22 +140,6 @@ mod tests {
     }
 
     #[test]
-    fn the_child_is_controlled_by_exactly_this_incarnation_of_its_app() {
-        let owner = Owner {
-            api_version: "apps.example.com/v1",
-            kind: "App",
-            namespace: "team-a",
-            name: "web",
-            uid: "u1",
-        };
-        let c = child(&owner, BTreeMap::new());
-        assert_eq!((c.metadata.namespace, c.metadata.name), ("team-a", "web"));
-        let r = &c.metadata.owner_references[0];
-        assert_eq!((r.name, r.uid, r.kind), ("web", "u1", "App"));
-        assert!(r.controller && r.block_owner_deletion);
-    }
-
-    #[test]
     fn ready_follows_the_child_and_keeps_only_our_condition() {
         let other = Condition::new("Synced", true, "Ok", "");
         for (exists, ready, reason) in [(true, true, CHILD_READY), (false, false, CHILD_MISSING)] {
@@ -274,13 +152,5 @@ mod tests {
                 (4, 4)
             );
         }
-    }
-
-    #[test]
-    fn children_go_before_the_finalizer() {
-        assert_eq!(cleanup(1, true), Cleanup::DeleteChildren);
-        assert_eq!(cleanup(2, false), Cleanup::DeleteChildren);
-        assert_eq!(cleanup(0, true), Cleanup::ReleaseFinalizer);
-        assert_eq!(cleanup(0, false), Cleanup::Done);
     }
 }

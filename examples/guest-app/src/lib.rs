@@ -11,21 +11,21 @@
 //! status subresource. A change to a child wakes its owner (`owner` key
 //! mapping), a change to `shared-settings` wakes every App of its namespace
 //! (`same-namespace`). The host holds the finalizer
-//! `apps.example.com/cleanup` on every App; when an App is deleted this
-//! guest deletes its child explicitly and releases the finalizer only once
-//! the child is gone. This file is the glue (manifest, field handles,
-//! plan); the decision is [`app`].
+//! `apps.example.com/cleanup` on every App; when an App is deleted
+//! ([`Lifecycle::Deleting`]) this guest deletes its child explicitly and
+//! releases the finalizer only once the child is gone. This file is the
+//! glue (manifest, field handles, plan); the decision is [`app`].
 
 pub mod app;
 
 use wasmctrl_guest_sdk::condition::condition_paths;
 use wasmctrl_guest_sdk::snapshot::WatchId;
 use wasmctrl_guest_sdk::{
-    ConditionFields, Environment, Field, GroupVersionKind, Manifest, Plan, ReconcileError, Request,
-    Schema, Snapshot, Watch, WriteRule,
+    controller_ref, document, ConditionFields, Entry, Environment, Field, GroupVersionKind,
+    Lifecycle, Manifest, Plan, ReconcileError, Request, Schema, Snapshot, Watch, WriteRule,
 };
 
-use app::{AppSpec, Cleanup, Owner};
+use app::AppSpec;
 
 /// The guest's name (field manager `wasmctrl/app`).
 pub const GUEST_NAME: &str = "app";
@@ -44,8 +44,9 @@ pub const SHARED_SETTINGS: &str = "shared-settings";
 pub const MESSAGE: &str = "spec.message";
 /// `spec.replicas`.
 pub const REPLICAS: &str = "spec.replicas";
-/// The finalizers, to remove ours only if it is there.
-pub const FINALIZERS: &str = "metadata.finalizers[*]";
+/// The finalizers (`metadata.finalizers[*]`): projected so that
+/// [`Lifecycle::Deleting`] releases ours only if it is there.
+pub use wasmctrl_guest_sdk::lifecycle::FINALIZERS;
 /// `data.banner` of `shared-settings`.
 pub const BANNER: &str = "data.banner";
 
@@ -93,7 +94,6 @@ pub struct Fields {
     settings: WatchId,
     message: Field,
     replicas: Field,
-    finalizers: Field,
     banner: Field,
     conditions: ConditionFields,
 }
@@ -114,7 +114,6 @@ impl wasmctrl_guest_sdk::Guest for AppController {
             settings: settings.id(),
             message: apps.field(MESSAGE)?,
             replicas: apps.field(REPLICAS)?,
-            finalizers: apps.field(FINALIZERS)?,
             banner: settings.field(BANNER)?,
             conditions: ConditionFields::resolve(&apps, "status.conditions")?,
         })
@@ -127,28 +126,28 @@ impl wasmctrl_guest_sdk::Guest for AppController {
         f: &Fields,
     ) -> Result<Plan, ReconcileError> {
         let mut plan = Plan::new();
-        // Gone: its finalizer already made us delete the child.
-        let Some(app) = snapshot.primary(request) else {
-            return Ok(plan);
+        let app = match snapshot.lifecycle(request) {
+            // Gone: its finalizer already made us delete the child.
+            Lifecycle::Gone(_) => return Ok(plan),
+            Lifecycle::Deleting(app) => {
+                // The snapshot holds only the ConfigMaps this App controls;
+                // they go first and explicitly: without a garbage collector
+                // (an API server with no kube-controller-manager) nothing
+                // else would delete them. Each delete is pinned to the uid
+                // the snapshot saw, and the deletion wakes the App again.
+                let mut children = snapshot.objects(f.children).peekable();
+                if children.peek().is_none() {
+                    app.release(&mut plan);
+                }
+                children.for_each(|c| {
+                    plan.delete(c.object_ref());
+                });
+                return Ok(plan);
+            }
+            Lifecycle::Live(app) => app,
         };
         let target = app.object_ref();
         let (namespace, name) = (app.namespace(), app.name());
-        if app.is_deleting() {
-            // The snapshot holds only the ConfigMaps this App controls.
-            let children: Vec<_> = snapshot.objects(f.children).collect();
-            let holds = app.texts(f.finalizers).any(|fin| fin == Some(FINALIZER));
-            match app::cleanup(children.len(), holds) {
-                // Each delete is pinned to the uid the snapshot saw.
-                Cleanup::DeleteChildren => children.iter().for_each(|c| {
-                    plan.delete(c.object_ref());
-                }),
-                Cleanup::ReleaseFinalizer => {
-                    plan.remove_finalizer(&target, FINALIZER);
-                }
-                Cleanup::Done => {}
-            }
-            return Ok(plan);
-        }
         let spec = AppSpec {
             message: app.text(f.message),
             replicas: app.int(f.replicas),
@@ -156,14 +155,11 @@ impl wasmctrl_guest_sdk::Guest for AppController {
         let banner = snapshot
             .get(f.settings, namespace, SHARED_SETTINGS)
             .and_then(|s| s.text(f.banner));
-        let owner = Owner {
-            api_version: &target.api_version,
-            kind: &target.kind,
-            namespace,
-            name,
-            uid: app.uid(),
-        };
-        plan.apply(&app::child(&owner, app::child_data(&spec, banner)));
+        // The child: same namespace and name, controlled by this App (the
+        // owner reference names its uid), holding the data.
+        let child = configmap_gvk().object(namespace, name);
+        let data = app::child_data(&spec, banner);
+        plan.apply(&document(&child, Entry("data", &data)).owned_by(controller_ref(&app)));
         let exists = snapshot.get(f.children, namespace, name).is_some();
         let status = app::status(
             app.generation(),

@@ -8,7 +8,11 @@
 //!   field *name*, resolved once against the guest's own manifest into
 //!   [`Field`] handles. A name the manifest does not project is an error
 //!   when the guest is described, never a silently absent value.
-//! - [`Plan`]: apply, update, status, finalizers, delete, events.
+//! - [`Plan`]: apply, update, status, finalizers, delete, events; whole
+//!   documents with [`document`], owner references with [`controller_ref`]
+//!   and [`owner_ref`] ([`owner`]).
+//! - [`Lifecycle`]: a primary `Live`, `Deleting` (clean up, then release
+//!   the host-managed finalizer) or `Gone` ([`lifecycle`]).
 //! - [`config::Config`]: the operator's configuration, unknown keys rejected.
 //! - [`condition`]: `set_condition` keeping `lastTransitionTime`; [`time`]:
 //!   `env.now-ms` as RFC 3339.
@@ -89,8 +93,10 @@
 
 pub mod condition;
 pub mod config;
+pub mod lifecycle;
 pub mod log;
 pub mod manifest;
+pub mod owner;
 pub mod plan;
 pub mod pod_request;
 pub mod quantity;
@@ -104,7 +110,7 @@ pub mod time;
 pub mod bindings {
     wit_bindgen::generate!({
         world: "controller",
-        path: "../controller.wit",
+        path: "wit/controller.wit",
         pub_export_macro: true,
         default_bindings_module: "wasmctrl_guest_sdk::bindings",
         additional_derives: [PartialEq],
@@ -115,7 +121,9 @@ pub mod bindings {
 pub use bindings::wasmctrl::controller::types as wit;
 
 pub use condition::{set_condition, Condition, ConditionFields};
+pub use lifecycle::{Deleting, Lifecycle};
 pub use log::Level;
+pub use owner::{controller_ref, owner_ref, OwnerReference};
 pub use plan::{document, Entry, Plan};
 pub use run::Guest;
 pub use snapshot::{Field, Object, Schema, SchemaError, Snapshot, WatchSchema};

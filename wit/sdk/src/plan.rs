@@ -6,17 +6,22 @@
 //! guest saw is pinned to that object's uid, so nothing here can resurrect a
 //! deleted object (only [`Plan::apply`] ever creates).
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
+use crate::owner::OwnerReference;
 use crate::wit;
 use crate::{EventType, ObjectRef, ReconcileError};
 
-/// A complete object document: `apiVersion`, `kind`, `metadata.name` (and
-/// `namespace` when the target has one), then the fields of `body` (a
-/// struct or map: `json!({"data": ..})`, [`Entry`]`("data", &data)`), in
-/// that order. Build one with [`document`]. `body` must not repeat those
-/// keys: a document that sets labels, annotations or owner references is
-/// written whole, e.g. with `json!`.
+/// A complete object document: `apiVersion`, `kind`, `metadata` (`name`,
+/// `namespace` when the target has one, then any `labels`, `annotations`
+/// and `ownerReferences` set with [`Document::label`],
+/// [`Document::annotation`] and [`Document::owned_by`]), then the fields of
+/// `body` (a struct or map: `json!({"data": ..})`, [`Entry`]`("data",
+/// &data)`), in that order: what [`Plan::apply`] expects, since an apply
+/// states the whole object the guest owns. Build one with [`document`].
+/// `body` must not repeat those keys.
 #[derive(Serialize)]
 pub struct Document<'a, B> {
     #[serde(rename = "apiVersion")]
@@ -27,12 +32,49 @@ pub struct Document<'a, B> {
     body: B,
 }
 
-/// The identifying part of `metadata`.
+/// `metadata`: identity, then what the guest states about the object.
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct Metadata<'a> {
     name: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     namespace: Option<&'a str>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    labels: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    annotations: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    owner_references: Vec<OwnerReference>,
+}
+
+impl<B> Document<'_, B> {
+    /// With the label `key: value` (a later value for the same key wins).
+    #[must_use]
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.metadata
+            .labels
+            .insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// With the annotation `key: value` (a later value for the same key
+    /// wins).
+    #[must_use]
+    pub fn annotation(mut self, key: &str, value: &str) -> Self {
+        self.metadata
+            .annotations
+            .insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// With the owner reference `owner` (see [`crate::owner_ref`] and
+    /// [`crate::controller_ref`]), after any added before. An object has
+    /// at most one controller: add one controller reference.
+    #[must_use]
+    pub fn owned_by(mut self, owner: OwnerReference) -> Self {
+        self.metadata.owner_references.push(owner);
+        self
+    }
 }
 
 /// `target`'s identity plus `body`'s fields, as one document.
@@ -43,6 +85,9 @@ pub fn document<B: Serialize>(target: &ObjectRef, body: B) -> Document<'_, B> {
         metadata: Metadata {
             name: &target.name,
             namespace: target.namespace.as_deref(),
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            owner_references: Vec::new(),
         },
         body,
     }
@@ -260,6 +305,28 @@ mod tests {
                     r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n1"},"spec":{"unschedulable":true}}"#.into()
                 ),
             ]
+        );
+    }
+
+    #[test]
+    fn a_child_document_states_labels_annotations_and_owner_before_its_body() {
+        let owner = OwnerReference {
+            api_version: "apps.example.com/v1".into(),
+            kind: "App".into(),
+            name: "web".into(),
+            uid: "u1".into(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        };
+        let cm = GroupVersionKind::core("ConfigMap").object("ops", "web");
+        let doc = document(&cm, Entry("data", json!({"k": "v"})))
+            .label("b", "2")
+            .label("a", "1")
+            .annotation("note", "x")
+            .owned_by(owner);
+        assert_eq!(
+            serde_json::to_string(&doc).expect("serialisable"),
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"web","namespace":"ops","labels":{"a":"1","b":"2"},"annotations":{"note":"x"},"ownerReferences":[{"apiVersion":"apps.example.com/v1","kind":"App","name":"web","uid":"u1","controller":true,"blockOwnerDeletion":true}]},"data":{"k":"v"}}"#
         );
     }
 

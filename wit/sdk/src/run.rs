@@ -26,7 +26,7 @@ pub trait Guest {
     fn describe(env: &Environment) -> Result<Manifest, String>;
 
     /// Resolves the fields `reconcile` reads against `schema` (the
-    /// manifest `describe` returned). A [`SchemaError`] converts into the
+    /// manifest `describe` returned). A [`SchemaError`](crate::SchemaError) converts into the
     /// error with `?`; the SDK prefixes it with the guest's name.
     fn fields(env: &Environment, schema: &Schema) -> Result<Self::Fields, String>;
 

@@ -137,6 +137,11 @@ impl<'a> WatchSchema<'a> {
         &self.watch.gvk
     }
 
+    /// The finalizer the host holds on its objects, if it declares one.
+    pub fn finalizer(&self) -> Option<&'a str> {
+        self.watch.finalizer.as_deref()
+    }
+
     /// The field `path`, exactly as written in the watch's `fields`.
     pub fn field(&self, path: &str) -> Result<Field, SchemaError> {
         let slot = self
@@ -227,6 +232,11 @@ impl<'a> Snapshot<'a> {
     pub fn new(schema: &'a Schema, data: &'a SnapshotData) -> Result<Self, String> {
         let view = SnapshotView::new(data).map_err(|e| e.to_string())?;
         Ok(Snapshot { schema, view })
+    }
+
+    /// The schema it is read through.
+    pub fn schema(&self) -> &'a Schema {
+        self.schema
     }
 
     /// Number of objects, over all watches.

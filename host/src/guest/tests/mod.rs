@@ -573,3 +573,26 @@ fn a_guest_asking_for_stdio_handles_in_a_loop_traps_instead_of_growing_the_host(
 }
 
 mod governance;
+
+/// The SDK crates carry their own copy of the contract (a package holds only
+/// files under its own directory): each must be the file the host is built
+/// from.
+#[test]
+fn the_sdk_crates_carry_the_contract_the_host_is_built_from() {
+    let host = include_str!("../../../../wit/controller.wit");
+    for (copy, text) in [
+        (
+            "wit/sdk/wit/controller.wit",
+            include_str!("../../../../wit/sdk/wit/controller.wit"),
+        ),
+        (
+            "wit/sdk/aggregate/wit/controller.wit",
+            include_str!("../../../../wit/sdk/aggregate/wit/controller.wit"),
+        ),
+    ] {
+        assert!(
+            text == host,
+            "{copy} differs from wit/controller.wit: copy the contract there (cp wit/controller.wit {copy})"
+        );
+    }
+}

@@ -26,7 +26,7 @@ use wasmctrl_guest_sdk::{wit, Environment, Guest, KeyMapping, Plan, ReconcileErr
 pub mod bindings {
     wit_bindgen::generate!({
         world: "entrywise-aggregate-controller",
-        path: "../../controller.wit",
+        path: "wit/controller.wit",
         pub_export_macro: true,
         default_bindings_module: "wasmctrl_guest_aggregate::bindings",
         additional_derives: [PartialEq],

@@ -1,0 +1,495 @@
+//! `wasmctrl new`: a guest crate that builds outside this repository — a
+//! per-object controller for a custom resource with a child ConfigMap,
+//! status and the host-managed finalizer, its CRD, a sample object, native
+//! tests and a README. Owns the names' rules, the templates (`templates/`,
+//! filled by plain placeholder replacement) and writing them into an empty
+//! directory. Never overwrites a file, never runs cargo, never reaches the
+//! network; the SDK is a `path` dependency on a directory it checks.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use wasmctrl_kube_rules::names::{is_dns1123_label, is_dns1123_subdomain};
+
+/// Why a guest crate cannot be scaffolded.
+#[derive(Debug, thiserror::Error)]
+pub enum ScaffoldError {
+    /// The name is not both a crate name and a DNS label.
+    #[error("{name:?} cannot name a guest: {reason}")]
+    Name {
+        /// The name given.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// `--group`, `--version` or `--kind` is not what a CRD accepts.
+    #[error("--{flag} {value:?}: {reason}")]
+    Type {
+        /// The flag.
+        flag: &'static str,
+        /// The value given.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The target directory holds something already.
+    #[error("{0} already exists and is not an empty directory: choose another --dir")]
+    NotEmpty(PathBuf),
+    /// The SDK directory is not the guest SDK.
+    #[error("no wasmctrl guest SDK at {path}: {reason}; pass --sdk-path with the wit/sdk directory of a wasmctrl checkout")]
+    Sdk {
+        /// The directory tried.
+        path: PathBuf,
+        /// What is missing.
+        reason: String,
+    },
+    /// Creating or writing a file failed.
+    #[error("writing {path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// What `wasmctrl new` was asked for.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The crate's and the guest's name (a DNS label starting with a letter).
+    pub name: String,
+    /// The custom resource's API group; default `example.com`.
+    pub group: Option<String>,
+    /// Its version; default `v1`.
+    pub version: Option<String>,
+    /// Its kind; default: the name in UpperCamelCase (`my-app` → `MyApp`).
+    pub kind: Option<String>,
+    /// The SDK crate's directory (`wit/sdk` of a wasmctrl checkout).
+    pub sdk_path: PathBuf,
+}
+
+/// The SDK of the source tree this binary was built from; it may not exist
+/// where the binary runs.
+pub fn source_tree_sdk() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit/sdk")
+}
+
+/// A checked request: every name the templates need.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Project {
+    /// The package and guest name.
+    pub name: String,
+    /// The library's name (`-` → `_`): the component is `<crate_name>.wasm`.
+    pub crate_name: String,
+    /// API group.
+    pub group: String,
+    /// API version.
+    pub version: String,
+    /// Kind.
+    pub kind: String,
+    /// Plural resource name (also the primary watch's name).
+    pub plural: String,
+    /// The SDK directory, absolute.
+    pub sdk_path: PathBuf,
+}
+
+/// Rust keywords and the names Cargo refuses for a package.
+const RESERVED: &[&str] = &[
+    "abstract",
+    "alloc",
+    "as",
+    "async",
+    "await",
+    "become",
+    "box",
+    "break",
+    "build",
+    "const",
+    "continue",
+    "core",
+    "crate",
+    "deps",
+    "do",
+    "dyn",
+    "else",
+    "enum",
+    "examples",
+    "extern",
+    "false",
+    "final",
+    "fn",
+    "for",
+    "gen",
+    "if",
+    "impl",
+    "in",
+    "incremental",
+    "let",
+    "loop",
+    "macro",
+    "match",
+    "mod",
+    "move",
+    "mut",
+    "override",
+    "priv",
+    "proc_macro",
+    "pub",
+    "ref",
+    "return",
+    "self",
+    "static",
+    "std",
+    "struct",
+    "super",
+    "test",
+    "trait",
+    "true",
+    "try",
+    "type",
+    "typeof",
+    "unsafe",
+    "unsized",
+    "use",
+    "virtual",
+    "where",
+    "while",
+    "yield",
+];
+
+fn name_error(name: &str, reason: &str) -> ScaffoldError {
+    ScaffoldError::Name {
+        name: name.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+fn type_error(flag: &'static str, value: &str, reason: &str) -> ScaffoldError {
+    ScaffoldError::Type {
+        flag,
+        value: value.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+/// Checks `name`: a DNS-1123 label (the guest's name) that starts with a
+/// letter and is no Rust keyword or name Cargo reserves (the crate's).
+pub fn check_name(name: &str) -> Result<(), ScaffoldError> {
+    if !is_dns1123_label(name) {
+        return Err(name_error(
+            name,
+            "a guest name is 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit",
+        ));
+    }
+    if !name.starts_with(|c: char| c.is_ascii_lowercase()) {
+        return Err(name_error(name, "a crate name starts with a letter"));
+    }
+    if RESERVED.contains(&name.replace('-', "_").as_str()) {
+        return Err(name_error(
+            name,
+            "it is a Rust keyword or a name Cargo reserves",
+        ));
+    }
+    Ok(())
+}
+
+/// `my-app` → `MyApp`.
+fn upper_camel(name: &str) -> String {
+    name.split('-')
+        .map(|part| {
+            let mut chars = part.chars();
+            chars.next().map_or_else(String::new, |first| {
+                first.to_ascii_uppercase().to_string() + chars.as_str()
+            })
+        })
+        .collect()
+}
+
+/// The lowercase plural of `kind`, as English mostly forms it (`Policy` →
+/// `policies`, `Box` → `boxes`, `App` → `apps`).
+pub fn plural(kind: &str) -> String {
+    let lower = kind.to_ascii_lowercase();
+    let consonant_y =
+        lower.ends_with('y') && !lower[..lower.len() - 1].ends_with(['a', 'e', 'i', 'o', 'u']);
+    if consonant_y {
+        format!("{}ies", &lower[..lower.len() - 1])
+    } else if lower.ends_with(['s', 'x', 'z']) || lower.ends_with("ch") || lower.ends_with("sh") {
+        format!("{lower}es")
+    } else {
+        format!("{lower}s")
+    }
+}
+
+impl Project {
+    /// Checks `options` and the SDK directory.
+    pub fn new(options: &Options) -> Result<Self, ScaffoldError> {
+        check_name(&options.name)?;
+        let group = options.group.as_deref().unwrap_or("example.com");
+        if !is_dns1123_subdomain(group) || !group.contains('.') {
+            return Err(type_error(
+                "group",
+                group,
+                "a CRD's group is a lowercase DNS subdomain with at least one dot (example.com)",
+            ));
+        }
+        let version = options.version.as_deref().unwrap_or("v1");
+        if !is_dns1123_label(version) || !version.starts_with(|c: char| c.is_ascii_lowercase()) {
+            return Err(type_error(
+                "version",
+                version,
+                "a CRD version is a lowercase DNS label starting with a letter (v1, v1beta1)",
+            ));
+        }
+        let kind = options
+            .kind
+            .clone()
+            .unwrap_or_else(|| upper_camel(&options.name));
+        let kind_ok = kind.len() <= 60
+            && kind.starts_with(|c: char| c.is_ascii_uppercase())
+            && kind.chars().all(|c| c.is_ascii_alphanumeric());
+        if !kind_ok {
+            return Err(type_error(
+                "kind",
+                &kind,
+                "a kind is 1-60 ASCII letters or digits, starting with an uppercase letter (Widget)",
+            ));
+        }
+        let sdk_path = check_sdk(&options.sdk_path)?;
+        Ok(Project {
+            name: options.name.clone(),
+            crate_name: options.name.replace('-', "_"),
+            group: group.to_string(),
+            version: version.to_string(),
+            plural: plural(&kind),
+            kind,
+            sdk_path,
+        })
+    }
+
+    /// The finalizer the host holds on the custom resources.
+    pub fn finalizer(&self) -> String {
+        format!("{}/cleanup", self.group)
+    }
+
+    /// Every file of the crate: its path relative to the crate's directory
+    /// and its text.
+    pub fn files(&self) -> Vec<(&'static str, String)> {
+        [
+            ("Cargo.toml", include_str!("templates/Cargo.toml.tmpl")),
+            (".gitignore", include_str!("templates/gitignore.tmpl")),
+            ("README.md", include_str!("templates/README.md.tmpl")),
+            ("crd.yaml", include_str!("templates/crd.yaml.tmpl")),
+            ("sample.yaml", include_str!("templates/sample.yaml.tmpl")),
+            ("src/lib.rs", include_str!("templates/lib.rs.tmpl")),
+            ("src/tests.rs", include_str!("templates/tests.rs.tmpl")),
+        ]
+        .into_iter()
+        .map(|(path, template)| (path, self.render(template)))
+        .collect()
+    }
+
+    fn render(&self, template: &str) -> String {
+        // A TOML basic string: JSON's escapes are TOML's.
+        let sdk = self.sdk_path.to_string_lossy();
+        let sdk = serde_json::to_string(&*sdk).unwrap_or_default();
+        [
+            ("{{name}}", self.name.as_str()),
+            ("{{crate}}", &self.crate_name),
+            ("{{group}}", &self.group),
+            ("{{version}}", &self.version),
+            (
+                "{{api_version}}",
+                &format!("{}/{}", self.group, self.version),
+            ),
+            ("{{kind}}", &self.kind),
+            ("{{plural}}", &self.plural),
+            ("{{singular}}", &self.kind.to_ascii_lowercase()),
+            ("{{finalizer}}", &self.finalizer()),
+            ("{{sdk_path}}", &sdk),
+        ]
+        .into_iter()
+        .fold(template.to_string(), |text, (key, value)| {
+            text.replace(key, value)
+        })
+    }
+
+    /// Writes the crate into `dir`, which must not exist or be an empty
+    /// directory; no file is ever overwritten. The files written, in order.
+    pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, ScaffoldError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| ScaffoldError::Io { path, source }
+        };
+        match fs::read_dir(dir) {
+            Ok(mut entries) => {
+                if entries.next().is_some() {
+                    return Err(ScaffoldError::NotEmpty(dir.to_path_buf()));
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                fs::create_dir_all(dir).map_err(io(dir))?;
+            }
+            Err(_) if dir.exists() => return Err(ScaffoldError::NotEmpty(dir.to_path_buf())),
+            Err(e) => return Err(io(dir)(e)),
+        }
+        let mut written = Vec::new();
+        for (relative, text) in self.files() {
+            let path = dir.join(relative);
+            if let Some(parent) = path.parent() {
+                fs::create_dir_all(parent).map_err(io(parent))?;
+            }
+            fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+                .and_then(|mut f| f.write_all(text.as_bytes()))
+                .map_err(io(&path))?;
+            written.push(path);
+        }
+        Ok(written)
+    }
+}
+
+/// `path`, absolute, if it is the guest SDK's crate directory.
+fn check_sdk(path: &Path) -> Result<PathBuf, ScaffoldError> {
+    let fail = |reason: String| ScaffoldError::Sdk {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let dir = fs::canonicalize(path).map_err(|e| fail(e.to_string()))?;
+    let manifest = fs::read_to_string(dir.join("Cargo.toml"))
+        .map_err(|e| fail(format!("reading its Cargo.toml: {e}")))?;
+    if !manifest.contains("name = \"wasmctrl-guest-sdk\"") {
+        return Err(fail(
+            "its Cargo.toml is not the package wasmctrl-guest-sdk".to_string(),
+        ));
+    }
+    if dir.to_str().is_none() {
+        return Err(fail("the path is not UTF-8".to_string()));
+    }
+    Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(name: &str) -> Options {
+        Options {
+            name: name.to_string(),
+            group: None,
+            version: None,
+            kind: None,
+            sdk_path: source_tree_sdk(),
+        }
+    }
+
+    fn refused(options: &Options) -> String {
+        match Project::new(options) {
+            Ok(p) => panic!("{:?} was accepted: {p:?}", options.name),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn defaults_derive_the_kind_and_plural_from_the_name() {
+        let p = Project::new(&options("my-widget")).expect("a good name");
+        assert_eq!(
+            (p.crate_name.as_str(), p.group.as_str(), p.version.as_str()),
+            ("my_widget", "example.com", "v1")
+        );
+        assert_eq!(
+            (p.kind.as_str(), p.plural.as_str()),
+            ("MyWidget", "mywidgets")
+        );
+        assert_eq!(p.finalizer(), "example.com/cleanup");
+        assert!(p.sdk_path.is_absolute() && p.sdk_path.join("Cargo.toml").is_file());
+        for (kind, plural_) in [
+            ("Policy", "policies"),
+            ("Box", "boxes"),
+            ("Day", "days"),
+            ("Match", "matches"),
+        ] {
+            assert_eq!(plural(kind), plural_);
+        }
+    }
+
+    #[test]
+    fn names_that_are_not_a_crate_name_and_a_dns_label_are_refused() {
+        for bad in [
+            "",
+            "My-App",
+            "my_app",
+            "-app",
+            "app-",
+            "9lives",
+            "fn",
+            "test",
+            "a.b",
+            &"a".repeat(64),
+        ] {
+            let e = refused(&options(bad));
+            assert!(e.contains("cannot name a guest"), "{bad:?}: {e}");
+        }
+        let mut o = options("ok");
+        o.group = Some("nodots".into());
+        assert!(refused(&o).starts_with("--group \"nodots\""));
+        o.group = None;
+        o.kind = Some("lower".into());
+        assert!(refused(&o).starts_with("--kind \"lower\""));
+        o.kind = None;
+        o.version = Some("1".into());
+        assert!(refused(&o).starts_with("--version \"1\""));
+        o.version = None;
+        o.sdk_path = PathBuf::from("/nonexistent/wit/sdk");
+        assert!(refused(&o).contains("no wasmctrl guest SDK at /nonexistent/wit/sdk"));
+    }
+
+    #[test]
+    fn every_placeholder_is_filled_and_the_sdk_is_a_toml_string() {
+        let mut o = options("w");
+        o.group = Some("ops.acme.io".into());
+        o.kind = Some("Widget".into());
+        let p = Project::new(&o).expect("good options");
+        let files = p.files();
+        for (path, text) in &files {
+            assert!(!text.contains("{{"), "{path} keeps a placeholder");
+        }
+        let cargo = &files[0].1;
+        let sdk = serde_json::to_string(&p.sdk_path.to_string_lossy()).expect("a string");
+        assert!(
+            cargo.contains(&format!("wasmctrl-guest-sdk = {{ path = {sdk} }}")),
+            "{cargo}"
+        );
+        let lib = &files
+            .iter()
+            .find(|(path, _)| *path == "src/lib.rs")
+            .expect("lib.rs")
+            .1;
+        assert!(lib.contains(r#"GroupVersionKind::new("ops.acme.io", "v1", "Widget")"#));
+        assert!(lib.contains(r#"pub const PRIMARY_WATCH: &str = "widgets";"#));
+    }
+
+    #[test]
+    fn writes_into_an_empty_or_new_directory_and_never_over_anything() {
+        let tmp = tempfile::tempdir().expect("a temp dir");
+        let p = Project::new(&options("w")).expect("good options");
+        let new = tmp.path().join("new/w");
+        let written = p.write(&new).expect("a new directory");
+        assert_eq!(written.len(), p.files().len());
+        assert!(new.join("src/lib.rs").is_file() && new.join(".gitignore").is_file());
+        // Written once: not again over itself.
+        let again = p.write(&new).expect_err("not empty any more").to_string();
+        assert!(
+            again.contains("already exists and is not an empty directory"),
+            "{again}"
+        );
+        let empty = tmp.path().join("empty");
+        fs::create_dir(&empty).expect("mkdir");
+        p.write(&empty).expect("an empty directory");
+        let file = tmp.path().join("file");
+        fs::write(&file, "x").expect("write");
+        assert!(matches!(p.write(&file), Err(ScaffoldError::NotEmpty(_))));
+    }
+}

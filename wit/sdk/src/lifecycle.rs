@@ -1,0 +1,188 @@
+//! Where a per-object request's primary is in its life, for a watch with
+//! the host-managed finalizer: [`Lifecycle::Live`] (reconcile it),
+//! [`Lifecycle::Deleting`] (clean up, then [`Deleting::release`]) or
+//! [`Lifecycle::Gone`] (nothing of it is left to write). Like
+//! kube-runtime's `finalizer::Event::{Apply, Cleanup}`, but the host adds
+//! the finalizer: this module only reads the snapshot and plans its
+//! removal, and never decides when clean-up is complete.
+
+use crate::snapshot::{Object, Snapshot};
+use crate::{Plan, Request};
+
+/// The field path whose projection tells whether an object still holds the
+/// watch's finalizer.
+pub const FINALIZERS: &str = "metadata.finalizers[*]";
+
+/// A request's primary object, by where it is in its life.
+#[derive(Clone, Copy)]
+pub enum Lifecycle<'s> {
+    /// Present and not being deleted.
+    Live(Object<'s>),
+    /// Being deleted (finalizers hold it): clean up, then release.
+    Deleting(Deleting<'s>),
+    /// Not in the snapshot (deleted, or never seen): the request key. Its
+    /// finalizer, if it had one, was released by an earlier reconcile.
+    Gone(&'s str),
+}
+
+/// A primary being deleted, and the finalizer that holds it for us.
+#[derive(Clone, Copy)]
+pub struct Deleting<'s> {
+    object: Object<'s>,
+    finalizer: Option<&'s str>,
+    holds: bool,
+}
+
+impl<'s> Deleting<'s> {
+    /// The object.
+    pub fn object(&self) -> Object<'s> {
+        self.object
+    }
+
+    /// The watch's declared finalizer, if any.
+    pub fn finalizer(&self) -> Option<&'s str> {
+        self.finalizer
+    }
+
+    /// Whether it still holds the watch's finalizer: read from
+    /// [`FINALIZERS`] when the watch projects it, otherwise assumed (the
+    /// host skips removing a finalizer that is not there). False when the
+    /// watch declares none.
+    pub fn holds_finalizer(&self) -> bool {
+        self.holds
+    }
+
+    /// Plans the removal of the watch's finalizer, which lets the object
+    /// go: call it once clean-up is done. Plans nothing when the object no
+    /// longer holds it or the watch declares none.
+    pub fn release<'p>(&self, plan: &'p mut Plan) -> &'p mut Plan {
+        match self.finalizer {
+            Some(finalizer) if self.holds => {
+                plan.remove_finalizer(&self.object.object_ref(), finalizer)
+            }
+            _ => plan,
+        }
+    }
+}
+
+impl<'a> Snapshot<'a> {
+    /// Where `request`'s primary is in its life (see [`Lifecycle`]).
+    pub fn lifecycle<'s>(&'s self, request: &'s Request) -> Lifecycle<'s> {
+        let Some(object) = self.primary(request) else {
+            return Lifecycle::Gone(&request.key);
+        };
+        if !object.is_deleting() {
+            return Lifecycle::Live(object);
+        }
+        let watch = request
+            .watch
+            .as_deref()
+            .and_then(|w| self.schema().watch(w).ok());
+        let finalizer = watch.and_then(|w| w.finalizer());
+        let projected = watch.and_then(|w| w.field(FINALIZERS).ok());
+        let holds = match (finalizer, projected) {
+            (Some(ours), Some(list)) => object.texts(list).any(|f| f == Some(ours)),
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        Lifecycle::Deleting(Deleting {
+            object,
+            finalizer,
+            holds,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{Obj, World};
+    use crate::{wit, GroupVersionKind, Manifest, Schema, Watch};
+
+    const FIN: &str = "example.com/cleanup";
+
+    fn manifest(finalizer: Option<&str>, project: bool) -> Manifest {
+        let mut apps = Watch::new("apps", GroupVersionKind::new("example.com", "v1", "App"));
+        if project {
+            apps = apps.fields([FINALIZERS]);
+        }
+        apps = apps.per_object();
+        if let Some(f) = finalizer {
+            apps = apps.finalizer(f);
+        }
+        Manifest::new("t").watch(apps)
+    }
+
+    /// The writes `release` plans for `object`, or `None` when the
+    /// lifecycle is not `Deleting`; with the lifecycle's name.
+    fn run(manifest: &Manifest, objects: Vec<Obj>) -> (&'static str, Vec<wit::Write>) {
+        let data = World::new(manifest)
+            .with_all(objects)
+            .snapshot()
+            .expect("declared names");
+        let schema = Schema::new(manifest).expect("unique names");
+        let snap = Snapshot::new(&schema, &data).expect("valid");
+        let request = Request::object("apps", "ns/a");
+        let mut plan = Plan::new();
+        let name = match snap.lifecycle(&request) {
+            Lifecycle::Live(o) => {
+                assert_eq!(o.name(), "a");
+                "live"
+            }
+            Lifecycle::Deleting(d) => {
+                assert_eq!(d.object().name(), "a");
+                d.release(&mut plan);
+                "deleting"
+            }
+            Lifecycle::Gone(key) => {
+                assert_eq!(key, "ns/a");
+                "gone"
+            }
+        };
+        (name, plan.writes().to_vec())
+    }
+
+    fn removes_ours(writes: &[wit::Write]) -> bool {
+        matches!(writes, [wit::Write::RemoveFinalizer(f)] if f.finalizer == FIN && f.target.name == "a")
+    }
+
+    #[test]
+    fn live_deleting_and_gone_are_told_apart() {
+        let m = manifest(Some(FIN), true);
+        let a = || Obj::new("apps", "ns", "a");
+        assert_eq!(run(&m, vec![a()]), ("live", vec![]));
+        assert_eq!(run(&m, vec![Obj::new("apps", "ns", "b")]), ("gone", vec![]));
+        let (name, writes) = run(
+            &m,
+            vec![a()
+                .deleting("2026-01-01T00:00:00Z")
+                .set_list(FINALIZERS, ["other", FIN])],
+        );
+        assert_eq!(name, "deleting");
+        assert!(removes_ours(&writes), "{writes:?}");
+    }
+
+    #[test]
+    fn release_plans_nothing_once_our_finalizer_is_gone_or_none_is_declared() {
+        let deleting = || Obj::new("apps", "ns", "a").deleting("2026-01-01T00:00:00Z");
+        let m = manifest(Some(FIN), true);
+        assert_eq!(
+            run(&m, vec![deleting().set_list(FINALIZERS, ["other"])]),
+            ("deleting", vec![])
+        );
+        assert_eq!(
+            run(&manifest(None, true), vec![deleting()]),
+            ("deleting", vec![])
+        );
+    }
+
+    #[test]
+    fn without_the_finalizers_projected_release_assumes_it_is_held() {
+        let (name, writes) = run(
+            &manifest(Some(FIN), false),
+            vec![Obj::new("apps", "ns", "a").deleting("2026-01-01T00:00:00Z")],
+        );
+        assert_eq!(name, "deleting");
+        assert!(removes_ours(&writes), "{writes:?}");
+    }
+}
