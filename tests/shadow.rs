@@ -1,7 +1,9 @@
 //! Shadow guests against the embedded API server: a new version run beside
 //! the active guest on the same snapshots is compared key by key and never
 //! acts — no write, event or finalizer of its own — and a shadow that
-//! traps never delays or breaks the active guest.
+//! traps never delays or breaks the active guest. Recorded cases replayed
+//! through `wasmctrl replay`: the same guest agrees, another one is named
+//! key by key.
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
@@ -14,6 +16,7 @@ use kube::{Api, Client};
 use crate::support::wat::{guest, Behaviour, WatKeys, WatManifest, WatRule, WatWatch, WatWrite};
 use crate::support::*;
 use wasmctrl::guest::RuntimeConfig;
+use wasmctrl::recording::{case_files, RecordConfig};
 use wasmctrl::supervisor::guest_dir::write_like_kubelet;
 use wasmctrl::supervisor::SupervisorConfig;
 use wasmctrl_test_support::http::http_get;
@@ -444,4 +447,138 @@ async fn with_dry_runs_a_shadows_acceptable_write_is_sent_and_stores_nothing() {
     )
     .await;
     host.stop().await.unwrap();
+}
+
+fn record_into(config: &mut SupervisorConfig, dir: &Path) {
+    config.record = Some(RecordConfig {
+        dir: dir.to_path_buf(),
+        max_cases: 100,
+        max_bytes: 1 << 20,
+        secrets: false,
+    });
+}
+
+fn replay(guest: &Path, cases: &Path) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_wasmctrl"))
+        .arg("replay")
+        .arg("--guest")
+        .arg(guest)
+        .arg(cases)
+        .arg("--no-guest-cache")
+        .output()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn recorded_cases_replay_the_same_through_the_same_guest_and_every_difference_through_another(
+) {
+    let (_server, client) = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cases = dir.path().join("cases");
+    let active = mirror(by_lifecycle, "1");
+    let guest_file = dir.path().join("mirror.wasm");
+    std::fs::write(&guest_file, &active).unwrap();
+    let mut config = SupervisorConfig {
+        guests: vec![guest_file.clone()],
+        namespace: HOST_NS.into(),
+        runtime: RuntimeConfig::default().cache_dir(None),
+        ..SupervisorConfig::default()
+    };
+    record_into(&mut config, &cases);
+    let host = run_host(&client, config, None).await;
+    for p in PODS {
+        pod(p).create(&client).await;
+    }
+    eventually("every output written", || {
+        outputs_are_the_active_guests(&client)
+    })
+    .await;
+    let mirror_cases = cases.join("mirror");
+    eventually("a case recorded per pod", || async {
+        case_files(&mirror_cases).map_or(0, |f| f.len()) >= PODS.len()
+    })
+    .await;
+    host.stop().await.unwrap();
+    // A case is readable: its key, its objects' projected fields, its plan.
+    let first = &case_files(&mirror_cases).unwrap()[0];
+    let case: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(first).unwrap()).unwrap();
+    assert!(
+        case["request"]["key"].as_str().unwrap().starts_with("ml/s"),
+        "{case:#}"
+    );
+    let fields = &case["snapshot"]["objects"][0]["fields"];
+    assert!(fields.get("spec.nodeName").is_some(), "{case:#}");
+    let written = &case["plan"]["writes"][0]["apply"];
+    assert!(
+        written["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .ends_with("-out"),
+        "{case:#}"
+    );
+    // The same guest: every case the same.
+    let out = replay(&guest_file, &cases);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let n = case_files(&mirror_cases).unwrap().len();
+    assert!(
+        stdout.contains(&format!("{n} cases: {n} same, 0 differ, 0 not replayed")),
+        "{stdout}"
+    );
+    // Another version: exit 1, each pod's key named with both sides.
+    let changed = dir.path().join("mirror-next.wasm");
+    std::fs::write(&changed, mirror(by_lifecycle, "2")).unwrap();
+    let out = replay(&changed, &cases);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    for p in PODS {
+        assert!(
+            stdout.contains(&format!("key {PODS_NS}/{p}: the plan differs")),
+            "{stdout}"
+        );
+    }
+    assert!(
+        stdout.contains(r#"+ replayed: writes: {"apply":"#) && stdout.contains(r#""v":"2""#),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("{n} cases: 0 same, {n} differ")),
+        "{stdout}"
+    );
+}
+
+#[tokio::test]
+async fn an_aggregate_guests_recorded_cases_replay_the_same() {
+    let (_server, client) = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cases = dir.path().join("cases");
+    let mut config = host_config(wasmctrl::controller::ControllerConfig::default());
+    record_into(&mut config, &cases);
+    let host = run_host(&client, config, None).await;
+    for (i, name) in ["r0", "r1", "r2"].iter().enumerate() {
+        pod(name)
+            .on(if i % 2 == 0 { "n1" } else { "n2" })
+            .requesting("1")
+            .create(&client)
+            .await;
+    }
+    summary_becomes(&client, &[("n1", "2"), ("n2", "1")]).await;
+    eventually("an aggregate case recorded", || async {
+        case_files(&cases).is_ok_and(|f| !f.is_empty())
+    })
+    .await;
+    host.stop().await.unwrap();
+    let out = replay(&guest_path(), &cases);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("0 differ, 0 not replayed"), "{stdout}");
 }

@@ -38,6 +38,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     ("acting on plans", &["actuator", "aggregate", "offline"]),
     ("comparing plans", &["shadow"]),
+    ("recording cases", &["recording"]),
     ("one guest's control loop", &["controller"]),
     ("the host", &["supervisor"]),
     ("development", &["demo"]),

@@ -27,6 +27,7 @@ pub mod packaging;
 pub mod permissions;
 pub mod projection;
 pub mod quarantine;
+pub mod recording;
 pub mod relations;
 pub mod request;
 pub mod scaffold;

@@ -27,6 +27,9 @@ enum Command {
     Run(Box<RunArgs>),
     /// Run a guest once over objects from files and print its plan as JSON.
     Reconcile(ReconcileArgs),
+    /// Run every case recorded with `run --record` through a guest and
+    /// print the plans that differ from the recorded ones (exit 1 if any).
+    Replay(ReplayArgs),
     /// Serve the embedded Kubernetes API server until SIGINT/SIGTERM.
     #[cfg(feature = "dev-server")]
     Apiserver(ApiserverArgs),
@@ -148,6 +151,21 @@ struct RunArgs {
     /// server's refusals (schema, admission, RBAC) show in `/shadow/GUEST`.
     #[arg(long)]
     shadow_dry_run: bool,
+    /// Record every guest's reconcile cases (request, environment, the
+    /// snapshot's projected objects, plan) as JSON under DIR/GUEST, for
+    /// `wasmctrl replay`. Guests watching Secrets are not recorded without
+    /// `--record-secrets`.
+    #[arg(long, value_name = "DIR")]
+    record: Option<PathBuf>,
+    /// The most cases kept per guest (the oldest are deleted first).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    record_max_cases: u64,
+    /// The most MiB of cases kept per guest.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    record_max_mib: u64,
+    /// Record guests that watch Secrets too (their data lands on disk).
+    #[arg(long)]
+    record_secrets: bool,
     /// Consecutive guest calls that run out of time or trap before the
     /// guest is quarantined (not called for 30 s, doubling up to 30 min);
     /// 0: never.
@@ -324,6 +342,18 @@ struct ReconcileArgs {
     sandbox: SandboxArgs,
 }
 
+#[derive(Args)]
+struct ReplayArgs {
+    /// The guest component (.wasm) to replay the cases through.
+    #[arg(long)]
+    guest: PathBuf,
+    /// A directory of recorded cases (`run --record DIR`, or one guest's
+    /// subdirectory of it); read recursively.
+    dir: PathBuf,
+    #[command(flatten)]
+    sandbox: SandboxArgs,
+}
+
 /// `--now`: RFC 3339 or milliseconds since the epoch, no later than the
 /// last instant an API server stores (`metav1.Time` is RFC 3339 with a
 /// four-digit year).
@@ -344,6 +374,50 @@ fn parse_now(s: &str) -> Result<u64, String> {
         ));
     }
     Ok(ms)
+}
+
+/// Replays every case; prints one line per case that differs or fails and
+/// a summary. Ok(false) when any did.
+fn replay(args: ReplayArgs) -> anyhow::Result<bool> {
+    use wasmctrl::recording::{case_files, replay, RecordedCase, Replayed};
+    let runtime = GuestRuntime::new(args.sandbox.runtime_config()?)?;
+    let module = runtime.load_file(&args.guest)?;
+    let files = case_files(&args.dir)?;
+    if files.is_empty() {
+        anyhow::bail!("{}: no recorded cases (*.json) in it", args.dir.display());
+    }
+    let (mut same, mut differ, mut failed) = (0u64, 0u64, 0u64);
+    let mut out = std::io::stdout().lock();
+    for path in &files {
+        let case = RecordedCase::read(path)?;
+        let key = &case.request.key;
+        match replay(&module, &case) {
+            Replayed::Same => same += 1,
+            Replayed::Differs {
+                recorded_only,
+                replayed_only,
+            } => {
+                differ += 1;
+                writeln!(out, "{}: key {key}: the plan differs", path.display())?;
+                for item in &recorded_only {
+                    writeln!(out, "  - recorded: {item}")?;
+                }
+                for item in &replayed_only {
+                    writeln!(out, "  + replayed: {item}")?;
+                }
+            }
+            Replayed::Error(why) => {
+                failed += 1;
+                writeln!(out, "{}: key {key}: not replayed: {why}", path.display())?;
+            }
+        }
+    }
+    writeln!(
+        out,
+        "{} cases: {same} same, {differ} differ, {failed} not replayed",
+        files.len()
+    )?;
+    Ok(differ == 0 && failed == 0)
 }
 
 fn reconcile(args: ReconcileArgs) -> anyhow::Result<()> {
@@ -446,6 +520,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         strict_guests: args.strict_guests,
         shadows: args.shadows,
         shadow_dry_run: args.shadow_dry_run,
+        record: args.record.map(|dir| wasmctrl::recording::RecordConfig {
+            dir,
+            max_cases: usize::try_from(args.record_max_cases).unwrap_or(usize::MAX),
+            max_bytes: args.record_max_mib << 20,
+            secrets: args.record_secrets,
+        }),
     };
     let _metrics_endpoint = wasmctrl::metrics::serve_metrics(args.metrics_addr, metrics.clone())
         .await
@@ -656,6 +736,11 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Reconcile(args) => reconcile(args),
+        Command::Replay(args) => match replay(args) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::FAILURE,
+            Err(e) => Err(e),
+        },
         Command::Run(args) => runtime.block_on(run(*args)),
         #[cfg(feature = "dev-server")]
         Command::Apiserver(args) => runtime.block_on(apiserver(args)),

@@ -462,6 +462,13 @@ fn canonical(v: &Json) -> String {
     sort(v).to_string()
 }
 
+/// What differs between two normalised plans (see [`normalise`]): the
+/// writes and events only the first has, and those only the second has;
+/// None when they are the same.
+pub fn plan_diff(a: &Json, b: &Json) -> Option<(Vec<String>, Vec<String>)> {
+    diff(a, b).map(|d| (d.active_only, d.shadow_only))
+}
+
 /// What differs between two normalised plans, if anything.
 fn diff(active: &Json, shadow: &Json) -> Option<Diff> {
     if active == shadow {

@@ -281,6 +281,8 @@ pub struct GuestController {
     families: Arc<Metrics>,
     /// A new version of this guest run beside it, compared, never acting.
     shadow: std::sync::Mutex<Option<Shadow>>,
+    /// Where this guest's reconcile cases are recorded, when they are.
+    recording: std::sync::Mutex<Option<crate::recording::Recording>>,
 }
 
 impl Drop for GuestController {
@@ -439,15 +441,13 @@ impl GuestController {
             metrics,
             families,
             shadow: std::sync::Mutex::new(None),
+            recording: std::sync::Mutex::new(None),
         })
     }
 
-    /// Runs `spec` as this guest's shadow from now on (replacing any
-    /// other): every key reconciled is also compared with it; with
-    /// `dry_run`, the shadow's differing writes are dry-run against the API
-    /// server.
-    pub fn attach_shadow(&self, spec: ShadowSpec, dry_run: bool) {
-        let target = shadow::Target {
+    /// The shadow's and the recording's view of this controller.
+    fn target(&self) -> shadow::Target {
+        shadow::Target {
             module: self.module.clone(),
             manifest: self.manifest.clone(),
             caches: self.caches.clone(),
@@ -457,7 +457,25 @@ impl GuestController {
                 .host_pod
                 .clone()
                 .map(|pod| (self.recorder.clone(), pod)),
+            dry_run: None,
+        }
+    }
+
+    /// Records every key this guest reconciles from now on, as `config`
+    /// says (see [`crate::recording`]).
+    pub fn start_recording(&self, config: &crate::recording::RecordConfig) {
+        let recording = crate::recording::Recording::start(config, self.target());
+        *crate::sync::lock(&self.recording) = recording;
+    }
+
+    /// Runs `spec` as this guest's shadow from now on (replacing any
+    /// other): every key reconciled is also compared with it; with
+    /// `dry_run`, the shadow's differing writes are dry-run against the API
+    /// server.
+    pub fn attach_shadow(&self, spec: ShadowSpec, dry_run: bool) {
+        let target = shadow::Target {
             dry_run: dry_run.then(|| self.actuator.dry_runner()),
+            ..self.target()
         };
         let running = Shadow::start(spec, target, self.families.clone());
         *crate::sync::lock(&self.shadow) = Some(running);

@@ -101,7 +101,8 @@ impl GuestController {
             .aggregate
             .clone()
             .filter(|a| key.watch.is_none() && &*key.key == a.key());
-        let shadowed = crate::sync::lock(&self.shadow).is_some();
+        let shadowed = crate::sync::lock(&self.shadow).is_some()
+            || crate::sync::lock(&self.recording).is_some();
         // The blocking pool's thread is outside this future: carry the span.
         let span = tracing::Span::current();
         let joined = tokio::task::spawn_blocking(move || {
@@ -217,8 +218,8 @@ impl GuestController {
 }
 
 impl GuestController {
-    /// Hands the key the active guest just planned to its shadow, if one
-    /// runs: without waiting, off the write path.
+    /// Hands the key the active guest just planned to its shadow and its
+    /// recording, where they run: without waiting, off the write path.
     fn offer_shadow(
         &self,
         key: &RequestKey,
@@ -226,19 +227,28 @@ impl GuestController {
         seen: Option<(crate::guest::SnapshotData, Environment)>,
     ) {
         let shadow = crate::sync::lock(&self.shadow);
-        let Some(shadow) = shadow.as_ref() else {
+        let recording = crate::sync::lock(&self.recording);
+        if shadow.is_none() && recording.is_none() {
             return;
-        };
-        let case = match seen {
-            Some((snapshot, env)) => shadow::Case::Seen {
+        }
+        let active = seen
+            .as_ref()
+            .map(|_| shadow::normalise(&crate::offline::plan_json(plan)));
+        let case = || match (&seen, &active) {
+            (Some((snapshot, env)), Some(active)) => shadow::Case::Seen {
                 key: key.clone(),
-                env,
-                snapshot: Box::new(snapshot),
-                active: shadow::normalise(&crate::offline::plan_json(plan)),
+                env: env.clone(),
+                snapshot: Box::new(snapshot.clone()),
+                active: active.clone(),
             },
-            None => shadow::Case::Aggregate(key.clone()),
+            _ => shadow::Case::Aggregate(key.clone()),
         };
-        shadow.offer(case);
+        if let Some(shadow) = shadow.as_ref() {
+            shadow.offer(case());
+        }
+        if let Some(recording) = recording.as_ref() {
+            recording.offer(case());
+        }
     }
 
     /// Records a call that ran out of time or trapped; starts a quarantine

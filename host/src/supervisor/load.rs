@@ -263,7 +263,7 @@ impl Supervisor {
             .clone()
             .claims(self.claims.clone())
             .host_pod(self.config.pod.clone());
-        GuestController::start(
+        let controller = GuestController::start(
             self.client.clone(),
             &self.registry,
             &self.discovery,
@@ -271,7 +271,11 @@ impl Supervisor {
             config,
             self.metrics.clone(),
         )
-        .await
+        .await?;
+        if let Some(record) = &self.config.record {
+            controller.start_recording(record);
+        }
+        Ok(controller)
     }
 
     /// Registers `manifest`'s write rules with the claims, before its guest

@@ -158,6 +158,8 @@ pub struct SupervisorConfig {
     /// Shadows' writes that differ from their guests' are sent as dry runs
     /// (`dryRun=All`), so the API server's refusals show in the report.
     pub shadow_dry_run: bool,
+    /// Record every guest's reconcile cases (`--record DIR`), for replay.
+    pub record: Option<crate::recording::RecordConfig>,
 }
 
 /// Leadership as the host sees it (defined by the leader-election bridge).
@@ -212,6 +214,9 @@ pub struct Supervisor {
     /// The digest of each `NAME.shadow.wasm` of the guest directory
     /// running as a shadow, by key.
     shadow_files: Mutex<BTreeMap<String, String>>,
+    /// Held by one look at the guest directory at a time: a notification
+    /// and a rescan (or a caller) never swap the same file twice at once.
+    syncing: tokio::sync::Mutex<()>,
 }
 
 fn stem(path: &Path) -> String {
@@ -279,6 +284,7 @@ impl Supervisor {
             refused: Mutex::new(BTreeMap::new()),
             rejected: Mutex::new(BTreeMap::new()),
             shadow_files: Mutex::new(BTreeMap::new()),
+            syncing: tokio::sync::Mutex::new(()),
         };
         // A guest that cannot be loaded is refused alone: the others run.
         let mut first_refusal = None;

@@ -19,13 +19,16 @@ impl Supervisor {
     }
 
     /// Brings the running set in line with the guest directory: new files
-    /// start, changed ones are swapped, removed ones stop. A file that fails
+    /// start, changed ones are swapped, removed ones stop (one call at a
+    /// time; a concurrent call waits and then finds nothing left to do). A file that fails
     /// to compile or validate is rejected; what ran before keeps running,
     /// and the file is tried again only once it changes.
     pub async fn sync_dir(&self) -> Result<(), SupervisorError> {
         let Some(dir) = self.config.guest_dir.clone() else {
             return Ok(());
         };
+        // One look at a time: the next one sees what this one swapped in.
+        let _one_at_a_time = self.syncing.lock().await;
         let files = guest_dir::scan(&dir)?;
         let mut current: BTreeMap<String, String> = lock(&self.guests)
             .values()
