@@ -119,7 +119,10 @@ async fn run_size(pods: usize, setup: &Setup) -> Vec<Outcome> {
     );
     cold_start_series(&client, &world, setup).await;
     let mut outcomes = Vec::new();
-    for (i, system) in [System::Native, System::Wasmctrl].into_iter().enumerate() {
+    for (i, system) in [System::Native, System::Wasmctrl, System::WasmctrlShadow]
+        .into_iter()
+        .enumerate()
+    {
         if !setup.systems.contains(&system) {
             continue;
         }
@@ -344,6 +347,7 @@ fn main() {
                     .map(|s| match s.trim() {
                         "native" => System::Native,
                         "wasmctrl" => System::Wasmctrl,
+                        "wasmctrl-shadow" => System::WasmctrlShadow,
                         other => panic!("--systems: {other:?} is neither native nor wasmctrl"),
                     })
                     .collect()

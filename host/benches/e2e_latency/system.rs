@@ -33,6 +33,9 @@ pub enum System {
     Native,
     /// `wasmctrl run` with the GPU-summary guest.
     Wasmctrl,
+    /// The same, with the same guest loaded as its own shadow
+    /// (`--shadow`): what comparing every plan costs.
+    WasmctrlShadow,
 }
 
 impl System {
@@ -41,6 +44,7 @@ impl System {
         match self {
             System::Native => "native",
             System::Wasmctrl => "wasmctrl",
+            System::WasmctrlShadow => "wasmctrl-shadow",
         }
     }
 }
@@ -167,7 +171,7 @@ pub async fn cold_start(
         system,
         binary: match system {
             System::Native => "native peer (this bench)".into(),
-            System::Wasmctrl => binary.display().to_string(),
+            System::Wasmctrl | System::WasmctrlShadow => binary.display().to_string(),
         },
         took,
         cpu,
@@ -250,7 +254,7 @@ impl Running {
                     writes: count(APPLY_LINE),
                 }
             }
-            System::Wasmctrl => {
+            System::Wasmctrl | System::WasmctrlShadow => {
                 let text = scrape(self.metrics_port).await.unwrap_or_default();
                 Counts {
                     reconciles: metric_sum(&text, "controller_runtime_reconcile_total", &[]),
@@ -293,10 +297,16 @@ fn spawn(system: System, setup: &Setup) -> Running {
             );
             cmd
         }
-        System::Wasmctrl => {
+        System::Wasmctrl | System::WasmctrlShadow => {
             let mut cmd = Command::new(&setup.wasmctrl);
-            cmd.arg("run")
-                .arg("--guest")
+            if system == System::WasmctrlShadow {
+                cmd.arg("run")
+                    .arg("--shadow")
+                    .arg(format!("gpu-summary={}", setup.guest.display()));
+            } else {
+                cmd.arg("run");
+            }
+            cmd.arg("--guest")
                 .arg(&setup.guest)
                 .arg("--kubeconfig")
                 .arg(&setup.kubeconfig)
