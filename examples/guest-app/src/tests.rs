@@ -2,6 +2,7 @@
 //! (the host's layout code), run through the same path as the component's
 //! exports, plans checked as the host would receive them.
 
+use wasmctrl_guest_sdk::condition::condition_paths;
 use wasmctrl_guest_sdk::serde_json::{self, json, Value};
 use wasmctrl_guest_sdk::testing::{Obj, World};
 use wasmctrl_guest_sdk::wit::{Plan, Write};
@@ -20,8 +21,8 @@ const EARLIER: &str = "2026-11-30T00:00:00Z";
 /// The App `team-a/web` holding our finalizer.
 fn app(message: &str, replicas: i64) -> Obj {
     Obj::new(APP_WATCH, NS, NAME)
-        .set(MESSAGE, message)
-        .set(REPLICAS, replicas)
+        .set("spec.message", message)
+        .set("spec.replicas", replicas)
         .set_list(FINALIZERS, [FINALIZER])
 }
 
@@ -44,7 +45,7 @@ fn its_child() -> Obj {
 
 /// The namespace's `shared-settings`, with `data.banner` = `banner`.
 fn settings(namespace: &str, banner: Option<&str>) -> Obj {
-    Obj::new(SETTINGS_WATCH, namespace, SHARED_SETTINGS).set(BANNER, banner)
+    Obj::new(SETTINGS_WATCH, namespace, SHARED_SETTINGS).set("data.banner", banner)
 }
 
 fn reconcile(objects: Vec<Obj>) -> Plan {
