@@ -23,8 +23,10 @@
 //!   a panic hook that logs the panic's message.
 //! - [`quantity`] and [`pod_request`]: Kubernetes quantities and a pod's
 //!   effective request, as apimachinery and kube-scheduler compute them.
-//! - [`testing`]: build snapshots natively with the host's own layout code
-//!   and run a guest exactly as its component export would.
+//! - [`testing`]: build snapshots natively with the host's own layout code,
+//!   apply the manifest's key mappings as the host does
+//!   ([`testing::relations`]), and run a guest exactly as its component
+//!   export would.
 //!
 //! The SDK never does I/O and never panics on snapshot contents: bad indices
 //! read as absent, and every failure is a value.
