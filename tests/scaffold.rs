@@ -113,7 +113,7 @@ fn a_scaffolded_guest_tests_builds_and_runs_offline_outside_the_repository() {
     ok("cargo fmt --check", &cargo(&["fmt", "--check"], &dir));
     let tests = cargo(&["test"], &dir);
     let report = ok("cargo test", &tests);
-    assert!(report.contains("test result: ok. 5 passed"), "{report}");
+    assert!(report.contains("test result: ok. 6 passed"), "{report}");
     ok(
         "the guest build",
         &cargo(

@@ -1,13 +1,15 @@
 //! The App decision, as plain functions: the data of the child ConfigMap an
 //! App should have, and the status the App should show. No snapshot, no
-//! plan, no I/O: the glue in `lib.rs` reads the snapshot, calls these and
-//! writes the results (the child's owner reference and the finalizer's
+//! plan, no I/O: the glue in `lib.rs` reads the snapshot (the view
+//! [`App`]), calls these and writes the results (the child's owner reference and the finalizer's
 //! release are the SDK's `controller_ref` and `Lifecycle`).
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 use wasmctrl_guest_sdk::{set_condition, Condition};
+
+use crate::App;
 
 /// The condition type this controller owns.
 pub const READY: &str = "Ready";
@@ -24,24 +26,13 @@ pub const REPLICAS_KEY: &str = "replicas";
 /// See [`MESSAGE_KEY`].
 pub const BANNER_KEY: &str = "banner";
 
-/// What an App asks for (`spec`), as read from the snapshot. The CRD
-/// requires both fields; a missing one (an older schema, a CRD without
-/// validation) is left out of the child rather than invented.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct AppSpec<'a> {
-    /// `spec.message`.
-    pub message: Option<&'a str>,
-    /// `spec.replicas`.
-    pub replicas: Option<i64>,
-}
-
 /// The child's `data`: `message` and `replicas` (as a decimal string) from
 /// the App's spec, `banner` from the namespace's `shared-settings`
 /// ConfigMap. A value that is absent (no such spec field; no
 /// `shared-settings` ConfigMap, or one without `data.banner`) has no key,
 /// so the child tells "no banner" apart from an empty one; an entry the
 /// guest stops planning is removed from the child by the host's apply.
-pub fn child_data(spec: &AppSpec<'_>, banner: Option<&str>) -> BTreeMap<&'static str, String> {
+pub fn child_data(spec: &App<'_>, banner: Option<&str>) -> BTreeMap<&'static str, String> {
     let mut data = BTreeMap::new();
     if let Some(message) = spec.message {
         data.insert(MESSAGE_KEY, message.to_string());
@@ -120,9 +111,10 @@ mod tests {
 
     #[test]
     fn child_data_has_a_key_for_every_value_present_only() {
-        let full = AppSpec {
+        let full = App {
             message: Some("hi"),
             replicas: Some(3),
+            conditions: Vec::new(),
         };
         assert_eq!(
             child_data(&full, Some("")),
@@ -136,7 +128,7 @@ mod tests {
             child_data(&full, None).keys().copied().collect::<Vec<_>>(),
             [MESSAGE_KEY, REPLICAS_KEY]
         );
-        assert!(child_data(&AppSpec::default(), None).is_empty());
+        assert!(child_data(&App::default(), None).is_empty());
     }
 
     #[test]

@@ -14,18 +14,15 @@
 //! `apps.example.com/cleanup` on every App; when an App is deleted
 //! ([`Lifecycle::Deleting`]) this guest deletes its child explicitly and
 //! releases the finalizer only once the child is gone. This file is the
-//! glue (manifest, field handles, plan); the decision is [`app`].
+//! glue (manifest, the views [`App`] and [`SharedSettings`] with their
+//! paths, plan); the decision is [`app`].
 
 pub mod app;
 
-use wasmctrl_guest_sdk::condition::condition_paths;
-use wasmctrl_guest_sdk::snapshot::WatchId;
 use wasmctrl_guest_sdk::{
-    controller_ref, document, ConditionFields, Entry, Environment, Field, GroupVersionKind,
-    Lifecycle, Manifest, Plan, ReconcileError, Request, Schema, Snapshot, Watch, WriteRule,
+    controller_ref, document, Condition, Entry, Environment, GroupVersionKind, Lifecycle, Manifest,
+    Plan, ReconcileError, Request, Schema, Snapshot, View, Watch, WriteRule,
 };
-
-use app::AppSpec;
 
 /// The guest's name (field manager `wasmctrl/app`).
 pub const GUEST_NAME: &str = "app";
@@ -40,15 +37,33 @@ pub const CHILD_WATCH: &str = "children";
 pub const SETTINGS_WATCH: &str = "settings";
 /// The name of the ConfigMap whose `data.banner` every child copies.
 pub const SHARED_SETTINGS: &str = "shared-settings";
-/// `spec.message`.
-pub const MESSAGE: &str = "spec.message";
-/// `spec.replicas`.
-pub const REPLICAS: &str = "spec.replicas";
 /// The finalizers (`metadata.finalizers[*]`): projected so that
 /// [`Lifecycle::Deleting`] releases ours only if it is there.
 pub use wasmctrl_guest_sdk::lifecycle::FINALIZERS;
-/// `data.banner` of `shared-settings`.
-pub const BANNER: &str = "data.banner";
+
+/// An App, as this guest reads it. The CRD requires both spec fields; a
+/// missing one (an older schema, a CRD without validation) is left out of
+/// the child rather than invented.
+#[derive(View, Clone, Debug, Default, PartialEq, Eq)]
+pub struct App<'a> {
+    /// `spec.message`.
+    #[field("spec.message")]
+    pub message: Option<&'a str>,
+    /// `spec.replicas`.
+    #[field("spec.replicas")]
+    pub replicas: Option<i64>,
+    /// `status.conditions`, to keep `Ready`'s transition time.
+    #[conditions("status.conditions")]
+    pub conditions: Vec<Condition>,
+}
+
+/// A namespace's `shared-settings` ConfigMap.
+#[derive(View)]
+pub struct SharedSettings<'a> {
+    /// `data.banner`.
+    #[field("data.banner")]
+    pub banner: Option<&'a str>,
+}
 
 /// The `App` type.
 pub fn app_gvk() -> GroupVersionKind {
@@ -65,8 +80,8 @@ pub fn configmap_gvk() -> GroupVersionKind {
 /// status.
 pub fn manifest() -> Manifest {
     let apps = Watch::new(APP_WATCH, app_gvk())
-        .fields([MESSAGE, REPLICAS, FINALIZERS])
-        .fields(condition_paths("status.conditions"))
+        .fields(App::FIELDS)
+        .fields([FINALIZERS])
         .per_object()
         .finalizer(FINALIZER);
     // Nothing of a child is read: the host compares each planned child with
@@ -75,7 +90,7 @@ pub fn manifest() -> Manifest {
     let children = Watch::new(CHILD_WATCH, configmap_gvk()).owner(APP_WATCH);
     let settings = Watch::new(SETTINGS_WATCH, configmap_gvk())
         .field_selector(&format!("metadata.name={SHARED_SETTINGS}"))
-        .fields([BANNER])
+        .fields(SharedSettings::FIELDS)
         .same_namespace(APP_WATCH);
     Manifest::new(GUEST_NAME)
         .watch(apps)
@@ -88,14 +103,11 @@ pub fn manifest() -> Manifest {
 /// The guest.
 pub struct AppController;
 
-/// The handles a reconcile reads through.
+/// The views a reconcile reads through, resolved.
 pub struct Fields {
-    children: WatchId,
-    settings: WatchId,
-    message: Field,
-    replicas: Field,
-    banner: Field,
-    conditions: ConditionFields,
+    apps: AppFields,
+    children: wasmctrl_guest_sdk::snapshot::WatchId,
+    settings: SharedSettingsFields,
 }
 
 impl wasmctrl_guest_sdk::Guest for AppController {
@@ -107,15 +119,10 @@ impl wasmctrl_guest_sdk::Guest for AppController {
     }
 
     fn fields(_: &Environment, schema: &Schema) -> Result<Fields, String> {
-        let apps = schema.watch(APP_WATCH)?;
-        let settings = schema.watch(SETTINGS_WATCH)?;
         Ok(Fields {
+            apps: App::resolve(&schema.watch(APP_WATCH)?)?,
             children: schema.watch(CHILD_WATCH)?.id(),
-            settings: settings.id(),
-            message: apps.field(MESSAGE)?,
-            replicas: apps.field(REPLICAS)?,
-            banner: settings.field(BANNER)?,
-            conditions: ConditionFields::resolve(&apps, "status.conditions")?,
+            settings: SharedSettings::resolve(&schema.watch(SETTINGS_WATCH)?)?,
         })
     }
 
@@ -126,7 +133,7 @@ impl wasmctrl_guest_sdk::Guest for AppController {
         f: &Fields,
     ) -> Result<Plan, ReconcileError> {
         let mut plan = Plan::new();
-        let app = match snapshot.lifecycle(request) {
+        let object = match snapshot.lifecycle(request) {
             // Gone: its finalizer already made us delete the child.
             Lifecycle::Gone(_) => return Ok(plan),
             Lifecycle::Deleting(app) => {
@@ -146,29 +153,25 @@ impl wasmctrl_guest_sdk::Guest for AppController {
             }
             Lifecycle::Live(app) => app,
         };
-        let target = app.object_ref();
-        let (namespace, name) = (app.namespace(), app.name());
-        let spec = AppSpec {
-            message: app.text(f.message),
-            replicas: app.int(f.replicas),
-        };
+        let app = f.apps.read(&object);
+        let (namespace, name) = (object.namespace(), object.name());
         let banner = snapshot
-            .get(f.settings, namespace, SHARED_SETTINGS)
-            .and_then(|s| s.text(f.banner));
+            .get(f.settings.watch(), namespace, SHARED_SETTINGS)
+            .and_then(|s| f.settings.read(&s).banner);
         // The child: same namespace and name, controlled by this App (the
         // owner reference names its uid), holding the data.
         let child = configmap_gvk().object(namespace, name);
-        let data = app::child_data(&spec, banner);
-        plan.apply(&document(&child, Entry("data", &data)).owned_by(controller_ref(&app)));
+        let data = app::child_data(&app, banner);
+        plan.apply(&document(&child, Entry("data", &data)).owned_by(controller_ref(&object)));
         let exists = snapshot.get(f.children, namespace, name).is_some();
         let status = app::status(
-            app.generation(),
+            object.generation(),
             &format!("{namespace}/{name}"),
             exists,
-            f.conditions.read(&app),
+            app.conditions,
             env.now_ms,
         );
-        plan.status(&target, &status);
+        plan.status(&object.object_ref(), &status);
         Ok(plan)
     }
 }

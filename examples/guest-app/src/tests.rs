@@ -2,6 +2,7 @@
 //! (the host's layout code), run through the same path as the component's
 //! exports, plans checked as the host would receive them.
 
+use wasmctrl_guest_sdk::condition::condition_paths;
 use wasmctrl_guest_sdk::serde_json::{self, json, Value};
 use wasmctrl_guest_sdk::testing::{Obj, World};
 use wasmctrl_guest_sdk::wit::{Plan, Write};
@@ -20,8 +21,8 @@ const EARLIER: &str = "2026-11-30T00:00:00Z";
 /// The App `team-a/web` holding our finalizer.
 fn app(message: &str, replicas: i64) -> Obj {
     Obj::new(APP_WATCH, NS, NAME)
-        .set(MESSAGE, message)
-        .set(REPLICAS, replicas)
+        .set("spec.message", message)
+        .set("spec.replicas", replicas)
         .set_list(FINALIZERS, [FINALIZER])
 }
 
@@ -44,7 +45,7 @@ fn its_child() -> Obj {
 
 /// The namespace's `shared-settings`, with `data.banner` = `banner`.
 fn settings(namespace: &str, banner: Option<&str>) -> Obj {
-    Obj::new(SETTINGS_WATCH, namespace, SHARED_SETTINGS).set(BANNER, banner)
+    Obj::new(SETTINGS_WATCH, namespace, SHARED_SETTINGS).set("data.banner", banner)
 }
 
 fn reconcile(objects: Vec<Obj>) -> Plan {
@@ -338,4 +339,75 @@ fn sample_yaml_holds_an_app_its_child_and_shared_settings() {
     let owner = &docs[1]["metadata"]["ownerReferences"][0];
     assert_eq!(owner["uid"].as_str(), app_uid, "the child is the App's");
     assert_eq!(docs[2]["metadata"]["name"].as_str(), Some(SHARED_SETTINGS));
+}
+
+/// The world of two namespaces the relation tests share: Apps `web` and
+/// `api` in team-a, `web` in team-b, each with its child; both
+/// namespaces' shared settings.
+fn relations_world() -> World {
+    let apps = [(NS, NAME), (NS, "api"), ("team-b", NAME)];
+    let mut world = World::new(&manifest());
+    for (ns, name) in apps {
+        let app = Obj::new(APP_WATCH, ns, name);
+        let child = Obj::new(CHILD_WATCH, ns, name).controlled_by(&app_gvk(), &app);
+        world = world.with(app).with(child);
+    }
+    world
+        .with(settings(NS, Some("a")))
+        .with(settings("team-b", Some("b")))
+}
+
+fn woken(world: &World, object: &Obj) -> Vec<String> {
+    let requests = world.wakes(object).expect("the watch is declared");
+    requests.into_iter().map(|r| r.key).collect()
+}
+
+#[test]
+fn a_child_edit_wakes_its_owner() {
+    let world = relations_world();
+    let owner = Obj::new(APP_WATCH, NS, "api");
+    let edited = Obj::new(CHILD_WATCH, NS, "api").controlled_by(&app_gvk(), &owner);
+    assert_eq!(woken(&world, &edited), ["team-a/api"]);
+    // A ConfigMap nobody controls, or one another kind controls, wakes no App.
+    assert!(woken(&world, &Obj::new(CHILD_WATCH, NS, "loose")).is_empty());
+    let foreign = Obj::new(CHILD_WATCH, NS, "x").controlled_by(&configmap_gvk(), &owner);
+    assert!(woken(&world, &foreign).is_empty());
+}
+
+#[test]
+fn a_shared_settings_change_wakes_every_app_of_its_namespace() {
+    let world = relations_world();
+    assert_eq!(
+        woken(&world, &settings(NS, Some("new"))),
+        ["team-a/api", "team-a/web"]
+    );
+    assert_eq!(woken(&world, &settings("team-b", None)), ["team-b/web"]);
+    assert!(woken(&world, &settings("team-c", Some("x"))).is_empty());
+}
+
+#[test]
+fn an_app_s_snapshot_holds_its_own_child_and_its_namespace_s_settings_only() {
+    let world = relations_world();
+    let request = Request::object(APP_WATCH, &format!("{NS}/{NAME}"));
+    let held: Vec<String> = world
+        .objects_for(&request)
+        .expect("declared watches")
+        .iter()
+        .map(|o| format!("{}:{}", o.watch(), o.key()))
+        .collect();
+    assert_eq!(
+        held,
+        [
+            "apps:team-a/web",
+            "children:team-a/web",
+            "settings:team-a/shared-settings"
+        ]
+    );
+    // Reconciled over that snapshot: the child exists, the banner is team-a's.
+    let data = world.snapshot_for(&request).expect("declared watches");
+    let env = Environment::test("wasmctrl").now_ms(NOW);
+    let plan = run::reconcile::<AppController>(&env, &request, data).expect("reconciles");
+    let (child, status) = child_and_status(&plan);
+    assert_eq!(child["data"]["banner"], "a");
+    assert_eq!(ready(&status)["status"], "True");
 }

@@ -9,17 +9,15 @@
 //! the quotas of its namespace (`same-namespace` key mapping). The host
 //! holds the finalizer `example.com/gpu-quota` on every quota; when a quota
 //! is deleted this guest's clean-up (nothing external here) ends by
-//! removing it. This file is the glue (manifest, field handles, plan);
-//! the decision is [`quota`].
+//! removing it. This file is the glue (manifest, the views [`Quota`] and
+//! [`Pod`] with their paths, plan); the decision is [`quota`].
 
 pub mod quota;
 
-use wasmctrl_guest_sdk::condition::condition_paths;
-use wasmctrl_guest_sdk::pod_request::{pod_resource_paths, PodResourceFields};
-use wasmctrl_guest_sdk::snapshot::WatchId;
+use wasmctrl_guest_sdk::pod_request::PodResources;
 use wasmctrl_guest_sdk::{
-    ConditionFields, Environment, Event, Field, GroupVersionKind, Manifest, Plan, ReconcileError,
-    Request, Schema, Snapshot, Watch, WriteRule,
+    Condition, Environment, Event, GroupVersionKind, Lifecycle, Manifest, Plan, ReconcileError,
+    Request, Schema, Snapshot, View, Watch, WriteRule,
 };
 
 /// The guest's name (field manager `wasmctrl/gpu-quota`).
@@ -30,12 +28,30 @@ pub const FINALIZER: &str = "example.com/gpu-quota";
 pub const QUOTA_WATCH: &str = "quotas";
 /// The secondary watch: pods, related to the quotas of their namespace.
 pub const POD_WATCH: &str = "pods";
-/// The resource counted.
+/// The resource counted (the one [`Pod`] reads).
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
-/// `spec.limit`.
-pub const LIMIT: &str = "spec.limit";
-/// The finalizers, to remove ours only if it is there.
-pub const FINALIZERS: &str = "metadata.finalizers[*]";
+/// The finalizers: projected so that [`Lifecycle::Deleting`] releases ours
+/// only if it is there.
+pub use wasmctrl_guest_sdk::lifecycle::FINALIZERS;
+
+/// A quota, as this guest reads it.
+#[derive(View)]
+pub struct Quota {
+    /// `spec.limit` (the CRD requires it).
+    #[field("spec.limit")]
+    pub limit: Option<i64>,
+    /// `status.conditions`, to keep `Ready`'s transition time.
+    #[conditions("status.conditions")]
+    pub conditions: Vec<Condition>,
+}
+
+/// A pod's [`GPU_RESOURCE`] requests, as kube-scheduler counts them.
+#[derive(View)]
+pub struct Pod<'a> {
+    /// Node, phase, and the requests and limits of every container.
+    #[pod_resources("nvidia.com/gpu")]
+    pub resources: PodResources<'a>,
+}
 
 /// The `GpuQuota` type.
 pub fn quota_gvk() -> GroupVersionKind {
@@ -46,13 +62,13 @@ pub fn quota_gvk() -> GroupVersionKind {
 /// namespaces; writes: quota status and finalizers.
 pub fn manifest() -> Manifest {
     let quotas = Watch::new(QUOTA_WATCH, quota_gvk())
-        .fields([LIMIT, FINALIZERS])
-        .fields(condition_paths("status.conditions"))
+        .fields(Quota::FIELDS)
+        .fields([FINALIZERS])
         .per_object()
         .finalizer(FINALIZER);
     let pods = Watch::new(POD_WATCH, GroupVersionKind::core("Pod"))
         .field_selector("spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed")
-        .fields(pod_resource_paths(GPU_RESOURCE))
+        .fields(Pod::FIELDS)
         .same_namespace(QUOTA_WATCH);
     Manifest::new(GUEST_NAME)
         .watch(quotas)
@@ -63,13 +79,10 @@ pub fn manifest() -> Manifest {
 /// The guest.
 pub struct GpuQuota;
 
-/// The handles a reconcile reads through.
+/// The views a reconcile reads through, resolved.
 pub struct Fields {
-    pods: WatchId,
-    limit: Field,
-    finalizers: Field,
-    conditions: ConditionFields,
-    pod: PodResourceFields,
+    quotas: QuotaFields,
+    pods: PodFields,
 }
 
 impl wasmctrl_guest_sdk::Guest for GpuQuota {
@@ -81,13 +94,9 @@ impl wasmctrl_guest_sdk::Guest for GpuQuota {
     }
 
     fn fields(_: &Environment, schema: &Schema) -> Result<Fields, String> {
-        let (quotas, pods) = (schema.watch(QUOTA_WATCH)?, schema.watch(POD_WATCH)?);
         Ok(Fields {
-            pods: pods.id(),
-            limit: quotas.field(LIMIT)?,
-            finalizers: quotas.field(FINALIZERS)?,
-            conditions: ConditionFields::resolve(&quotas, "status.conditions")?,
-            pod: PodResourceFields::resolve(&pods, GPU_RESOURCE)?,
+            quotas: Quota::resolve(&schema.watch(QUOTA_WATCH)?)?,
+            pods: Pod::resolve(&schema.watch(POD_WATCH)?)?,
         })
     }
 
@@ -98,35 +107,34 @@ impl wasmctrl_guest_sdk::Guest for GpuQuota {
         f: &Fields,
     ) -> Result<Plan, ReconcileError> {
         let mut plan = Plan::new();
-        // Gone (or not a quota key): nothing left to do.
-        let Some(quota) = snapshot.primary(request) else {
-            return Ok(plan);
-        };
-        let target = quota.object_ref();
-        if quota.is_deleting() {
+        let object = match snapshot.lifecycle(request) {
+            // Gone (or not a quota key): nothing left to do.
+            Lifecycle::Gone(_) => return Ok(plan),
             // Clean-up would go here; then release the object.
-            if quota.texts(f.finalizers).any(|fin| fin == Some(FINALIZER)) {
-                plan.remove_finalizer(&target, FINALIZER);
+            Lifecycle::Deleting(quota) => {
+                quota.release(&mut plan);
+                return Ok(plan);
             }
-            return Ok(plan);
-        }
-        let pods = snapshot.in_namespace(f.pods, quota.namespace());
-        let usage = quota::usage(GPU_RESOURCE, pods.map(|p| f.pod.read(&p)));
+            Lifecycle::Live(quota) => quota,
+        };
+        let (quota, target) = (f.quotas.read(&object), object.object_ref());
+        let pods = snapshot.in_namespace(f.pods.watch(), object.namespace());
+        let usage = quota::usage(GPU_RESOURCE, pods.map(|p| f.pods.read(&p).resources));
         // The CRD requires `spec.limit`; were it missing, any GPU is over.
-        let limit = quota.int(f.limit).unwrap_or(0);
-        let existing = f.conditions.read(&quota);
-        let status = quota::status(limit, usage.used, quota.generation(), existing, env.now_ms);
+        let limit = quota.limit.unwrap_or(0);
+        let generation = object.generation();
+        let status = quota::status(limit, usage.used, generation, quota.conditions, env.now_ms);
         plan.status(&target, &status);
         if !status.is_ready() {
             let message = format!(
                 "namespace {} requests {} GPUs, over its limit of {limit}",
-                quota.namespace(),
+                object.namespace(),
                 usage.used
             );
             plan.event(Event::warning(target.clone(), quota::OVER_LIMIT, message));
         }
         for (pod, why) in &usage.invalid {
-            let pod = GroupVersionKind::core("Pod").object(quota.namespace(), pod);
+            let pod = GroupVersionKind::core("Pod").object(object.namespace(), pod);
             let message = format!("pod not counted in quota {}: {why}", target.name);
             plan.event(Event::warning(pod, "InvalidQuantity", message).related(target.clone()));
         }

@@ -2,6 +2,8 @@
 //! `World` (the host's layout code), run through the same path as the
 //! component's exports, plans checked as the host would receive them.
 
+use wasmctrl_guest_sdk::condition::condition_paths;
+use wasmctrl_guest_sdk::pod_request::pod_resource_paths;
 use wasmctrl_guest_sdk::serde_json::{self, Value};
 use wasmctrl_guest_sdk::testing::{Obj, World};
 use wasmctrl_guest_sdk::wit::{Plan, Write};
@@ -17,7 +19,7 @@ const EARLIER: &str = "2026-11-30T00:00:00Z";
 /// The quota `team-a/gpus` with `limit`, holding our finalizer.
 fn quota(limit: i64) -> Obj {
     Obj::new(QUOTA_WATCH, NS, "gpus")
-        .set(LIMIT, limit)
+        .set("spec.limit", limit)
         .set_list(FINALIZERS, [FINALIZER])
 }
 
@@ -230,6 +232,11 @@ fn an_invalid_quantity_is_not_counted_and_is_reported() {
         ("Pod", "bad")
     );
     assert_eq!(e.related, Some(quota_gvk().object(NS, "gpus")));
+}
+
+#[test]
+fn the_pod_view_reads_the_resource_the_quota_counts() {
+    assert_eq!(Pod::FIELDS, pod_resource_paths(GPU_RESOURCE));
 }
 
 #[test]

@@ -9,6 +9,8 @@
 //! - `keys`: key mappings (`per-object`, `aggregate`, `owner`,
 //!   `same-namespace`, `by-index`) and the resync set.
 //! - `related`: the objects one key's snapshot holds.
+//! - `agreement` (tests): the guest SDK's native model of both
+//!   (`wasmctrl_guest_sdk::testing::relations`) against them, on one table.
 
 mod keys;
 mod related;
@@ -69,5 +71,7 @@ pub fn snapshot_for(
     snapshot::build(manifest, &views)
 }
 
+#[cfg(test)]
+mod agreement;
 #[cfg(test)]
 mod tests;

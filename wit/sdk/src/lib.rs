@@ -8,6 +8,9 @@
 //!   field *name*, resolved once against the guest's own manifest into
 //!   [`Field`] handles. A name the manifest does not project is an error
 //!   when the guest is described, never a silently absent value.
+//! - [`View`] and `#[derive(View)]` ([`view`]): a struct's typed fields
+//!   declared once with their paths — the projection list, the handles
+//!   and a typed read per object.
 //! - [`Plan`]: apply, update, status, finalizers, delete, events; whole
 //!   documents with [`document`], owner references with [`controller_ref`]
 //!   and [`owner_ref`] ([`owner`]).
@@ -20,8 +23,10 @@
 //!   a panic hook that logs the panic's message.
 //! - [`quantity`] and [`pod_request`]: Kubernetes quantities and a pod's
 //!   effective request, as apimachinery and kube-scheduler compute them.
-//! - [`testing`]: build snapshots natively with the host's own layout code
-//!   and run a guest exactly as its component export would.
+//! - [`testing`]: build snapshots natively with the host's own layout code,
+//!   apply the manifest's key mappings as the host does
+//!   ([`testing::relations`]), and run a guest exactly as its component
+//!   export would.
 //!
 //! The SDK never does I/O and never panics on snapshot contents: bad indices
 //! read as absent, and every failure is a value.
@@ -104,6 +109,10 @@ pub mod run;
 pub mod snapshot;
 pub mod testing;
 pub mod time;
+pub mod view;
+
+// The derive's generated code names `::wasmctrl_guest_sdk`, also here.
+extern crate self as wasmctrl_guest_sdk;
 
 /// The bindings of the `controller` world, generated once for every guest.
 #[allow(missing_docs, unsafe_code, clippy::all)]
@@ -127,6 +136,10 @@ pub use owner::{controller_ref, owner_ref, OwnerReference};
 pub use plan::{document, Entry, Plan};
 pub use run::Guest;
 pub use snapshot::{Field, Object, Schema, SchemaError, Snapshot, WatchSchema};
+pub use view::View;
+/// `#[derive(View)]`: see [`View`] and the crate `wasmctrl-guest-sdk-derive`.
+#[cfg(feature = "derive")]
+pub use wasmctrl_guest_sdk_derive::View;
 pub use wit::{
     Environment, Event, EventType, GroupVersionKind, IndexLink, IndexSpec, KeyMapping, Manifest,
     ObjectRef, ReconcileError, Request, Watch, WriteRule,

@@ -134,8 +134,9 @@ impl Watch {
     /// these fields are cached and sent; reading any other is an error when
     /// the guest resolves its fields, i.e. at `describe`.
     #[must_use]
-    pub fn fields<S: Into<String>>(mut self, paths: impl IntoIterator<Item = S>) -> Self {
-        self.fields.extend(paths.into_iter().map(Into::into));
+    pub fn fields<S: AsRef<str>>(mut self, paths: impl IntoIterator<Item = S>) -> Self {
+        self.fields
+            .extend(paths.into_iter().map(|p| p.as_ref().to_string()));
         self
     }
 

@@ -5,12 +5,16 @@
 //! [`run::describe`](crate::run::describe) and
 //! [`run::reconcile`](crate::run::reconcile), the same path as its
 //! component exports. For tests only: unknown names are errors, never
-//! silently absent.
+//! silently absent. Which keys a change wakes and which objects a key's
+//! snapshot holds, by the manifest's key mappings: [`relations`].
+
+pub mod relations;
 
 use wasmctrl_snapshot::{Builder, SnapshotData, Value};
 
+use crate::owner::OwnerReference;
 use crate::snapshot::SchemaError;
-use crate::{Environment, Manifest, Request, Schema};
+use crate::{Environment, GroupVersionKind, Manifest, Request, Schema};
 
 impl Environment {
     /// An environment for tests: the host runs in `namespace`, no
@@ -114,6 +118,8 @@ pub struct Obj {
     generation: i64,
     deletion_timestamp: String,
     fields: Vec<(String, Vec<Val>)>,
+    labels: Vec<(String, String)>,
+    owner_references: Vec<OwnerReference>,
 }
 
 impl Obj {
@@ -129,7 +135,93 @@ impl Obj {
             generation: 1,
             deletion_timestamp: String::new(),
             fields: Vec::new(),
+            labels: Vec::new(),
+            owner_references: Vec::new(),
         }
+    }
+
+    /// The values `path` yields: as set, else for `metadata.labels.KEY` or
+    /// `metadata.labels['KEY']` the label; `None` when neither.
+    fn values(&self, path: &str) -> Option<Vec<Val>> {
+        if let Some((_, values)) = self.fields.iter().find(|(p, _)| p == path) {
+            return Some(values.clone());
+        }
+        let key = label_key(path)?;
+        let (_, value) = self.labels.iter().find(|(k, _)| k == key)?;
+        Some(vec![Val::Str(value.clone())])
+    }
+
+    /// The distinct string values `path` yields, sorted (what the host's
+    /// indexes and `by-index` mappings compare).
+    fn strings(&self, path: &str) -> Vec<&str> {
+        let mut out: Vec<&str> = match self.fields.iter().find(|(p, _)| p == path) {
+            Some((_, values)) => values
+                .iter()
+                .filter_map(|v| match v {
+                    Val::Str(s) => Some(s.as_str()),
+                    _ => None,
+                })
+                .collect(),
+            None => self
+                .labels
+                .iter()
+                .find(|(k, _)| label_key(path) == Some(k.as_str()))
+                .map(|(_, v)| v.as_str())
+                .into_iter()
+                .collect(),
+        };
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Its watch's name.
+    pub fn watch(&self) -> &str {
+        &self.watch
+    }
+
+    /// Its key, `namespace/name` (`name` when cluster-scoped), as a
+    /// per-object request names it.
+    pub fn key(&self) -> String {
+        if self.namespace.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{}/{}", self.namespace, self.name)
+        }
+    }
+
+    /// With the label `key` = `value` (`metadata.labels`): read by the
+    /// relations as the paths `metadata.labels.KEY` and
+    /// `metadata.labels['KEY']` (an index over a label), unless set.
+    #[must_use]
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.labels.retain(|(k, _)| k != key);
+        self.labels.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// With one more entry in `metadata.ownerReferences` (the first with
+    /// `controller: true` is the controller owner the host's `owner` key
+    /// mapping follows).
+    #[must_use]
+    pub fn owner_reference(mut self, reference: OwnerReference) -> Self {
+        self.owner_references.push(reference);
+        self
+    }
+
+    /// Controlled by `owner`, an object of type `gvk`: the reference
+    /// [`controller_ref`](crate::controller_ref) puts on a child (owner's
+    /// name and uid, `controller` and `blockOwnerDeletion` true).
+    #[must_use]
+    pub fn controlled_by(self, gvk: &GroupVersionKind, owner: &Obj) -> Self {
+        self.owner_reference(OwnerReference {
+            api_version: gvk.api_version(),
+            kind: gvk.kind.clone(),
+            name: owner.name.clone(),
+            uid: owner.uid.clone(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        })
     }
 
     /// With `metadata.uid` = `uid`.
@@ -212,9 +304,17 @@ impl World {
     /// filled from the values set on its field's path. A watch or field
     /// the manifest does not declare is an error.
     pub fn snapshot(&self) -> Result<SnapshotData, SchemaError> {
+        self.build(self.objects.iter())
+    }
+
+    /// The snapshot holding `objects` (see [`World::snapshot`]).
+    fn build<'o>(
+        &self,
+        objects: impl Iterator<Item = &'o Obj>,
+    ) -> Result<SnapshotData, SchemaError> {
         let schema = Schema::new(&self.manifest)?;
         let mut rows = Vec::with_capacity(self.objects.len());
-        for o in &self.objects {
+        for o in objects {
             let watch = schema.watch(&o.watch)?;
             for (path, _) in &o.fields {
                 let declared = self.manifest.watches[watch.id().index()]
@@ -237,8 +337,8 @@ impl World {
             let deleting = b.string(&o.deletion_timestamp);
             b.object(watch as u32, ns, name, uid, o.generation, deleting);
             for path in &self.manifest.watches[watch].fields {
-                match o.fields.iter().find(|(p, _)| p == path) {
-                    Some((_, values)) => values.iter().for_each(|v| b.push(layout_value(v))),
+                match o.values(path) {
+                    Some(values) => values.iter().for_each(|v| b.push(layout_value(v))),
                     None if path.contains("[*]") => {}
                     None => b.push(Value::Absent),
                 }
@@ -252,19 +352,23 @@ impl World {
                     .enumerate()
                     .filter(|(_, (rw, _))| *rw == w)
                     .flat_map(|(at, (_, o))| {
-                        let values = o.fields.iter().filter(|(p, _)| *p == index.field);
-                        values
-                            .flat_map(|(_, vs)| vs.iter())
-                            .filter_map(move |v| match v {
-                                Val::Str(key) => Some((key.as_str(), at as u32)),
-                                _ => None,
-                            })
+                        o.strings(&index.field)
+                            .into_iter()
+                            .map(move |key| (key, at as u32))
                     });
                 b.index(w as u32, &index.name, entries.collect::<Vec<_>>());
             }
         }
         Ok(b.finish())
     }
+}
+
+/// The label a path names: `metadata.labels.KEY` or
+/// `metadata.labels['KEY']`.
+fn label_key(path: &str) -> Option<&str> {
+    path.strip_prefix("metadata.labels['")
+        .and_then(|k| k.strip_suffix("']"))
+        .or_else(|| path.strip_prefix("metadata.labels."))
 }
 
 fn layout_value(v: &Val) -> Value<'_> {

@@ -1,0 +1,416 @@
+//! The guest SDK's model of the key mappings (`wasmctrl_guest_sdk::testing`,
+//! `World::wakes` and `World::objects_for`) against this module, on one
+//! table of cases: the same manifest and objects go through both, and
+//! every change's keys and every key's objects must agree, so a guest's
+//! native relation tests cannot drift from what the host does.
+
+#![allow(clippy::unwrap_used)]
+
+use serde_json::{json, Map, Value};
+use wasmctrl_guest_sdk as sdk;
+use wasmctrl_guest_sdk::testing::{Obj, World as SdkWorld};
+
+use super::{keys_for, objects_for, WatchCache};
+use crate::guest::bindings::wasmctrl::controller::types as wit;
+use crate::guest::manifest::{self, GuestManifest};
+use crate::projection::{field_positions, Interner};
+use crate::request::RequestKey;
+use crate::store::Writer;
+
+/// One object of the table: watch, namespace, name, uid, simple dotted
+/// fields, labels, and a controller owner (apiVersion, kind, name, uid).
+struct Case {
+    watch: &'static str,
+    namespace: &'static str,
+    name: &'static str,
+    uid: &'static str,
+    fields: &'static [(&'static str, &'static str)],
+    labels: &'static [(&'static str, &'static str)],
+    controller: Option<(&'static str, &'static str, &'static str, &'static str)>,
+}
+
+const fn obj(watch: &'static str, namespace: &'static str, name: &'static str) -> Case {
+    Case {
+        watch,
+        namespace,
+        name,
+        uid: "",
+        fields: &[],
+        labels: &[],
+        controller: None,
+    }
+}
+
+impl Case {
+    const fn uid(self, uid: &'static str) -> Self {
+        Case { uid, ..self }
+    }
+    const fn fields(self, fields: &'static [(&'static str, &'static str)]) -> Self {
+        Case { fields, ..self }
+    }
+    const fn labels(self, labels: &'static [(&'static str, &'static str)]) -> Self {
+        Case { labels, ..self }
+    }
+    const fn controller(
+        self,
+        api: &'static str,
+        kind: &'static str,
+        n: &'static str,
+        u: &'static str,
+    ) -> Self {
+        Case {
+            controller: Some((api, kind, n, u)),
+            ..self
+        }
+    }
+
+    fn uid_or_default(&self) -> String {
+        if self.uid.is_empty() {
+            format!("uid-{}-{}-{}", self.watch, self.namespace, self.name)
+        } else {
+            self.uid.to_string()
+        }
+    }
+
+    /// As the SDK's test object.
+    fn sdk(&self) -> Obj {
+        let mut o = Obj::new(self.watch, self.namespace, self.name).uid(&self.uid_or_default());
+        for (path, value) in self.fields {
+            o = o.set(path, *value);
+        }
+        for (k, v) in self.labels {
+            o = o.label(k, v);
+        }
+        if let Some((api_version, kind, name, uid)) = self.controller {
+            o = o.owner_reference(sdk::OwnerReference {
+                api_version: api_version.into(),
+                kind: kind.into(),
+                name: name.into(),
+                uid: uid.into(),
+                controller: Some(true),
+                block_owner_deletion: None,
+            });
+        }
+        o
+    }
+
+    /// As the API server would send it.
+    fn json(&self) -> Value {
+        let mut root = json!({"metadata": {"name": self.name, "uid": self.uid_or_default()}});
+        if !self.namespace.is_empty() {
+            root["metadata"]["namespace"] = json!(self.namespace);
+        }
+        for (path, value) in self.fields {
+            let mut at = &mut root;
+            let parts: Vec<&str> = path.split('.').collect();
+            for part in &parts[..parts.len() - 1] {
+                if !at.get(*part).is_some_and(Value::is_object) {
+                    at[*part] = Value::Object(Map::new());
+                }
+                at = &mut at[*part];
+            }
+            at[*parts.last().unwrap()] = json!(value);
+        }
+        if !self.labels.is_empty() {
+            let labels: Map<String, Value> = self
+                .labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), json!(v)))
+                .collect();
+            root["metadata"]["labels"] = Value::Object(labels);
+        }
+        if let Some((api_version, kind, name, uid)) = self.controller {
+            root["metadata"]["ownerReferences"] = json!([{"apiVersion": api_version,
+                "kind": kind, "name": name, "uid": uid, "controller": true}]);
+        }
+        root
+    }
+}
+
+/// Quotas (primary; indexes on `spec.node` and the `team` label), pods of
+/// their namespace, ConfigMaps they control, nodes and teams matched by
+/// index, secrets summed, events ignored.
+fn sdk_manifest() -> sdk::Manifest {
+    let quota = sdk::GroupVersionKind::new("example.com", "v1", "Quota");
+    let core = sdk::GroupVersionKind::core;
+    sdk::Manifest::new("agree")
+        .watch(
+            sdk::Watch::new("quotas", quota)
+                .fields(["spec.limit"])
+                .index("node", "spec.node")
+                .index("team", "metadata.labels.team")
+                .per_object(),
+        )
+        .watch(sdk::Watch::new("pods", core("Pod")).same_namespace("quotas"))
+        .watch(sdk::Watch::new("parts", core("ConfigMap")).owner("quotas"))
+        .watch(
+            sdk::Watch::new("nodes", core("Node"))
+                .fields(["metadata.name"])
+                .by_index("quotas", "node", "metadata.name"),
+        )
+        .watch(
+            sdk::Watch::new("teams", core("Namespace"))
+                .fields(["spec.team"])
+                .by_index("quotas", "team", "spec.team"),
+        )
+        .watch(sdk::Watch::new("secrets", core("Secret")).aggregate("all"))
+        .watch(sdk::Watch::new("events", core("Event")))
+}
+
+/// The same manifest as the host's bindings carry it.
+fn host_manifest(m: &sdk::Manifest) -> GuestManifest {
+    let gvk = |g: &sdk::GroupVersionKind| wit::GroupVersionKind {
+        group: g.group.clone(),
+        version: g.version.clone(),
+        kind: g.kind.clone(),
+    };
+    let keys = |k: &sdk::KeyMapping| match k {
+        sdk::KeyMapping::PerObject => wit::KeyMapping::PerObject,
+        sdk::KeyMapping::Aggregate(key) => wit::KeyMapping::Aggregate(key.clone()),
+        sdk::KeyMapping::None => wit::KeyMapping::None,
+        sdk::KeyMapping::Owner(p) => wit::KeyMapping::Owner(p.clone()),
+        sdk::KeyMapping::SameNamespace(p) => wit::KeyMapping::SameNamespace(p.clone()),
+        sdk::KeyMapping::ByIndex(l) => wit::KeyMapping::ByIndex(wit::IndexLink {
+            primary: l.primary.clone(),
+            index: l.index.clone(),
+            field: l.field.clone(),
+        }),
+    };
+    let watches = m
+        .watches
+        .iter()
+        .map(|w| wit::Watch {
+            name: w.name.clone(),
+            gvk: gvk(&w.gvk),
+            plural: w.plural.clone(),
+            namespace: w.namespace.clone(),
+            label_selector: w.label_selector.clone(),
+            field_selector: w.field_selector.clone(),
+            fields: w.fields.clone(),
+            indexes: w
+                .indexes
+                .iter()
+                .map(|i| wit::IndexSpec {
+                    name: i.name.clone(),
+                    field: i.field.clone(),
+                })
+                .collect(),
+            keys: keys(&w.keys),
+            finalizer: w.finalizer.clone(),
+        })
+        .collect();
+    manifest::validate(&wit::Manifest {
+        name: m.name.clone(),
+        watches,
+        writes: vec![],
+        resync_seconds: None,
+    })
+    .unwrap()
+}
+
+const QUOTA: &str = "example.com/v1";
+
+/// The world every case starts from.
+const WORLD: &[Case] = &[
+    obj("quotas", "a", "qa")
+        .uid("ua")
+        .fields(&[("spec.node", "n1")])
+        .labels(&[("team", "ml")]),
+    obj("quotas", "a", "qa2")
+        .uid("ua2")
+        .fields(&[("spec.node", "n2")]),
+    obj("quotas", "b", "qb")
+        .uid("ub")
+        .fields(&[("spec.node", "n1")])
+        .labels(&[("team", "web")]),
+    obj("pods", "a", "p1"),
+    obj("pods", "b", "p2"),
+    obj("parts", "a", "mine").controller(QUOTA, "Quota", "qa", "ua"),
+    obj("parts", "a", "stale").controller(QUOTA, "Quota", "qa", "old-uid"),
+    obj("parts", "b", "other-kind").controller("other.io/v1", "Quota", "qb", "ub"),
+    obj("parts", "b", "core-kind").controller("v1", "Quota", "qb", "ub"),
+    obj("nodes", "", "n1").fields(&[("metadata.name", "n1")]),
+    obj("nodes", "", "n3").fields(&[("metadata.name", "n3")]),
+    obj("teams", "", "t-ml").fields(&[("spec.team", "ml")]),
+    obj("secrets", "a", "s"),
+    obj("events", "a", "e"),
+];
+
+/// Changes: each a new object added to [`WORLD`], or an edit of one of
+/// its objects (same watch, namespace and name).
+const CHANGES: &[Case] = &[
+    obj("parts", "a", "mine").controller(QUOTA, "Quota", "qa2", "ua2"),
+    obj("quotas", "a", "qa")
+        .uid("ua")
+        .fields(&[("spec.node", "n3")]),
+    obj("quotas", "c", "new").fields(&[("spec.node", "n1")]),
+    obj("pods", "a", "new"),
+    obj("pods", "c", "new"),
+    obj("parts", "a", "new").controller(QUOTA, "Quota", "qa2", "ua2"),
+    obj("parts", "a", "gone-owner").controller(QUOTA, "Quota", "missing", "x"),
+    obj("parts", "a", "other-group").controller("other.io/v1", "Quota", "qa", "ua"),
+    obj("parts", "a", "no-owner"),
+    obj("nodes", "", "n2").fields(&[("metadata.name", "n2")]),
+    obj("nodes", "", "n9").fields(&[("metadata.name", "n9")]),
+    obj("teams", "", "t-web").fields(&[("spec.team", "web")]),
+    obj("secrets", "b", "new"),
+    obj("events", "b", "new"),
+];
+
+struct HostWorld {
+    manifest: GuestManifest,
+    writers: Vec<Writer>,
+    caches: Vec<WatchCache>,
+    interner: Interner,
+}
+
+impl HostWorld {
+    fn new(manifest: GuestManifest) -> Self {
+        let mut writers = Vec::new();
+        let mut caches = Vec::new();
+        for w in &manifest.watches {
+            let writer =
+                Writer::with_field_indexes(&field_positions(&w.projection, &w.indexed_paths()));
+            caches.push(WatchCache {
+                store: writer.store(),
+                positions: (0..w.projection.paths().len()).collect(),
+            });
+            writers.push(writer);
+        }
+        HostWorld {
+            manifest,
+            writers,
+            caches,
+            interner: Interner::default(),
+        }
+    }
+
+    fn watch(&self, name: &str) -> usize {
+        self.manifest
+            .watches
+            .iter()
+            .position(|w| w.name == name)
+            .unwrap()
+    }
+
+    /// Puts `case`; the keys its change wakes, as `watch:key`.
+    fn put(&mut self, case: &Case) -> Vec<String> {
+        let w = self.watch(case.watch);
+        let o = self.manifest.watches[w]
+            .projection
+            .project(&case.json(), &mut self.interner);
+        let change = self.writers[w].apply(o).unwrap();
+        let mut keys: Vec<String> = keys_for(&self.manifest, &self.caches, w, &change)
+            .into_iter()
+            .map(|k| self.name(&k))
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    fn name(&self, k: &RequestKey) -> String {
+        let watch = k
+            .watch
+            .map_or("*", |w| self.manifest.watches[w].name.as_str());
+        format!("{watch}:{}", k.key)
+    }
+
+    /// The objects `key`'s snapshot holds, as `watch:namespace/name`.
+    fn holds(&self, key: &RequestKey) -> Vec<String> {
+        let mut out: Vec<String> = objects_for(&self.manifest, &self.caches, key)
+            .iter()
+            .enumerate()
+            .flat_map(|(w, objects)| {
+                let watch = &self.manifest.watches[w].name;
+                objects
+                    .iter()
+                    .map(move |o| format!("{watch}:{}/{}", o.namespace, o.name))
+            })
+            .collect();
+        out.sort();
+        out
+    }
+}
+
+fn sdk_world(m: &sdk::Manifest, extra: Option<&Case>) -> SdkWorld {
+    SdkWorld::new(m).with_all(WORLD.iter().chain(extra).map(Case::sdk))
+}
+
+fn sdk_name(r: &sdk::Request) -> String {
+    format!("{}:{}", r.watch.as_deref().unwrap_or("*"), r.key)
+}
+
+#[test]
+fn every_change_wakes_the_same_keys_in_the_sdk_s_model_and_the_host() {
+    let m = sdk_manifest();
+    let mut woken = 0;
+    for change in CHANGES {
+        let mut host = HostWorld::new(host_manifest(&m));
+        for case in WORLD {
+            host.put(case);
+        }
+        let want = host.put(change);
+        let old = WORLD.iter().find(|o| {
+            (o.watch, o.namespace, o.name) == (change.watch, change.namespace, change.name)
+        });
+        let mut got: Vec<String> = sdk_world(&m, None)
+            .wakes_edit(old.map(Case::sdk).as_ref(), &change.sdk())
+            .unwrap()
+            .iter()
+            .map(sdk_name)
+            .collect();
+        got.sort();
+        assert_eq!(
+            got, want,
+            "change {}:{}/{}",
+            change.watch, change.namespace, change.name
+        );
+        woken += want.len();
+    }
+    assert_eq!(woken, 11, "the table wakes keys (it is not vacuous)");
+}
+
+#[test]
+fn every_key_s_snapshot_holds_the_same_objects_in_the_sdk_s_model_and_the_host() {
+    let m = sdk_manifest();
+    let mut host = HostWorld::new(host_manifest(&m));
+    for case in WORLD {
+        host.put(case);
+    }
+    let sdk = sdk_world(&m, None);
+    let quotas = host.watch("quotas");
+    let mut keys: Vec<RequestKey> = ["a/qa", "a/qa2", "b/qb", "a/missing"]
+        .into_iter()
+        .map(|k| RequestKey::object(quotas, k))
+        .collect();
+    keys.push(RequestKey::aggregate("all"));
+    let mut held = 0;
+    for key in &keys {
+        let want = host.holds(key);
+        let request = match key.watch {
+            Some(_) => sdk::Request::object("quotas", &key.key),
+            None => sdk::Request::aggregate(&key.key),
+        };
+        let mut got: Vec<String> = sdk
+            .objects_for(&request)
+            .unwrap()
+            .iter()
+            .map(|o| {
+                let (ns, name) = o
+                    .key()
+                    .split_once('/')
+                    .map_or((String::new(), o.key()), |(n, m)| {
+                        (n.to_string(), m.to_string())
+                    });
+                format!("{}:{ns}/{name}", o.watch())
+            })
+            .collect();
+        got.sort();
+        assert_eq!(got, want, "key {}", host.name(key));
+        held += want.len();
+    }
+    assert_eq!(
+        held, 24,
+        "the snapshots hold objects (the table is not vacuous)"
+    );
+}

@@ -1,0 +1,284 @@
+//! The manifest's key mappings over a [`World`], as the host applies them
+//! (`host/src/relations`): which requests a change wakes
+//! ([`World::wakes`]) and which objects a request's snapshot holds
+//! ([`World::objects_for`], [`World::snapshot_for`]). The host's own
+//! relation tests run a shared table of cases through both, so the two
+//! cannot drift. It never evaluates label or field selectors (the API
+//! server does, before the host sees an object): add only objects a
+//! watch's selectors would admit.
+
+use wasmctrl_snapshot::SnapshotData;
+
+use super::{Obj, World};
+use crate::snapshot::{split_key, SchemaError};
+use crate::{KeyMapping, Request};
+
+impl Obj {
+    /// The controller owner reference (the first with `controller: true`),
+    /// as the host reads it: (apiVersion, kind, name, uid).
+    fn controller(&self) -> Option<&crate::OwnerReference> {
+        self.owner_references
+            .iter()
+            .find(|r| r.controller == Some(true))
+    }
+
+    /// Whether its controller owner is of `gvk`'s group and kind (the
+    /// host compares those, not the version).
+    fn controller_of_kind(&self, gvk: &crate::GroupVersionKind) -> Option<&crate::OwnerReference> {
+        self.controller().filter(|r| {
+            let group = r.api_version.split_once('/').map_or("", |(g, _)| g);
+            r.kind == gvk.kind && group == gvk.group
+        })
+    }
+}
+
+impl World {
+    /// The index of the watch named `name`.
+    fn watch_index(&self, name: &str) -> Result<usize, SchemaError> {
+        crate::Schema::new(&self.manifest)?
+            .watch(name)
+            .map(|w| w.id().index())
+    }
+
+    /// The objects of watch `w`.
+    fn of(&self, w: usize) -> impl Iterator<Item = &Obj> + '_ {
+        let name = self.manifest.watches.get(w).map(|s| s.name.as_str());
+        self.objects
+            .iter()
+            .filter(move |o| Some(o.watch.as_str()) == name)
+    }
+
+    /// The requests a change to `object` wakes, by its watch's key mapping,
+    /// looked up among the world's objects (`same-namespace`: the primaries
+    /// of its namespace; `by-index`: the primaries whose index holds a
+    /// value of its field; `owner`: its controller owner, when of the
+    /// primary's kind, present or not). Sorted and without duplicates.
+    pub fn wakes(&self, object: &Obj) -> Result<Vec<Request>, SchemaError> {
+        self.wakes_edit(None, object)
+    }
+
+    /// The requests an edit from `old` to `new` wakes: both versions'
+    /// (a child whose owner changes wakes both owners).
+    pub fn wakes_edit(&self, old: Option<&Obj>, new: &Obj) -> Result<Vec<Request>, SchemaError> {
+        let w = self.watch_index(&new.watch)?;
+        let spec = &self.manifest.watches[w];
+        let versions: Vec<&Obj> = old.into_iter().chain([new]).collect();
+        let mut keys = Vec::new();
+        match &spec.keys {
+            KeyMapping::PerObject => keys.push((w, Request::object(&spec.name, &new.key()))),
+            KeyMapping::Aggregate(key) => keys.push((usize::MAX, Request::aggregate(key))),
+            KeyMapping::None => {}
+            KeyMapping::Owner(primary) => {
+                let p = self.watch_index(primary)?;
+                let gvk = &self.manifest.watches[p].gvk;
+                for o in &versions {
+                    if let Some(owner) = o.controller_of_kind(gvk) {
+                        let key = Obj::new(primary, &o.namespace, &owner.name).key();
+                        keys.push((p, Request::object(primary, &key)));
+                    }
+                }
+            }
+            KeyMapping::SameNamespace(primary) => {
+                let p = self.watch_index(primary)?;
+                for o in &versions {
+                    for q in self.of(p).filter(|q| q.namespace == o.namespace) {
+                        keys.push((p, Request::object(primary, &q.key())));
+                    }
+                }
+            }
+            KeyMapping::ByIndex(link) => {
+                let p = self.watch_index(&link.primary)?;
+                let Some(index) = self.manifest.watches[p]
+                    .indexes
+                    .iter()
+                    .find(|i| i.name == link.index)
+                else {
+                    return Ok(Vec::new());
+                };
+                for o in &versions {
+                    for value in o.strings(&link.field) {
+                        for q in self.of(p) {
+                            if q.strings(&index.field).contains(&value) {
+                                keys.push((p, Request::object(&link.primary, &q.key())));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        keys.sort_by(|a, b| (a.0, &a.1.key).cmp(&(b.0, &b.1.key)));
+        keys.dedup();
+        Ok(keys.into_iter().map(|(_, r)| r).collect())
+    }
+
+    /// The objects `request`'s snapshot holds, in snapshot order: every
+    /// object for an aggregate request; for a primary's request, the
+    /// primary and what the watches mapped to its watch relate to it (the
+    /// objects it controls, those of its namespace, those whose field holds
+    /// one of its index values) — other primaries are not in it; nothing
+    /// when the primary is absent.
+    pub fn objects_for(&self, request: &Request) -> Result<Vec<&Obj>, SchemaError> {
+        let Some(watch) = &request.watch else {
+            return Ok(self.objects.iter().collect());
+        };
+        let p = self.watch_index(watch)?;
+        let (namespace, name) = split_key(&request.key);
+        let Some(primary) = self
+            .of(p)
+            .find(|o| o.namespace == namespace && o.name == name)
+        else {
+            return Ok(Vec::new());
+        };
+        let mut out = vec![primary];
+        let primary_gvk = &self.manifest.watches[p].gvk;
+        for (w, spec) in self.manifest.watches.iter().enumerate() {
+            let related: Vec<&Obj> = match &spec.keys {
+                KeyMapping::Owner(to) if *to == *watch => self
+                    .of(w)
+                    .filter(|o| {
+                        !primary.uid.is_empty()
+                            && o.controller_of_kind(primary_gvk)
+                                .is_some_and(|r| r.uid == primary.uid)
+                    })
+                    .collect(),
+                KeyMapping::SameNamespace(to) if *to == *watch => self
+                    .of(w)
+                    .filter(|o| o.namespace == primary.namespace)
+                    .collect(),
+                KeyMapping::ByIndex(link) if link.primary == *watch => {
+                    let index = self.manifest.watches[p]
+                        .indexes
+                        .iter()
+                        .find(|i| i.name == link.index);
+                    let values = index.map(|i| primary.strings(&i.field)).unwrap_or_default();
+                    self.of(w)
+                        .filter(|o| o.strings(&link.field).iter().any(|v| values.contains(v)))
+                        .collect()
+                }
+                _ => Vec::new(),
+            };
+            out.extend(related);
+        }
+        let position = |o: &Obj| self.watch_index(&o.watch).unwrap_or(usize::MAX);
+        out.sort_by(|a, b| {
+            (position(a), &a.namespace, &a.name).cmp(&(position(b), &b.namespace, &b.name))
+        });
+        out.dedup_by(|a, b| a.watch == b.watch && a.namespace == b.namespace && a.name == b.name);
+        Ok(out)
+    }
+
+    /// The snapshot the host would send for `request`: [`World::snapshot`]
+    /// of [`World::objects_for`]`(request)`.
+    pub fn snapshot_for(&self, request: &Request) -> Result<SnapshotData, SchemaError> {
+        let objects = self.objects_for(request)?;
+        self.build(objects.into_iter())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{GroupVersionKind, Manifest, Watch};
+
+    fn quota() -> GroupVersionKind {
+        GroupVersionKind::new("example.com", "v1", "Quota")
+    }
+
+    /// Quotas (primary, indexed by `spec.node`), pods of their namespace,
+    /// ConfigMaps they control, nodes matched by index, and an aggregate.
+    fn manifest() -> Manifest {
+        Manifest::new("t")
+            .watch(
+                Watch::new("quotas", quota())
+                    .index("node", "spec.node")
+                    .per_object(),
+            )
+            .watch(Watch::new("pods", GroupVersionKind::core("Pod")).same_namespace("quotas"))
+            .watch(Watch::new("parts", GroupVersionKind::core("ConfigMap")).owner("quotas"))
+            .watch(
+                Watch::new("nodes", GroupVersionKind::core("Node"))
+                    .fields(["metadata.name"])
+                    .by_index("quotas", "node", "metadata.name"),
+            )
+            .watch(Watch::new("all", GroupVersionKind::core("Secret")).aggregate("sum"))
+    }
+
+    fn q(ns: &str, name: &str, node: &str) -> Obj {
+        Obj::new("quotas", ns, name).set("spec.node", node)
+    }
+
+    fn world() -> World {
+        World::new(&manifest())
+            .with(q("a", "q1", "n1"))
+            .with(q("a", "q2", "n2"))
+            .with(q("b", "q3", "n1"))
+    }
+
+    fn keys(requests: Vec<Request>) -> Vec<String> {
+        requests
+            .into_iter()
+            .map(|r| format!("{}:{}", r.watch.as_deref().unwrap_or("*"), r.key))
+            .collect()
+    }
+
+    #[test]
+    fn each_mapping_wakes_the_keys_the_host_would() {
+        let w = world();
+        let wakes = |o: Obj| keys(w.wakes(&o).expect("declared watch"));
+        assert_eq!(wakes(q("a", "q9", "n1")), ["quotas:a/q9"]);
+        assert_eq!(
+            wakes(Obj::new("pods", "a", "p")),
+            ["quotas:a/q1", "quotas:a/q2"]
+        );
+        assert!(wakes(Obj::new("pods", "c", "p")).is_empty());
+        let owner = Obj::new("quotas", "a", "q1");
+        let part = Obj::new("parts", "a", "c").controlled_by(&quota(), &owner);
+        assert_eq!(wakes(part), ["quotas:a/q1"]);
+        let other_kind = Obj::new("parts", "a", "c")
+            .controlled_by(&GroupVersionKind::new("other.io", "v1", "Quota"), &owner);
+        assert!(wakes(other_kind).is_empty());
+        let node = |name: &str| Obj::new("nodes", "", name).set("metadata.name", name);
+        assert_eq!(wakes(node("n1")), ["quotas:a/q1", "quotas:b/q3"]);
+        assert_eq!(wakes(Obj::new("all", "x", "s")), ["*:sum"]);
+        let moved =
+            Obj::new("parts", "a", "c").controlled_by(&quota(), &Obj::new("quotas", "a", "q2"));
+        let was = Obj::new("parts", "a", "c").controlled_by(&quota(), &owner);
+        assert_eq!(
+            keys(w.wakes_edit(Some(&was), &moved).expect("declared")),
+            ["quotas:a/q1", "quotas:a/q2"]
+        );
+    }
+
+    #[test]
+    fn a_primary_s_snapshot_holds_it_and_its_related_objects_only() {
+        let owner = Obj::new("quotas", "a", "q1");
+        let w = world()
+            .with(Obj::new("pods", "a", "p"))
+            .with(Obj::new("pods", "b", "p"))
+            .with(Obj::new("parts", "a", "mine").controlled_by(&quota(), &owner))
+            .with(
+                Obj::new("parts", "a", "stale")
+                    .controlled_by(&quota(), &owner.clone().uid("old-uid")),
+            )
+            .with(Obj::new("nodes", "", "n1").set("metadata.name", "n1"))
+            .with(Obj::new("nodes", "", "n2").set("metadata.name", "n2"))
+            .with(Obj::new("all", "a", "s"));
+        let held = |r: Request| -> Vec<String> {
+            w.objects_for(&r)
+                .expect("declared")
+                .iter()
+                .map(|o| format!("{}:{}", o.watch(), o.key()))
+                .collect()
+        };
+        assert_eq!(
+            held(Request::object("quotas", "a/q1")),
+            ["quotas:a/q1", "pods:a/p", "parts:a/mine", "nodes:n1"]
+        );
+        assert!(held(Request::object("quotas", "a/gone")).is_empty());
+        assert_eq!(held(Request::aggregate("sum")).len(), 10);
+        let data = w
+            .snapshot_for(&Request::object("quotas", "b/q3"))
+            .expect("declared");
+        assert_eq!(data.object_name.len(), 3, "q3, pod b/p, node n1");
+    }
+}

@@ -1,0 +1,331 @@
+//! Typed views: a struct whose fields are declared once with their paths
+//! (`#[derive(View)]`, from `wasmctrl-guest-sdk-derive`), giving the
+//! projection list for `Watch::fields` ([`View::FIELDS`]), handles resolved
+//! once per reconcile ([`View::resolve`]) and a typed read per object.
+//! This module owns the [`View`] trait and how each Rust type reads from a
+//! snapshot value ([`FieldValue`]); it never parses paths (the schema
+//! does) and never panics: a value of another kind reads as absent.
+
+use serde_json::Value as Json;
+
+use crate::quantity::{parse_quantity, Quantity, QuantityError};
+use crate::snapshot::{Field, Object, SchemaError, Value, WatchSchema};
+use crate::{Condition, ConditionFields};
+
+/// A typed view of one watch's objects: `#[derive(View)]` implements it.
+///
+/// ```
+/// use wasmctrl_guest_sdk::{GroupVersionKind, View, Watch};
+///
+/// #[derive(View)]
+/// struct App<'a> {
+///     #[field("spec.message")]
+///     message: Option<&'a str>,
+///     #[field("spec.replicas")]
+///     replicas: Option<i64>,
+/// }
+///
+/// let apps = Watch::new("apps", GroupVersionKind::new("example.com", "v1", "App"))
+///     .fields(App::FIELDS);
+/// assert_eq!(apps.fields, ["spec.message", "spec.replicas"]);
+/// ```
+///
+/// A field type no snapshot value maps onto is a compile error ("`Option<u8>` is
+/// not a type a View field can read"):
+///
+/// ```compile_fail
+/// #[derive(wasmctrl_guest_sdk::View)]
+/// struct Bad {
+///     #[field("spec.replicas")]
+///     replicas: Option<u8>,
+/// }
+/// ```
+///
+/// and so is a field without its path:
+///
+/// ```compile_fail
+/// #[derive(wasmctrl_guest_sdk::View)]
+/// struct Bad {
+///     replicas: Option<i64>,
+/// }
+/// ```
+pub trait View<'a>: Sized {
+    /// Every projection path the view reads, in field order: pass it to
+    /// [`Watch::fields`](crate::Watch::fields).
+    const FIELDS: &'static [&'static str];
+    /// The resolved handles (`<Name>Fields`, generated).
+    type Fields: Copy;
+    /// Resolves every path in `watch` (once per reconcile, in
+    /// [`Guest::fields`](crate::Guest::fields)).
+    fn resolve(watch: &WatchSchema<'_>) -> Result<Self::Fields, SchemaError>;
+    /// The view of `object`.
+    fn read(fields: &Self::Fields, object: &Object<'a>) -> Self;
+}
+
+/// A Rust type a `#[field("path")]` of a view can have: how it reads from
+/// the path's values.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a type a View field can read",
+    label = "unsupported View field type",
+    note = "#[field] supports Option<&str>, Option<String>, Option<i64>, Option<bool>, Option<f64>, Vec<&str>, Vec<String>, Option<serde_json::Value> and Option<Result<Quantity, QuantityError>>; use #[conditions] for Vec<Condition> and #[pod_resources] for PodResources"
+)]
+pub trait FieldValue<'a>: Sized {
+    /// Reads `field` of `object`.
+    fn read(object: &Object<'a>, field: Field) -> Self;
+}
+
+/// The first value as text (strings as they are, numbers rendered,
+/// objects and lists as JSON); `None` when absent.
+impl<'a> FieldValue<'a> for Option<&'a str> {
+    fn read(object: &Object<'a>, field: Field) -> Self {
+        object.text(field)
+    }
+}
+
+/// As `Option<&str>`, owned.
+impl<'a> FieldValue<'a> for Option<String> {
+    fn read(object: &Object<'a>, field: Field) -> Self {
+        object.text(field).map(str::to_string)
+    }
+}
+
+/// [`Object::int`]: an integer, a float without fraction, or a string
+/// holding a decimal integer.
+impl<'a> FieldValue<'a> for Option<i64> {
+    fn read(object: &Object<'a>, field: Field) -> Self {
+        object.int(field)
+    }
+}
+
+/// A boolean; any other value reads as `None`.
+impl<'a> FieldValue<'a> for Option<bool> {
+    fn read(object: &Object<'a>, field: Field) -> Self {
+        object.bool(field)
+    }
+}
+
+/// A number (integer or float); any other value reads as `None`.
+impl<'a> FieldValue<'a> for Option<f64> {
+    fn read(object: &Object<'a>, field: Field) -> Self {
+        match object.value_at(field, 0) {
+            Value::Float(f) => Some(f),
+            Value::Int(n) => Some(n as f64),
+            _ => None,
+        }
+    }
+}
+
+/// Every value as text, in order (a `[*]` path), absent ones skipped.
+impl<'a> FieldValue<'a> for Vec<&'a str> {
+    fn read(object: &Object<'a>, field: Field) -> Self {
+        (0..object.len(field))
+            .filter_map(|i| object.text_at(field, i))
+            .collect()
+    }
+}
+
+/// As `Vec<&str>`, owned.
+impl<'a> FieldValue<'a> for Vec<String> {
+    fn read(object: &Object<'a>, field: Field) -> Self {
+        (0..object.len(field))
+            .filter_map(|i| object.text_at(field, i).map(str::to_string))
+            .collect()
+    }
+}
+
+/// The first value as JSON: maps and lists parsed, scalars as JSON
+/// scalars; `None` when absent (or, never from the host, unparsable).
+impl<'a> FieldValue<'a> for Option<Json> {
+    fn read(object: &Object<'a>, field: Field) -> Self {
+        match object.value_at(field, 0) {
+            Value::Absent => None,
+            Value::Str(s) => Some(Json::String(s.to_string())),
+            Value::Int(n) => Some(Json::from(n)),
+            Value::Float(f) => serde_json::Number::from_f64(f).map(Json::Number),
+            Value::Bool(b) => Some(Json::Bool(b)),
+            Value::Json(s) => serde_json::from_str(s).ok(),
+        }
+    }
+}
+
+/// The first value parsed as a Kubernetes quantity (apimachinery's rules):
+/// `None` when absent, `Some(Err(..))` when it is not a quantity.
+impl<'a> FieldValue<'a> for Option<Result<Quantity, QuantityError>> {
+    fn read(object: &Object<'a>, field: Field) -> Self {
+        object.text(field).map(parse_quantity)
+    }
+}
+
+/// What `#[conditions("prefix")]` reads: [`ConditionFields::read`].
+pub fn conditions(fields: &ConditionFields, object: &Object<'_>) -> Vec<Condition> {
+    fields.read(object)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pod_request::{pod_resource_paths, PodResources};
+    use crate::testing::{Obj, Val, World};
+    use crate::{condition::condition_paths, GroupVersionKind, Manifest, Schema, Snapshot, Watch};
+
+    /// Every supported type, borrowed and owned.
+    #[derive(crate::View, Debug, PartialEq)]
+    struct Thing<'a> {
+        #[field("spec.name")]
+        name: Option<&'a str>,
+        #[field("spec.owned")]
+        owned: Option<String>,
+        #[field("spec.count")]
+        count: Option<i64>,
+        #[field("spec.on")]
+        on: Option<bool>,
+        #[field("spec.ratio")]
+        ratio: Option<f64>,
+        #[field("spec.tags[*]")]
+        tags: Vec<&'a str>,
+        #[field("spec.hosts[*]")]
+        hosts: Vec<String>,
+        #[field("spec.labels")]
+        labels: Option<Json>,
+        #[field("spec.size")]
+        size: Option<Result<Quantity, QuantityError>>,
+        #[conditions("status.conditions")]
+        conditions: Vec<Condition>,
+    }
+
+    /// A pod's requests, through the SDK's composite reader.
+    #[derive(crate::View)]
+    struct Pod<'a> {
+        #[pod_resources("nvidia.com/gpu")]
+        resources: PodResources<'a>,
+    }
+
+    /// Owned, without a lifetime.
+    #[derive(crate::View)]
+    struct Named {
+        #[field("spec.name")]
+        name: Option<String>,
+    }
+
+    fn manifest() -> Manifest {
+        Manifest::new("t")
+            .watch(Watch::new("things", GroupVersionKind::core("Thing")).fields(Thing::FIELDS))
+    }
+
+    #[test]
+    fn fields_are_every_path_in_order_with_conditions_and_pod_resources_expanded() {
+        let mut want: Vec<String> = [
+            "spec.name",
+            "spec.owned",
+            "spec.count",
+            "spec.on",
+            "spec.ratio",
+            "spec.tags[*]",
+            "spec.hosts[*]",
+            "spec.labels",
+            "spec.size",
+        ]
+        .map(String::from)
+        .into();
+        want.extend(condition_paths("status.conditions"));
+        assert_eq!(Thing::FIELDS, want);
+        assert_eq!(Pod::FIELDS, pod_resource_paths("nvidia.com/gpu"));
+        assert_eq!(Named::FIELDS, ["spec.name"]);
+    }
+
+    #[test]
+    fn values_read_typed_and_absent_or_mistyped_ones_read_as_none() {
+        let m = manifest();
+        let [t, s, ..] = condition_paths("status.conditions");
+        let data = World::new(&m)
+            .with(
+                Obj::new("things", "ns", "full")
+                    .set("spec.name", "a")
+                    .set("spec.owned", "b")
+                    .set("spec.count", 3)
+                    .set("spec.on", true)
+                    .set("spec.ratio", Val::Float(0.5))
+                    .set_list("spec.tags[*]", ["x", "y"])
+                    .set_list("spec.hosts[*]", ["h"])
+                    .set("spec.labels", Val::Json(r#"{"team":"ml"}"#.into()))
+                    .set("spec.size", "1500m")
+                    .set_list(&t, ["Ready"])
+                    .set_list(&s, ["True"]),
+            )
+            .with(
+                Obj::new("things", "ns", "odd")
+                    .set("spec.count", "seven")
+                    .set("spec.on", "yes")
+                    .set("spec.ratio", 2)
+                    .set("spec.labels", "plain")
+                    .set("spec.size", "two"),
+            )
+            .snapshot()
+            .expect("declared names");
+        let schema = Schema::new(&m).expect("unique names");
+        let snap = Snapshot::new(&schema, &data).expect("valid");
+        let fields = Thing::resolve(&schema.watch("things").expect("declared")).expect("projected");
+        let full = snap.get(fields.watch(), "ns", "full").expect("present");
+        let full = fields.read(&full);
+        assert_eq!(
+            (
+                full.name,
+                full.owned.as_deref(),
+                full.count,
+                full.on,
+                full.ratio
+            ),
+            (Some("a"), Some("b"), Some(3), Some(true), Some(0.5))
+        );
+        assert_eq!(
+            (full.tags, full.hosts),
+            (vec!["x", "y"], vec!["h".to_string()])
+        );
+        assert_eq!(full.labels, Some(serde_json::json!({"team": "ml"})));
+        assert_eq!(full.size.map(|q| q.map(|q| q.value())), Some(Ok(2)));
+        assert_eq!(full.conditions.len(), 1);
+        assert!(full.conditions[0].is_true());
+        let odd = snap.get(fields.watch(), "ns", "odd").expect("present");
+        let odd = Thing::read(&fields, &odd);
+        assert_eq!((odd.count, odd.on, odd.ratio), (None, None, Some(2.0)));
+        assert_eq!(odd.labels, Some(Json::String("plain".into())));
+        assert!(matches!(odd.size, Some(Err(_))));
+        assert!(odd.name.is_none() && odd.tags.is_empty() && odd.conditions.is_empty());
+    }
+
+    #[test]
+    fn a_path_the_watch_does_not_project_is_an_error_naming_it() {
+        let m = Manifest::new("t")
+            .watch(Watch::new("things", GroupVersionKind::core("Thing")).fields(["spec.name"]));
+        let schema = Schema::new(&m).expect("unique names");
+        let err = Thing::resolve(&schema.watch("things").expect("declared")).unwrap_err();
+        assert!(err.to_string().contains("\"spec.owned\""), "{err}");
+    }
+
+    #[test]
+    fn owned_views_and_pod_resources_read_like_the_sdk_s_own_readers() {
+        let m = Manifest::new("t")
+            .watch(Watch::new("things", GroupVersionKind::core("Thing")).fields(Named::FIELDS))
+            .watch(Watch::new("pods", GroupVersionKind::core("Pod")).fields(Pod::FIELDS));
+        let data = World::new(&m)
+            .with(Obj::new("things", "ns", "a").set("spec.name", "x"))
+            .with(Obj::new("pods", "ns", "p").set("spec.nodeName", "n1"))
+            .snapshot()
+            .expect("declared names");
+        let schema = Schema::new(&m).expect("unique names");
+        let snap = Snapshot::new(&schema, &data).expect("valid");
+        let named =
+            NamedFields::resolve(&schema.watch("things").expect("declared")).expect("projected");
+        let pods = Pod::resolve(&schema.watch("pods").expect("declared")).expect("projected");
+        let a = snap.get(named.watch(), "ns", "a").expect("present");
+        assert_eq!(named.read(&a).name.as_deref(), Some("x"));
+        let p = snap.get(pods.watch(), "ns", "p").expect("present");
+        let pod = pods.read(&p).resources;
+        assert_eq!((pod.name, pod.node_name), ("p", Some("n1")));
+        assert_eq!(
+            named.read(&p).name,
+            None,
+            "a pod read through another watch's view"
+        );
+    }
+}
