@@ -66,7 +66,8 @@ pub fn group(reg: &Registry, name: &str) -> Option<Value> {
     )
 }
 
-const VERBS: [&str; 8] = [
+/// The verbs of a resource with every verb (custom resources).
+pub(crate) const VERBS: [&str; 8] = [
     "create",
     "delete",
     "deletecollection",
@@ -83,7 +84,7 @@ fn resource_entries(r: &ResourceInfo) -> Vec<Value> {
         "singularName": r.singular,
         "namespaced": r.namespaced,
         "kind": r.kind,
-        "verbs": VERBS,
+        "verbs": r.verbs,
     });
     if !r.short_names.is_empty() {
         main["shortNames"] = json!(r.short_names);

@@ -29,6 +29,7 @@ use crate::rules::crd;
 use crate::rules::objects::meta_mut;
 use crate::rules::validation;
 use crate::selector::{FieldSelector, LabelSelector, Selector};
+use crate::storage::builtin;
 use crate::storage::registry::{Registry, ResourceInfo};
 use crate::storage::store::{ObjKey, Store, StoreError};
 
@@ -352,6 +353,14 @@ async fn dispatch(app: &Arc<AppState>, req: Request) -> Result<Response> {
             )))
         }
     };
+    // A verb the resource does not have (discovery's verbs): a namespace
+    // has no deletecollection, a review is create-only.
+    if target.sub.is_none() && !target.info.verbs.iter().any(|v| v == verb) {
+        return Err(ApiError::MethodNotAllowed(format!(
+            "the server does not allow this method on the requested resource ({})",
+            req.method()
+        )));
+    }
     if let Some(err) = app.faults.take_failure(verb, &target.info.plural) {
         return Err(err);
     }
@@ -415,6 +424,7 @@ async fn dispatch(app: &Arc<AppState>, req: Request) -> Result<Response> {
             "list" => ctx.list(),
             "watch" => ctx.watch(),
             "create" if ctx.target.sub.is_some() => ctx.bind(body),
+            "create" if builtin::is_virtual(&ctx.target.info) => ctx.create_virtual(body),
             "create" => ctx.create(body),
             "update" => ctx.update(body),
             "patch" => ctx.patch(body),

@@ -161,6 +161,7 @@ fn infos(obj: &Value) -> Option<(String, String, Vec<ResourceInfo>)> {
                 categories: strings("categories"),
                 printer_columns: printer_columns(v),
                 scale: scale(v),
+                verbs: crate::http::discovery::VERBS.map(String::from).to_vec(),
             })
         })
         .collect();
