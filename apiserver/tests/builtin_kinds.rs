@@ -5,6 +5,17 @@
 //! patch/apply/delete round trip.
 #![allow(clippy::unwrap_used, missing_docs)]
 
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use kube::api::{
+    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, ResourceExt, WatchEvent,
+    WatchParams,
+};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::Client;
+use serde_json::json;
+use wasmctrl_apiserver::registry::{Registry, ResourceInfo};
 use wasmctrl_apiserver::{ApiServer, ApiServerConfig};
 use wasmctrl_test_support::Kubectl;
 
@@ -28,7 +39,10 @@ fn rows(table: &str) -> Vec<Vec<String>> {
                 .enumerate()
                 .map(|(n, &s)| {
                     let e = starts.get(n + 1).copied().unwrap_or(l.len()).min(l.len());
-                    l.get(s.min(l.len())..e).unwrap_or_default().trim().to_string()
+                    l.get(s.min(l.len())..e)
+                        .unwrap_or_default()
+                        .trim()
+                        .to_string()
                 })
                 .collect()
         })
@@ -51,4 +65,291 @@ async fn kubectl_api_resources_equals_the_real_servers() {
         assert_eq!(g, w);
     }
     assert_eq!(got.len(), want.len(), "{got:?}");
+}
+
+/// A minimal object of `r`'s kind the server accepts (a pod needs a
+/// container; the rest is free-form for a server without their validation).
+fn minimal(r: &ResourceInfo, name: &str) -> serde_json::Value {
+    let mut obj =
+        json!({"apiVersion": r.api_version(), "kind": r.kind, "metadata": {"name": name}});
+    if r.kind == "Pod" {
+        obj["spec"] = json!({"containers": [{"name": "c", "image": "busybox"}]});
+    }
+    obj
+}
+
+/// create, get, list, watch, merge patch, server-side apply and delete of
+/// one object of `r`'s kind through the kube client.
+async fn round_trip(client: Client, r: ResourceInfo) {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(&r.group, &r.version, &r.kind),
+        &r.plural,
+    );
+    let api: Api<DynamicObject> = if r.namespaced {
+        Api::namespaced_with(client, "default", &ar)
+    } else {
+        Api::all_with(client, &ar)
+    };
+    // events and HPAs of two groups or versions share one store
+    let group = if r.group.is_empty() { "core" } else { &r.group };
+    let name = format!("rt-{}-{}", group.replace('.', "-"), r.version);
+    let what = format!("{}/{}", r.api_version(), r.plural);
+    let obj: DynamicObject = serde_json::from_value(minimal(&r, &name)).unwrap();
+    let made = api.create(&PostParams::default(), &obj).await.expect(&what);
+    assert_eq!(made.metadata.name.as_deref(), Some(name.as_str()), "{what}");
+    api.get(&name).await.expect(&what);
+    let list = api.list(&ListParams::default()).await.expect(&what);
+    assert!(
+        list.items
+            .iter()
+            .any(|o| o.metadata.name.as_deref() == Some(&name)),
+        "{what}"
+    );
+    let rv = list.metadata.resource_version.unwrap();
+    let mut events = api
+        .watch(
+            &WatchParams::default().fields(&format!("metadata.name={name}")),
+            &rv,
+        )
+        .await
+        .expect(&what)
+        .boxed();
+    let patched = api
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"merged": "yes"}}})),
+        )
+        .await
+        .expect(&what);
+    assert_eq!(
+        patched.labels().get("merged").map(String::as_str),
+        Some("yes"),
+        "{what}"
+    );
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), events.try_next()).await {
+            Ok(Ok(Some(WatchEvent::Modified(o)))) if o.labels().contains_key("merged") => break,
+            Ok(Ok(Some(_))) => continue,
+            other => panic!("{what}: no MODIFIED event: {other:?}"),
+        }
+    }
+    let mut applied = minimal(&r, &name);
+    applied["metadata"]["labels"] = json!({"applied": "yes"});
+    let applied = api
+        .patch(
+            &name,
+            &PatchParams::apply("round-trip").force(),
+            &Patch::Apply(applied),
+        )
+        .await
+        .expect(&what);
+    assert_eq!(
+        applied.labels().get("applied").map(String::as_str),
+        Some("yes"),
+        "{what}"
+    );
+    assert!(
+        applied
+            .metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .any(|m| m.manager.as_deref() == Some("round-trip")),
+        "{what}"
+    );
+    api.delete(&name, &DeleteParams::default())
+        .await
+        .expect(&what);
+    // pods and namespaces finish their deletion in the background
+    if !matches!(r.plural.as_str(), "pods" | "namespaces") {
+        assert!(api.get_opt(&name).await.expect(&what).is_none(), "{what}");
+    }
+}
+
+#[tokio::test]
+async fn every_listable_built_in_kind_round_trips_through_the_kube_client() {
+    let (_s, client) = crate::common::start().await;
+    let kinds: Vec<ResourceInfo> = Registry::new()
+        .all()
+        .into_iter()
+        .filter(|r| {
+            ["list", "watch", "create"]
+                .iter()
+                .all(|v| r.verbs.iter().any(|x| x == v))
+        })
+        // CRDs need a valid spec and name; custom_resources covers them
+        .filter(|r| r.plural != "customresourcedefinitions")
+        .collect();
+    assert_eq!(kinds.len(), 50);
+    let runs = kinds.into_iter().map(|r| round_trip(client.clone(), r));
+    futures::future::join_all(runs).await;
+}
+
+/// `v` without what differs per run: uids (in a Job's labels and
+/// selector), allocated cluster IPs and node ports, creation timestamps.
+fn comparable(mut v: serde_json::Value) -> serde_json::Value {
+    fn walk(v: &mut serde_json::Value, uid: &str) {
+        match v {
+            serde_json::Value::Object(m) => {
+                // Go writes a template's zero timestamp as null
+                m.remove("creationTimestamp");
+                for k in ["clusterIP", "nodePort"] {
+                    if m.contains_key(k) {
+                        m.insert(k.into(), json!("<varies>"));
+                    }
+                }
+                if let Some(ips) = m.get_mut("clusterIPs") {
+                    *ips = json!(["<varies>"]);
+                }
+                m.values_mut().for_each(|x| walk(x, uid));
+                // ... so a template's metadata may be nothing else
+                if m.get("metadata") == Some(&json!({})) {
+                    m.remove("metadata");
+                }
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(|x| walk(x, uid)),
+            serde_json::Value::String(s) if !uid.is_empty() && s == uid => *s = "<uid>".into(),
+            _ => {}
+        }
+    }
+    let uid = v["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    walk(&mut v, &uid);
+    json!({"spec": v["spec"], "status": v["status"]})
+}
+
+#[tokio::test]
+async fn workloads_and_services_are_stored_with_the_real_servers_defaults() {
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    let Some(k) = Kubectl::admin(&server) else {
+        return;
+    };
+    k.ok(&["create", "namespace", "defaults-probe"]).await;
+    let input = k.write("minimal.yaml", MINIMAL_INPUT);
+    // as recorded; kinds this server does not default may differ, only those below are compared
+    k.run(&[
+        "apply",
+        "--server-side",
+        "--field-manager=probe",
+        "-f",
+        &input,
+    ])
+    .await;
+    for (kind, recorded) in RECORDED {
+        let recorded: serde_json::Value = serde_json::from_str(recorded).unwrap();
+        let want: Vec<serde_json::Value> = match recorded.get("items") {
+            Some(items) => items.as_array().unwrap().clone(),
+            None => vec![recorded],
+        };
+        let got: serde_json::Value = serde_json::from_str(
+            &k.ok(&["get", kind, "-n", "defaults-probe", "-o", "json"])
+                .await,
+        )
+        .unwrap();
+        let got = got["items"].as_array().unwrap();
+        assert_eq!(got.len(), want.len(), "{kind}");
+        for (g, w) in got.iter().zip(want) {
+            assert_eq!(comparable(g.clone()), comparable(w), "{kind}");
+        }
+    }
+}
+
+const MINIMAL_INPUT: &str = include_str!("../data/k8s-1.32/defaults/minimal-input.yaml");
+const RECORDED: [(&str, &str); 7] = [
+    (
+        "deployments",
+        include_str!("../data/k8s-1.32/defaults/deployment.stored.json"),
+    ),
+    (
+        "statefulsets",
+        include_str!("../data/k8s-1.32/defaults/statefulset.stored.json"),
+    ),
+    (
+        "daemonsets",
+        include_str!("../data/k8s-1.32/defaults/daemonset.stored.json"),
+    ),
+    (
+        "replicasets",
+        include_str!("../data/k8s-1.32/defaults/replicaset.stored.json"),
+    ),
+    (
+        "jobs",
+        include_str!("../data/k8s-1.32/defaults/job.stored.json"),
+    ),
+    (
+        "cronjobs",
+        include_str!("../data/k8s-1.32/defaults/cronjob.stored.json"),
+    ),
+    (
+        "services",
+        include_str!("../data/k8s-1.32/defaults/service.stored.json"),
+    ),
+];
+
+#[tokio::test]
+async fn generation_moves_with_the_spec_and_status_and_scale_are_separate() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+    let (_s, client) = crate::common::start().await;
+    let deploys: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let d: Deployment = serde_json::from_value(json!({"metadata": {"name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": "nginx"}]}}},
+        "status": {"replicas": 7}}))
+    .unwrap();
+    let d = crate::common::create(&deploys, &d).await;
+    assert_eq!(d.metadata.generation, Some(1));
+    assert_eq!(
+        d.status.unwrap_or_default().replicas,
+        None,
+        "create ignores status"
+    );
+    let gen = |d: &Deployment| d.metadata.generation;
+    // labels and status leave it; a status write ignores the spec
+    let d =
+        crate::common::merge_patch(&deploys, "web", json!({"metadata": {"labels": {"a": "b"}}}))
+            .await;
+    assert_eq!(gen(&d), Some(1));
+    let d = deploys
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 5}, "status": {"replicas": 1}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!((gen(&d), d.spec.replicas), (Some(1), Some(1)));
+    // a main write ignores status and moves the generation with the spec
+    let d = crate::common::merge_patch(
+        &deploys,
+        "web",
+        json!({"spec": {"replicas": 3}, "status": {"replicas": 9}}),
+    )
+    .await;
+    assert_eq!((gen(&d), d.status.unwrap().replicas), (Some(2), Some(1)));
+    // the scale subresource reads and writes spec.replicas
+    let scale = deploys.get_scale("web").await.unwrap();
+    assert_eq!(scale.spec.unwrap().replicas, Some(3));
+    deploys
+        .patch_scale(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 4}})),
+        )
+        .await
+        .unwrap();
+    let d = deploys.get("web").await.unwrap();
+    assert_eq!((gen(&d), d.spec.replicas), (Some(3), Some(4)));
+    // kinds the real server gives none have none
+    let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client, "default");
+    let h: HorizontalPodAutoscaler = serde_json::from_value(json!({"metadata": {"name": "h"},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}, "maxReplicas": 5}}))
+    .unwrap();
+    assert_eq!(
+        crate::common::create(&hpas, &h).await.metadata.generation,
+        None
+    );
 }

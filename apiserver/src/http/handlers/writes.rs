@@ -27,6 +27,7 @@ use crate::rules::objects::{
     ready_to_remove, strategy_create, validate_name,
 };
 use crate::rules::pods;
+use crate::rules::services;
 use crate::rules::validation::Write;
 use crate::storage::store::{ObjKey, StoreError, Stored};
 
@@ -487,7 +488,18 @@ impl Ctx<'_> {
 
     /// Stores a new, admitted object and answers 201 with it (or only
     /// answers, under dryRun); a namesake that got there first is 409.
-    fn store_created(&self, key: ObjKey, name: &str, obj: Value) -> Result<Response> {
+    fn store_created(&self, key: ObjKey, name: &str, mut obj: Value) -> Result<Response> {
+        if self.target.info.group.is_empty() && self.target.info.plural == "services" {
+            // the allocators run in storage, after the managed fields
+            let page = self.store().list("services", None, None, 0, |_| true);
+            let stored = page
+                .items
+                .iter()
+                .map(|j| serde_json::from_slice(j).unwrap_or(Value::Null));
+            let (ips, ports) = services::in_use(stored);
+            services::allocate(&mut obj, &ips, &ports)
+                .map_err(|e| ApiError::Internal(e.to_string()))?;
+        }
         if self.dry_run() {
             return Ok(value_response(StatusCode::CREATED, &self.out(obj)));
         }
