@@ -353,3 +353,138 @@ async fn generation_moves_with_the_spec_and_status_and_scale_are_separate() {
         None
     );
 }
+
+/// Many kinds in one manifest, as a guest's deploy manifest has them.
+const MANY_KINDS: &str = "apiVersion: v1
+kind: Namespace
+metadata: {name: shop}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: web, image: nginx, ports: [{containerPort: 80}]}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec: {selector: {app: web}, ports: [{port: 80}]}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: migrate, namespace: shop}
+spec: {template: {spec: {restartPolicy: Never, containers: [{name: m, image: busybox}]}}}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: web, namespace: shop}
+spec: {rules: [{http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}]}}]}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web, namespace: shop}
+spec: {minAvailable: 1, selector: {matchLabels: {app: web}}}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: deny, namespace: shop}
+spec: {podSelector: {}}
+---
+apiVersion: v1
+kind: ResourceQuota
+metadata: {name: quota, namespace: shop}
+spec: {hard: {pods: \"10\"}}
+---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: web, namespace: shop}
+spec: {scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}, maxReplicas: 5}
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: high}
+value: 1000
+";
+
+#[tokio::test]
+async fn kubectl_creates_applies_and_gets_all_of_the_workload_kinds() {
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    let Some(k) = Kubectl::admin(&server) else {
+        return;
+    };
+    let manifest = k.write("many.yaml", MANY_KINDS);
+    let out = k.ok(&["apply", "-f", &manifest]).await;
+    for made in [
+        "namespace/shop created",
+        "deployment.apps/web created",
+        "service/web created",
+        "job.batch/migrate created",
+        "ingress.networking.k8s.io/web created",
+        "poddisruptionbudget.policy/web created",
+        "networkpolicy.networking.k8s.io/deny created",
+        "resourcequota/quota created",
+        "horizontalpodautoscaler.autoscaling/web created",
+        "priorityclass.scheduling.k8s.io/high created",
+    ] {
+        assert!(out.contains(made), "{made}: {out}");
+    }
+    // again: nothing changes, so kubectl says so (defaults do not make a diff)
+    let out = k.ok(&["apply", "-f", &manifest]).await;
+    assert!(out.contains("deployment.apps/web unchanged"), "{out}");
+    assert!(out.contains("service/web unchanged"), "{out}");
+
+    assert_eq!(
+        k.ok(&[
+            "create",
+            "deployment",
+            "api",
+            "--image=nginx",
+            "--replicas=2"
+        ])
+        .await
+        .trim(),
+        "deployment.apps/api created"
+    );
+    assert_eq!(
+        k.ok(&["create", "service", "clusterip", "api", "--tcp=80:8080"])
+            .await
+            .trim(),
+        "service/api created"
+    );
+    assert_eq!(
+        k.ok(&["create", "job", "once", "--image=busybox"])
+            .await
+            .trim(),
+        "job.batch/once created"
+    );
+    // what kubectl sent as protobuf arrived whole
+    for (what, path, want) in [
+        ("deployment/api", "{.spec.replicas} {.spec.template.spec.containers[0].image} {.spec.selector.matchLabels.app}", "2 nginx api"),
+        ("service/api", "{.spec.ports[0].port} {.spec.ports[0].targetPort} {.spec.selector.app} {.spec.type}", "80 8080 api ClusterIP"),
+        ("job/once", "{.spec.template.spec.restartPolicy} {.spec.template.spec.containers[0].image} {.spec.backoffLimit}", "Never busybox 6"),
+    ] {
+        let got = k.ok(&["get", what, "-o", &format!("jsonpath={path}")]).await;
+        assert_eq!(got, want, "{what}");
+    }
+    let ip = k
+        .ok(&["get", "service", "api", "-o", "jsonpath={.spec.clusterIP}"])
+        .await;
+    assert!(ip.starts_with("10.0.0."), "{ip}");
+    let all = k.ok(&["get", "all", "-A"]).await;
+    for shown in [
+        "deployment.apps/api",
+        "deployment.apps/web",
+        "service/api",
+        "service/web",
+        "job.batch/once",
+        "job.batch/migrate",
+        "horizontalpodautoscaler.autoscaling/web",
+    ] {
+        assert!(all.contains(shown), "{shown}: {all}");
+    }
+    let out = k.ok(&["scale", "deployment", "api", "--replicas=3"]).await;
+    assert_eq!(out.trim(), "deployment.apps/api scaled");
+}
