@@ -488,3 +488,83 @@ async fn kubectl_creates_applies_and_gets_all_of_the_workload_kinds() {
     let out = k.ok(&["scale", "deployment", "api", "--replicas=3"]).await;
     assert_eq!(out.trim(), "deployment.apps/api scaled");
 }
+
+#[tokio::test]
+async fn server_side_apply_merges_lists_by_their_openapi_keys() {
+    let (_s, client) = crate::common::start().await;
+    let apply = |manager: &'static str,
+                 api: Api<DynamicObject>,
+                 name: &'static str,
+                 obj: serde_json::Value| async move {
+        api.patch(name, &PatchParams::apply(manager), &Patch::Apply(obj))
+            .await
+            .unwrap()
+    };
+    let api = |group: &str, version: &str, kind: &str, plural: &str, namespaced: bool| {
+        let ar =
+            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+        if namespaced {
+            Api::<DynamicObject>::namespaced_with(client.clone(), "default", &ar)
+        } else {
+            Api::<DynamicObject>::all_with(client.clone(), &ar)
+        }
+    };
+    // containers by name, their ports by containerPort+protocol
+    let deploys = api("apps", "v1", "Deployment", "deployments", true);
+    let deploy = |c: serde_json::Value| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [c]}}}})
+    };
+    apply(
+        "a",
+        deploys.clone(),
+        "web",
+        deploy(json!({"name": "app", "image": "app:1", "ports": [{"containerPort": 80}]})),
+    )
+    .await;
+    let d = apply(
+        "b",
+        deploys,
+        "web",
+        deploy(json!({"name": "sidecar", "image": "proxy:1"})),
+    )
+    .await;
+    let names: Vec<&str> = d.data["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["app", "sidecar"]);
+    // a Service's ports by port+protocol
+    let services = api("", "v1", "Service", "services", true);
+    let svc = |p: i64| json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}, "spec": {"ports": [{"name": format!("p{p}"), "port": p}]}});
+    apply("a", services.clone(), "web", svc(80)).await;
+    let s = apply("b", services, "web", svc(443)).await;
+    assert_eq!(
+        s.data["spec"]["ports"].as_array().unwrap().len(),
+        2,
+        "{:?}",
+        s.data
+    );
+    // a kind the hand-written table never had: webhooks by name
+    let hooks = api(
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingWebhookConfiguration",
+        "validatingwebhookconfigurations",
+        false,
+    );
+    let hook = |n: &str| {
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "hooks"},
+        "webhooks": [{"name": n, "clientConfig": {"url": "https://x"}, "sideEffects": "None", "admissionReviewVersions": ["v1"]}]})
+    };
+    apply("a", hooks.clone(), "hooks", hook("a.example.com")).await;
+    let h = apply("b", hooks, "hooks", hook("b.example.com")).await;
+    assert_eq!(
+        h.data["webhooks"].as_array().unwrap().len(),
+        2,
+        "{:?}",
+        h.data
+    );
+}
