@@ -174,10 +174,13 @@ macro_rules! typed_kinds {
     };
 }
 
+/// `(group, version, kind, typed form)`.
+type TypedKind = (&'static str, &'static str, &'static str, fn() -> Kind);
+
 /// Every built-in kind a 1.32 server serves (see `storage::builtin`; a
 /// test checks none is missing), as k8s-openapi types.
 #[rustfmt::skip]
-static TYPED: &[(&str, &str, &str, fn() -> Kind)] = {
+static TYPED: &[TypedKind] = {
     use k8s_openapi::api::{
         admissionregistration::v1 as admission, apps::v1 as apps, authentication::v1 as authn,
         authorization::v1 as authz, autoscaling, batch::v1 as batch, certificates::v1 as certs,
