@@ -1,7 +1,7 @@
-//! The defaults the real server's decoding gives built-in workload kinds
-//! and Services (`SetDefaults_*` of apps, batch and core), what their
-//! strategies set on create (initial status, a Job's generated selector),
-//! and the pod template defaults, checked against the recorded
+//! The defaults the real server's decoding gives built-in kinds
+//! (`SetDefaults_*`: workloads, Services, PVCs, limit ranges, HPAs, …),
+//! what their strategies set on create (initial status, a Job's generated
+//! selector), and the pod template defaults, checked against the recorded
 //! `data/k8s-1.32/defaults`. Pure functions over JSON; it only fills what
 //! is missing, never validates, and never allocates (see `services`).
 
@@ -143,7 +143,82 @@ pub fn decode(info: &ResourceInfo, obj: &mut Value) {
             template(obj, &["spec", "jobTemplate", "spec", "template"]);
         }
         ("", "Service") => service(object_at(obj, "spec")),
+        ("", "PersistentVolumeClaim") => {
+            or_insert(object_at(obj, "spec"), "volumeMode", json!("Filesystem"));
+        }
+        ("", "LimitRange") => {
+            let limits = obj
+                .pointer_mut("/spec/limits")
+                .and_then(Value::as_array_mut);
+            for l in limits.into_iter().flatten() {
+                if l.get("type").and_then(Value::as_str) != Some("Container") {
+                    continue;
+                }
+                // defaultRequest from default (and default from max)
+                if let Some(max) = l.get("max").cloned() {
+                    merge_missing(object_at(l, "default"), &max);
+                }
+                if let Some(default) = l.get("default").cloned() {
+                    merge_missing(object_at(l, "defaultRequest"), &default);
+                }
+            }
+        }
+        ("storage.k8s.io", "StorageClass") => {
+            or_insert(obj, "reclaimPolicy", json!("Delete"));
+            or_insert(obj, "volumeBindingMode", json!("Immediate"));
+        }
+        ("scheduling.k8s.io", "PriorityClass") => {
+            or_insert(obj, "preemptionPolicy", json!("PreemptLowerPriority"));
+        }
+        ("networking.k8s.io", "NetworkPolicy") => {
+            let spec = object_at(obj, "spec");
+            if spec.get("policyTypes").is_none() {
+                let mut types = vec![json!("Ingress")];
+                if spec.get("egress").is_some() {
+                    types.push(json!("Egress"));
+                }
+                spec["policyTypes"] = Value::Array(types);
+            }
+        }
+        ("autoscaling", "HorizontalPodAutoscaler") if info.version == "v2" => {
+            let spec = object_at(obj, "spec");
+            or_insert(spec, "minReplicas", json!(1));
+            or_insert(
+                spec,
+                "metrics",
+                json!([{"type": "Resource", "resource": {"name": "cpu",
+                    "target": {"type": "Utilization", "averageUtilization": 80}}}]),
+            );
+        }
+        ("discovery.k8s.io", "EndpointSlice") => {
+            for e in obj
+                .get_mut("endpoints")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                or_insert(e, "conditions", json!({}));
+            }
+            for p in obj
+                .get_mut("ports")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                or_insert(p, "name", json!(""));
+                or_insert(p, "protocol", json!("TCP"));
+            }
+        }
         _ => {}
+    }
+}
+
+/// Copies into `to` the keys of `from` it lacks.
+fn merge_missing(to: &mut Value, from: &Value) {
+    if let (Some(to), Some(from)) = (to.as_object_mut(), from.as_object()) {
+        for (k, v) in from {
+            to.entry(k.clone()).or_insert_with(|| v.clone());
+        }
     }
 }
 
@@ -178,7 +253,14 @@ pub fn strategy_create(info: &ResourceInfo, obj: &mut Value) {
             "desiredNumberScheduled": 0, "numberMisscheduled": 0, "numberReady": 0}),
         ("apps", "ReplicaSet") | ("", "ReplicationController") => json!({"replicas": 0}),
         ("apps", "Deployment") | ("batch", "Job" | "CronJob") => json!({}),
-        ("", "Service") => json!({"loadBalancer": {}}),
+        ("", "Service") | ("networking.k8s.io", "Ingress") => json!({"loadBalancer": {}}),
+        ("", "PersistentVolumeClaim") => json!({"phase": "Pending"}),
+        ("", "ResourceQuota") => json!({}),
+        ("policy", "PodDisruptionBudget") => json!({"currentHealthy": 0, "desiredHealthy": 0,
+            "disruptionsAllowed": 0, "expectedPods": 0}),
+        ("autoscaling", "HorizontalPodAutoscaler") => {
+            json!({"currentMetrics": null, "desiredReplicas": 0})
+        }
         _ => return,
     };
     obj["status"] = status;
