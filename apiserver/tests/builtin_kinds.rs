@@ -393,6 +393,11 @@ async fn generation_moves_with_the_spec_and_status_and_scale_are_separate() {
         crate::common::create(&hpas, &h).await.metadata.generation,
         None
     );
+    // and one stored object reads in both autoscaling versions
+    let v1: Api<k8s_openapi::api::autoscaling::v1::HorizontalPodAutoscaler> =
+        Api::namespaced(hpas.into_client(), "default");
+    let h1 = v1.get("h").await.unwrap();
+    assert_eq!(h1.spec.target_cpu_utilization_percentage, Some(80));
 }
 
 /// Many kinds in one manifest, as a guest's deploy manifest has them.

@@ -180,7 +180,8 @@ pub fn decode(info: &ResourceInfo, obj: &mut Value) {
                 spec["policyTypes"] = Value::Array(types);
             }
         }
-        ("autoscaling", "HorizontalPodAutoscaler") if info.version == "v2" => {
+        // in its v2 storage form whatever version was written
+        ("autoscaling", "HorizontalPodAutoscaler") => {
             let spec = object_at(obj, "spec");
             or_insert(spec, "minReplicas", json!(1));
             or_insert(
