@@ -58,7 +58,12 @@ async fn kubectl_api_resources_equals_the_real_servers() {
     let Some(k) = Kubectl::admin(&server) else {
         return;
     };
-    let got = rows(&k.ok(&["api-resources", "-o", "wide"]).await);
+    let (ok, out, log) = k.run(&["api-resources", "-o", "wide", "-v=6"]).await;
+    assert!(ok, "{log}");
+    // aggregated discovery: /api and /apis, no request per group/version
+    assert!(log.contains("/apis"), "{log}");
+    assert!(!log.contains("/apis/apps/v1"), "{log}");
+    let got = rows(&out);
     let want = rows(API_RESOURCES);
     assert_eq!(want.len(), 58);
     for (g, w) in got.iter().zip(&want) {

@@ -296,6 +296,22 @@ async fn dispatch(app: &Arc<AppState>, req: Request) -> Result<Response> {
         }
         _ => {}
     }
+    if let (["api"] | ["apis"], Some(accept)) = (
+        segs.as_slice(),
+        req.headers()
+            .get(header::ACCEPT)
+            .and_then(|h| h.to_str().ok()),
+    ) {
+        if discovery::wants_aggregated(accept) {
+            let doc = discovery::aggregated(&app.registry, segs.as_slice() == ["api"]);
+            let mut r = json_response(StatusCode::OK, doc.to_string());
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(discovery::AGGREGATED),
+            );
+            return Ok(r);
+        }
+    }
     let discovery_doc = match segs.as_slice() {
         ["api"] => Some(discovery::core_versions()),
         ["api", "v1"] => discovery::resources(&app.registry, "", "v1"),
