@@ -65,6 +65,22 @@ async fn values_the_go_types_cannot_hold_are_refused_at_decoding() {
             r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"x","annotations":{"a":["b"]}}}"#,
             "Namespace in version \"v1\" cannot be handled as a Namespace: json: cannot unmarshal array into Go struct field ObjectMeta.metadata.annotations of type string",
         ),
+        // kinds served from the recorded discovery, decoded by their k8s-openapi type
+        (
+            "/api/v1/namespaces/default/services",
+            r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"s"},"spec":{"ports":"80"}}"#,
+            "Service in version \"v1\" cannot be handled as a Service: json: cannot unmarshal string into Go struct field ServiceSpec.spec.ports of type []v1.ServicePort",
+        ),
+        (
+            "/apis/batch/v1/namespaces/default/jobs",
+            r#"{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j"},"spec":{"backoffLimit":"6","template":{}}}"#,
+            "Job in version \"v1\" cannot be handled as a Job: json: cannot unmarshal string into Go struct field JobSpec.spec.backoffLimit of type int32",
+        ),
+        (
+            "/apis/networking.k8s.io/v1/namespaces/default/networkpolicies",
+            r#"{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy","metadata":{"name":"n"},"spec":{"podSelector":[]}}"#,
+            "NetworkPolicy in version \"v1\" cannot be handled as a NetworkPolicy: json: cannot unmarshal array into Go struct field NetworkPolicySpec.spec.podSelector of type v1.LabelSelector",
+        ),
     ];
     for (uri, body, want) in cases {
         for directive in ["Strict", "Warn", "Ignore"] {

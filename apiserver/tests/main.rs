@@ -3,7 +3,7 @@
 //! the official Python client against the server over real HTTPS.
 //!
 //! One module per area a client can observe (`crud`, `lists`, `watch`,
-//! `patch`, `field_validation`, `lifecycle`, `kinds`, `auth`, `faults`,
+//! `patch`, `field_validation`, `lifecycle`, `kinds`, `builtin_kinds`, `auth`, `faults`,
 //! `writes`, `custom_resources`, `pods`, `gc`, `printer_columns`,
 //! `decoding`, `object_rules`, `limits`, `managed_fields`)
 //! drives the server with the real kube client, sharing the fixtures of
@@ -17,6 +17,7 @@
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 mod auth;
+mod builtin_kinds;
 mod common;
 mod crud;
 mod custom_resources;

@@ -1,7 +1,8 @@
 //! "What may I do, and who am I": `SelfSubjectAccessReview`
 //! (`authorization.k8s.io/v1`, what `kubectl auth can-i` posts) and
 //! `SelfSubjectReview` (`authentication.k8s.io/v1`, `kubectl auth whoami`),
-//! answered from the caller's own token and rules.
+//! answered from the caller's own token and rules; the other reviews
+//! (`TokenReview`, `SubjectAccessReview`, …) get a minimal honest answer.
 //!
 //! Owns decoding the review, asking [`User::allows`] (and the fault
 //! injector's denied verbs) and shaping the answer like the real server:
@@ -11,7 +12,7 @@
 
 use serde_json::{json, Value};
 
-use super::auth::User;
+use super::auth::{Tokens, User};
 use super::faults::Faults;
 use super::status::{ApiError, Result};
 
@@ -76,6 +77,54 @@ pub(crate) fn access_review(user: &User, faults: &Faults, review: &Value) -> Res
         "spec": spec,
         "status": status,
     }))
+}
+
+/// Answers a create of another review kind the real server serves
+/// (`TokenReview`, `SubjectAccessReview`, `LocalSubjectAccessReview`,
+/// `SelfSubjectRulesReview`), shaped like its answer: the body echoed with
+/// a `status`. A token review looks the token up; an access review is
+/// evaluated only when it asks about the caller (nothing here knows other
+/// users' rules, so it says so in `evaluationError`); a rules review lists
+/// no rules and is `incomplete`.
+pub(crate) fn other_review(
+    kind: &str,
+    user: &User,
+    faults: &Faults,
+    tokens: &Tokens,
+    body: &Value,
+) -> Result<Value> {
+    let mut out = body.clone();
+    if !out.is_object() {
+        out = json!({});
+    }
+    let spec = out.get("spec").cloned().unwrap_or(Value::Null);
+    let status = match kind {
+        "TokenReview" => {
+            let token = spec.get("token").and_then(Value::as_str).unwrap_or("");
+            match tokens.authenticate(token) {
+                Some(u) => json!({"authenticated": true,
+                    "user": {"username": u.name, "groups": ["system:authenticated"]}}),
+                None => json!({"user": {}, "error": "invalid bearer token"}),
+            }
+        }
+        "SubjectAccessReview" | "LocalSubjectAccessReview" => {
+            let about = spec.get("user").and_then(Value::as_str).unwrap_or("");
+            if about == user.name {
+                access_review(user, faults, &out)?["status"].clone()
+            } else {
+                json!({"allowed": false, "evaluationError":
+                    "the embedded API server evaluates access reviews only for the requesting user"})
+            }
+        }
+        _ => json!({"resourceRules": [], "nonResourceRules": [], "incomplete": true,
+            "evaluationError": "the embedded API server does not list rules"}),
+    };
+    out["status"] = status;
+    if !out.get("metadata").is_some_and(Value::is_object) {
+        out["metadata"] = json!({});
+    }
+    out["metadata"]["creationTimestamp"] = Value::Null;
+    Ok(out)
 }
 
 /// Answers a `SelfSubjectReview` for `user`.
@@ -167,6 +216,26 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("resource"), "{err}");
+    }
+
+    #[test]
+    fn token_and_subject_reviews_answer_what_the_server_knows() {
+        let faults = Faults::new(Arc::new(Store::new(10)));
+        let mut tokens = Tokens::default();
+        tokens.insert("t", User::admin("admin"));
+        let user = User::admin("admin");
+        let body = json!({"spec": {"token": "t"}});
+        let r = other_review("TokenReview", &user, &faults, &tokens, &body).unwrap();
+        assert_eq!(r["status"]["user"]["username"], "admin");
+        let body = json!({"spec": {"token": "nope"}});
+        let r = other_review("TokenReview", &user, &faults, &tokens, &body).unwrap();
+        assert_eq!(r["status"].get("authenticated"), None);
+        let body = json!({"spec": {"user": "bob", "resourceAttributes": {"verb": "get", "resource": "pods"}}});
+        let r = other_review("SubjectAccessReview", &user, &faults, &tokens, &body).unwrap();
+        assert_eq!(r["status"]["allowed"], false);
+        let body = json!({"spec": {"user": "admin", "resourceAttributes": {"verb": "get", "resource": "pods"}}});
+        let r = other_review("SubjectAccessReview", &user, &faults, &tokens, &body).unwrap();
+        assert_eq!(r["status"]["allowed"], true);
     }
 
     #[test]

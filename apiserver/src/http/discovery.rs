@@ -1,7 +1,7 @@
 //! Discovery documents (`/version`, `/api`, `/api/v1`, `/apis`,
-//! `/apis/{group}/{version}`) built from the [`Registry`]. Only the legacy
-//! (unaggregated) discovery types are served: clients asking for aggregated
-//! discovery also accept `application/json` and fall back to these.
+//! `/apis/{group}/{version}`) built from the [`Registry`], legacy and
+//! aggregated (`apidiscovery.k8s.io/v2` on `/api` and `/apis`, for clients
+//! that ask for it, as kubectl does: one request instead of one per group).
 //! It reads only the [`Registry`]: it never touches objects or the store,
 //! and never advertises a resource the registry does not serve.
 
@@ -66,7 +66,8 @@ pub fn group(reg: &Registry, name: &str) -> Option<Value> {
     )
 }
 
-const VERBS: [&str; 8] = [
+/// The verbs of a resource with every verb (custom resources).
+pub(crate) const VERBS: [&str; 8] = [
     "create",
     "delete",
     "deletecollection",
@@ -83,7 +84,7 @@ fn resource_entries(r: &ResourceInfo) -> Vec<Value> {
         "singularName": r.singular,
         "namespaced": r.namespaced,
         "kind": r.kind,
-        "verbs": VERBS,
+        "verbs": r.verbs,
     });
     if !r.short_names.is_empty() {
         main["shortNames"] = json!(r.short_names);
@@ -122,6 +123,88 @@ fn resource_entries(r: &ResourceInfo) -> Vec<Value> {
         }));
     }
     out
+}
+
+/// The media type of aggregated discovery (`APIGroupDiscoveryList`, v2).
+pub const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+/// Whether an `Accept` header asks for aggregated discovery v2.
+pub fn wants_aggregated(accept: &str) -> bool {
+    accept.split(',').any(|t| {
+        let params: Vec<&str> = t.split(';').map(str::trim).collect();
+        params.contains(&"g=apidiscovery.k8s.io")
+            && params.contains(&"v=v2")
+            && params.contains(&"as=APIGroupDiscoveryList")
+            && params.first().is_some_and(|m| m.ends_with("json"))
+    })
+}
+
+fn aggregated_resource(r: &ResourceInfo) -> Value {
+    let kind = |k: &str| json!({"group": "", "version": "", "kind": k});
+    let mut out = json!({
+        "resource": r.plural,
+        "responseKind": kind(&r.kind),
+        "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": r.singular,
+        "verbs": r.verbs,
+    });
+    if !r.short_names.is_empty() {
+        out["shortNames"] = json!(r.short_names);
+    }
+    if !r.categories.is_empty() {
+        out["categories"] = json!(r.categories);
+    }
+    let mut subs = Vec::new();
+    if r.group.is_empty() && r.plural == "pods" {
+        subs.push(
+            json!({"subresource": "binding", "responseKind": kind("Binding"), "verbs": ["create"]}),
+        );
+    }
+    if r.scale.is_some() {
+        subs.push(json!({"subresource": "scale",
+            "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+            "verbs": ["get", "patch", "update"]}));
+    }
+    if r.has_status {
+        subs.push(json!({"subresource": "status", "responseKind": kind(&r.kind), "verbs": ["get", "patch", "update"]}));
+    }
+    if !subs.is_empty() {
+        out["subresources"] = Value::Array(subs);
+    }
+    out
+}
+
+/// Aggregated discovery of the core group (`core: true`, `/api`) or of
+/// every other group (`/apis`), each group's versions in preference order.
+pub fn aggregated(reg: &Registry, core: bool) -> Value {
+    let groups: Vec<(String, Vec<String>)> = if core {
+        vec![(String::new(), vec!["v1".to_string()])]
+    } else {
+        reg.groups()
+    };
+    let items: Vec<Value> = groups
+        .into_iter()
+        .map(|(g, versions)| {
+            let versions: Vec<Value> = versions
+                .iter()
+                .map(|v| {
+                    let resources: Vec<Value> = reg
+                        .resources_in(&g, v)
+                        .iter()
+                        .map(aggregated_resource)
+                        .collect();
+                    json!({"version": v, "resources": resources, "freshness": "Current"})
+                })
+                .collect();
+            let mut metadata = json!({"creationTimestamp": null});
+            if !g.is_empty() {
+                metadata["name"] = json!(g);
+            }
+            json!({"metadata": metadata, "versions": versions})
+        })
+        .collect();
+    json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2",
+        "metadata": {}, "items": items})
 }
 
 /// `APIResourceList` for one group/version, or None if it is not served.
@@ -252,6 +335,32 @@ mod tests {
             "ConfigMap"
         );
         assert_eq!(patch["parameters"][0]["name"], "fieldValidation");
+    }
+
+    #[test]
+    fn aggregated_discovery_lists_every_group_with_its_resources() {
+        assert!(wants_aggregated(
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
+        ));
+        assert!(!wants_aggregated("application/json, */*"));
+        let reg = Registry::new();
+        let apis = aggregated(&reg, false);
+        let apps = apis["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["metadata"]["name"] == "apps")
+            .unwrap();
+        let deploy = apps["versions"][0]["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resource"] == "deployments")
+            .unwrap();
+        assert_eq!(deploy["scope"], "Namespaced");
+        assert_eq!(deploy["subresources"].as_array().unwrap().len(), 2);
+        let core = aggregated(&reg, true);
+        assert!(core["items"][0]["metadata"].get("name").is_none());
     }
 
     #[test]

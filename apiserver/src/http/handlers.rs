@@ -29,6 +29,7 @@ use crate::rules::crd;
 use crate::rules::objects::meta_mut;
 use crate::rules::validation;
 use crate::selector::{FieldSelector, LabelSelector, Selector};
+use crate::storage::builtin;
 use crate::storage::registry::{Registry, ResourceInfo};
 use crate::storage::store::{ObjKey, Store, StoreError};
 
@@ -295,6 +296,22 @@ async fn dispatch(app: &Arc<AppState>, req: Request) -> Result<Response> {
         }
         _ => {}
     }
+    if let (["api"] | ["apis"], Some(accept)) = (
+        segs.as_slice(),
+        req.headers()
+            .get(header::ACCEPT)
+            .and_then(|h| h.to_str().ok()),
+    ) {
+        if discovery::wants_aggregated(accept) {
+            let doc = discovery::aggregated(&app.registry, segs.as_slice() == ["api"]);
+            let mut r = json_response(StatusCode::OK, doc.to_string());
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(discovery::AGGREGATED),
+            );
+            return Ok(r);
+        }
+    }
     let discovery_doc = match segs.as_slice() {
         ["api"] => Some(discovery::core_versions()),
         ["api", "v1"] => discovery::resources(&app.registry, "", "v1"),
@@ -352,6 +369,14 @@ async fn dispatch(app: &Arc<AppState>, req: Request) -> Result<Response> {
             )))
         }
     };
+    // A verb the resource does not have (discovery's verbs): a namespace
+    // has no deletecollection, a review is create-only.
+    if target.sub.is_none() && !target.info.verbs.iter().any(|v| v == verb) {
+        return Err(ApiError::MethodNotAllowed(format!(
+            "the server does not allow this method on the requested resource ({})",
+            req.method()
+        )));
+    }
     if let Some(err) = app.faults.take_failure(verb, &target.info.plural) {
         return Err(err);
     }
@@ -415,6 +440,7 @@ async fn dispatch(app: &Arc<AppState>, req: Request) -> Result<Response> {
             "list" => ctx.list(),
             "watch" => ctx.watch(),
             "create" if ctx.target.sub.is_some() => ctx.bind(body),
+            "create" if builtin::is_virtual(&ctx.target.info) => ctx.create_virtual(body),
             "create" => ctx.create(body),
             "update" => ctx.update(body),
             "patch" => ctx.patch(body),

@@ -8,7 +8,7 @@
 //! # Layout
 //! - `server`: the listener, certificates, kubeconfigs and clients.
 //! - `handlers`: routing, shared request checks, and the verbs (`reads`, `writes`, `scale`).
-//! - `body`: reading, depth-checking and decoding request bodies; `proto`: the protobuf encoding.
+//! - `body`: reading, depth-checking and decoding request bodies; `proto`, `proto_workloads`: the protobuf encoding.
 //! - `auth`: bearer tokens and RBAC-like rules; `access`: self access reviews (`can-i`, `whoami`).
 //! - `discovery`: `/api`, `/apis` and `/version`; `openapi`: `/openapi/v2`.
 //! - `table`: server-side printing; `printer_columns`: a CRD's `additionalPrinterColumns`.
@@ -25,6 +25,7 @@ pub(crate) mod handlers;
 pub mod openapi;
 mod printer_columns;
 pub mod proto;
+mod proto_workloads;
 pub mod server;
 pub mod status;
 pub mod table;

@@ -2,7 +2,8 @@
 //! kubectl's generator commands send that way (`kubectl create namespace`,
 //! `create configmap`, `create secret generic`): the `k8s\0` envelope, the
 //! `runtime.Unknown` wrapper and `ObjectMeta`, `Namespace`, `ConfigMap`,
-//! `Secret`, and `SelfSubjectAccessReview` (`kubectl auth can-i`). Anything
+//! `Secret`, and `SelfSubjectAccessReview` (`kubectl auth can-i`); the
+//! workload kinds are in `proto_workloads`. Anything
 //! else is reported as unsupported so the caller answers
 //! 415. Responses are always JSON; this module never encodes.
 
@@ -26,7 +27,7 @@ pub enum ProtoError {
 }
 
 #[derive(Clone, Copy)]
-enum Field<'a> {
+pub(super) enum Field<'a> {
     Varint(u64),
     Bytes(&'a [u8]),
 }
@@ -46,7 +47,7 @@ fn varint(buf: &[u8], pos: &mut usize) -> Result<u64, ProtoError> {
     Err(ProtoError::Malformed("varint too long"))
 }
 
-fn fields(buf: &[u8]) -> Result<Vec<(u64, Field<'_>)>, ProtoError> {
+pub(super) fn fields(buf: &[u8]) -> Result<Vec<(u64, Field<'_>)>, ProtoError> {
     let mut out = Vec::new();
     let mut pos = 0;
     while pos < buf.len() {
@@ -80,12 +81,12 @@ fn fields(buf: &[u8]) -> Result<Vec<(u64, Field<'_>)>, ProtoError> {
     Ok(out)
 }
 
-fn string(b: &[u8]) -> Result<String, ProtoError> {
+pub(super) fn string(b: &[u8]) -> Result<String, ProtoError> {
     String::from_utf8(b.to_vec()).map_err(|_| ProtoError::Malformed("string is not UTF-8"))
 }
 
 /// A `map<string, string>` (or bytes, base64-encoded as JSON does) entry.
-fn map_entry(b: &[u8], bytes_value: bool) -> Result<(String, Value), ProtoError> {
+pub(super) fn map_entry(b: &[u8], bytes_value: bool) -> Result<(String, Value), ProtoError> {
     let mut k = String::new();
     let mut v = Value::String(String::new());
     for (num, f) in fields(b)? {
@@ -150,7 +151,7 @@ fn insert_nonempty(m: &mut Map<String, Value>, key: &str, x: &[u8]) -> Result<()
     Ok(())
 }
 
-fn object_meta(b: &[u8]) -> Result<Value, ProtoError> {
+pub(super) fn object_meta(b: &[u8]) -> Result<Value, ProtoError> {
     let mut m = Map::new();
     for (num, f) in fields(b)? {
         match (num, f) {
@@ -299,6 +300,12 @@ pub fn decode(body: &[u8]) -> Result<Value, ProtoError> {
     }
     if api_version == "authorization.k8s.io/v1" && kind == "SelfSubjectAccessReview" {
         return access_review(raw);
+    }
+    if let Some(obj) = super::proto_workloads::decode(&api_version, &kind, raw) {
+        let mut obj = obj?;
+        obj.insert("apiVersion".into(), api_version.into());
+        obj.insert("kind".into(), kind.into());
+        return Ok(Value::Object(obj));
     }
     if api_version != "v1" || !matches!(kind.as_str(), "ConfigMap" | "Secret" | "Namespace") {
         return Err(ProtoError::Unsupported(format!("{api_version}/{kind}")));

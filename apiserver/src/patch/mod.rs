@@ -23,9 +23,11 @@
 //! are never owned, as the real server's `ResetFieldsStrategy` ensures.
 //! Custom resources whose CRD declares `x-kubernetes-list-type` or
 //! `x-kubernetes-map-type` pass [`SchemaOverrides::from_openapi_v3`] in
-//! [`ApplyOptions::schema`]; without it their lists are atomic.
+//! [`ApplyOptions::schema`]; without it their lists are atomic. Built-in
+//! kinds' list and map semantics come from the real server's OpenAPI.
 
 mod apply;
+mod builtin_schema;
 mod fields;
 mod json_patch;
 mod merge;

@@ -1,13 +1,10 @@
-//! The small table of list semantics the patch functions need: which lists
-//! are associative (and by which keys), which are sets, which are atomic;
+//! The list semantics the patch functions need: which lists are
+//! associative (and by which keys), which are sets, which are atomic;
 //! which object fields are atomic maps; and the strategic-merge-patch
-//! strategy of each list.
-//!
-//! It mirrors the `+listType`/`+listMapKey` and `patchStrategy`/
-//! `patchMergeKey` markers of the core types for the fields controllers
-//! touch; anything not in the table is atomic (server-side apply) and
-//! replaced (strategic merge patch), as for a custom resource whose schema
-//! says nothing about the list.
+//! strategy of each list. Built-in kinds answer from the real server's
+//! OpenAPI (`builtin_schema`), custom resources from their CRD schema
+//! ([`SchemaOverrides`]); anything undeclared is atomic (server-side apply)
+//! and replaced (strategic merge patch).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -39,112 +36,27 @@ pub enum PatchStrategy {
     MergePrimitives,
 }
 
-/// API groups served by the built-in types (everything else is a custom
-/// resource).
-pub(super) const BUILTIN_GROUPS: &[&str] = &[
-    "",
-    "apps",
-    "batch",
-    "coordination.k8s.io",
-    "events.k8s.io",
-    "policy",
-    "networking.k8s.io",
-    "rbac.authorization.k8s.io",
-    "storage.k8s.io",
-    "autoscaling",
-    "apiextensions.k8s.io",
-    "scheduling.k8s.io",
-    "discovery.k8s.io",
-    "node.k8s.io",
-    "admissionregistration.k8s.io",
-    "certificates.k8s.io",
-];
-
-const BY_NAME: &[(&str, Option<&str>)] = &[("name", None)];
-const BY_UID: &[(&str, Option<&str>)] = &[("uid", None)];
-const BY_TYPE: &[(&str, Option<&str>)] = &[("type", None)];
-const BY_MOUNT_PATH: &[(&str, Option<&str>)] = &[("mountPath", None)];
-const BY_DEVICE_PATH: &[(&str, Option<&str>)] = &[("devicePath", None)];
-const BY_IP: &[(&str, Option<&str>)] = &[("ip", None)];
-const BY_CONTAINER_PORT: &[(&str, Option<&str>)] =
-    &[("containerPort", None), ("protocol", Some("TCP"))];
-const BY_SERVICE_PORT: &[(&str, Option<&str>)] = &[("port", None), ("protocol", Some("TCP"))];
-const BY_TOPOLOGY: &[(&str, Option<&str>)] = &[("topologyKey", None), ("whenUnsatisfiable", None)];
-
-/// Where the pod spec sits inside objects of this kind, if it has one.
-fn pod_spec_prefix(kind: &ObjectKind) -> Option<&'static [&'static str]> {
-    match (kind.group.as_str(), kind.kind.as_str()) {
-        ("", "Pod") => Some(&["spec"]),
-        ("", "PodTemplate") => Some(&["template", "spec"]),
-        ("", "ReplicationController")
-        | ("apps", "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet")
-        | ("batch", "Job") => Some(&["spec", "template", "spec"]),
-        ("batch", "CronJob") => Some(&["spec", "jobTemplate", "spec", "template", "spec"]),
-        _ => None,
-    }
+/// True when `kind` is of a built-in group (its semantics come from the
+/// embedded OpenAPI extract, see `builtin_schema`); anything else is a
+/// custom resource.
+pub(super) fn is_builtin(kind: &ObjectKind) -> bool {
+    crate::storage::builtin::resources()
+        .iter()
+        .any(|r| r.group == kind.group)
 }
+
+const BY_UID: &[(&str, Option<&str>)] = &[("uid", None)];
 
 fn lookup(kind: &ObjectKind, path: &[&str]) -> Option<(ListType, PatchStrategy)> {
+    if is_builtin(kind) {
+        return super::builtin_schema::list(kind, path);
+    }
+    // a custom resource's metadata is an ObjectMeta too
     match path {
         ["metadata", "ownerReferences"] => {
-            return Some((ListType::Map(BY_UID), PatchStrategy::MergeByKey("uid")))
+            Some((ListType::Map(BY_UID), PatchStrategy::MergeByKey("uid")))
         }
-        ["metadata", "finalizers"] => return Some((ListType::Set, PatchStrategy::MergePrimitives)),
-        _ => {}
-    }
-    if !BUILTIN_GROUPS.contains(&kind.group.as_str()) {
-        return None;
-    }
-    if let ["status", "conditions"] = path {
-        return Some((ListType::Map(BY_TYPE), PatchStrategy::MergeByKey("type")));
-    }
-    if let Some(rest) = pod_spec_prefix(kind).and_then(|p| path.strip_prefix(p)) {
-        return pod_spec_list(rest);
-    }
-    match (kind.kind.as_str(), path) {
-        // A patch merge key without `+listType` makes the list associative
-        // for server-side apply too (kube-openapi `schemaconv`).
-        ("Node", ["status", "addresses"]) => {
-            Some((ListType::Map(BY_TYPE), PatchStrategy::MergeByKey("type")))
-        }
-        ("Pod", ["status", "podIPs" | "hostIPs"]) => {
-            Some((ListType::Map(BY_IP), PatchStrategy::MergeByKey("ip")))
-        }
-        ("Node", ["spec", "podCIDRs"]) => Some((ListType::Set, PatchStrategy::MergePrimitives)),
-        ("Service", ["spec", "ports"]) => Some((
-            ListType::Map(BY_SERVICE_PORT),
-            PatchStrategy::MergeByKey("port"),
-        )),
-        _ => None,
-    }
-}
-
-fn pod_spec_list(rest: &[&str]) -> Option<(ListType, PatchStrategy)> {
-    let by_name = (ListType::Map(BY_NAME), PatchStrategy::MergeByKey("name"));
-    match rest {
-        ["containers" | "initContainers" | "ephemeralContainers"]
-        | ["volumes" | "imagePullSecrets" | "schedulingGates"] => Some(by_name),
-        ["containers" | "initContainers" | "ephemeralContainers", field] => match *field {
-            "ports" => Some((
-                ListType::Map(BY_CONTAINER_PORT),
-                PatchStrategy::MergeByKey("containerPort"),
-            )),
-            "env" => Some(by_name),
-            "volumeMounts" => Some((
-                ListType::Map(BY_MOUNT_PATH),
-                PatchStrategy::MergeByKey("mountPath"),
-            )),
-            "volumeDevices" => Some((
-                ListType::Map(BY_DEVICE_PATH),
-                PatchStrategy::MergeByKey("devicePath"),
-            )),
-            _ => None,
-        },
-        ["hostAliases"] => Some((ListType::Map(BY_IP), PatchStrategy::MergeByKey("ip"))),
-        ["topologySpreadConstraints"] => Some((
-            ListType::Map(BY_TOPOLOGY),
-            PatchStrategy::MergeByKey("topologyKey"),
-        )),
+        ["metadata", "finalizers"] => Some((ListType::Set, PatchStrategy::MergePrimitives)),
         _ => None,
     }
 }
@@ -165,50 +77,13 @@ pub fn patch_strategy(kind: &ObjectKind, path: &[&str]) -> PatchStrategy {
     lookup(kind, path).map_or(PatchStrategy::Replace, |(_, s)| s)
 }
 
-/// Object-valued fields of built-in kinds that are atomic
-/// (`+structType=atomic`/`+mapType=atomic`) wherever they appear.
-const ATOMIC_MAP_FIELDS: &[&str] = &[
-    "labelSelector",
-    "namespaceSelector",
-    "configMapKeyRef",
-    "secretKeyRef",
-    "fieldRef",
-    "resourceFieldRef",
-];
-
 /// True when the object-valued field at `path` (same convention as
 /// [`list_type`]) is atomic for server-side apply: owned, compared and
 /// replaced as one value (`f:selector: {}`), like a `LabelSelector`, a
 /// Service selector or a pod `nodeSelector`. Custom resources have none.
 #[must_use]
 pub fn is_atomic_map(kind: &ObjectKind, path: &[&str]) -> bool {
-    if !BUILTIN_GROUPS.contains(&kind.group.as_str()) {
-        return false;
-    }
-    if path
-        .last()
-        .is_some_and(|last| ATOMIC_MAP_FIELDS.contains(last))
-    {
-        return true;
-    }
-    if let Some(["nodeSelector"]) = pod_spec_prefix(kind).and_then(|p| path.strip_prefix(p)) {
-        return true;
-    }
-    matches!(
-        (kind.group.as_str(), kind.kind.as_str(), path),
-        (
-            "" | "apps" | "batch" | "policy",
-            "Service"
-                | "ReplicationController"
-                | "Deployment"
-                | "ReplicaSet"
-                | "StatefulSet"
-                | "DaemonSet"
-                | "Job"
-                | "PodDisruptionBudget",
-            ["spec", "selector"]
-        )
-    )
+    is_builtin(kind) && super::builtin_schema::atomic_map(kind, path).unwrap_or(false)
 }
 
 /// List and map semantics declared by a CustomResourceDefinition's

@@ -8,13 +8,16 @@
 //!
 //! # Layout
 //! - `objects`: names, `generateName`, system metadata, pod defaulting, status/spec separation.
+//! - `defaults`: workload, pod template and Service defaults; `services`: cluster IPs, node ports.
 //! - `object_rules`: label, annotation and ConfigMap/Secret size validation.
 //! - `validation`: unknown- and duplicate-field checks (`fieldValidation`).
 //! - `pods`: pod spec validation and the `pods/binding` subresource.
 //! - `crd`: CRDs, and pruning, defaulting and validating custom objects.
 
 pub mod crd;
+pub(crate) mod defaults;
 pub(crate) mod object_rules;
 pub mod objects;
 pub(crate) mod pods;
+pub(crate) mod services;
 pub mod validation;

@@ -52,13 +52,30 @@ pub fn generated_name(prefix: &str) -> String {
 
 /// True if objects of this resource carry `metadata.generation`.
 pub fn tracks_generation(info: &ResourceInfo) -> bool {
-    // Built-in types without a spec (configmaps, secrets, events, leases,
-    // namespaces, nodes) have no generation on the real server; pods have
-    // one since 1.33, custom resources and CRDs always.
+    // As the real 1.32 server's strategies set it (checked against the
+    // recorded `data/k8s-1.32/defaults`: apps, batch, policy, networking,
+    // discovery and scheduling objects carry one; HPAs, RBAC and storage
+    // objects do not). Core kinds have none but replication controllers
+    // (and pods, as since 1.33); custom resources and CRDs always do.
+    if super::crd::is_custom(info) {
+        return true;
+    }
     match (info.group.as_str(), info.plural.as_str()) {
-        ("", "pods") | ("apiextensions.k8s.io", _) => true,
-        ("", _) | ("events.k8s.io", _) | ("coordination.k8s.io", _) => false,
-        _ => true,
+        ("", "pods" | "replicationcontrollers") => true,
+        ("apps", "controllerrevisions") => false,
+        (
+            "apps"
+            | "batch"
+            | "policy"
+            | "networking.k8s.io"
+            | "discovery.k8s.io"
+            | "scheduling.k8s.io"
+            | "admissionregistration.k8s.io"
+            | "flowcontrol.apiserver.k8s.io"
+            | "apiextensions.k8s.io",
+            _,
+        ) => true,
+        _ => false,
     }
 }
 
@@ -121,6 +138,7 @@ pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, now: &str) {
         }
         _ => {}
     }
+    super::defaults::decode(info, obj);
 }
 
 /// What the kind's strategy sets on create after the request's managed
@@ -135,6 +153,7 @@ pub fn strategy_create(info: &ResourceInfo, obj: &mut Value) {
         obj["spec"]["finalizers"] = json!(["kubernetes"]);
         obj["status"] = json!({"phase": "Active"});
     }
+    super::defaults::strategy_create(info, obj);
 }
 
 fn secret_type_missing(secret: &Value) -> bool {
@@ -181,7 +200,8 @@ pub(crate) fn default_pod_spec(pod: &mut Value) {
     }
 }
 
-fn default_container(c: &mut Value) {
+/// A container's defaults (pods and pod templates alike).
+pub(crate) fn default_container(c: &mut Value) {
     if c.get("terminationMessagePath").is_none() {
         c["terminationMessagePath"] = json!("/dev/termination-log");
     }
@@ -286,6 +306,12 @@ pub fn prepare_update(info: &ResourceInfo, old: &Value, new: &mut Value, status_
                     m.remove("status");
                 }
             }
+        }
+    }
+    if !status_write {
+        super::defaults::decode(info, new);
+        if info.group.is_empty() && info.plural == "services" {
+            super::services::keep_allocated(old, new);
         }
     }
     let no_meta = json!({});

@@ -7,10 +7,12 @@
 //!
 //! # Layout
 //! - `registry`: which resources are served, built-in and custom.
+//! - `builtin`: the built-in resources, from a real server's embedded discovery.
 //! - `store`: objects, resourceVersions, history and the change broadcast.
 //! - `watch`: watch streams with filters, bookmarks, timeouts and cut-offs.
 //! - `outbox`: the byte-counted buffer between a watch and its response body.
 
+pub(crate) mod builtin;
 pub mod registry;
 pub mod store;
 pub mod watch;

@@ -1,6 +1,7 @@
 //! The resource registry: which group/version/kind/plural the server serves,
-//! whether each is namespaced and has a status subresource. Built-in types
-//! are fixed; CustomResourceDefinitions add and remove entries at runtime.
+//! whether each is namespaced, its verbs and status/scale subresources.
+//! Built-in types come from a real server's discovery (see `builtin`);
+//! CustomResourceDefinitions add and remove entries at runtime.
 //! The registry never stores objects.
 
 use std::sync::{Arc, RwLock};
@@ -29,8 +30,12 @@ pub struct ResourceInfo {
     /// A custom resource version's `additionalPrinterColumns` (empty: the
     /// default Age column; always empty for built-in kinds).
     pub printer_columns: Vec<PrinterColumn>,
-    /// A custom resource version's scale subresource, if it declares one.
+    /// The scale subresource (a CRD version's, or `.spec.replicas` /
+    /// `.status.replicas` for the built-in kinds that have one).
     pub scale: Option<ScaleSubresource>,
+    /// Verbs of the main resource, as discovery lists them (`create` only
+    /// for reviews and bindings; no `deletecollection` on namespaces).
+    pub verbs: Vec<String>,
 }
 
 /// One `additionalPrinterColumns` entry of a CRD version.
@@ -87,30 +92,6 @@ impl ResourceInfo {
     }
 }
 
-fn builtin(
-    group: &str,
-    version: &str,
-    kind: &str,
-    plural: &str,
-    namespaced: bool,
-    has_status: bool,
-    short: &[&str],
-) -> ResourceInfo {
-    ResourceInfo {
-        group: group.into(),
-        version: version.into(),
-        kind: kind.into(),
-        plural: plural.into(),
-        singular: kind.to_ascii_lowercase(),
-        namespaced,
-        has_status,
-        short_names: short.iter().map(|s| s.to_string()).collect(),
-        categories: Vec::new(),
-        printer_columns: Vec::new(),
-        scale: None,
-    }
-}
-
 /// The table of served resources, shared by every request.
 #[derive(Debug, Clone)]
 pub struct Registry {
@@ -126,100 +107,7 @@ impl Default for Registry {
 impl Registry {
     /// Registry holding the built-in resources.
     pub fn new() -> Self {
-        let mut pods = builtin("", "v1", "Pod", "pods", true, true, &["po"]);
-        pods.categories = vec!["all".into()];
-        let list = vec![
-            builtin("", "v1", "Namespace", "namespaces", false, true, &["ns"]),
-            builtin("", "v1", "Node", "nodes", false, true, &["no"]),
-            pods,
-            builtin("", "v1", "ConfigMap", "configmaps", true, false, &["cm"]),
-            builtin("", "v1", "Secret", "secrets", true, false, &[]),
-            builtin("", "v1", "Event", "events", true, false, &["ev"]),
-            builtin(
-                "events.k8s.io",
-                "v1",
-                "Event",
-                "events",
-                true,
-                false,
-                &["ev"],
-            ),
-            builtin(
-                "coordination.k8s.io",
-                "v1",
-                "Lease",
-                "leases",
-                true,
-                false,
-                &[],
-            ),
-            // Stored and served (CRUD, watch, apply) so deploy manifests can
-            // be applied; nothing acts on them (no scheduler, no RBAC
-            // enforcement from Roles: tokens carry their own rules).
-            builtin(
-                "",
-                "v1",
-                "ServiceAccount",
-                "serviceaccounts",
-                true,
-                false,
-                &["sa"],
-            ),
-            builtin(
-                "apps",
-                "v1",
-                "Deployment",
-                "deployments",
-                true,
-                true,
-                &["deploy"],
-            ),
-            builtin(
-                "rbac.authorization.k8s.io",
-                "v1",
-                "ClusterRole",
-                "clusterroles",
-                false,
-                false,
-                &[],
-            ),
-            builtin(
-                "rbac.authorization.k8s.io",
-                "v1",
-                "ClusterRoleBinding",
-                "clusterrolebindings",
-                false,
-                false,
-                &[],
-            ),
-            builtin(
-                "rbac.authorization.k8s.io",
-                "v1",
-                "Role",
-                "roles",
-                true,
-                false,
-                &[],
-            ),
-            builtin(
-                "rbac.authorization.k8s.io",
-                "v1",
-                "RoleBinding",
-                "rolebindings",
-                true,
-                false,
-                &[],
-            ),
-            builtin(
-                "apiextensions.k8s.io",
-                "v1",
-                "CustomResourceDefinition",
-                "customresourcedefinitions",
-                false,
-                true,
-                &["crd", "crds"],
-            ),
-        ];
+        let list = super::builtin::resources().to_vec();
         Registry {
             inner: Arc::new(RwLock::new(list)),
         }

@@ -16,6 +16,7 @@ use super::{
 use crate::controllers::gc;
 use crate::controllers::kubelet::{self, PodDeletion};
 use crate::controllers::namespaces;
+use crate::http::access;
 use crate::http::convert;
 use crate::http::status::{ApiError, Cause, Details, Result};
 use crate::patch;
@@ -26,6 +27,7 @@ use crate::rules::objects::{
     ready_to_remove, strategy_create, validate_name,
 };
 use crate::rules::pods;
+use crate::rules::services;
 use crate::rules::validation::Write;
 use crate::storage::store::{ObjKey, StoreError, Stored};
 
@@ -486,7 +488,18 @@ impl Ctx<'_> {
 
     /// Stores a new, admitted object and answers 201 with it (or only
     /// answers, under dryRun); a namesake that got there first is 409.
-    fn store_created(&self, key: ObjKey, name: &str, obj: Value) -> Result<Response> {
+    fn store_created(&self, key: ObjKey, name: &str, mut obj: Value) -> Result<Response> {
+        if self.target.info.group.is_empty() && self.target.info.plural == "services" {
+            // the allocators run in storage, after the managed fields
+            let page = self.store().list("services", None, None, 0, |_| true);
+            let stored = page
+                .items
+                .iter()
+                .map(|j| serde_json::from_slice(j).unwrap_or(Value::Null));
+            let (ips, ports) = services::in_use(stored);
+            services::allocate(&mut obj, &ips, &ports)
+                .map_err(|e| ApiError::Internal(e.to_string()))?;
+        }
         if self.dry_run() {
             return Ok(value_response(StatusCode::CREATED, &self.out(obj)));
         }
@@ -535,25 +548,54 @@ impl Ctx<'_> {
     /// `BindingREST.Create` answers.
     pub(super) fn bind(&self, body: Bytes) -> Result<Response> {
         let binding = self.decode_object(&body)?;
-        let name = self.target.name().to_string();
-        if meta_str(&binding, "name").is_some_and(|n| n != name) {
+        self.bind_to(&self.target, &binding)
+    }
+
+    /// POST of a create-only resource that stores nothing: `bindings`
+    /// (binds the pod the Binding names, as `pods/{name}/binding`) and the
+    /// reviews (answered, see [`access::other_review`]).
+    pub(super) fn create_virtual(&self, body: Bytes) -> Result<Response> {
+        let obj = self.decode_object(&body)?;
+        let info = &self.target.info;
+        if info.group.is_empty() && info.plural == "bindings" {
+            let pods = self
+                .app
+                .registry
+                .lookup("", "v1", "pods")
+                .ok_or(ApiError::NoRoute)?;
+            let target = Target {
+                info: pods,
+                namespace: self.target.namespace.clone(),
+                name: meta_str(&obj, "name").map(str::to_string),
+                sub: Some("binding".into()),
+            };
+            return self.bind_to(&target, &obj);
+        }
+        let tokens = self.app.tokens.read().unwrap_or_else(|p| p.into_inner());
+        let review = access::other_review(&info.kind, self.user, &self.app.faults, &tokens, &obj)?;
+        Ok(value_response(StatusCode::CREATED, &review))
+    }
+
+    fn bind_to(&self, target: &Target, binding: &Value) -> Result<Response> {
+        let name = target.name().to_string();
+        if meta_str(binding, "name").is_some_and(|n| n != name) {
             return Err(ApiError::BadRequest(
                 "name in URL does not match name in Binding object".into(),
             ));
         }
-        let node = pods::binding::target(&binding)
+        let node = pods::binding::target(binding)
             .map_err(|errs| ApiError::invalid("", "Binding", &name, errs))?;
-        let storage = self.target.storage();
-        let key = self.target.key();
+        let storage = target.storage();
+        let key = target.key();
         for _ in 0..MAX_RETRIES {
             let old = self
                 .store()
                 .get(&storage, &key)
-                .ok_or_else(|| self.target.not_found())?;
+                .ok_or_else(|| target.not_found())?;
             let mut pod = old.value();
             if let Some(uid) = binding.pointer("/metadata/uid").and_then(Value::as_str) {
                 if meta_str(&pod, "uid") != Some(uid) {
-                    return Err(self.target.not_found());
+                    return Err(target.not_found());
                 }
             }
             pods::binding::bind(&mut pod, &node, &now_rfc3339())
@@ -564,7 +606,7 @@ impl Ctx<'_> {
             match self.store().update(&storage, &key, Some(old.rv), pod) {
                 Ok(_) => break,
                 Err(StoreError::Conflict) => continue,
-                Err(e) => return Err(store_err(&self.target, e)),
+                Err(e) => return Err(store_err(target, e)),
             }
         }
         Ok(value_response(

@@ -31,7 +31,7 @@ use self::managed::{
 };
 use self::merge::{drop_applied_nulls, merge_into, prune, reset_ignored};
 use super::fields::{FieldPath, FieldSet, PathElement};
-use super::schema::{SchemaOverrides, Types, BUILTIN_GROUPS};
+use super::schema::{is_builtin, SchemaOverrides, Types};
 use super::{ApplyError, ObjectKind};
 
 /// The manager that is given ownership of every existing field when an
@@ -403,7 +403,7 @@ pub fn record_update_with(
 /// has no `.` for them), while a custom resource starts from `{}`.
 fn empty_object(kind: &ObjectKind, new: &Value) -> Value {
     let mut empty = Map::new();
-    if BUILTIN_GROUPS.contains(&kind.group.as_str()) {
+    if is_builtin(kind) {
         for field in ["metadata", "spec", "status"] {
             if new.get(field).is_some_and(Value::is_object) {
                 empty.insert(field.to_owned(), Value::Object(Map::new()));

@@ -25,11 +25,11 @@ pub(crate) fn is_crd(info: &ResourceInfo) -> bool {
 }
 
 /// True if `info` is a custom resource (served because of a CRD).
+/// (not one of the built-in resources).
 pub fn is_custom(info: &ResourceInfo) -> bool {
-    !matches!(
-        info.group.as_str(),
-        "" | "events.k8s.io" | "coordination.k8s.io" | "apiextensions.k8s.io"
-    )
+    !crate::storage::builtin::resources()
+        .iter()
+        .any(|b| b.group == info.group && b.plural == info.plural)
 }
 
 /// Validation errors `(field, message)` of a CRD being created; empty for other objects.
@@ -161,6 +161,7 @@ fn infos(obj: &Value) -> Option<(String, String, Vec<ResourceInfo>)> {
                 categories: strings("categories"),
                 printer_columns: printer_columns(v),
                 scale: scale(v),
+                verbs: crate::http::discovery::VERBS.map(String::from).to_vec(),
             })
         })
         .collect();

@@ -161,50 +161,94 @@ fn kind_of<T: DeserializeOwned + Serialize>() -> Kind {
     }
 }
 
+/// `(group, version, kind, typed form)` of each listed k8s-openapi type,
+/// the coordinates taken from the type itself (`k8s_openapi::Resource`).
+macro_rules! typed_kinds {
+    ($($ty:ty),* $(,)?) => {
+        &[$((
+            <$ty as k8s_openapi::Resource>::GROUP,
+            <$ty as k8s_openapi::Resource>::VERSION,
+            <$ty as k8s_openapi::Resource>::KIND,
+            kind_of::<$ty> as fn() -> Kind,
+        )),*]
+    };
+}
+
+/// `(group, version, kind, typed form)`.
+type TypedKind = (&'static str, &'static str, &'static str, fn() -> Kind);
+
+/// Every built-in kind a 1.32 server serves (see `storage::builtin`; a
+/// test checks none is missing), as k8s-openapi types.
+#[rustfmt::skip]
+static TYPED: &[TypedKind] = {
+    use k8s_openapi::api::{
+        admissionregistration::v1 as admission, apps::v1 as apps, authentication::v1 as authn,
+        authorization::v1 as authz, autoscaling, batch::v1 as batch, certificates::v1 as certs,
+        coordination::v1 as coordination, core::v1 as core, discovery::v1 as discovery,
+        events::v1 as events, flowcontrol::v1 as flowcontrol, networking::v1 as networking,
+        node::v1 as node, policy::v1 as policy, rbac::v1 as rbac, scheduling::v1 as scheduling,
+        storage::v1 as storage,
+    };
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
+    use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1 as apiregistration;
+    typed_kinds![
+        core::Binding, core::ComponentStatus, core::ConfigMap, core::Endpoints, core::Event,
+        core::LimitRange, core::Namespace, core::Node, core::PersistentVolumeClaim,
+        core::PersistentVolume, core::Pod, core::PodTemplate, core::ReplicationController,
+        core::ResourceQuota, core::Secret, core::ServiceAccount, core::Service,
+        admission::MutatingWebhookConfiguration, admission::ValidatingAdmissionPolicy,
+        admission::ValidatingAdmissionPolicyBinding, admission::ValidatingWebhookConfiguration,
+        apiextensions::CustomResourceDefinition, apiregistration::APIService,
+        apps::ControllerRevision, apps::DaemonSet, apps::Deployment, apps::ReplicaSet,
+        apps::StatefulSet,
+        authn::SelfSubjectReview, authn::TokenReview,
+        authz::LocalSubjectAccessReview, authz::SelfSubjectAccessReview,
+        authz::SelfSubjectRulesReview, authz::SubjectAccessReview,
+        autoscaling::v2::HorizontalPodAutoscaler, autoscaling::v1::HorizontalPodAutoscaler,
+        batch::CronJob, batch::Job, certs::CertificateSigningRequest, coordination::Lease,
+        discovery::EndpointSlice, events::Event, flowcontrol::FlowSchema,
+        flowcontrol::PriorityLevelConfiguration, networking::IngressClass, networking::Ingress,
+        networking::NetworkPolicy, node::RuntimeClass, policy::PodDisruptionBudget,
+        rbac::ClusterRoleBinding, rbac::ClusterRole, rbac::RoleBinding, rbac::Role,
+        scheduling::PriorityClass, storage::CSIDriver, storage::CSINode,
+        storage::CSIStorageCapacity, storage::StorageClass, storage::VolumeAttachment,
+    ]
+};
+
+/// Where a kind embeds a pod spec (its quantities are checked as a pod's).
+fn pod_spec_at(group: &str, kind: &str) -> Option<&'static [&'static str]> {
+    match (group, kind) {
+        ("", "Pod") => Some(&["spec"]),
+        ("", "PodTemplate") => Some(&["template", "spec"]),
+        ("", "ReplicationController")
+        | ("apps", "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet")
+        | ("batch", "Job") => Some(&["spec", "template", "spec"]),
+        ("batch", "CronJob") => Some(&["spec", "jobTemplate", "spec", "template", "spec"]),
+        _ => None,
+    }
+}
+
 /// The typed form of `info`'s kind, when it is a built-in kind this module
 /// knows.
 pub(super) fn kind(info: &ResourceInfo) -> Option<Kind> {
-    use k8s_openapi::api::{apps, coordination, core, events, rbac};
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
-    let k = match (
+    let (g, v, k) = (
         info.group.as_str(),
         info.version.as_str(),
         info.kind.as_str(),
-    ) {
-        ("", "v1", "Namespace") => kind_of::<core::v1::Namespace>(),
-        ("", "v1", "Node") => Kind {
-            node: true,
-            ..kind_of::<core::v1::Node>()
+    );
+    let (_, _, _, make) = TYPED
+        .iter()
+        .find(|(tg, tv, tk, _)| *tg == g && *tv == v && *tk == k)?;
+    Some(Kind {
+        pod_spec_at: pod_spec_at(g, k),
+        node: (g, k) == ("", "Node"),
+        string_maps: if (g, k) == ("", "ConfigMap") {
+            &["data"]
+        } else {
+            &[]
         },
-        ("", "v1", "Pod") => Kind {
-            pod_spec_at: Some(&["spec"]),
-            ..kind_of::<core::v1::Pod>()
-        },
-        ("", "v1", "ConfigMap") => Kind {
-            string_maps: &["data"],
-            ..kind_of::<core::v1::ConfigMap>()
-        },
-        ("", "v1", "Secret") => kind_of::<core::v1::Secret>(),
-        ("", "v1", "Event") => kind_of::<core::v1::Event>(),
-        ("", "v1", "ServiceAccount") => kind_of::<core::v1::ServiceAccount>(),
-        ("events.k8s.io", "v1", "Event") => kind_of::<events::v1::Event>(),
-        ("coordination.k8s.io", "v1", "Lease") => kind_of::<coordination::v1::Lease>(),
-        ("apps", "v1", "Deployment") => Kind {
-            pod_spec_at: Some(&["spec", "template", "spec"]),
-            ..kind_of::<apps::v1::Deployment>()
-        },
-        ("rbac.authorization.k8s.io", "v1", "ClusterRole") => kind_of::<rbac::v1::ClusterRole>(),
-        ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding") => {
-            kind_of::<rbac::v1::ClusterRoleBinding>()
-        }
-        ("rbac.authorization.k8s.io", "v1", "Role") => kind_of::<rbac::v1::Role>(),
-        ("rbac.authorization.k8s.io", "v1", "RoleBinding") => kind_of::<rbac::v1::RoleBinding>(),
-        ("apiextensions.k8s.io", "v1", "CustomResourceDefinition") => {
-            kind_of::<apiextensions::v1::CustomResourceDefinition>()
-        }
-        _ => return None,
-    };
-    Some(k)
+        ..make()
+    })
 }
 
 /// Where a pod spec keeps quantities, relative to the spec (`*`: every
@@ -637,6 +681,13 @@ fn insert_at(v: &mut Value, path: &[Seg], value: Value) {
 mod tests {
     use super::*;
     use crate::storage::registry::Registry;
+
+    #[test]
+    fn every_built_in_kind_has_a_typed_form() {
+        for info in crate::storage::builtin::resources() {
+            assert!(kind(info).is_some(), "{info:?}");
+        }
+    }
 
     fn err(kind_name: &str, obj: Value) -> Option<String> {
         let reg = Registry::new();
