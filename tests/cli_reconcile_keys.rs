@@ -79,17 +79,57 @@ fn without_key_every_key_gets_its_own_plan_document_in_key_order() {
 }
 
 #[test]
-fn key_flag_reconciles_only_the_key_named_and_refuses_one_no_object_produces() {
+fn key_flag_reconciles_only_the_key_named_and_a_gone_primary_without_its_object() {
     let g = println_guest_path();
     let mut args = per_object_args(g.to_str().unwrap());
     args.extend(["--key", "ops/b"]);
     let out = wasmctrl(&args, TWO_CONFIGMAPS);
     assert_eq!(documents(&out), vec![applied("ops/b")]);
 
+    // A primary that is gone: reconciled as the host does once it is
+    // deleted, its object absent from the snapshot.
     let mut args = per_object_args(g.to_str().unwrap());
     args.extend(["--key", "ops/gone"]);
     let out = wasmctrl(&args, TWO_CONFIGMAPS);
+    let docs = documents(&out);
+    assert_eq!(docs.len(), 1);
+    assert_eq!(
+        docs[0]["request"],
+        json!({"key": "ops/gone", "watch": "watched"})
+    );
+    assert_eq!(
+        docs[0]["plan"]["writes"][0]["apply"]["data"],
+        json!({"key": "ops/gone", "objects": "0"})
+    );
+
+    // Not a primary's key in the watched namespace: refused, naming the
+    // keys there are.
+    for key in ["elsewhere/x", "a/b/c"] {
+        let mut args = per_object_args(g.to_str().unwrap());
+        args.extend(["--key", key]);
+        let out = wasmctrl(&args, TWO_CONFIGMAPS);
+        assert!(!out.status.success(), "{key}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(key) && err.contains("ops/a"), "{err}");
+    }
+}
+
+#[test]
+fn key_flag_of_an_aggregate_guest_refuses_a_key_it_does_not_produce() {
+    let g = println_guest_path();
+    let args = [
+        "reconcile",
+        "--guest",
+        g.to_str().unwrap(),
+        "--objects",
+        "-",
+        "--namespace",
+        "ops",
+        "--key",
+        "ops/a",
+    ];
+    let out = wasmctrl(&args, TWO_CONFIGMAPS);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("ops/gone") && err.contains("ops/a"), "{err}");
+    assert!(err.contains("no request key \"ops/a\""), "{err}");
 }

@@ -28,7 +28,8 @@ pub enum OfflineError {
     /// Loading or running the guest failed.
     #[error(transparent)]
     Guest(#[from] GuestError),
-    /// `--key` names no key the objects produce.
+    /// `--key` names no key the objects produce, and no primary that is
+    /// gone either.
     #[error("guest {guest}: no request key {key:?} in these objects (keys: {})", known.join(", "))]
     UnknownKey {
         /// The guest.
@@ -172,14 +173,19 @@ pub fn reconcile(
         None => all,
         Some(k) => {
             let found: Vec<RequestKey> = all.iter().filter(|r| &*r.key == k).cloned().collect();
-            if found.is_empty() {
+            if !found.is_empty() {
+                found
+            } else if let Some(gone) = gone_primary(manifest, k) {
+                // The host reconciles a deleted primary's key once more,
+                // its object absent from the snapshot: so does `--key`.
+                vec![gone]
+            } else {
                 return Err(OfflineError::UnknownKey {
                     guest: manifest.name.clone(),
                     key: k.to_string(),
                     known: all.iter().map(|r| r.key.to_string()).collect(),
                 });
             }
-            found
         }
     };
     let mut out = Vec::with_capacity(chosen.len());
@@ -197,6 +203,30 @@ pub fn reconcile(
         }));
     }
     Ok(out)
+}
+
+/// The request key `key` names when no object of the world produces it: a
+/// primary that is gone, when the manifest has exactly one per-object watch
+/// and `key` has a primary key's shape (`namespace/name`, or `name` for a
+/// cluster-scoped watch).
+fn gone_primary(manifest: &GuestManifest, key: &str) -> Option<RequestKey> {
+    let mut primaries = manifest
+        .watches
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| matches!(w.keys, KeyMapping::PerObject));
+    let (p, watch) = primaries.next()?;
+    if primaries.next().is_some() {
+        return None;
+    }
+    let parts: Vec<&str> = key.split('/').collect();
+    let shaped = match (watch.namespace.as_deref(), parts.as_slice()) {
+        (Some(ns), [key_ns, name]) => *key_ns == ns && !name.is_empty(),
+        (None, [ns, name]) => !ns.is_empty() && !name.is_empty(),
+        (None, [name]) => !name.is_empty(),
+        _ => false,
+    };
+    shaped.then(|| RequestKey::object(p, key))
 }
 
 fn reference(k: &ObjectKey) -> Json {
