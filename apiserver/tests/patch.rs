@@ -134,3 +134,50 @@ async fn kube_runtime_finalizer_patches_are_accepted() {
         .unwrap();
     assert_eq!(status(cms.get("f").await.unwrap_err()).code, 404);
 }
+
+/// A patch that names no resourceVersion is applied to whatever is stored
+/// when it lands, as the real server's patcher re-applies it after a
+/// conflict: concurrent patches of one object all succeed. One naming a
+/// stale resourceVersion is still a 409.
+#[tokio::test]
+async fn concurrent_patches_without_a_resource_version_all_succeed() {
+    let (_s, client) = start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    create(&cms, &cm("busy", json!({}))).await;
+    let patches = (0..40).map(|i| {
+        let cms = cms.clone();
+        async move {
+            let (pp, kind) = (PatchParams::default(), i % 3);
+            let body = json!({"data": {format!("k{i}"): "v"}});
+            match kind {
+                0 => cms.patch("busy", &pp, &Patch::Merge(body)).await,
+                1 => cms.patch("busy", &pp, &Patch::Strategic(body)).await,
+                _ => {
+                    let op = json!([{"op": "add", "path": format!("/data/k{i}"), "value": "v"}]);
+                    cms.patch(
+                        "busy",
+                        &pp,
+                        &Patch::Json::<()>(serde_json::from_value(op).unwrap()),
+                    )
+                    .await
+                }
+            }
+        }
+    });
+    for (i, result) in futures::future::join_all(patches)
+        .await
+        .into_iter()
+        .enumerate()
+    {
+        result.unwrap_or_else(|e| panic!("patch {i}: {e}"));
+    }
+    let data = cms.get("busy").await.unwrap().data.unwrap();
+    assert_eq!(data.len(), 40);
+    let stale = json!({"metadata": {"resourceVersion": "1"}, "data": {"late": "v"}});
+    let e = status(
+        cms.patch("busy", &PatchParams::default(), &Patch::Merge(stale))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 409);
+}

@@ -313,6 +313,19 @@ impl Ctx<'_> {
         }
         let patch_doc: Value = serde_json::from_slice(&body)
             .map_err(|e| ApiError::BadRequest(format!("error decoding patch: {e}")))?;
+        // Only a resourceVersion the patch itself names is a precondition;
+        // one the patched object inherited from the stored one is not (the
+        // real server's patcher re-applies the patch after a conflict).
+        let names_version = match ct.as_str() {
+            "application/json-patch+json" => patch_doc.as_array().is_some_and(|ops| {
+                ops.iter().any(|op| {
+                    op.get("path").and_then(Value::as_str).is_some_and(|p| {
+                        p == "/metadata" || p.starts_with("/metadata/resourceVersion")
+                    })
+                })
+            }),
+            _ => patch_doc.pointer("/metadata/resourceVersion").is_some(),
+        };
         for _ in 0..MAX_RETRIES {
             let old = self
                 .store()
@@ -339,6 +352,11 @@ impl Ctx<'_> {
                 return Err(ApiError::Unprocessable(
                     "the patched object is not a JSON object".into(),
                 ));
+            }
+            if !names_version {
+                if let Some(meta) = patched.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.remove("resourceVersion");
+                }
             }
             let write = match ct.as_str() {
                 "application/json-patch+json" => Write::JsonPatch { patch: &body },
