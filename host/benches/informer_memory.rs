@@ -531,7 +531,10 @@ async fn run(pods: usize) -> bool {
     };
     drop((module, rt));
 
-    let server = ApiServer::start(ApiServerConfig::default())
+    // The pods name owners (ReplicaSets, Jobs) that are never created: a
+    // garbage collector would delete them, as kube-controller-manager's
+    // does. The worlds stand for a bare API server.
+    let server = ApiServer::start(ApiServerConfig::default().garbage_collector(false))
         .await
         .expect("embedded API server starts");
     let client = server.client().await.unwrap();
