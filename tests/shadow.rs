@@ -277,6 +277,51 @@ async fn a_trapping_shadow_is_counted_and_the_active_guest_is_unaffected() {
 }
 
 #[tokio::test]
+async fn a_shadow_running_out_of_time_never_delays_the_active_guest() {
+    let (server, client) = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(
+        dir.path(),
+        &mirror(by_lifecycle, "1"),
+        &mirror(|_| Behaviour::Spin, "1"),
+    );
+    // Each shadow call takes its whole deadline: 4 keys keep it busy 8 s.
+    config.runtime = config.runtime.deadline(Duration::from_secs(2));
+    let host = run_host(&client, config, None).await;
+    for p in PODS {
+        pod(p).create(&client).await;
+    }
+    eventually("every output written", || {
+        outputs_are_the_active_guests(&client)
+    })
+    .await;
+    let (_, _, errors, _) = counts(&host);
+    assert!(
+        errors < PODS.len() as u64,
+        "the active guest waited for the shadow: {errors} shadow calls had already timed out"
+    );
+    eventually("every shadow call timed out and was counted", || async {
+        counts(&host).2 >= PODS.len() as u64
+    })
+    .await;
+    let report = host.controller().shadow().unwrap().report();
+    assert!(
+        report["recent_errors"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("deadline"),
+        "{report:#}"
+    );
+    assert_eq!(
+        host.controller().metrics().errors(),
+        0,
+        "the active guest never failed"
+    );
+    host.stop().await.unwrap();
+    drop(server);
+}
+
+#[tokio::test]
 async fn a_shadow_watching_other_objects_is_refused_and_the_guest_runs() {
     let (_server, client) = server().await;
     let dir = tempfile::tempdir().unwrap();
