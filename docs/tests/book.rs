@@ -173,7 +173,11 @@ fn heading_ids(text: &str) -> BTreeSet<String> {
             })
             .collect();
         let n = seen.entry(id.clone()).or_insert(0);
-        ids.insert(if *n == 0 { id.clone() } else { format!("{id}-{n}") });
+        ids.insert(if *n == 0 {
+            id.clone()
+        } else {
+            format!("{id}-{n}")
+        });
         *n += 1;
     }
     ids
@@ -270,7 +274,9 @@ fn check_links(from: &Path, text: &str, summary: &BTreeSet<PathBuf>, errors: &mu
             if let Some(anchor) = anchor {
                 let ids = heading_ids(&expanded(&resolved));
                 if !ids.contains(anchor) {
-                    errors.push(format!("{name}: no heading with id {anchor:?} (ids: {ids:?})"));
+                    errors.push(format!(
+                        "{name}: no heading with id {anchor:?} (ids: {ids:?})"
+                    ));
                 }
             }
         }
@@ -318,7 +324,10 @@ fn check_rust_blocks(from: &Path, text: &str, errors: &mut Vec<String>) {
         }
         i += 1;
         let at = format!("{}:{}", from.display(), start + 1);
-        if body.iter().all(|l| l.trim().is_empty() || l.trim().starts_with("{{#include ")) {
+        if body
+            .iter()
+            .all(|l| l.trim().is_empty() || l.trim().starts_with("{{#include "))
+        {
             continue;
         }
         let marker = lines[..start]
@@ -342,7 +351,10 @@ fn check_rust_blocks(from: &Path, text: &str, errors: &mut Vec<String>) {
             .collect();
         let found = (0..source.len()).any(|s| {
             body.len() <= source.len() - s
-                && body.iter().zip(&source[s..]).all(|(a, b)| a.trim() == b.trim())
+                && body
+                    .iter()
+                    .zip(&source[s..])
+                    .all(|(a, b)| a.trim() == b.trim())
         });
         if !found {
             errors.push(format!(
@@ -402,7 +414,10 @@ fn every_page_is_in_the_summary_and_every_link_anchor_and_include_resolves() {
     }
     for listed in &summary {
         if !listed.exists() {
-            errors.push(format!("SUMMARY.md lists {}, which does not exist", listed.display()));
+            errors.push(format!(
+                "SUMMARY.md lists {}, which does not exist",
+                listed.display()
+            ));
         }
     }
     report(errors);

@@ -145,8 +145,15 @@ fn metric_names(text: &str) -> BTreeSet<String> {
     text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .filter(|w| PREFIXES.iter().any(|p| w.starts_with(p)) && !w.ends_with('_'))
         // `wasmctrl_guest_sdk`, `wasmctrl_apiserver::`, ...: crate names.
-        .filter(|w| !w.starts_with("wasmctrl_guest_sdk") && !w.starts_with("wasmctrl_guest_aggregate"))
-        .filter(|w| !matches!(*w, "wasmctrl_apiserver" | "wasmctrl_test_support" | "wasmctrl_snapshot"))
+        .filter(|w| {
+            !w.starts_with("wasmctrl_guest_sdk") && !w.starts_with("wasmctrl_guest_aggregate")
+        })
+        .filter(|w| {
+            !matches!(
+                *w,
+                "wasmctrl_apiserver" | "wasmctrl_test_support" | "wasmctrl_snapshot"
+            )
+        })
         .map(str::to_string)
         .collect()
 }
