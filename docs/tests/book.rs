@@ -451,3 +451,39 @@ fn heading_ids_follow_mdbook() {
         .into();
     assert_eq!(ids, want);
 }
+
+/// The API docs link back into the book (`api/CRATE/index.html` sits two
+/// levels below the book's root): each such link names a page that exists.
+#[test]
+fn links_from_the_api_docs_into_the_book_resolve() {
+    let summary = summary();
+    let mut errors = Vec::new();
+    let mut found = 0;
+    for file in ["host/src/lib.rs"] {
+        let text = read(&repo().join(file));
+        for target in links(&text) {
+            let Some(page) = target.strip_prefix("../../") else {
+                continue;
+            };
+            found += 1;
+            let (page, anchor) = match page.split_once('#') {
+                Some((p, a)) => (p, Some(a)),
+                None => (page, None),
+            };
+            let md = if page == "index.html" {
+                src().join("introduction.md")
+            } else {
+                src().join(page.replace(".html", ".md"))
+            };
+            if !summary.contains(&md) {
+                errors.push(format!("{file}: link {target:?}: no page {}", md.display()));
+            } else if let Some(anchor) = anchor {
+                if !heading_ids(&expanded(&md)).contains(anchor) {
+                    errors.push(format!("{file}: link {target:?}: no heading {anchor:?}"));
+                }
+            }
+        }
+    }
+    assert!(found > 0, "the crate docs link into the book");
+    report(errors);
+}
