@@ -69,7 +69,7 @@ fn flags_page() -> String {
                 .find_subcommand_mut(name)
                 .unwrap_or_else(|| panic!("no subcommand {name}"));
         }
-        let help = cmd.render_long_help().to_string();
+        let help = cmd.render_help().to_string();
         let help: Vec<&str> = help.lines().map(str::trim_end).collect();
         page += &format!(
             "\n## `wasmctrl {}`\n\n```text\n{}\n```\n",
