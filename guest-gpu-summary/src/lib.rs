@@ -149,6 +149,7 @@ fn invalid_event(s: &Settings, bad: &summary::InvalidPod) -> Event {
     Event::warning(pod, "InvalidQuantity", message).related(target(s))
 }
 
+// ANCHOR: aggregate
 impl AggregateGuest for GpuSummary {
     fn aggregate(_: &Environment) -> Result<AggregateSpec, String> {
         Ok(AggregateSpec {
@@ -192,6 +193,7 @@ impl AggregateGuest for GpuSummary {
 }
 
 wasmctrl_guest_aggregate::export_aggregate_guest!(GpuSummary);
+// ANCHOR_END: aggregate
 
 #[cfg(test)]
 mod proptests;

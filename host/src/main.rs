@@ -8,6 +8,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
+#[cfg(test)]
+mod book;
 mod flags;
 
 use wasmctrl::guest::{self, GuestRuntime, RuntimeConfig};
@@ -298,7 +300,7 @@ struct SandboxArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     guest_fuel: Option<u64>,
     /// Operator policy (YAML): what each guest may watch and write, and
-    /// its caps (see README "Operator policy"). Default: anything but
+    /// its caps (see the book: docs/src/operating/policy.md). Default: anything but
     /// Secrets, default caps.
     #[arg(long)]
     policy: Option<PathBuf>,
