@@ -3,16 +3,17 @@
 //! `--service-cluster-ip-range`; 10.0.0.1 is the `kubernetes` service's),
 //! node ports from 30000-32767, single-stack IPv4 families, and an update
 //! keeping them when its body leaves them out. Pure: the caller passes what
-//! is in use; it never reads the store and never validates.
+//! is in use; it never reads the store and never validates (requested node
+//! ports are checked by `spec_rules` first).
 
 use std::collections::HashSet;
 
 use serde_json::{json, Value};
 
+use super::spec_rules::NODE_PORTS;
+
 /// The first three octets of the service CIDR.
 const CIDR_PREFIX: &str = "10.0.0.";
-/// Node ports, inclusive (`--service-node-port-range`).
-const NODE_PORTS: (i64, i64) = (30000, 32767);
 
 /// A range is full.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

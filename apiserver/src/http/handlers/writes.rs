@@ -28,6 +28,7 @@ use crate::rules::objects::{
 };
 use crate::rules::pods;
 use crate::rules::services;
+use crate::rules::spec_rules;
 use crate::rules::validation::Write;
 use crate::storage::store::{ObjKey, StoreError, Stored};
 
@@ -515,6 +516,9 @@ impl Ctx<'_> {
                 .iter()
                 .map(|j| serde_json::from_slice(j).unwrap_or(Value::Null));
             let (ips, ports) = services::in_use(stored);
+            if let Some(refusal) = spec_rules::node_port_refusal(&obj, &ports) {
+                return Err(self.invalid(name, vec![refusal]));
+            }
             services::allocate(&mut obj, &ips, &ports)
                 .map_err(|e| ApiError::Internal(e.to_string()))?;
         }
