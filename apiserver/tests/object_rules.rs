@@ -190,6 +190,38 @@ async fn node_ports_out_of_range_duplicated_or_taken_are_refused() {
         "Service \"second\" is invalid: spec.ports[0].nodePort: Invalid value: 30080: provided port is already allocated"
     );
     assert!(api.get_opt("second").await.unwrap().is_none());
+
+    // Updates too: a Service turned NodePort gets its node port, and one
+    // moved out of the range or onto a taken port is refused.
+    create(&api, &svc("grows", "ClusterIP", json!([{"port": 80}]))).await;
+    let grown = merge_patch(&api, "grows", json!({"spec": {"type": "NodePort"}})).await;
+    let port = grown.spec.unwrap().ports.unwrap()[0].node_port.unwrap();
+    assert!((30000..=32767).contains(&port) && port != 30080, "{port}");
+    let moved =
+        |n: i32| json!({"spec": {"ports": [{"port": 80, "protocol": "TCP", "nodePort": n}]}});
+    for (n, why) in [
+        (
+            80,
+            "80: provided port is not in the valid range. The range of valid ports is 30000-32767",
+        ),
+        (30080, "30080: provided port is already allocated"),
+    ] {
+        let err = api
+            .patch(
+                "grows",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(moved(n)),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(
+            status(err).message,
+            format!("Service \"grows\" is invalid: spec.ports[0].nodePort: Invalid value: {why}")
+        );
+    }
+    // Its own port is not "taken".
+    let kept = merge_patch(&api, "grows", moved(port)).await;
+    assert_eq!(kept.spec.unwrap().ports.unwrap()[0].node_port, Some(port));
 }
 
 #[tokio::test]

@@ -200,6 +200,7 @@ impl Ctx<'_> {
         self.admit_custom(&mut new)?;
         if !status_write {
             self.check_pod(Some(&oldv), &mut new)?;
+            self.allocate_service(&mut new, self.target.name(), Some(&self.target.key()))?;
         }
         if crd::is_crd(&self.target.info) {
             let errs = crd::validate(&self.target.info, &new);
@@ -505,23 +506,36 @@ impl Ctx<'_> {
         self.store_created(self.target.key(), &name, obj)
     }
 
+    /// For a Service (`own`: its key, on update): refuses requested node
+    /// ports that are out of range or that another Service holds, and
+    /// allocates the cluster IP and node ports it lacks — what the real
+    /// server's allocators do in storage, after the managed fields.
+    fn allocate_service(&self, obj: &mut Value, name: &str, own: Option<&ObjKey>) -> Result<()> {
+        if !(self.target.info.group.is_empty() && self.target.info.plural == "services") {
+            return Ok(());
+        }
+        let page = self.store().list("services", None, None, 0, |_| true);
+        let others = page
+            .items
+            .iter()
+            .map(|j| serde_json::from_slice::<Value>(j).unwrap_or(Value::Null))
+            .filter(|s| {
+                own.is_none_or(|(ns, n)| {
+                    meta_str(s, "namespace") != Some(ns.as_str())
+                        || meta_str(s, "name") != Some(n.as_str())
+                })
+            });
+        let (ips, ports) = services::in_use(others);
+        if let Some(refusal) = spec_rules::node_port_refusal(obj, &ports) {
+            return Err(self.invalid(name, vec![refusal]));
+        }
+        services::allocate(obj, &ips, &ports).map_err(|e| ApiError::Internal(e.to_string()))
+    }
+
     /// Stores a new, admitted object and answers 201 with it (or only
     /// answers, under dryRun); a namesake that got there first is 409.
     fn store_created(&self, key: ObjKey, name: &str, mut obj: Value) -> Result<Response> {
-        if self.target.info.group.is_empty() && self.target.info.plural == "services" {
-            // the allocators run in storage, after the managed fields
-            let page = self.store().list("services", None, None, 0, |_| true);
-            let stored = page
-                .items
-                .iter()
-                .map(|j| serde_json::from_slice(j).unwrap_or(Value::Null));
-            let (ips, ports) = services::in_use(stored);
-            if let Some(refusal) = spec_rules::node_port_refusal(&obj, &ports) {
-                return Err(self.invalid(name, vec![refusal]));
-            }
-            services::allocate(&mut obj, &ips, &ports)
-                .map_err(|e| ApiError::Internal(e.to_string()))?;
-        }
+        self.allocate_service(&mut obj, name, None)?;
         if self.dry_run() {
             return Ok(value_response(StatusCode::CREATED, &self.out(obj)));
         }
