@@ -200,7 +200,15 @@ impl Ctx<'_> {
         self.admit_custom(&mut new)?;
         if !status_write {
             self.check_pod(Some(&oldv), &mut new)?;
-            self.allocate_service(&mut new, self.target.name(), Some(&self.target.key()))?;
+            // Only a change of what the allocators hand out needs them (and
+            // their scan of every Service).
+            let allocated = |v: &Value| {
+                ["type", "clusterIP", "ports"]
+                    .map(|k| v.get("spec").and_then(|s| s.get(k)).cloned())
+            };
+            if allocated(&new) != allocated(&oldv) {
+                self.allocate_service(&mut new, self.target.name(), Some(&self.target.key()))?;
+            }
         }
         if crd::is_crd(&self.target.info) {
             let errs = crd::validate(&self.target.info, &new);
