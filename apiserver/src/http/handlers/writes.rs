@@ -523,17 +523,8 @@ impl Ctx<'_> {
             return Ok(());
         }
         let page = self.store().list("services", None, None, 0, |_| true);
-        let others = page
-            .items
-            .iter()
-            .map(|j| serde_json::from_slice::<Value>(j).unwrap_or(Value::Null))
-            .filter(|s| {
-                own.is_none_or(|(ns, n)| {
-                    meta_str(s, "namespace") != Some(ns.as_str())
-                        || meta_str(s, "name") != Some(n.as_str())
-                })
-            });
-        let (ips, ports) = services::in_use(others);
+        let except = own.map(|(ns, n)| (ns.as_str(), n.as_str()));
+        let (ips, ports) = services::in_use(page.items.iter().map(|j| &j[..]), except);
         if let Some(refusal) = spec_rules::node_port_refusal(obj, &ports) {
             return Err(self.invalid(name, vec![refusal]));
         }
