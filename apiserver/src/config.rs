@@ -77,6 +77,7 @@ pub struct ApiServerConfig {
     pub(crate) bookmark_interval: Duration,
     pub(crate) kubelet: bool,
     pub(crate) garbage_collector: bool,
+    pub(crate) simulated_nodes: usize,
     pub(crate) max_request_body_bytes: usize,
     pub(crate) tls_handshake_timeout: Duration,
     pub(crate) header_read_timeout: Duration,
@@ -97,6 +98,7 @@ impl Default for ApiServerConfig {
             bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
             kubelet: true,
             garbage_collector: true,
+            simulated_nodes: 0,
             max_request_body_bytes: crate::http::body::DEFAULT_MAX_REQUEST_BODY_BYTES,
             tls_handshake_timeout: DEFAULT_TLS_HANDSHAKE_TIMEOUT,
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
@@ -154,6 +156,21 @@ impl ApiServerConfig {
     #[must_use]
     pub fn garbage_collector(mut self, on: bool) -> Self {
         self.garbage_collector = on;
+        self
+    }
+
+    /// Simulated nodes to run, as kwok adds them to envtest (default 0:
+    /// none, as on a bare kube-apiserver, where a pod nobody binds stays
+    /// Pending). With `n > 0` the server registers `n` Ready nodes named
+    /// `sim-node-0`…, a scheduler binds each pending pod of the default
+    /// scheduler to one whose labels its `nodeSelector` matches, and the
+    /// node's kubelet moves it to Running with every container ready,
+    /// writing the `PodScheduled`, `Initialized`, `ContainersReady` and
+    /// `Ready` conditions step by step. No container runs: exec, logs,
+    /// port-forward and probes are not simulated.
+    #[must_use]
+    pub fn simulated_nodes(mut self, n: usize) -> Self {
+        self.simulated_nodes = n;
         self
     }
 

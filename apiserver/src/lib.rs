@@ -16,7 +16,8 @@
 //! - `http`: the listener, routing, auth, bodies, discovery, printing, faults, errors.
 //! - `storage`: the registry, the object store and watch streams.
 //! - `rules`: per-kind object semantics (metadata, validation, pods, CRDs).
-//! - `controllers`: garbage collection, the kubelet's pod deletion, namespace termination.
+//! - `controllers`: garbage collection, the kubelet's pod deletion, namespace termination,
+//!   simulated nodes.
 //! - [`patch`]: patch and server-side apply semantics; [`config`]: the server's knobs.
 
 mod controllers;

@@ -80,6 +80,12 @@ fn minimal(r: &ResourceInfo, name: &str) -> serde_json::Value {
     if r.kind == "Pod" {
         obj["spec"] = json!({"containers": [{"name": "c", "image": "busybox"}]});
     }
+    // A Deployment without a selector matching its template is refused.
+    if r.kind == "Deployment" {
+        obj["spec"] = json!({"selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]}}});
+    }
     obj
 }
 

@@ -135,3 +135,109 @@ async fn configmap_and_secret_data_are_limited_to_one_mebibyte() {
         "Secret \"s\" is invalid: data: Too long: may not be more than 1048576 bytes"
     );
 }
+
+/// A Service's node ports as the real server refuses them: forbidden on a
+/// ClusterIP Service, duplicates per protocol (validation), then out of
+/// range or held by another Service (the allocator).
+#[tokio::test]
+async fn node_ports_out_of_range_duplicated_or_taken_are_refused() {
+    use k8s_openapi::api::core::v1::Service;
+    let (_s, client) = start().await;
+    let api: Api<Service> = Api::namespaced(client, "default");
+    let svc = |name: &str, ty: &str, ports: serde_json::Value| -> Service {
+        serde_json::from_value(json!({"metadata": {"name": name},
+            "spec": {"type": ty, "selector": {"app": "web"}, "ports": ports}}))
+        .unwrap()
+    };
+    let cases = [
+        (
+            svc("low", "NodePort", json!([{"port": 80, "nodePort": 80}])),
+            "Service \"low\" is invalid: spec.ports[0].nodePort: Invalid value: 80: provided port is not in the valid range. The range of valid ports is 30000-32767",
+        ),
+        (
+            svc("cip", "ClusterIP", json!([{"port": 80, "nodePort": 30001}])),
+            "Service \"cip\" is invalid: spec.ports[0].nodePort: Forbidden: may not be used when `type` is 'ClusterIP'",
+        ),
+        (
+            svc("dup", "NodePort", json!([{"name": "a", "port": 80, "nodePort": 30001}, {"name": "b", "port": 81, "nodePort": 30001}])),
+            "Service \"dup\" is invalid: spec.ports[1].nodePort: Duplicate value: 30001",
+        ),
+    ];
+    for (s, message) in cases {
+        let st = create_error(&api, &s).await;
+        assert_eq!((st.code, st.message.as_str()), (422, message));
+    }
+    create(
+        &api,
+        &svc(
+            "first",
+            "NodePort",
+            json!([{"port": 80, "nodePort": 30080}]),
+        ),
+    )
+    .await;
+    let st = create_error(
+        &api,
+        &svc(
+            "second",
+            "NodePort",
+            json!([{"port": 80, "nodePort": 30080}]),
+        ),
+    )
+    .await;
+    assert_eq!(
+        st.message,
+        "Service \"second\" is invalid: spec.ports[0].nodePort: Invalid value: 30080: provided port is already allocated"
+    );
+    assert!(api.get_opt("second").await.unwrap().is_none());
+
+    // Updates too: a Service turned NodePort gets its node port, and one
+    // moved out of the range or onto a taken port is refused.
+    create(&api, &svc("grows", "ClusterIP", json!([{"port": 80}]))).await;
+    let grown = merge_patch(&api, "grows", json!({"spec": {"type": "NodePort"}})).await;
+    let port = grown.spec.unwrap().ports.unwrap()[0].node_port.unwrap();
+    assert!((30000..=32767).contains(&port) && port != 30080, "{port}");
+    let moved =
+        |n: i32| json!({"spec": {"ports": [{"port": 80, "protocol": "TCP", "nodePort": n}]}});
+    for (n, why) in [
+        (
+            80,
+            "80: provided port is not in the valid range. The range of valid ports is 30000-32767",
+        ),
+        (30080, "30080: provided port is already allocated"),
+    ] {
+        let err = api
+            .patch(
+                "grows",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(moved(n)),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(
+            status(err).message,
+            format!("Service \"grows\" is invalid: spec.ports[0].nodePort: Invalid value: {why}")
+        );
+    }
+    // Its own port is not "taken".
+    let kept = merge_patch(&api, "grows", moved(port)).await;
+    assert_eq!(kept.spec.unwrap().ports.unwrap()[0].node_port, Some(port));
+}
+
+#[tokio::test]
+async fn a_deployment_whose_selector_does_not_match_its_template_is_refused() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let (_s, client) = start().await;
+    let api: Api<Deployment> = Api::namespaced(client, "default");
+    let dep: Deployment = serde_json::from_value(json!({"metadata": {"name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "a"}},
+            "template": {"metadata": {"labels": {"app": "b"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}))
+    .unwrap();
+    let st = create_error(&api, &dep).await;
+    assert_eq!(st.code, 422);
+    assert_eq!(
+        st.message,
+        "Deployment.apps \"web\" is invalid: spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"b\"}: `selector` does not match template `labels`"
+    );
+}

@@ -259,6 +259,11 @@ struct ApiserverArgs {
     /// Watch history retained (events); older resourceVersions get 410 Gone.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     history: Option<u64>,
+    /// Simulated Ready nodes, with a scheduler binding pending pods to
+    /// them and kubelets moving them to Running and Ready (as kwok does);
+    /// 0: none, pods stay Pending as on a bare kube-apiserver.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=flags::MAX_DEMO_NODES))]
+    simulated_nodes: u64,
 }
 
 #[cfg(feature = "dev-server")]
@@ -674,7 +679,9 @@ async fn shutdown_signal() {
 
 #[cfg(feature = "dev-server")]
 async fn apiserver(args: ApiserverArgs) -> anyhow::Result<()> {
-    let mut config = wasmctrl_apiserver::ApiServerConfig::default().listen(args.listen);
+    let mut config = wasmctrl_apiserver::ApiServerConfig::default()
+        .listen(args.listen)
+        .simulated_nodes(usize::try_from(args.simulated_nodes).unwrap_or(usize::MAX));
     if let Some(h) = args.history {
         config = config.history(usize::try_from(h).unwrap_or(usize::MAX));
     }

@@ -296,77 +296,128 @@ impl ApiError {
 
     /// The `Status` object for this error.
     pub fn to_status(&self) -> Value {
-        let mut status = json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.to_string(),
-            "reason": self.reason(),
-            "code": self.code(),
-        });
-        if self.reason().is_empty() {
-            if let Some(m) = status.as_object_mut() {
-                m.remove("reason");
-            }
-        }
-        let (details, causes) = match self {
+        serde_json::to_value(self.wire()).unwrap_or_else(|_| json!({}))
+    }
+
+    /// The `Status` body as the real server writes it: fields in the Go
+    /// struct's order (Go's encoder keeps declaration order, and clients
+    /// such as the Python client's `FailToCreateError` show the body as
+    /// received) and the newline `json.Encoder` ends it with.
+    pub fn to_body(&self) -> String {
+        let mut body = serde_json::to_string(&self.wire()).unwrap_or_default();
+        body.push('\n');
+        body
+    }
+
+    fn wire(&self) -> WireStatus<'_> {
+        let reason = Some(self.reason()).filter(|r| !r.is_empty());
+        let details = match self {
             ApiError::NotFound { details, .. }
             | ApiError::AlreadyExists { details, .. }
-            | ApiError::Forbidden { details, .. } => (Some(details), None),
+            | ApiError::Forbidden { details, .. } => WireDetails::of(details, &[]),
             ApiError::Conflict {
                 details, causes, ..
             }
             | ApiError::Invalid {
                 details, causes, ..
-            } => (Some(details), Some(causes)),
-            ApiError::TooManyRequests { retry_after, .. } => {
-                status["details"] = json!({ "retryAfterSeconds": retry_after });
-                (None, None)
-            }
-            ApiError::TooLargeResourceVersion { .. } => {
-                status["details"] = json!({
-                    "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
-                    "retryAfterSeconds": 1,
-                });
-                (None, None)
-            }
-            _ => (None, None),
+            } => WireDetails::of(details, causes),
+            ApiError::TooManyRequests { retry_after, .. } => Some(WireDetails {
+                retry_after_seconds: Some(*retry_after),
+                ..WireDetails::default()
+            }),
+            ApiError::TooLargeResourceVersion { .. } => Some(WireDetails {
+                causes: vec![WireCause {
+                    reason: "ResourceVersionTooLarge",
+                    message: "Too large resource version",
+                    field: None,
+                }],
+                retry_after_seconds: Some(1),
+                ..WireDetails::default()
+            }),
+            _ => None,
         };
-        if let Some(d) = details {
-            // as Go's `NewInvalid`: details are set even when only causes say anything
-            let has_causes = causes.is_some_and(|c| !c.is_empty());
-            if d != &Details::default() || has_causes {
-                let mut obj = serde_json::Map::new();
-                if !d.name.is_empty() {
-                    obj.insert("name".into(), d.name.clone().into());
-                }
-                if !d.group.is_empty() {
-                    obj.insert("group".into(), d.group.clone().into());
-                }
-                if !d.kind.is_empty() {
-                    obj.insert("kind".into(), d.kind.clone().into());
-                }
-                if let Some(causes) = causes.filter(|c| !c.is_empty()) {
-                    obj.insert(
-                        "causes".into(),
-                        causes
-                            .iter()
-                            .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
-                            .collect(),
-                    );
-                }
-                status["details"] = Value::Object(obj);
-            }
+        WireStatus {
+            kind: "Status",
+            api_version: "v1",
+            metadata: serde_json::Map::new(),
+            status: "Failure",
+            message: self.to_string(),
+            reason,
+            details,
+            code: self.code(),
         }
-        status
     }
+}
+
+/// `meta/v1 Status` with its fields in `metav1.Status`'s declaration order.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WireStatus<'a> {
+    kind: &'static str,
+    api_version: &'static str,
+    metadata: serde_json::Map<String, Value>,
+    status: &'static str,
+    message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: Option<WireDetails<'a>>,
+    code: u16,
+}
+
+/// `metav1.StatusDetails`, in declaration order, empty fields omitted.
+#[derive(serde::Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct WireDetails<'a> {
+    #[serde(skip_serializing_if = "str::is_empty")]
+    name: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    group: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    kind: &'a str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    causes: Vec<WireCause<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_after_seconds: Option<u64>,
+}
+
+impl<'a> WireDetails<'a> {
+    /// As Go's `NewInvalid`: details are set even when only causes say
+    /// anything, and left out when nothing does.
+    fn of(d: &'a Details, causes: &'a [Cause]) -> Option<Self> {
+        if d == &Details::default() && causes.is_empty() {
+            return None;
+        }
+        Some(WireDetails {
+            name: &d.name,
+            group: &d.group,
+            kind: &d.kind,
+            causes: causes
+                .iter()
+                .map(|c| WireCause {
+                    reason: &c.reason,
+                    message: &c.message,
+                    field: Some(c.field.as_str()),
+                })
+                .collect(),
+            retry_after_seconds: None,
+        })
+    }
+}
+
+/// `metav1.StatusCause`, in declaration order.
+#[derive(serde::Serialize)]
+struct WireCause<'a> {
+    reason: &'a str,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    field: Option<&'a str>,
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let body = self.to_status().to_string();
+        let body = self.to_body();
         let mut resp = (code, body).into_response();
         resp.headers_mut().insert(
             header::CONTENT_TYPE,

@@ -10,6 +10,7 @@
 //! - `objects`: names, `generateName`, system metadata, pod defaulting, status/spec separation.
 //! - `defaults`: workload, pod template and Service defaults; `services`: cluster IPs, node ports.
 //! - `object_rules`: label, annotation and ConfigMap/Secret size validation.
+//! - `spec_rules`: Service node ports and selectors, Deployment selectors.
 //! - `validation`: unknown- and duplicate-field checks (`fieldValidation`).
 //! - `pods`: pod spec validation and the `pods/binding` subresource.
 //! - `crd`: CRDs, and pruning, defaulting and validating custom objects.
@@ -20,4 +21,5 @@ pub(crate) mod object_rules;
 pub mod objects;
 pub(crate) mod pods;
 pub(crate) mod services;
+pub(crate) mod spec_rules;
 pub mod validation;

@@ -19,7 +19,8 @@
 //!
 //! This module owns those rules and their wording; it never decides the
 //! HTTP error around them (the write handlers do), never checks names (see
-//! `objects::validate_name`) and never looks at other fields.
+//! `objects::validate_name`) and looks at no other field itself: the spec
+//! rules of Services and Deployments are `spec_rules`'.
 
 use base64::Engine as _;
 use serde_json::{Map, Value};
@@ -65,6 +66,7 @@ pub(crate) fn validate(info: &ResourceInfo, obj: &Value) -> Vec<(String, String)
             _ => {}
         }
     }
+    errs.extend(super::spec_rules::validate(info, obj));
     errs
 }
 

@@ -3,16 +3,17 @@
 //! `--service-cluster-ip-range`; 10.0.0.1 is the `kubernetes` service's),
 //! node ports from 30000-32767, single-stack IPv4 families, and an update
 //! keeping them when its body leaves them out. Pure: the caller passes what
-//! is in use; it never reads the store and never validates.
+//! is in use; it never reads the store and never validates (requested node
+//! ports are checked by `spec_rules` first).
 
 use std::collections::HashSet;
 
 use serde_json::{json, Value};
 
+use super::spec_rules::NODE_PORTS;
+
 /// The first three octets of the service CIDR.
 const CIDR_PREFIX: &str = "10.0.0.";
-/// Node ports, inclusive (`--service-node-port-range`).
-const NODE_PORTS: (i64, i64) = (30000, 32767);
 
 /// A range is full.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -40,24 +41,55 @@ fn pick(lo: i64, hi: i64, free: impl Fn(i64) -> bool) -> Option<i64> {
         .find(|v| free(*v))
 }
 
-/// The cluster IPs and node ports of stored Services.
-pub fn in_use(services: impl IntoIterator<Item = Value>) -> (HashSet<String>, HashSet<i64>) {
+/// What a stored Service holds of the allocators' ranges: decoded from its
+/// JSON without building the whole object, since every create scans every
+/// Service.
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct Held {
+    metadata: HeldKey,
+    spec: HeldSpec,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct HeldKey {
+    namespace: String,
+    name: String,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct HeldSpec {
+    #[serde(rename = "clusterIP")]
+    cluster_ip: Option<String>,
+    ports: Vec<HeldPort>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct HeldPort {
+    #[serde(rename = "nodePort")]
+    node_port: Option<i64>,
+}
+
+/// The cluster IPs and node ports of the stored Services `services` (their
+/// JSON), leaving out the one named `except` (namespace, name).
+pub fn in_use<'a>(
+    services: impl IntoIterator<Item = &'a [u8]>,
+    except: Option<(&str, &str)>,
+) -> (HashSet<String>, HashSet<i64>) {
     let mut ips = HashSet::new();
     let mut ports = HashSet::new();
-    for s in services {
-        if let Some(ip) = s.pointer("/spec/clusterIP").and_then(Value::as_str) {
-            ips.insert(ip.to_string());
+    for json in services {
+        let Ok(s) = serde_json::from_slice::<Held>(json) else {
+            continue;
+        };
+        if except == Some((s.metadata.namespace.as_str(), s.metadata.name.as_str())) {
+            continue;
         }
-        for p in s
-            .pointer("/spec/ports")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            if let Some(n) = p.get("nodePort").and_then(Value::as_i64) {
-                ports.insert(n);
-            }
-        }
+        ips.extend(s.spec.cluster_ip);
+        ports.extend(s.spec.ports.into_iter().filter_map(|p| p.node_port));
     }
     (ips, ports)
 }
@@ -169,6 +201,24 @@ mod tests {
             allocate(&mut s, &full, &HashSet::new()),
             Err(AllocError::ClusterIps)
         );
+    }
+
+    #[test]
+    fn in_use_reads_ips_and_node_ports_and_leaves_out_the_excepted_service() {
+        let a = json!({"metadata": {"namespace": "d", "name": "a"},
+            "spec": {"clusterIP": "10.0.0.5", "ports": [{"port": 80, "nodePort": 30001}, {"port": 81}]}});
+        let b = json!({"metadata": {"namespace": "d", "name": "b"}, "spec": {"clusterIP": "None"}});
+        let (a, b) = (a.to_string(), b.to_string());
+        let all = [a.as_bytes(), b.as_bytes()];
+        let (ips, ports) = in_use(all, None);
+        assert_eq!(
+            ips,
+            HashSet::from(["10.0.0.5".to_string(), "None".to_string()])
+        );
+        assert_eq!(ports, HashSet::from([30001]));
+        let (ips, ports) = in_use(all, Some(("d", "a")));
+        assert_eq!(ips, HashSet::from(["None".to_string()]));
+        assert!(ports.is_empty());
     }
 
     #[test]

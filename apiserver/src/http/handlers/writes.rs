@@ -28,6 +28,7 @@ use crate::rules::objects::{
 };
 use crate::rules::pods;
 use crate::rules::services;
+use crate::rules::spec_rules;
 use crate::rules::validation::Write;
 use crate::storage::store::{ObjKey, StoreError, Stored};
 
@@ -199,6 +200,15 @@ impl Ctx<'_> {
         self.admit_custom(&mut new)?;
         if !status_write {
             self.check_pod(Some(&oldv), &mut new)?;
+            // Only a change of what the allocators hand out needs them (and
+            // their scan of every Service).
+            let allocated = |v: &Value| {
+                ["type", "clusterIP", "ports"]
+                    .map(|k| v.get("spec").and_then(|s| s.get(k)).cloned())
+            };
+            if allocated(&new) != allocated(&oldv) {
+                self.allocate_service(&mut new, self.target.name(), Some(&self.target.key()))?;
+            }
         }
         if crd::is_crd(&self.target.info) {
             let errs = crd::validate(&self.target.info, &new);
@@ -504,20 +514,27 @@ impl Ctx<'_> {
         self.store_created(self.target.key(), &name, obj)
     }
 
+    /// For a Service (`own`: its key, on update): refuses requested node
+    /// ports that are out of range or that another Service holds, and
+    /// allocates the cluster IP and node ports it lacks — what the real
+    /// server's allocators do in storage, after the managed fields.
+    fn allocate_service(&self, obj: &mut Value, name: &str, own: Option<&ObjKey>) -> Result<()> {
+        if !(self.target.info.group.is_empty() && self.target.info.plural == "services") {
+            return Ok(());
+        }
+        let page = self.store().list("services", None, None, 0, |_| true);
+        let except = own.map(|(ns, n)| (ns.as_str(), n.as_str()));
+        let (ips, ports) = services::in_use(page.items.iter().map(|j| &j[..]), except);
+        if let Some(refusal) = spec_rules::node_port_refusal(obj, &ports) {
+            return Err(self.invalid(name, vec![refusal]));
+        }
+        services::allocate(obj, &ips, &ports).map_err(|e| ApiError::Internal(e.to_string()))
+    }
+
     /// Stores a new, admitted object and answers 201 with it (or only
     /// answers, under dryRun); a namesake that got there first is 409.
     fn store_created(&self, key: ObjKey, name: &str, mut obj: Value) -> Result<Response> {
-        if self.target.info.group.is_empty() && self.target.info.plural == "services" {
-            // the allocators run in storage, after the managed fields
-            let page = self.store().list("services", None, None, 0, |_| true);
-            let stored = page
-                .items
-                .iter()
-                .map(|j| serde_json::from_slice(j).unwrap_or(Value::Null));
-            let (ips, ports) = services::in_use(stored);
-            services::allocate(&mut obj, &ips, &ports)
-                .map_err(|e| ApiError::Internal(e.to_string()))?;
-        }
+        self.allocate_service(&mut obj, name, None)?;
         if self.dry_run() {
             return Ok(value_response(StatusCode::CREATED, &self.out(obj)));
         }
