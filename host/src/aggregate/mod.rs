@@ -307,6 +307,7 @@ impl Aggregate {
                     limit: "maxPlanEvents",
                 };
                 return Err(GuestError {
+                    file: None,
                     guest: manifest.name.clone(),
                     kind: crate::guest::GuestErrorKind::Plan(e),
                 });
@@ -319,6 +320,7 @@ impl Aggregate {
             (Some(entries), Ok(plan)) => entries
                 .take(plan, &touched, &groups, limits.max_plan_bytes)
                 .map_err(|kind| GuestError {
+                    file: None,
                     guest: manifest.name.clone(),
                     kind,
                 }),

@@ -5,10 +5,14 @@ use super::*;
 
 /// A failure while loading or running a guest, naming the guest.
 #[derive(Debug, thiserror::Error)]
-#[error("guest {guest}{} {kind}", if matches!(.kind, GuestErrorKind::Version { .. }) { "" } else { ":" })]
+#[error("guest {guest}{}{} {kind}", file.as_ref().map(|f| format!(" ({f})")).unwrap_or_default(), if matches!(.kind, GuestErrorKind::Version { .. }) { "" } else { ":" })]
 pub struct GuestError {
-    /// The guest's name (its manifest name, or the file it came from).
+    /// The guest's name: its declared (manifest) name when known, else
+    /// the file it came from.
     pub guest: String,
+    /// The file it came from, when `guest` is its declared name and the
+    /// error is about what it declares (its manifest or configuration).
+    pub file: Option<String>,
     /// What went wrong.
     pub kind: GuestErrorKind,
 }

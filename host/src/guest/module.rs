@@ -75,6 +75,7 @@ impl GuestModule {
     pub(super) fn error(&self, guest: &str, kind: GuestErrorKind) -> GuestError {
         GuestError {
             guest: guest.to_string(),
+            file: None,
             kind,
         }
     }
@@ -154,13 +155,15 @@ impl GuestModule {
             .call_describe(&mut store, env)
             .map_err(|e| self.classify(&label, &store, e))?;
         let raw = raw.map_err(|msg| {
-            self.error(
-                &label,
+            self.declared_error(
+                self.declared_name(env).as_deref(),
                 GuestErrorKind::Manifest(ManifestError::Rejected(msg)),
             )
         })?;
-        let manifest = manifest::validate(&raw)
-            .map_err(|e| self.error(&label, GuestErrorKind::Manifest(e)))?;
+        let manifest = manifest::validate(&raw).map_err(|e| {
+            let name = (!matches!(e, ManifestError::BadName(_))).then_some(raw.name.as_str());
+            self.declared_error(name, GuestErrorKind::Manifest(e))
+        })?;
         // Named by its declared name from here on: the policy section is
         // chosen by it.
         self.inner
@@ -170,6 +173,42 @@ impl GuestModule {
             .admit(&manifest)
             .map_err(|e| self.error(&manifest.name, GuestErrorKind::Policy(e)))?;
         Ok(manifest)
+    }
+
+    /// The name the guest declares when it rejects `env`'s configuration:
+    /// its name described without any (the guest is a pure function of its
+    /// environment, so that is the name it runs under), or None when it
+    /// rejects that too, or had no configuration to drop. Costs one more
+    /// `describe`, only on this error path.
+    fn declared_name(&self, env: &Environment) -> Option<String> {
+        if env.config.is_empty() {
+            return None;
+        }
+        let bare = Environment {
+            config: Vec::new(),
+            ..env.clone()
+        };
+        let (mut store, instance) = self.instantiate(&self.inner.label).ok()?;
+        let raw = instance
+            .wasmctrl_controller_reconciler()
+            .call_describe(&mut store, &bare)
+            .ok()?
+            .ok()?;
+        wasmctrl_kube_rules::names::is_dns1123_label(&raw.name).then_some(raw.name)
+    }
+
+    /// An error about what the guest declares: named by its declared
+    /// `name` and its file when the name is known, by its file otherwise.
+    fn declared_error(&self, name: Option<&str>, kind: GuestErrorKind) -> GuestError {
+        let label = &*self.inner.label;
+        match name {
+            Some(name) => GuestError {
+                guest: name.to_string(),
+                file: Some(label.to_string()),
+                kind,
+            },
+            None => self.error(label, kind),
+        }
     }
 
     /// A plan the guest returned, made ready to carry out: held to the

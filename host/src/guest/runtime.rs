@@ -111,6 +111,7 @@ impl GuestRuntime {
             .epoch_interruption(true)
             .consume_fuel(config.fuel.is_some());
         let engine = Engine::new(&wasm).map_err(|e| GuestError {
+            file: None,
             guest: "(engine)".into(),
             kind: GuestErrorKind::Compile(format!("{e:#}")),
         })?;
@@ -130,6 +131,7 @@ impl GuestRuntime {
                     }
                 })
                 .map_err(|e| GuestError {
+                    file: None,
                     guest: "(engine)".into(),
                     kind: GuestErrorKind::Instantiate(format!("cannot start epoch ticker: {e}")),
                 })?;
@@ -159,6 +161,7 @@ impl GuestRuntime {
             .map(|f| f.to_string_lossy().into_owned())
             .unwrap_or_else(|| path.display().to_string());
         let bytes = std::fs::read(path).map_err(|source| GuestError {
+            file: None,
             guest: label.clone(),
             kind: GuestErrorKind::Read {
                 path: path.to_path_buf(),
@@ -171,6 +174,7 @@ impl GuestRuntime {
     /// Loads a guest from bytes (a component binary or its `.wat` text).
     pub fn load_bytes(&self, label: &str, bytes: &[u8]) -> Result<GuestModule> {
         let err = |kind| GuestError {
+            file: None,
             guest: label.to_string(),
             kind,
         };

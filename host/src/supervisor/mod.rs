@@ -92,6 +92,17 @@ pub enum SupervisorError {
 }
 
 impl SupervisorError {
+    /// The guest's declared name, when the error is about what a guest
+    /// declared and the guest could name itself (see
+    /// [`crate::guest::GuestError::file`]): refusals are then counted and logged under
+    /// it rather than its file's stem.
+    pub fn declared_guest(&self) -> Option<&str> {
+        match self {
+            SupervisorError::Guest(e) if e.file.is_some() => Some(&e.guest),
+            _ => None,
+        }
+    }
+
     /// Why a guest was refused, as a metric label (`policy`, `trap`,
     /// `deadline`, `memory`, `write_overlap`, `permissions`, ...).
     pub fn reason(&self) -> &'static str {
@@ -300,7 +311,7 @@ impl Supervisor {
                     host.start_or_wait(key.clone(), source.clone(), String::new(), described)
                         .await,
                 ),
-                Err(e) => (key.clone(), Err(e)),
+                Err(e) => (e.declared_guest().unwrap_or(&key).to_string(), Err(e)),
             };
             if let Err(e) = result {
                 host.refuse(key, name, &source, String::new(), e, &mut first_refusal)
@@ -340,7 +351,7 @@ impl Supervisor {
                         )
                         .await,
                     ),
-                    Err(e) => (key.clone(), Err(e)),
+                    Err(e) => (e.declared_guest().unwrap_or(&key).to_string(), Err(e)),
                 };
                 if let Err(e) = result {
                     host.refuse(key, name, &source, file.digest, e, &mut first_refusal)
