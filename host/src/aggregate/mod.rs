@@ -307,7 +307,6 @@ impl Aggregate {
                     limit: "maxPlanEvents",
                 };
                 return Err(GuestError {
-                    file: None,
                     guest: manifest.name.clone(),
                     kind: crate::guest::GuestErrorKind::Plan(e),
                 });
@@ -320,7 +319,6 @@ impl Aggregate {
             (Some(entries), Ok(plan)) => entries
                 .take(plan, &touched, &groups, limits.max_plan_bytes)
                 .map_err(|kind| GuestError {
-                    file: None,
                     guest: manifest.name.clone(),
                     kind,
                 }),

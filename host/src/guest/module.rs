@@ -75,7 +75,6 @@ impl GuestModule {
     pub(super) fn error(&self, guest: &str, kind: GuestErrorKind) -> GuestError {
         GuestError {
             guest: guest.to_string(),
-            file: None,
             kind,
         }
     }
@@ -157,12 +156,12 @@ impl GuestModule {
         let raw = raw.map_err(|msg| {
             self.declared_error(
                 self.declared_name(env).as_deref(),
-                GuestErrorKind::Manifest(ManifestError::Rejected(msg)),
+                ManifestError::Rejected(msg),
             )
         })?;
         let manifest = manifest::validate(&raw).map_err(|e| {
             let name = (!matches!(e, ManifestError::BadName(_))).then_some(raw.name.as_str());
-            self.declared_error(name, GuestErrorKind::Manifest(e))
+            self.declared_error(name, e)
         })?;
         // Named by its declared name from here on: the policy section is
         // chosen by it.
@@ -199,16 +198,13 @@ impl GuestModule {
 
     /// An error about what the guest declares: named by its declared
     /// `name` and its file when the name is known, by its file otherwise.
-    fn declared_error(&self, name: Option<&str>, kind: GuestErrorKind) -> GuestError {
-        let label = &*self.inner.label;
-        match name {
-            Some(name) => GuestError {
-                guest: name.to_string(),
-                file: Some(label.to_string()),
-                kind,
-            },
-            None => self.error(label, kind),
-        }
+    fn declared_error(&self, name: Option<&str>, error: ManifestError) -> GuestError {
+        let label = &self.inner.label;
+        let (guest, file) = match name {
+            Some(name) => (name, Some(label.clone())),
+            None => (&**label, None),
+        };
+        self.error(guest, GuestErrorKind::Manifest { error, file })
     }
 
     /// A plan the guest returned, made ready to carry out: held to the

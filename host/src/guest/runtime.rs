@@ -111,7 +111,6 @@ impl GuestRuntime {
             .epoch_interruption(true)
             .consume_fuel(config.fuel.is_some());
         let engine = Engine::new(&wasm).map_err(|e| GuestError {
-            file: None,
             guest: "(engine)".into(),
             kind: GuestErrorKind::Compile(format!("{e:#}")),
         })?;
@@ -131,7 +130,6 @@ impl GuestRuntime {
                     }
                 })
                 .map_err(|e| GuestError {
-                    file: None,
                     guest: "(engine)".into(),
                     kind: GuestErrorKind::Instantiate(format!("cannot start epoch ticker: {e}")),
                 })?;
@@ -161,7 +159,6 @@ impl GuestRuntime {
             .map(|f| f.to_string_lossy().into_owned())
             .unwrap_or_else(|| path.display().to_string());
         let bytes = std::fs::read(path).map_err(|source| GuestError {
-            file: None,
             guest: label.clone(),
             kind: GuestErrorKind::Read {
                 path: path.to_path_buf(),
@@ -174,7 +171,6 @@ impl GuestRuntime {
     /// Loads a guest from bytes (a component binary or its `.wat` text).
     pub fn load_bytes(&self, label: &str, bytes: &[u8]) -> Result<GuestModule> {
         let err = |kind| GuestError {
-            file: None,
             guest: label.to_string(),
             kind,
         };

@@ -221,7 +221,6 @@ impl Supervisor {
         let manifest = tokio::task::spawn_blocking(move || m.manifest(&e))
             .await
             .map_err(|e| GuestError {
-                file: None,
                 guest: module.label().to_string(),
                 kind: guest::GuestErrorKind::Trap(format!("describe task failed: {e}")),
             })??;
@@ -326,7 +325,6 @@ impl Supervisor {
         let manifest = tokio::task::spawn_blocking(move || m.manifest(&env))
             .await
             .map_err(|e| GuestError {
-                file: None,
                 guest: file.clone(),
                 kind: guest::GuestErrorKind::Trap(format!("describe task failed: {e}")),
             })??;

@@ -98,7 +98,7 @@ impl SupervisorError {
     /// it rather than its file's stem.
     pub fn declared_guest(&self) -> Option<&str> {
         match self {
-            SupervisorError::Guest(e) if e.file.is_some() => Some(&e.guest),
+            SupervisorError::Guest(e) if e.file().is_some() => Some(&e.guest),
             _ => None,
         }
     }

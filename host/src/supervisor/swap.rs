@@ -93,7 +93,6 @@ impl Supervisor {
                 .await
                 .map_err(|e| {
                     SupervisorError::Guest(GuestError {
-                        file: None,
                         guest: key.clone(),
                         kind: guest::GuestErrorKind::Compile(format!("compile task failed: {e}")),
                     })
@@ -283,7 +282,6 @@ impl Supervisor {
             })
             .await
             .map_err(|e| GuestError {
-                file: None,
                 guest: source.clone(),
                 kind: guest::GuestErrorKind::Trap(format!("shadow load task failed: {e}")),
             })??;

@@ -386,7 +386,7 @@ fn a_configuration_the_guest_rejects_names_the_declared_guest_and_its_file() {
         .manifest(&environment("ops", &config))
         .expect_err("unknown key");
     assert_eq!(e.guest, "gpu-summary", "{e}");
-    assert_eq!(e.file.as_deref(), Some("guest_gpu_summary.wasm"), "{e}");
+    assert_eq!(e.file(), Some("guest_gpu_summary.wasm"), "{e}");
     assert!(
         e.to_string()
             .starts_with("guest gpu-summary (guest_gpu_summary.wasm): invalid manifest"),
@@ -411,7 +411,7 @@ fn a_guest_rejecting_every_configuration_is_named_by_its_file() {
     let e = module
         .manifest(&environment("ops", &config))
         .expect_err("rejects");
-    assert_eq!((e.guest.as_str(), e.file.as_deref()), ("picky.wasm", None));
+    assert_eq!((e.guest.as_str(), e.file()), ("picky.wasm", None));
 }
 
 #[test]
