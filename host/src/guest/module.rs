@@ -175,10 +175,10 @@ impl GuestModule {
     }
 
     /// The name the guest declares when it rejects `env`'s configuration:
-    /// its name described without any (the guest is a pure function of its
-    /// environment, so that is the name it runs under), or None when it
-    /// rejects that too, or had no configuration to drop. Costs one more
-    /// `describe`, only on this error path.
+    /// its name described without any configuration (the name it runs
+    /// under, unless it derives its name from its configuration), or None
+    /// when it rejects that too, or had no configuration to drop. Costs
+    /// one more `describe`, only on this error path.
     fn declared_name(&self, env: &Environment) -> Option<String> {
         if env.config.is_empty() {
             return None;
