@@ -183,10 +183,14 @@ impl GuestModule {
         if env.config.is_empty() {
             return None;
         }
-        let bare = Environment {
-            config: Vec::new(),
-            ..env.clone()
-        };
+        self.name_without_configuration(&env.namespace)
+    }
+
+    /// The name the guest declares when described in `namespace` without
+    /// configuration (None: it rejects that, or fails): how the host names
+    /// a guest whose configuration it cannot use.
+    pub fn name_without_configuration(&self, namespace: &str) -> Option<String> {
+        let bare = super::environment(namespace, &Default::default());
         let (mut store, instance) = self.instantiate(&self.inner.label).ok()?;
         let raw = instance
             .wasmctrl_controller_reconciler()

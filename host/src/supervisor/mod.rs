@@ -66,10 +66,13 @@ pub enum SupervisorError {
         second: String,
     },
     /// A guest's configuration file is unusable.
-    #[error("guest {key}: {source}")]
+    #[error("guest {}: {source}", guest.as_ref().map_or_else(|| key.clone(), |g| format!("{g} ({key}.wasm)")))]
     Config {
         /// The guest's file stem.
         key: String,
+        /// The name the guest declares without configuration, when it
+        /// could be described so.
+        guest: Option<String>,
         /// What is wrong.
         #[source]
         source: ConfigFileError,
@@ -99,6 +102,7 @@ impl SupervisorError {
     pub fn declared_guest(&self) -> Option<&str> {
         match self {
             SupervisorError::Guest(e) if e.file().is_some() => Some(&e.guest),
+            SupervisorError::Config { guest, .. } => guest.as_deref(),
             _ => None,
         }
     }
@@ -328,16 +332,13 @@ impl Supervisor {
                 }
                 let source = file.path.display().to_string();
                 let loaded = async {
-                    let config = file
-                        .config
-                        .clone()
-                        .map_err(|source| SupervisorError::Config {
-                            key: key.clone(),
-                            source,
-                        })?;
                     let module = host
                         .runtime
                         .load_bytes(&format!("{key}.wasm"), &file.bytes)?;
+                    let config = match file.config.clone() {
+                        Ok(config) => config,
+                        Err(source) => return Err(host.config_error(&key, &module, source).await),
+                    };
                     host.describe(module, config).await
                 };
                 let (name, result) = match loaded.await {
