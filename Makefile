@@ -1,7 +1,7 @@
 # The two commands README.md shows a newcomer:
 #   make demo   - the host with the GPU-summary guest against the embedded API server
-#   make test   - every check CI runs (fmt, clippy, guest builds + sizes, all tests,
-#                 the guests' native unit tests included)
+#   make test   - every check CI runs (fmt, clippy, rustdoc, guest builds + sizes,
+#                 the book, all tests, the guests' native unit tests included)
 
 CARGO ?= cargo
 # Guests land in target/wasm32-wasip2/guest/<crate_name>.wasm.
@@ -12,7 +12,7 @@ QUOTA_WASM := $(GUEST_DIR)/guest_gpu_quota.wasm
 APP_WASM := $(GUEST_DIR)/guest_app.wasm
 GUEST_MAX_BYTES := 262144
 
-.PHONY: all setup guest test lint product fmt demo soak clean
+.PHONY: all setup guest test lint product book book-regenerate fmt demo soak clean
 
 all: test
 
@@ -36,11 +36,36 @@ guest: setup
 # demo turn it on, the product never has it.
 DEV := --features wasmctrl/dev-server
 
+# The API docs, warnings denied; the book links into them (docs/book/api).
+RUSTDOC := RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps -p wasmctrl -p wasmctrl-apiserver $(DEV)
+
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets $(DEV) -- -D warnings
 	$(CARGO) clippy -p wasmctrl --all-targets -- -D warnings
-	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps -p wasmctrl -p wasmctrl-apiserver $(DEV)
+	$(RUSTDOC)
+
+# The book: docs/src built by mdbook (pinned; .ci/run installs it) into
+# docs/book, with the API docs copied to docs/book/api. Its links, anchors,
+# includes and Rust samples are checked by `cargo test -p wasmctrl-docs`
+# (part of the workspace's tests); the pages generated from the code (flags,
+# metrics) by the binary's tests, and `make book-regenerate` rewrites them.
+# Without mdbook the build is skipped, saying so, except under CI.
+MDBOOK ?= mdbook
+MDBOOK_VERSION := 0.5.4
+book:
+	$(RUSTDOC)
+	@if ! command -v $(MDBOOK) > /dev/null 2>&1; then \
+	  if [ -n "$$CI" ]; then echo "error: mdbook is not on PATH (CI needs it: cargo install mdbook --version $(MDBOOK_VERSION) --locked)"; exit 1; fi; \
+	  echo "SKIPPED: the book (mdbook is not on PATH: cargo install mdbook --version $(MDBOOK_VERSION) --locked)"; exit 0; \
+	fi; \
+	case "$$($(MDBOOK) --version)" in *" v$(MDBOOK_VERSION)") ;; \
+	  *) echo "warning: $$($(MDBOOK) --version), not the pinned v$(MDBOOK_VERSION)"; [ -z "$$CI" ] || exit 1 ;; esac; \
+	$(MDBOOK) build docs && rm -rf docs/book/api && cp -r $(TARGET_DIR)/doc docs/book/api && \
+	echo "the book: docs/book/index.html"
+
+book-regenerate:
+	WASMCTRL_REGENERATE_BOOK=1 $(CARGO) test -p wasmctrl --bin wasmctrl $(DEV) book::
 
 # The product binary, as the Dockerfile builds it: no embedded API server
 # linked in (no symbol of wasmctrl_apiserver), and no dev subcommands.
@@ -53,8 +78,8 @@ product:
 
 # The workspace's tests include tests/scaffold.rs: a `wasmctrl new` crate
 # tested, built and run offline outside the repository (its builds are kept
-# in $(TARGET_DIR)/scaffold).
-test: guest lint product
+# in $(TARGET_DIR)/scaffold), and docs/tests/book.rs, the book's checks.
+test: guest lint product book
 	$(CARGO) test --workspace --all-targets $(DEV)
 	$(CARGO) test --workspace --doc $(DEV)
 	$(CARGO) run -q -p examples --bin offline_summary > /dev/null

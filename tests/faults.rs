@@ -1,7 +1,7 @@
 //! The host against API-server faults after it has started: throttling
 //! and unavailability answered by retries that pass the host's limiter
 //! and metrics, watches that fail and recover, and writes that were
-//! refused for a long time (see README, "What happens when…").
+//! refused for a long time (see the book, docs/src/operating/what-happens-when.md).
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 

@@ -81,27 +81,24 @@ fn config(dir: &Path, active: &[u8], shadow: &[u8]) -> SupervisorConfig {
 /// Every pod's output holds `v=1` (the active guest's), and nothing else
 /// named like an output exists.
 async fn outputs_are_the_active_guests(client: &Client) -> bool {
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), PODS_NS);
-    for p in PODS {
-        let Some(cm) = cms.get_opt(&format!("{p}-out")).await.unwrap() else {
-            return false;
-        };
-        if cm.data.and_then(|d| d.get("v").cloned()).as_deref() != Some("1") {
-            return false;
-        }
-    }
-    true
+    outputs_hold(client, "1").await
 }
 
 async fn run(shadow: Vec<u8>) -> (RunningHost, Client, wasmctrl_apiserver::RunningApiServer) {
+    start(shadow, false).await
+}
+
+/// A host running `mirror` writing `v=1` with `shadow` beside it (its
+/// differing writes dry-run when `dry_run`), and the pods created.
+async fn start(
+    shadow: Vec<u8>,
+    dry_run: bool,
+) -> (RunningHost, Client, wasmctrl_apiserver::RunningApiServer) {
     let (server, client) = server().await;
     let dir = tempfile::tempdir().unwrap();
-    let host = run_host(
-        &client,
-        config(dir.path(), &mirror(by_lifecycle, "1"), &shadow),
-        None,
-    )
-    .await;
+    let mut config = config(dir.path(), &mirror(by_lifecycle, "1"), &shadow);
+    config.shadow_dry_run = dry_run;
+    let host = run_host(&client, config, None).await;
     for p in PODS {
         pod(p).create(&client).await;
     }
@@ -121,6 +118,35 @@ fn scraped(host: &RunningHost, outcome: &str) -> bool {
     })
 }
 
+/// Serves the host's shadow reports on a health address, as `run` does.
+async fn serve_reports(host: &RunningHost) -> wasmctrl::metrics::Endpoint {
+    let (ready, reports) = (host.host.clone(), host.host.clone());
+    wasmctrl::metrics::serve_health_with_reports(
+        "127.0.0.1:0".parse().unwrap(),
+        std::sync::Arc::new(move || ready.readiness()),
+        std::sync::Arc::new(Vec::new),
+        std::sync::Arc::new(move |guest: &str| reports.shadow_report(guest)),
+    )
+    .await
+    .unwrap()
+}
+
+/// `wasmctrl shadow report GUEST --address ADDR`: its exit status and
+/// what it printed (stdout, stderr).
+async fn shadow_report(addr: std::net::SocketAddr, guest: &str) -> (Option<i32>, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_wasmctrl"))
+        .args(["shadow", "report", guest, "--address", &addr.to_string()])
+        .output()
+        .await
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), text)
+}
+
 #[tokio::test]
 async fn a_shadow_identical_to_the_active_guest_reports_no_difference() {
     let (host, client, _server) = run(mirror(by_lifecycle, "1")).await;
@@ -138,6 +164,14 @@ async fn a_shadow_identical_to_the_active_guest_reports_no_difference() {
     assert!(events_with_reason(&client, None, "ShadowDiffers")
         .await
         .is_empty());
+    // The promotion gate passes.
+    let endpoint = serve_reports(&host).await;
+    let (code, text) = shadow_report(endpoint.addr, "mirror").await;
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("0 differ") && text.contains("agreed on every key compared"),
+        "{text}"
+    );
     host.stop().await.unwrap();
 }
 
@@ -187,21 +221,27 @@ async fn a_changed_shadow_reports_every_key_it_would_write_differently_and_write
         .await
         .is_empty());
     // The report as an operator reads it, on the health address.
-    let (ready, reports) = (host.host.clone(), host.host.clone());
-    let endpoint = wasmctrl::metrics::serve_health_with_reports(
-        "127.0.0.1:0".parse().unwrap(),
-        std::sync::Arc::new(move || ready.readiness()),
-        std::sync::Arc::new(Vec::new),
-        std::sync::Arc::new(move |guest: &str| reports.shadow_report(guest)),
-    )
-    .await
-    .unwrap();
+    let endpoint = serve_reports(&host).await;
     let (code, body) = http_get(endpoint.addr, "/shadow/mirror").await.unwrap();
     assert_eq!(code, 200, "{body}");
     let served: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(served["differing_keys"], PODS.len(), "{body}");
     let (code, _) = http_get(endpoint.addr, "/shadow/nobody").await.unwrap();
     assert_eq!(code, 404);
+    // The promotion gate fails, naming the differing keys; and says so
+    // for a guest without a shadow.
+    let (code, text) = shadow_report(endpoint.addr, "mirror").await;
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("not agreed") && text.contains(&format!("{PODS_NS}/s0")),
+        "{text}"
+    );
+    let (code, text) = shadow_report(endpoint.addr, "nobody").await;
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("no shadow runs beside a guest named \"nobody\""),
+        "{text}"
+    );
     // The shadow never acts: the outputs stay the active guest's.
     stays_for(
         Duration::from_secs(1),
@@ -234,6 +274,51 @@ async fn a_trapping_shadow_is_counted_and_the_active_guest_is_unaffected() {
         "{report:#}"
     );
     host.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_shadow_running_out_of_time_never_delays_the_active_guest() {
+    let (server, client) = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(
+        dir.path(),
+        &mirror(by_lifecycle, "1"),
+        &mirror(|_| Behaviour::Spin, "1"),
+    );
+    // Each shadow call takes its whole deadline: 4 keys keep it busy 8 s.
+    config.runtime = config.runtime.deadline(Duration::from_secs(2));
+    let host = run_host(&client, config, None).await;
+    for p in PODS {
+        pod(p).create(&client).await;
+    }
+    eventually("every output written", || {
+        outputs_are_the_active_guests(&client)
+    })
+    .await;
+    let (_, _, errors, _) = counts(&host);
+    assert!(
+        errors < PODS.len() as u64,
+        "the active guest waited for the shadow: {errors} shadow calls had already timed out"
+    );
+    eventually("every shadow call timed out and was counted", || async {
+        counts(&host).2 >= PODS.len() as u64
+    })
+    .await;
+    let report = host.controller().shadow().unwrap().report();
+    assert!(
+        report["recent_errors"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("deadline"),
+        "{report:#}"
+    );
+    assert_eq!(
+        host.controller().metrics().errors(),
+        0,
+        "the active guest never failed"
+    );
+    host.stop().await.unwrap();
+    drop(server);
 }
 
 #[tokio::test]
@@ -307,17 +392,7 @@ async fn a_shadow_file_in_the_guest_directory_is_attached_swapped_and_removed_at
     let dir = tempfile::tempdir().unwrap();
     let active = mirror(by_lifecycle, "1");
     write_like_kubelet(dir.path(), 1, &[("mirror.wasm", &active)]).unwrap();
-    let config = SupervisorConfig {
-        guest_dir: Some(dir.path().to_path_buf()),
-        namespace: HOST_NS.into(),
-        runtime: RuntimeConfig::default().cache_dir(None),
-        rescan: Some(Duration::from_secs(3600)),
-        ..SupervisorConfig::default()
-    };
-    let host = run_host(&client, config, None).await;
-    for p in PODS {
-        pod(p).create(&client).await;
-    }
+    let host = run_from_dir(&client, dir.path()).await;
     eventually("every output written", || {
         outputs_are_the_active_guests(&client)
     })
@@ -366,22 +441,79 @@ async fn a_shadow_file_in_the_guest_directory_is_attached_swapped_and_removed_at
     host.stop().await.unwrap();
 }
 
+/// A host running the guests of `dir` (looked at again only when a test
+/// says so), and the pods created.
+async fn run_from_dir(client: &Client, dir: &Path) -> RunningHost {
+    let config = SupervisorConfig {
+        guest_dir: Some(dir.to_path_buf()),
+        namespace: HOST_NS.into(),
+        runtime: RuntimeConfig::default().cache_dir(None),
+        rescan: Some(Duration::from_secs(3600)),
+        ..SupervisorConfig::default()
+    };
+    let host = run_host(client, config, None).await;
+    for p in PODS {
+        pod(p).create(client).await;
+    }
+    host
+}
+
+/// Every pod's output holds `v=value`.
+async fn outputs_hold(client: &Client, value: &str) -> bool {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), PODS_NS);
+    for p in PODS {
+        let cm = cms.get_opt(&format!("{p}-out")).await.unwrap();
+        if cm
+            .and_then(|c| c.data)
+            .and_then(|d| d.get("v").cloned())
+            .as_deref()
+            != Some(value)
+        {
+            return false;
+        }
+    }
+    true
+}
+
 #[tokio::test]
-async fn with_dry_runs_the_api_servers_refusal_of_a_shadows_write_is_reported() {
+async fn promoting_a_shadow_in_one_configmap_update_makes_it_the_guest() {
     let (_server, client) = server().await;
     let dir = tempfile::tempdir().unwrap();
+    let (active, next) = (mirror(by_lifecycle, "1"), mirror(by_lifecycle, "2"));
+    write_like_kubelet(
+        dir.path(),
+        1,
+        &[("mirror.wasm", &active), ("mirror.shadow.wasm", &next)],
+    )
+    .unwrap();
+    let host = run_from_dir(&client, dir.path()).await;
+    eventually("every key seen differing", || async {
+        host.controller()
+            .shadow()
+            .is_some_and(|s| s.report()["differing_keys"].as_u64() == Some(PODS.len() as u64))
+    })
+    .await;
+    assert!(outputs_hold(&client, "1").await, "the shadow never wrote");
+    // The operator's promotion: the ConfigMap's key `mirror.shadow.wasm`
+    // moved onto `mirror.wasm` (one JSON patch `move`, one kubelet update).
+    write_like_kubelet(dir.path(), 2, &[("mirror.wasm", &next)]).unwrap();
+    host.host.sync_dir().await.unwrap();
+    assert!(
+        host.controller().shadow().is_none(),
+        "no shadow after promotion"
+    );
+    eventually("every output is the promoted version's", || {
+        outputs_hold(&client, "2")
+    })
+    .await;
+    host.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn with_dry_runs_the_api_servers_refusal_of_a_shadows_write_is_reported() {
     // The new version writes into a namespace that does not exist: a real
     // apply would be refused (404).
-    let mut config = config(
-        dir.path(),
-        &mirror(by_lifecycle, "1"),
-        &mirror_into(by_lifecycle, "1", "missing"),
-    );
-    config.shadow_dry_run = true;
-    let host = run_host(&client, config, None).await;
-    for p in PODS {
-        pod(p).create(&client).await;
-    }
+    let (host, client, _server) = start(mirror_into(by_lifecycle, "1", "missing"), true).await;
     eventually("every output written", || {
         outputs_are_the_active_guests(&client)
     })
@@ -416,18 +548,7 @@ async fn with_dry_runs_the_api_servers_refusal_of_a_shadows_write_is_reported() 
 
 #[tokio::test]
 async fn with_dry_runs_a_shadows_acceptable_write_is_sent_and_stores_nothing() {
-    let (_server, client) = server().await;
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = config(
-        dir.path(),
-        &mirror(by_lifecycle, "1"),
-        &mirror(by_lifecycle, "2"),
-    );
-    config.shadow_dry_run = true;
-    let host = run_host(&client, config, None).await;
-    for p in PODS {
-        pod(p).create(&client).await;
-    }
+    let (host, client, _server) = start(mirror(by_lifecycle, "2"), true).await;
     eventually("every output written", || {
         outputs_are_the_active_guests(&client)
     })

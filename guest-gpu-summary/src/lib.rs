@@ -152,6 +152,7 @@ fn invalid_event(s: &Settings, bad: &summary::InvalidPod) -> Event {
     Event::warning(pod, "InvalidQuantity", message).related(target(s))
 }
 
+// ANCHOR: aggregate
 impl AggregateGuest for GpuSummary {
     fn aggregate(_: &Environment) -> Result<AggregateSpec, String> {
         Ok(AggregateSpec {
@@ -195,6 +196,7 @@ impl AggregateGuest for GpuSummary {
 }
 
 wasmctrl_guest_aggregate::export_aggregate_guest!(GpuSummary);
+// ANCHOR_END: aggregate
 
 #[cfg(test)]
 mod proptests;

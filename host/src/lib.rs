@@ -3,6 +3,14 @@
 //! The host owns every read, write, retry and election; guests are pure
 //! WebAssembly components that turn a snapshot of the objects they watch into
 //! a plan of desired state.
+//!
+//! These are the API docs; the book (`docs/src` in the repository, built by
+//! `make book`, which puts these docs at `api/` inside it) explains how to
+//! write, test, deploy and operate guests: [the book](../../index.html),
+//! [Architecture and the data path](../../internals/architecture.html) for
+//! how the modules below fit together, and
+//! [What happens when…](../../operating/what-happens-when.html) for the
+//! host's answer to each failure.
 
 pub mod actuator;
 pub mod aggregate;

@@ -8,6 +8,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
+#[cfg(test)]
+mod book;
 mod flags;
 
 use wasmctrl::guest::{self, GuestRuntime, RuntimeConfig};
@@ -40,6 +42,9 @@ enum Command {
     /// Package guests for a cluster.
     #[command(subcommand)]
     Guest(GuestCommand),
+    /// Ask a running host about a shadow (`run --shadow`).
+    #[command(subcommand)]
+    Shadow(ShadowCommand),
     /// Scaffold a guest crate (a per-object controller for a custom
     /// resource) that builds outside this repository.
     New(NewArgs),
@@ -65,6 +70,26 @@ struct NewArgs {
     /// the SDK of the source tree this binary was built from.
     #[arg(long)]
     sdk_path: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum ShadowCommand {
+    /// Print a shadow's report from a running host's health address and
+    /// exit 0 when the shadow agreed with its guest on every key compared
+    /// since it loaded (at least one), 1 otherwise: a promotion gate.
+    Report(ShadowReportArgs),
+}
+
+#[derive(Args)]
+struct ShadowReportArgs {
+    /// The guest the shadow runs beside (its declared name).
+    guest: String,
+    /// The host's health address (`run --health-addr`).
+    #[arg(long, default_value = "127.0.0.1:8081")]
+    address: std::net::SocketAddr,
+    /// Print the whole report as JSON too.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Subcommand)]
@@ -275,7 +300,7 @@ struct SandboxArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     guest_fuel: Option<u64>,
     /// Operator policy (YAML): what each guest may watch and write, and
-    /// its caps (see README "Operator policy"). Default: anything but
+    /// its caps (see the book: docs/src/operating/policy.md). Default: anything but
     /// Secrets, default caps.
     #[arg(long)]
     policy: Option<PathBuf>,
@@ -374,6 +399,63 @@ fn parse_now(s: &str) -> Result<u64, String> {
         ));
     }
     Ok(ms)
+}
+
+/// Fetches `/shadow/GUEST` from a running host, prints it and the verdict;
+/// Ok(false) when the shadow has not agreed on every key.
+async fn shadow_report(args: ShadowReportArgs) -> anyhow::Result<bool> {
+    use http_body_util::BodyExt;
+    use wasmctrl::shadow::verdict::Verdict;
+    let url = format!("http://{}/shadow/{}", args.address, args.guest);
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::Empty<bytes::Bytes>>();
+    let uri: hyper::Uri = url.parse().with_context(|| format!("{url} is not a URL"))?;
+    let response = tokio::time::timeout(std::time::Duration::from_secs(10), client.get(uri))
+        .await
+        .with_context(|| format!("GET {url}: no answer in 10 s"))?
+        .with_context(|| format!("GET {url}"))?;
+    let status = response.status();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .with_context(|| format!("GET {url}: reading the answer"))?
+        .to_bytes();
+    let text = String::from_utf8_lossy(&body);
+    if status == hyper::StatusCode::NOT_FOUND {
+        anyhow::bail!("{}", text.trim());
+    }
+    if !status.is_success() {
+        anyhow::bail!("GET {url}: {status}: {}", text.trim());
+    }
+    let report: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("GET {url}: the answer is not a shadow report"))?;
+    let verdict = Verdict::of(&report);
+    let n = |f: &str| report[f].as_u64().unwrap_or(0);
+    println!(
+        "shadow {} of guest {}: {} same, {} differ ({} keys), {} errors, {} skipped, {} dry runs ({} refused)",
+        report["shadow"].as_str().unwrap_or("?"),
+        args.guest,
+        n("same"),
+        n("differs"),
+        n("differing_keys"),
+        n("errors"),
+        n("skipped"),
+        n("dry_runs"),
+        n("dry_run_refusals"),
+    );
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    }
+    if verdict.agreed() {
+        println!("agreed on every key compared since it loaded");
+    } else {
+        println!("not agreed:");
+        for reason in &verdict.reasons {
+            println!("  - {reason}");
+        }
+    }
+    Ok(verdict.agreed())
 }
 
 /// Replays every case; prints one line per case that differs or fails and
@@ -747,6 +829,13 @@ fn main() -> ExitCode {
         #[cfg(feature = "dev-server")]
         Command::Demo(args) => runtime.block_on(demo(args)),
         Command::Guest(GuestCommand::Configmap(args)) => guest_configmap(args),
+        Command::Shadow(ShadowCommand::Report(args)) => {
+            match runtime.block_on(shadow_report(args)) {
+                Ok(true) => Ok(()),
+                Ok(false) => return ExitCode::FAILURE,
+                Err(e) => Err(e),
+            }
+        }
         Command::New(args) => new_guest(args),
     };
     match result {

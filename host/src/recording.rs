@@ -14,17 +14,15 @@
 //! "buckets": {KEY: [OBJECT, ...]}}]}, "plan"}`; a value is `null`, a
 //! string, an integer, a float, a boolean, or `{"json": TEXT}`.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value as Json};
-use tokio::sync::mpsc;
 use wasmctrl_snapshot::{kind, Builder, SnapshotView, Value};
 
 use crate::guest::{Environment, GuestManifest, GuestModule, Request, SnapshotData};
-use crate::request::RequestKey;
-use crate::shadow::{normalise, Case, Target};
+use crate::shadow::{handoff, normalise, request, Case, Cases, Handoff, Offered, Resolved, Target};
 use crate::sync::lock;
 
 /// Cases waiting to be written, per guest.
@@ -440,8 +438,7 @@ impl Ring {
 
 /// Records one guest's reconciles: a queue and the worker writing them.
 pub struct Recording {
-    tx: mpsc::Sender<Case>,
-    pending: Arc<Mutex<HashSet<RequestKey>>>,
+    handoff: Handoff,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -473,42 +470,28 @@ impl Recording {
                 return None;
             }
         };
-        let (tx, rx) = mpsc::channel(QUEUE);
-        let pending = Arc::new(Mutex::new(HashSet::new()));
-        let task = tokio::spawn(work(ring, target, rx, pending.clone()));
-        Some(Recording { tx, pending, task })
+        let (handoff, cases) = handoff(QUEUE);
+        let task = tokio::spawn(work(ring, target, cases));
+        Some(Recording { handoff, task })
     }
 
     /// Hands a case over without waiting (a key already waiting is not
     /// queued twice; a full queue drops the case, logged at debug).
     pub fn offer(&self, case: Case) {
-        let key = match &case {
-            Case::Seen { key, .. } | Case::Aggregate(key) => key.clone(),
-        };
-        if !lock(&self.pending).insert(key.clone()) {
-            return;
-        }
-        if self.tx.try_send(case).is_err() {
-            lock(&self.pending).remove(&key);
+        let key = case.key().clone();
+        if self.handoff.offer(case) == Offered::Full {
             tracing::debug!(key = %key, "recording queue full; case not recorded");
         }
     }
 }
 
-async fn work(
-    ring: Ring,
-    target: Target,
-    mut rx: mpsc::Receiver<Case>,
-    pending: Arc<Mutex<HashSet<RequestKey>>>,
-) {
+async fn work(ring: Ring, target: Target, mut cases: Cases) {
     let (ring, target) = (Arc::new(Mutex::new(ring)), Arc::new(target));
-    while let Some(case) = rx.recv().await {
-        let key = match &case {
-            Case::Seen { key, .. } | Case::Aggregate(key) => key.clone(),
-        };
-        lock(&pending).remove(&key);
+    while let Some(case) = cases.next().await {
+        let key = case.key().clone();
         let (ring, target) = (ring.clone(), target.clone());
         let written = tokio::task::spawn_blocking(move || {
+            // An aggregate key the active guest fails on has no plan to keep.
             let Some(case) = to_json(&target, case) else {
                 return Ok(());
             };
@@ -524,43 +507,20 @@ async fn work(
 }
 
 fn to_json(target: &Target, case: Case) -> Option<Json> {
-    let t = target;
-    let request = |key: &RequestKey| Request {
-        key: key.key.to_string(),
-        watch: key.watch.map(|w| t.manifest.watches[w].name.clone()),
-    };
-    match case {
-        Case::Seen {
-            key,
-            env,
-            snapshot,
-            active,
-        } => Some(case_json(
-            &t.manifest,
-            t.module.digest(),
-            &request(&key),
-            &env,
-            &snapshot,
-            &active,
-        )),
-        Case::Aggregate(key) => {
-            let env = t.env.at(crate::guest::now_ms());
-            let snapshot = crate::relations::snapshot_for(&t.manifest, &t.caches, &key);
-            let request = request(&key);
-            let (plan, _) = t
-                .module
-                .reconcile(&t.manifest, &env, &request, snapshot.clone());
-            let plan = normalise(&crate::offline::plan_json(&plan.ok()?));
-            Some(case_json(
-                &t.manifest,
-                t.module.digest(),
-                &request,
-                &env,
-                &snapshot,
-                &plan,
-            ))
-        }
-    }
+    let Resolved {
+        key,
+        env,
+        snapshot,
+        active,
+    } = case.resolve(target)?;
+    Some(case_json(
+        &target.manifest,
+        target.module.digest(),
+        &request(&target.manifest, &key),
+        &env,
+        &snapshot,
+        &active,
+    ))
 }
 
 /// How one recorded case replayed.

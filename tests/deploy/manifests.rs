@@ -11,7 +11,7 @@ async fn every_manifest_is_accepted_by_server_side_apply() {
         return;
     };
     // The kustomization in a copy of the directory, beside the generated
-    // guest ConfigMap, exactly as README.md has a person do it.
+    // guest ConfigMap, exactly as the book (docs/src/operating/deploy.md) has a person do it.
     let copy = k.dir().join("deploy");
     std::fs::create_dir(&copy).unwrap();
     for name in MANIFESTS

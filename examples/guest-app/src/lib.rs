@@ -44,6 +44,7 @@ pub use wasmctrl_guest_sdk::lifecycle::FINALIZERS;
 /// An App, as this guest reads it. The CRD requires both spec fields; a
 /// missing one (an older schema, a CRD without validation) is left out of
 /// the child rather than invented.
+// ANCHOR: views
 #[derive(View, Clone, Debug, Default, PartialEq, Eq)]
 pub struct App<'a> {
     /// `spec.message`.
@@ -64,6 +65,7 @@ pub struct SharedSettings<'a> {
     #[field("data.banner")]
     pub banner: Option<&'a str>,
 }
+// ANCHOR_END: views
 
 /// The `App` type.
 pub fn app_gvk() -> GroupVersionKind {
@@ -78,6 +80,7 @@ pub fn configmap_gvk() -> GroupVersionKind {
 /// The manifest: Apps (per object, finalizer), the ConfigMaps they control,
 /// and each namespace's `shared-settings`; writes: ConfigMaps, and App
 /// status.
+// ANCHOR: manifest
 pub fn manifest() -> Manifest {
     let apps = Watch::new(APP_WATCH, app_gvk())
         .fields(App::FIELDS)
@@ -99,6 +102,7 @@ pub fn manifest() -> Manifest {
         .write(WriteRule::new(configmap_gvk()))
         .write(WriteRule::new(app_gvk()).status(true))
 }
+// ANCHOR_END: manifest
 
 /// The guest.
 pub struct AppController;
@@ -110,6 +114,7 @@ pub struct Fields {
     settings: SharedSettingsFields,
 }
 
+// ANCHOR: guest
 impl wasmctrl_guest_sdk::Guest for AppController {
     type Fields = Fields;
 
@@ -118,6 +123,7 @@ impl wasmctrl_guest_sdk::Guest for AppController {
         Ok(manifest())
     }
 
+    // ANCHOR: fields
     fn fields(_: &Environment, schema: &Schema) -> Result<Fields, String> {
         Ok(Fields {
             apps: App::resolve(&schema.watch(APP_WATCH)?)?,
@@ -125,6 +131,7 @@ impl wasmctrl_guest_sdk::Guest for AppController {
             settings: SharedSettings::resolve(&schema.watch(SETTINGS_WATCH)?)?,
         })
     }
+    // ANCHOR_END: fields
 
     fn reconcile(
         env: &Environment,
@@ -132,6 +139,7 @@ impl wasmctrl_guest_sdk::Guest for AppController {
         snapshot: &Snapshot<'_>,
         f: &Fields,
     ) -> Result<Plan, ReconcileError> {
+        // ANCHOR: reconcile
         let mut plan = Plan::new();
         let object = match snapshot.lifecycle(request) {
             // Gone: its finalizer already made us delete the child.
@@ -173,10 +181,12 @@ impl wasmctrl_guest_sdk::Guest for AppController {
         );
         plan.status(&object.object_ref(), &status);
         Ok(plan)
+        // ANCHOR_END: reconcile
     }
 }
 
 wasmctrl_guest_sdk::export_guest!(AppController);
+// ANCHOR_END: guest
 
 #[cfg(test)]
 mod tests;

@@ -48,6 +48,7 @@ fn settings(namespace: &str, banner: Option<&str>) -> Obj {
     Obj::new(SETTINGS_WATCH, namespace, SHARED_SETTINGS).set("data.banner", banner)
 }
 
+// ANCHOR: run
 fn reconcile(objects: Vec<Obj>) -> Plan {
     let data = World::new(&manifest())
         .with_all(objects)
@@ -57,6 +58,7 @@ fn reconcile(objects: Vec<Obj>) -> Plan {
     let request = Request::object(APP_WATCH, &format!("{NS}/{NAME}"));
     run::reconcile::<AppController>(&env, &request, data).expect("reconcile succeeds")
 }
+// ANCHOR_END: run
 
 /// The two writes of a live App: the child (applied) and the status.
 fn child_and_status(plan: &Plan) -> (Value, Value) {
@@ -219,6 +221,7 @@ fn the_banner_of_shared_settings_is_copied_and_absent_means_no_key() {
     }
 }
 
+// ANCHOR: deleting
 #[test]
 fn a_deleting_app_with_its_child_deletes_the_child_and_keeps_the_finalizer() {
     let deleting = app("m", 1).deleting("2026-12-01T03:40:00Z");
@@ -240,6 +243,7 @@ fn a_deleting_app_with_its_child_deletes_the_child_and_keeps_the_finalizer() {
         plan.writes
     );
 }
+// ANCHOR_END: deleting
 
 #[test]
 fn a_deleting_app_without_a_child_releases_the_finalizer_and_nothing_else() {
@@ -362,6 +366,7 @@ fn woken(world: &World, object: &Obj) -> Vec<String> {
     requests.into_iter().map(|r| r.key).collect()
 }
 
+// ANCHOR: wakes
 #[test]
 fn a_child_edit_wakes_its_owner() {
     let world = relations_world();
@@ -373,6 +378,7 @@ fn a_child_edit_wakes_its_owner() {
     let foreign = Obj::new(CHILD_WATCH, NS, "x").controlled_by(&configmap_gvk(), &owner);
     assert!(woken(&world, &foreign).is_empty());
 }
+// ANCHOR_END: wakes
 
 #[test]
 fn a_shared_settings_change_wakes_every_app_of_its_namespace() {

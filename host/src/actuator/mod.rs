@@ -11,9 +11,15 @@
 //!   status-subresource —, deletes, and finalizer patches (`writes`,
 //!   `finalizers`).
 //! - An apply that would change only some entries of string maps goes as a
-//!   merge patch of those entries (`merge`), and an entry-wise aggregate's
-//!   document as a merge patch of its changed entries decided without
-//!   reading the live object, at a resourceVersion it knows (`entries`).
+//!   merge patch of those entries (`merge`; `null` for an entry this
+//!   manager alone owns that the plan dropped), and as the full apply
+//!   whenever the patch could not leave the same object: metadata,
+//!   identity or a non-map field changing, an atomic map, a map dropped
+//!   whole, a dropped entry another manager also owns, or a cached object
+//!   without `managedFields`.
+//! - An entry-wise aggregate's document goes as a merge patch of its
+//!   changed entries decided without reading the live object, at a
+//!   resourceVersion it knows ([`entries`]).
 //! - Each is skipped when the cached live object already agrees (so a
 //!   reconcile never triggers itself), and every write aimed at an object
 //!   the guest saw is pinned to its uid: when that object is gone or
@@ -22,6 +28,12 @@
 //!   ([`crate::urlpath`]).
 //! - The write allowlist and pinning were already enforced when the plan
 //!   was validated.
+//! - A write to an object the host merge-patched waits (up to 2 s) for the
+//!   watch echo of its previous write, so it is decided on the current
+//!   object; entries written by patch are owned through the manager's
+//!   `Update` entry of `managedFields`, which a later full apply does not
+//!   remove, so after such an apply the echo wakes the key once more to
+//!   remove by patch what the apply left.
 //!
 //! # Outputs and events
 //! [`Outputs`] is the live state of what the guest writes, producers, and

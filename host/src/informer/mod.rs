@@ -14,6 +14,21 @@
 //! - `decode`: decoding only the projected fields, at ingest.
 //! - `run`: the loop from watcher events to the store, and the failure policy.
 //! - [`health`]: how long a failing watch is tolerated.
+//!
+//! # How it lists
+//! Where the API server serves a streaming list (a watch with
+//! `sendInitialEvents=true`: every object arrives as an event, decoded as
+//! it comes while the server sends the next, and a bookmark ends the
+//! initial state; Kubernetes 1.32 and 1.34 on), the informer uses one.
+//! When the server refuses that watch as invalid (1.33, where `WatchList`
+//! is off by default; a 422 or 400), or its storage cannot stream (a 500
+//! naming the disabled storage feature), it lists in pages of 500 and then
+//! watches, from then on. A server that accepts the streaming list and
+//! ignores it (some aggregated API servers: a plain watch that never marks
+//! the end of the initial state) gets pages too, once its list has sent
+//! nothing for the configured wait (`--streaming-list-wait-seconds`,
+//! default 30 s) before that mark, or two of its lists in a row have ended
+//! without it. Relists after a `410 Gone` go the same way.
 
 mod decode;
 pub mod health;

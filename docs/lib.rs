@@ -1,0 +1,9 @@
+//! The book (`docs/src`, built with `mdbook build docs`) and its checks.
+//!
+//! This crate holds no code: its test (`tests/book.rs`, run by
+//! `cargo test -p wasmctrl-docs` and so by `make test`) checks that every
+//! relative link and `#anchor` of the book and of README.md resolves, that
+//! every `{{#include}}` names a file and anchor that exist, and that every
+//! Rust sample is either included from a compiled file or a verbatim
+//! excerpt of one. The pages generated from the code (the `wasmctrl run`
+//! flags, the metrics list) are checked by the host's own tests.

@@ -1,0 +1,217 @@
+//! What the controller hands over after an active reconcile, and the queue
+//! it waits in: a [`Case`] (a per-object key with the snapshot and plan the
+//! active guest saw, or an aggregate key by name), resolved into the
+//! snapshot and active plan it stands for, through a bounded queue that
+//! never makes the controller wait. Shared by the shadow and the
+//! recording; it never calls the shadow and never writes.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value as Json;
+use tokio::sync::mpsc;
+
+use super::compare::normalise;
+use crate::guest::{Environment, GuestManifest, GuestModule, Request, SnapshotData};
+use crate::relations::{snapshot_for, WatchCache};
+use crate::request::RequestKey;
+use crate::sync::lock;
+
+/// What the active guest did with one key, handed to the shadow.
+pub enum Case {
+    /// A per-object key: the snapshot and clock the active guest saw, and
+    /// its plan (normalised, see [`normalise`]).
+    Seen {
+        /// The key.
+        key: RequestKey,
+        /// The active call's environment (its clock included).
+        env: Environment,
+        /// The snapshot.
+        snapshot: Box<SnapshotData>,
+        /// The active plan.
+        active: Json,
+    },
+    /// An aggregate key: both versions run on one whole snapshot.
+    Aggregate(RequestKey),
+}
+
+/// A case with what it stands for: the snapshot, the environment and the
+/// active guest's plan for it (normalised).
+pub struct Resolved {
+    /// The key.
+    pub key: RequestKey,
+    /// The environment the active plan was made with.
+    pub env: Environment,
+    /// The snapshot.
+    pub snapshot: SnapshotData,
+    /// The active plan, normalised.
+    pub active: Json,
+}
+
+impl Case {
+    /// The key reconciled.
+    pub fn key(&self) -> &RequestKey {
+        match self {
+            Case::Seen { key, .. } | Case::Aggregate(key) => key,
+        }
+    }
+
+    /// The snapshot and active plan this case stands for: a per-object
+    /// case as handed over; an aggregate key's made now, by calling the
+    /// active guest on a whole snapshot of the caches. None when the
+    /// active guest fails on it (its own reconcile reports that).
+    pub fn resolve(self, target: &Target) -> Option<Resolved> {
+        match self {
+            Case::Seen {
+                key,
+                env,
+                snapshot,
+                active,
+            } => Some(Resolved {
+                key,
+                env,
+                snapshot: *snapshot,
+                active,
+            }),
+            Case::Aggregate(key) => {
+                let env = target.env.at(crate::guest::now_ms());
+                let snapshot = snapshot_for(&target.manifest, &target.caches, &key);
+                let (plan, _) = target.module.reconcile(
+                    &target.manifest,
+                    &env,
+                    &request(&target.manifest, &key),
+                    snapshot.clone(),
+                );
+                let active = normalise(&crate::offline::plan_json(&plan.ok()?));
+                Some(Resolved {
+                    key,
+                    env,
+                    snapshot,
+                    active,
+                })
+            }
+        }
+    }
+}
+
+/// The guest request for `key` under `manifest` (its watch by name).
+pub fn request(manifest: &GuestManifest, key: &RequestKey) -> Request {
+    Request {
+        key: key.key.to_string(),
+        watch: key.watch.map(|w| manifest.watches[w].name.clone()),
+    }
+}
+
+/// What the worker needs of the active controller for aggregate keys.
+pub struct Target {
+    /// The active module.
+    pub module: GuestModule,
+    /// The active manifest.
+    pub manifest: Arc<GuestManifest>,
+    /// The caches, one per watch.
+    pub caches: Arc<[WatchCache]>,
+    /// The active environment (the clock is set per call).
+    pub env: Environment,
+    /// Where to record an Event when the shadow first differs: the host's
+    /// own Pod (namespace, name), through the guest's recorder.
+    pub host_pod: Option<(crate::events::Recorder, (String, String))>,
+    /// Dry-runs the shadow's differing writes against the API server
+    /// (`--shadow-dry-run`), when given.
+    pub dry_run: Option<crate::actuator::dry_run::DryRun>,
+}
+
+/// The sending end of a bounded queue of cases in which a key waits at
+/// most once: [`Handoff::offer`] never waits.
+pub struct Handoff {
+    tx: mpsc::Sender<Case>,
+    pending: Arc<Mutex<HashSet<RequestKey>>>,
+}
+
+/// The receiving end of a [`Handoff`].
+pub struct Cases {
+    rx: mpsc::Receiver<Case>,
+    pending: Arc<Mutex<HashSet<RequestKey>>>,
+}
+
+/// What became of an offered case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offered {
+    /// Queued.
+    Queued,
+    /// Its key was already waiting: the waiting case stands for it.
+    AlreadyWaiting,
+    /// The queue was full: dropped.
+    Full,
+}
+
+/// A queue of at most `capacity` cases.
+pub fn handoff(capacity: usize) -> (Handoff, Cases) {
+    let (tx, rx) = mpsc::channel(capacity);
+    let pending = Arc::new(Mutex::new(HashSet::new()));
+    (
+        Handoff {
+            tx,
+            pending: pending.clone(),
+        },
+        Cases { rx, pending },
+    )
+}
+
+impl Handoff {
+    /// Queues `case` without waiting.
+    pub fn offer(&self, case: Case) -> Offered {
+        let key = case.key().clone();
+        if !lock(&self.pending).insert(key.clone()) {
+            return Offered::AlreadyWaiting;
+        }
+        if self.tx.try_send(case).is_err() {
+            lock(&self.pending).remove(&key);
+            return Offered::Full;
+        }
+        Offered::Queued
+    }
+}
+
+impl Cases {
+    /// The next case (its key may be queued again from now on); None when
+    /// the sending end is gone.
+    pub async fn next(&mut self) -> Option<Case> {
+        let case = self.rx.recv().await?;
+        lock(&self.pending).remove(case.key());
+        Some(case)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_key_waits_once_a_full_queue_drops_and_a_taken_key_queues_again() {
+        let (handoff, mut cases) = handoff(2);
+        let (a, b, c) = (
+            RequestKey::aggregate("a"),
+            RequestKey::aggregate("b"),
+            RequestKey::aggregate("c"),
+        );
+        assert_eq!(handoff.offer(Case::Aggregate(a.clone())), Offered::Queued);
+        assert_eq!(
+            handoff.offer(Case::Aggregate(a.clone())),
+            Offered::AlreadyWaiting
+        );
+        assert_eq!(handoff.offer(Case::Aggregate(b.clone())), Offered::Queued);
+        assert_eq!(handoff.offer(Case::Aggregate(c.clone())), Offered::Full);
+        assert_eq!(cases.next().await.map(|c| c.key().clone()), Some(a.clone()));
+        // Taken: `a` may wait again, and `c` (dropped) was not left pending.
+        assert_eq!(handoff.offer(Case::Aggregate(a)), Offered::Queued);
+        assert_eq!(cases.next().await.map(|c| c.key().clone()), Some(b));
+        assert_eq!(handoff.offer(Case::Aggregate(c)), Offered::Queued);
+        drop(handoff);
+        assert_eq!(
+            cases.next().await.map(|c| c.key().to_string()).as_deref(),
+            Some("a")
+        );
+        assert!(cases.next().await.is_some());
+        assert!(cases.next().await.is_none());
+    }
+}
