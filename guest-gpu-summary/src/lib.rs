@@ -69,12 +69,14 @@ impl Settings {
 
 /// A pod as the summary reads it: a view configured by the counted
 /// `resource` (`Pod::fields(resource)`, `PodFields::resolve(.., resource)`).
+// ANCHOR: view
 #[derive(View)]
 pub struct Pod<'a> {
     /// Node, phase, and the containers' requests and limits of the resource.
     #[pod_resources("{resource}")]
     pub resources: PodResources<'a>,
 }
+// ANCHOR_END: view
 
 /// The manifest for the given settings.
 pub fn manifest_for(settings: &Settings) -> Manifest {
