@@ -212,3 +212,52 @@ fn a_now_no_api_server_would_store_is_refused() {
         );
     }
 }
+
+#[test]
+fn a_configuration_or_manifest_error_names_the_declared_guest_and_its_file() {
+    let g = crate::support::guest_path();
+    let out = wasmctrl(
+        &[
+            "reconcile",
+            "--guest",
+            g.to_str().unwrap(),
+            "--objects",
+            "-",
+            "--config",
+            "bogus=1",
+        ],
+        Some("[]"),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("guest gpu-summary (guest_gpu_summary.wasm): invalid manifest: the guest rejected its configuration"),
+        "{err}"
+    );
+
+    use crate::support::wat::{guest, Behaviour, WatKeys, WatManifest, WatWatch};
+    let mut m = WatManifest::writing_its_own_configmap("liar", "ops");
+    m.watches = vec![WatWatch::pods(
+        "pods",
+        WatKeys::SameNamespace("apps".into()),
+    )];
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("liar-v2.wasm");
+    std::fs::write(&file, guest(&m, Behaviour::Apply(vec![]))).unwrap();
+    let out = wasmctrl(
+        &[
+            "reconcile",
+            "--guest",
+            file.to_str().unwrap(),
+            "--objects",
+            "-",
+        ],
+        Some("[]"),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(r#"guest liar (liar-v2.wasm): invalid manifest: watches[0] (pods).keys.same-namespace: names watch "apps""#),
+        "{err}"
+    );
+}

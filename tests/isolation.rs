@@ -497,3 +497,32 @@ async fn a_lone_guest_claims_nothing_and_keeps_its_objects_when_a_rival_is_loade
     );
     h.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_whose_configuration_file_is_unusable_is_refused_under_its_declared_name() {
+    let (_server, client) = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gpu = std::fs::read(guest_path()).unwrap();
+    // Another guest runs, so the host starts.
+    let logic = writer("logic", Some(&["logic"]), "logic", &[("version", "v1")]);
+    write_like_kubelet(
+        dir.path(),
+        1,
+        &[
+            ("summary.wasm", &gpu),
+            ("summary.config.json", b"[1]"),
+            ("logic.wasm", &logic),
+        ],
+    )
+    .unwrap();
+    let metrics = Arc::new(Metrics::new());
+    let h = run_host(&client, dir_config(dir.path()), Some(metrics.clone())).await;
+    assert_eq!(refused(&metrics, "gpu-summary", "config"), 1.0);
+    let why = h.host.refused().join("\n");
+    assert!(
+        why.contains("refused: guest gpu-summary (summary.wasm): ")
+            && why.contains("summary.config.json"),
+        "{why}"
+    );
+    h.stop().await.unwrap();
+}

@@ -1,8 +1,9 @@
 //! Key mappings through real informers: a change to an owned object wakes
 //! its controller owner, a change to an object linked by an index wakes the
 //! primaries with the same index value (both the old and the new one when
-//! the value changes), and each per-object reconcile's snapshot holds its
-//! primary's related objects only. Driven by `examples/guest-related`,
+//! the value changes; only those of its namespace for a `same-namespace:`
+//! link), and each per-object reconcile's snapshot holds its primary's
+//! related objects only. Driven by `examples/guest-related`,
 //! which reports what each reconcile saw in a ConfigMap `seen-<primary>`.
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
@@ -172,5 +173,69 @@ async fn objects_owned_by_another_kind_or_without_a_controller_reference_wake_no
         seen(&client, "alpha").await,
         Some((String::new(), String::new()))
     );
+    host.stop().await.unwrap();
+}
+
+/// The `data.settings` of primary `owner`'s last report.
+async fn settings_seen(client: &Client, owner: &str) -> Option<String> {
+    let reports: Api<ConfigMap> = Api::namespaced(client.clone(), HOST_NS);
+    let report = reports.get_opt(&format!("seen-{owner}")).await.unwrap()?;
+    Some(report.data?.get("settings").cloned().unwrap_or_default())
+}
+
+#[tokio::test]
+async fn a_same_namespace_index_link_relates_each_owner_to_the_settings_of_its_namespace_only() {
+    let (_server, client) = server().await;
+    let setting = |namespace: &str, value: &str| {
+        serde_json::from_value::<ConfigMap>(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "shared", "namespace": namespace, "labels": {"role": "setting"}},
+            "data": {"value": value}}))
+        .unwrap()
+    };
+    let elsewhere: Api<ConfigMap> = Api::namespaced(client.clone(), HOST_NS);
+    let owner: ConfigMap = serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "alpha", "labels": {"role": "owner"}},
+        "data": {"team": "red", "settings": "shared"}}))
+    .unwrap();
+    cms(&client)
+        .create(&PostParams::default(), &owner)
+        .await
+        .unwrap();
+    // A namesake in another namespace: not alpha's.
+    elsewhere
+        .create(&PostParams::default(), &setting(HOST_NS, "1"))
+        .await
+        .unwrap();
+    let host = start(&client).await;
+    eventually("alpha sees no settings", || async {
+        settings_seen(&client, "alpha").await == Some(String::new())
+    })
+    .await;
+
+    // The settings of alpha's own namespace wake it, and only they are in
+    // its snapshot.
+    cms(&client)
+        .create(&PostParams::default(), &setting(PODS_NS, "1"))
+        .await
+        .unwrap();
+    let want = format!("{PODS_NS}/shared");
+    eventually("alpha sees the settings of its namespace", || async {
+        settings_seen(&client, "alpha").await.as_deref() == Some(want.as_str())
+    })
+    .await;
+
+    // A change to the namesake elsewhere wakes nobody.
+    let reconciles = host.reconciles();
+    let patch = json!({"data": {"value": "2"}});
+    elsewhere
+        .patch("shared", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    stays_for(
+        std::time::Duration::from_secs(2),
+        "no primary is reconciled",
+        || async { host.reconciles() == reconciles },
+    )
+    .await;
     host.stop().await.unwrap();
 }

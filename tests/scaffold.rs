@@ -3,7 +3,11 @@
 //! native tests, the `wasm32-wasip2` build with the guest profile, and
 //! `wasmctrl reconcile` of the built component over `sample.yaml` — with
 //! nothing copied from this repository but `Cargo.lock` (the versions the
-//! workspace already built, so the shared target directory stays warm).
+//! workspace already built, so the shared target directory stays warm);
+//! then every command of its README as written, but those that need a
+//! cluster, the network or a running host (`rustup`, `kubectl`,
+//! `wasmctrl run`, `wasmctrl replay`), so a README command nothing runs
+//! fails the test.
 //!
 //! Its own test binary: its cargo builds must not run beside the
 //! integration tests, whose timings they would disturb.
@@ -39,6 +43,36 @@ fn wasmctrl(args: &[&str], cwd: &Path) -> Output {
         .current_dir(cwd)
         .output()
         .unwrap()
+}
+
+/// The shell commands of `readme`'s ```sh blocks, one per command: `\`
+/// continuations joined, `# …` comments dropped.
+fn readme_commands(readme: &str) -> Vec<String> {
+    let mut commands = Vec::new();
+    let mut in_sh = false;
+    let mut pending = String::new();
+    for line in readme.lines() {
+        match line.trim() {
+            "```sh" => in_sh = true,
+            "```" => in_sh = false,
+            _ if in_sh => {
+                let line = line.split(" #").next().unwrap_or("").trim();
+                match line.strip_suffix('\\') {
+                    Some(head) => pending.push_str(head),
+                    None => {
+                        pending.push_str(line);
+                        let command = pending.split_whitespace().collect::<Vec<_>>().join(" ");
+                        if !command.is_empty() {
+                            commands.push(command);
+                        }
+                        pending.clear();
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    commands
 }
 
 fn cargo(args: &[&str], cwd: &Path) -> Output {
@@ -154,6 +188,53 @@ fn a_scaffolded_guest_tests_builds_and_runs_offline_outside_the_repository() {
         plan[1]["apply-status"]["status"]["conditions"][0]["status"],
         "True"
     );
+
+    // Every command of its README, as written (from the crate's directory,
+    // `target/` being where the builds above went): run, or one that needs
+    // a cluster, the network or a running host's recordings.
+    std::os::unix::fs::symlink(target_dir(), dir.join("target")).unwrap();
+    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    let commands = readme_commands(&readme);
+    let cache = tmp.path().join("cache");
+    let mut ran = Vec::new();
+    for command in &commands {
+        // What a pipe feeds (`| kubectl apply -f -`) needs a cluster.
+        let head = command.split(" | ").next().unwrap_or_default();
+        let words: Vec<&str> = head.split_whitespace().collect();
+        let out = match words.as_slice() {
+            ["cargo", args @ ..] => cargo(args, &dir),
+            ["wasmctrl", args @ ("reconcile" | "guest"), ..] => {
+                Command::new(env!("CARGO_BIN_EXE_wasmctrl"))
+                    .args(&words[1..])
+                    .current_dir(&dir)
+                    .env("XDG_CACHE_HOME", &cache)
+                    .output()
+                    .unwrap_or_else(|e| panic!("{args}: {e}"))
+            }
+            ["rustup", ..] | ["kubectl", ..] | ["wasmctrl", "run" | "replay", ..] => continue,
+            _ => {
+                panic!("README command {command:?} is neither run here nor known to need a cluster")
+            }
+        };
+        ran.push((command.clone(), ok(command, &out)));
+    }
+    let ran_named = |prefix: &str| {
+        ran.iter()
+            .find(|(c, _)| c.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no README command {prefix}…: {commands:#?}"))
+            .1
+            .clone()
+    };
+    let plan: Value = serde_json::from_str(&ran_named("wasmctrl reconcile")).unwrap();
+    assert_eq!(
+        plan["plan"]["writes"].as_array().map(Vec::len),
+        Some(2),
+        "{plan:#}"
+    );
+    let configmap = ran_named("wasmctrl guest configmap");
+    assert!(configmap.contains("widget-op.wasm"), "{configmap}");
+    ran_named("cargo test");
+    ran_named("cargo build --target wasm32-wasip2 --profile guest");
 }
 
 #[test]

@@ -19,11 +19,10 @@ pub mod node_key;
 pub mod summary;
 
 use wasmctrl_guest_aggregate::{AggregateGuest, AggregateSpec, Contributions, Group, Reduction};
-use wasmctrl_guest_sdk::pod_request::{pod_resource_paths, PodResourceFields};
-use wasmctrl_guest_sdk::snapshot::WatchId;
+use wasmctrl_guest_sdk::pod_request::PodResources;
 use wasmctrl_guest_sdk::{
     document, Entry, Environment, Event, GroupVersionKind, Manifest, Object, ObjectRef, Plan,
-    ReconcileError, Request, Schema, Snapshot, Watch, WriteRule,
+    ReconcileError, Request, Schema, Snapshot, View, Watch, WriteRule,
 };
 
 /// The guest's name, used in its field manager (`wasmctrl/gpu-summary`).
@@ -68,6 +67,17 @@ impl Settings {
     }
 }
 
+/// A pod as the summary reads it: a view configured by the counted
+/// `resource` (`Pod::fields(resource)`, `PodFields::resolve(.., resource)`).
+// ANCHOR: view
+#[derive(View)]
+pub struct Pod<'a> {
+    /// Node, phase, and the containers' requests and limits of the resource.
+    #[pod_resources("{resource}")]
+    pub resources: PodResources<'a>,
+}
+// ANCHOR_END: view
+
 /// The manifest for the given settings.
 pub fn manifest_for(settings: &Settings) -> Manifest {
     // Unscheduled and finished pods never hold devices: the API server
@@ -75,7 +85,7 @@ pub fn manifest_for(settings: &Settings) -> Manifest {
     let pods = Watch::new(POD_WATCH, GroupVersionKind::core("Pod"))
         .plural("pods")
         .field_selector("spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed")
-        .fields(pod_resource_paths(&settings.resource))
+        .fields(Pod::fields(&settings.resource))
         .aggregate(AGGREGATE_KEY);
     let summary = WriteRule::new(GroupVersionKind::core("ConfigMap"))
         .namespace(&settings.namespace)
@@ -86,11 +96,10 @@ pub fn manifest_for(settings: &Settings) -> Manifest {
 /// The guest.
 pub struct GpuSummary;
 
-/// What a reconcile reads: the settings and the pod watch's fields.
+/// What a reconcile reads: the settings and the pod view's handles.
 pub struct Fields {
     settings: Settings,
-    pods: WatchId,
-    pod: PodResourceFields,
+    pods: PodFields,
 }
 
 impl wasmctrl_guest_sdk::Guest for GpuSummary {
@@ -102,13 +111,8 @@ impl wasmctrl_guest_sdk::Guest for GpuSummary {
 
     fn fields(env: &Environment, schema: &Schema) -> Result<Fields, String> {
         let settings = Settings::from_env(env)?;
-        let pods = schema.watch(POD_WATCH)?;
-        let pod = PodResourceFields::resolve(&pods, &settings.resource)?;
-        Ok(Fields {
-            pods: pods.id(),
-            pod,
-            settings,
-        })
+        let pods = PodFields::resolve(&schema.watch(POD_WATCH)?, &settings.resource)?;
+        Ok(Fields { settings, pods })
     }
 
     fn reconcile(
@@ -117,8 +121,9 @@ impl wasmctrl_guest_sdk::Guest for GpuSummary {
         snapshot: &Snapshot<'_>,
         f: &Fields,
     ) -> Result<Plan, ReconcileError> {
-        let (s, pods) = (&f.settings, snapshot.objects(f.pods));
-        let summary = summary::summarize_resource(&s.resource, pods.map(|p| f.pod.read(&p)));
+        let (s, pods) = (&f.settings, snapshot.objects(f.pods.watch()));
+        let summary =
+            summary::summarize_resource(&s.resource, pods.map(|p| f.pods.read(&p).resources));
         let mut plan = summary_plan(s, &summary::summary_data(&summary));
         for bad in &summary.invalid {
             plan.event(invalid_event(s, bad));
@@ -165,7 +170,7 @@ impl AggregateGuest for GpuSummary {
         out: &mut Contributions,
     ) -> Result<(), ReconcileError> {
         // The same per-pod step as `reconcile`, on a one-pod summary.
-        let one = summary::summarize_resource(&f.settings.resource, [f.pod.read(pod)]);
+        let one = summary::summarize_resource(&f.settings.resource, [f.pods.read(pod).resources]);
         for (node, gpus) in &one.per_node {
             out.add(node, *gpus);
         }

@@ -9,6 +9,7 @@ use wasmctrl_guest_sdk::run;
 use wasmctrl_guest_sdk::testing::{Obj, World};
 
 use super::*;
+use wasmctrl_guest_sdk::pod_request::pod_resource_paths;
 
 /// Quantities a pod field may hold: valid, zero, fractional, huge, junk,
 /// negative.

@@ -8,6 +8,7 @@ use wasmctrl_guest_sdk::wit::{Plan, Write};
 use wasmctrl_guest_sdk::{run, EventType, KeyMapping};
 
 use super::*;
+use wasmctrl_guest_sdk::pod_request::pod_resource_paths;
 
 /// One container's GPU fields.
 #[derive(Clone, Copy, Default)]
@@ -255,4 +256,23 @@ fn manifest_watches_pods_and_allows_only_the_summary() {
         run::describe::<GpuSummary>(&env(&[])),
         Ok(manifest_for(&Settings::from_env(&env(&[])).unwrap()))
     );
+}
+
+#[test]
+fn a_configured_resource_is_the_one_projected_read_and_counted() {
+    let env = env(&[("resource", "amd.com/gpu")]);
+    let m = manifest_for(&Settings::from_env(&env).unwrap());
+    let amd = pod_resource_paths("amd.com/gpu");
+    assert_eq!(m.watches[0].fields, amd);
+    let snap = World::new(&m)
+        .with(
+            Obj::new(POD_WATCH, "default", "a")
+                .set(&amd[0], "n1")
+                .set(&amd[1], "Running")
+                .set_list(&amd[2], ["3"]),
+        )
+        .snapshot()
+        .expect("declared names");
+    let plan = reconcile_plan(&env, &snap).unwrap();
+    assert!(applied(&plan).contains(r#""data":{"n1":"3"}"#), "{plan:?}");
 }

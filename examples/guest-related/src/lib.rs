@@ -1,4 +1,5 @@
-//! A test guest for the key mappings `owner` and `by-index`: for each
+//! A test guest for the key mappings `owner` and `by-index` (across
+//! namespaces and kept to one): for each
 //! primary it reports, in a ConfigMap, the related objects its reconcile's
 //! snapshot held. The host's integration tests (`tests/related.rs`) change
 //! related objects and read the reports to see which primary each change
@@ -10,11 +11,15 @@
 //!   `data.team` (index `team`);
 //! - `owned` (`role=owned`): related to their controller owner (`owner`);
 //! - `members` (`role=member`): related to the owners whose `data.team`
-//!   equals theirs (`by-index`).
+//!   equals theirs (`by-index`);
+//! - `settings` (`role=setting`, in every namespace): related to the
+//!   owners of their own namespace whose `data.settings` (index `settings`)
+//!   is their name (`by-index`, `same-namespace:owners`).
 //!
 //! For primary `P` it applies the ConfigMap `seen-P` in the host's
 //! namespace with `data.owned` and `data.members`: the sorted, comma-joined
-//! names of the related objects of each watch in the snapshot. Gone
+//! names of the related objects of each watch in the snapshot, and
+//! `data.settings`: those of the settings, as `namespace/name`. Gone
 //! primaries get nothing.
 //!
 //! Configuration: `namespace` (where the watched ConfigMaps live; default
@@ -36,6 +41,10 @@ pub const MEMBERS: &str = "members";
 pub const TEAM_INDEX: &str = "team";
 /// The field both sides of the index link read.
 pub const TEAM: &str = "data.team";
+/// ConfigMaps of any namespace related to the owners of theirs by name.
+pub const SETTINGS: &str = "settings";
+/// The index on the owners' `data.settings` (the name of their settings).
+pub const SETTINGS_INDEX: &str = "settings";
 
 /// The manifest for watched ConfigMaps in `namespace`, reports in
 /// `report_namespace`.
@@ -46,6 +55,7 @@ pub fn manifest(namespace: &str, report_namespace: &str) -> Manifest {
         .label_selector("role=owner")
         .fields([TEAM])
         .index(TEAM_INDEX, TEAM)
+        .index(SETTINGS_INDEX, "data.settings")
         .per_object();
     let owned = Watch::new(OWNED, cm())
         .namespace(namespace)
@@ -56,10 +66,15 @@ pub fn manifest(namespace: &str, report_namespace: &str) -> Manifest {
         .label_selector("role=member")
         .fields([TEAM])
         .by_index(OWNERS, TEAM_INDEX, TEAM);
+    let settings = Watch::new(SETTINGS, cm())
+        .label_selector("role=setting")
+        .fields(["metadata.name"])
+        .by_index_same_namespace(OWNERS, SETTINGS_INDEX, "metadata.name");
     Manifest::new("related")
         .watch(owners)
         .watch(owned)
         .watch(members)
+        .watch(settings)
         .write(WriteRule::new(cm()).namespace(report_namespace))
 }
 
@@ -70,6 +85,7 @@ pub struct Related;
 pub struct Fields {
     owned: WatchId,
     members: WatchId,
+    settings: WatchId,
     report_namespace: String,
 }
 
@@ -83,6 +99,16 @@ fn names(snapshot: &Snapshot<'_>, watch: WatchId) -> String {
     names.join(",")
 }
 
+/// As [`names`], each `namespace/name`.
+fn keys(snapshot: &Snapshot<'_>, watch: WatchId) -> String {
+    let mut keys: Vec<String> = snapshot
+        .objects(watch)
+        .map(|o| format!("{}/{}", o.namespace(), o.name()))
+        .collect();
+    keys.sort_unstable();
+    keys.join(",")
+}
+
 impl wasmctrl_guest_sdk::Guest for Related {
     type Fields = Fields;
 
@@ -94,6 +120,7 @@ impl wasmctrl_guest_sdk::Guest for Related {
         Ok(Fields {
             owned: schema.watch(OWNED)?.id(),
             members: schema.watch(MEMBERS)?.id(),
+            settings: schema.watch(SETTINGS)?.id(),
             report_namespace: env.namespace.clone(),
         })
     }
@@ -117,6 +144,7 @@ impl wasmctrl_guest_sdk::Guest for Related {
                 [
                     ("owned", names(snapshot, f.owned)),
                     ("members", names(snapshot, f.members)),
+                    ("settings", keys(snapshot, f.settings)),
                 ]
                 .into_iter()
                 .collect::<std::collections::BTreeMap<_, _>>(),

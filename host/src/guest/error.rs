@@ -5,15 +5,22 @@ use super::*;
 
 /// A failure while loading or running a guest, naming the guest.
 #[derive(Debug, thiserror::Error)]
-#[error("guest {guest}{} {kind}", if matches!(.kind, GuestErrorKind::Version { .. }) { "" } else { ":" })]
+#[error("guest {guest}{}{} {kind}", .kind.file().map(|f| format!(" ({f})")).unwrap_or_default(), if matches!(.kind, GuestErrorKind::Version { .. }) { "" } else { ":" })]
 pub struct GuestError {
-    /// The guest's name (its manifest name, or the file it came from).
+    /// The guest's name: its declared (manifest) name when known, else
+    /// the file it came from.
     pub guest: String,
     /// What went wrong.
     pub kind: GuestErrorKind,
 }
 
 impl GuestError {
+    /// The file the guest came from, when `guest` is its declared name and
+    /// the error is about what it declares (its manifest or configuration).
+    pub fn file(&self) -> Option<&str> {
+        self.kind.file()
+    }
+
     /// Short, stable label for metrics (`reason="deadline"`, ...).
     pub fn reason(&self) -> &'static str {
         self.kind.reason()
@@ -77,9 +84,15 @@ pub enum GuestErrorKind {
     /// resource types have no implementation here).
     #[error("{}", imports::describe(.0))]
     Unsupported(Vec<String>),
-    /// The manifest is unusable.
-    #[error("invalid manifest: {0}")]
-    Manifest(#[from] ManifestError),
+    /// The manifest is unusable (or the guest rejected its configuration).
+    #[error("invalid manifest: {error}")]
+    Manifest {
+        /// What is wrong.
+        error: ManifestError,
+        /// The file the guest came from, when the error names the guest by
+        /// its declared name.
+        file: Option<std::sync::Arc<str>>,
+    },
     /// The manifest asks for more than the operator's policy grants.
     #[error("{0}")]
     Policy(#[from] crate::guest::policy::PolicyDenied),
@@ -101,6 +114,15 @@ pub enum GuestErrorKind {
 }
 
 impl GuestErrorKind {
+    /// The file a manifest error's guest came from (see
+    /// [`GuestError::file`]).
+    pub fn file(&self) -> Option<&str> {
+        match self {
+            GuestErrorKind::Manifest { file, .. } => file.as_deref(),
+            _ => None,
+        }
+    }
+
     /// Short, stable label for metrics.
     pub fn reason(&self) -> &'static str {
         match self {
@@ -114,7 +136,7 @@ impl GuestErrorKind {
             GuestErrorKind::OutOfMemory(_) => "memory",
             GuestErrorKind::OutOfFuel(_) => "fuel",
             GuestErrorKind::Unsupported(_) => "unsupported_import",
-            GuestErrorKind::Manifest(_) => "manifest",
+            GuestErrorKind::Manifest { .. } => "manifest",
             GuestErrorKind::Policy(_) => "policy",
             GuestErrorKind::Plan(PlanError::TooLarge { .. } | PlanError::OverCopyBudget { .. }) => {
                 "plan_too_large"

@@ -108,7 +108,8 @@ pub enum KeyMapping {
     /// Enqueue every object of primary watch `.0` in the same namespace.
     SameNamespace(usize),
     /// Enqueue the objects of `primary` whose index `index` (position in
-    /// its `indexes`) holds a value of this watch's visible field `field`.
+    /// its `indexes`) holds a value of this watch's visible field `field`
+    /// (and, with `same_namespace`, that are in this object's namespace).
     ByIndex {
         /// The primary watch.
         primary: usize,
@@ -116,7 +117,24 @@ pub enum KeyMapping {
         index: usize,
         /// This watch's field, by position in its projection.
         field: usize,
+        /// Whether the link only relates objects of one namespace (the
+        /// link named its primary `same-namespace:NAME`).
+        same_namespace: bool,
     },
+}
+
+/// The prefix of an `index-link.primary` that restricts the link to the
+/// object's own namespace: `same-namespace:apps`.
+pub const SAME_NAMESPACE_PREFIX: &str = "same-namespace:";
+
+/// An `index-link.primary` split into the primary watch's name and whether
+/// the link is namespace-qualified (`same-namespace:NAME`). Watch names are
+/// DNS labels, so no name can be mistaken for the qualified form.
+pub fn split_link_primary(primary: &str) -> (&str, bool) {
+    match primary.strip_prefix(SAME_NAMESPACE_PREFIX) {
+        Some(name) => (name, true),
+        None => (primary, false),
+    }
 }
 
 impl KeyMapping {
@@ -528,7 +546,8 @@ pub fn validate(m: &wit::Manifest) -> Result<GuestManifest, ManifestError> {
                 KeyMapping::SameNamespace(primary("same-namespace", p)?)
             }
             wit::KeyMapping::ByIndex(link) => {
-                let p = primary("by-index.primary", &link.primary)?;
+                let (named, same_namespace) = split_link_primary(&link.primary);
+                let p = primary("by-index.primary", named)?;
                 let index = watches[p]
                     .indexes
                     .iter()
@@ -538,7 +557,7 @@ pub fn validate(m: &wit::Manifest) -> Result<GuestManifest, ManifestError> {
                             format!("{at}.by-index.index"),
                             format!(
                                 "names index {:?}, which watch {:?} does not declare",
-                                link.index, link.primary
+                                link.index, named
                             ),
                         )
                     })?;
@@ -559,6 +578,7 @@ pub fn validate(m: &wit::Manifest) -> Result<GuestManifest, ManifestError> {
                     primary: p,
                     index,
                     field,
+                    same_namespace,
                 }
             }
         };

@@ -154,13 +154,15 @@ impl GuestModule {
             .call_describe(&mut store, env)
             .map_err(|e| self.classify(&label, &store, e))?;
         let raw = raw.map_err(|msg| {
-            self.error(
-                &label,
-                GuestErrorKind::Manifest(ManifestError::Rejected(msg)),
+            self.declared_error(
+                self.declared_name(env).as_deref(),
+                ManifestError::Rejected(msg),
             )
         })?;
-        let manifest = manifest::validate(&raw)
-            .map_err(|e| self.error(&label, GuestErrorKind::Manifest(e)))?;
+        let manifest = manifest::validate(&raw).map_err(|e| {
+            let name = (!matches!(e, ManifestError::BadName(_))).then_some(raw.name.as_str());
+            self.declared_error(name, e)
+        })?;
         // Named by its declared name from here on: the policy section is
         // chosen by it.
         self.inner
@@ -170,6 +172,43 @@ impl GuestModule {
             .admit(&manifest)
             .map_err(|e| self.error(&manifest.name, GuestErrorKind::Policy(e)))?;
         Ok(manifest)
+    }
+
+    /// The name the guest declares when it rejects `env`'s configuration:
+    /// its name described without any configuration (the name it runs
+    /// under, unless it derives its name from its configuration), or None
+    /// when it rejects that too, or had no configuration to drop. Costs
+    /// one more `describe`, only on this error path.
+    fn declared_name(&self, env: &Environment) -> Option<String> {
+        if env.config.is_empty() {
+            return None;
+        }
+        self.name_without_configuration(&env.namespace)
+    }
+
+    /// The name the guest declares when described in `namespace` without
+    /// configuration (None: it rejects that, or fails): how the host names
+    /// a guest whose configuration it cannot use.
+    pub fn name_without_configuration(&self, namespace: &str) -> Option<String> {
+        let bare = super::environment(namespace, &Default::default());
+        let (mut store, instance) = self.instantiate(&self.inner.label).ok()?;
+        let raw = instance
+            .wasmctrl_controller_reconciler()
+            .call_describe(&mut store, &bare)
+            .ok()?
+            .ok()?;
+        wasmctrl_kube_rules::names::is_dns1123_label(&raw.name).then_some(raw.name)
+    }
+
+    /// An error about what the guest declares: named by its declared
+    /// `name` and its file when the name is known, by its file otherwise.
+    fn declared_error(&self, name: Option<&str>, error: ManifestError) -> GuestError {
+        let label = &self.inner.label;
+        let (guest, file) = match name {
+            Some(name) => (name, Some(label.clone())),
+            None => (&**label, None),
+        };
+        self.error(guest, GuestErrorKind::Manifest { error, file })
     }
 
     /// A plan the guest returned, made ready to carry out: held to the

@@ -127,9 +127,10 @@ impl Case {
     }
 }
 
-/// Quotas (primary; indexes on `spec.node` and the `team` label), pods of
-/// their namespace, ConfigMaps they control, nodes and teams matched by
-/// index, secrets summed, events ignored.
+/// Quotas (primary; indexes on `spec.node`, the `team` label and
+/// `spec.config`), pods of their namespace, ConfigMaps they control, nodes
+/// and teams matched by index, settings ConfigMaps matched by index within
+/// their namespace, secrets summed, events ignored.
 fn sdk_manifest() -> sdk::Manifest {
     let quota = sdk::GroupVersionKind::new("example.com", "v1", "Quota");
     let core = sdk::GroupVersionKind::core;
@@ -139,6 +140,7 @@ fn sdk_manifest() -> sdk::Manifest {
                 .fields(["spec.limit"])
                 .index("node", "spec.node")
                 .index("team", "metadata.labels.team")
+                .index("config", "spec.config")
                 .per_object(),
         )
         .watch(sdk::Watch::new("pods", core("Pod")).same_namespace("quotas"))
@@ -152,6 +154,11 @@ fn sdk_manifest() -> sdk::Manifest {
             sdk::Watch::new("teams", core("Namespace"))
                 .fields(["spec.team"])
                 .by_index("quotas", "team", "spec.team"),
+        )
+        .watch(
+            sdk::Watch::new("settings", core("ConfigMap"))
+                .fields(["metadata.name"])
+                .by_index_same_namespace("quotas", "config", "metadata.name"),
         )
         .watch(sdk::Watch::new("secrets", core("Secret")).aggregate("all"))
         .watch(sdk::Watch::new("events", core("Event")))
@@ -214,14 +221,14 @@ const QUOTA: &str = "example.com/v1";
 const WORLD: &[Case] = &[
     obj("quotas", "a", "qa")
         .uid("ua")
-        .fields(&[("spec.node", "n1")])
+        .fields(&[("spec.node", "n1"), ("spec.config", "shared")])
         .labels(&[("team", "ml")]),
     obj("quotas", "a", "qa2")
         .uid("ua2")
         .fields(&[("spec.node", "n2")]),
     obj("quotas", "b", "qb")
         .uid("ub")
-        .fields(&[("spec.node", "n1")])
+        .fields(&[("spec.node", "n1"), ("spec.config", "shared")])
         .labels(&[("team", "web")]),
     obj("pods", "a", "p1"),
     obj("pods", "b", "p2"),
@@ -232,6 +239,8 @@ const WORLD: &[Case] = &[
     obj("nodes", "", "n1").fields(&[("metadata.name", "n1")]),
     obj("nodes", "", "n3").fields(&[("metadata.name", "n3")]),
     obj("teams", "", "t-ml").fields(&[("spec.team", "ml")]),
+    obj("settings", "a", "shared").fields(&[("metadata.name", "shared")]),
+    obj("settings", "a", "unused").fields(&[("metadata.name", "unused")]),
     obj("secrets", "a", "s"),
     obj("events", "a", "e"),
 ];
@@ -253,6 +262,8 @@ const CHANGES: &[Case] = &[
     obj("nodes", "", "n2").fields(&[("metadata.name", "n2")]),
     obj("nodes", "", "n9").fields(&[("metadata.name", "n9")]),
     obj("teams", "", "t-web").fields(&[("spec.team", "web")]),
+    obj("settings", "b", "shared").fields(&[("metadata.name", "shared")]),
+    obj("settings", "c", "shared").fields(&[("metadata.name", "shared")]),
     obj("secrets", "b", "new"),
     obj("events", "b", "new"),
 ];
@@ -367,7 +378,7 @@ fn every_change_wakes_the_same_keys_in_the_sdk_s_model_and_the_host() {
         );
         woken += want.len();
     }
-    assert_eq!(woken, 11, "the table wakes keys (it is not vacuous)");
+    assert_eq!(woken, 12, "the table wakes keys (it is not vacuous)");
 }
 
 #[test]
@@ -410,7 +421,7 @@ fn every_key_s_snapshot_holds_the_same_objects_in_the_sdk_s_model_and_the_host()
         held += want.len();
     }
     assert_eq!(
-        held, 24,
+        held, 27,
         "the snapshots hold objects (the table is not vacuous)"
     );
 }

@@ -2,7 +2,8 @@
 //!
 //! Owns the key mappings of a validated manifest — `per-object`,
 //! `aggregate`, `owner` (the controller owner reference), `same-namespace`
-//! and `by-index` (a field value looked up in a primary's index) — and the
+//! and `by-index` (a field value looked up in a primary's index, kept to
+//! the object's namespace when the link says `same-namespace:`) — and the
 //! full key set a resync enqueues. Every lookup goes through a store index
 //! (namespace, field value) or the object itself (owner reference): a
 //! change costs the keys it wakes, never a scan of the world. It never
@@ -57,13 +58,16 @@ pub fn keys_for(
             primary,
             index,
             field,
+            same_namespace,
         } => {
             if let (Some(primaries), Some(this)) = (caches.get(*primary), caches.get(w)) {
                 let indexed = primaries.at(manifest.watches[*primary].index_path(*index));
                 for obj in change.versions() {
                     for value in strings(obj, this.at(*field)) {
                         for o in primaries.store.with_value(indexed, value) {
-                            keys.push(RequestKey::object(*primary, o.key()));
+                            if !same_namespace || o.namespace == obj.namespace {
+                                keys.push(RequestKey::object(*primary, o.key()));
+                            }
                         }
                     }
                 }

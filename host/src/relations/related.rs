@@ -4,7 +4,8 @@
 //! object; a primary object's key sees that object (when still cached) and
 //! only what its manifest relates to it — the objects it controls
 //! (`owner`), the objects in its namespace (`same-namespace`), the objects
-//! whose field matches one of its index values (`by-index`) — found through
+//! whose field matches one of its index values (`by-index`; only those
+//! of its namespace for a `same-namespace:` link) — found through
 //! the stores' indexes, so its cost follows the related objects, not the
 //! world. It never builds the snapshot layout (see `guest::snapshot`) and
 //! never calls the guest.
@@ -52,11 +53,17 @@ pub fn objects_for(
                     .collect()
             }
             KeyMapping::SameNamespace(_) => cache.store.in_namespace(&primary.namespace),
-            KeyMapping::ByIndex { index, field, .. } => {
+            KeyMapping::ByIndex {
+                index,
+                field,
+                same_namespace,
+                ..
+            } => {
                 let at = caches[p].at(manifest.watches[p].index_path(*index));
                 let mut found: Vec<Arc<ProjectedObject>> = strings(&primary, at)
                     .into_iter()
                     .flat_map(|value| cache.store.with_value(cache.at(*field), value))
+                    .filter(|o| !same_namespace || o.namespace == primary.namespace)
                     .collect();
                 found.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
                 found.dedup_by(|a, b| a.namespace == b.namespace && a.name == b.name);

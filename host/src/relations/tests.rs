@@ -101,7 +101,10 @@ struct World {
 
 impl World {
     fn new() -> Self {
-        let manifest = manifest();
+        Self::of(manifest())
+    }
+
+    fn of(manifest: GuestManifest) -> Self {
         let mut writers = Vec::new();
         let mut caches = Vec::new();
         for w in &manifest.watches {
@@ -261,6 +264,98 @@ fn a_per_object_snapshot_holds_its_primary_and_only_related_objects() {
     assert_eq!(w.seen(&RequestKey::aggregate("all")).len(), 2 + 20 + 2 + 3);
 }
 
+/// Apps (primary, indexed by the ConfigMap they name) and ConfigMaps
+/// linked to them by name, across namespaces or (`same-namespace:apps`)
+/// only within their own.
+fn apps_and_configmaps(primary: &str) -> GuestManifest {
+    let mut apps = watch(
+        "apps",
+        gvk("example.com", "App"),
+        &[],
+        wit::KeyMapping::PerObject,
+    );
+    apps.indexes = vec![wit::IndexSpec {
+        name: "config".into(),
+        field: "spec.configMap".into(),
+    }];
+    let configs = watch(
+        "configs",
+        gvk("", "ConfigMap"),
+        &["metadata.name"],
+        wit::KeyMapping::ByIndex(wit::IndexLink {
+            primary: primary.into(),
+            index: "config".into(),
+            field: "metadata.name".into(),
+        }),
+    );
+    manifest::validate(&wit::Manifest {
+        name: "apps".into(),
+        watches: vec![apps, configs],
+        writes: vec![],
+        resync_seconds: None,
+    })
+    .unwrap()
+}
+
+fn app(ns: &str, name: &str, config: &str) -> Value {
+    json!({"metadata": {"namespace": ns, "name": name, "uid": format!("u-{ns}-{name}")},
+           "spec": {"configMap": config}})
+}
+
+fn configmap(ns: &str, name: &str) -> Value {
+    json!({"metadata": {"namespace": ns, "name": name, "uid": format!("c-{ns}-{name}")}})
+}
+
+/// Three apps naming `shared` (two in `a`, one in `b`), one naming
+/// `other`, and a `shared` ConfigMap in `b`.
+fn apps_world(primary: &str) -> World {
+    let mut w = World::of(apps_and_configmaps(primary));
+    w.put(0, app("a", "one", "shared"));
+    w.put(0, app("a", "two", "shared"));
+    w.put(0, app("a", "four", "other"));
+    w.put(0, app("b", "three", "shared"));
+    w.put(1, configmap("b", "shared"));
+    w
+}
+
+#[test]
+fn a_same_namespace_by_index_link_wakes_only_the_primaries_of_the_object_s_namespace() {
+    let mut w = apps_world("same-namespace:apps");
+    let c = w.put(1, configmap("a", "shared"));
+    assert_eq!(w.keys(1, &c), ["0:a/one", "0:a/two"]);
+    let gone = w.writers[1].delete("b", "shared").unwrap();
+    assert_eq!(w.keys(1, &gone), ["0:b/three"]);
+    // Across namespaces (the plain link), the same ConfigMap wakes all three.
+    let mut w = apps_world("apps");
+    let c = w.put(1, configmap("a", "shared"));
+    assert_eq!(w.keys(1, &c), ["0:a/one", "0:a/two", "0:b/three"]);
+}
+
+#[test]
+fn a_same_namespace_by_index_snapshot_holds_only_the_matches_of_the_primary_s_namespace() {
+    let mut w = apps_world("same-namespace:apps");
+    w.put(1, configmap("a", "shared"));
+    w.put(1, configmap("a", "other"));
+    assert_eq!(
+        w.seen(&RequestKey::object(0, "a/one")),
+        [(0, "a/one".to_string()), (1, "a/shared".to_string())]
+    );
+    assert_eq!(
+        w.seen(&RequestKey::object(0, "b/three")),
+        [(0, "b/three".to_string()), (1, "b/shared".to_string())]
+    );
+    let mut w = apps_world("apps");
+    w.put(1, configmap("a", "shared"));
+    assert_eq!(
+        w.seen(&RequestKey::object(0, "a/one")),
+        [
+            (0, "a/one".to_string()),
+            (1, "a/shared".to_string()),
+            (1, "b/shared".to_string())
+        ]
+    );
+}
+
 #[test]
 fn key_mappings_naming_unknown_watches_or_indexes_are_refused_naming_the_field() {
     let base = || {
@@ -318,6 +413,26 @@ fn key_mappings_naming_unknown_watches_or_indexes_are_refused_naming_the_field()
                 })
             }),
             "watches[1] (pods).keys.by-index.field: names field \"spec.other\"",
+        ),
+        (
+            Box::new(|m| {
+                m.watches[1].keys = wit::KeyMapping::ByIndex(wit::IndexLink {
+                    primary: "same-namespace:nope".into(),
+                    index: "node".into(),
+                    field: "spec.nodeName".into(),
+                })
+            }),
+            "watches[1] (pods).keys.by-index.primary: names watch \"nope\", which the manifest does not declare",
+        ),
+        (
+            Box::new(|m| {
+                m.watches[1].keys = wit::KeyMapping::ByIndex(wit::IndexLink {
+                    primary: "same-zone:quotas".into(),
+                    index: "node".into(),
+                    field: "spec.nodeName".into(),
+                })
+            }),
+            "watches[1] (pods).keys.by-index.primary: names watch \"same-zone:quotas\", which the manifest does not declare",
         ),
         (
             Box::new(|m| m.watches[0].finalizer = Some("cleanup".into())),

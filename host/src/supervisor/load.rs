@@ -231,6 +231,27 @@ impl Supervisor {
         })
     }
 
+    /// The refusal of the guest `key` whose configuration file is unusable,
+    /// naming it by what `module` declares without configuration when it
+    /// can be described so (off the async runtime, as every describe).
+    pub(super) async fn config_error(
+        &self,
+        key: &str,
+        module: &GuestModule,
+        source: guest_dir::ConfigFileError,
+    ) -> SupervisorError {
+        let (m, namespace) = (module.clone(), self.config.namespace.clone());
+        let guest = tokio::task::spawn_blocking(move || m.name_without_configuration(&namespace))
+            .await
+            .ok()
+            .flatten();
+        SupervisorError::Config {
+            key: key.to_string(),
+            guest,
+            source,
+        }
+    }
+
     /// Describes a `--guest` file with its `--config` entries, found under
     /// its declared name or else its file stem. The name is only known by
     /// describing, so the guest is described with the stem's entries (or

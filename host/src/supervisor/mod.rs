@@ -66,10 +66,13 @@ pub enum SupervisorError {
         second: String,
     },
     /// A guest's configuration file is unusable.
-    #[error("guest {key}: {source}")]
+    #[error("guest {}: {source}", guest.as_ref().map_or_else(|| key.clone(), |g| format!("{g} ({key}.wasm)")))]
     Config {
         /// The guest's file stem.
         key: String,
+        /// The name the guest declares without configuration, when it
+        /// could be described so.
+        guest: Option<String>,
         /// What is wrong.
         #[source]
         source: ConfigFileError,
@@ -92,6 +95,18 @@ pub enum SupervisorError {
 }
 
 impl SupervisorError {
+    /// The guest's declared name, when the error is about what a guest
+    /// declared and the guest could name itself (see
+    /// [`crate::guest::GuestError::file`]): refusals are then counted and logged under
+    /// it rather than its file's stem.
+    pub fn declared_guest(&self) -> Option<&str> {
+        match self {
+            SupervisorError::Guest(e) if e.file().is_some() => Some(&e.guest),
+            SupervisorError::Config { guest, .. } => guest.as_deref(),
+            _ => None,
+        }
+    }
+
     /// Why a guest was refused, as a metric label (`policy`, `trap`,
     /// `deadline`, `memory`, `write_overlap`, `permissions`, ...).
     pub fn reason(&self) -> &'static str {
@@ -300,7 +315,7 @@ impl Supervisor {
                     host.start_or_wait(key.clone(), source.clone(), String::new(), described)
                         .await,
                 ),
-                Err(e) => (key.clone(), Err(e)),
+                Err(e) => (e.declared_guest().unwrap_or(&key).to_string(), Err(e)),
             };
             if let Err(e) = result {
                 host.refuse(key, name, &source, String::new(), e, &mut first_refusal)
@@ -317,16 +332,13 @@ impl Supervisor {
                 }
                 let source = file.path.display().to_string();
                 let loaded = async {
-                    let config = file
-                        .config
-                        .clone()
-                        .map_err(|source| SupervisorError::Config {
-                            key: key.clone(),
-                            source,
-                        })?;
                     let module = host
                         .runtime
                         .load_bytes(&format!("{key}.wasm"), &file.bytes)?;
+                    let config = match file.config.clone() {
+                        Ok(config) => config,
+                        Err(source) => return Err(host.config_error(&key, &module, source).await),
+                    };
                     host.describe(module, config).await
                 };
                 let (name, result) = match loaded.await {
@@ -340,7 +352,7 @@ impl Supervisor {
                         )
                         .await,
                     ),
-                    Err(e) => (key.clone(), Err(e)),
+                    Err(e) => (e.declared_guest().unwrap_or(&key).to_string(), Err(e)),
                 };
                 if let Err(e) = result {
                     host.refuse(key, name, &source, file.digest, e, &mut first_refusal)

@@ -78,13 +78,6 @@ impl Supervisor {
             .map(|g| g.controller.name().to_string());
         let label = previous_name.clone().unwrap_or_else(|| key.clone());
         let candidate = async {
-            let config = file
-                .config
-                .clone()
-                .map_err(|source| SupervisorError::Config {
-                    key: key.clone(),
-                    source,
-                })?;
             let runtime = self.runtime.clone();
             let bytes = file.bytes.clone();
             let name = format!("{key}.wasm");
@@ -97,6 +90,10 @@ impl Supervisor {
                         kind: guest::GuestErrorKind::Compile(format!("compile task failed: {e}")),
                     })
                 })??;
+            let config = match file.config.clone() {
+                Ok(config) => config,
+                Err(source) => return Err(self.config_error(&key, &module, source).await),
+            };
             let described = self.describe(module, config).await?;
             self.check_overlap(&key, &described.manifest)?;
             let controller = match or_wait(self.controller_for(described.clone()).await)? {

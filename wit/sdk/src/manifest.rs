@@ -195,11 +195,42 @@ impl Watch {
         }))
     }
 
+    /// Like [`Watch::by_index`], kept to one namespace: a change enqueues
+    /// the objects of `primary` in this object's namespace whose index
+    /// `index` holds a value of `field`, and a primary's snapshot holds
+    /// only the objects of its namespace that match (a ConfigMap `shared`
+    /// and the Apps of its namespace that name it). The link names its
+    /// primary `same-namespace:PRIMARY` (see [`IndexLink::primary_watch`]).
+    #[must_use]
+    pub fn by_index_same_namespace(self, primary: &str, index: &str, field: &str) -> Self {
+        self.by_index(&format!("{SAME_NAMESPACE_PREFIX}{primary}"), index, field)
+    }
+
     /// A finalizer the host manages on this (per-object) watch's objects.
     #[must_use]
     pub fn finalizer(mut self, finalizer: &str) -> Self {
         self.finalizer = Some(finalizer.to_string());
         self
+    }
+}
+
+/// The prefix of an [`IndexLink::primary`] that keeps the link to one
+/// namespace (`same-namespace:apps`); watch names are DNS labels, so no
+/// watch name has it.
+pub const SAME_NAMESPACE_PREFIX: &str = "same-namespace:";
+
+impl IndexLink {
+    /// The name of the primary watch the link names.
+    pub fn primary_watch(&self) -> &str {
+        self.primary
+            .strip_prefix(SAME_NAMESPACE_PREFIX)
+            .unwrap_or(&self.primary)
+    }
+
+    /// Whether the link relates only objects of one namespace (its primary
+    /// is written `same-namespace:NAME`).
+    pub fn same_namespace(&self) -> bool {
+        self.primary.starts_with(SAME_NAMESPACE_PREFIX)
     }
 }
 

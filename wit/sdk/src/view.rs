@@ -41,6 +41,37 @@ use crate::{Condition, ConditionFields};
 /// }
 /// ```
 ///
+/// A path holding `{name}` (format syntax; `{{`, `}}` for literal braces)
+/// makes a *configured* view: its paths take that parameter at run time,
+/// so it has no `View` impl but `fields(..)` and `<Name>Fields::resolve(&watch, ..)`
+/// taking the parameters in order of first use:
+///
+/// ```
+/// use wasmctrl_guest_sdk::pod_request::PodResources;
+/// use wasmctrl_guest_sdk::{GroupVersionKind, View, Watch};
+///
+/// #[derive(View)]
+/// struct Pod<'a> {
+///     #[pod_resources("{resource}")]
+///     resources: PodResources<'a>,
+/// }
+///
+/// let pods = Watch::new("pods", GroupVersionKind::core("Pod"))
+///     .fields(Pod::fields("example.com/fpga"));
+/// assert_eq!(pods.fields[2], "spec.containers[*].resources.requests['example.com/fpga']");
+/// ```
+///
+/// A placeholder that is not a Rust identifier (or is `watch` or `paths`)
+/// is a compile error:
+///
+/// ```compile_fail
+/// #[derive(wasmctrl_guest_sdk::View)]
+/// struct Bad<'a> {
+///     #[field("spec.{watch}")]
+///     name: Option<&'a str>,
+/// }
+/// ```
+///
 /// and so is a field without its path:
 ///
 /// ```compile_fail
@@ -200,6 +231,20 @@ mod tests {
         resources: PodResources<'a>,
     }
 
+    /// Paths that depend on a parameter the guest knows at `describe`
+    /// (its configured resource), and one that does not.
+    #[derive(crate::View)]
+    struct Configured<'a> {
+        #[pod_resources("{resource}")]
+        resources: PodResources<'a>,
+        #[field("spec.overhead['{resource}']")]
+        overhead: Option<&'a str>,
+        #[field("metadata.labels['{{team}}']")]
+        braces: Option<&'a str>,
+        #[conditions("{prefix}.conditions")]
+        conditions: Vec<Condition>,
+    }
+
     /// Owned, without a lifetime.
     #[derive(crate::View)]
     struct Named {
@@ -291,6 +336,42 @@ mod tests {
         assert_eq!(odd.labels, Some(Json::String("plain".into())));
         assert!(matches!(odd.size, Some(Err(_))));
         assert!(odd.name.is_none() && odd.tags.is_empty() && odd.conditions.is_empty());
+    }
+
+    #[test]
+    fn a_configured_view_takes_its_parameters_in_order_of_first_use_and_reads_their_paths() {
+        let fpga = "example.com/fpga";
+        let mut want = pod_resource_paths(fpga);
+        want.push("spec.overhead['example.com/fpga']".into());
+        want.push("metadata.labels['{team}']".into());
+        want.extend(condition_paths("status.conditions"));
+        assert_eq!(Configured::fields(fpga, "status"), want);
+        let m = Manifest::new("t").watch(
+            Watch::new("pods", GroupVersionKind::core("Pod"))
+                .fields(Configured::fields(fpga, "status")),
+        );
+        let data = World::new(&m)
+            .with(
+                Obj::new("pods", "ns", "p")
+                    .set("spec.nodeName", "n1")
+                    .set("spec.overhead['example.com/fpga']", "1")
+                    .set("metadata.labels['{team}']", "ml")
+                    .set_list("status.conditions[*].type", ["Ready"]),
+            )
+            .snapshot()
+            .expect("declared names");
+        let schema = Schema::new(&m).expect("unique names");
+        let snap = Snapshot::new(&schema, &data).expect("valid");
+        let pods = schema.watch("pods").expect("declared");
+        let f = ConfiguredFields::resolve(&pods, fpga, "status").expect("projected");
+        let p = f.read(&snap.get(f.watch(), "ns", "p").expect("present"));
+        assert_eq!(
+            (p.resources.node_name, p.overhead, p.braces),
+            (Some("n1"), Some("1"), Some("ml"))
+        );
+        assert_eq!(p.conditions.len(), 1, "read from status.conditions");
+        let err = ConfiguredFields::resolve(&pods, "nvidia.com/gpu", "status").unwrap_err();
+        assert!(err.to_string().contains("nvidia.com/gpu"), "{err}");
     }
 
     #[test]

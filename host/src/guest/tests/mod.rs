@@ -39,13 +39,20 @@ pub(super) fn runtime(config: RuntimeConfig) -> GuestRuntime {
 /// (signature `(param i32) (result i32)`: arguments and result both travel
 /// through memory because they flatten to more than 16 values).
 pub(super) fn wat_guest(body: &str) -> String {
+    wat_guest_describing("unreachable", body)
+}
+
+/// [`wat_guest`] with `describe` as its `describe` (signature
+/// `(param i32 i32 i32 i32 i64) (result i32)`: the environment flattened,
+/// the result through memory).
+pub(super) fn wat_guest_describing(describe: &str, body: &str) -> String {
     format!(
         r#"(module
   (memory (export "memory") 1)
   (global $heap (mut i32) (i32.const 4096))
   {BUMP_REALLOC}
   (func (export "wasmctrl:controller/reconciler@0.2.0#describe") (param i32 i32 i32 i32 i64) (result i32)
-    unreachable)
+    {describe})
   (func (export "wasmctrl:controller/reconciler@0.2.0#reconcile") (param i32) (result i32)
     {body}))"#
     )
@@ -368,6 +375,43 @@ fn gpu_guest_manifest_is_valid_and_follows_configuration() {
         .expect_err("unknown key");
     assert_eq!(e.reason(), "manifest");
     assert!(e.to_string().contains("bogus"), "{e}");
+}
+
+#[test]
+fn a_configuration_the_guest_rejects_names_the_declared_guest_and_its_file() {
+    let rt = runtime(RuntimeConfig::default());
+    let module = rt.load_file(&gpu_guest_path()).unwrap();
+    let config = BTreeMap::from([("bogus".to_string(), "1".to_string())]);
+    let e = module
+        .manifest(&environment("ops", &config))
+        .expect_err("unknown key");
+    assert_eq!(e.guest, "gpu-summary", "{e}");
+    assert_eq!(e.file(), Some("guest_gpu_summary.wasm"), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("guest gpu-summary (guest_gpu_summary.wasm): invalid manifest"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_guest_rejecting_every_configuration_is_named_by_its_file() {
+    let rt = runtime(RuntimeConfig::default());
+    // `err("")` at 1024: the tag, then the string (pointer, length) at +4.
+    let rejects = "(i32.store8 (i32.const 1024) (i32.const 1))
+        (i32.store (i32.const 1028) (i32.const 0)) (i32.store (i32.const 1032) (i32.const 0))
+        (i32.const 1024)";
+    let module = rt
+        .load_bytes(
+            "picky.wasm",
+            &component_from_wat(&wat_guest_describing(rejects, "unreachable")),
+        )
+        .unwrap();
+    let config = BTreeMap::from([("bogus".to_string(), "1".to_string())]);
+    let e = module
+        .manifest(&environment("ops", &config))
+        .expect_err("rejects");
+    assert_eq!((e.guest.as_str(), e.file()), ("picky.wasm", None));
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! `#[derive(View)]`: a struct whose fields name their projection paths
 //! once (`#[field("spec.message")]`, `#[conditions("status.conditions")]`,
 //! `#[pod_resources("nvidia.com/gpu")]`) becomes a `wasmctrl_guest_sdk::View`
-//! with a companion `<Name>Fields` of resolved handles. This crate only
+//! with a companion `<Name>Fields` of resolved handles; a path holding
+//! `{name}` makes it a *configured* view whose paths take that parameter at
+//! run time (`Name::fields(resource)`). This crate only
 //! checks the struct's shape and generates code naming the SDK's paths;
 //! how each Rust type reads from a snapshot is the SDK's `FieldValue`, so a
 //! field type it does not support fails to compile there, naming the type.
@@ -26,12 +28,59 @@ use syn::{parse_macro_input, Data, DeriveInput, Fields, GenericParam, Ident, Lit
 /// Generates `View::FIELDS` (every path, in field order) and a `Copy`
 /// struct `<Name>Fields` (the struct's visibility) with `resolve(&watch)`,
 /// `watch()` and `read(&object)`.
+///
+/// A path, prefix or resource holding `{name}` (format syntax: `{{` and
+/// `}}` for literal braces) is a template: the view is then *configured*
+/// by the parameters it names, in order of first use, each a `&str` known
+/// at `describe` (a configured resource). It has no `View` impl (its
+/// paths are not constants); instead `Name::fields(params..)` returns its
+/// paths and `<Name>Fields::resolve(&watch, params..)` resolves them.
 #[proc_macro_derive(View, attributes(field, conditions, pod_resources))]
 pub fn derive_view(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
     expand(&input)
         .unwrap_or_else(syn::Error::into_compile_error)
         .into()
+}
+
+/// The parameters a source literal's `{name}` placeholders name, in order
+/// (`{{` and `}}` are literal braces); None when it holds no brace at all.
+fn placeholders(lit: &LitStr) -> syn::Result<Option<Vec<String>>> {
+    let text = lit.value();
+    if !text.contains(['{', '}']) {
+        return Ok(None);
+    }
+    let mut names = Vec::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, chars.peek()) {
+            ('{', Some('{')) | ('}', Some('}')) => {
+                chars.next();
+            }
+            ('{', _) => {
+                let name: String = chars.by_ref().take_while(|c| *c != '}').collect();
+                let ok = syn::parse_str::<Ident>(&name).is_ok()
+                    && !matches!(name.as_str(), "watch" | "paths");
+                if !ok {
+                    return Err(syn::Error::new_spanned(
+                        lit,
+                        format!("{{{name}}} is not a parameter: write {{name}} with a Rust identifier other than `watch` and `paths`, or {{{{ and }}}} for literal braces"),
+                    ));
+                }
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+            ('}', _) => {
+                return Err(syn::Error::new_spanned(
+                    lit,
+                    "unmatched `}`: write }} for a literal brace",
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(Some(names))
 }
 
 /// What one struct field reads.
@@ -45,6 +94,13 @@ enum Source {
 }
 
 impl Source {
+    /// The literal the attribute holds.
+    fn literal(&self) -> &LitStr {
+        match self {
+            Source::Path(l) | Source::Conditions(l) | Source::PodResources(l) => l,
+        }
+    }
+
     /// The projection paths, as the SDK's helpers spell them.
     fn paths(&self) -> Vec<String> {
         match self {
@@ -147,35 +203,75 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
         None => (quote!(<'a>), quote!(#name)),
     };
 
+    let mut sources = Vec::new();
+    let mut params: Vec<String> = Vec::new();
+    let mut configured = false;
+    for field in &named.named {
+        let source = source(field)?;
+        if let Some(names) = placeholders(source.literal())? {
+            configured = true;
+            for name in names {
+                if !params.contains(&name) {
+                    params.push(name);
+                }
+            }
+        }
+        sources.push((field, source));
+    }
+
     let mut paths = Vec::new();
+    let mut runtime_paths = Vec::new();
     let mut members = Vec::new();
     let mut resolves = Vec::new();
     let mut reads = Vec::new();
-    for field in &named.named {
+    for (field, source) in &sources {
         let ident: &Ident = field
             .ident
             .as_ref()
             .ok_or_else(|| syn::Error::new_spanned(field, "View fields must be named"))?;
         let ty = &field.ty;
-        let source = source(field)?;
+        // A configured view's literals are formatted with the parameters
+        // each names (all of them `&str` arguments in scope).
+        let lit = source.literal();
+        let value = match placeholders(lit)? {
+            Some(names) => {
+                let names: Vec<Ident> = names.iter().map(|n| format_ident!("{}", n)).collect();
+                quote!(::std::format!(#lit, #(#names = #names),*))
+            }
+            None => quote!(::std::string::String::from(#lit)),
+        };
+        let path = if configured {
+            quote!(&#value)
+        } else {
+            quote!(#lit)
+        };
         paths.extend(source.paths());
-        match &source {
-            Source::Path(path) => {
+        runtime_paths.push(match source {
+            Source::Path(_) => quote!(paths.push(#value)),
+            Source::Conditions(_) => {
+                quote!(paths.extend(#sdk::condition::condition_paths(&#value)))
+            }
+            Source::PodResources(_) => {
+                quote!(paths.extend(#sdk::pod_request::pod_resource_paths(&#value)))
+            }
+        });
+        match source {
+            Source::Path(_) => {
                 members.push(quote!(#ident: #sdk::Field));
                 resolves.push(quote!(#ident: watch.field(#path)?));
                 reads.push(quote!(
                     #ident: <#ty as #sdk::view::FieldValue<#a>>::read(object, self.#ident)
                 ));
             }
-            Source::Conditions(prefix) => {
+            Source::Conditions(_) => {
                 members.push(quote!(#ident: #sdk::ConditionFields));
-                resolves.push(quote!(#ident: #sdk::ConditionFields::resolve(watch, #prefix)?));
+                resolves.push(quote!(#ident: #sdk::ConditionFields::resolve(watch, #path)?));
                 reads.push(quote!(#ident: #sdk::view::conditions(&self.#ident, object)));
             }
-            Source::PodResources(resource) => {
+            Source::PodResources(_) => {
                 members.push(quote!(#ident: #sdk::pod_request::PodResourceFields));
                 resolves.push(quote!(
-                    #ident: #sdk::pod_request::PodResourceFields::resolve(watch, #resource)?
+                    #ident: #sdk::pod_request::PodResourceFields::resolve(watch, #path)?
                 ));
                 reads.push(quote!(#ident: self.#ident.read(object)));
             }
@@ -185,19 +281,14 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
         "The resolved handles of [`{name}`]'s paths in one watch (see `View`): \
          `resolve` once per reconcile, then `read` each object."
     );
-    Ok(quote! {
-        #[doc = #handles_doc]
-        #[derive(Clone, Copy, Debug)]
-        #vis struct #handles {
-            watch: #sdk::snapshot::WatchId,
-            #(#members,)*
-        }
-
+    let params: Vec<Ident> = params.iter().map(|n| format_ident!("{}", n)).collect();
+    let handles_impl = quote! {
         impl #handles {
             /// Resolves every path in `watch`; an error names the first
             /// path the watch does not project.
             #vis fn resolve(
                 watch: &#sdk::WatchSchema<'_>,
+                #(#params: &str,)*
             ) -> ::std::result::Result<Self, #sdk::SchemaError> {
                 ::std::result::Result::Ok(#handles {
                     watch: watch.id(),
@@ -218,6 +309,38 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
                 }
             }
         }
+    };
+    if configured {
+        return Ok(quote! {
+            #[doc = #handles_doc]
+            #[derive(Clone, Copy, Debug)]
+            #vis struct #handles {
+                watch: #sdk::snapshot::WatchId,
+                #(#members,)*
+            }
+
+            #handles_impl
+
+            impl #impl_generics #self_ty {
+                /// Every projection path the view reads with these
+                /// parameters, in field order: pass it to `Watch::fields`.
+                #vis fn fields(#(#params: &str),*) -> ::std::vec::Vec<::std::string::String> {
+                    let mut paths = ::std::vec::Vec::new();
+                    #(#runtime_paths;)*
+                    paths
+                }
+            }
+        });
+    }
+    Ok(quote! {
+        #[doc = #handles_doc]
+        #[derive(Clone, Copy, Debug)]
+        #vis struct #handles {
+            watch: #sdk::snapshot::WatchId,
+            #(#members,)*
+        }
+
+        #handles_impl
 
         impl #impl_generics #sdk::View<#a> for #self_ty {
             const FIELDS: &'static [&'static str] = &[#(#paths),*];

@@ -51,7 +51,8 @@ impl World {
     /// The requests a change to `object` wakes, by its watch's key mapping,
     /// looked up among the world's objects (`same-namespace`: the primaries
     /// of its namespace; `by-index`: the primaries whose index holds a
-    /// value of its field; `owner`: its controller owner, when of the
+    /// value of its field, of its namespace only for a
+    /// [`Watch::by_index_same_namespace`](crate::Watch::by_index_same_namespace) link; `owner`: its controller owner, when of the
     /// primary's kind, present or not). Sorted and without duplicates.
     pub fn wakes(&self, object: &Obj) -> Result<Vec<Request>, SchemaError> {
         self.wakes_edit(None, object)
@@ -87,7 +88,8 @@ impl World {
                 }
             }
             KeyMapping::ByIndex(link) => {
-                let p = self.watch_index(&link.primary)?;
+                let primary = link.primary_watch();
+                let p = self.watch_index(primary)?;
                 let Some(index) = self.manifest.watches[p]
                     .indexes
                     .iter()
@@ -98,8 +100,10 @@ impl World {
                 for o in &versions {
                     for value in o.strings(&link.field) {
                         for q in self.of(p) {
-                            if q.strings(&index.field).contains(&value) {
-                                keys.push((p, Request::object(&link.primary, &q.key())));
+                            if q.strings(&index.field).contains(&value)
+                                && (!link.same_namespace() || q.namespace == o.namespace)
+                            {
+                                keys.push((p, Request::object(primary, &q.key())));
                             }
                         }
                     }
@@ -145,13 +149,14 @@ impl World {
                     .of(w)
                     .filter(|o| o.namespace == primary.namespace)
                     .collect(),
-                KeyMapping::ByIndex(link) if link.primary == *watch => {
+                KeyMapping::ByIndex(link) if link.primary_watch() == *watch => {
                     let index = self.manifest.watches[p]
                         .indexes
                         .iter()
                         .find(|i| i.name == link.index);
                     let values = index.map(|i| primary.strings(&i.field)).unwrap_or_default();
                     self.of(w)
+                        .filter(|o| !link.same_namespace() || o.namespace == primary.namespace)
                         .filter(|o| o.strings(&link.field).iter().any(|v| values.contains(v)))
                         .collect()
                 }
@@ -246,6 +251,48 @@ mod tests {
         assert_eq!(
             keys(w.wakes_edit(Some(&was), &moved).expect("declared")),
             ["quotas:a/q1", "quotas:a/q2"]
+        );
+    }
+
+    #[test]
+    fn a_same_namespace_by_index_link_relates_only_objects_of_one_namespace() {
+        let apps = GroupVersionKind::new("example.com", "v1", "App");
+        let m = Manifest::new("t")
+            .watch(
+                Watch::new("apps", apps)
+                    .index("config", "spec.configMap")
+                    .per_object(),
+            )
+            .watch(
+                Watch::new("configs", GroupVersionKind::core("ConfigMap"))
+                    .fields(["metadata.name"])
+                    .by_index_same_namespace("apps", "config", "metadata.name"),
+            );
+        let app = |ns: &str, name: &str| Obj::new("apps", ns, name).set("spec.configMap", "shared");
+        let config = |ns: &str| Obj::new("configs", ns, "shared").set("metadata.name", "shared");
+        let w = World::new(&m)
+            .with(app("a", "one"))
+            .with(app("a", "two"))
+            .with(app("b", "three"))
+            .with(config("b"));
+        assert_eq!(
+            keys(w.wakes(&config("a")).expect("declared")),
+            ["apps:a/one", "apps:a/two"]
+        );
+        let held: Vec<String> = w
+            .objects_for(&Request::object("apps", "b/three"))
+            .expect("declared")
+            .iter()
+            .map(|o| format!("{}:{}", o.watch(), o.key()))
+            .collect();
+        assert_eq!(held, ["apps:b/three", "configs:b/shared"]);
+        let w = w.with(config("a"));
+        assert_eq!(
+            w.objects_for(&Request::object("apps", "a/one"))
+                .expect("declared")
+                .len(),
+            2,
+            "a/one and a/shared, not b/shared"
         );
     }
 
