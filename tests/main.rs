@@ -15,6 +15,7 @@ mod support;
 mod adversarial;
 mod aggregate;
 mod app;
+mod builtin_children;
 mod cli_reconcile;
 mod cli_reconcile_keys;
 mod deploy;

@@ -35,14 +35,22 @@ const ECHO_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(2);
 const ECHO_RECHECK: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Whether `live` already has every field of `desired` with the same value.
-/// Lists and scalars compare whole; an empty map or list in `desired`
-/// matches an absent field (the API server omits empty maps).
+/// Scalars compare whole; a list holds a desired list of as many items,
+/// item by item in order (so the fields the API server defaults inside
+/// items — a container's `imagePullPolicy`, a port's `protocol` — are not a
+/// difference; a list of another length is); an empty map or list in
+/// `desired` matches an absent field (the API server omits empty maps).
+/// A field this manager set before and `desired` now omits is
+/// [`drops_owned_field`]'s to find.
 pub fn contains(live: &Json, desired: &Json) -> bool {
     match (live, desired) {
         (Json::Object(l), Json::Object(d)) => d.iter().all(|(k, dv)| match l.get(k) {
             Some(lv) => contains(lv, dv),
             None => is_empty(dv),
         }),
+        (Json::Array(l), Json::Array(d)) => {
+            l.len() == d.len() && l.iter().zip(d).all(|(lv, dv)| contains(lv, dv))
+        }
         (l, d) => l == d || (is_empty(l) && is_empty(d)),
     }
 }
@@ -116,22 +124,51 @@ fn patched_missing(
     })
 }
 
-/// Whether `map` (fieldsV1) names a field `desired` lacks.
+/// Whether `map` (fieldsV1) names a field `desired` lacks, inside list
+/// items too: a list-map item (`k:{KEY}`) is the desired item whose key
+/// fields match (a key field the desired item leaves out, for the server
+/// to default, matches any value), a set value (`v:VALUE`) must be in the
+/// desired list, an item by position (`i:N`) must exist.
 fn owned_missing(map: &serde_json::Map<String, Json>, desired: Option<&Json>) -> bool {
     map.iter().any(|(k, child)| {
-        let Some(name) = k.strip_prefix("f:") else {
-            // "." or list-item keys ("k:", "v:", "i:"): lists compare whole.
+        let target = if let Some(name) = k.strip_prefix("f:") {
+            desired.and_then(|d| d.get(name))
+        } else if let Some(key) = k.strip_prefix("k:") {
+            let Ok(Json::Object(key)) = serde_json::from_str::<Json>(key) else {
+                return false;
+            };
+            list_items(desired).find(|item| {
+                key.iter().any(|(f, _)| item.get(f).is_some())
+                    && key
+                        .iter()
+                        .all(|(f, v)| item.get(f).is_none_or(|have| have == v))
+            })
+        } else if let Some(value) = k.strip_prefix("v:") {
+            let Ok(value) = serde_json::from_str::<Json>(value) else {
+                return false;
+            };
+            list_items(desired).find(|item| **item == value)
+        } else if let Some(at) = k.strip_prefix("i:") {
+            let Ok(at) = at.parse::<usize>() else {
+                return false;
+            };
+            list_items(desired).nth(at)
+        } else {
+            // ".": the item itself.
             return false;
         };
-        match desired.and_then(|d| d.get(name)) {
+        match target {
             None => true,
-            Some(d) => {
-                child.as_object().is_some_and(|c| !c.is_empty())
-                    && d.is_object()
-                    && child.as_object().is_some_and(|c| owned_missing(c, Some(d)))
-            }
+            Some(d) => child
+                .as_object()
+                .is_some_and(|c| !c.is_empty() && owned_missing(c, Some(d))),
         }
     })
+}
+
+/// The items of `desired` when it is a list.
+fn list_items(desired: Option<&Json>) -> impl Iterator<Item = &Json> {
+    desired.and_then(Json::as_array).into_iter().flatten()
 }
 
 /// Whether an API error answering a write pinned to a uid means the object
@@ -687,6 +724,78 @@ mod tests {
         for (desired, want) in cases {
             assert_eq!(contains(&live, &desired), want, "{desired}");
         }
+    }
+
+    #[test]
+    fn fields_the_server_defaults_inside_list_items_are_no_difference() {
+        let live = json!({"spec": {
+            "containers": [{"name": "web", "image": "nginx:1.27", "imagePullPolicy": "IfNotPresent",
+                "terminationMessagePath": "/dev/termination-log",
+                "ports": [{"containerPort": 80, "protocol": "TCP"}]}],
+            "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}],
+            "args": ["a", "b"]}});
+        let cases = [
+            (
+                json!({"spec": {"containers": [{"name": "web", "image": "nginx:1.27",
+                    "ports": [{"containerPort": 80}]}], "ports": [{"port": 80}]}}),
+                true,
+            ),
+            // Another value inside an item, another length, another order.
+            (
+                json!({"spec": {"containers": [{"name": "web", "image": "nginx:1.28"}]}}),
+                false,
+            ),
+            (
+                json!({"spec": {"ports": [{"port": 80}, {"port": 443}]}}),
+                false,
+            ),
+            (json!({"spec": {"args": ["b", "a"]}}), false),
+            (json!({"spec": {"args": ["a"]}}), false),
+            (json!({"spec": {"args": ["a", "b"]}}), true),
+        ];
+        for (desired, want) in cases {
+            assert_eq!(contains(&live, &desired), want, "{desired}");
+        }
+    }
+
+    #[test]
+    fn a_field_this_manager_set_inside_a_list_item_and_omits_now_needs_an_apply() {
+        let m = "wasmctrl/g";
+        let live = json!({"metadata": {"managedFields": [
+            {"manager": m, "operation": "Apply", "fieldsV1": {"f:spec": {
+                "f:containers": {"k:{\"name\":\"web\"}": {".": {}, "f:name": {}, "f:image": {},
+                    "f:imagePullPolicy": {},
+                    "f:ports": {"k:{\"containerPort\":80,\"protocol\":\"TCP\"}": {".": {}, "f:containerPort": {}}}}},
+                "f:finalizers": {"v:\"a\"": {}}}}}
+        ]}, "spec": {
+            "containers": [{"name": "web", "image": "nginx", "imagePullPolicy": "Always",
+                "ports": [{"containerPort": 80, "protocol": "TCP"}]}],
+            "finalizers": ["a"]}});
+        let whole = json!({"spec": {
+            "containers": [{"name": "web", "image": "nginx", "imagePullPolicy": "Always",
+                "ports": [{"containerPort": 80}]}],
+            "finalizers": ["a"]}});
+        // Everything it set is still set (the port's protocol left to the
+        // server's default matches the item's key).
+        assert!(!drops_owned_field(&live, &whole, m, None));
+        // A field inside a container it no longer sets.
+        let mut without_policy = whole.clone();
+        without_policy["spec"]["containers"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("imagePullPolicy");
+        assert!(contains(&live, &without_policy));
+        assert!(drops_owned_field(&live, &without_policy, m, None));
+        // An item it set, gone: a container, a port, a set value.
+        let mut renamed = whole.clone();
+        renamed["spec"]["containers"][0]["name"] = json!("api");
+        assert!(drops_owned_field(&live, &renamed, m, None));
+        let mut no_port = whole.clone();
+        no_port["spec"]["containers"][0]["ports"] = json!([]);
+        assert!(drops_owned_field(&live, &no_port, m, None));
+        let mut no_finalizer = whole;
+        no_finalizer["spec"]["finalizers"] = json!(["b"]);
+        assert!(drops_owned_field(&live, &no_finalizer, m, None));
     }
 
     #[test]
