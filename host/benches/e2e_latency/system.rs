@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 use kube::Client;
 
 use crate::measure::Recorder;
+use crate::native_peer::{PeerArgs, APPLY_LINE, RECONCILE_LINE};
+use crate::pods::{self, World};
 use crate::process::{
     cpu_time, free_port, metric_sum, percentiles, scrape, status_bytes, Percentiles,
 };
-use crate::native_peer::{PeerArgs, APPLY_LINE, RECONCILE_LINE};
-use crate::pods::{self, World};
 
 /// Namespace the summaries are written to.
 pub const SUMMARY_NAMESPACE: &str = "ops";

@@ -85,7 +85,9 @@ async fn run_one(apps: usize, setup: &Setup, system: System) -> Outcome {
     let server = ApiServer::start(ApiServerConfig::default())
         .await
         .expect("embedded API server starts");
-    let kubeconfig = setup.dir.join(format!("kubeconfig-{}-{apps}", system.name()));
+    let kubeconfig = setup
+        .dir
+        .join(format!("kubeconfig-{}-{apps}", system.name()));
     server
         .write_kubeconfig(&kubeconfig)
         .expect("kubeconfig written");
@@ -129,7 +131,9 @@ fn print_table(outcomes: &[Outcome], setup: &Setup) {
     println!("Writes are `requests sent / new versions`.");
     println!();
     println!("| system | Apps | (2) all children missing: time | CPU | writes | VmHWM | (1) restart, all correct: every key reconciled | CPU | writes (+{} s) | VmHWM | (3) churn p50 | p90 | p99 | max | missed | CPU | writes per edit | (4) shared change: all children | writes | writes/s | (5) idle writes | VmHWM at end |", system::SETTLE.as_secs());
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!(
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
     for o in outcomes {
         let per_edit = |p: &Phase| {
             format!(
@@ -206,7 +210,10 @@ fn print_table(outcomes: &[Outcome], setup: &Setup) {
 fn check(outcomes: &[Outcome]) {
     for o in outcomes {
         let name = o.system.name();
-        assert_eq!(o.missed, 0, "{name}: every edit reaches its child and status");
+        assert_eq!(
+            o.missed, 0,
+            "{name}: every edit reaches its child and status"
+        );
         assert_eq!(
             o.restart_keys, o.apps,
             "{name}: the restart reconciles every key"
@@ -322,7 +329,10 @@ fn main() {
     let mut outcomes = Vec::new();
     for apps in sizes {
         for &system in &systems {
-            assert!(edits <= apps, "--edits {edits} must not exceed --apps {apps}");
+            assert!(
+                edits <= apps,
+                "--edits {edits} must not exceed --apps {apps}"
+            );
             outcomes.push(rt.block_on(run_one(apps, &setup, system)));
         }
     }

@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 use kube::Client;
 
 use crate::native_app::{PeerArgs, READ_LINE, RECONCILE_LINE, WRITE_LINE};
-use crate::process::{cpu_time, free_port, metric_sum, percentiles, scrape, status_bytes, Percentiles};
+use crate::process::{
+    cpu_time, free_port, metric_sum, percentiles, scrape, status_bytes, Percentiles,
+};
 use crate::world::{self, Tracker, World};
 
 /// How often the bench looks at what it is waiting for.
@@ -82,7 +84,8 @@ pub struct Setup {
 pub struct Counts {
     /// Reconciles.
     pub reconciles: f64,
-    /// Write requests (POST, PUT, PATCH, DELETE).
+    /// Write requests sent (wasmctrl: `wasmctrl_writes_total`; native: the
+    /// applies, status applies and deletes it printed).
     pub writes: f64,
     /// Reconciles per key, when `Setup::per_key`.
     pub per_key: BTreeMap<String, usize>,
@@ -199,20 +202,15 @@ impl Running {
             }
             System::Wasmctrl => {
                 let text = scrape(self.metrics_port).await.unwrap_or_default();
-                let writes = ["POST", "PUT", "PATCH", "DELETE"]
-                    .iter()
-                    .map(|m| {
-                        metric_sum(
-                            &text,
-                            "rest_client_requests_total",
-                            &[&format!("method=\"{m}\"")],
-                        )
-                    })
-                    .sum();
+                // Every write made for the guest (applies, status applies,
+                // finalizer patches, deletes, events). Not the
+                // SelfSubjectAccessReviews it POSTs at start to check its
+                // own permissions: they write nothing.
+                let writes = metric_sum(&text, "wasmctrl_writes_total", &[]);
                 let mut per_key = BTreeMap::new();
                 if self.per_key {
                     let log = std::fs::read_to_string(&self.stderr).unwrap_or_default();
-                    for line in log.lines().filter(|l| l.contains("guest call")) {
+                    for line in log.lines().map(plain).filter(|l| l.contains("guest call")) {
                         if let Some(key) = line
                             .split_once(" key=")
                             .and_then(|(_, rest)| rest.split_once('}'))
@@ -243,6 +241,20 @@ impl Running {
             tail(&self.stderr)
         );
     }
+}
+
+/// `line` without ANSI colour sequences (`ESC [ ... m`).
+fn plain(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            chars.by_ref().find(|&c| c == 'm');
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn tail(path: &std::path::Path) -> String {
@@ -294,6 +306,7 @@ fn spawn(system: System, setup: &Setup, kubeconfig: &std::path::Path, run: &str)
     };
     let child = cmd
         .env("RUST_LOG", log)
+        .env("NO_COLOR", "1")
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&stdout).expect("stdout file"))
         .stderr(std::fs::File::create(&stderr).expect("log file"))

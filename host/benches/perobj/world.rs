@@ -91,8 +91,8 @@ fn replicas_of(i: usize) -> i64 {
 
 /// Installs `examples/guest-app/crd.yaml` and waits until Apps are served.
 pub async fn install_crd(client: &Client) {
-    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../examples/guest-app/crd.yaml");
+    let path =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/guest-app/crd.yaml");
     let crd: CustomResourceDefinition =
         serde_yaml::from_str(&std::fs::read_to_string(&path).expect("crd.yaml")).expect("a CRD");
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -174,7 +174,11 @@ pub async fn set_banner(client: &Client, world: &mut World, banner: String) {
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
     let patch = json!({"data": {"banner": banner}});
     configmaps
-        .patch(SHARED_SETTINGS, &PatchParams::default(), &Patch::Merge(&patch))
+        .patch(
+            SHARED_SETTINGS,
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
         .await
         .expect("shared-settings edited");
     world.banner = banner;
