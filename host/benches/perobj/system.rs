@@ -162,6 +162,8 @@ struct Running {
     child: Child,
     system: System,
     stdout: PathBuf,
+    /// How far `stdout` was read, and what it said so far.
+    stdout_seen: std::sync::Mutex<(usize, Counts)>,
     stderr: PathBuf,
     metrics_port: u16,
     per_key: bool,
@@ -175,30 +177,33 @@ impl Running {
     async fn counts(&self) -> Counts {
         match self.system {
             System::Native => {
-                let out = std::fs::read_to_string(&self.stdout).unwrap_or_default();
-                let mut per_key = BTreeMap::new();
-                let mut writes = 0.0;
-                let mut reconciles = 0.0;
-                for line in out.lines() {
+                // Only the lines added since the last look are read: the
+                // bench polls this while the peer prints tens of thousands.
+                let mut seen = self.stdout_seen.lock().expect("stdout counts lock");
+                let (offset, counts) = &mut *seen;
+                let Ok(bytes) = std::fs::read(&self.stdout) else {
+                    return counts.clone();
+                };
+                let fresh = &bytes[(*offset).min(bytes.len())..];
+                // A line still being written waits for the next look.
+                let complete = fresh.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+                for line in String::from_utf8_lossy(&fresh[..complete]).lines() {
                     if line == WRITE_LINE {
-                        writes += 1.0;
+                        counts.writes += 1.0;
                     } else if let Some(key) = line
                         .strip_prefix(RECONCILE_LINE)
                         .and_then(|k| k.strip_prefix(' '))
                     {
-                        reconciles += 1.0;
+                        counts.reconciles += 1.0;
                         if self.per_key {
-                            *per_key.entry(key.to_string()).or_default() += 1;
+                            *counts.per_key.entry(key.to_string()).or_default() += 1;
                         }
                     } else if line != READ_LINE {
                         eprintln!("perobj: native printed {line:?}");
                     }
                 }
-                Counts {
-                    reconciles,
-                    writes,
-                    per_key,
-                }
+                *offset += complete;
+                counts.clone()
             }
             System::Wasmctrl => {
                 let text = scrape(self.metrics_port).await.unwrap_or_default();
@@ -316,6 +321,7 @@ fn spawn(system: System, setup: &Setup, kubeconfig: &std::path::Path, run: &str)
         child,
         system,
         stdout,
+        stdout_seen: Default::default(),
         stderr,
         metrics_port,
         per_key: setup.per_key,
