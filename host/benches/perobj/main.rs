@@ -15,7 +15,8 @@
 //!
 //! Run: `make guest && cargo bench -p wasmctrl --features
 //! wasmctrl/dev-server --bench perobj -- --apps 1000,10000,20000` (also
-//! `--edits`, `--rate`, `--qps`, `--systems`). Under `cargo test
+//! `--edits`, `--rate`, `--qps`, `--systems`; `PEROBJ_LOGS=DIR` keeps the
+//! subprocesses' logs there). Under `cargo test
 //! --all-targets` it runs a smoke world (30 Apps, 5 edits, resync 10 s) and
 //! asserts: both systems converge, see every edit and the shared change;
 //! the restart reconciles every key (wasmctrl: exactly once) with no new
@@ -265,6 +266,13 @@ fn main() {
     // smoke world.
     let full = args.iter().any(|a| a == "--bench");
     let dir = tempfile::tempdir().expect("temporary directory");
+    if let Some(keep) = std::env::var_os("PEROBJ_LOGS") {
+        // Keep the subprocesses' logs and outputs for a closer look.
+        std::fs::create_dir_all(&keep).expect("PEROBJ_LOGS directory");
+        eprintln!("perobj: logs in {}", keep.to_string_lossy());
+    }
+    let log_dir =
+        std::env::var_os("PEROBJ_LOGS").map_or_else(|| dir.path().to_path_buf(), PathBuf::from);
     let guest = target_dir().join("wasm32-wasip2/guest/guest_app.wasm");
     assert!(
         guest.exists(),
@@ -298,7 +306,7 @@ fn main() {
         )
     };
     let setup = Setup {
-        dir: dir.path().to_path_buf(),
+        dir: log_dir,
         wasmctrl: PathBuf::from(env!("CARGO_BIN_EXE_wasmctrl")),
         guest,
         resync,

@@ -11,7 +11,7 @@
 //! second reflector would race the trigger). Every reconcile ends with
 //! `Action::requeue(resync)`, kube-runtime's resync.
 //!
-//! It prints one line per reconcile (`reconcile NS/NAME`), per write request
+//! It prints one line per reconcile ended (`reconcile NS/NAME`), per write request
 //! (`write`) and per read request (`read`) for the bench to count, and runs
 //! as a subprocess of the bench's own binary (`perobj --native-app ...`), so
 //! its memory and CPU are measured like the wasmctrl host's.
@@ -228,15 +228,18 @@ async fn reconcile(
     ctx: Arc<Ctx>,
 ) -> Result<Action, kube::runtime::finalizer::Error<kube::Error>> {
     let ns = app.namespace().unwrap_or_default();
-    println!("{RECONCILE_LINE} {ns}/{}", app.name_any());
+    let key = format!("{ns}/{}", app.name_any());
     let apps: Api<App> = Api::namespaced(ctx.client.clone(), &ns);
-    finalizer(&apps, FINALIZER, app, |event| async {
+    let done = finalizer(&apps, FINALIZER, app, |event| async {
         match event {
             Event::Apply(app) => apply(app, &ctx).await,
             Event::Cleanup(app) => cleanup(app, &ctx).await,
         }
     })
-    .await
+    .await;
+    // Printed once the reconcile has ended (as wasmctrl counts them).
+    println!("{RECONCILE_LINE} {key}");
+    done
 }
 
 fn error_policy(
