@@ -342,9 +342,10 @@ fn main() {
                 "--edits {edits} must not exceed --apps {apps}"
             );
             outcomes.push(rt.block_on(run_one(apps, &setup, system)));
+            // The table so far: a long run's early sizes are not lost.
+            print_table(&outcomes, &setup);
         }
     }
-    print_table(&outcomes, &setup);
     if !full {
         check(&outcomes);
         println!("perobj smoke: both systems converge, every key reconciled at restart with nothing written, no idle writes");
