@@ -38,6 +38,8 @@
 mod measure;
 mod native_peer;
 mod pods;
+#[path = "../shared/process.rs"]
+mod process;
 mod system;
 
 use std::path::PathBuf;

@@ -11,11 +11,12 @@ use std::time::{Duration, Instant};
 
 use kube::Client;
 
-use crate::measure::{
-    cpu_time, metric_sum, percentiles, scrape, status_bytes, Percentiles, Recorder,
-};
+use crate::measure::Recorder;
 use crate::native_peer::{PeerArgs, APPLY_LINE, RECONCILE_LINE};
 use crate::pods::{self, World};
+use crate::process::{
+    cpu_time, free_port, metric_sum, percentiles, scrape, status_bytes, Percentiles,
+};
 
 /// Namespace the summaries are written to.
 pub const SUMMARY_NAMESPACE: &str = "ops";
@@ -263,14 +264,6 @@ impl Running {
             }
         }
     }
-}
-
-/// A port nobody listens on right now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free local port")
 }
 
 fn configmap_name(system: System) -> String {

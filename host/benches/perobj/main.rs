@@ -1,0 +1,353 @@
+//! Per-object controllers at scale (issue 26): `examples/guest-app` in the
+//! wasmctrl host against the same App controller written with kube-runtime's
+//! `Controller` (`native_app`), both as subprocesses, each on a fresh
+//! embedded API server (garbage collector on: every owner exists) holding N
+//! Apps in one namespace and its `shared-settings`.
+//!
+//! Each system runs the phases of `system`: (2) cold start with every child
+//! missing; (1) the process restarted with everything correct, until every
+//! key was reconciled once; (3) spec edits at a fixed rate, each timed until
+//! its child and its `Ready` status at the new generation show it; (4) one
+//! change of `shared-settings`, which maps to every App, timed until every
+//! child holds it; (5) idle across a resync. CPU is utime + stime from
+//! `/proc`, memory VmHWM; writes are the requests each system counts and the
+//! new versions the bench's watches see.
+//!
+//! Run: `make guest && cargo bench -p wasmctrl --features
+//! wasmctrl/dev-server --bench perobj -- --apps 1000,10000,20000` (also
+//! `--edits`, `--rate`, `--qps`, `--systems`; `PEROBJ_LOGS=DIR` keeps the
+//! subprocesses' logs there). Under `cargo test
+//! --all-targets` it runs a smoke world (30 Apps, 5 edits, resync 10 s) and
+//! asserts: both systems converge, see every edit and the shared change;
+//! the restart reconciles every key (wasmctrl: exactly once) with no new
+//! version (wasmctrl: no write request); idle across a resync writes
+//! nothing (wasmctrl: no write request).
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+mod native_app;
+#[path = "../shared/process.rs"]
+mod process;
+mod system;
+mod world;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use wasmctrl_apiserver::{ApiServer, ApiServerConfig};
+
+use system::{Outcome, Phase, Setup, System};
+
+/// Sizes of the measured run when none are given.
+const DEFAULT_APPS: usize = 1_000;
+/// Spec edits in the measured churn, and their rate per second.
+const DEFAULT_EDITS: usize = 500;
+const DEFAULT_RATE: f64 = 50.0;
+/// wasmctrl's client-side limit in the measured run (burst: the same).
+const DEFAULT_QPS: f64 = 1000.0;
+/// Resync period of the measured run, and how much longer idle writes are
+/// counted.
+const RESYNC: Duration = Duration::from_secs(30);
+const IDLE_MARGIN: Duration = Duration::from_secs(5);
+/// The smoke run (`cargo test --all-targets`).
+const SMOKE_APPS: usize = 30;
+const SMOKE_EDITS: usize = 5;
+const SMOKE_RATE: f64 = 10.0;
+const SMOKE_RESYNC: Duration = Duration::from_secs(10);
+const SMOKE_IDLE_MARGIN: Duration = Duration::from_secs(3);
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"))
+}
+
+/// The value after `flag`.
+fn option(args: &[String], flag: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == flag)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+}
+
+fn parse<T: std::str::FromStr>(args: &[String], flag: &str, default: T) -> T
+where
+    T::Err: std::fmt::Display,
+{
+    option(args, flag).map_or(default, |v| {
+        v.replace('_', "")
+            .parse()
+            .unwrap_or_else(|e| panic!("{flag} {v:?}: {e}"))
+    })
+}
+
+/// One system on a fresh server holding `apps` Apps.
+async fn run_one(apps: usize, setup: &Setup, system: System) -> Outcome {
+    let server = ApiServer::start(ApiServerConfig::default())
+        .await
+        .expect("embedded API server starts");
+    let kubeconfig = setup
+        .dir
+        .join(format!("kubeconfig-{}-{apps}", system.name()));
+    server
+        .write_kubeconfig(&kubeconfig)
+        .expect("kubeconfig written");
+    let client = server.client().await.expect("a client");
+    world::install_crd(&client).await;
+    let t = std::time::Instant::now();
+    let mut world = world::populate(&client, apps).await;
+    eprintln!(
+        "perobj: created {apps} Apps for {} in {:.1} s",
+        system.name(),
+        t.elapsed().as_secs_f64()
+    );
+    let outcome = system::run(&client, &kubeconfig, &mut world, setup, system).await;
+    drop(server);
+    outcome
+}
+
+fn mib(b: u64) -> f64 {
+    b as f64 / (1024.0 * 1024.0)
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn writes(p: &Phase) -> String {
+    format!("{} / {}", p.counts.writes, p.versions)
+}
+
+fn print_table(outcomes: &[Outcome], setup: &Setup) {
+    println!(
+        "perobj: {} edits at {}/s, resync {} s, idle window {} s, wasmctrl --kube-api-qps {} --kube-api-burst {}",
+        setup.edits,
+        setup.rate,
+        setup.resync.as_secs(),
+        setup.idle.as_secs(),
+        setup.qps,
+        setup.burst
+    );
+    println!();
+    println!("Writes are `requests sent / new versions`.");
+    println!();
+    println!("| system | Apps | (2) all children missing: time | CPU | writes | VmHWM | (1) restart, all correct: every key reconciled | CPU | writes (+{} s) | VmHWM | (3) churn p50 | p90 | p99 | max | missed | CPU | writes per edit | (4) shared change: all children | writes | writes/s | (5) idle writes | VmHWM at end |", system::SETTLE.as_secs());
+    println!(
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for o in outcomes {
+        let per_edit = |p: &Phase| {
+            format!(
+                "{:.2} / {:.2}",
+                p.counts.writes / setup.edits as f64,
+                p.versions as f64 / setup.edits as f64
+            )
+        };
+        println!(
+            "| {} | {} | {:.2} s | {:.2} s | {} | {:.0} MiB | {:.2} s | {:.2} s | {} | {:.0} MiB | {} | {} | {} | {} | {} | {:.2} s | {} | {:.2} s | {} | {:.0} | {} | {:.0} MiB |",
+            o.system.name(),
+            o.apps,
+            o.create.took.as_secs_f64(),
+            o.create.cpu.as_secs_f64(),
+            writes(&o.create),
+            mib(o.create_hwm),
+            o.restart.took.as_secs_f64(),
+            o.restart.cpu.as_secs_f64(),
+            writes(&o.restart),
+            mib(o.restart_hwm),
+            ms(o.latency.p50),
+            ms(o.latency.p90),
+            ms(o.latency.p99),
+            ms(o.latency.max),
+            o.missed,
+            o.churn.cpu.as_secs_f64(),
+            per_edit(&o.churn),
+            o.fanout.took.as_secs_f64(),
+            writes(&o.fanout),
+            o.fanout.counts.writes / o.fanout.took.as_secs_f64(),
+            writes(&o.idle),
+            mib(o.final_hwm),
+        );
+    }
+    println!();
+    println!("API server and bench CPU (this process) per phase: | system | Apps | (2) | (1) | (3) | (4) |");
+    for o in outcomes {
+        println!(
+            "| {} | {} | {:.2} s | {:.2} s | {:.2} s | {:.2} s |",
+            o.system.name(),
+            o.apps,
+            o.create.server_cpu.as_secs_f64(),
+            o.restart.server_cpu.as_secs_f64(),
+            o.churn.server_cpu.as_secs_f64(),
+            o.fanout.server_cpu.as_secs_f64(),
+        );
+    }
+    println!();
+    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
+    for n in outcomes.iter().filter(|o| o.system == System::Native) {
+        let Some(w) = outcomes
+            .iter()
+            .find(|o| o.system == System::Wasmctrl && o.apps == n.apps)
+        else {
+            continue;
+        };
+        let secs = Duration::as_secs_f64;
+        println!(
+            "wasmctrl/native at {} Apps: create {:.2}x, restart {:.2}x (CPU {:.2}x), churn p50 {:.2}x p99 {:.2}x CPU {:.2}x, fan-out {:.2}x, VmHWM {:.2}x",
+            n.apps,
+            ratio(secs(&w.create.took), secs(&n.create.took)),
+            ratio(secs(&w.restart.took), secs(&n.restart.took)),
+            ratio(secs(&w.restart.cpu), secs(&n.restart.cpu)),
+            ratio(secs(&w.latency.p50), secs(&n.latency.p50)),
+            ratio(secs(&w.latency.p99), secs(&n.latency.p99)),
+            ratio(secs(&w.churn.cpu), secs(&n.churn.cpu)),
+            ratio(secs(&w.fanout.took), secs(&n.fanout.took)),
+            ratio(w.final_hwm as f64, n.final_hwm as f64),
+        );
+    }
+}
+
+/// What the smoke run guarantees.
+fn check(outcomes: &[Outcome]) {
+    for o in outcomes {
+        let name = o.system.name();
+        assert_eq!(
+            o.missed, 0,
+            "{name}: every edit reaches its child and status"
+        );
+        assert_eq!(
+            o.restart_keys, o.apps,
+            "{name}: the restart reconciles every key"
+        );
+        assert_eq!(
+            o.restart.versions, 0,
+            "{name}: a restart over a correct world changes nothing"
+        );
+        assert_eq!(
+            o.idle.versions, 0,
+            "{name}: nothing changes while idle across a resync"
+        );
+        assert!(
+            o.idle.counts.reconciles >= o.apps as f64,
+            "{name}: the idle window spans a resync ({} reconciles of {} keys)",
+            o.idle.counts.reconciles,
+            o.apps
+        );
+        if o.system == System::Wasmctrl {
+            let twice = system::repeated(&o.restart.counts);
+            assert!(
+                twice.is_empty(),
+                "wasmctrl: the restart reconciles each key once, not {twice:?}"
+            );
+            assert_eq!(
+                o.restart.counts.writes, 0.0,
+                "wasmctrl: a restart over a correct world sends no write"
+            );
+            assert_eq!(
+                o.idle.counts.writes, 0.0,
+                "wasmctrl: no write request while idle across a resync"
+            );
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--native-app") {
+        let peer = native_app::PeerArgs::parse(&args).expect("native app arguments");
+        let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+        if let Err(e) = rt.block_on(native_app::run(peer)) {
+            eprintln!("native app: {e:#}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    // `cargo bench` passes --bench; `cargo test --all-targets` runs the
+    // smoke world.
+    let full = args.iter().any(|a| a == "--bench");
+    let dir = tempfile::tempdir().expect("temporary directory");
+    if let Some(keep) = std::env::var_os("PEROBJ_LOGS") {
+        // Keep the subprocesses' logs and outputs for a closer look.
+        std::fs::create_dir_all(&keep).expect("PEROBJ_LOGS directory");
+        eprintln!("perobj: logs in {}", keep.to_string_lossy());
+    }
+    let log_dir =
+        std::env::var_os("PEROBJ_LOGS").map_or_else(|| dir.path().to_path_buf(), PathBuf::from);
+    let guest = target_dir().join("wasm32-wasip2/guest/guest_app.wasm");
+    assert!(
+        guest.exists(),
+        "{} is missing: run `make guest` first",
+        guest.display()
+    );
+    let qps = parse(&args, "--qps", DEFAULT_QPS);
+    let (sizes, edits, rate, resync, margin) = if full {
+        let sizes = option(&args, "--apps").map_or_else(
+            || vec![DEFAULT_APPS],
+            |l| {
+                l.split(',')
+                    .map(|s| s.trim().replace('_', "").parse().expect("--apps N[,N...]"))
+                    .collect()
+            },
+        );
+        (
+            sizes,
+            parse(&args, "--edits", DEFAULT_EDITS),
+            parse(&args, "--rate", DEFAULT_RATE),
+            RESYNC,
+            IDLE_MARGIN,
+        )
+    } else {
+        (
+            vec![SMOKE_APPS],
+            SMOKE_EDITS,
+            SMOKE_RATE,
+            SMOKE_RESYNC,
+            SMOKE_IDLE_MARGIN,
+        )
+    };
+    let setup = Setup {
+        dir: log_dir,
+        wasmctrl: PathBuf::from(env!("CARGO_BIN_EXE_wasmctrl")),
+        guest,
+        resync,
+        qps,
+        burst: qps as u32,
+        edits,
+        rate,
+        idle: resync + margin,
+        per_key: !full,
+    };
+    let systems: Vec<System> = option(&args, "--systems").map_or_else(
+        || vec![System::Native, System::Wasmctrl],
+        |l| {
+            l.split(',')
+                .map(|s| match s.trim() {
+                    "native" => System::Native,
+                    "wasmctrl" => System::Wasmctrl,
+                    other => panic!("--systems: {other:?} is neither native nor wasmctrl"),
+                })
+                .collect()
+        },
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let mut outcomes = Vec::new();
+    for apps in sizes {
+        for &system in &systems {
+            assert!(
+                edits <= apps,
+                "--edits {edits} must not exceed --apps {apps}"
+            );
+            outcomes.push(rt.block_on(run_one(apps, &setup, system)));
+            // The table so far: a long run's early sizes are not lost.
+            print_table(&outcomes, &setup);
+        }
+    }
+    if !full {
+        check(&outcomes);
+        println!("perobj smoke: both systems converge, every key reconciled at restart with nothing written, no idle writes");
+    }
+}
