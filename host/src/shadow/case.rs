@@ -5,8 +5,9 @@
 //! never makes the controller wait. Shared by the shadow and the
 //! recording; it never calls the shadow and never writes.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde_json::Value as Json;
 use tokio::sync::mpsc;
@@ -131,7 +132,16 @@ pub struct Handoff {
 pub struct Cases {
     rx: mpsc::Receiver<Case>,
     pending: Arc<Mutex<HashSet<RequestKey>>>,
+    /// When each aggregate key was last handed out.
+    aggregates: HashMap<RequestKey, tokio::time::Instant>,
 }
+
+/// The least time between two cases of one aggregate key: each builds a
+/// whole snapshot of the caches and calls a guest on it (at 100,000 pods,
+/// tens of milliseconds), while an aggregate guest is woken by every
+/// change; the case handed out after the wait is made from the caches as
+/// they are then, so it covers every change it waited for.
+pub const AGGREGATE_EVERY: Duration = Duration::from_secs(1);
 
 /// What became of an offered case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,7 +163,11 @@ pub fn handoff(capacity: usize) -> (Handoff, Cases) {
             tx,
             pending: pending.clone(),
         },
-        Cases { rx, pending },
+        Cases {
+            rx,
+            pending,
+            aggregates: HashMap::new(),
+        },
     )
 }
 
@@ -174,9 +188,17 @@ impl Handoff {
 
 impl Cases {
     /// The next case (its key may be queued again from now on); None when
-    /// the sending end is gone.
+    /// the sending end is gone. An aggregate key's case is handed out no
+    /// sooner than [`AGGREGATE_EVERY`] after its previous one.
     pub async fn next(&mut self) -> Option<Case> {
         let case = self.rx.recv().await?;
+        if let Case::Aggregate(key) = &case {
+            if let Some(last) = self.aggregates.get(key) {
+                tokio::time::sleep_until(*last + AGGREGATE_EVERY).await;
+            }
+            self.aggregates
+                .insert(key.clone(), tokio::time::Instant::now());
+        }
         lock(&self.pending).remove(case.key());
         Some(case)
     }
@@ -185,6 +207,33 @@ impl Cases {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn an_aggregate_keys_cases_are_spaced_and_one_waits_for_many_changes() {
+        let (handoff, mut cases) = handoff(8);
+        let key = RequestKey::aggregate("summary");
+        let start = tokio::time::Instant::now();
+        assert_eq!(handoff.offer(Case::Aggregate(key.clone())), Offered::Queued);
+        assert!(cases.next().await.is_some());
+        assert_eq!(start.elapsed(), Duration::ZERO, "the first at once");
+        // Ten changes while the next case waits: one case stands for them.
+        let offered: Vec<Offered> = (0..10)
+            .map(|_| handoff.offer(Case::Aggregate(key.clone())))
+            .collect();
+        assert_eq!(offered.iter().filter(|o| **o == Offered::Queued).count(), 1);
+        assert!(cases.next().await.is_some());
+        assert_eq!(start.elapsed(), AGGREGATE_EVERY, "the next one spaced");
+        // Another key is not held back by this one's spacing.
+        let other = RequestKey::aggregate("other");
+        assert_eq!(handoff.offer(Case::Aggregate(other)), Offered::Queued);
+        let before = tokio::time::Instant::now();
+        assert!(cases.next().await.is_some());
+        assert_eq!(
+            before.elapsed(),
+            Duration::ZERO,
+            "another key's first case at once"
+        );
+    }
 
     #[tokio::test]
     async fn a_key_waits_once_a_full_queue_drops_and_a_taken_key_queues_again() {
