@@ -31,7 +31,9 @@ use crate::guest::{GuestManifest, GuestModule, PlannedWrite};
 use crate::metrics::{Metrics, ShadowLabels};
 use crate::sync::lock;
 
-pub use case::{handoff, request, Case, Cases, Handoff, Offered, Resolved, Target};
+pub use case::{
+    handoff, request, Case, Cases, Handoff, Offered, Resolved, Target, AGGREGATE_EVERY,
+};
 use compare::{canonical, diff, Diff};
 pub use compare::{normalise, plan_diff};
 use report::Report;
