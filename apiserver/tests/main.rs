@@ -7,8 +7,9 @@
 //! `writes`, `custom_resources`, `pods`, `gc`, `printer_columns`,
 //! `decoding`, `object_rules`, `limits`, `managed_fields`, `simulated_nodes`)
 //! drives the server with the real kube client, sharing the fixtures of
-//! `common`; `kubectl` drives it with kubectl and the Python client, `python_e2e` runs
-//! the Python client's own e2e suite, `kubectl_writes`
+//! `common`; `kubectl` drives it with kubectl and the Python client (the
+//! Python client's own e2e suite is a test binary of its own,
+//! `python_e2e.rs`), `kubectl_writes`
 //! shows kubectl users its write errors;
 //! `scale` with many objects and watchers. Tests never share a server:
 //! each starts its own, so they run in parallel and in any order.
@@ -37,7 +38,6 @@ mod object_rules;
 mod patch;
 mod pods;
 mod printer_columns;
-mod python_e2e;
 mod scale;
 mod simulated_nodes;
 mod watch;

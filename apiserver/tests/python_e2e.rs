@@ -5,6 +5,13 @@
 //! suite's README lists as needing a kubelet. It needs python3 with the
 //! `kubernetes`, `pytest` and `pytest-timeout` packages; a missing one fails
 //! under CI and skips elsewhere (`wasmctrl_test_support::tools`).
+//!
+//! A test binary of its own, so that no other test of the server runs
+//! beside it: the suite's per-test limit is the real server's run's (45 s),
+//! and the parallel tests of the main binary once pushed one of its tests
+//! past it on a loaded machine.
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
