@@ -84,25 +84,26 @@ async fn outputs_are_the_active_guests(client: &Client) -> bool {
     outputs_hold(client, "1").await
 }
 
-async fn run(shadow: Vec<u8>) -> (RunningHost, Client, wasmctrl_apiserver::RunningApiServer) {
-    start(shadow, false).await
-}
-
-/// A host running `mirror` writing `v=1` with `shadow` beside it (its
-/// differing writes dry-run when `dry_run`), and the pods created.
+/// A host running `mirror` writing `v=1` with `shadow` beside it, its
+/// configuration changed by `tweak` first, and the pods created.
 async fn start(
     shadow: Vec<u8>,
-    dry_run: bool,
+    tweak: impl FnOnce(&mut SupervisorConfig),
 ) -> (RunningHost, Client, wasmctrl_apiserver::RunningApiServer) {
     let (server, client) = server().await;
     let dir = tempfile::tempdir().unwrap();
     let mut config = config(dir.path(), &mirror(by_lifecycle, "1"), &shadow);
-    config.shadow_dry_run = dry_run;
+    tweak(&mut config);
     let host = run_host(&client, config, None).await;
     for p in PODS {
         pod(p).create(&client).await;
     }
     (host, client, server)
+}
+
+/// `--shadow-dry-run`.
+fn dry_runs(config: &mut SupervisorConfig) {
+    config.shadow_dry_run = true;
 }
 
 fn counts(host: &RunningHost) -> (u64, u64, u64, u64) {
@@ -149,7 +150,7 @@ async fn shadow_report(addr: std::net::SocketAddr, guest: &str) -> (Option<i32>,
 
 #[tokio::test]
 async fn a_shadow_identical_to_the_active_guest_reports_no_difference() {
-    let (host, client, _server) = run(mirror(by_lifecycle, "1")).await;
+    let (host, client, _server) = start(mirror(by_lifecycle, "1"), |_| {}).await;
     eventually("every output written", || {
         outputs_are_the_active_guests(&client)
     })
@@ -177,7 +178,7 @@ async fn a_shadow_identical_to_the_active_guest_reports_no_difference() {
 
 #[tokio::test]
 async fn a_changed_shadow_reports_every_key_it_would_write_differently_and_writes_nothing() {
-    let (host, client, _server) = run(mirror(by_lifecycle, "2")).await;
+    let (host, client, _server) = start(mirror(by_lifecycle, "2"), |_| {}).await;
     eventually("every output written", || {
         outputs_are_the_active_guests(&client)
     })
@@ -254,7 +255,7 @@ async fn a_changed_shadow_reports_every_key_it_would_write_differently_and_write
 
 #[tokio::test]
 async fn a_trapping_shadow_is_counted_and_the_active_guest_is_unaffected() {
-    let (host, client, _server) = run(mirror(|_| Behaviour::Trap, "1")).await;
+    let (host, client, _server) = start(mirror(|_| Behaviour::Trap, "1"), |_| {}).await;
     eventually("every output written", || {
         outputs_are_the_active_guests(&client)
     })
@@ -278,19 +279,11 @@ async fn a_trapping_shadow_is_counted_and_the_active_guest_is_unaffected() {
 
 #[tokio::test]
 async fn a_shadow_running_out_of_time_never_delays_the_active_guest() {
-    let (server, client) = server().await;
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = config(
-        dir.path(),
-        &mirror(by_lifecycle, "1"),
-        &mirror(|_| Behaviour::Spin, "1"),
-    );
     // Each shadow call takes its whole deadline: 4 keys keep it busy 8 s.
-    config.runtime = config.runtime.deadline(Duration::from_secs(2));
-    let host = run_host(&client, config, None).await;
-    for p in PODS {
-        pod(p).create(&client).await;
-    }
+    let (host, client, server) = start(mirror(|_| Behaviour::Spin, "1"), |config| {
+        config.runtime.deadline = Duration::from_secs(2);
+    })
+    .await;
     eventually("every output written", || {
         outputs_are_the_active_guests(&client)
     })
@@ -513,7 +506,7 @@ async fn promoting_a_shadow_in_one_configmap_update_makes_it_the_guest() {
 async fn with_dry_runs_the_api_servers_refusal_of_a_shadows_write_is_reported() {
     // The new version writes into a namespace that does not exist: a real
     // apply would be refused (404).
-    let (host, client, _server) = start(mirror_into(by_lifecycle, "1", "missing"), true).await;
+    let (host, client, _server) = start(mirror_into(by_lifecycle, "1", "missing"), dry_runs).await;
     eventually("every output written", || {
         outputs_are_the_active_guests(&client)
     })
@@ -548,7 +541,7 @@ async fn with_dry_runs_the_api_servers_refusal_of_a_shadows_write_is_reported() 
 
 #[tokio::test]
 async fn with_dry_runs_a_shadows_acceptable_write_is_sent_and_stores_nothing() {
-    let (host, client, _server) = start(mirror(by_lifecycle, "2"), true).await;
+    let (host, client, _server) = start(mirror(by_lifecycle, "2"), dry_runs).await;
     eventually("every output written", || {
         outputs_are_the_active_guests(&client)
     })
@@ -593,23 +586,16 @@ fn replay(guest: &Path, cases: &Path) -> std::process::Output {
 #[tokio::test]
 async fn recorded_cases_replay_the_same_through_the_same_guest_and_every_difference_through_another(
 ) {
-    let (_server, client) = server().await;
     let dir = tempfile::tempdir().unwrap();
     let cases = dir.path().join("cases");
-    let active = mirror(by_lifecycle, "1");
+    // The active guest alone, recording.
+    let (host, client, _server) = start(Vec::new(), |config| {
+        config.shadows.clear();
+        record_into(config, &cases);
+    })
+    .await;
     let guest_file = dir.path().join("mirror.wasm");
-    std::fs::write(&guest_file, &active).unwrap();
-    let mut config = SupervisorConfig {
-        guests: vec![guest_file.clone()],
-        namespace: HOST_NS.into(),
-        runtime: RuntimeConfig::default().cache_dir(None),
-        ..SupervisorConfig::default()
-    };
-    record_into(&mut config, &cases);
-    let host = run_host(&client, config, None).await;
-    for p in PODS {
-        pod(p).create(&client).await;
-    }
+    std::fs::write(&guest_file, mirror(by_lifecycle, "1")).unwrap();
     eventually("every output written", || {
         outputs_are_the_active_guests(&client)
     })

@@ -1,15 +1,17 @@
-//! Replaying recorded cases: a real host (`wasmctrl run --record`) runs
-//! `examples/guest-app` against the embedded API server holding N Apps
-//! until every App is Ready, keeping the newest N reconcile cases; then
-//! `wasmctrl replay --guest guest_app.wasm DIR` runs every recorded case
-//! through the same guest offline, as a guest's CI would. Prints the cases
-//! kept, their size on disk, and the replay's wall time (the guest's
-//! compilation included, `--no-guest-cache`) and rate; asserts that every
-//! case replays the same.
+//! Replaying recorded cases, and what recording costs: a real host runs
+//! `examples/guest-app` against an embedded API server holding N Apps
+//! until every App is Ready, twice in one run on fresh servers — once
+//! plain, once with `--record DIR` keeping the newest N reconcile cases —
+//! then `wasmctrl replay --guest guest_app.wasm DIR` runs every recorded
+//! case through the same guest offline, as a guest's CI would. Prints, for
+//! both hosts, the time until every App was Ready and the host's CPU and
+//! VmHWM over it; then the cases kept, their size on disk, and the replay's
+//! wall time (the guest's compilation included, `--no-guest-cache`) and
+//! rate. Asserts that every case replays the same.
 //!
 //! Run: `make guest && cargo bench -p wasmctrl --features
-//! wasmctrl/dev-server --bench replay -- --apps 10000`. Under `cargo test
-//! --all-targets` it runs a smoke world of 100 Apps.
+//! wasmctrl/dev-server --bench replay -- --apps 10000 [--qps 1000]`. Under
+//! `cargo test --all-targets` it runs a smoke world of 100 Apps.
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
@@ -22,6 +24,10 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
 use serde_json::json;
 use wasmctrl_apiserver::{ApiServer, ApiServerConfig};
+
+#[path = "shared/process.rs"]
+#[allow(dead_code)]
+mod process;
 
 const NAMESPACES: usize = 10;
 
@@ -42,25 +48,38 @@ fn cases_in(dir: &Path) -> Vec<PathBuf> {
     wasmctrl::recording::case_files(dir).unwrap_or_default()
 }
 
-#[tokio::main]
-async fn main() {
-    let full = std::env::args().any(|a| a == "--bench");
-    let apps: usize = arg("--apps")
-        .map(|n| n.parse().expect("--apps N"))
-        .unwrap_or(if full { 10_000 } else { 100 });
-    let wasm = target_dir().join("wasm32-wasip2/guest/guest_app.wasm");
-    assert!(
-        wasm.exists(),
-        "{} is missing: run `make guest` first",
-        wasm.display()
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let record = dir.path().join("cases");
+/// The last lines of the host's log, for a failure message.
+fn log_tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
+}
 
+/// One host's way to every App Ready.
+struct Converged {
+    took: Duration,
+    cpu: Duration,
+    vmhwm: u64,
+}
+
+/// The bench's settings, shared by both hosts.
+struct Setup {
+    apps: usize,
+    qps: u32,
+    wasm: PathBuf,
+    /// Progress lines every 5 s (the full run).
+    verbose: bool,
+}
+
+/// A fresh embedded API server holding the App CRD and `apps` Apps (no
+/// finalizer, no child, no status), a host started on it (recording into
+/// `record` when given), and the time until every App is Ready. When
+/// recording, waits further until no new case appeared for 2 s.
+async fn converge(setup: &Setup, dir: &Path, record: Option<&Path>) -> Converged {
     let server = ApiServer::start(ApiServerConfig::default())
         .await
         .expect("server starts");
-    let kubeconfig = dir.path().join("kubeconfig");
+    let kubeconfig = dir.join("kubeconfig");
     server.write_kubeconfig(&kubeconfig).unwrap();
     let client = server.client().await.unwrap();
 
@@ -97,7 +116,7 @@ async fn main() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    futures::stream::iter(0..apps)
+    futures::stream::iter(0..setup.apps)
         .map(|i| {
             let api: Api<DynamicObject> = Api::namespaced_with(
                 client.clone(),
@@ -119,11 +138,17 @@ async fn main() {
         .await
         .unwrap();
 
-    let bin = env!("CARGO_BIN_EXE_wasmctrl");
-    let mut host = tokio::process::Command::new(bin)
+    let log = dir.join(if record.is_some() {
+        "recording-host.log"
+    } else {
+        "host.log"
+    });
+    let qps = setup.qps.to_string();
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_wasmctrl"));
+    command
         .arg("run")
         .arg("--guest")
-        .arg(&wasm)
+        .arg(&setup.wasm)
         .arg("--kubeconfig")
         .arg(&kubeconfig)
         .args(["--namespace", "wasmctrl-system", "--no-guest-cache"])
@@ -133,23 +158,26 @@ async fn main() {
             "--health-addr",
             "127.0.0.1:0",
         ])
-        .arg("--record")
-        .arg(&record)
-        .args([
+        .args(["--kube-api-qps", &qps, "--kube-api-burst", &qps]);
+    if let Some(record) = record {
+        command.arg("--record").arg(record).args([
             "--record-max-cases",
-            &apps.to_string(),
+            &setup.apps.to_string(),
             "--record-max-mib",
             "4096",
-        ])
+        ]);
+    }
+    let t = Instant::now();
+    let mut host = command
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    // Every App Ready, then the recording queue drained (no new case for 2 s).
-    let t = Instant::now();
-    let patience = Duration::from_secs(120 + apps as u64 / 10);
-    loop {
+    let pid = host.id().expect("the host runs");
+    // Every App Ready.
+    let patience = Duration::from_secs(120 + setup.apps as u64 / 10);
+    let took = loop {
         let list = all.list(&ListParams::default()).await.unwrap();
         let ready = list
             .items
@@ -161,26 +189,75 @@ async fn main() {
                 })
             })
             .count();
-        if ready == apps {
-            break;
+        if ready == setup.apps {
+            break t.elapsed();
         }
         assert!(
             t.elapsed() < patience,
-            "{ready} of {apps} Apps Ready after {patience:?}"
+            "{ready} of {} Apps Ready after {patience:?}; the host's log ends:\n{}",
+            setup.apps,
+            log_tail(&log)
         );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    let mut seen = (0, Instant::now());
-    loop {
-        let n = cases_in(&record).len();
-        if n != seen.0 {
-            seen = (n, Instant::now());
-        } else if seen.1.elapsed() > Duration::from_secs(2) {
-            break;
+        if setup.verbose {
+            eprintln!(
+                "{:>5.0} s: {ready} of {} Apps Ready{}",
+                t.elapsed().as_secs_f64(),
+                setup.apps,
+                record
+                    .map(|r| format!(", {} cases recorded", cases_in(r).len()))
+                    .unwrap_or_default()
+            );
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(if setup.verbose { 5000 } else { 200 })).await;
+    };
+    let cpu = process::cpu_time(pid).unwrap_or_default();
+    let vmhwm = process::status_bytes(pid, "VmHWM").unwrap_or_default();
+    // The recording queue drained: no new case for 2 s.
+    if let Some(record) = record {
+        let mut seen = (0, Instant::now());
+        loop {
+            let n = cases_in(record).len();
+            if n != seen.0 {
+                seen = (n, Instant::now());
+            } else if seen.1.elapsed() > Duration::from_secs(2) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
     host.kill().await.unwrap();
+    Converged { took, cpu, vmhwm }
+}
+
+#[tokio::main]
+async fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    let apps: usize = arg("--apps")
+        .map(|n| n.parse().expect("--apps N"))
+        .unwrap_or(if full { 10_000 } else { 100 });
+    // The client's limit: at the default 10 qps, the ~4 writes that take an
+    // App to Ready (finalizer, child, status twice) would pace 10,000 Apps
+    // to over an hour; the per-object bench uses the same.
+    let qps: u32 = arg("--qps")
+        .map(|n| n.parse().expect("--qps N"))
+        .unwrap_or(1000);
+    let wasm = target_dir().join("wasm32-wasip2/guest/guest_app.wasm");
+    assert!(
+        wasm.exists(),
+        "{} is missing: run `make guest` first",
+        wasm.display()
+    );
+    let setup = Setup {
+        apps,
+        qps,
+        wasm,
+        verbose: full,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("cases");
+
+    let plain = converge(&setup, dir.path(), None).await;
+    let recording = converge(&setup, dir.path(), Some(&record)).await;
     let files = cases_in(&record);
     assert!(!files.is_empty(), "no case recorded");
     let bytes: u64 = files
@@ -189,10 +266,10 @@ async fn main() {
         .sum();
 
     let t = Instant::now();
-    let out = std::process::Command::new(bin)
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmctrl"))
         .arg("replay")
         .arg("--guest")
-        .arg(&wasm)
+        .arg(&setup.wasm)
         .arg(&record)
         .arg("--no-guest-cache")
         .output()
@@ -207,7 +284,18 @@ async fn main() {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    println!("replay: {apps} Apps, guest-app");
+    println!("replay: {apps} Apps, guest-app, --kube-api-qps {qps}");
+    println!("| host | every App Ready | CPU | VmHWM |");
+    println!("|---|---|---|---|");
+    for (name, c) in [("plain", &plain), ("--record", &recording)] {
+        println!(
+            "| {name} | {:.2} s | {:.2} s | {} MiB |",
+            c.took.as_secs_f64(),
+            c.cpu.as_secs_f64(),
+            c.vmhwm >> 20
+        );
+    }
+    println!();
     println!("| cases recorded | on disk | replay (wall, compile included) | per case |");
     println!("|---|---|---|---|");
     println!(

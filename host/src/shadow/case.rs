@@ -134,6 +134,9 @@ pub struct Cases {
     pending: Arc<Mutex<HashSet<RequestKey>>>,
     /// When each aggregate key was last handed out.
     aggregates: HashMap<RequestKey, tokio::time::Instant>,
+    /// Aggregate keys received too soon after their previous case, and
+    /// when each is due.
+    deferred: HashMap<RequestKey, tokio::time::Instant>,
 }
 
 /// The least time between two cases of one aggregate key: each builds a
@@ -167,6 +170,7 @@ pub fn handoff(capacity: usize) -> (Handoff, Cases) {
             rx,
             pending,
             aggregates: HashMap::new(),
+            deferred: HashMap::new(),
         },
     )
 }
@@ -188,19 +192,52 @@ impl Handoff {
 
 impl Cases {
     /// The next case (its key may be queued again from now on); None when
-    /// the sending end is gone. An aggregate key's case is handed out no
-    /// sooner than [`AGGREGATE_EVERY`] after its previous one.
+    /// the sending end is gone and nothing waits. An aggregate key's case is
+    /// handed out no sooner than [`AGGREGATE_EVERY`] after its previous one;
+    /// until then it waits aside, so the cases behind it are not held back.
     pub async fn next(&mut self) -> Option<Case> {
-        let case = self.rx.recv().await?;
-        if let Case::Aggregate(key) = &case {
-            if let Some(last) = self.aggregates.get(key) {
-                tokio::time::sleep_until(*last + AGGREGATE_EVERY).await;
+        loop {
+            let due = self
+                .deferred
+                .iter()
+                .min_by_key(|(_, at)| **at)
+                .map(|(key, at)| (key.clone(), *at));
+            let case = match due {
+                None => self.rx.recv().await?,
+                Some((key, at)) => {
+                    let received = tokio::select! {
+                        biased;
+                        () = tokio::time::sleep_until(at) => None,
+                        case = self.rx.recv() => case,
+                    };
+                    match received {
+                        Some(case) => case,
+                        // Due, or nothing more will come: the waiting one.
+                        None => {
+                            tokio::time::sleep_until(at).await;
+                            self.deferred.remove(&key);
+                            Case::Aggregate(key)
+                        }
+                    }
+                }
+            };
+            if let Case::Aggregate(key) = &case {
+                let now = tokio::time::Instant::now();
+                match self.aggregates.get(key) {
+                    Some(last) if now < *last + AGGREGATE_EVERY => {
+                        // Still pending, so an offer of this key finds it
+                        // waiting and it stands for every change meanwhile.
+                        self.deferred.insert(key.clone(), *last + AGGREGATE_EVERY);
+                        continue;
+                    }
+                    _ => {
+                        self.aggregates.insert(key.clone(), now);
+                    }
+                }
             }
-            self.aggregates
-                .insert(key.clone(), tokio::time::Instant::now());
+            lock(&self.pending).remove(case.key());
+            return Some(case);
         }
-        lock(&self.pending).remove(case.key());
-        Some(case)
     }
 }
 
@@ -235,7 +272,31 @@ mod tests {
         );
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
+    async fn a_spaced_aggregate_key_never_holds_back_the_cases_behind_it() {
+        let (handoff, mut cases) = handoff(8);
+        let (summary, other) = (RequestKey::aggregate("summary"), RequestKey::aggregate("other"));
+        let start = tokio::time::Instant::now();
+        handoff.offer(Case::Aggregate(summary.clone()));
+        assert!(cases.next().await.is_some());
+        // `summary` again, too soon, then `other` behind it.
+        handoff.offer(Case::Aggregate(summary.clone()));
+        handoff.offer(Case::Aggregate(other.clone()));
+        assert_eq!(cases.next().await.map(|c| c.key().clone()), Some(other));
+        assert_eq!(start.elapsed(), Duration::ZERO, "`other` at once");
+        // `summary` still waits: one more offer joins it, no second case.
+        assert_eq!(
+            handoff.offer(Case::Aggregate(summary.clone())),
+            Offered::AlreadyWaiting
+        );
+        assert_eq!(cases.next().await.map(|c| c.key().clone()), Some(summary));
+        assert_eq!(start.elapsed(), AGGREGATE_EVERY, "`summary` when due");
+        // Nothing else waits; with the sender gone, the end.
+        drop(handoff);
+        assert!(cases.next().await.is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_key_waits_once_a_full_queue_drops_and_a_taken_key_queues_again() {
         let (handoff, mut cases) = handoff(2);
         let (a, b, c) = (
@@ -256,11 +317,10 @@ mod tests {
         assert_eq!(cases.next().await.map(|c| c.key().clone()), Some(b));
         assert_eq!(handoff.offer(Case::Aggregate(c)), Offered::Queued);
         drop(handoff);
-        assert_eq!(
-            cases.next().await.map(|c| c.key().to_string()).as_deref(),
-            Some("a")
-        );
-        assert!(cases.next().await.is_some());
+        // `c` first: `a`, taken a moment ago, is not due yet.
+        let order = [cases.next().await, cases.next().await]
+            .map(|c| c.map(|c| c.key().to_string()).unwrap_or_default());
+        assert_eq!(order, ["c", "a"]);
         assert!(cases.next().await.is_none());
     }
 }
