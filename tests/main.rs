@@ -17,6 +17,7 @@ mod aggregate;
 mod app;
 mod builtin_children;
 mod cli_reconcile;
+mod cluster_owner;
 mod cli_reconcile_keys;
 mod deploy;
 mod failover;

@@ -67,6 +67,7 @@ impl World {
         let caches = vec![WatchCache {
             store: writer.store(),
             positions: (0..manifest.watches[0].projection.paths().len()).collect(),
+            namespaced: true,
         }];
         World {
             writer,

@@ -360,9 +360,11 @@ impl GuestController {
             .watches
             .iter()
             .zip(&informers)
-            .map(|(spec, informer)| WatchCache {
+            .zip(&resources.namespaced)
+            .map(|((spec, informer), namespaced)| WatchCache {
                 store: informer.store().clone(),
                 positions: field_positions(informer.projection(), spec.projection.paths()),
+                namespaced: *namespaced,
             })
             .collect();
         // Every cache exists before the first handler: a handler replays

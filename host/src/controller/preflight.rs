@@ -46,6 +46,8 @@ pub(super) async fn check_status_rules(
 /// position for position.
 pub(super) struct Resources {
     pub(super) watches: Vec<kube::api::ApiResource>,
+    /// Whether each watch's kind is namespaced (else cluster-scoped).
+    pub(super) namespaced: Vec<bool>,
     pub(super) writes: Vec<kube::api::ApiResource>,
 }
 
@@ -62,9 +64,18 @@ pub(super) async fn resolve(
         source,
     };
     let mut watches = Vec::with_capacity(manifest.watches.len());
+    let mut namespaced = Vec::with_capacity(manifest.watches.len());
     for (i, spec) in manifest.watches.iter().enumerate() {
         match discovery.watch_resource(spec).await {
-            Ok(resource) => watches.push(resource),
+            Ok(resource) => {
+                watches.push(resource);
+                namespaced.push(
+                    discovery
+                        .is_namespaced(&spec.gvk)
+                        .await
+                        .map_err(resolve_err)?,
+                );
+            }
             Err(WatchResourceError::Discovery(e)) => return Err(resolve_err(e)),
             Err(e @ WatchResourceError::PluralMismatch { .. }) => {
                 tracing::error!(guest, watch = %spec.name, "{e}");
@@ -82,7 +93,11 @@ pub(super) async fn resolve(
     for rule in &manifest.writes {
         writes.push(discovery.resource(&rule.gvk).await.map_err(resolve_err)?);
     }
-    Ok(Resources { watches, writes })
+    Ok(Resources {
+        watches,
+        namespaced,
+        writes,
+    })
 }
 
 /// Checks, before any cache starts, that the host may do everything the

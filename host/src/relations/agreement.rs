@@ -130,10 +130,13 @@ impl Case {
 /// Quotas (primary; indexes on `spec.node`, the `team` label and
 /// `spec.config`), pods of their namespace, ConfigMaps they control, nodes
 /// and teams matched by index, settings ConfigMaps matched by index within
-/// their namespace, secrets summed, events ignored.
+/// their namespace, secrets summed, events ignored; and tenants
+/// (cluster-scoped primaries) controlling grants in namespaces.
 fn sdk_manifest() -> sdk::Manifest {
     let quota = sdk::GroupVersionKind::new("example.com", "v1", "Quota");
     let core = sdk::GroupVersionKind::core;
+    // Cluster-scoped, controlling ConfigMaps in namespaces.
+    let tenant = sdk::GroupVersionKind::new("example.com", "v1", "Tenant");
     sdk::Manifest::new("agree")
         .watch(
             sdk::Watch::new("quotas", quota)
@@ -161,6 +164,8 @@ fn sdk_manifest() -> sdk::Manifest {
                 .by_index_same_namespace("quotas", "config", "metadata.name"),
         )
         .watch(sdk::Watch::new("secrets", core("Secret")).aggregate("all"))
+        .watch(sdk::Watch::new("tenants", tenant).per_object())
+        .watch(sdk::Watch::new("grants", core("ConfigMap")).owner("tenants"))
         .watch(sdk::Watch::new("events", core("Event")))
 }
 
@@ -216,6 +221,7 @@ fn host_manifest(m: &sdk::Manifest) -> GuestManifest {
 }
 
 const QUOTA: &str = "example.com/v1";
+const TENANT: &str = "example.com/v1";
 
 /// The world every case starts from.
 const WORLD: &[Case] = &[
@@ -243,6 +249,8 @@ const WORLD: &[Case] = &[
     obj("settings", "a", "unused").fields(&[("metadata.name", "unused")]),
     obj("secrets", "a", "s"),
     obj("events", "a", "e"),
+    obj("tenants", "", "t1").uid("ut1"),
+    obj("grants", "a", "g1").controller(TENANT, "Tenant", "t1", "ut1"),
 ];
 
 /// Changes: each a new object added to [`WORLD`], or an edit of one of
@@ -266,6 +274,8 @@ const CHANGES: &[Case] = &[
     obj("settings", "c", "shared").fields(&[("metadata.name", "shared")]),
     obj("secrets", "b", "new"),
     obj("events", "b", "new"),
+    obj("grants", "b", "g2").controller(TENANT, "Tenant", "t1", "ut1"),
+    obj("grants", "a", "g1").controller(TENANT, "Tenant", "t2", "ut2"),
 ];
 
 struct HostWorld {
@@ -285,6 +295,8 @@ impl HostWorld {
             caches.push(WatchCache {
                 store: writer.store(),
                 positions: (0..w.projection.paths().len()).collect(),
+                // As discovery says of the table's kinds.
+                namespaced: !matches!(w.gvk.kind.as_str(), "Node" | "Namespace" | "Tenant"),
             });
             writers.push(writer);
         }
@@ -378,7 +390,7 @@ fn every_change_wakes_the_same_keys_in_the_sdk_s_model_and_the_host() {
         );
         woken += want.len();
     }
-    assert_eq!(woken, 12, "the table wakes keys (it is not vacuous)");
+    assert_eq!(woken, 15, "the table wakes keys (it is not vacuous)");
 }
 
 #[test]
@@ -394,12 +406,13 @@ fn every_key_s_snapshot_holds_the_same_objects_in_the_sdk_s_model_and_the_host()
         .into_iter()
         .map(|k| RequestKey::object(quotas, k))
         .collect();
+    keys.push(RequestKey::object(host.watch("tenants"), "t1"));
     keys.push(RequestKey::aggregate("all"));
     let mut held = 0;
     for key in &keys {
         let want = host.holds(key);
         let request = match key.watch {
-            Some(_) => sdk::Request::object("quotas", &key.key),
+            Some(w) => sdk::Request::object(&host.manifest.watches[w].name, &key.key),
             None => sdk::Request::aggregate(&key.key),
         };
         let mut got: Vec<String> = sdk
@@ -421,7 +434,7 @@ fn every_key_s_snapshot_holds_the_same_objects_in_the_sdk_s_model_and_the_host()
         held += want.len();
     }
     assert_eq!(
-        held, 27,
+        held, 31,
         "the snapshots hold objects (the table is not vacuous)"
     );
 }

@@ -32,16 +32,18 @@ pub fn keys_for(
         KeyMapping::None => {}
         KeyMapping::Owner(p) => {
             let primary = &manifest.watches[*p].gvk;
+            // A namespaced owner is in its child's namespace; a
+            // cluster-scoped one (a tenant owning objects in many
+            // namespaces) in none.
+            let namespaced = caches.get(*p).is_none_or(|c| c.namespaced);
             for obj in change.versions() {
                 if let Some(owner) = obj
                     .owner
                     .as_ref()
                     .filter(|o| *o.kind == primary.kind && o.group() == primary.group)
                 {
-                    keys.push(RequestKey::object(
-                        *p,
-                        object_key(&obj.namespace, &owner.name),
-                    ));
+                    let namespace = if namespaced { &*obj.namespace } else { "" };
+                    keys.push(RequestKey::object(*p, object_key(namespace, &owner.name)));
                 }
             }
         }

@@ -34,6 +34,20 @@ pub struct WatchCache {
     /// Where each of the watch's paths (visible, then index fields) sits in
     /// the informer's (possibly wider, shared) projection.
     pub positions: Vec<usize>,
+    /// Whether the watched kind is namespaced (discovery's word; offline,
+    /// [`namespaced_by_objects`]): a namespaced child's owner of a
+    /// cluster-scoped kind has a key without a namespace.
+    pub namespaced: bool,
+}
+
+/// Whether a kind is namespaced, as its objects show it when discovery
+/// cannot be asked (offline, a test's world): cluster-scoped when there are
+/// objects and none has a namespace; namespaced otherwise.
+pub fn namespaced_by_objects<'a>(mut namespaces: impl Iterator<Item = &'a str>) -> bool {
+    match namespaces.next() {
+        None => true,
+        Some(first) => !first.is_empty() || namespaces.any(|ns| !ns.is_empty()),
+    }
 }
 
 impl WatchCache {

@@ -18,6 +18,9 @@ use crate::projection::Interner;
 use crate::request::RequestKey;
 use crate::store::{Change, Writer};
 
+/// The kinds of these tests that discovery would call cluster-scoped.
+const CLUSTER_SCOPED: [&str; 3] = ["Node", "Namespace", "Tenant"];
+
 fn gvk(group: &str, kind: &str) -> wit::GroupVersionKind {
     wit::GroupVersionKind {
         group: group.into(),
@@ -113,6 +116,7 @@ impl World {
             caches.push(WatchCache {
                 store: writer.store(),
                 positions: (0..w.projection.paths().len()).collect(),
+                namespaced: !CLUSTER_SCOPED.contains(&w.gvk.kind.as_str()),
             });
             writers.push(writer);
         }
@@ -461,3 +465,57 @@ fn key_mappings_naming_unknown_watches_or_indexes_are_refused_naming_the_field()
     ok.watches[0].finalizer = Some("example.com/cleanup".into());
     assert!(manifest::validate(&ok).is_ok());
 }
+
+#[test]
+fn a_namespaced_child_wakes_its_cluster_scoped_owner_by_its_name_alone() {
+    let m = manifest::validate(&wit::Manifest {
+        name: "tenants".into(),
+        watches: vec![
+            watch(
+                "tenants",
+                gvk("example.com", "Tenant"),
+                &[],
+                wit::KeyMapping::PerObject,
+            ),
+            watch(
+                "grants",
+                gvk("", "ConfigMap"),
+                &[],
+                wit::KeyMapping::Owner("tenants".into()),
+            ),
+        ],
+        writes: vec![],
+        resync_seconds: None,
+    })
+    .unwrap();
+    let mut w = World::of(m);
+    w.put(0, json!({"metadata": {"name": "t1", "uid": "ut1"}}));
+    let grant = |ns: &str, name: &str| {
+        json!({"metadata": {"namespace": ns, "name": name, "uid": format!("g-{ns}-{name}"),
+            "ownerReferences": [{"apiVersion": "example.com/v1", "kind": "Tenant",
+                                 "name": "t1", "uid": "ut1", "controller": true}]}})
+    };
+    let a = w.put(1, grant("team-a", "g"));
+    assert_eq!(w.keys(1, &a), ["0:t1"], "not team-a/t1, which nobody has");
+    let b = w.put(1, grant("team-b", "g"));
+    assert_eq!(w.keys(1, &b), ["0:t1"]);
+    // The tenant's snapshot holds its grants of every namespace.
+    assert_eq!(
+        w.seen(&RequestKey::object(0, "t1")),
+        [
+            (0, "/t1".to_string()),
+            (1, "team-a/g".to_string()),
+            (1, "team-b/g".to_string())
+        ]
+    );
+}
+
+#[test]
+fn a_kind_is_cluster_scoped_offline_when_its_objects_have_no_namespace() {
+    use super::namespaced_by_objects;
+    assert!(namespaced_by_objects(["a", "b"].into_iter()));
+    assert!(namespaced_by_objects(["", "b"].into_iter()));
+    assert!(!namespaced_by_objects(["", ""].into_iter()));
+    assert!(namespaced_by_objects(std::iter::empty()), "unknown: namespaced");
+}
+

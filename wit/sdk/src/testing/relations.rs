@@ -53,7 +53,10 @@ impl World {
     /// of its namespace; `by-index`: the primaries whose index holds a
     /// value of its field, of its namespace only for a
     /// [`Watch::by_index_same_namespace`](crate::Watch::by_index_same_namespace) link; `owner`: its controller owner, when of the
-    /// primary's kind, present or not). Sorted and without duplicates.
+    /// primary's kind, present or not — in the object's namespace, or in
+    /// none when the primary's kind is cluster-scoped, which the world
+    /// tells by its primaries: some, and none with a namespace). Sorted and
+    /// without duplicates.
     pub fn wakes(&self, object: &Obj) -> Result<Vec<Request>, SchemaError> {
         self.wakes_edit(None, object)
     }
@@ -72,9 +75,14 @@ impl World {
             KeyMapping::Owner(primary) => {
                 let p = self.watch_index(primary)?;
                 let gvk = &self.manifest.watches[p].gvk;
+                let mut namespaces = self.of(p).map(|q| q.namespace.as_str());
+                let cluster_scoped = namespaces.next().is_some_and(|first| {
+                    first.is_empty() && namespaces.all(|ns| ns.is_empty())
+                });
                 for o in &versions {
                     if let Some(owner) = o.controller_of_kind(gvk) {
-                        let key = Obj::new(primary, &o.namespace, &owner.name).key();
+                        let namespace = if cluster_scoped { "" } else { &o.namespace };
+                        let key = Obj::new(primary, namespace, &owner.name).key();
                         keys.push((p, Request::object(primary, &key)));
                     }
                 }
