@@ -2,9 +2,12 @@
 //! controller's shape (here the primary is the Namespace itself, owning a
 //! `tenant-settings` ConfigMap inside it): a change to a child wakes its
 //! owner's key, which has no namespace, so a person's delete or edit of the
-//! child is undone at once, not at the next resync.
+//! child is undone at once, not at the next resync. And a Namespace as a
+//! primary: its `same-namespace` objects are those in the namespace it is.
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use std::path::Path;
+
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 
@@ -20,8 +23,8 @@ const CHILD: &str = "tenant-settings";
 
 /// For each Namespace, the ConfigMap `tenant-settings` in it, controlled by
 /// the Namespace.
-fn tenant_guest() -> Vec<u8> {
-    let watch = |name: &str, kind: &str, keys: WatKeys| WatWatch {
+fn watch(name: &str, kind: &str, keys: WatKeys) -> WatWatch {
+    WatWatch {
         name: name.into(),
         group: String::new(),
         version: "v1".into(),
@@ -32,7 +35,51 @@ fn tenant_guest() -> Vec<u8> {
         indexes: Vec::new(),
         keys,
         finalizer: None,
+    }
+}
+
+/// A host running `guest` (named `name`), recording every reconcile.
+async fn run(client: &Client, dir: &Path, name: &str, guest: Vec<u8>) -> RunningHost {
+    let file = dir.join(format!("{name}.wasm"));
+    std::fs::write(&file, guest).unwrap();
+    let config = SupervisorConfig {
+        guests: vec![file],
+        namespace: HOST_NS.into(),
+        runtime: RuntimeConfig::default().cache_dir(None),
+        // Every reconcile's request and snapshot, to see which keys were
+        // woken and what they held.
+        record: Some(RecordConfig {
+            dir: dir.join("cases"),
+            max_cases: 10_000,
+            max_bytes: 64 << 20,
+            secrets: false,
+        }),
+        ..SupervisorConfig::default()
     };
+    // The resync (600 s by default) never comes within a test: only an
+    // object's own change can wake a key in time.
+    run_host(client, config, None).await
+}
+
+/// The recorded cases of guest `name`, oldest first.
+fn cases(dir: &Path, name: &str) -> Vec<serde_json::Value> {
+    case_files(&dir.join("cases").join(name))
+        .unwrap_or_default()
+        .iter()
+        .map(|f| serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap())
+        .collect()
+}
+
+async fn create_namespace(client: &Client, name: &str) {
+    let namespace: Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap();
+}
+
+fn tenant_guest() -> Vec<u8> {
     let m = WatManifest {
         name: "tenants".into(),
         watches: vec![
@@ -73,30 +120,8 @@ async fn quota(client: &Client) -> Option<String> {
 async fn a_change_to_a_namespaced_child_wakes_its_cluster_scoped_owner() {
     let (_server, client) = server().await;
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("tenants.wasm");
-    std::fs::write(&file, tenant_guest()).unwrap();
-    let config = SupervisorConfig {
-        guests: vec![file],
-        namespace: HOST_NS.into(),
-        runtime: RuntimeConfig::default().cache_dir(None),
-        // Every reconcile's request, to see which keys were woken.
-        record: Some(RecordConfig {
-            dir: dir.path().join("cases"),
-            max_cases: 10_000,
-            max_bytes: 64 << 20,
-            secrets: false,
-        }),
-        ..SupervisorConfig::default()
-    };
-    // The resync (600 s by default) never comes within the test: only the
-    // child's own change can wake its owner in time.
-    let host = run_host(&client, config, None).await;
-    let namespace: Namespace =
-        serde_json::from_value(serde_json::json!({"metadata": {"name": TENANT}})).unwrap();
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await
-        .unwrap();
+    let host = run(&client, dir.path(), "tenants", tenant_guest()).await;
+    create_namespace(&client, TENANT).await;
     eventually("the tenant's settings written", || async {
         quota(&client).await.as_deref() == Some("10")
     })
@@ -129,15 +154,58 @@ async fn a_change_to_a_namespaced_child_wakes_its_cluster_scoped_owner() {
     host.stop().await.unwrap();
     // Every key reconciled was a Namespace's: the child's changes woke
     // `tenant-a`, never a namespaced `tenant-a/tenant-a` nobody has.
-    let keys: Vec<String> = case_files(&dir.path().join("cases").join("tenants"))
-        .unwrap()
+    let keys: Vec<String> = cases(dir.path(), "tenants")
         .iter()
-        .map(|f| {
-            let case: serde_json::Value =
-                serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
-            case["request"]["key"].as_str().unwrap().to_string()
-        })
+        .map(|case| case["request"]["key"].as_str().unwrap().to_string())
         .collect();
     assert!(keys.iter().any(|k| k == TENANT), "{keys:?}");
     assert!(keys.iter().all(|k| !k.contains('/')), "{keys:?}");
+}
+
+#[tokio::test]
+async fn a_namespace_primary_is_woken_by_and_sees_the_objects_in_it() {
+    let (_server, client) = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let m = WatManifest {
+        name: "spaces".into(),
+        watches: vec![
+            watch("spaces", "Namespace", WatKeys::PerObject),
+            watch("maps", "ConfigMap", WatKeys::SameNamespace("spaces".into())),
+        ],
+        writes: Vec::new(),
+    };
+    let host = run(
+        &client,
+        dir.path(),
+        "spaces",
+        guest(
+            &m,
+            Behaviour::Plan {
+                writes: Vec::new(),
+                events: Vec::new(),
+            },
+        ),
+    )
+    .await;
+    create_namespace(&client, "space-b").await;
+    let map: ConfigMap = serde_json::from_value(
+        serde_json::json!({"metadata": {"name": "resident", "namespace": "space-b"}}),
+    )
+    .unwrap();
+    Api::<ConfigMap>::namespaced(client.clone(), "space-b")
+        .create(&PostParams::default(), &map)
+        .await
+        .unwrap();
+    // The ConfigMap's creation woke Namespace space-b, whose snapshot
+    // held it.
+    eventually("space-b reconciled with its ConfigMap", || async {
+        cases(dir.path(), "spaces").iter().any(|case| {
+            case["request"]["key"] == "space-b"
+                && case["snapshot"]["objects"]
+                    .as_array()
+                    .is_some_and(|o| o.iter().any(|o| o["name"] == "resident"))
+        })
+    })
+    .await;
+    host.stop().await.unwrap();
 }

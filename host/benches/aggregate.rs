@@ -83,6 +83,7 @@ fn main() {
         let caches = vec![WatchCache {
             store: writer.store(),
             positions: (0..paths).collect(),
+            namespaced: true,
         }];
         let aggregate = Aggregate::new(spec.clone(), &manifest, field.clone());
         for obj in caches[0].store.list() {

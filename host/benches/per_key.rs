@@ -106,6 +106,7 @@ fn main() {
                 WatchCache {
                     store: writer.store(),
                     positions: (0..spec.projection.paths().len()).collect(),
+                    namespaced: true,
                 }
             })
             .collect();

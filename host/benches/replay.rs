@@ -208,7 +208,12 @@ async fn converge(setup: &Setup, dir: &Path, record: Option<&Path>) -> Converged
                     .unwrap_or_default()
             );
         }
-        tokio::time::sleep(Duration::from_millis(if setup.verbose { 5000 } else { 200 })).await;
+        tokio::time::sleep(Duration::from_millis(if setup.verbose {
+            5000
+        } else {
+            200
+        }))
+        .await;
     };
     let cpu = process::cpu_time(pid).unwrap_or_default();
     let vmhwm = process::status_bytes(pid, "VmHWM").unwrap_or_default();

@@ -119,9 +119,8 @@ fn caches(manifest: &GuestManifest, world: Vec<Vec<ProjectedObject>>) -> Vec<Wat
         .map(|(w, objects)| {
             let positions: Vec<usize> = (0..w.projection.paths().len()).collect();
             let indexed = crate::projection::field_positions(&w.projection, &w.indexed_paths());
-            let namespaced = relations::namespaced_by_objects(
-                objects.iter().map(|o| &*o.namespace),
-            );
+            let namespaced =
+                relations::namespaced_by_objects(objects.iter().map(|o| &*o.namespace));
             let mut writer = Writer::with_field_indexes(&indexed);
             for o in objects {
                 writer.apply(o);

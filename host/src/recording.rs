@@ -476,7 +476,8 @@ impl Recording {
     }
 
     /// Hands a case over without waiting (a key already waiting is not
-    /// queued twice; a full queue drops the case, logged at debug).
+    /// queued twice: this newer case replaces its waiting one; a full
+    /// queue drops the case, logged at debug).
     pub fn offer(&self, case: Case) {
         let key = case.key().clone();
         if self.handoff.offer(case) == Offered::Full {

@@ -5,6 +5,7 @@
 //! starts an informer.
 
 use super::*;
+use crate::guest::KeyMapping;
 
 /// Refuses, naming the guest and the rule, a status write rule for a kind
 /// without a status subresource (a status written to the main resource
@@ -93,11 +94,49 @@ pub(super) async fn resolve(
     for rule in &manifest.writes {
         writes.push(discovery.resource(&rule.gvk).await.map_err(resolve_err)?);
     }
+    check_scopes(manifest, &namespaced).map_err(|source| ControllerError::Manifest {
+        guest: guest.to_string(),
+        source,
+    })?;
     Ok(Resources {
         watches,
         namespaced,
         writes,
     })
+}
+
+/// Refuses a `same-namespace` relation (a `same-namespace` mapping or a
+/// `same-namespace:` by-index link) to a primary of a cluster-scoped kind
+/// other than Namespace: its objects are in no namespace, so the relation
+/// could never hold anything.
+pub(super) fn check_scopes(
+    manifest: &GuestManifest,
+    namespaced: &[bool],
+) -> Result<(), ManifestError> {
+    for (i, spec) in manifest.watches.iter().enumerate() {
+        let p = match spec.keys {
+            KeyMapping::SameNamespace(p) => p,
+            KeyMapping::ByIndex {
+                primary,
+                same_namespace: true,
+                ..
+            } => primary,
+            _ => continue,
+        };
+        let primary = &manifest.watches[p];
+        if !namespaced.get(p).copied().unwrap_or(true)
+            && !crate::relations::is_namespace_kind(&primary.gvk)
+        {
+            return Err(ManifestError::Invalid {
+                field: format!("watches[{i}] ({}).keys", spec.name),
+                problem: format!(
+                    "relates objects of one namespace to primary watch \"{}\", but its kind {} is cluster-scoped: its objects are in no namespace (of the cluster-scoped kinds only a Namespace stands for one, the namespace it names)",
+                    primary.name, primary.gvk
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Checks, before any cache starts, that the host may do everything the
@@ -172,5 +211,73 @@ pub(super) async fn preflight(
             guest: guest.to_string(),
             source,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::guest::bindings::wasmctrl::controller::types as wit;
+
+    fn manifest(primary_kind: &str, keys: wit::KeyMapping) -> GuestManifest {
+        let watch = |name: &str, kind: &str, keys: wit::KeyMapping| wit::Watch {
+            name: name.into(),
+            gvk: wit::GroupVersionKind {
+                group: if kind == "Tenant" { "example.com" } else { "" }.into(),
+                version: "v1".into(),
+                kind: kind.into(),
+            },
+            plural: None,
+            namespace: None,
+            label_selector: None,
+            field_selector: None,
+            fields: vec!["metadata.name".into()],
+            indexes: vec![wit::IndexSpec {
+                name: "by-name".into(),
+                field: "metadata.name".into(),
+            }],
+            keys,
+            finalizer: None,
+        };
+        crate::guest::manifest::validate(&wit::Manifest {
+            name: "scoped".into(),
+            watches: vec![
+                watch("primaries", primary_kind, wit::KeyMapping::PerObject),
+                watch("pods", "Pod", keys),
+            ],
+            writes: vec![],
+            resync_seconds: None,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_same_namespace_relation_to_a_cluster_scoped_kind_other_than_namespace_is_refused() {
+        let same = || wit::KeyMapping::SameNamespace("primaries".into());
+        let by_index = || {
+            wit::KeyMapping::ByIndex(wit::IndexLink {
+                primary: "same-namespace:primaries".into(),
+                index: "by-name".into(),
+                field: "metadata.name".into(),
+            })
+        };
+        for keys in [same(), by_index()] {
+            let err = check_scopes(&manifest("Tenant", keys), &[false, true])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("watches[1] (pods).keys")
+                    && err.contains("\"primaries\"")
+                    && err.contains("cluster-scoped"),
+                "{err}"
+            );
+        }
+        // A Namespace stands for the namespace it names; a namespaced kind
+        // for its own.
+        assert!(check_scopes(&manifest("Namespace", same()), &[false, true]).is_ok());
+        assert!(check_scopes(&manifest("Tenant", same()), &[true, true]).is_ok());
+        // Other mappings do not relate by namespace.
+        let owner = wit::KeyMapping::Owner("primaries".into());
+        assert!(check_scopes(&manifest("Tenant", owner), &[false, true]).is_ok());
     }
 }

@@ -131,7 +131,8 @@ impl Case {
 /// `spec.config`), pods of their namespace, ConfigMaps they control, nodes
 /// and teams matched by index, settings ConfigMaps matched by index within
 /// their namespace, secrets summed, events ignored; and tenants
-/// (cluster-scoped primaries) controlling grants in namespaces.
+/// (cluster-scoped primaries) controlling grants in namespaces; and
+/// Namespaces as primaries, relating the service accounts in them.
 fn sdk_manifest() -> sdk::Manifest {
     let quota = sdk::GroupVersionKind::new("example.com", "v1", "Quota");
     let core = sdk::GroupVersionKind::core;
@@ -166,6 +167,8 @@ fn sdk_manifest() -> sdk::Manifest {
         .watch(sdk::Watch::new("secrets", core("Secret")).aggregate("all"))
         .watch(sdk::Watch::new("tenants", tenant).per_object())
         .watch(sdk::Watch::new("grants", core("ConfigMap")).owner("tenants"))
+        .watch(sdk::Watch::new("spaces", core("Namespace")).per_object())
+        .watch(sdk::Watch::new("residents", core("ServiceAccount")).same_namespace("spaces"))
         .watch(sdk::Watch::new("events", core("Event")))
 }
 
@@ -251,6 +254,9 @@ const WORLD: &[Case] = &[
     obj("events", "a", "e"),
     obj("tenants", "", "t1").uid("ut1"),
     obj("grants", "a", "g1").controller(TENANT, "Tenant", "t1", "ut1"),
+    obj("spaces", "", "a").uid("usa"),
+    obj("residents", "a", "r1"),
+    obj("residents", "b", "r2"),
 ];
 
 /// Changes: each a new object added to [`WORLD`], or an edit of one of
@@ -276,6 +282,9 @@ const CHANGES: &[Case] = &[
     obj("events", "b", "new"),
     obj("grants", "b", "g2").controller(TENANT, "Tenant", "t1", "ut1"),
     obj("grants", "a", "g1").controller(TENANT, "Tenant", "t2", "ut2"),
+    obj("residents", "a", "new"),
+    obj("residents", "c", "new"),
+    obj("spaces", "", "b"),
 ];
 
 struct HostWorld {
@@ -390,7 +399,7 @@ fn every_change_wakes_the_same_keys_in_the_sdk_s_model_and_the_host() {
         );
         woken += want.len();
     }
-    assert_eq!(woken, 15, "the table wakes keys (it is not vacuous)");
+    assert_eq!(woken, 17, "the table wakes keys (it is not vacuous)");
 }
 
 #[test]
@@ -407,6 +416,8 @@ fn every_key_s_snapshot_holds_the_same_objects_in_the_sdk_s_model_and_the_host()
         .map(|k| RequestKey::object(quotas, k))
         .collect();
     keys.push(RequestKey::object(host.watch("tenants"), "t1"));
+    keys.push(RequestKey::object(host.watch("spaces"), "a"));
+    keys.push(RequestKey::object(host.watch("spaces"), "b"));
     keys.push(RequestKey::aggregate("all"));
     let mut held = 0;
     for key in &keys {
@@ -434,7 +445,7 @@ fn every_key_s_snapshot_holds_the_same_objects_in_the_sdk_s_model_and_the_host()
         held += want.len();
     }
     assert_eq!(
-        held, 31,
+        held, 36,
         "the snapshots hold objects (the table is not vacuous)"
     );
 }

@@ -9,7 +9,7 @@
 //! change costs the keys it wakes, never a scan of the world. It never
 //! reconciles, never blocks and never writes.
 
-use super::{strings, WatchCache};
+use super::{namespace_of, primaries_of_namespace, strings, WatchCache};
 use crate::guest::{GuestManifest, KeyMapping};
 use crate::request::RequestKey;
 use crate::store::object_key;
@@ -48,11 +48,9 @@ pub fn keys_for(
             }
         }
         KeyMapping::SameNamespace(p) => {
-            if let Some(primaries) = caches.get(*p) {
-                for obj in change.versions() {
-                    for o in primaries.store.in_namespace(&obj.namespace) {
-                        keys.push(RequestKey::object(*p, o.key()));
-                    }
+            for obj in change.versions() {
+                for o in primaries_of_namespace(manifest, caches, *p, &obj.namespace) {
+                    keys.push(RequestKey::object(*p, o.key()));
                 }
             }
         }
@@ -67,7 +65,10 @@ pub fn keys_for(
                 for obj in change.versions() {
                     for value in strings(obj, this.at(*field)) {
                         for o in primaries.store.with_value(indexed, value) {
-                            if !same_namespace || o.namespace == obj.namespace {
+                            if !same_namespace
+                                || namespace_of(manifest, caches, *primary, &o)
+                                    == Some(&*obj.namespace)
+                            {
                                 keys.push(RequestKey::object(*primary, o.key()));
                             }
                         }

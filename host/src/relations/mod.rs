@@ -18,7 +18,7 @@ mod related;
 use std::sync::Arc;
 
 use crate::guest::snapshot::{self, WatchView};
-use crate::guest::GuestManifest;
+use crate::guest::{GuestManifest, Gvk};
 use crate::projection::{Projected, ProjectedObject};
 use crate::request::RequestKey;
 use crate::store::Store;
@@ -54,6 +54,52 @@ impl WatchCache {
     /// The informer position of the watch's path `i`.
     pub fn at(&self, i: usize) -> usize {
         self.positions.get(i).copied().unwrap_or(usize::MAX)
+    }
+}
+
+/// Whether `gvk` is core/v1 Namespace: the one cluster-scoped kind whose
+/// objects stand for a namespace (their name) in `same-namespace`
+/// relations.
+pub fn is_namespace_kind(gvk: &Gvk) -> bool {
+    gvk.group.is_empty() && gvk.kind == "Namespace"
+}
+
+/// The namespace a primary of watch `p` stands for in `same-namespace`
+/// relations: its own when its kind is namespaced, its name when it is a
+/// Namespace, none for any other cluster-scoped kind (the controller
+/// refuses such a manifest at load).
+fn namespace_of<'a>(
+    manifest: &GuestManifest,
+    caches: &[WatchCache],
+    p: usize,
+    primary: &'a ProjectedObject,
+) -> Option<&'a str> {
+    if caches.get(p).is_none_or(|c| c.namespaced) {
+        Some(&primary.namespace)
+    } else if is_namespace_kind(&manifest.watches[p].gvk) {
+        Some(&primary.name)
+    } else {
+        None
+    }
+}
+
+/// The primaries of watch `p` that stand for namespace `ns` (see
+/// [`namespace_of`]), through the namespace index or one lookup.
+fn primaries_of_namespace(
+    manifest: &GuestManifest,
+    caches: &[WatchCache],
+    p: usize,
+    ns: &str,
+) -> Vec<Arc<ProjectedObject>> {
+    let Some(cache) = caches.get(p) else {
+        return Vec::new();
+    };
+    if cache.namespaced {
+        cache.store.in_namespace(ns)
+    } else if is_namespace_kind(&manifest.watches[p].gvk) && !ns.is_empty() {
+        cache.store.get("", ns).into_iter().collect()
+    } else {
+        Vec::new()
     }
 }
 

@@ -3,7 +3,8 @@
 //! Owns the per-key view of the caches: an aggregate key sees every watched
 //! object; a primary object's key sees that object (when still cached) and
 //! only what its manifest relates to it — the objects it controls
-//! (`owner`), the objects in its namespace (`same-namespace`), the objects
+//! (`owner`), the objects in its namespace (`same-namespace`; a Namespace
+//! primary's are those in the namespace it is), the objects
 //! whose field matches one of its index values (`by-index`; only those
 //! of its namespace for a `same-namespace:` link) — found through
 //! the stores' indexes, so its cost follows the related objects, not the
@@ -12,7 +13,7 @@
 
 use std::sync::Arc;
 
-use super::{strings, WatchCache};
+use super::{namespace_of, strings, WatchCache};
 use crate::guest::{GuestManifest, KeyMapping};
 use crate::projection::ProjectedObject;
 use crate::request::RequestKey;
@@ -52,7 +53,9 @@ pub fn objects_for(
                     })
                     .collect()
             }
-            KeyMapping::SameNamespace(_) => cache.store.in_namespace(&primary.namespace),
+            KeyMapping::SameNamespace(_) => namespace_of(manifest, caches, p, &primary)
+                .map(|ns| cache.store.in_namespace(ns))
+                .unwrap_or_default(),
             KeyMapping::ByIndex {
                 index,
                 field,
@@ -63,7 +66,10 @@ pub fn objects_for(
                 let mut found: Vec<Arc<ProjectedObject>> = strings(&primary, at)
                     .into_iter()
                     .flat_map(|value| cache.store.with_value(cache.at(*field), value))
-                    .filter(|o| !same_namespace || o.namespace == primary.namespace)
+                    .filter(|o| {
+                        !same_namespace
+                            || namespace_of(manifest, caches, p, &primary) == Some(&*o.namespace)
+                    })
                     .collect();
                 found.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
                 found.dedup_by(|a, b| a.namespace == b.namespace && a.name == b.name);

@@ -516,6 +516,42 @@ fn a_kind_is_cluster_scoped_offline_when_its_objects_have_no_namespace() {
     assert!(namespaced_by_objects(["a", "b"].into_iter()));
     assert!(namespaced_by_objects(["", "b"].into_iter()));
     assert!(!namespaced_by_objects(["", ""].into_iter()));
-    assert!(namespaced_by_objects(std::iter::empty()), "unknown: namespaced");
+    assert!(
+        namespaced_by_objects(std::iter::empty()),
+        "unknown: namespaced"
+    );
 }
 
+#[test]
+fn a_namespace_primary_relates_the_objects_in_the_namespace_it_is() {
+    let m = manifest::validate(&wit::Manifest {
+        name: "spaces".into(),
+        watches: vec![
+            watch(
+                "spaces",
+                gvk("", "Namespace"),
+                &[],
+                wit::KeyMapping::PerObject,
+            ),
+            watch(
+                "pods",
+                gvk("", "Pod"),
+                &[],
+                wit::KeyMapping::SameNamespace("spaces".into()),
+            ),
+        ],
+        writes: vec![],
+        resync_seconds: None,
+    })
+    .unwrap();
+    let mut w = World::of(m);
+    w.put(0, json!({"metadata": {"name": "team-a", "uid": "ns-a"}}));
+    let a = w.put(1, pod("team-a", "p1"));
+    assert_eq!(w.keys(1, &a), ["0:team-a"], "a pod wakes its Namespace");
+    let b = w.put(1, pod("team-b", "p2"));
+    assert!(w.keys(1, &b).is_empty(), "no Namespace team-b cached");
+    assert_eq!(
+        w.seen(&RequestKey::object(0, "team-a")),
+        [(0, "/team-a".to_string()), (1, "team-a/p1".to_string())]
+    );
+}

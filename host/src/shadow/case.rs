@@ -5,7 +5,7 @@
 //! never makes the controller wait. Shared by the shadow and the
 //! recording; it never calls the shadow and never writes.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -122,16 +122,18 @@ pub struct Target {
 }
 
 /// The sending end of a bounded queue of cases in which a key waits at
-/// most once: [`Handoff::offer`] never waits.
+/// most once, as its newest case: [`Handoff::offer`] never waits.
 pub struct Handoff {
-    tx: mpsc::Sender<Case>,
-    pending: Arc<Mutex<HashSet<RequestKey>>>,
+    tx: mpsc::Sender<RequestKey>,
+    waiting: Arc<Mutex<HashMap<RequestKey, Case>>>,
 }
 
 /// The receiving end of a [`Handoff`].
 pub struct Cases {
-    rx: mpsc::Receiver<Case>,
-    pending: Arc<Mutex<HashSet<RequestKey>>>,
+    /// The keys in the order they began to wait; each one's case is in
+    /// `waiting`.
+    rx: mpsc::Receiver<RequestKey>,
+    waiting: Arc<Mutex<HashMap<RequestKey, Case>>>,
     /// When each aggregate key was last handed out.
     aggregates: HashMap<RequestKey, tokio::time::Instant>,
     /// Aggregate keys received too soon after their previous case, and
@@ -151,8 +153,10 @@ pub const AGGREGATE_EVERY: Duration = Duration::from_secs(1);
 pub enum Offered {
     /// Queued.
     Queued,
-    /// Its key was already waiting: the waiting case stands for it.
-    AlreadyWaiting,
+    /// Its key was already waiting: this newer case took the waiting one's
+    /// place in the queue (a per-object case carries the snapshot its
+    /// reconcile saw, so the newest is the one to compare and record).
+    Replaced,
     /// The queue was full: dropped.
     Full,
 }
@@ -160,15 +164,15 @@ pub enum Offered {
 /// A queue of at most `capacity` cases.
 pub fn handoff(capacity: usize) -> (Handoff, Cases) {
     let (tx, rx) = mpsc::channel(capacity);
-    let pending = Arc::new(Mutex::new(HashSet::new()));
+    let waiting = Arc::new(Mutex::new(HashMap::new()));
     (
         Handoff {
             tx,
-            pending: pending.clone(),
+            waiting: waiting.clone(),
         },
         Cases {
             rx,
-            pending,
+            waiting,
             aggregates: HashMap::new(),
             deferred: HashMap::new(),
         },
@@ -179,13 +183,16 @@ impl Handoff {
     /// Queues `case` without waiting.
     pub fn offer(&self, case: Case) -> Offered {
         let key = case.key().clone();
-        if !lock(&self.pending).insert(key.clone()) {
-            return Offered::AlreadyWaiting;
+        let mut waiting = lock(&self.waiting);
+        if let Some(older) = waiting.get_mut(&key) {
+            *older = case;
+            return Offered::Replaced;
         }
-        if self.tx.try_send(case).is_err() {
-            lock(&self.pending).remove(&key);
+        // Under the lock, so the receiver never finds a key without its case.
+        if self.tx.try_send(key.clone()).is_err() {
             return Offered::Full;
         }
+        waiting.insert(key, case);
         Offered::Queued
     }
 }
@@ -202,32 +209,33 @@ impl Cases {
                 .iter()
                 .min_by_key(|(_, at)| **at)
                 .map(|(key, at)| (key.clone(), *at));
-            let case = match due {
+            let key = match due {
                 None => self.rx.recv().await?,
                 Some((key, at)) => {
                     let received = tokio::select! {
                         biased;
                         () = tokio::time::sleep_until(at) => None,
-                        case = self.rx.recv() => case,
+                        key = self.rx.recv() => key,
                     };
                     match received {
-                        Some(case) => case,
+                        Some(key) => key,
                         // Due, or nothing more will come: the waiting one.
                         None => {
                             tokio::time::sleep_until(at).await;
                             self.deferred.remove(&key);
-                            Case::Aggregate(key)
+                            key
                         }
                     }
                 }
             };
-            if let Case::Aggregate(key) = &case {
+            let mut waiting = lock(&self.waiting);
+            if matches!(waiting.get(&key), Some(Case::Aggregate(_))) {
                 let now = tokio::time::Instant::now();
-                match self.aggregates.get(key) {
+                match self.aggregates.get(&key) {
                     Some(last) if now < *last + AGGREGATE_EVERY => {
-                        // Still pending, so an offer of this key finds it
-                        // waiting and it stands for every change meanwhile.
-                        self.deferred.insert(key.clone(), *last + AGGREGATE_EVERY);
+                        // Left in `waiting`, so an offer of this key finds
+                        // it there and it stands for every change meanwhile.
+                        self.deferred.insert(key, *last + AGGREGATE_EVERY);
                         continue;
                     }
                     _ => {
@@ -235,8 +243,9 @@ impl Cases {
                     }
                 }
             }
-            lock(&self.pending).remove(case.key());
-            return Some(case);
+            if let Some(case) = waiting.remove(&key) {
+                return Some(case);
+            }
         }
     }
 }
@@ -272,10 +281,56 @@ mod tests {
         );
     }
 
+    /// A per-object case whose plan is `plan`.
+    fn seen(key: &RequestKey, plan: &str) -> Case {
+        Case::Seen {
+            key: key.clone(),
+            env: Environment {
+                namespace: "ops".into(),
+                config: Vec::new(),
+                now_ms: 0,
+            },
+            snapshot: Box::default(),
+            active: Json::from(plan),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_newer_case_of_a_waiting_key_takes_its_place() {
+        let (handoff, mut cases) = handoff(8);
+        let (a, b) = (RequestKey::object(0, "ns/a"), RequestKey::object(0, "ns/b"));
+        assert_eq!(handoff.offer(seen(&a, "first")), Offered::Queued);
+        assert_eq!(handoff.offer(seen(&b, "b")), Offered::Queued);
+        // `a` reconciled again before its first case was taken: the newer
+        // snapshot and plan are what is compared and recorded.
+        assert_eq!(handoff.offer(seen(&a, "second")), Offered::Replaced);
+        let plans: Vec<(String, Json)> = [cases.next().await, cases.next().await]
+            .into_iter()
+            .flatten()
+            .map(|c| match c {
+                Case::Seen { key, active, .. } => (key.to_string(), active),
+                Case::Aggregate(key) => (key.to_string(), Json::Null),
+            })
+            .collect();
+        assert_eq!(
+            plans,
+            [
+                ("ns/a".to_string(), Json::from("second")),
+                ("ns/b".to_string(), Json::from("b"))
+            ],
+            "in the order the keys began to wait, each its newest case"
+        );
+        drop(handoff);
+        assert!(cases.next().await.is_none());
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_spaced_aggregate_key_never_holds_back_the_cases_behind_it() {
         let (handoff, mut cases) = handoff(8);
-        let (summary, other) = (RequestKey::aggregate("summary"), RequestKey::aggregate("other"));
+        let (summary, other) = (
+            RequestKey::aggregate("summary"),
+            RequestKey::aggregate("other"),
+        );
         let start = tokio::time::Instant::now();
         handoff.offer(Case::Aggregate(summary.clone()));
         assert!(cases.next().await.is_some());
@@ -287,7 +342,7 @@ mod tests {
         // `summary` still waits: one more offer joins it, no second case.
         assert_eq!(
             handoff.offer(Case::Aggregate(summary.clone())),
-            Offered::AlreadyWaiting
+            Offered::Replaced
         );
         assert_eq!(cases.next().await.map(|c| c.key().clone()), Some(summary));
         assert_eq!(start.elapsed(), AGGREGATE_EVERY, "`summary` when due");
@@ -305,10 +360,7 @@ mod tests {
             RequestKey::aggregate("c"),
         );
         assert_eq!(handoff.offer(Case::Aggregate(a.clone())), Offered::Queued);
-        assert_eq!(
-            handoff.offer(Case::Aggregate(a.clone())),
-            Offered::AlreadyWaiting
-        );
+        assert_eq!(handoff.offer(Case::Aggregate(a.clone())), Offered::Replaced);
         assert_eq!(handoff.offer(Case::Aggregate(b.clone())), Offered::Queued);
         assert_eq!(handoff.offer(Case::Aggregate(c.clone())), Offered::Full);
         assert_eq!(cases.next().await.map(|c| c.key().clone()), Some(a.clone()));

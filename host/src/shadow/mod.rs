@@ -13,7 +13,7 @@
 //! saw and its plan; an aggregate key (reconciled incrementally) by name,
 //! and the worker calls both versions on one whole snapshot of the caches.
 //! Cases wait in a bounded queue (a key already waiting is not queued
-//! twice); when it is full the case is counted `skipped`, never waited
+//! twice: the newer case replaces the waiting one); when it is full the case is counted `skipped`, never waited
 //! for, so a slow shadow never delays the active guest. Plans are compared
 //! normalised: writes and events as multisets, object keys sorted.
 
@@ -177,7 +177,8 @@ impl Shadow {
     }
 
     /// Hands a case over without waiting: a key already waiting is not
-    /// queued again; a full queue counts the case `skipped`.
+    /// queued again (this newer case replaces its waiting one); a full
+    /// queue counts the case `skipped`.
     pub fn offer(&self, case: Case) {
         if self.handoff.offer(case) == Offered::Full {
             let mut report = lock(&self.spec.report);

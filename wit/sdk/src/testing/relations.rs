@@ -40,6 +40,30 @@ impl World {
             .map(|w| w.id().index())
     }
 
+    /// Whether watch `w`'s kind is cluster-scoped, as the world tells it:
+    /// it holds objects of `w`, and none has a namespace.
+    fn cluster_scoped(&self, w: usize) -> bool {
+        let mut namespaces = self.of(w).map(|q| q.namespace.as_str());
+        namespaces
+            .next()
+            .is_some_and(|first| first.is_empty() && namespaces.all(str::is_empty))
+    }
+
+    /// The namespace primary `q` of watch `p` stands for in
+    /// `same-namespace` relations: its own when `p`'s kind is namespaced,
+    /// its name when `p` watches Namespaces, none for another
+    /// cluster-scoped kind (the host refuses such a manifest).
+    fn namespace_of<'a>(&self, p: usize, q: &'a Obj) -> Option<&'a str> {
+        let gvk = &self.manifest.watches[p].gvk;
+        if !self.cluster_scoped(p) {
+            Some(&q.namespace)
+        } else if gvk.group.is_empty() && gvk.kind == "Namespace" {
+            Some(&q.name)
+        } else {
+            None
+        }
+    }
+
     /// The objects of watch `w`.
     fn of(&self, w: usize) -> impl Iterator<Item = &Obj> + '_ {
         let name = self.manifest.watches.get(w).map(|s| s.name.as_str());
@@ -75,10 +99,7 @@ impl World {
             KeyMapping::Owner(primary) => {
                 let p = self.watch_index(primary)?;
                 let gvk = &self.manifest.watches[p].gvk;
-                let mut namespaces = self.of(p).map(|q| q.namespace.as_str());
-                let cluster_scoped = namespaces.next().is_some_and(|first| {
-                    first.is_empty() && namespaces.all(|ns| ns.is_empty())
-                });
+                let cluster_scoped = self.cluster_scoped(p);
                 for o in &versions {
                     if let Some(owner) = o.controller_of_kind(gvk) {
                         let namespace = if cluster_scoped { "" } else { &o.namespace };
@@ -90,7 +111,10 @@ impl World {
             KeyMapping::SameNamespace(primary) => {
                 let p = self.watch_index(primary)?;
                 for o in &versions {
-                    for q in self.of(p).filter(|q| q.namespace == o.namespace) {
+                    for q in self
+                        .of(p)
+                        .filter(|q| self.namespace_of(p, q) == Some(o.namespace.as_str()))
+                    {
                         keys.push((p, Request::object(primary, &q.key())));
                     }
                 }
@@ -109,7 +133,8 @@ impl World {
                     for value in o.strings(&link.field) {
                         for q in self.of(p) {
                             if q.strings(&index.field).contains(&value)
-                                && (!link.same_namespace() || q.namespace == o.namespace)
+                                && (!link.same_namespace()
+                                    || self.namespace_of(p, q) == Some(o.namespace.as_str()))
                             {
                                 keys.push((p, Request::object(primary, &q.key())));
                             }
@@ -155,7 +180,7 @@ impl World {
                     .collect(),
                 KeyMapping::SameNamespace(to) if *to == *watch => self
                     .of(w)
-                    .filter(|o| o.namespace == primary.namespace)
+                    .filter(|o| self.namespace_of(p, primary) == Some(o.namespace.as_str()))
                     .collect(),
                 KeyMapping::ByIndex(link) if link.primary_watch() == *watch => {
                     let index = self.manifest.watches[p]
@@ -164,7 +189,10 @@ impl World {
                         .find(|i| i.name == link.index);
                     let values = index.map(|i| primary.strings(&i.field)).unwrap_or_default();
                     self.of(w)
-                        .filter(|o| !link.same_namespace() || o.namespace == primary.namespace)
+                        .filter(|o| {
+                            !link.same_namespace()
+                                || self.namespace_of(p, primary) == Some(o.namespace.as_str())
+                        })
                         .filter(|o| o.strings(&link.field).iter().any(|v| values.contains(v)))
                         .collect()
                 }
