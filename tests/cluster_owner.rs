@@ -8,10 +8,15 @@
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use std::path::Path;
 
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use kube::{Api, Client};
 
-use crate::support::wat::{guest, Behaviour, WatKeys, WatManifest, WatRule, WatWatch, WatWrite};
+use crate::support::wat::{
+    guest, Behaviour, WatKeys, WatManifest, WatRef, WatRule, WatWatch, WatWrite,
+};
 use crate::support::*;
 use wasmctrl::guest::RuntimeConfig;
 use wasmctrl::recording::{case_files, RecordConfig};
@@ -207,5 +212,133 @@ async fn a_namespace_primary_is_woken_by_and_sees_the_objects_in_it() {
         })
     })
     .await;
+    host.stop().await.unwrap();
+}
+
+/// Installs the cluster-scoped `tenants.example.com` (status subresource).
+async fn install_tenant_crd(client: &Client) -> ApiResource {
+    let crd = serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "tenants.example.com"},
+        "spec": {"group": "example.com", "scope": "Cluster",
+            "names": {"plural": "tenants", "singular": "tenant", "kind": "Tenant", "listKind": "TenantList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    });
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(crd).unwrap(),
+        )
+        .await
+        .unwrap();
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Tenant"));
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    eventually("the Tenant resource is served", || async {
+        api.list(&Default::default()).await.is_ok()
+    })
+    .await;
+    resource
+}
+
+#[tokio::test]
+async fn a_cluster_scoped_primary_gets_its_finalizer_and_status_and_cleans_up_its_children_in_a_namespace(
+) {
+    const FINALIZER: &str = "example.com/cleanup";
+    let (_server, client) = server().await;
+    let resource = install_tenant_crd(&client).await;
+    let dir = tempfile::tempdir().unwrap();
+    let m = WatManifest {
+        name: "tenant-crd".into(),
+        watches: vec![
+            WatWatch {
+                group: "example.com".into(),
+                plural: Some("tenants".into()),
+                finalizer: Some(FINALIZER.into()),
+                ..watch("tenants", "Tenant", WatKeys::PerObject)
+            },
+            watch("grants", "ConfigMap", WatKeys::Owner("tenants".into())),
+        ],
+        writes: vec![
+            WatRule {
+                group: String::new(),
+                version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: Some(PODS_NS.into()),
+                names: Vec::new(),
+                status: false,
+            },
+            WatRule {
+                group: "example.com".into(),
+                version: "v1".into(),
+                kind: "Tenant".into(),
+                namespace: None,
+                names: Vec::new(),
+                status: true,
+            },
+        ],
+    };
+    let grant = format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{{name}}-grant","namespace":"{PODS_NS}","ownerReferences":[{{"apiVersion":"example.com/v1","kind":"Tenant","name":"{{name}}","uid":"{{uid}}","controller":true}}]}},"data":{{"granted":"yes"}}}}"#
+    );
+    let status = |phase: &str| {
+        format!(
+            r#"{{"apiVersion":"example.com/v1","kind":"Tenant","metadata":{{"name":"{{name}}"}},"status":{{"phase":"{phase}"}}}}"#
+        )
+    };
+    let me = |name: &str| WatRef {
+        api_version: "example.com/v1".into(),
+        kind: "Tenant".into(),
+        namespace: None,
+        name: name.into(),
+    };
+    let behaviour = Behaviour::ByLifecycle {
+        live: vec![
+            WatWrite::Apply(grant),
+            WatWrite::ApplyStatus(status("Ready")),
+        ],
+        deleting: vec![
+            WatWrite::Delete(WatRef {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: Some(PODS_NS.into()),
+                name: "{name}-grant".into(),
+            }),
+            WatWrite::RemoveFinalizer(me("{name}"), FINALIZER.into()),
+        ],
+    };
+    let host = run(&client, dir.path(), "tenant-crd", guest(&m, behaviour)).await;
+    let tenants: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let tenant: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "example.com/v1", "kind": "Tenant", "metadata": {"name": "acme"}}))
+    .unwrap();
+    tenants
+        .create(&PostParams::default(), &tenant)
+        .await
+        .unwrap();
+    let grants = Api::<ConfigMap>::namespaced(client.clone(), PODS_NS);
+    eventually(
+        "finalizer, status and the grant in its namespace",
+        || async {
+            let Some(t) = tenants.get_opt("acme").await.unwrap() else {
+                return false;
+            };
+            t.metadata.finalizers.unwrap_or_default() == [FINALIZER]
+                && t.data["status"]["phase"] == "Ready"
+                && grants.get_opt("acme-grant").await.unwrap().is_some()
+        },
+    )
+    .await;
+    tenants
+        .delete("acme", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the grant cleaned up, then the tenant gone", || async {
+        tenants.get_opt("acme").await.unwrap().is_none()
+            && grants.get_opt("acme-grant").await.unwrap().is_none()
+    })
+    .await;
+    assert_eq!(host.controller().metrics().errors(), 0);
     host.stop().await.unwrap();
 }
