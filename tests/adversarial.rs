@@ -355,6 +355,7 @@ fn watch_of(group: &str, version: &str, kind: &str, plural: &str) -> WatWatch {
         indexes: Vec::new(),
         keys: WatKeys::Aggregate("all".into()),
         finalizer: None,
+        label_selector: None,
     }
 }
 

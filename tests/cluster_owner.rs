@@ -40,6 +40,7 @@ fn watch(name: &str, kind: &str, keys: WatKeys) -> WatWatch {
         indexes: Vec::new(),
         keys,
         finalizer: None,
+        label_selector: None,
     }
 }
 

@@ -31,13 +31,17 @@ const NAME: &str = "z";
 /// status "Seen" while the widget lives; status "Cleaning" and the
 /// finalizer released once it is being deleted.
 fn widget_guest() -> Vec<u8> {
+    selected_widget_guest(None)
+}
+
+/// [`widget_guest`], watching only the widgets `label_selector` selects.
+fn selected_widget_guest(label_selector: Option<&str>) -> Vec<u8> {
     let m = WatManifest {
         name: "widgets".into(),
-        watches: vec![WatWatch::widgets(
-            "widgets",
-            WatKeys::PerObject,
-            Some(FINALIZER),
-        )],
+        watches: vec![WatWatch {
+            label_selector: label_selector.map(str::to_string),
+            ..WatWatch::widgets("widgets", WatKeys::PerObject, Some(FINALIZER))
+        }],
         writes: vec![WatRule {
             group: "example.com".into(),
             version: "v1".into(),
@@ -423,5 +427,59 @@ async fn a_primary_deleted_before_its_finalizer_lands_gets_no_child() {
     )
     .await;
     assert!(metrics.reconciles() > 0);
+    host.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_primary_leaving_the_watchs_selector_has_the_hosts_finalizer_released() {
+    let (_server, client) = server().await;
+    install_widget_crd(&client).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("widgets.wasm");
+    std::fs::write(&path, selected_widget_guest(Some("managed=yes"))).unwrap();
+    let config = SupervisorConfig {
+        guests: vec![path],
+        namespace: HOST_NS.into(),
+        runtime: RuntimeConfig::default().cache_dir(None),
+        ..SupervisorConfig::default()
+    };
+    let host = run_host(&client, config, None).await;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), PODS_NS, &widgets());
+    let mut managed = widget(0);
+    managed.metadata.labels = Some([("managed".to_string(), "yes".to_string())].into());
+    api.create(&PostParams::default(), &managed).await.unwrap();
+    let finalizers = || async {
+        api.get_opt(NAME)
+            .await
+            .unwrap()
+            .map(|w| w.metadata.finalizers.unwrap_or_default())
+    };
+    eventually("the host added its finalizer", || async {
+        finalizers().await == Some(vec![FINALIZER.to_string()])
+    })
+    .await;
+    // A person takes the widget out of the controller's hands: no watch of
+    // this host will ever see it again, so nothing could release the
+    // finalizer when the widget is deleted. The host releases it now.
+    let unmanage = json!({"metadata": {"labels": {"managed": "no"}}});
+    api.patch(
+        NAME,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&unmanage),
+    )
+    .await
+    .unwrap();
+    eventually("the finalizer released", || async {
+        finalizers().await == Some(Vec::new())
+    })
+    .await;
+    api.delete(NAME, &DeleteParams::default()).await.unwrap();
+    eventually("deleted, not stuck terminating", || async {
+        api.get_opt(NAME).await.unwrap().is_none()
+    })
+    .await;
+    let metrics = host.controller().metrics().clone();
+    assert!(metrics.written(WriteVerb::RemoveFinalizer) >= 1, "counted");
+    assert_eq!(metrics.errors(), 0);
     host.stop().await.unwrap();
 }

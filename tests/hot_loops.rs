@@ -42,6 +42,7 @@ fn watching_its_own_configmap(name: &str, namespace: &str) -> WatManifest {
             indexes: Vec::new(),
             keys: WatKeys::PerObject,
             finalizer: None,
+            label_selector: None,
         }],
         writes: vec![WatRule {
             group: String::new(),

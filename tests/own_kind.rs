@@ -36,6 +36,7 @@ fn watching_what_it_writes(namespace: Option<&str>) -> WatManifest {
             indexes: Vec::new(),
             keys: WatKeys::Aggregate("all".into()),
             finalizer: None,
+            label_selector: None,
         }],
         writes: vec![WatRule {
             group: String::new(),

@@ -44,6 +44,7 @@ fn child_of(owner_uid: &str) -> Vec<u8> {
                 indexes: Vec::new(),
                 keys: WatKeys::Aggregate("all".into()),
                 finalizer: None,
+                label_selector: None,
             },
             WatWatch::widgets("widgets", WatKeys::PerObject, None),
         ],

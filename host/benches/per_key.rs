@@ -44,6 +44,7 @@ fn quota_guest() -> Vec<u8> {
         indexes: Vec::new(),
         keys: wat::WatKeys::PerObject,
         finalizer: None,
+        label_selector: None,
     };
     let pods = wat::WatWatch {
         fields: vec![

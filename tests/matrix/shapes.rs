@@ -198,6 +198,7 @@ impl Shape {
                     indexes: Vec::new(),
                     keys: WatKeys::Owner("widgets".into()),
                     finalizer: None,
+                    label_selector: None,
                 };
                 let m = WatManifest {
                     name: "children".into(),
@@ -249,6 +250,7 @@ impl Shape {
                         indexes: Vec::new(),
                         keys: WatKeys::PerObject,
                         finalizer: None,
+                        label_selector: None,
                     }],
                     writes: vec![rule("", "ConfigMap", scope, false)],
                 };

@@ -36,6 +36,9 @@ pub struct WatWatch {
     pub indexes: Vec<(String, String)>,
     pub keys: WatKeys,
     pub finalizer: Option<String>,
+    /// Only the objects this label selector matches (the WIT
+    /// `label-selector`).
+    pub label_selector: Option<String>,
 }
 
 impl WatWatch {
@@ -52,6 +55,7 @@ impl WatWatch {
             indexes: Vec::new(),
             keys,
             finalizer: None,
+            label_selector: None,
         }
     }
 }
@@ -262,6 +266,7 @@ fn manifest_image(m: &WatManifest, base: u32) -> (String, u32) {
         mem.gvk(at + 8, &w.group, &w.version, &w.kind);
         mem.opt_string(at + 32, w.plural.as_deref());
         mem.opt_string(at + 44, w.namespace.as_deref());
+        mem.opt_string(at + 56, w.label_selector.as_deref());
         mem.strings(at + 80, &w.fields);
         let indexes = mem.alloc(16 * w.indexes.len() as u32, 4);
         for (x, (name, field)) in w.indexes.iter().enumerate() {

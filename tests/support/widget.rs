@@ -72,6 +72,7 @@ impl WatWatch {
             indexes: Vec::new(),
             keys,
             finalizer: finalizer.map(str::to_string),
+            label_selector: None,
         }
     }
 }

@@ -3,7 +3,8 @@
 //! else's entry. Owns the patches ([`add_patch`], [`remove_patch`]) and
 //! reading the current list from the caches. It never decides *when* a
 //! finalizer is added or removed (the controller adds a watch's declared
-//! finalizer; only a plan removes).
+//! finalizer; a plan removes it, and the controller releases it from an
+//! object that left the watch's selectors).
 //!
 //! # The patches
 //! As in kube-runtime's `finalizer.rs`, every one first `test`s
@@ -15,7 +16,7 @@
 //! that uid, or an add to an object already being deleted (the API server
 //! forbids new finalizers there).
 
-use kube::api::{Patch, PatchParams};
+use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{json, Value as Json};
 
 use super::{Actuator, ActuatorError, Step};
@@ -138,6 +139,21 @@ impl Actuator {
             self.metrics.skipped_write();
             return Ok(Step::Skipped);
         };
+        self.send_finalizer_patch(target, uid, finalizer, verb, patch)
+            .await
+    }
+
+    /// Sends a finalizer `patch` (pinned to `uid`) as `verb`: counted when
+    /// written, dropped (and counted) when the object is gone, replaced or
+    /// changed meanwhile.
+    async fn send_finalizer_patch(
+        &self,
+        target: &ObjectKey,
+        uid: &str,
+        finalizer: &str,
+        verb: WriteVerb,
+        patch: Json,
+    ) -> Result<Step, ActuatorError> {
         let patch: json_patch::Patch = serde_json::from_value(patch).map_err(|e| {
             ActuatorError::Internal(format!("finalizer patch does not serialize: {e}"))
         })?;
@@ -161,7 +177,8 @@ impl Actuator {
                     self.bury(uid);
                 }
                 tracing::info!(target = %target, finalizer, "finalizer patch refused (object gone, replaced or changed meanwhile); dropped: {e}");
-                dropped()
+                self.metrics.dropped_write(verb);
+                Ok(Step::Dropped)
             }
             Err(source) => Err(ActuatorError::Api {
                 verb: super::writes::verb_name(verb),
@@ -169,6 +186,65 @@ impl Actuator {
                 source,
             }),
         }
+    }
+
+    /// Releases `finalizer` from `target` if the object still exists, holds
+    /// it, and no longer matches the watch's selectors (`label_selector`,
+    /// `field_selector`): it left the watch, so no reconcile will ever see
+    /// its deletion and release it, and it would hang in deletion forever.
+    /// The API server decides both (two lists by name: the object, then the
+    /// object under the selectors), so only `list` is needed and a cache
+    /// behind the server never releases a selected object. Returns whether
+    /// it was released.
+    pub async fn release_unselected(
+        &self,
+        target: &ObjectKey,
+        label_selector: Option<&str>,
+        field_selector: Option<&str>,
+        finalizer: &str,
+    ) -> Result<bool, ActuatorError> {
+        let ar = self.discovery.resource(&target.gvk).await?;
+        let (api, name) = self.api(&ar, target)?;
+        let list_failed = |source| ActuatorError::Api {
+            verb: "list",
+            target: target.to_string(),
+            source,
+        };
+        let by_name = format!("metadata.name={name}");
+        let found = api
+            .list(&ListParams::default().fields(&by_name))
+            .await
+            .map_err(list_failed)?;
+        let Some(live) = found.items.into_iter().next() else {
+            return Ok(false);
+        };
+        let uid = live.metadata.uid.unwrap_or_default();
+        let current = live.metadata.finalizers.unwrap_or_default();
+        let Some(patch) = remove_patch(&uid, &current, finalizer) else {
+            return Ok(false);
+        };
+        let fields = match field_selector {
+            Some(f) => format!("{by_name},{f}"),
+            None => by_name,
+        };
+        let mut selected = ListParams::default().fields(&fields);
+        if let Some(labels) = label_selector {
+            selected = selected.labels(labels);
+        }
+        if !api
+            .list(&selected)
+            .await
+            .map_err(list_failed)?
+            .items
+            .is_empty()
+        {
+            // Still the watch's: its cache is behind, and its event comes.
+            return Ok(false);
+        }
+        let step = self
+            .send_finalizer_patch(target, &uid, finalizer, WriteVerb::RemoveFinalizer, patch)
+            .await?;
+        Ok(matches!(step, Step::Done { .. }))
     }
 }
 

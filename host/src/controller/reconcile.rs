@@ -1,4 +1,5 @@
-//! One reconcile of one key: the host-managed finalizer, the snapshot, the
+//! One reconcile of one key: the host-managed finalizer (added; released
+//! from an object that left the watch's selectors), the snapshot, the
 //! guest call with the host's clock, the plan handed to the actuator, and
 //! the result as a queue outcome (a sandbox failure may quarantine the
 //! guest). It never maps changes to keys and never writes itself.
@@ -59,6 +60,52 @@ impl GuestController {
         self.actuator
             .ensure_finalizer(&target, &obj.uid, finalizer)
             .await
+    }
+
+    /// After a reconcile of `key` whose primary is not cached by a watch
+    /// with selectors and a host-managed finalizer (the guest saw it gone
+    /// and cleaned up): releases that finalizer from the object if it still
+    /// exists outside the selectors. A person relabelling an object out of
+    /// the controller's hands must not leave it undeletable.
+    async fn release_if_unselected(
+        &self,
+        key: &RequestKey,
+    ) -> Result<(), crate::actuator::ActuatorError> {
+        let Some(p) = key.watch else {
+            return Ok(());
+        };
+        let spec = &self.manifest.watches[p];
+        let Some(finalizer) = &spec.finalizer else {
+            return Ok(());
+        };
+        if spec.label_selector.is_none() && spec.field_selector.is_none() {
+            return Ok(());
+        }
+        let (ns, name) = key.namespace_and_name();
+        if self.caches[p].store.get(ns, name).is_some() {
+            return Ok(());
+        }
+        let target = ObjectKey {
+            gvk: spec.gvk.clone(),
+            namespace: (!ns.is_empty()).then(|| ns.to_string()),
+            name: name.to_string(),
+        };
+        let released = self
+            .actuator
+            .release_unselected(
+                &target,
+                spec.label_selector.as_deref(),
+                spec.field_selector.as_deref(),
+                finalizer,
+            )
+            .await?;
+        if released {
+            tracing::info!(
+                finalizer,
+                "the object left the watch's selectors: the host's finalizer released"
+            );
+        }
+        Ok(())
     }
 
     /// One reconcile; the error reason (a metric label) when it failed.
@@ -192,6 +239,11 @@ impl GuestController {
                 executed.dropped += done.dropped;
                 executed.held_back = done.held_back;
             }
+        }
+        if let Err(e) = self.release_if_unselected(&key).await {
+            let reason = e.metric_label();
+            tracing::warn!(reason, "releasing the host-managed finalizer: {e}");
+            return (write_outcome(e), Some(reason));
         }
         // Someone else wrote an output while our write was in flight: look
         // again (the key is being processed, so this re-queues it once it
