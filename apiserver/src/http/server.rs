@@ -78,6 +78,7 @@ impl ApiServer {
         seed_namespaces(&store, &registry);
         let state = Arc::new(AppState {
             faults: Faults::new(store.clone()),
+            services: crate::rules::services::Allocator::attach(&store),
             store,
             registry,
             tokens: Arc::new(RwLock::new(tokens)),

@@ -6,15 +6,13 @@
 //! Sources (Kubernetes 1.32): `pkg/apis/core/validation/validation.go`
 //! (`ValidateService`: `nodePort` forbidden on a `ClusterIP` Service,
 //! duplicate node ports per protocol, the selector checked as labels),
-//! `pkg/registry/core/service/portallocator` (`ErrNotInRange`,
-//! `ErrAllocated`, reported by the service storage's allocator as
-//! `field.Invalid` on the port), `pkg/apis/apps/validation/validation.go`
+//! `pkg/apis/apps/validation/validation.go`
 //! (`ValidateDeploymentSpec`, `ValidatePodTemplateSpecForReplicaSet`) and
 //! `field.Invalid`'s value formatting (`%#v` for maps and structs).
 //!
-//! This module owns those rules and their wording; it never allocates
-//! (see `services`), never reads the store (the caller passes the node
-//! ports other Services hold) and never decides the HTTP error.
+//! This module owns those rules and their wording; it never allocates and
+//! never checks a value against other Services (`services` does), never
+//! reads the store and never decides the HTTP error.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -23,9 +21,6 @@ use wasmctrl_kube_rules::names::{label_value_errors, qualified_name_errors};
 
 use crate::rules::validation::go_quote;
 use crate::storage::registry::ResourceInfo;
-
-/// Node ports, inclusive (`--service-node-port-range`'s default).
-pub(crate) const NODE_PORTS: (i64, i64) = (30000, 32767);
 
 /// The problems of `obj` (a write of `info`'s kind) that this module
 /// judges, as (field, message) pairs in Go's order.
@@ -90,30 +85,6 @@ fn service_errors(svc: &Value) -> Vec<(String, String)> {
         }
     }
     errs
-}
-
-/// The service allocator's refusal of the first requested node port that
-/// is out of range or that another Service (`taken`) holds.
-pub(crate) fn node_port_refusal(svc: &Value, taken: &HashSet<i64>) -> Option<(String, String)> {
-    ports(svc).find_map(|(i, p)| {
-        let n = p.get("nodePort").and_then(Value::as_i64).unwrap_or(0);
-        let why = if n == 0 {
-            return None;
-        } else if !(NODE_PORTS.0..=NODE_PORTS.1).contains(&n) {
-            format!(
-                "provided port is not in the valid range. The range of valid ports is {}-{}",
-                NODE_PORTS.0, NODE_PORTS.1
-            )
-        } else if taken.contains(&n) {
-            "provided port is already allocated".to_string()
-        } else {
-            return None;
-        };
-        Some((
-            format!("spec.ports[{i}].nodePort"),
-            format!("Invalid value: {n}: {why}"),
-        ))
-    })
 }
 
 fn deployment_errors(dep: &Value) -> Vec<(String, String)> {
@@ -240,25 +211,6 @@ mod tests {
                 "Duplicate value: 30001".to_string()
             )]
         );
-    }
-
-    #[test]
-    fn the_allocator_refuses_ports_out_of_range_or_taken() {
-        let svc = json!({"spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": 80}]}});
-        assert_eq!(
-            node_port_refusal(&svc, &HashSet::new()).unwrap().1,
-            "Invalid value: 80: provided port is not in the valid range. The range of valid ports is 30000-32767"
-        );
-        let svc = json!({"spec": {"type": "NodePort", "ports": [
-            {"port": 80}, {"port": 81, "nodePort": 30080}]}});
-        assert_eq!(
-            node_port_refusal(&svc, &HashSet::from([30080])),
-            Some((
-                "spec.ports[1].nodePort".to_string(),
-                "Invalid value: 30080: provided port is already allocated".to_string()
-            ))
-        );
-        assert_eq!(node_port_refusal(&svc, &HashSet::new()), None);
     }
 
     #[test]
