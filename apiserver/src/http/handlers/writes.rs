@@ -28,6 +28,7 @@ use crate::rules::objects::{
 };
 use crate::rules::pods;
 use crate::rules::services;
+use crate::rules::spec_rules;
 use crate::rules::validation::Write;
 use crate::storage::store::{ObjKey, StoreError, Stored};
 
@@ -192,7 +193,14 @@ impl Ctx<'_> {
         }
         let status_write = self.target.sub.as_deref() == Some("status");
         prepare_update(&self.target.info, &oldv, &mut new, status_write);
-        let errs = object_rules::validate(&self.target.info, &new);
+        let mut errs = object_rules::validate(&self.target.info, &new);
+        if !status_write {
+            errs.extend(spec_rules::validate_prepared(
+                &self.target.info,
+                &new,
+                Some(&oldv),
+            ));
+        }
         if !errs.is_empty() {
             return Err(self.invalid(self.target.name(), errs));
         }
@@ -542,6 +550,10 @@ impl Ctx<'_> {
     /// Stores a new, admitted object and answers 201 with it (or only
     /// answers, under dryRun); a namesake that got there first is 409.
     fn store_created(&self, key: ObjKey, name: &str, mut obj: Value) -> Result<Response> {
+        let errs = spec_rules::validate_prepared(&self.target.info, &obj, None);
+        if !errs.is_empty() {
+            return Err(self.invalid(name, errs));
+        }
         let _held = self.allocate_service(&mut obj, name, None)?;
         if self.dry_run() {
             return Ok(value_response(StatusCode::CREATED, &self.out(obj)));
