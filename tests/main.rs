@@ -18,6 +18,8 @@ mod app;
 mod builtin_children;
 mod cli_reconcile;
 mod cli_reconcile_keys;
+#[cfg(feature = "dev-server")]
+mod demo;
 mod deploy;
 mod failover;
 mod faults;
