@@ -480,60 +480,46 @@ mod tests {
         v.into_iter().map(|(f, m)| format!("{f}: {m}")).collect()
     }
 
+    /// What `kind` (of apps/v1) with `selector` and pods labelled
+    /// `app: b` is refused for on create.
+    fn judged(kind: &str, selector: Value) -> Vec<String> {
+        let obj = workload(selector, json!({"app": "b"}));
+        errs(validate_prepared(&info("apps", kind), &obj, None))
+    }
+
     #[test]
     fn a_statefulset_and_a_replicaset_need_a_non_empty_selector_matching_their_template() {
         for (kind, word) in [("StatefulSet", "statefulset"), ("ReplicaSet", "deployment")] {
-            let i = info("apps", kind);
-            let labels = json!({"app": "b"});
             assert_eq!(
-                errs(validate_prepared(
-                    &i,
-                    &workload(Value::Null, labels.clone()),
-                    None
-                )),
+                judged(kind, Value::Null),
                 [
                     "spec.selector: Required value".to_string(),
                     format!("spec.template.metadata.labels: {MISMATCH}")
                 ]
             );
             assert_eq!(
-                errs(validate_prepared(
-                    &i,
-                    &workload(json!({}), labels.clone()),
-                    None
-                )),
+                judged(kind, json!({})),
                 [format!(
                     "spec.selector: {EMPTY_SELECTOR}: empty selector is invalid for {word}"
                 )]
             );
             let other = json!({"matchLabels": {"app": "a"}});
             assert_eq!(
-                errs(validate_prepared(
-                    &i,
-                    &workload(other, labels.clone()),
-                    None
-                )),
+                judged(kind, other),
                 [format!("spec.template.metadata.labels: {MISMATCH}")]
             );
-            let good = json!({"matchLabels": {"app": "b"}});
-            assert!(validate_prepared(&i, &workload(good, labels), None).is_empty());
+            assert!(judged(kind, json!({"matchLabels": {"app": "b"}})).is_empty());
         }
     }
 
     #[test]
     fn a_daemonset_selector_is_not_required_but_must_match_and_not_be_empty() {
-        let i = info("apps", "DaemonSet");
-        let labels = json!({"app": "b"});
         assert_eq!(
-            errs(validate_prepared(
-                &i,
-                &workload(Value::Null, labels.clone()),
-                None
-            )),
+            judged("DaemonSet", Value::Null),
             [format!("spec.template.metadata.labels: {MISMATCH}")]
         );
         assert_eq!(
-            errs(validate_prepared(&i, &workload(json!({}), labels), None)),
+            judged("DaemonSet", json!({})),
             [format!(
                 "spec.selector: {EMPTY_SELECTOR}: empty selector is invalid for daemonset"
             )]
