@@ -19,6 +19,8 @@ mod builtin_children;
 mod cli_reconcile;
 mod cli_reconcile_keys;
 mod cluster_owner;
+#[cfg(feature = "dev-server")]
+mod demo;
 mod deploy;
 mod failover;
 mod faults;

@@ -10,20 +10,21 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
 use serde_json::json;
+use support::{
+    create_all, median, ms, paged_list, print_table_of, raw_paged_list, CONCURRENCY, PAGE,
+};
 use wasmctrl_apiserver::{ApiServer, ApiServerConfig, RunningApiServer};
 
 /// Watchers the fan-out is measured with (the issue's number).
 const WATCHERS: usize = 10;
-/// Requests in flight while creating and patching pods.
-const CONCURRENCY: usize = 64;
-/// Page size of the paged list (kubectl's and client-go's default chunk).
-const PAGE: u32 = 500;
 /// Repetitions of the cheaper measurements; the table shows the median.
 const ROUNDS: usize = 5;
 /// Gets timed for the get latency.
@@ -58,70 +59,6 @@ fn proc_status_kib(field: &str) -> u64 {
                 .and_then(|v| v.parse().ok())
         })
         .unwrap_or(0)
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
-async fn create_pods(api: &Api<Pod>, n: usize) {
-    futures::stream::iter(0..n)
-        .map(|i| {
-            let api = api.clone();
-            async move { api.create(&PostParams::default(), &pod(i)).await.map(drop) }
-        })
-        .buffer_unordered(CONCURRENCY)
-        .try_collect::<Vec<()>>()
-        .await
-        .unwrap();
-}
-
-/// Lists every pod in pages of `PAGE`; returns (items, pages, elapsed).
-async fn paged_list(api: &Api<Pod>) -> (usize, usize, Duration) {
-    let started = Instant::now();
-    let mut lp = ListParams::default().limit(PAGE);
-    let (mut items, mut pages) = (0, 0);
-    loop {
-        let l = api.list(&lp).await.unwrap();
-        items += l.items.len();
-        pages += 1;
-        match l.metadata.continue_ {
-            Some(c) if !c.is_empty() => lp = lp.continue_token(&c),
-            _ => return (items, pages, started.elapsed()),
-        }
-    }
-}
-
-/// Lists every pod in pages of `PAGE` as raw JSON text (server, TLS and
-/// HTTP cost without the client's typed decode); returns (bytes, pages, elapsed).
-async fn raw_paged_list(client: &kube::Client) -> (usize, usize, Duration) {
-    const PATH: &str = "/api/v1/namespaces/default/pods";
-    let started = Instant::now();
-    let (mut bytes, mut pages) = (0, 0);
-    let mut cont: Option<String> = None;
-    loop {
-        let uri = match &cont {
-            Some(c) => format!("{PATH}?limit={PAGE}&continue={c}"),
-            None => format!("{PATH}?limit={PAGE}"),
-        };
-        let req = axum::http::Request::get(uri).body(Vec::new()).unwrap();
-        let text = client.request_text(req).await.unwrap();
-        bytes += text.len();
-        pages += 1;
-        // The list metadata precedes the items, so the token is near the start.
-        let head = &text[..text.len().min(2048)];
-        cont = head
-            .split_once("\"continue\":\"")
-            .and_then(|(_, rest)| rest.split_once('"').map(|(token, _)| token.to_owned()));
-        if cont.is_none() {
-            return (bytes, pages, started.elapsed());
-        }
-    }
 }
 
 /// Starts `WATCHERS` watches from `rv`, patches the first `changes` pods,
@@ -183,9 +120,7 @@ async fn run(size: Size) -> Vec<(String, String)> {
     api.list(&ListParams::default().limit(1)).await.unwrap();
 
     let rss_before = proc_status_kib("VmRSS:");
-    let started = Instant::now();
-    create_pods(&api, n).await;
-    let create = started.elapsed();
+    let create = create_all(&api, 0..n, pod).await;
     let rss_after = proc_status_kib("VmRSS:");
     assert_eq!(server.object_count("pods"), n);
     let stored = server.stored_bytes("pods");
@@ -255,7 +190,7 @@ async fn run(size: Size) -> Vec<(String, String)> {
     let mut raw = Vec::new();
     let (mut raw_bytes, mut raw_pages) = (0, 0);
     for _ in 0..3 {
-        let (b, p, took) = raw_paged_list(&raw_client).await;
+        let (b, p, took) = raw_paged_list(&raw_client, "/api/v1/namespaces/default/pods").await;
         (raw_bytes, raw_pages) = (b, p);
         raw.push(took);
     }
@@ -368,15 +303,5 @@ fn main() {
         pods,
         changes: if full { 1_000 } else { 100 }.min(pods),
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let rows = rt.block_on(run(size));
-    println!("| measurement | result |");
-    println!("|---|---|");
-    for (k, v) in rows {
-        println!("| {k} | {v} |");
-    }
+    print_table_of(run(size));
 }

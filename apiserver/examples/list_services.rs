@@ -11,18 +11,19 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::{Duration, Instant};
+#[path = "../benches/support/mod.rs"]
+mod support;
 
-use futures::{StreamExt, TryStreamExt};
+use std::time::Instant;
+
 use k8s_openapi::api::core::v1::Service;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams};
 use serde_json::json;
+use support::{
+    create_all, median, ms, paged_list, print_table_of, raw_paged_list, CONCURRENCY, PAGE,
+};
 use wasmctrl_apiserver::{ApiServer, ApiServerConfig};
 
-/// Requests in flight while creating (as the pod bench).
-const CONCURRENCY: usize = 64;
-/// Page size of the paged lists (kubectl's and client-go's default chunk).
-const PAGE: u32 = 500;
 /// Repetitions of each list; the table shows the median.
 const ROUNDS: usize = 3;
 
@@ -35,82 +36,13 @@ fn service(i: usize) -> Service {
     .unwrap()
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
-/// Lists every Service in pages of `PAGE` as raw JSON; returns (bytes, pages, elapsed).
-async fn raw_paged_list(client: &kube::Client) -> (usize, usize, Duration) {
-    const PATH: &str = "/api/v1/namespaces/default/services";
-    let started = Instant::now();
-    let (mut bytes, mut pages) = (0, 0);
-    let mut cont: Option<String> = None;
-    loop {
-        let uri = match &cont {
-            Some(c) => format!("{PATH}?limit={PAGE}&continue={c}"),
-            None => format!("{PATH}?limit={PAGE}"),
-        };
-        let req = http::Request::get(uri).body(Vec::new()).unwrap();
-        let text = client.request_text(req).await.unwrap();
-        bytes += text.len();
-        pages += 1;
-        let head = &text[..text.len().min(2048)];
-        cont = head
-            .split_once("\"continue\":\"")
-            .and_then(|(_, rest)| rest.split_once('"').map(|(token, _)| token.to_owned()));
-        if cont.is_none() {
-            return (bytes, pages, started.elapsed());
-        }
-    }
-}
-
-/// Lists every Service in typed pages of `PAGE`; returns (items, elapsed).
-async fn paged_list(api: &Api<Service>) -> (usize, Duration) {
-    let started = Instant::now();
-    let mut lp = ListParams::default().limit(PAGE);
-    let mut items = 0;
-    loop {
-        let l = api.list(&lp).await.unwrap();
-        items += l.items.len();
-        match l.metadata.continue_ {
-            Some(c) if !c.is_empty() => lp = lp.continue_token(&c),
-            _ => return (items, started.elapsed()),
-        }
-    }
-}
-
 async fn run(n: usize) -> Vec<(String, String)> {
     let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
     let client = server.client().await.unwrap();
     let api: Api<Service> = Api::namespaced(client.clone(), "default");
-    let started = Instant::now();
-    let mut first_half = Duration::ZERO;
-    for (from, to) in [(0, n / 2), (n / 2, n)] {
-        let t = Instant::now();
-        futures::stream::iter(from..to)
-            .map(|i| {
-                let api = api.clone();
-                async move {
-                    api.create(&PostParams::default(), &service(i))
-                        .await
-                        .map(drop)
-                }
-            })
-            .buffer_unordered(CONCURRENCY)
-            .try_collect::<Vec<()>>()
-            .await
-            .unwrap();
-        if from == 0 {
-            first_half = t.elapsed();
-        }
-    }
-    let created = started.elapsed();
-    let second_half = created - first_half;
+    let first_half = create_all(&api, 0..n / 2, service).await;
+    let second_half = create_all(&api, n / 2..n, service).await;
+    let created = first_half + second_half;
     let half = (n / 2).max(1) as f64;
     let mut rows = vec![
         (
@@ -140,10 +72,10 @@ async fn run(n: usize) -> Vec<(String, String)> {
     let mut unpaged = Vec::new();
     let (mut bytes, mut pages) = (0, 0);
     for _ in 0..ROUNDS {
-        let (b, p, d) = raw_paged_list(&client).await;
+        let (b, p, d) = raw_paged_list(&client, "/api/v1/namespaces/default/services").await;
         (bytes, pages) = (b, p);
         raw.push(d);
-        let (items, d) = paged_list(&api).await;
+        let (items, _, d) = paged_list(&api).await;
         assert_eq!(items, n);
         typed.push(d);
         let t = Instant::now();
@@ -179,15 +111,5 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let rows = rt.block_on(run(n));
-    println!("| measurement | result |");
-    println!("|---|---|");
-    for (k, v) in rows {
-        println!("| {k} | {v} |");
-    }
+    print_table_of(run(n));
 }

@@ -166,8 +166,10 @@ impl ApiServerConfig {
     /// scheduler to one whose labels its `nodeSelector` matches, and the
     /// node's kubelet moves it to Running with every container ready,
     /// writing the `PodScheduled`, `Initialized`, `ContainersReady` and
-    /// `Ready` conditions step by step. No container runs: exec, logs,
-    /// port-forward and probes are not simulated.
+    /// `Ready` conditions step by step, and a minimal Deployment →
+    /// ReplicaSet → Pod controller keeps Deployments and ReplicaSets and
+    /// their status moving. No container runs: exec, logs, port-forward
+    /// and probes are not simulated.
     #[must_use]
     pub fn simulated_nodes(mut self, n: usize) -> Self {
         self.simulated_nodes = n;

@@ -80,11 +80,17 @@ fn minimal(r: &ResourceInfo, name: &str) -> serde_json::Value {
     if r.kind == "Pod" {
         obj["spec"] = json!({"containers": [{"name": "c", "image": "busybox"}]});
     }
-    // A Deployment without a selector matching its template is refused.
-    if r.kind == "Deployment" {
-        obj["spec"] = json!({"selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "c", "image": "busybox"}]}}});
+    // A workload without a selector matching its template is refused (a
+    // ReplicationController's selector comes from its template's labels).
+    let template = json!({"metadata": {"labels": {"app": name}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
+    match (r.group.as_str(), r.kind.as_str()) {
+        ("apps", "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet") => {
+            obj["spec"] = json!({"selector": {"matchLabels": {"app": name}},
+                "template": template});
+        }
+        ("", "ReplicationController") => obj["spec"] = json!({"template": template}),
+        _ => {}
     }
     obj
 }

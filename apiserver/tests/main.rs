@@ -5,7 +5,8 @@
 //! One module per area a client can observe (`crud`, `lists`, `watch`,
 //! `patch`, `field_validation`, `lifecycle`, `kinds`, `builtin_kinds`, `auth`, `faults`,
 //! `writes`, `custom_resources`, `pods`, `gc`, `printer_columns`,
-//! `decoding`, `object_rules`, `limits`, `managed_fields`, `simulated_nodes`)
+//! `decoding`, `object_rules`, `service_allocation`, `limits`, `managed_fields`,
+//! `simulated_nodes`, `workload_selectors`)
 //! drives the server with the real kube client, sharing the fixtures of
 //! `common`; `kubectl` drives it with kubectl and the Python client (the
 //! Python client's own e2e suite is a test binary of its own,
@@ -39,6 +40,8 @@ mod patch;
 mod pods;
 mod printer_columns;
 mod scale;
+mod service_allocation;
 mod simulated_nodes;
 mod watch;
+mod workload_selectors;
 mod writes;

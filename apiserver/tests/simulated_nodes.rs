@@ -173,3 +173,101 @@ async fn by_default_the_server_has_no_nodes() {
         .items
         .is_empty());
 }
+
+fn deployment(replicas: i32, image: &str) -> k8s_openapi::api::apps::v1::Deployment {
+    serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": image}]}}}
+    }))
+    .unwrap()
+}
+
+/// With simulated nodes, a Deployment gets a ReplicaSet, the ReplicaSet its
+/// pods, and both a status a guest can wait on (kube-runtime's
+/// `is_deployment_completed`); a new template gets a new ReplicaSet and the
+/// old one is scaled to 0; a scale-down removes pods.
+#[tokio::test]
+async fn a_deployment_becomes_available_rolls_to_a_new_template_and_scales_down() {
+    use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+    use kube::api::{Patch, PatchParams};
+    let (_server, client) = start_with(ApiServerConfig::default().simulated_nodes(2)).await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    deployments
+        .create(&PostParams::default(), &deployment(3, "nginx:1"))
+        .await
+        .unwrap();
+    let completed = |generation: i64| {
+        let deployments = deployments.clone();
+        async move {
+            let done = await_condition(deployments, "web", conditions::is_deployment_completed());
+            let d = tokio::time::timeout(WAIT, done)
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            let status = d.status.unwrap();
+            assert_eq!(status.observed_generation, Some(generation));
+            status
+        }
+    };
+    let status = completed(1).await;
+    assert_eq!(
+        (
+            status.replicas,
+            status.updated_replicas,
+            status.ready_replicas,
+            status.available_replicas
+        ),
+        (Some(3), Some(3), Some(3), Some(3))
+    );
+    let available = status
+        .conditions
+        .unwrap()
+        .into_iter()
+        .find(|c| c.type_.as_deref() == Some("Available"))
+        .unwrap();
+    assert_eq!(
+        (available.status.as_deref(), available.reason.as_deref()),
+        (Some("True"), Some("MinimumReplicasAvailable"))
+    );
+    let running = pods
+        .list(&ListParams::default().labels("app=web"))
+        .await
+        .unwrap();
+    assert_eq!(running.items.len(), 3);
+    assert!(running
+        .items
+        .iter()
+        .all(|p| condition(p, "Ready").as_deref() == Some("True")));
+
+    let image = json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "image": "nginx:2"}]}}}});
+    deployments
+        .patch("web", &PatchParams::default(), &Patch::Strategic(image))
+        .await
+        .unwrap();
+    completed(2).await;
+    let rs = sets.list(&ListParams::default()).await.unwrap().items;
+    let mut replicas: Vec<i32> = rs.iter().map(|r| r.spec.replicas.unwrap()).collect();
+    replicas.sort_unstable();
+    assert_eq!(replicas, [0, 3]);
+
+    deployments
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 1}})),
+        )
+        .await
+        .unwrap();
+    let status = completed(3).await;
+    assert_eq!(status.replicas, Some(1));
+    let left = pods
+        .list(&ListParams::default().labels("app=web"))
+        .await
+        .unwrap();
+    assert_eq!(left.items.len(), 1);
+}

@@ -4,7 +4,10 @@
 //!
 //! Owns the simulation (nodes with `nvidia.com/gpu` allocatable; pods
 //! created, scheduled, completing, failing and deleted at a steady rate) and
-//! the verdict. The ground truth is computed here from the simulator's own
+//! the verdict. The server runs its simulated nodes too ([`SIMULATED_NODES`],
+//! with their trivial scheduler and kubelets); the pods the simulator leaves
+//! unbound name a scheduler nothing runs ([`UNSCHEDULED`]), so that
+//! scheduler never binds them and the ground truth stays exact. The ground truth is computed here from the simulator's own
 //! bookkeeping, never from the guest's code, so the comparison means
 //! something.
 
@@ -61,6 +64,13 @@ pub const HOST_NAMESPACE: &str = "wasmctrl-system";
 /// Namespace of the simulated workload.
 pub const WORKLOAD_NAMESPACE: &str = "gpu-jobs";
 const GPUS_PER_NODE: i64 = 8;
+/// Simulated nodes the demo's server runs beside the GPU nodes the
+/// simulator creates (`ApiServerConfig::simulated_nodes`).
+pub const SIMULATED_NODES: usize = 2;
+/// The `schedulerName` of the pods the simulator leaves unbound: no
+/// scheduler has it, so the server's simulated one (which binds only pods
+/// of `default-scheduler`, as kube-scheduler does) leaves them Pending.
+pub const UNSCHEDULED: &str = "wasmctrl-demo-unscheduled";
 
 #[derive(Debug, Clone)]
 struct SimPod {
@@ -78,6 +88,9 @@ pub struct Verdict {
     pub summary: BTreeMap<String, String>,
     /// The ground truth.
     pub truth: BTreeMap<String, String>,
+    /// Pods the simulator left unbound at the end (the scheduler of the
+    /// server's simulated nodes must not have bound them).
+    pub unbound: usize,
 }
 
 fn truth(pods: &BTreeMap<String, SimPod>) -> BTreeMap<String, String> {
@@ -164,8 +177,9 @@ impl Simulator {
             json!({"requests": {"nvidia.com/gpu": gpus.to_string()}, "limits": {"nvidia.com/gpu": gpus.to_string()}})
         };
         let mut spec = json!({"containers": [{"name": "train", "image": "trainer:1", "resources": resources}]});
-        if let Some(n) = &node {
-            spec["nodeName"] = json!(n);
+        match &node {
+            Some(n) => spec["nodeName"] = json!(n),
+            None => spec["schedulerName"] = json!(UNSCHEDULED),
         }
         let Ok(pod) =
             serde_json::from_value::<Pod>(json!({"metadata": {"name": name}, "spec": spec}))
@@ -257,7 +271,8 @@ fn print_comparison(
 
 /// Runs the demo and prints progress to stdout.
 pub async fn run(config: DemoConfig) -> Result<Verdict, DemoError> {
-    let server = ApiServer::start(ApiServerConfig::default()).await?;
+    let server =
+        ApiServer::start(ApiServerConfig::default().simulated_nodes(SIMULATED_NODES)).await?;
     let client: Client = server.client().await?;
     println!(
         "embedded API server: {} (kubectl: run `wasmctrl apiserver` for a standalone one)",
@@ -340,5 +355,6 @@ pub async fn run(config: DemoConfig) -> Result<Verdict, DemoError> {
         converged,
         summary,
         truth: want,
+        unbound: sim.sim.values().filter(|p| p.node.is_none()).count(),
     })
 }

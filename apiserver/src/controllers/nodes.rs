@@ -216,9 +216,11 @@ impl Simulator {
     /// Binds `pod` to the next simulated node its `nodeSelector` matches
     /// (round robin), or marks it unschedulable.
     fn schedule(&mut self, store: &Store, pod: &Value) -> Option<Value> {
+        // An empty name is the default one, as the defaulting gives it.
         let scheduler = pod
             .pointer("/spec/schedulerName")
             .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
             .unwrap_or(SCHEDULER);
         if scheduler != SCHEDULER {
             return None;
@@ -539,5 +541,28 @@ mod tests {
         assert_eq!(simulated_index_of(&other), None);
         assert_eq!(n["status"]["conditions"][3]["type"], "Ready");
         assert_eq!(n["status"]["conditions"][3]["status"], "True");
+    }
+
+    #[test]
+    fn only_pods_of_the_default_scheduler_or_none_are_bound() {
+        let store = Store::new(10);
+        store
+            .create(
+                "nodes",
+                (String::new(), node_name(0)),
+                node(0, "2026-01-01T00:00:00Z"),
+            )
+            .unwrap();
+        let mut sim = Simulator::default();
+        for name in [json!(SCHEDULER), json!(""), Value::Null] {
+            let mut p = pod();
+            p["spec"]["schedulerName"] = name.clone();
+            let bound = sim.schedule(&store, &p).unwrap();
+            assert_eq!(bound["spec"]["nodeName"], "sim-node-0", "{name}");
+        }
+        let mut p = pod();
+        p["spec"]["schedulerName"] = json!("wasmctrl-demo-unscheduled");
+        assert_eq!(sim.schedule(&store, &p), None);
+        assert_eq!(sim.step(&store, &p), None);
     }
 }

@@ -45,6 +45,8 @@ const MAX_RETRIES: usize = 16;
 pub(crate) struct AppState {
     pub store: Arc<Store>,
     pub registry: Registry,
+    /// The cluster IPs and node ports Services hold (see `services`).
+    pub services: Arc<crate::rules::services::Allocator>,
     pub tokens: Arc<RwLock<Tokens>>,
     pub faults: Faults,
     pub watch_timeout: Duration,

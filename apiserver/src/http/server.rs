@@ -23,7 +23,7 @@ use tokio_rustls::TlsAcceptor;
 use super::auth::{Tokens, User};
 use super::faults::Faults;
 use super::handlers::{self, AppState};
-use crate::controllers::{gc, nodes};
+use crate::controllers::{gc, nodes, workloads};
 use crate::rules::objects::{now_rfc3339, prepare_create, strategy_create};
 use crate::storage::registry::Registry;
 use crate::storage::store::Store;
@@ -78,6 +78,7 @@ impl ApiServer {
         seed_namespaces(&store, &registry);
         let state = Arc::new(AppState {
             faults: Faults::new(store.clone()),
+            services: crate::rules::services::Allocator::attach(&store),
             store,
             registry,
             tokens: Arc::new(RwLock::new(tokens)),
@@ -93,6 +94,9 @@ impl ApiServer {
             gc::spawn(&state);
         }
         nodes::spawn(&state.store, &state.registry, config.simulated_nodes);
+        if config.simulated_nodes > 0 {
+            workloads::spawn(&state.store, &state.registry);
+        }
         let router = Router::new()
             .fallback(handlers::handle)
             .with_state(state.clone());

@@ -270,8 +270,11 @@ pub fn strategy_create(info: &ResourceInfo, obj: &mut Value) {
     }
 }
 
-/// `generateSelector`: unless `manualSelector`, the selector and the pod
-/// template's labels name the Job's uid and name.
+/// `generateSelector`: unless `manualSelector`, the pod template gets the
+/// labels naming the Job's uid and name that it lacks (one it has is kept,
+/// and validation refuses it if it is wrong), and the selector gets the
+/// `batch.kubernetes.io/controller-uid` term (the user's terms are kept,
+/// and validation refuses a selector that is not the generated one).
 fn job_selector(job: &mut Value) {
     if job.pointer("/spec/manualSelector") == Some(&json!(true)) {
         return;
@@ -279,17 +282,24 @@ fn job_selector(job: &mut Value) {
     let uid = meta_str(job, "uid").unwrap_or_default().to_string();
     let name = meta_str(job, "name").unwrap_or_default().to_string();
     let spec = object_at(job, "spec");
-    spec["selector"] = json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
-    let meta = object_at(object_at(spec, "template"), "metadata");
-    let labels = object_at(meta, "labels");
-    for (k, v) in [
-        ("batch.kubernetes.io/controller-uid", &uid),
-        ("batch.kubernetes.io/job-name", &name),
-        ("controller-uid", &uid),
-        ("job-name", &name),
-    ] {
-        labels[k] = json!(v);
+    {
+        let meta = object_at(object_at(spec, "template"), "metadata");
+        let labels = object_at(meta, "labels");
+        for (k, v) in [
+            ("job-name", &name),
+            ("batch.kubernetes.io/job-name", &name),
+            ("controller-uid", &uid),
+            ("batch.kubernetes.io/controller-uid", &uid),
+        ] {
+            or_insert(labels, k, json!(v));
+        }
     }
+    let selector = object_at(spec, "selector");
+    or_insert(
+        object_at(selector, "matchLabels"),
+        "batch.kubernetes.io/controller-uid",
+        json!(uid),
+    );
 }
 
 #[cfg(test)]

@@ -3,12 +3,13 @@
 //! system metadata, defaulting, metadata and data limits, unknown and
 //! duplicate fields, pod rules and bindings, and CustomResourceDefinitions
 //! with their schemas. Mostly pure functions over JSON; only `crd` reads
-//! and updates the registry and store when a CRD comes and goes. Nothing
-//! here serves requests or runs in the background.
+//! and updates the registry and store when a CRD comes and goes, and
+//! `services`' allocator follows the store's Services (it never writes
+//! them). Nothing here serves requests or runs in the background.
 //!
 //! # Layout
 //! - `objects`: names, `generateName`, system metadata, pod defaulting, status/spec separation.
-//! - `defaults`: workload, pod template and Service defaults; `services`: cluster IPs, node ports.
+//! - `defaults`: workload, pod template and Service defaults; `services`: the allocator of cluster IPs and node ports.
 //! - `object_rules`: label, annotation and ConfigMap/Secret size validation.
 //! - `spec_rules`: Service node ports and selectors, Deployment selectors.
 //! - `validation`: unknown- and duplicate-field checks (`fieldValidation`).

@@ -1,31 +1,33 @@
 //! Validation of the spec fields a controller's children are most often
-//! refused for: a Service's node ports and selector, and a Deployment's
-//! selector against its pod template, as `field.ErrorList` entries of a
-//! 422 worded as the real server words them.
+//! refused for: a Service's node ports and selector, and the selectors of
+//! the workloads (Deployment, ReplicaSet, StatefulSet, DaemonSet, Job,
+//! ReplicationController) against their pod templates, generated (a Job's)
+//! and immutable on update where the real server makes them so, as
+//! `field.ErrorList` entries of a 422 worded as the real server words them.
 //!
 //! Sources (Kubernetes 1.32): `pkg/apis/core/validation/validation.go`
 //! (`ValidateService`: `nodePort` forbidden on a `ClusterIP` Service,
 //! duplicate node ports per protocol, the selector checked as labels),
-//! `pkg/registry/core/service/portallocator` (`ErrNotInRange`,
-//! `ErrAllocated`, reported by the service storage's allocator as
-//! `field.Invalid` on the port), `pkg/apis/apps/validation/validation.go`
-//! (`ValidateDeploymentSpec`, `ValidatePodTemplateSpecForReplicaSet`) and
+//! `pkg/apis/apps/validation/validation.go`
+//! (`ValidateDeploymentSpec`, `ValidateReplicaSetSpec`,
+//! `ValidateStatefulSetSpec`/`Update`, `ValidateDaemonSetSpec`,
+//! `ValidatePodTemplateSpecForReplicaSet`), the apps registry strategies'
+//! selector immutability, `pkg/apis/batch/validation/validation.go`
+//! (`ValidateGeneratedSelector`, `ValidateJobSpec`, `ValidateJobSpecUpdate`),
+//! `ValidateReplicationControllerSpec`, `ValidateHasLabel` and
 //! `field.Invalid`'s value formatting (`%#v` for maps and structs).
 //!
-//! This module owns those rules and their wording; it never allocates
-//! (see `services`), never reads the store (the caller passes the node
-//! ports other Services hold) and never decides the HTTP error.
+//! This module owns those rules and their wording; it never allocates and
+//! never checks a value against other Services (`services` does), never
+//! reads the store and never decides the HTTP error.
 
 use std::collections::{BTreeMap, HashSet};
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use wasmctrl_kube_rules::names::{label_value_errors, qualified_name_errors};
 
 use crate::rules::validation::go_quote;
 use crate::storage::registry::ResourceInfo;
-
-/// Node ports, inclusive (`--service-node-port-range`'s default).
-pub(crate) const NODE_PORTS: (i64, i64) = (30000, 32767);
 
 /// The problems of `obj` (a write of `info`'s kind) that this module
 /// judges, as (field, message) pairs in Go's order.
@@ -92,55 +94,74 @@ fn service_errors(svc: &Value) -> Vec<(String, String)> {
     errs
 }
 
-/// The service allocator's refusal of the first requested node port that
-/// is out of range or that another Service (`taken`) holds.
-pub(crate) fn node_port_refusal(svc: &Value, taken: &HashSet<i64>) -> Option<(String, String)> {
-    ports(svc).find_map(|(i, p)| {
-        let n = p.get("nodePort").and_then(Value::as_i64).unwrap_or(0);
-        let why = if n == 0 {
-            return None;
-        } else if !(NODE_PORTS.0..=NODE_PORTS.1).contains(&n) {
-            format!(
-                "provided port is not in the valid range. The range of valid ports is {}-{}",
-                NODE_PORTS.0, NODE_PORTS.1
-            )
-        } else if taken.contains(&n) {
-            "provided port is already allocated".to_string()
-        } else {
-            return None;
-        };
-        Some((
-            format!("spec.ports[{i}].nodePort"),
-            format!("Invalid value: {n}: {why}"),
-        ))
-    })
-}
-
-fn deployment_errors(dep: &Value) -> Vec<(String, String)> {
+/// A workload's `spec.selector` (a `metav1.LabelSelector`) against its
+/// pod template's labels, as `ValidateDeploymentSpec`,
+/// `ValidateReplicaSetSpec`, `ValidateStatefulSetSpec` and
+/// `ValidateDaemonSetSpec` judge it: `required` unless a DaemonSet; an
+/// empty selector is invalid "for `kind_word`" (a ReplicaSet's message says
+/// "deployment", as the real server's does); a missing one selects nothing
+/// (`LabelSelectorAsSelector(nil)`), so it never matches the template.
+fn selector_errors(obj: &Value, required: bool, kind_word: &str) -> Vec<(String, String)> {
     let mut errs = Vec::new();
-    let Some(selector) = dep.pointer("/spec/selector").filter(|s| !s.is_null()) else {
-        errs.push(("spec.selector".into(), "Required value".into()));
+    let labels = obj.pointer("/spec/template/metadata/labels");
+    let Some(selector) = obj.pointer("/spec/selector").filter(|s| !s.is_null()) else {
+        if required {
+            errs.push(("spec.selector".into(), "Required value".into()));
+        }
+        errs.push(template_mismatch(labels));
         return errs;
     };
-    let match_labels = selector.get("matchLabels").and_then(Value::as_object);
-    let expressions = selector.get("matchExpressions").and_then(Value::as_array);
-    let count = match_labels.map_or(0, |m| m.len()) + expressions.map_or(0, Vec::len);
-    if count == 0 {
+    if selector_terms(selector) == 0 {
         errs.push((
             "spec.selector".into(),
             format!(
-                "Invalid value: {}: empty selector is invalid for deployment",
+                "Invalid value: {}: empty selector is invalid for {kind_word}",
                 go_label_selector(selector)
             ),
         ));
-        return errs;
+    } else if !selector_matches(selector, labels) {
+        errs.push(template_mismatch(labels));
     }
-    let labels = dep.pointer("/spec/template/metadata/labels");
+    errs
+}
+
+fn deployment_errors(dep: &Value) -> Vec<(String, String)> {
+    selector_errors(dep, true, "deployment")
+}
+
+/// How many terms a `metav1.LabelSelector` has.
+fn selector_terms(selector: &Value) -> usize {
+    selector
+        .get("matchLabels")
+        .and_then(Value::as_object)
+        .map_or(0, |m| m.len())
+        + selector
+            .get("matchExpressions")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len)
+}
+
+fn template_mismatch(labels: Option<&Value>) -> (String, String) {
+    (
+        "spec.template.metadata.labels".into(),
+        format!(
+            "Invalid value: {}: `selector` does not match template `labels`",
+            go_string_map(labels)
+        ),
+    )
+}
+
+/// Whether the `metav1.LabelSelector` `selector` selects `labels` (an
+/// object of strings, or none).
+fn selector_matches(selector: &Value, labels: Option<&Value>) -> bool {
     let label = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
-    let labels_match = match_labels
+    let labels_match = selector
+        .get("matchLabels")
+        .and_then(Value::as_object)
         .into_iter()
         .flatten()
         .all(|(k, v)| label(k) == v.as_str());
+    let expressions = selector.get("matchExpressions").and_then(Value::as_array);
     let expressions_match = expressions.into_iter().flatten().all(|e| {
         let key = e.get("key").and_then(Value::as_str).unwrap_or_default();
         let values: Vec<&str> = e
@@ -160,14 +181,162 @@ fn deployment_errors(dep: &Value) -> Vec<(String, String)> {
             _ => true,
         }
     });
-    if !(labels_match && expressions_match) {
-        errs.push((
-            "spec.template.metadata.labels".into(),
-            format!(
-                "Invalid value: {}: `selector` does not match template `labels`",
-                go_string_map(labels)
-            ),
-        ));
+    labels_match && expressions_match
+}
+
+/// The rules that judge a workload as it is about to be stored — defaulted
+/// (a ReplicationController's selector comes from its template's labels)
+/// and, for a Job, with its generated selector — and, on update (`old`:
+/// the stored object), the fields that may not change: an apps/v1
+/// selector (the strategies' `ValidateImmutableField`), a Job's selector,
+/// and a StatefulSet's spec beyond the fields
+/// `ValidateStatefulSetUpdate` lets change.
+pub(crate) fn validate_prepared(
+    info: &ResourceInfo,
+    obj: &Value,
+    old: Option<&Value>,
+) -> Vec<(String, String)> {
+    let kind = (info.group.as_str(), info.kind.as_str());
+    let mut errs = match kind {
+        ("apps", "StatefulSet") => selector_errors(obj, true, "statefulset"),
+        ("apps", "DaemonSet") => selector_errors(obj, false, "daemonset"),
+        ("apps", "ReplicaSet") => selector_errors(obj, true, "deployment"),
+        ("", "ReplicationController") => replication_controller_errors(obj),
+        ("batch", "Job") => job_errors(obj),
+        _ => Vec::new(),
+    };
+    let Some(old) = old else {
+        return errs;
+    };
+    match kind {
+        ("apps", "Deployment" | "ReplicaSet" | "DaemonSet") | ("batch", "Job") => {
+            let selector = |v: &Value| v.pointer("/spec/selector").cloned();
+            if selector(obj) != selector(old) {
+                let shown = match obj.pointer("/spec/selector").filter(|s| !s.is_null()) {
+                    Some(s) => go_label_selector(s),
+                    None => go_quote("null"),
+                };
+                errs.push((
+                    "spec.selector".into(),
+                    format!("Invalid value: {shown}: field is immutable"),
+                ));
+            }
+        }
+        ("apps", "StatefulSet") => {
+            let fixed = |v: &Value| {
+                let mut spec = v.get("spec").cloned().unwrap_or_else(|| json!({}));
+                if let Some(m) = spec.as_object_mut() {
+                    for k in STATEFULSET_MUTABLE {
+                        m.remove(k);
+                    }
+                }
+                spec
+            };
+            if fixed(obj) != fixed(old) {
+                errs.push((
+                    "spec".into(),
+                    "Forbidden: updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden".into(),
+                ));
+            }
+        }
+        _ => {}
+    }
+    errs
+}
+
+/// The StatefulSet spec fields an update may change.
+const STATEFULSET_MUTABLE: [&str; 6] = [
+    "replicas",
+    "ordinals",
+    "template",
+    "updateStrategy",
+    "persistentVolumeClaimRetentionPolicy",
+    "minReadySeconds",
+];
+
+/// `ValidateReplicationControllerSpec`: a selector (a plain label map,
+/// defaulted from the template's labels) that is non-empty and matches
+/// the template; a template.
+fn replication_controller_errors(rc: &Value) -> Vec<(String, String)> {
+    let mut errs = Vec::new();
+    let selector = rc
+        .pointer("/spec/selector")
+        .and_then(Value::as_object)
+        .filter(|m| !m.is_empty());
+    if selector.is_none() {
+        errs.push(("spec.selector".into(), "Required value".into()));
+    }
+    let Some(template) = rc.pointer("/spec/template").filter(|t| !t.is_null()) else {
+        errs.push(("spec.template".into(), "Required value".into()));
+        return errs;
+    };
+    if let Some(selector) = selector {
+        let labels = template.pointer("/metadata/labels");
+        let label = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+        if !selector.iter().all(|(k, v)| label(k) == v.as_str()) {
+            errs.push(template_mismatch(labels));
+        }
+    }
+    errs
+}
+
+/// The labels a Job's generated selector stands on, legacy ones first
+/// (`ValidateGeneratedSelector`), each with what it names: its uid or its
+/// name.
+const JOB_LABELS: [(&str, bool); 4] = [
+    ("controller-uid", true),
+    ("job-name", false),
+    ("batch.kubernetes.io/controller-uid", true),
+    ("batch.kubernetes.io/job-name", false),
+];
+
+/// `ValidateGeneratedSelector` (unless `manualSelector`: the template
+/// carries the generated labels, and the selector selects them) then
+/// `ValidateJobSpec`'s selector rules (required; matches the template).
+fn job_errors(job: &Value) -> Vec<(String, String)> {
+    let mut errs = Vec::new();
+    let selector = job.pointer("/spec/selector").filter(|s| !s.is_null());
+    let labels = job.pointer("/spec/template/metadata/labels");
+    let manual = job.pointer("/spec/manualSelector") == Some(&json!(true));
+    if let (false, Some(selector)) = (manual, selector) {
+        let meta = |k: &str| {
+            job.pointer(&format!("/metadata/{k}"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        let mut expected = serde_json::Map::new();
+        for (key, is_uid) in JOB_LABELS {
+            let want = if is_uid { meta("uid") } else { meta("name") };
+            let field = format!("spec.template.metadata.labels[{key}]");
+            match labels.and_then(|l| l.get(key)).and_then(Value::as_str) {
+                None => errs.push((field, format!("Required value: {want}"))),
+                Some(have) if have != want => errs.push((
+                    field,
+                    format!("Invalid value: {}: must be '{want}'", go_string_map(labels)),
+                )),
+                Some(_) => {}
+            }
+            expected.insert(key.into(), json!(want));
+        }
+        if !selector_matches(selector, Some(&Value::Object(expected))) {
+            errs.push((
+                "spec.selector".into(),
+                format!(
+                    "Invalid value: {}: `selector` not auto-generated",
+                    go_label_selector(selector)
+                ),
+            ));
+        }
+    }
+    match selector {
+        None => {
+            errs.push(("spec.selector".into(), "Required value".into()));
+            errs.push(template_mismatch(labels));
+        }
+        Some(s) if selector_terms(s) > 0 && !selector_matches(s, labels) => {
+            errs.push(template_mismatch(labels));
+        }
+        Some(_) => {}
     }
     errs
 }
@@ -243,33 +412,21 @@ mod tests {
     }
 
     #[test]
-    fn the_allocator_refuses_ports_out_of_range_or_taken() {
-        let svc = json!({"spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": 80}]}});
-        assert_eq!(
-            node_port_refusal(&svc, &HashSet::new()).unwrap().1,
-            "Invalid value: 80: provided port is not in the valid range. The range of valid ports is 30000-32767"
-        );
-        let svc = json!({"spec": {"type": "NodePort", "ports": [
-            {"port": 80}, {"port": 81, "nodePort": 30080}]}});
-        assert_eq!(
-            node_port_refusal(&svc, &HashSet::from([30080])),
-            Some((
-                "spec.ports[1].nodePort".to_string(),
-                "Invalid value: 30080: provided port is already allocated".to_string()
-            ))
-        );
-        assert_eq!(node_port_refusal(&svc, &HashSet::new()), None);
-    }
-
-    #[test]
     fn a_deployment_selector_must_exist_be_non_empty_and_match_its_template() {
         let dep = |selector: Value| {
             json!({"spec": {"selector": selector,
                 "template": {"metadata": {"labels": {"app": "b", "tier": "web"}}}}})
         };
+        // A missing selector selects nothing, so it matches no template either.
         assert_eq!(
             deployment_errors(&dep(Value::Null)),
-            [("spec.selector".to_string(), "Required value".to_string())]
+            [
+                ("spec.selector".to_string(), "Required value".to_string()),
+                (
+                    "spec.template.metadata.labels".to_string(),
+                    r#"Invalid value: map[string]string{"app":"b", "tier":"web"}: `selector` does not match template `labels`"#.to_string()
+                )
+            ]
         );
         assert_eq!(
             deployment_errors(&dep(json!({})))[0].1,
@@ -303,5 +460,156 @@ mod tests {
             errs[1].1.starts_with("Invalid value: \"bad value\": "),
             "{errs:?}"
         );
+    }
+
+    fn info(group: &str, kind: &str) -> ResourceInfo {
+        let registry = crate::storage::registry::Registry::new();
+        let plural = format!("{}s", kind.to_lowercase());
+        registry.lookup(group, "v1", &plural).unwrap()
+    }
+
+    fn workload(selector: Value, labels: Value) -> Value {
+        json!({"metadata": {"name": "w", "uid": "u1"},
+            "spec": {"selector": selector, "template": {"metadata": {"labels": labels}}}})
+    }
+
+    const MISMATCH: &str = r#"Invalid value: map[string]string{"app":"b"}: `selector` does not match template `labels`"#;
+    const EMPTY_SELECTOR: &str = "Invalid value: v1.LabelSelector{MatchLabels:map[string]string(nil), MatchExpressions:[]v1.LabelSelectorRequirement(nil)}";
+
+    fn errs(v: Vec<(String, String)>) -> Vec<String> {
+        v.into_iter().map(|(f, m)| format!("{f}: {m}")).collect()
+    }
+
+    /// What `kind` (of apps/v1) with `selector` and pods labelled
+    /// `app: b` is refused for on create.
+    fn judged(kind: &str, selector: Value) -> Vec<String> {
+        let obj = workload(selector, json!({"app": "b"}));
+        errs(validate_prepared(&info("apps", kind), &obj, None))
+    }
+
+    #[test]
+    fn a_statefulset_and_a_replicaset_need_a_non_empty_selector_matching_their_template() {
+        for (kind, word) in [("StatefulSet", "statefulset"), ("ReplicaSet", "deployment")] {
+            assert_eq!(
+                judged(kind, Value::Null),
+                [
+                    "spec.selector: Required value".to_string(),
+                    format!("spec.template.metadata.labels: {MISMATCH}")
+                ]
+            );
+            assert_eq!(
+                judged(kind, json!({})),
+                [format!(
+                    "spec.selector: {EMPTY_SELECTOR}: empty selector is invalid for {word}"
+                )]
+            );
+            let other = json!({"matchLabels": {"app": "a"}});
+            assert_eq!(
+                judged(kind, other),
+                [format!("spec.template.metadata.labels: {MISMATCH}")]
+            );
+            assert!(judged(kind, json!({"matchLabels": {"app": "b"}})).is_empty());
+        }
+    }
+
+    #[test]
+    fn a_daemonset_selector_is_not_required_but_must_match_and_not_be_empty() {
+        assert_eq!(
+            judged("DaemonSet", Value::Null),
+            [format!("spec.template.metadata.labels: {MISMATCH}")]
+        );
+        assert_eq!(
+            judged("DaemonSet", json!({})),
+            [format!(
+                "spec.selector: {EMPTY_SELECTOR}: empty selector is invalid for daemonset"
+            )]
+        );
+    }
+
+    #[test]
+    fn apps_selectors_are_immutable_and_a_statefulset_spec_mostly_so() {
+        let old = workload(json!({"matchLabels": {"app": "b"}}), json!({"app": "b"}));
+        let new = workload(json!({"matchLabels": {"app": "c"}}), json!({"app": "c"}));
+        for kind in ["Deployment", "ReplicaSet", "DaemonSet"] {
+            assert_eq!(
+                errs(validate_prepared(&info("apps", kind), &new, Some(&old))),
+                [
+                    r#"spec.selector: Invalid value: v1.LabelSelector{MatchLabels:map[string]string{"app":"c"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: field is immutable"#
+                ]
+            );
+            assert!(validate_prepared(&info("apps", kind), &old, Some(&old)).is_empty());
+        }
+        let sts = info("apps", "StatefulSet");
+        assert_eq!(
+            errs(validate_prepared(&sts, &new, Some(&old))),
+            ["spec: Forbidden: updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden"]
+        );
+        let mut scaled = old.clone();
+        scaled["spec"]["replicas"] = json!(5);
+        assert!(validate_prepared(&sts, &scaled, Some(&old)).is_empty());
+    }
+
+    #[test]
+    fn a_replication_controller_needs_a_selector_matching_its_template() {
+        let i = info("", "ReplicationController");
+        let rc = |selector: Value| {
+            json!({"spec": {"selector": selector,
+            "template": {"metadata": {"labels": {"app": "b"}}}}})
+        };
+        assert_eq!(
+            errs(validate_prepared(&i, &rc(json!({})), None)),
+            ["spec.selector: Required value"]
+        );
+        assert_eq!(
+            errs(validate_prepared(&i, &rc(json!({"app": "a"})), None)),
+            [format!("spec.template.metadata.labels: {MISMATCH}")]
+        );
+        assert!(validate_prepared(&i, &rc(json!({"app": "b"})), None).is_empty());
+        assert_eq!(
+            errs(validate_prepared(
+                &i,
+                &json!({"spec": {"selector": {"app": "b"}}}),
+                None
+            )),
+            ["spec.template: Required value"]
+        );
+    }
+
+    #[test]
+    fn a_job_selector_is_generated_unless_manual_and_immutable() {
+        let i = info("batch", "Job");
+        let generated = json!({"metadata": {"name": "j", "uid": "u1"}, "spec": {
+            "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "u1"}},
+            "template": {"metadata": {"labels": {"controller-uid": "u1", "job-name": "j",
+                "batch.kubernetes.io/controller-uid": "u1", "batch.kubernetes.io/job-name": "j"}}}}});
+        assert!(validate_prepared(&i, &generated, None).is_empty());
+        let mut own_selector = generated.clone();
+        own_selector["spec"]["selector"]["matchLabels"]["app"] = json!("x");
+        assert_eq!(
+            errs(validate_prepared(&i, &own_selector, None))[0],
+            r#"spec.selector: Invalid value: v1.LabelSelector{MatchLabels:map[string]string{"app":"x", "batch.kubernetes.io/controller-uid":"u1"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: `selector` not auto-generated"#
+        );
+        let mut wrong_label = generated.clone();
+        wrong_label["spec"]["template"]["metadata"]["labels"]["job-name"] = json!("k");
+        assert_eq!(
+            errs(validate_prepared(&i, &wrong_label, None))[0],
+            r#"spec.template.metadata.labels[job-name]: Invalid value: map[string]string{"batch.kubernetes.io/controller-uid":"u1", "batch.kubernetes.io/job-name":"j", "controller-uid":"u1", "job-name":"k"}: must be 'j'"#
+        );
+        let manual = json!({"metadata": {"name": "j", "uid": "u1"}, "spec": {"manualSelector": true,
+            "template": {"metadata": {"labels": {"app": "b"}}}}});
+        assert_eq!(
+            errs(validate_prepared(&i, &manual, None)),
+            [
+                "spec.selector: Required value".to_string(),
+                format!("spec.template.metadata.labels: {MISMATCH}")
+            ]
+        );
+        let mut moved = generated.clone();
+        moved["spec"]["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"] =
+            json!("u2");
+        assert!(errs(validate_prepared(&i, &moved, Some(&generated)))
+            .last()
+            .unwrap()
+            .ends_with(": field is immutable"));
     }
 }

@@ -133,6 +133,24 @@ pub struct Subscription {
     pub rv: u64,
 }
 
+/// Told of every committed change to one resource, under the store's
+/// lock (so in commit order, before any reader sees the change): the
+/// object's key and its JSON as now stored, `None` once deleted. It must
+/// be quick and must never call the store.
+pub type Observer = Arc<dyn Fn(&ObjKey, Option<&[u8]>) + Send + Sync>;
+
+/// The observers of each resource (see [`Store::observe`]).
+#[derive(Default)]
+struct Observers(Vec<(String, Observer)>);
+
+impl std::fmt::Debug for Observers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|(resource, _)| resource))
+            .finish()
+    }
+}
+
 #[derive(Debug)]
 struct Inner {
     rv: u64,
@@ -144,6 +162,7 @@ struct Inner {
     history_bytes_cap: usize,
     /// Changes with rv <= this are gone from history.
     compacted_through: u64,
+    observers: Observers,
 }
 
 /// The in-memory store shared by all requests.
@@ -350,6 +369,7 @@ impl Store {
                 history_bytes: 0,
                 history_bytes_cap: usize::MAX,
                 compacted_through: 0,
+                observers: Observers::default(),
             }),
             tx,
             recent: Mutex::new(Vec::new()),
@@ -495,6 +515,10 @@ impl Store {
             prev_attrs: prev.as_ref().map(|p| p.attrs.clone()),
             prev_json: prev.map(|p| p.json),
         });
+        let now = (event != EventType::Deleted).then_some(&*stored.json);
+        for (_, observer) in inner.observers.0.iter().filter(|(r, _)| r == resource) {
+            observer(key, now);
+        }
         inner.history_bytes += record.bytes();
         inner.history.push_back(record.clone());
         while inner.history.len() > 1
@@ -667,6 +691,17 @@ impl Store {
             Some(current),
         );
         Ok(stored)
+    }
+
+    /// Keeps `observer` told of every committed change to `resource` from
+    /// now on; it is first told of every current object, under the same
+    /// lock, so it misses no change and sees none twice.
+    pub fn observe(&self, resource: &str, observer: Observer) {
+        let mut inner = self.lock();
+        for (key, stored) in inner.buckets.get(resource).into_iter().flatten() {
+            observer(key, Some(&stored.json));
+        }
+        inner.observers.0.push((resource.to_string(), observer));
     }
 
     /// Keys of every object of `resource` in `namespace`.
@@ -944,6 +979,32 @@ mod tests {
         );
         s.compact();
         assert_eq!(s.history_bytes(), 0);
+    }
+
+    #[test]
+    fn an_observer_sees_the_current_objects_then_every_change_in_commit_order() {
+        let s = Store::new(10);
+        s.create("configmaps", key("d", "old"), cm("old")).unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        s.observe(
+            "configmaps",
+            Arc::new(move |k: &ObjKey, json: Option<&[u8]>| {
+                log.lock().unwrap().push((k.1.clone(), json.is_some()));
+            }),
+        );
+        s.create("configmaps", key("d", "new"), cm("new")).unwrap();
+        s.create("secrets", key("d", "other"), cm("other")).unwrap();
+        s.delete("configmaps", &key("d", "old"), None, None)
+            .unwrap();
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [
+                ("old".to_string(), true),
+                ("new".to_string(), true),
+                ("old".to_string(), false)
+            ]
+        );
     }
 
     #[test]

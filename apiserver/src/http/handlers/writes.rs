@@ -193,21 +193,30 @@ impl Ctx<'_> {
         }
         let status_write = self.target.sub.as_deref() == Some("status");
         prepare_update(&self.target.info, &oldv, &mut new, status_write);
-        let errs = object_rules::validate(&self.target.info, &new);
+        let mut errs = object_rules::validate(&self.target.info, &new);
+        if !status_write {
+            errs.extend(spec_rules::validate_prepared(
+                &self.target.info,
+                &new,
+                Some(&oldv),
+            ));
+        }
         if !errs.is_empty() {
             return Err(self.invalid(self.target.name(), errs));
         }
         self.admit_custom(&mut new)?;
+        // Held until the update is stored or has failed.
+        let mut _held = None;
         if !status_write {
             self.check_pod(Some(&oldv), &mut new)?;
-            // Only a change of what the allocators hand out needs them (and
-            // their scan of every Service).
+            // Only a change of what the allocators hand out needs them.
             let allocated = |v: &Value| {
                 ["type", "clusterIP", "ports"]
                     .map(|k| v.get("spec").and_then(|s| s.get(k)).cloned())
             };
             if allocated(&new) != allocated(&oldv) {
-                self.allocate_service(&mut new, self.target.name(), Some(&self.target.key()))?;
+                _held =
+                    self.allocate_service(&mut new, self.target.name(), Some(&self.target.key()))?;
             }
         }
         if crd::is_crd(&self.target.info) {
@@ -514,27 +523,38 @@ impl Ctx<'_> {
         self.store_created(self.target.key(), &name, obj)
     }
 
-    /// For a Service (`own`: its key, on update): refuses requested node
-    /// ports that are out of range or that another Service holds, and
-    /// allocates the cluster IP and node ports it lacks — what the real
-    /// server's allocators do in storage, after the managed fields.
-    fn allocate_service(&self, obj: &mut Value, name: &str, own: Option<&ObjKey>) -> Result<()> {
+    /// For a Service (`own`: its key, on update): refuses requested cluster
+    /// IPs and node ports that are out of range or that another Service
+    /// holds, and allocates the ones it lacks — what the real server's
+    /// allocators do in storage, after the managed fields. Keep the
+    /// reservation until the write is stored (or has failed).
+    fn allocate_service(
+        &self,
+        obj: &mut Value,
+        name: &str,
+        own: Option<&ObjKey>,
+    ) -> Result<Option<services::Reservation>> {
         if !(self.target.info.group.is_empty() && self.target.info.plural == "services") {
-            return Ok(());
+            return Ok(None);
         }
-        let page = self.store().list("services", None, None, 0, |_| true);
-        let except = own.map(|(ns, n)| (ns.as_str(), n.as_str()));
-        let (ips, ports) = services::in_use(page.items.iter().map(|j| &j[..]), except);
-        if let Some(refusal) = spec_rules::node_port_refusal(obj, &ports) {
-            return Err(self.invalid(name, vec![refusal]));
+        let key = own.cloned().unwrap_or_else(|| self.target.key());
+        match self.app.services.allocate(&key, obj) {
+            Ok(held) => Ok(Some(held)),
+            Err(services::AllocError::Refused(field, message)) => {
+                Err(self.invalid(name, vec![(field, message)]))
+            }
+            Err(e) => Err(ApiError::Internal(e.to_string())),
         }
-        services::allocate(obj, &ips, &ports).map_err(|e| ApiError::Internal(e.to_string()))
     }
 
     /// Stores a new, admitted object and answers 201 with it (or only
     /// answers, under dryRun); a namesake that got there first is 409.
     fn store_created(&self, key: ObjKey, name: &str, mut obj: Value) -> Result<Response> {
-        self.allocate_service(&mut obj, name, None)?;
+        let errs = spec_rules::validate_prepared(&self.target.info, &obj, None);
+        if !errs.is_empty() {
+            return Err(self.invalid(name, errs));
+        }
+        let _held = self.allocate_service(&mut obj, name, None)?;
         if self.dry_run() {
             return Ok(value_response(StatusCode::CREATED, &self.out(obj)));
         }
