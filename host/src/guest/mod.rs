@@ -42,10 +42,7 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
-use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store,
-    Trap,
-};
+use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap};
 
 pub use manifest::{GuestManifest, Gvk, KeyMapping, ManifestError, WatchSpec, WriteRule};
 pub use plan::{

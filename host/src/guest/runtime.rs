@@ -97,37 +97,6 @@ impl Drop for Shared {
     }
 }
 
-/// Concurrent guest instances the pool holds (wasmtime's own default):
-/// every guest call runs on tokio's blocking pool, at most 512 threads, so
-/// even a component with two memories (a module and a WASI adapter) finds
-/// its slots. An instantiation past the pool fails like any other, and its
-/// key is retried.
-const POOLED_INSTANCES: u32 = 1000;
-/// Bytes of each pooled linear memory kept resident and reset with a
-/// `memset` when its store is dropped: a small guest's reconcile touches
-/// less than this, and reusing the pages costs no page fault and no
-/// `munmap` (on-demand allocation mapped and unmapped every call's memory:
-/// 16% of the host's CPU in a per-object churn, BENCHMARKS.md). Above it,
-/// pages are given back to the kernel with `madvise`.
-const KEEP_RESIDENT: usize = 1 << 20;
-
-/// The pooling allocator's limits: each call still gets a fresh store and
-/// a zeroed memory, but from a slot reused across calls rather than a new
-/// mapping. The price is address space: every memory slot's 4 GiB range
-/// (4 TiB for the pool) is reserved up front and never committed.
-fn pool(config: &RuntimeConfig) -> PoolingAllocationConfig {
-    let mut pool = PoolingAllocationConfig::new();
-    pool.total_component_instances(POOLED_INSTANCES)
-        // A component holds its module and a few shim modules.
-        .total_core_instances(POOLED_INSTANCES * 4)
-        .total_memories(POOLED_INSTANCES)
-        .total_tables(POOLED_INSTANCES * 2)
-        .max_memory_size(config.memory_limit.min(4 << 30))
-        .linear_memory_keep_resident(KEEP_RESIDENT)
-        .table_keep_resident(64 << 10);
-    pool
-}
-
 /// The engine every guest runs on. Cheap to clone.
 #[derive(Clone)]
 pub struct GuestRuntime {
@@ -140,8 +109,7 @@ impl GuestRuntime {
         let mut wasm = Config::new();
         wasm.wasm_component_model(true)
             .epoch_interruption(true)
-            .consume_fuel(config.fuel.is_some())
-            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool(&config)));
+            .consume_fuel(config.fuel.is_some());
         let engine = Engine::new(&wasm).map_err(|e| GuestError {
             guest: "(engine)".into(),
             kind: GuestErrorKind::Compile(format!("{e:#}")),
