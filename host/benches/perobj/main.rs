@@ -16,7 +16,8 @@
 //! Run: `make guest && cargo bench -p wasmctrl --features
 //! wasmctrl/dev-server --bench perobj -- --apps 1000,10000,20000` (also
 //! `--edits`, `--rate`, `--qps`, `--systems`; `PEROBJ_LOGS=DIR` keeps the
-//! subprocesses' logs there). Under `cargo test
+//! subprocesses' logs there, `PEROBJ_WASMCTRL=PATH` runs another build of
+//! the host; each subprocess's pid is printed, for `perf record -p`). Under `cargo test
 //! --all-targets` it runs a smoke world (30 Apps, 5 edits, resync 10 s) and
 //! asserts: both systems converge, see every edit and the shared change;
 //! the restart reconciles every key (wasmctrl: exactly once) with no new
