@@ -15,7 +15,7 @@ use crate::measure::Recorder;
 use crate::native_peer::{PeerArgs, APPLY_LINE, RECONCILE_LINE};
 use crate::pods::{self, World};
 use crate::process::{
-    cpu_time, free_port, metric_sum, percentiles, scrape, start, status_bytes, Percentiles,
+    cpu_time, free_port, metric_sum, percentiles, poll, scrape, start, status_bytes, Percentiles,
 };
 
 /// Namespace the summaries are written to.
@@ -373,16 +373,7 @@ async fn wait_for(
     timeout: Duration,
     want: impl Fn(&std::collections::BTreeMap<String, String>) -> bool,
 ) -> Option<Instant> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(at) = recorder.first_after(since, &want) {
-            return Some(at);
-        }
-        if Instant::now() > deadline {
-            return None;
-        }
-        tokio::time::sleep(POLL).await;
-    }
+    poll(POLL, timeout, async || recorder.first_after(since, &want)).await
 }
 
 /// One change of the churn: when it was sent, which node it moved, and the

@@ -17,7 +17,7 @@ use kube::Client;
 
 use crate::native_app::{PeerArgs, READ_LINE, RECONCILE_LINE, WRITE_LINE};
 use crate::process::{
-    cpu_time, free_port, metric_sum, percentiles, scrape, start, status_bytes, Percentiles,
+    cpu_time, free_port, metric_sum, percentiles, poll, scrape, start, status_bytes, Percentiles,
 };
 use crate::world::{self, Tracker, World};
 
@@ -328,16 +328,9 @@ fn spawn(system: System, setup: &Setup, kubeconfig: &std::path::Path, run: &str)
 
 /// Polls `done` until it holds or `timeout` passes.
 async fn until(timeout: Duration, mut done: impl AsyncFnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if done().await {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        tokio::time::sleep(POLL).await;
-    }
+    poll(POLL, timeout, async || done().await.then_some(()))
+        .await
+        .is_some()
 }
 
 /// Measures a phase from `start` (counts, CPU) to now.

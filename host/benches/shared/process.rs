@@ -3,7 +3,7 @@
 //! start with its output in files, and what a bench reads about it from
 //! outside: peak and current memory and CPU time from `/proc`, its
 //! Prometheus `/metrics` text, a free local port for it to serve them on,
-//! and latency percentiles. It never talks to the subprocess otherwise.
+//! polling until something shows, and latency percentiles. It never talks to the subprocess otherwise.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -80,6 +80,25 @@ pub fn metric_sum(text: &str, name: &str, labels: &[&str]) -> f64 {
                 .flatten()
         })
         .sum()
+}
+
+/// Calls `look` every `every` until it finds something or `timeout` has
+/// passed (then None).
+pub async fn poll<T>(
+    every: Duration,
+    timeout: Duration,
+    mut look: impl AsyncFnMut() -> Option<T>,
+) -> Option<T> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(found) = look().await {
+            return Some(found);
+        }
+        if std::time::Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(every).await;
+    }
 }
 
 /// A port nobody listens on right now.
