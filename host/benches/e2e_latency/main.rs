@@ -35,6 +35,8 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../shared/args.rs"]
+mod args;
 mod measure;
 mod native_peer;
 mod pods;
@@ -67,32 +69,6 @@ const SMOKE_RESYNC: Duration = Duration::from_secs(2);
 /// Idle writes are counted over the resync period plus this.
 const IDLE_MARGIN: Duration = Duration::from_secs(5);
 const SMOKE_IDLE_MARGIN: Duration = Duration::from_secs(2);
-
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"))
-}
-
-/// The value after `flag`, else the environment variable `env`.
-fn option(args: &[String], flag: &str, env: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == flag)
-        .and_then(|i| args.get(i + 1))
-        .cloned()
-        .or_else(|| std::env::var(env).ok())
-}
-
-fn sizes(list: &str) -> Vec<usize> {
-    list.split(',')
-        .map(|s| {
-            s.trim()
-                .replace('_', "")
-                .parse()
-                .unwrap_or_else(|e| panic!("--pods {list:?}: {e}"))
-        })
-        .collect()
-}
 
 async fn run_size(pods: usize, setup: &Setup) -> Vec<Outcome> {
     // The pods name owners (ReplicaSets, Jobs) that are never created: a
@@ -294,33 +270,27 @@ fn check(outcomes: &[Outcome]) {
     }
 }
 
+use args::option_or_env as option;
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.iter().any(|a| a == "--native-peer") {
-        let peer = native_peer::PeerArgs::parse(&args).expect("native peer arguments");
-        let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
-        if let Err(e) = rt.block_on(native_peer::run(peer)) {
-            eprintln!("native peer: {e:#}");
-            std::process::exit(1);
-        }
+    if args::run_as_peer(&args, "--native-peer", "native peer", |a| {
+        native_peer::PeerArgs::parse(a).map(native_peer::run)
+    }) {
         return;
     }
     // `cargo bench` passes --bench; `cargo test --all-targets` runs this
     // as a smoke test on a tiny world.
     let full = args.iter().any(|a| a == "--bench");
     let dir = tempfile::tempdir().expect("temporary directory");
-    let guest = target_dir().join("wasm32-wasip2/guest/guest_gpu_summary.wasm");
-    assert!(
-        guest.exists(),
-        "{} is missing: run `make guest` first",
-        guest.display()
-    );
+    let guest = args::guest("guest_gpu_summary.wasm");
     let (sizes, changes, resync, idle_margin) = if full {
-        let pods =
-            option(&args, "--pods", "E2E_PODS").map_or_else(|| vec![DEFAULT_PODS], |l| sizes(&l));
-        let changes = option(&args, "--changes", "E2E_CHANGES").map_or(DEFAULT_CHANGES, |c| {
-            c.parse().expect("--changes is a number")
-        });
+        let pods = option(&args, "--pods", "E2E_PODS").map_or_else(
+            || vec![DEFAULT_PODS],
+            |l| args::list("--pods", &l, args::number),
+        );
+        let changes = option(&args, "--changes", "E2E_CHANGES")
+            .map_or(DEFAULT_CHANGES, |c| args::number("--changes", &c));
         (pods, changes, RESYNC, IDLE_MARGIN)
     } else {
         (
@@ -341,29 +311,23 @@ fn main() {
         idle: resync + idle_margin,
         perf: option(&args, "--perf", "E2E_PERF").map(PathBuf::from),
         cold_starts: option(&args, "--cold-starts", "E2E_COLD_STARTS")
-            .map_or(0, |k| k.parse().expect("--cold-starts is a number")),
+            .map_or(0, |k| args::number("--cold-starts", &k)),
         cold_baseline: option(&args, "--cold-baseline", "E2E_COLD_BASELINE")
             .map(|l| l.split(',').map(PathBuf::from).collect())
             .unwrap_or_default(),
         systems: option(&args, "--systems", "E2E_SYSTEMS").map_or_else(
             || vec![System::Native, System::Wasmctrl],
             |l| {
-                l.split(',')
-                    .map(|s| match s.trim() {
-                        "native" => System::Native,
-                        "wasmctrl" => System::Wasmctrl,
-                        "wasmctrl-shadow" => System::WasmctrlShadow,
-                        other => panic!("--systems: {other:?} is neither native nor wasmctrl"),
-                    })
-                    .collect()
+                args::list("--systems", &l, |flag, s| match s {
+                    "native" => System::Native,
+                    "wasmctrl" => System::Wasmctrl,
+                    "wasmctrl-shadow" => System::WasmctrlShadow,
+                    other => panic!("{flag}: {other:?} is neither native nor wasmctrl"),
+                })
             },
         ),
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = args::bench_runtime();
     let mut outcomes = Vec::new();
     for pods in sizes {
         outcomes.extend(rt.block_on(run_size(pods, &setup)));

@@ -21,7 +21,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use futures::StreamExt;
 use guest_gpu_summary::summary::{summarize_resource, summary_data, ContainerGpu, PodGpu};
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod};
@@ -75,13 +74,7 @@ impl PeerArgs {
 
     /// Reads `--kubeconfig P --namespace N --name C --resync-seconds S`.
     pub fn parse(args: &[String]) -> anyhow::Result<Self> {
-        let get = |flag: &str| {
-            args.iter()
-                .position(|a| a == flag)
-                .and_then(|i| args.get(i + 1))
-                .cloned()
-                .with_context(|| format!("native peer: missing {flag}"))
-        };
+        let get = |flag: &str| crate::args::required(args, flag, "native peer");
         Ok(PeerArgs {
             kubeconfig: PathBuf::from(get("--kubeconfig")?),
             namespace: get("--namespace")?,

@@ -15,7 +15,7 @@ use crate::measure::Recorder;
 use crate::native_peer::{PeerArgs, APPLY_LINE, RECONCILE_LINE};
 use crate::pods::{self, World};
 use crate::process::{
-    cpu_time, free_port, metric_sum, percentiles, scrape, status_bytes, Percentiles,
+    cpu_time, free_port, metric_sum, percentiles, poll, scrape, start, status_bytes, Percentiles,
 };
 
 /// Namespace the summaries are written to.
@@ -272,11 +272,9 @@ fn configmap_name(system: System) -> String {
 
 fn spawn(system: System, setup: &Setup) -> Running {
     let log = setup.log_dir.join(format!("{}.log", system.name()));
-    let stderr = std::fs::File::create(&log).expect("subprocess log file");
     let stdout_path = setup.log_dir.join(format!("{}.out", system.name()));
-    let stdout = std::fs::File::create(&stdout_path).expect("subprocess output file");
     let metrics_port = free_port();
-    let mut cmd = match system {
+    let cmd = match system {
         System::Native => {
             let mut cmd = Command::new(std::env::current_exe().expect("own executable"));
             cmd.args(
@@ -315,13 +313,7 @@ fn spawn(system: System, setup: &Setup) -> Running {
             cmd
         }
     };
-    let child = cmd
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(stdout)
-        .stderr(stderr)
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting {}: {e}", system.name()));
+    let child = start(cmd, system.name(), "warn", &stdout_path, &log);
     Running {
         child,
         system,
@@ -381,16 +373,7 @@ async fn wait_for(
     timeout: Duration,
     want: impl Fn(&std::collections::BTreeMap<String, String>) -> bool,
 ) -> Option<Instant> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(at) = recorder.first_after(since, &want) {
-            return Some(at);
-        }
-        if Instant::now() > deadline {
-            return None;
-        }
-        tokio::time::sleep(POLL).await;
-    }
+    poll(POLL, timeout, async || recorder.first_after(since, &want)).await
 }
 
 /// One change of the churn: when it was sent, which node it moved, and the

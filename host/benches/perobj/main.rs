@@ -16,7 +16,8 @@
 //! Run: `make guest && cargo bench -p wasmctrl --features
 //! wasmctrl/dev-server --bench perobj -- --apps 1000,10000,20000` (also
 //! `--edits`, `--rate`, `--qps`, `--systems`; `PEROBJ_LOGS=DIR` keeps the
-//! subprocesses' logs there). Under `cargo test
+//! subprocesses' logs there, `PEROBJ_WASMCTRL=PATH` runs another build of
+//! the host; each subprocess's pid is printed, for `perf record -p`). Under `cargo test
 //! --all-targets` it runs a smoke world (30 Apps, 5 edits, resync 10 s) and
 //! asserts: both systems converge, see every edit and the shared change;
 //! the restart reconciles every key (wasmctrl: exactly once) with no new
@@ -25,6 +26,8 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../shared/args.rs"]
+mod args;
 mod native_app;
 #[path = "../shared/process.rs"]
 mod process;
@@ -55,31 +58,6 @@ const SMOKE_EDITS: usize = 5;
 const SMOKE_RATE: f64 = 10.0;
 const SMOKE_RESYNC: Duration = Duration::from_secs(10);
 const SMOKE_IDLE_MARGIN: Duration = Duration::from_secs(3);
-
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"))
-}
-
-/// The value after `flag`.
-fn option(args: &[String], flag: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == flag)
-        .and_then(|i| args.get(i + 1))
-        .cloned()
-}
-
-fn parse<T: std::str::FromStr>(args: &[String], flag: &str, default: T) -> T
-where
-    T::Err: std::fmt::Display,
-{
-    option(args, flag).map_or(default, |v| {
-        v.replace('_', "")
-            .parse()
-            .unwrap_or_else(|e| panic!("{flag} {v:?}: {e}"))
-    })
-}
 
 /// One system on a fresh server holding `apps` Apps.
 async fn run_one(apps: usize, setup: &Setup, system: System) -> Outcome {
@@ -131,9 +109,9 @@ fn print_table(outcomes: &[Outcome], setup: &Setup) {
     println!();
     println!("Writes are `requests sent / new versions`.");
     println!();
-    println!("| system | Apps | (2) all children missing: time | CPU | writes | VmHWM | (1) restart, all correct: every key reconciled | CPU | writes (+{} s) | VmHWM | (3) churn p50 | p90 | p99 | max | missed | CPU | writes per edit | (4) shared change: all children | writes | writes/s | (5) idle writes | VmHWM at end |", system::SETTLE.as_secs());
+    println!("| system | Apps | (2) all children missing: time | CPU | writes | VmHWM | (1) restart, all correct: every key reconciled | CPU | writes (+{} s) | VmHWM | (3) churn p50 | p90 | p99 | max | missed | CPU | reconciles per edit | writes per edit | VmHWM after churn | (4) shared change: all children | writes | writes/s | (5) idle writes | VmHWM at end | RSS at end |", system::SETTLE.as_secs());
     println!(
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for o in outcomes {
         let per_edit = |p: &Phase| {
@@ -144,7 +122,7 @@ fn print_table(outcomes: &[Outcome], setup: &Setup) {
             )
         };
         println!(
-            "| {} | {} | {:.2} s | {:.2} s | {} | {:.0} MiB | {:.2} s | {:.2} s | {} | {:.0} MiB | {} | {} | {} | {} | {} | {:.2} s | {} | {:.2} s | {} | {:.0} | {} | {:.0} MiB |",
+            "| {} | {} | {:.2} s | {:.2} s | {} | {:.0} MiB | {:.2} s | {:.2} s | {} | {:.0} MiB | {} | {} | {} | {} | {} | {:.2} s | {:.2} | {} | {:.0} MiB | {:.2} s | {} | {:.0} | {} | {:.0} MiB | {:.0} MiB |",
             o.system.name(),
             o.apps,
             o.create.took.as_secs_f64(),
@@ -161,12 +139,15 @@ fn print_table(outcomes: &[Outcome], setup: &Setup) {
             ms(o.latency.max),
             o.missed,
             o.churn.cpu.as_secs_f64(),
+            o.churn.counts.reconciles / setup.edits as f64,
             per_edit(&o.churn),
+            mib(o.churn_hwm),
             o.fanout.took.as_secs_f64(),
             writes(&o.fanout),
             o.fanout.counts.writes / o.fanout.took.as_secs_f64(),
             writes(&o.idle),
             mib(o.final_hwm),
+            mib(o.final_rss),
         );
     }
     println!();
@@ -253,13 +234,9 @@ fn check(outcomes: &[Outcome]) {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.iter().any(|a| a == "--native-app") {
-        let peer = native_app::PeerArgs::parse(&args).expect("native app arguments");
-        let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
-        if let Err(e) = rt.block_on(native_app::run(peer)) {
-            eprintln!("native app: {e:#}");
-            std::process::exit(1);
-        }
+    if args::run_as_peer(&args, "--native-app", "native app", |a| {
+        native_app::PeerArgs::parse(a).map(native_app::run)
+    }) {
         return;
     }
     // `cargo bench` passes --bench; `cargo test --all-targets` runs the
@@ -273,26 +250,17 @@ fn main() {
     }
     let log_dir =
         std::env::var_os("PEROBJ_LOGS").map_or_else(|| dir.path().to_path_buf(), PathBuf::from);
-    let guest = target_dir().join("wasm32-wasip2/guest/guest_app.wasm");
-    assert!(
-        guest.exists(),
-        "{} is missing: run `make guest` first",
-        guest.display()
-    );
-    let qps = parse(&args, "--qps", DEFAULT_QPS);
+    let guest = args::guest("guest_app.wasm");
+    let qps = args::parse(&args, "--qps", DEFAULT_QPS);
     let (sizes, edits, rate, resync, margin) = if full {
-        let sizes = option(&args, "--apps").map_or_else(
+        let sizes = args::option(&args, "--apps").map_or_else(
             || vec![DEFAULT_APPS],
-            |l| {
-                l.split(',')
-                    .map(|s| s.trim().replace('_', "").parse().expect("--apps N[,N...]"))
-                    .collect()
-            },
+            |l| args::list("--apps", &l, args::number),
         );
         (
             sizes,
-            parse(&args, "--edits", DEFAULT_EDITS),
-            parse(&args, "--rate", DEFAULT_RATE),
+            args::parse(&args, "--edits", DEFAULT_EDITS),
+            args::parse(&args, "--rate", DEFAULT_RATE),
             RESYNC,
             IDLE_MARGIN,
         )
@@ -307,7 +275,12 @@ fn main() {
     };
     let setup = Setup {
         dir: log_dir,
-        wasmctrl: PathBuf::from(env!("CARGO_BIN_EXE_wasmctrl")),
+        // PEROBJ_WASMCTRL: another build of the host (a before/after
+        // comparison on the same load).
+        wasmctrl: std::env::var_os("PEROBJ_WASMCTRL").map_or_else(
+            || PathBuf::from(env!("CARGO_BIN_EXE_wasmctrl")),
+            PathBuf::from,
+        ),
         guest,
         resync,
         qps,
@@ -317,23 +290,17 @@ fn main() {
         idle: resync + margin,
         per_key: !full,
     };
-    let systems: Vec<System> = option(&args, "--systems").map_or_else(
+    let systems: Vec<System> = args::option(&args, "--systems").map_or_else(
         || vec![System::Native, System::Wasmctrl],
         |l| {
-            l.split(',')
-                .map(|s| match s.trim() {
-                    "native" => System::Native,
-                    "wasmctrl" => System::Wasmctrl,
-                    other => panic!("--systems: {other:?} is neither native nor wasmctrl"),
-                })
-                .collect()
+            args::list("--systems", &l, |flag, s| match s {
+                "native" => System::Native,
+                "wasmctrl" => System::Wasmctrl,
+                other => panic!("{flag}: {other:?} is neither native nor wasmctrl"),
+            })
         },
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let rt = args::bench_runtime();
     let mut outcomes = Vec::new();
     for apps in sizes {
         for &system in &systems {

@@ -10,14 +10,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use kube::Client;
 
 use crate::native_app::{PeerArgs, READ_LINE, RECONCILE_LINE, WRITE_LINE};
 use crate::process::{
-    cpu_time, free_port, metric_sum, percentiles, scrape, status_bytes, Percentiles,
+    cpu_time, free_port, metric_sum, percentiles, poll, scrape, start, status_bytes, Percentiles,
 };
 use crate::world::{self, Tracker, World};
 
@@ -155,6 +155,11 @@ pub struct Outcome {
     pub idle: Phase,
     /// Peak RSS of the second process at the end.
     pub final_hwm: u64,
+    /// Peak RSS of the second process before the shared change (after the
+    /// churn).
+    pub churn_hwm: u64,
+    /// RSS of the second process at the end.
+    pub final_rss: u64,
 }
 
 /// A running system and where to read its counts.
@@ -273,7 +278,7 @@ fn spawn(system: System, setup: &Setup, kubeconfig: &std::path::Path, run: &str)
     let stderr = stem.with_extension("log");
     let stdout = stem.with_extension("out");
     let metrics_port = free_port();
-    let mut cmd = match system {
+    let cmd = match system {
         System::Native => {
             let mut cmd = Command::new(std::env::current_exe().expect("own executable"));
             cmd.args(
@@ -309,14 +314,7 @@ fn spawn(system: System, setup: &Setup, kubeconfig: &std::path::Path, run: &str)
         (System::Wasmctrl, true) => "warn,wasmctrl::controller::reconcile=debug",
         _ => "warn",
     };
-    let child = cmd
-        .env("RUST_LOG", log)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&stdout).expect("stdout file"))
-        .stderr(std::fs::File::create(&stderr).expect("log file"))
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting {}: {e}", system.name()));
+    let child = start(cmd, system.name(), log, &stdout, &stderr);
     Running {
         child,
         system,
@@ -330,16 +328,9 @@ fn spawn(system: System, setup: &Setup, kubeconfig: &std::path::Path, run: &str)
 
 /// Polls `done` until it holds or `timeout` passes.
 async fn until(timeout: Duration, mut done: impl AsyncFnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if done().await {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        tokio::time::sleep(POLL).await;
-    }
+    poll(POLL, timeout, async || done().await.then_some(()))
+        .await
+        .is_some()
 }
 
 /// Measures a phase from `start` (counts, CPU) to now.
@@ -475,6 +466,8 @@ pub async fn run(
     }
     let churn = meter.stop(&running, &tracker, Instant::now()).await;
 
+    let churn_hwm = status_bytes(running.pid(), "VmHWM").unwrap_or(0);
+
     // (4) One shared input, every App.
     let meter = Meter::start(&running).await;
     let banner = format!("banner for {name}");
@@ -498,6 +491,7 @@ pub async fn run(
     tokio::time::sleep(setup.idle).await;
     let idle = meter.stop(&running, &tracker, Instant::now()).await;
     let final_hwm = status_bytes(running.pid(), "VmHWM").unwrap_or(0);
+    let final_rss = status_bytes(running.pid(), "VmRSS").unwrap_or(0);
 
     running.stop();
     for w in watches {
@@ -517,6 +511,8 @@ pub async fn run(
         fanout,
         idle,
         final_hwm,
+        churn_hwm,
+        final_rss,
     }
 }
 

@@ -1,11 +1,29 @@
-//! What a bench reads about a system under test from outside it, shared by
-//! the end-to-end benches (`e2e_latency`, `perobj`; each includes this file
-//! with `#[path]`): the subprocess's peak and current memory and CPU time
-//! from `/proc`, its Prometheus `/metrics` text, a free local port for it
-//! to serve them on, and latency percentiles. It never talks to the
-//! subprocess otherwise.
+//! A system under test as a subprocess, shared by the end-to-end benches
+//! (`e2e_latency`, `perobj`; each includes this file with `#[path]`): its
+//! start with its output in files, and what a bench reads about it from
+//! outside: peak and current memory and CPU time from `/proc`, its
+//! Prometheus `/metrics` text, a free local port for it to serve them on,
+//! polling until something shows, and latency percentiles. It never talks to the subprocess otherwise.
 
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+
+/// Starts `cmd`, the system `name`, with `RUST_LOG=log` and `NO_COLOR`, no
+/// standard input, its standard output and error written to the files
+/// `stdout` and `stderr`; says its pid (for `perf record -p`).
+pub fn start(mut cmd: Command, name: &str, log: &str, stdout: &Path, stderr: &Path) -> Child {
+    let child = cmd
+        .env("RUST_LOG", log)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(stdout).expect("subprocess output file"))
+        .stderr(std::fs::File::create(stderr).expect("subprocess log file"))
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {name}: {e}"));
+    eprintln!("bench: {name} started, pid {}", child.id());
+    child
+}
 
 /// Clock ticks per second in `/proc/PID/stat` (`USER_HZ`, 100 on every
 /// Linux architecture's user ABI).
@@ -62,6 +80,25 @@ pub fn metric_sum(text: &str, name: &str, labels: &[&str]) -> f64 {
                 .flatten()
         })
         .sum()
+}
+
+/// Calls `look` every `every` until it finds something or `timeout` has
+/// passed (then None).
+pub async fn poll<T>(
+    every: Duration,
+    timeout: Duration,
+    mut look: impl AsyncFnMut() -> Option<T>,
+) -> Option<T> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(found) = look().await {
+            return Some(found);
+        }
+        if std::time::Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(every).await;
+    }
 }
 
 /// A port nobody listens on right now.
