@@ -52,13 +52,8 @@ impl GuestController {
         if obj.deletion_timestamp.is_some() || obj.has_finalizer(finalizer) {
             return Ok(Executed::default());
         }
-        let target = ObjectKey {
-            gvk: spec.gvk.clone(),
-            namespace: (!ns.is_empty()).then(|| ns.to_string()),
-            name: name.to_string(),
-        };
         self.actuator
-            .ensure_finalizer(&target, &obj.uid, finalizer)
+            .ensure_finalizer(&primary_target(spec, key), &obj.uid, finalizer)
             .await
     }
 
@@ -85,15 +80,10 @@ impl GuestController {
         if self.caches[p].store.get(ns, name).is_some() {
             return Ok(());
         }
-        let target = ObjectKey {
-            gvk: spec.gvk.clone(),
-            namespace: (!ns.is_empty()).then(|| ns.to_string()),
-            name: name.to_string(),
-        };
         let released = self
             .actuator
             .release_unselected(
-                &target,
+                &primary_target(spec, key),
                 spec.label_selector.as_deref(),
                 spec.field_selector.as_deref(),
                 finalizer,
@@ -344,5 +334,15 @@ fn write_outcome(e: ActuatorError) -> Outcome {
             Outcome::unavailable(e)
         }
         _ => Outcome::retry(e),
+    }
+}
+
+/// The object a primary watch `spec`'s request `key` names.
+fn primary_target(spec: &crate::guest::WatchSpec, key: &RequestKey) -> ObjectKey {
+    let (ns, name) = key.namespace_and_name();
+    ObjectKey {
+        gvk: spec.gvk.clone(),
+        namespace: (!ns.is_empty()).then(|| ns.to_string()),
+        name: name.to_string(),
     }
 }
