@@ -265,7 +265,8 @@ pub struct DescribedGuest {
 /// A running guest controller.
 pub struct GuestController {
     name: String,
-    module: GuestModule,
+    /// The module, and its instances kept between reconciles.
+    instances: Arc<crate::guest::WarmInstances>,
     manifest: Arc<GuestManifest>,
     env: Environment,
     watches: Vec<Watched>,
@@ -428,8 +429,8 @@ impl GuestController {
             config.instance.clone(),
         );
         Ok(GuestController {
+            instances: Arc::new(crate::guest::WarmInstances::new(module, &name)),
             name,
-            module,
             manifest: shared,
             env,
             watches,
@@ -450,7 +451,7 @@ impl GuestController {
     /// The shadow's and the recording's view of this controller.
     fn target(&self) -> shadow::Target {
         shadow::Target {
-            module: self.module.clone(),
+            module: self.instances.module().clone(),
             manifest: self.manifest.clone(),
             caches: self.caches.clone(),
             env: self.env.clone(),
@@ -508,7 +509,7 @@ impl GuestController {
 
     /// SHA-256 of the guest module.
     pub fn digest(&self) -> &str {
-        self.module.digest()
+        self.instances.module().digest()
     }
 
     /// The guest's manifest.

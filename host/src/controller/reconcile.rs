@@ -125,7 +125,7 @@ impl GuestController {
             tracing::info!("primary gone or replaced before its finalizer landed; not reconciled on the stale cache");
             return (Outcome::RequeueAfter(DROPPED_WRITE_RECHECK), None);
         }
-        let module = self.module.clone();
+        let instances = self.instances.clone();
         let manifest = self.manifest.clone();
         let caches = self.caches.clone();
         let env = self.env.at(crate::guest::now_ms());
@@ -145,7 +145,7 @@ impl GuestController {
         let joined = tokio::task::spawn_blocking(move || {
             span.in_scope(|| match aggregate {
                 Some(aggregate) => {
-                    let (result, stats) = aggregate.reconcile(&module, &manifest, &caches, &env);
+                    let (result, stats) = aggregate.reconcile(instances.module(), &manifest, &caches, &env);
                     tracing::debug!(?stats, "incremental aggregate");
                     let call = crate::guest::CallStats {
                         instantiate: stats.instantiate,
@@ -159,7 +159,7 @@ impl GuestController {
                     let snap = snapshot_for(&manifest, &caches, &k);
                     // What the shadow gets: the very snapshot and clock.
                     let seen = shadowed.then(|| (snap.clone(), env.clone()));
-                    let (result, stats) = module.reconcile(&manifest, &env, &request, snap);
+                    let (result, stats) = instances.reconcile(&manifest, &env, &request, snap);
                     (result, stats, seen)
                 }
             })

@@ -8,6 +8,8 @@
 //! - `runtime`: [`GuestRuntime`] and [`RuntimeConfig`]: the one wasmtime
 //!   engine, compilation once per content digest, the on-disk cache.
 //! - `module`: [`GuestModule`], one compiled guest: `describe`, `reconcile`.
+//! - `warm`: [`WarmInstances`], one guest's instances kept between its
+//!   reconciles.
 //! - `sandbox`: per-call state (no ambient authority: only stdout/stderr,
 //!   see [`stdio`]), the memory cap and the guest's log import.
 //! - [`manifest`], [`plan`], [`snapshot`], [`policy`], [`limits`],
@@ -18,11 +20,13 @@ mod error;
 mod module;
 mod runtime;
 mod sandbox;
+mod warm;
 
 pub use error::{GuestError, GuestErrorKind};
 pub use module::{CallStats, GuestModule};
 pub use runtime::{GuestRuntime, RuntimeConfig};
 pub use sandbox::CallState;
+pub use warm::WarmInstances;
 
 pub mod aggregate;
 pub mod imports;

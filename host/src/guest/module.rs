@@ -97,6 +97,7 @@ impl GuestModule {
                 limiter: Limiter {
                     max_memory: shared.config.memory_limit,
                     hit: false,
+                    size: 0,
                 },
                 output: stdio::Output::default(),
                 limits: shared.config.policy.limits(guest),
@@ -105,18 +106,35 @@ impl GuestModule {
             },
         );
         store.limiter(|s| &mut s.limiter);
-        let budget = limits::copy_budget(&store.data().limits);
+        self.arm(&mut store)?;
+        Ok(store)
+    }
+
+    /// Gives `store` one call's deadline, fuel and copy budget, and clears
+    /// what the last call left in its state (output, log budget, the
+    /// memory cap's flag): a store that served a call serves the next one
+    /// under exactly a fresh store's limits.
+    pub(super) fn arm(&self, store: &mut Store<CallState>) -> Result<()> {
+        let shared = &self.inner.shared;
+        let state = store.data_mut();
+        state.limiter.hit = false;
+        state.log = limits::LogBudget::default();
+        let guest = state.guest.clone();
+        state.output.flush(&guest);
+        state.output.reset();
+        let budget = limits::copy_budget(&state.limits);
         store.set_hostcall_fuel(budget);
         // A fresh store has deadline 0 and no fuel: set both before
         // instantiating or instantiation itself traps.
         store.set_epoch_deadline(shared.ticks_per_deadline);
         store.epoch_deadline_trap();
         if let Some(fuel) = shared.config.fuel {
-            store
-                .set_fuel(fuel)
-                .map_err(|e| self.error(guest, GuestErrorKind::Instantiate(format!("{e:#}"))))?;
+            store.set_fuel(fuel).map_err(|e| {
+                let guest = store.data().guest.clone();
+                self.error(&guest, GuestErrorKind::Instantiate(format!("{e:#}")))
+            })?;
         }
-        Ok(store)
+        Ok(())
     }
 
     pub(super) fn classify(
@@ -241,7 +259,8 @@ impl GuestModule {
 
     /// Runs one reconcile of `request` over `snapshot` in a fresh store and
     /// validates the plan against `manifest`'s allowlist and the snapshot
-    /// (pinned writes take the uids it holds).
+    /// (pinned writes take the uids it holds). A controller's reconciles go
+    /// through [`super::WarmInstances`] instead, which reuses instances.
     pub fn reconcile(
         &self,
         manifest: &GuestManifest,
@@ -258,34 +277,66 @@ impl GuestModule {
         };
         stats.instantiate = started.elapsed();
         let snapshot = snapshot::to_wit(snapshot);
+        let returned = self.call_reconcile(&mut store, &instance, env, request, &snapshot, &mut stats);
+        let limits = store.data().limits.clone();
+        let result = self.finish_call(name, returned, manifest, snapshot, &limits, &mut stats);
+        (result, stats)
+    }
+
+    /// The guest's `reconcile` on `store`'s `instance`: what it returned,
+    /// or the trap (classified) after which the instance must not be
+    /// called again.
+    pub(super) fn call_reconcile(
+        &self,
+        store: &mut Store<CallState>,
+        instance: &Controller,
+        env: &Environment,
+        request: &Request,
+        snapshot: &Snapshot,
+        stats: &mut CallStats,
+    ) -> Result<std::result::Result<wit::Plan, wit::ReconcileError>> {
         let called = Instant::now();
         let raw = instance
             .wasmctrl_controller_reconciler()
-            .call_reconcile(&mut store, env, request, &snapshot);
-        stats.call = called.elapsed();
-        stats.log_limited = store.data().log.limited;
-        let limits = store.data().limits.clone();
-        let result = match raw {
-            Err(e) => Err(self.classify(name, &store, e)),
-            Ok(Err(wit::ReconcileError::Retryable(message))) => Err(self.error(
+            .call_reconcile(&mut *store, env, request, snapshot);
+        stats.call += called.elapsed();
+        stats.log_limited += store.data().log.limited;
+        raw.map_err(|e| {
+            let guest = store.data().guest.clone();
+            self.classify(&guest, store, e)
+        })
+    }
+
+    /// What a reconcile call returned, as the caller gets it: the guest's
+    /// own error, or its plan finished (see [`Self::finish_plan`]).
+    pub(super) fn finish_call(
+        &self,
+        name: &str,
+        returned: Result<std::result::Result<wit::Plan, wit::ReconcileError>>,
+        manifest: &GuestManifest,
+        snapshot: Snapshot,
+        limits: &crate::guest::policy::Limits,
+        stats: &mut CallStats,
+    ) -> Result<ValidatedPlan> {
+        match returned? {
+            Err(wit::ReconcileError::Retryable(message)) => Err(self.error(
                 name,
                 GuestErrorKind::Failed {
                     retryable: true,
                     message,
                 },
             )),
-            Ok(Err(wit::ReconcileError::Terminal(message))) => Err(self.error(
+            Err(wit::ReconcileError::Terminal(message)) => Err(self.error(
                 name,
                 GuestErrorKind::Failed {
                     retryable: false,
                     message,
                 },
             )),
-            Ok(Ok(plan)) => {
+            Ok(plan) => {
                 let data = snapshot::from_wit(snapshot);
-                self.finish_plan(name, &plan, manifest, &data, &limits, &mut stats)
+                self.finish_plan(name, &plan, manifest, &data, limits, stats)
             }
-        };
-        (result, stats)
+        }
     }
 }

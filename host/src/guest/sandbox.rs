@@ -26,12 +26,15 @@ impl Drop for CallState {
 pub(super) struct Limiter {
     pub(super) max_memory: usize,
     pub(super) hit: bool,
+    /// Bytes of linear memory the instance holds (every memory, as created
+    /// and grown).
+    pub(super) size: usize,
 }
 
 impl ResourceLimiter for Limiter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _max: Option<usize>,
     ) -> wasmtime::Result<bool> {
@@ -42,6 +45,7 @@ impl ResourceLimiter for Limiter {
                 self.max_memory
             )));
         }
+        self.size = self.size.saturating_add(desired.saturating_sub(current));
         Ok(true)
     }
 

@@ -111,6 +111,12 @@ impl Output {
         }
     }
 
+    /// Empties the buffers for the next call (after [`Self::flush`]: what
+    /// was left is logged, not dropped).
+    pub fn reset(&mut self) {
+        *self = Self::default();
+    }
+
     /// The message of the last panic Rust's `std` printed to stderr in this
     /// call (`thread '…' panicked at FILE:LINE:COL:` then the message), with
     /// its location: `told to panic (at src/lib.rs:9:5)`.
