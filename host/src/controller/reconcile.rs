@@ -145,7 +145,8 @@ impl GuestController {
         let joined = tokio::task::spawn_blocking(move || {
             span.in_scope(|| match aggregate {
                 Some(aggregate) => {
-                    let (result, stats) = aggregate.reconcile(instances.module(), &manifest, &caches, &env);
+                    let (result, stats) =
+                        aggregate.reconcile(instances.module(), &manifest, &caches, &env);
                     tracing::debug!(?stats, "incremental aggregate");
                     let call = crate::guest::CallStats {
                         instantiate: stats.instantiate,

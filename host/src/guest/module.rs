@@ -1,6 +1,7 @@
-//! One compiled guest: instantiated fresh for every call, `describe` and
-//! `reconcile` under the deadline, a trap or panic classified, the plan
-//! validated. It never compiles (see `runtime`).
+//! One compiled guest: `describe` and `reconcile` on a fresh instance
+//! under the deadline (a controller's reconciles reuse instances through
+//! `warm`), a trap or panic classified, the plan validated. It never
+//! compiles (see `runtime`).
 
 use super::runtime::Shared;
 use super::sandbox::Limiter;
@@ -16,8 +17,9 @@ pub(super) struct ModuleInner {
     pub(super) from_cache: bool,
 }
 
-/// A compiled guest, ready to instantiate. Cheap to clone; each call gets a
-/// fresh, isolated store.
+/// A compiled guest, ready to instantiate. Cheap to clone; each of its
+/// calls gets a fresh, isolated store ([`super::WarmInstances`] keeps
+/// stores between a controller's reconciles).
 #[derive(Clone)]
 pub struct GuestModule {
     pub(super) inner: Arc<ModuleInner>,
@@ -277,7 +279,8 @@ impl GuestModule {
         };
         stats.instantiate = started.elapsed();
         let snapshot = snapshot::to_wit(snapshot);
-        let returned = self.call_reconcile(&mut store, &instance, env, request, &snapshot, &mut stats);
+        let returned =
+            self.call_reconcile(&mut store, &instance, env, request, &snapshot, &mut stats);
         let limits = store.data().limits.clone();
         let result = self.finish_call(name, returned, manifest, snapshot, &limits, &mut stats);
         (result, stats)
@@ -296,9 +299,12 @@ impl GuestModule {
         stats: &mut CallStats,
     ) -> Result<std::result::Result<wit::Plan, wit::ReconcileError>> {
         let called = Instant::now();
-        let raw = instance
-            .wasmctrl_controller_reconciler()
-            .call_reconcile(&mut *store, env, request, snapshot);
+        let raw = instance.wasmctrl_controller_reconciler().call_reconcile(
+            &mut *store,
+            env,
+            request,
+            snapshot,
+        );
         stats.call += called.elapsed();
         stats.log_limited += store.data().log.limited;
         raw.map_err(|e| {

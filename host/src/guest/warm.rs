@@ -113,8 +113,14 @@ impl WarmInstances {
             Ok(w) => w,
             Err(e) => return (Err(e), stats),
         };
-        let mut returned =
-            module.call_reconcile(&mut warm.store, &warm.instance, env, request, &snapshot, &mut stats);
+        let mut returned = module.call_reconcile(
+            &mut warm.store,
+            &warm.instance,
+            env,
+            request,
+            &snapshot,
+            &mut stats,
+        );
         let out_of_memory = matches!(
             &returned,
             Err(e) if matches!(e.kind, GuestErrorKind::OutOfMemory(_))
@@ -139,7 +145,9 @@ impl WarmInstances {
         if returned.is_ok() {
             self.give_back(warm);
         }
-        let result = module.finish_call(&self.name, returned, manifest, snapshot, &limits, &mut stats);
+        let result = module.finish_call(
+            &self.name, returned, manifest, snapshot, &limits, &mut stats,
+        );
         (result, stats)
     }
 }

@@ -617,6 +617,7 @@ fn a_guest_asking_for_stdio_handles_in_a_loop_traps_instead_of_growing_the_host(
 }
 
 mod governance;
+mod warm;
 
 /// The SDK crates carry their own copy of the contract (a package holds only
 /// files under its own directory): each must be the file the host is built
