@@ -178,18 +178,31 @@ fn walk(
     }
 }
 
+/// Strings held before an interner sweeps on its own (see
+/// [`Interner::intern`]).
+pub const MIN_SWEEP: usize = 4096;
+
 /// Deduplicates the strings held by cached objects (node names, phases,
 /// quantities, namespaces repeat across thousands of objects).
 #[derive(Debug, Default)]
 pub struct Interner {
     set: std::collections::HashSet<Arc<str>>,
+    /// Strings held after the last sweep.
+    swept: usize,
 }
 
 impl Interner {
-    /// The shared copy of `s`.
+    /// The shared copy of `s`. Once the set has doubled since the last
+    /// sweep (and holds at least [`MIN_SWEEP`]), it sweeps first: a watch
+    /// replacing objects brings new strings (resourceVersions, times) and
+    /// leaves its predecessors' unreferenced, and between relists nothing
+    /// else would drop them. Amortized O(1) per call.
     pub fn intern(&mut self, s: &str) -> Arc<str> {
         if let Some(found) = self.set.get(s) {
             return found.clone();
+        }
+        if self.set.len() >= MIN_SWEEP.max(2 * self.swept) {
+            self.sweep();
         }
         let arc: Arc<str> = Arc::from(s);
         self.set.insert(arc.clone());
@@ -199,6 +212,7 @@ impl Interner {
     /// Drops strings no cached object references any more.
     pub fn sweep(&mut self) {
         self.set.retain(|s| Arc::strong_count(s) > 1);
+        self.swept = self.set.len();
     }
 
     /// Number of distinct strings held.
@@ -613,6 +627,25 @@ mod tests {
         let _kept = i.intern("kept");
         i.sweep();
         assert_eq!(i.len(), 1);
+    }
+
+    #[test]
+    fn an_interner_fed_new_versions_stays_bounded_without_a_relist() {
+        // A watch replacing 1,000 cached objects a million times over: each
+        // version brings strings of its own (a resourceVersion, a time) and
+        // drops its predecessor's. Only a relist sweeps today; the set must
+        // not hold every string ever seen.
+        let mut i = Interner::default();
+        let mut cached: Vec<Arc<str>> = (0..1000).map(|n| i.intern(&format!("v{n}"))).collect();
+        for version in 0..1_000_000u32 {
+            let slot = (version % 1000) as usize;
+            cached[slot] = i.intern(&format!("rv-{version}"));
+        }
+        assert!(i.len() <= 8 * 1000 + MIN_SWEEP, "{} strings held", i.len());
+        // Every string still referenced is still shared.
+        for s in &cached {
+            assert!(Arc::ptr_eq(s, &i.intern(s)));
+        }
     }
 }
 
