@@ -240,6 +240,17 @@ impl Actuator {
         if part == Part::Object && echoes.wait_for_echo(target, ECHO_WAIT_MAX) {
             return Ok(Step::HeldBack(ECHO_RECHECK));
         }
+        // Our own last apply of this very body is what is live: nothing to
+        // write, and nothing to parse to tell (the echo's reconcile).
+        if !echo_due {
+            let live_rv = self.outputs.live_version(target);
+            if live_rv
+                .is_some_and(|rv| contests.unchanged(target, part == Part::Status, &rv, desired))
+            {
+                self.metrics.skipped_write();
+                return Ok(Step::Skipped);
+            }
+        }
         let live = self.outputs.live(target);
         if part == Part::Object && live.is_none() {
             if let Some(owner) = self.gone_controller(desired) {
@@ -333,16 +344,21 @@ impl Actuator {
             None => {
                 echoes.wake_on_echo(target);
                 let params = PatchParams::apply(&self.field_manager).force();
-                self.send(
-                    &ar,
-                    target,
-                    &segments,
-                    &params,
-                    &Patch::Apply(desired),
-                    part,
-                    verb,
-                )
-                .await
+                let sent = self
+                    .send(
+                        &ar,
+                        target,
+                        &segments,
+                        &params,
+                        &Patch::Apply(desired),
+                        part,
+                        verb,
+                    )
+                    .await;
+                if let (Ok(Some(rv)), _) = &sent {
+                    contests.applied(target, part == Part::Status, rv);
+                }
+                sent
             }
         };
         match result {

@@ -117,6 +117,9 @@ struct Entry {
     /// wrote after us (a parsed copy was a third of the host's memory growth
     /// when 10,000 children changed).
     set: [Option<Box<str>>; 2],
+    /// Our last write of the object was a successful apply of this part
+    /// (true: status) with `set`'s text, and produced this version.
+    applied: Option<(bool, String)>,
     /// Take-backs within the window, oldest first.
     flips: Vec<Instant>,
     /// Writes are held back until then.
@@ -186,6 +189,41 @@ impl Contests {
         e.ours = rv.map(str::to_string);
         e.wrote_at = Some(Instant::now());
         e.deleted = false;
+        e.applied = None;
+    }
+
+    /// Records that our write of `target` that produced `rv` was a
+    /// successful apply of the part (its status when `status`) last given
+    /// to [`Contests::sets`] (call after [`Contests::wrote`]).
+    pub fn applied(&self, target: &ObjectKey, status: bool, rv: &str) {
+        let mut objects = lock(&self.objects);
+        if let Some(e) = objects.get_mut(target) {
+            if e.ours.as_deref() == Some(rv) {
+                e.applied = Some((status, rv.to_string()));
+            }
+        }
+    }
+
+    /// Whether the object at `live_rv` is exactly what our last write, an
+    /// apply of `desired` to this part, produced: nobody wrote it since, so
+    /// applying `desired` again changes nothing, and the live object need
+    /// not be parsed to tell.
+    pub fn unchanged(
+        &self,
+        target: &ObjectKey,
+        status: bool,
+        live_rv: &str,
+        desired: &Json,
+    ) -> bool {
+        let objects = lock(&self.objects);
+        let Some(e) = objects.get(target) else {
+            return false;
+        };
+        let same_version = matches!(&e.applied, Some((s, rv)) if *s == status && rv == live_rv);
+        same_version
+            && e.set[usize::from(status)]
+                .as_deref()
+                .is_some_and(|text| *text == desired.to_string())
     }
 
     /// Records that we deleted `target`: someone re-creating it is a
@@ -195,6 +233,7 @@ impl Contests {
         let e = objects.entry(target.clone()).or_default();
         e.ours = None;
         e.set = [None, None];
+        e.applied = None;
         e.wrote_at = Some(Instant::now());
         e.deleted = true;
     }
@@ -205,7 +244,9 @@ impl Contests {
     pub fn sets(&self, target: &ObjectKey, status: bool, desired: &Json) {
         let mut objects = lock(&self.objects);
         let text = desired.to_string().into_boxed_str();
-        objects.entry(target.clone()).or_default().set[usize::from(status)] = Some(text);
+        let e = objects.entry(target.clone()).or_default();
+        e.set[usize::from(status)] = Some(text);
+        e.applied = None;
     }
 
     /// `target` was deleted: what our writes produced is gone (a new
@@ -234,6 +275,7 @@ impl Contests {
         {
             e.ours = None;
             e.set = [None, None];
+            e.applied = None;
         } else {
             objects.remove(target);
         }

@@ -423,3 +423,41 @@ fn a_deleted_output_is_forgotten_unless_its_contest_matters() {
     c.vanished(&target(), None, now);
     assert!(c.held_back(&target(), now).is_some());
 }
+
+#[test]
+fn only_our_own_last_apply_of_the_same_body_is_unchanged() {
+    let c = Contests::new(config());
+    let t = target();
+    let body = json!({"data": {"k": "ours"}});
+    assert!(!c.unchanged(&t, false, "5", &body), "never written");
+    c.sets(&t, false, &body);
+    assert!(
+        !c.unchanged(&t, false, "5", &body),
+        "sent, not yet returned"
+    );
+    c.wrote(&t, Some("5"));
+    c.applied(&t, false, "5");
+    assert!(c.unchanged(&t, false, "5", &body));
+    assert!(
+        !c.unchanged(&t, false, "6", &body),
+        "someone wrote after us"
+    );
+    assert!(!c.unchanged(&t, true, "5", &body), "the other part");
+    assert!(
+        !c.unchanged(&t, false, "5", &json!({"data": {"k": "new"}})),
+        "a new body"
+    );
+    // A later apply that failed: its body was never stored.
+    let failed = json!({"data": {"k": "failed"}});
+    c.sets(&t, false, &failed);
+    assert!(!c.unchanged(&t, false, "5", &failed));
+    assert!(!c.unchanged(&t, false, "5", &body));
+    // Any other write of ours (a merge patch, a finalizer) moves the version.
+    c.sets(&t, false, &body);
+    c.wrote(&t, Some("7"));
+    c.applied(&t, false, "7");
+    c.wrote(&t, Some("8"));
+    assert!(!c.unchanged(&t, false, "8", &body));
+    c.deleted(&t);
+    assert!(!c.unchanged(&t, false, "7", &body));
+}
