@@ -150,6 +150,7 @@ impl GuestController {
                     tracing::debug!(?stats, "incremental aggregate");
                     let call = crate::guest::CallStats {
                         instantiate: stats.instantiate,
+                        instantiated: true,
                         call: stats.call,
                         requeue_clamped: stats.requeue_clamped,
                         log_limited: stats.log_limited,
@@ -177,7 +178,7 @@ impl GuestController {
         };
         tracing::debug!(?stats, "guest call");
         self.metrics.guest_call(
-            stats.instantiate,
+            stats.instantiated.then_some(stats.instantiate),
             stats.call,
             result.as_ref().err().map(GuestError::reason),
         );

@@ -28,8 +28,10 @@ pub struct GuestModule {
 /// Timings of one guest call.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CallStats {
-    /// Creating the store and instance.
+    /// Creating the store and instance (zero when the call reused one).
     pub instantiate: Duration,
+    /// The call created an instance (see [`super::WarmInstances`]).
+    pub instantiated: bool,
     /// Time inside the exported function (argument copy included).
     pub call: Duration,
     /// The plan's requeue delay was raised to the policy's minimum.
@@ -278,6 +280,7 @@ impl GuestModule {
             Err(e) => return (Err(e), stats),
         };
         stats.instantiate = started.elapsed();
+        stats.instantiated = true;
         let snapshot = snapshot::to_wit(snapshot);
         let returned =
             self.call_reconcile(&mut store, &instance, env, request, &snapshot, &mut stats);

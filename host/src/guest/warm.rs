@@ -75,6 +75,7 @@ impl WarmInstances {
         let started = Instant::now();
         let (store, instance) = self.module.instantiate(&self.name)?;
         stats.instantiate += started.elapsed();
+        stats.instantiated = true;
         Ok(Warm {
             store,
             instance,

@@ -162,8 +162,10 @@ impl GuestMetrics {
 
     /// Records one guest call: instance creation and time inside the guest,
     /// and its failure reason if it failed.
-    pub fn guest_call(&self, instantiate: Duration, call: Duration, failure: Option<&str>) {
-        self.instantiate.observe(instantiate.as_secs_f64());
+    pub fn guest_call(&self, instantiate: Option<Duration>, call: Duration, failure: Option<&str>) {
+        if let Some(instantiate) = instantiate {
+            self.instantiate.observe(instantiate.as_secs_f64());
+        }
         self.call.observe(call.as_secs_f64());
         if let Some(reason) = failure {
             self.metrics

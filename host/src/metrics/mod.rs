@@ -232,7 +232,7 @@ impl Metrics {
         );
         registry.register(
             "wasmctrl_guest_instantiate_seconds",
-            "Time to create a fresh guest instance for one call",
+            "Time to create a guest instance, for the calls that created one (a controller's reconciles reuse its instances)",
             m.guest_instantiate.clone(),
         );
         registry.register(
@@ -395,7 +395,9 @@ mod tests {
         g.reconciled(ReconcileResult::Success, Duration::from_millis(1));
         g.wrote(WriteVerb::Apply);
         g.skipped_write();
-        g.guest_call(Duration::ZERO, Duration::ZERO, Some("trap"));
+        g.guest_call(Some(Duration::ZERO), Duration::ZERO, Some("trap"));
+        // A call on a reused instance created none.
+        g.guest_call(None, Duration::ZERO, None);
         let text = m.encode();
         for line in [
             "controller_runtime_reconcile_total{controller=\"gpu\",result=\"error\"} 1",
@@ -403,6 +405,8 @@ mod tests {
             "wasmctrl_writes_total{guest=\"gpu\",verb=\"apply\"} 1",
             "wasmctrl_writes_skipped_total{guest=\"gpu\"} 1",
             "wasmctrl_guest_failures_total{guest=\"gpu\",reason=\"trap\"} 1",
+            "wasmctrl_guest_instantiate_seconds_count{guest=\"gpu\"} 1",
+            "wasmctrl_guest_reconcile_seconds_count{guest=\"gpu\"} 2",
         ] {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }
