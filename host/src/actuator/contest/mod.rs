@@ -223,7 +223,7 @@ impl Contests {
         same_version
             && e.set[usize::from(status)]
                 .as_deref()
-                .is_some_and(|text| *text == desired.to_string())
+                .is_some_and(|text| serializes_to(desired, text))
     }
 
     /// Records that we deleted `target`: someone re-creating it is a
@@ -416,6 +416,28 @@ impl Contests {
         e.flips.clear();
         Verdict::War { backoff, flips }
     }
+}
+
+/// Whether `value` serializes to exactly `text` (compared as it is
+/// written, without building the string).
+fn serializes_to(value: &Json, text: &str) -> bool {
+    struct Compare<'a>(&'a [u8]);
+    impl std::io::Write for Compare<'_> {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            match self.0.strip_prefix(buf) {
+                Some(rest) => {
+                    self.0 = rest;
+                    Ok(buf.len())
+                }
+                None => Err(std::io::ErrorKind::InvalidData.into()),
+            }
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut rest = Compare(text.as_bytes());
+    serde_json::to_writer(&mut rest, value).is_ok() && rest.0.is_empty()
 }
 
 /// The field manager, other than `ours`, that last changed what our last
