@@ -30,6 +30,7 @@ mod field_validation;
 mod gc;
 mod kinds;
 mod kubectl;
+mod kubectl_printers;
 mod kubectl_writes;
 mod lifecycle;
 mod limits;
