@@ -47,6 +47,48 @@ data:
   b: two
 ";
 
+const MORE: &str = "\
+apiVersion: v1
+kind: Secret
+metadata:
+  name: token
+stringData:
+  token: s3cr3t
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: robot
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: once
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: busybox:1.36
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: nightly
+spec:
+  schedule: \"0 3 * * *\"
+  suspend: true
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: Never
+          containers:
+          - name: main
+            image: busybox:1.36
+";
+
 /// The section of kubectl's table output (one per kind) holding `marker`,
 /// split into cells at the column gaps (kubectl pads columns with at least
 /// three spaces).
@@ -196,6 +238,107 @@ async fn kubectl_get_wide_prints_the_built_in_kinds_columns() {
     assert_eq!(
         pod[5..],
         [pod_ip.trim(), node.trim(), "<none>", "<none>"],
+        "{out}"
+    );
+
+    let nodes_out = k.ok(&["get", "nodes", "-o", "wide"]).await;
+    let nodes = section(&nodes_out, "sim-node-0");
+    assert_eq!(
+        nodes[0],
+        [
+            "NAME",
+            "STATUS",
+            "ROLES",
+            "AGE",
+            "VERSION",
+            "INTERNAL-IP",
+            "EXTERNAL-IP",
+            "OS-IMAGE",
+            "KERNEL-VERSION",
+            "CONTAINER-RUNTIME"
+        ]
+    );
+    let n = row(&nodes, "sim-node-0");
+    assert_eq!(n[1..3], ["Ready", "<none>"]);
+    assert_eq!(n[4], "v1.32.0");
+    assert_eq!(n[6], "<none>");
+
+    let namespaces_out = k.ok(&["get", "ns"]).await;
+    let namespaces = section(&namespaces_out, "default");
+    assert_eq!(namespaces[0], ["NAME", "STATUS", "AGE"]);
+    assert_eq!(row(&namespaces, "default")[1], "Active");
+
+    let rs_out = k.ok(&["get", "rs", "-o", "wide"]).await;
+    let rs = section(&rs_out, "web-");
+    assert_eq!(
+        rs[0],
+        [
+            "NAME",
+            "DESIRED",
+            "CURRENT",
+            "READY",
+            "AGE",
+            "CONTAINERS",
+            "IMAGES",
+            "SELECTOR"
+        ]
+    );
+    assert_eq!(rs[1][1..4], ["1", "1", "1"]);
+    assert!(rs[1][7].starts_with("app=web,pod-template-hash="), "{rs:?}");
+
+    let more = k.write("more.yaml", MORE);
+    k.ok(&["apply", "-f", &more]).await;
+    let out = k.ok(&["get", "secret,sa,job,cronjob", "-o", "wide"]).await;
+    let secrets = section(&out, "secret/token");
+    assert_eq!(secrets[0], ["NAME", "TYPE", "DATA", "AGE"], "{out}");
+    assert_eq!(
+        row(&secrets, "secret/token")[1..3],
+        ["Opaque", "1"],
+        "{out}"
+    );
+    let sas = section(&out, "serviceaccount/robot");
+    assert_eq!(sas[0], ["NAME", "SECRETS", "AGE"], "{out}");
+    assert_eq!(row(&sas, "serviceaccount/robot")[1], "0", "{out}");
+    let jobs = section(&out, "job.batch/once");
+    assert_eq!(
+        jobs[0],
+        [
+            "NAME",
+            "STATUS",
+            "COMPLETIONS",
+            "DURATION",
+            "AGE",
+            "CONTAINERS",
+            "IMAGES",
+            "SELECTOR"
+        ],
+        "{out}"
+    );
+    assert_eq!(
+        row(&jobs, "job.batch/once")[1..3],
+        ["Running", "0/1"],
+        "{out}"
+    );
+    let cronjobs = section(&out, "cronjob.batch/nightly");
+    assert_eq!(
+        cronjobs[0],
+        [
+            "NAME",
+            "SCHEDULE",
+            "TIMEZONE",
+            "SUSPEND",
+            "ACTIVE",
+            "LAST SCHEDULE",
+            "AGE",
+            "CONTAINERS",
+            "IMAGES",
+            "SELECTOR"
+        ],
+        "{out}"
+    );
+    assert_eq!(
+        row(&cronjobs, "cronjob.batch/nightly")[1..6],
+        ["0 3 * * *", "<none>", "True", "0", "<none>"],
         "{out}"
     );
 }

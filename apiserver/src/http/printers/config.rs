@@ -32,11 +32,27 @@ pub(super) static SECRET: Printer = Printer {
     row: secret,
 };
 
+/// `len(secret.Data)` once `stringData` is merged into `data`, as the
+/// real server's conversion does before storing (this server stores
+/// `stringData` as sent): the union of both maps' keys.
+fn secret_data(obj: &Value) -> usize {
+    let keys = |p: &str| {
+        obj.pointer(p)
+            .and_then(Value::as_object)
+            .into_iter()
+            .flat_map(|m| m.keys())
+    };
+    keys("/data")
+        .chain(keys("/stringData"))
+        .collect::<std::collections::BTreeSet<_>>()
+        .len()
+}
+
 fn secret(obj: &Value) -> Vec<Value> {
     vec![
         name(obj),
         json!(text(obj, "/type")),
-        json!(keys(obj, "/data")),
+        json!(secret_data(obj)),
         age(obj),
     ]
 }
@@ -139,6 +155,8 @@ mod tests {
         assert_eq!(config_map(&cm)[1], 3);
         let s = json!({"type": "kubernetes.io/tls", "data": {"tls.crt": "", "tls.key": ""}});
         assert_eq!(secret(&s)[1..3], [json!("kubernetes.io/tls"), json!(2)]);
+        let merged = json!({"data": {"a": "", "b": ""}, "stringData": {"b": "x", "c": "y"}});
+        assert_eq!(secret(&merged)[2], 3);
         assert_eq!(service_account(&json!({}))[1], 0);
     }
 
