@@ -1,7 +1,9 @@
 //! `kubectl get` of built-in kinds prints the columns a real kube-apiserver
 //! 1.32 sends in its Table responses (`pkg/printers/internalversion`), not
 //! only NAME and AGE: a Deployment run to availability on a simulated node,
-//! its pod, a Service and a ConfigMap, read back with `-o wide`.
+//! its ReplicaSet and pod, a Service and a ConfigMap, read back with
+//! `-o wide`; then the node, namespaces, a Secret, a ServiceAccount, a Job,
+//! a CronJob, an Event and an Ingress.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::time::{Duration, Instant};
@@ -87,6 +89,40 @@ spec:
           containers:
           - name: main
             image: busybox:1.36
+---
+apiVersion: v1
+kind: Event
+metadata:
+  name: web.started
+type: Normal
+reason: Started
+message: Started container nginx
+involvedObject:
+  kind: Pod
+  name: web
+  fieldPath: spec.containers{nginx}
+source:
+  component: kubelet
+  host: sim-node-0
+count: 2
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: site
+spec:
+  ingressClassName: nginx
+  rules:
+  - host: web.example
+    http:
+      paths:
+      - path: /
+        pathType: Prefix
+        backend:
+          service:
+            name: web
+            port:
+              number: 80
 ";
 
 /// The section of kubectl's table output (one per kind) holding `marker`,
@@ -340,5 +376,59 @@ async fn kubectl_get_wide_prints_the_built_in_kinds_columns() {
         row(&cronjobs, "cronjob.batch/nightly")[1..6],
         ["0 3 * * *", "<none>", "True", "0", "<none>"],
         "{out}"
+    );
+
+    let events_out = k.ok(&["get", "events", "-o", "wide"]).await;
+    let events = section(&events_out, "pod/web");
+    assert_eq!(
+        events[0],
+        [
+            "LAST SEEN",
+            "TYPE",
+            "REASON",
+            "OBJECT",
+            "SUBOBJECT",
+            "SOURCE",
+            "MESSAGE",
+            "FIRST SEEN",
+            "COUNT",
+            "NAME"
+        ],
+        "{events_out}"
+    );
+    let started = events
+        .iter()
+        .find(|r| r.last() == Some(&"web.started"))
+        .unwrap_or_else(|| panic!("{events_out}"));
+    // No first or last timestamp was given: both ages are <unknown>.
+    assert_eq!(
+        started[..],
+        [
+            "<unknown>",
+            "Normal",
+            "Started",
+            "pod/web",
+            "spec.containers{nginx}",
+            "kubelet, sim-node-0",
+            "Started container nginx",
+            "<unknown>",
+            "2",
+            "web.started"
+        ],
+        "{events_out}"
+    );
+
+    let ingresses_out = k.ok(&["get", "ingress"]).await;
+    let ingresses = section(&ingresses_out, "site");
+    assert_eq!(
+        ingresses[0],
+        ["NAME", "CLASS", "HOSTS", "ADDRESS", "PORTS", "AGE"],
+        "{ingresses_out}"
+    );
+    // ADDRESS is empty (no load balancer), so the split skips it.
+    assert_eq!(
+        row(&ingresses, "site")[1..4],
+        ["nginx", "web.example", "80"],
+        "{ingresses_out}"
     );
 }

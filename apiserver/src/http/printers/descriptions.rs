@@ -104,3 +104,26 @@ pub(crate) const PVC_ACCESS_MODES: &str = "accessModes contains the actual acces
 pub(crate) const PVC_VOLUME_MODE: &str = "volumeMode defines what type of volume is required by the claim. Value of Filesystem is implied when not included in claim spec.";
 /// `LeaseSpec.holderIdentity`.
 pub(crate) const LEASE_HOLDER: &str = "holderIdentity contains the identity of the holder of a current lease. If Coordinated Leader Election is used, the holder identity must be equal to the elected LeaseCandidate.metadata.name field.";
+/// `Event.lastTimestamp`.
+pub(crate) const EVENT_LAST_TIMESTAMP: &str =
+    "The time at which the most recent occurrence of this event was recorded.";
+/// `Event.type`.
+pub(crate) const EVENT_TYPE: &str =
+    "Type of this event (Normal, Warning), new types could be added in the future";
+/// `Event.reason`.
+pub(crate) const EVENT_REASON: &str = "This should be a short, machine understandable string that gives the reason for the transition into the object's current status.";
+/// `Event.involvedObject`.
+pub(crate) const EVENT_INVOLVED_OBJECT: &str = "The object that this event is about.";
+/// `ObjectReference.fieldPath`.
+pub(crate) const EVENT_FIELD_PATH: &str = "If referring to a piece of an object instead of an entire object, this string should contain a valid JSON/Go field access statement, such as desiredState.manifest.containers[2]. For example, if the object reference is to a container within a pod, this would take on a value like: \"spec.containers{name}\" (where \"name\" refers to the name of the container that triggered the event) or if no container name is specified \"spec.containers[2]\" (container with index 2 in this pod). This syntax is chosen only to have some well-defined way of referencing a part of an object.";
+/// `Event.source`.
+pub(crate) const EVENT_SOURCE: &str =
+    "The component reporting this event. Should be a short machine understandable string.";
+/// `Event.message`.
+pub(crate) const EVENT_MESSAGE: &str =
+    "A human-readable description of the status of this operation.";
+/// `Event.firstTimestamp`.
+pub(crate) const EVENT_FIRST_TIMESTAMP: &str =
+    "The time at which the event was first recorded. (Time of server receipt is in TypeMeta.)";
+/// `Event.count`.
+pub(crate) const EVENT_COUNT: &str = "The number of times this event has occurred.";

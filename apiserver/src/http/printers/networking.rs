@@ -1,6 +1,7 @@
 //! The Service printer (TYPE, CLUSTER-IP from `clusterIPs[0]`, EXTERNAL-IP
 //! by type, PORT(S) as `80/TCP` or `80:30080/TCP`, SELECTOR when wide) and
-//! the Endpoints printer (the first three `ip:port`s and `+ N more...`).
+//! the Endpoints printer (the first three `ip:port`s and `+ N more...`) and
+//! the Ingress printer (CLASS, HOSTS, ADDRESS, PORTS).
 
 use std::collections::BTreeSet;
 
@@ -23,8 +24,9 @@ pub(super) static SERVICE: Printer = Printer {
     row: service,
 };
 
-/// `loadBalancerStatusStringer` for the wide output the server generates:
-/// the ingress points' IPs (else hostnames), sorted and deduplicated.
+/// `loadBalancerStatusStringer` (and the Ingress one) for the wide output
+/// the server generates: the ingress points' IPs (else hostnames), sorted
+/// and deduplicated.
 fn load_balancer(obj: &Value) -> String {
     items(obj, "/status/loadBalancer/ingress")
         .iter()
@@ -150,6 +152,76 @@ fn endpoints(obj: &Value) -> Vec<Value> {
     vec![name(obj), json!(format_endpoints(obj)), age(obj)]
 }
 
+pub(super) static INGRESS: Printer = Printer {
+    columns: &[
+        NAME,
+        col(
+            "Class",
+            "string",
+            "The name of the IngressClass resource that should be used for additional configuration",
+        ),
+        col(
+            "Hosts",
+            "string",
+            "Hosts that incoming requests are matched against before the ingress rule",
+        ),
+        col(
+            "Address",
+            "string",
+            "Address is a list containing ingress points for the load-balancer",
+        ),
+        col("Ports", "string", "Ports of TLS configurations that open"),
+        AGE,
+    ],
+    row: ingress,
+};
+
+/// `formatHosts`: the first three rules' hosts and `+ N more...`, `*`
+/// when none has one.
+fn hosts(rules: &[Value]) -> String {
+    const MAX: usize = 3;
+    let mut list: Vec<&str> = Vec::new();
+    let mut more = false;
+    for rule in rules {
+        if list.len() == MAX {
+            more = true;
+        }
+        let host = text(rule, "/host");
+        if !more && !host.is_empty() {
+            list.push(host);
+        }
+    }
+    if list.is_empty() {
+        return "*".into();
+    }
+    let joined = list.join(",");
+    if more {
+        format!("{joined} + {} more...", rules.len() - MAX)
+    } else {
+        joined
+    }
+}
+
+fn ingress(obj: &Value) -> Vec<Value> {
+    let class = obj
+        .pointer("/spec/ingressClassName")
+        .and_then(Value::as_str)
+        .unwrap_or("<none>");
+    let ports = if items(obj, "/spec/tls").is_empty() {
+        "80"
+    } else {
+        "80, 443"
+    };
+    vec![
+        name(obj),
+        json!(class),
+        json!(hosts(items(obj, "/spec/rules"))),
+        json!(load_balancer(obj)),
+        json!(ports),
+        age(obj),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,5 +276,28 @@ mod tests {
             "10.0.0.1:80,10.0.0.2:80,10.0.0.1:443 + 1 more..."
         );
         assert_eq!(endpoints(&json!({}))[1], "<none>");
+    }
+
+    #[test]
+    fn ingress_hosts_address_and_ports() {
+        let i = json!({"spec": {"ingressClassName": "nginx",
+                "rules": [{"host": "a.example"}, {}, {"host": "b.example"}, {"host": "c.example"},
+                          {"host": "d.example"}],
+                "tls": [{"hosts": ["a.example"]}]},
+            "status": {"loadBalancer": {"ingress": [{"ip": "1.1.1.1"}]}}});
+        assert_eq!(
+            ingress(&i)[1..5],
+            [
+                json!("nginx"),
+                json!("a.example,b.example,c.example + 2 more..."),
+                json!("1.1.1.1"),
+                json!("80, 443")
+            ]
+        );
+        let bare = ingress(&json!({}));
+        assert_eq!(
+            bare[1..5],
+            [json!("<none>"), json!("*"), json!(""), json!("80")]
+        );
     }
 }
