@@ -108,6 +108,14 @@ fn cells(info: &ResourceInfo, obj: &Value) -> Vec<Value> {
     vec![name, json!(age(obj))]
 }
 
+/// A row's `conditions` (a built-in printer's; CRD rows have none).
+fn row_conditions(info: &ResourceInfo, obj: &Value) -> Option<Value> {
+    if !info.printer_columns.is_empty() {
+        return None;
+    }
+    super::printers::printer(&info.group, &info.plural)?.row_conditions(obj)
+}
+
 /// A Table of `objects`; `with_columns` includes the column definitions
 /// (omitted after the first event of a watch). Rows carry the object's
 /// metadata as `PartialObjectMetadata`.
@@ -120,14 +128,18 @@ pub fn table(
     let rows: Vec<Value> = objects
         .iter()
         .map(|o| {
-            json!({
+            let mut row = json!({
                 "cells": cells(info, o),
                 "object": {
                     "kind": "PartialObjectMetadata",
                     "apiVersion": "meta.k8s.io/v1",
                     "metadata": o.get("metadata").cloned().unwrap_or_else(|| json!({})),
                 },
-            })
+            });
+            if let Some(c) = row_conditions(info, o) {
+                row["conditions"] = c;
+            }
+            row
         })
         .collect();
     let mut t = json!({

@@ -18,6 +18,7 @@ pub(super) static NAMESPACE: Printer = Printer {
         AGE,
     ],
     row: namespace,
+    conditions: None,
 };
 
 fn namespace(obj: &Value) -> Vec<Value> {
@@ -38,6 +39,7 @@ pub(super) static NODE: Printer = Printer {
         wide("Container-Runtime", "string", d::NODE_RUNTIME),
     ],
     row: node,
+    conditions: None,
 };
 
 /// `findNodeRoles`: `node-role.kubernetes.io/<role>` label keys and the
@@ -100,6 +102,7 @@ fn node(obj: &Value) -> Vec<Value> {
 pub(super) static LEASE: Printer = Printer {
     columns: &[NAME, col("Holder", "string", d::LEASE_HOLDER), AGE],
     row: lease,
+    conditions: None,
 };
 
 fn lease(obj: &Value) -> Vec<Value> {

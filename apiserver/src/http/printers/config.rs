@@ -12,6 +12,7 @@ use super::{col, wide, Printer, AGE, NAME};
 pub(super) static CONFIG_MAP: Printer = Printer {
     columns: &[NAME, col("Data", "string", d::CM_DATA), AGE],
     row: config_map,
+    conditions: None,
 };
 
 fn config_map(obj: &Value) -> Vec<Value> {
@@ -30,6 +31,7 @@ pub(super) static SECRET: Printer = Printer {
         AGE,
     ],
     row: secret,
+    conditions: None,
 };
 
 /// `len(secret.Data)` once `stringData` is merged into `data`, as the
@@ -60,6 +62,7 @@ fn secret(obj: &Value) -> Vec<Value> {
 pub(super) static SERVICE_ACCOUNT: Printer = Printer {
     columns: &[NAME, col("Secrets", "string", d::SA_SECRETS), AGE],
     row: service_account,
+    conditions: None,
 };
 
 fn service_account(obj: &Value) -> Vec<Value> {
@@ -83,6 +86,7 @@ pub(super) static PERSISTENT_VOLUME_CLAIM: Printer = Printer {
         wide("VolumeMode", "string", d::PVC_VOLUME_MODE),
     ],
     row: persistent_volume_claim,
+    conditions: None,
 };
 
 /// `helper.GetAccessModesAsString`: the modes present, abbreviated, in

@@ -29,6 +29,7 @@ pub(super) static EVENT: Printer = Printer {
         },
     ],
     row: event,
+    conditions: None,
 };
 
 /// The first non-empty of two strings (`firstNonEmpty`).

@@ -1,5 +1,5 @@
-//! Per-kind server-side printing for built-in kinds: the column definitions
-//! and row cells a real kube-apiserver 1.32 sends in a `meta.k8s.io/v1`
+//! Per-kind server-side printing for built-in kinds: the column definitions,
+//! row cells and row conditions a real kube-apiserver 1.32 sends in a `meta.k8s.io/v1`
 //! Table (`pkg/printers/internalversion/printers.go`: `AddHandlers` and the
 //! `print<Kind>` functions). The real server always generates the wide
 //! cells (`GenerateOptions{Wide: true}`) and kubectl hides priority-1
@@ -80,6 +80,8 @@ const IMAGES: Column = wide(
 pub(crate) struct Printer {
     columns: &'static [Column],
     row: fn(&Value) -> Vec<Value>,
+    /// The row's `conditions`, for the kinds whose rows have any.
+    conditions: Option<fn(&Value) -> Option<Value>>,
 }
 
 impl Printer {
@@ -98,6 +100,11 @@ impl Printer {
     /// One row's cells for `obj`.
     pub(crate) fn cells(&self, obj: &Value) -> Vec<Value> {
         (self.row)(obj)
+    }
+
+    /// One row's `conditions` for `obj`, if it has any.
+    pub(crate) fn row_conditions(&self, obj: &Value) -> Option<Value> {
+        self.conditions.and_then(|c| c(obj))
     }
 }
 

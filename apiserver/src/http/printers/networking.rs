@@ -22,6 +22,7 @@ pub(super) static SERVICE: Printer = Printer {
         wide("Selector", "string", d::SVC_SELECTOR),
     ],
     row: service,
+    conditions: None,
 };
 
 /// `loadBalancerStatusStringer` (and the Ingress one) for the wide output
@@ -94,6 +95,7 @@ fn service(obj: &Value) -> Vec<Value> {
 pub(super) static ENDPOINTS: Printer = Printer {
     columns: &[NAME, col("Endpoints", "string", d::ENDPOINTS_SUBSETS), AGE],
     row: endpoints,
+    conditions: None,
 };
 
 /// `net.JoinHostPort`.
@@ -174,6 +176,7 @@ pub(super) static INGRESS: Printer = Printer {
         AGE,
     ],
     row: ingress,
+    conditions: None,
 };
 
 /// `formatHosts`: the first three rules' hosts and `+ N more...`, `*`

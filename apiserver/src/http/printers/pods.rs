@@ -2,7 +2,8 @@
 //! (and started, ready sidecars) over containers plus sidecars; STATUS is
 //! the phase or reason refined by init and container states; RESTARTS adds
 //! `(<age> ago)` of the last termination; the wide cells are the first pod
-//! IP, the node, the nominated node and the readiness gates passed.
+//! IP, the node, the nominated node and the readiness gates passed. A
+//! finished pod's row carries the `Completed` condition.
 
 use serde_json::{json, Value};
 
@@ -13,6 +14,7 @@ use super::{col, wide, Column, Printer, AGE, NAME};
 pub(super) static POD: Printer = Printer {
     columns: &COLUMNS,
     row: pod,
+    conditions: Some(conditions),
 };
 
 const COLUMNS: [Column; 9] = [
@@ -38,6 +40,17 @@ const COLUMNS: [Column; 9] = [
     wide("Nominated Node", "string", d::POD_NOMINATED_NODE),
     wide("Readiness Gates", "string", d::POD_READINESS_GATES),
 ];
+
+/// The row's conditions: a Succeeded or Failed pod's row is `Completed`
+/// (`podSuccessConditions`, `podFailedConditions`).
+fn conditions(obj: &Value) -> Option<Value> {
+    let (reason, message) = match text(obj, "/status/phase") {
+        "Succeeded" => ("Succeeded", "The pod has completed successfully."),
+        "Failed" => ("Failed", "The pod failed."),
+        _ => return None,
+    };
+    Some(json!([{"type": "Completed", "status": "True", "reason": reason, "message": message}]))
+}
 
 /// `node.NodeUnreachablePodReason`.
 const NODE_LOST: &str = "NodeLost";
@@ -275,6 +288,21 @@ mod tests {
             "status": {"phase": "Pending", "initContainerStatuses": [
                 {"name": "i1", "state": {"terminated": {"exitCode": 2}}}]}});
         assert_eq!(pod(&failed_init)[2], "Init:ExitCode:2");
+    }
+
+    #[test]
+    fn finished_pods_rows_are_completed() {
+        let done = json!({"status": {"phase": "Succeeded"}});
+        assert_eq!(
+            conditions(&done).unwrap(),
+            json!([{"type": "Completed", "status": "True", "reason": "Succeeded",
+                    "message": "The pod has completed successfully."}])
+        );
+        assert_eq!(
+            conditions(&json!({"status": {"phase": "Failed"}})).unwrap()[0]["reason"],
+            "Failed"
+        );
+        assert!(conditions(&json!({"status": {"phase": "Running"}})).is_none());
     }
 
     #[test]

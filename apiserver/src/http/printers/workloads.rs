@@ -30,6 +30,7 @@ pub(super) static DEPLOYMENT: Printer = Printer {
         wide("Selector", "string", d::DEPLOY_SELECTOR),
     ],
     row: deployment,
+    conditions: None,
 };
 
 /// `spec.replicas`, 1 when absent (the default every stored object has).
@@ -71,6 +72,7 @@ pub(super) static REPLICA_SET: Printer = Printer {
         wide("Selector", "string", d::RS_SELECTOR),
     ],
     row: replica_set,
+    conditions: None,
 };
 
 fn replica_set(obj: &Value) -> Vec<Value> {
@@ -96,6 +98,7 @@ pub(super) static STATEFUL_SET: Printer = Printer {
         IMAGES,
     ],
     row: stateful_set,
+    conditions: None,
 };
 
 fn stateful_set(obj: &Value) -> Vec<Value> {
@@ -128,6 +131,7 @@ pub(super) static DAEMON_SET: Printer = Printer {
         wide("Selector", "string", d::DS_SELECTOR),
     ],
     row: daemon_set,
+    conditions: None,
 };
 
 fn daemon_set(obj: &Value) -> Vec<Value> {
@@ -161,6 +165,7 @@ pub(super) static JOB: Printer = Printer {
         wide("Selector", "string", d::JOB_SELECTOR),
     ],
     row: job,
+    conditions: None,
 };
 
 /// `hasJobCondition`: the first condition of `type_` has status True.
@@ -232,6 +237,7 @@ pub(super) static CRON_JOB: Printer = Printer {
         wide("Selector", "string", d::JOB_SELECTOR),
     ],
     row: cron_job,
+    conditions: None,
 };
 
 fn cron_job(obj: &Value) -> Vec<Value> {
