@@ -11,7 +11,8 @@
 //! `common`; `kubectl` drives it with kubectl and the Python client (the
 //! Python client's own e2e suite is a test binary of its own,
 //! `python_e2e.rs`), `kubectl_writes`
-//! shows kubectl users its write errors;
+//! shows kubectl users its write errors, `kubectl_printers` the built-in
+//! kinds' `kubectl get` columns;
 //! `scale` with many objects and watchers. Tests never share a server:
 //! each starts its own, so they run in parallel and in any order.
 //! `cargo test -p wasmctrl-apiserver --test apiserver watch::` runs one
@@ -30,6 +31,7 @@ mod field_validation;
 mod gc;
 mod kinds;
 mod kubectl;
+mod kubectl_printers;
 mod kubectl_writes;
 mod lifecycle;
 mod limits;

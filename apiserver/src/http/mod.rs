@@ -11,7 +11,8 @@
 //! - `body`: reading, depth-checking and decoding request bodies; `proto`, `proto_workloads`: the protobuf encoding.
 //! - `auth`: bearer tokens and RBAC-like rules; `access`: self access reviews (`can-i`, `whoami`).
 //! - `discovery`: `/api`, `/apis` and `/version`; `openapi`: `/openapi/v2`.
-//! - `table`: server-side printing; `printer_columns`: a CRD's `additionalPrinterColumns`.
+//! - `table`: server-side printing; `printer_columns`: a CRD's `additionalPrinterColumns`;
+//!   `printers`: the built-in kinds' columns, as the real server prints them.
 //! - `convert`: conversion between served versions sharing one storage bucket.
 //! - `faults`: fault injection; `status`: errors as `meta/v1 Status`.
 
@@ -24,6 +25,7 @@ pub mod faults;
 pub(crate) mod handlers;
 pub mod openapi;
 mod printer_columns;
+mod printers;
 pub mod proto;
 mod proto_workloads;
 pub mod server;

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use crate::storage::registry::PrinterColumn;
 
 /// `swaggerMetadataDescriptions["name"]`, the Name column's description.
-const NAME_DESCRIPTION: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
+pub(crate) const NAME_DESCRIPTION: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
 
 /// Column definitions: Name, then the declared columns.
 pub(crate) fn definitions(columns: &[PrinterColumn]) -> Vec<Value> {
@@ -236,7 +236,7 @@ mod tests {
         assert_eq!(c[2], "big");
         assert_eq!(c[3], Value::Null);
         assert_eq!(c[4], true);
-        assert!(c[5].as_str().unwrap().ends_with('d'), "{}", c[5]);
+        assert!(c[5].as_str().unwrap().ends_with('y'), "{}", c[5]);
         assert_eq!(c[6], "map[a:[1 2] b:1]");
         assert_eq!(c[7], Value::Null);
         assert_eq!(definitions(&cols)[0]["format"], "name");

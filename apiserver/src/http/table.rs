@@ -1,5 +1,9 @@
-//! Server-side printing (`meta.k8s.io/v1 Table`) for `kubectl get`: column
-//! definitions and one row per object. Only presentation; never filters.
+//! Server-side printing (`meta.k8s.io/v1 Table`) for `kubectl get`: the
+//! Table itself (one row per object, its metadata as
+//! `PartialObjectMetadata`), choosing the columns: a CRD's
+//! `additionalPrinterColumns` ([`super::printer_columns`]), a built-in
+//! kind's printer ([`super::printers`]), else Name and Age. Only
+//! presentation; never filters.
 
 use serde_json::{json, Value};
 
@@ -10,34 +14,56 @@ pub fn wants_table(accept: Option<&str>) -> bool {
     accept.is_some_and(|a| a.contains("as=Table"))
 }
 
-/// Human duration the way kubectl prints AGE (`5s`, `3m12s`, `4h`, `2d`).
+/// `duration.HumanDuration`, the age the real server prints (`5s`,
+/// `3m12s`, `4h`, `2d`, `3y12d`): `<invalid>` more than a second in the
+/// future, `0s` for less.
 pub fn human_duration(secs: i64) -> String {
-    let s = secs.max(0);
-    if s < 120 {
-        format!("{s}s")
-    } else if s < 600 {
-        format!("{}m{}s", s / 60, s % 60)
-    } else if s < 3 * 3600 {
-        format!("{}m", s / 60)
-    } else if s < 8 * 3600 {
-        let m = (s / 60) % 60;
-        if m == 0 {
-            format!("{}h", s / 3600)
-        } else {
-            format!("{}h{}m", s / 3600, m)
-        }
-    } else if s < 48 * 3600 {
-        format!("{}h", s / 3600)
-    } else if s < 8 * 86400 {
-        let h = (s / 3600) % 24;
-        if h == 0 {
-            format!("{}d", s / 86400)
-        } else {
-            format!("{}d{}h", s / 86400, h)
-        }
-    } else {
-        format!("{}d", s / 86400)
+    let s = secs;
+    if s < -1 {
+        return "<invalid>".into();
     }
+    if s < 0 {
+        return "0s".into();
+    }
+    if s < 120 {
+        return format!("{s}s");
+    }
+    let minutes = s / 60;
+    if minutes < 10 {
+        return match s % 60 {
+            0 => format!("{minutes}m"),
+            sec => format!("{minutes}m{sec}s"),
+        };
+    }
+    if minutes < 3 * 60 {
+        return format!("{minutes}m");
+    }
+    let hours = s / 3600;
+    if hours < 8 {
+        return match minutes % 60 {
+            0 => format!("{hours}h"),
+            m => format!("{hours}h{m}m"),
+        };
+    }
+    if hours < 48 {
+        return format!("{hours}h");
+    }
+    if hours < 24 * 8 {
+        return match hours % 24 {
+            0 => format!("{}d", hours / 24),
+            h => format!("{}d{h}h", hours / 24),
+        };
+    }
+    if hours < 24 * 365 * 2 {
+        return format!("{}d", hours / 24);
+    }
+    if hours < 24 * 365 * 8 {
+        return match (hours / 24) % 365 {
+            0 => format!("{}y", hours / 24 / 365),
+            d => format!("{}y{d}d", hours / 24 / 365),
+        };
+    }
+    format!("{}y", hours / 24 / 365)
 }
 
 fn age(obj: &Value) -> String {
@@ -62,27 +88,9 @@ fn columns(info: &ResourceInfo) -> Vec<Value> {
     if !info.printer_columns.is_empty() {
         return super::printer_columns::definitions(&info.printer_columns);
     }
-    match (info.group.as_str(), info.plural.as_str()) {
-        ("", "pods") => vec![
-            col("Name", "string", 0),
-            col("Ready", "string", 0),
-            col("Status", "string", 0),
-            col("Restarts", "string", 0),
-            col("Age", "string", 0),
-            col("IP", "string", 1),
-            col("Node", "string", 1),
-        ],
-        ("", "namespaces") | ("", "nodes") => vec![
-            col("Name", "string", 0),
-            col("Status", "string", 0),
-            col("Age", "string", 0),
-        ],
-        ("", "configmaps") | ("", "secrets") => vec![
-            col("Name", "string", 0),
-            col("Data", "integer", 0),
-            col("Age", "string", 0),
-        ],
-        _ => vec![col("Name", "string", 0), col("Age", "string", 0)],
+    match super::printers::printer(&info.group, &info.plural) {
+        Some(p) => p.definitions(),
+        None => vec![col("Name", "string", 0), col("Age", "string", 0)],
     }
 }
 
@@ -90,70 +98,22 @@ fn cells(info: &ResourceInfo, obj: &Value) -> Vec<Value> {
     if !info.printer_columns.is_empty() {
         return super::printer_columns::cells(&info.printer_columns, obj);
     }
+    if let Some(p) = super::printers::printer(&info.group, &info.plural) {
+        return p.cells(obj);
+    }
     let name = obj
         .pointer("/metadata/name")
         .cloned()
         .unwrap_or(Value::Null);
-    let s = |p: &str| {
-        obj.pointer(p)
-            .and_then(Value::as_str)
-            .unwrap_or("<none>")
-            .to_string()
-    };
-    match (info.group.as_str(), info.plural.as_str()) {
-        ("", "pods") => {
-            let total = obj
-                .pointer("/spec/containers")
-                .and_then(Value::as_array)
-                .map_or(0, Vec::len);
-            let statuses = obj
-                .pointer("/status/containerStatuses")
-                .and_then(Value::as_array);
-            let ready = statuses.map_or(0, |s| {
-                s.iter().filter(|c| c["ready"] == Value::Bool(true)).count()
-            });
-            let restarts: i64 = statuses.map_or(0, |s| {
-                s.iter().filter_map(|c| c["restartCount"].as_i64()).sum()
-            });
-            let status = if obj.pointer("/metadata/deletionTimestamp").is_some() {
-                "Terminating".to_string()
-            } else {
-                s("/status/phase")
-            };
-            vec![
-                name,
-                json!(format!("{ready}/{total}")),
-                json!(status),
-                json!(restarts.to_string()),
-                json!(age(obj)),
-                json!(s("/status/podIP")),
-                json!(s("/spec/nodeName")),
-            ]
-        }
-        ("", "namespaces") => vec![name, json!(s("/status/phase")), json!(age(obj))],
-        ("", "nodes") => {
-            let ready = obj
-                .pointer("/status/conditions")
-                .and_then(Value::as_array)
-                .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
-                .map(|c| c["status"] == "True");
-            let st = match ready {
-                Some(true) => "Ready",
-                Some(false) => "NotReady",
-                None => "Unknown",
-            };
-            vec![name, json!(st), json!(age(obj))]
-        }
-        ("", "configmaps") | ("", "secrets") => {
-            let n = ["data", "binaryData", "stringData"]
-                .iter()
-                .filter_map(|k| obj.get(*k).and_then(Value::as_object))
-                .map(serde_json::Map::len)
-                .sum::<usize>();
-            vec![name, json!(n), json!(age(obj))]
-        }
-        _ => vec![name, json!(age(obj))],
+    vec![name, json!(age(obj))]
+}
+
+/// A row's `conditions` (a built-in printer's; CRD rows have none).
+fn row_conditions(info: &ResourceInfo, obj: &Value) -> Option<Value> {
+    if !info.printer_columns.is_empty() {
+        return None;
     }
+    super::printers::printer(&info.group, &info.plural)?.row_conditions(obj)
 }
 
 /// A Table of `objects`; `with_columns` includes the column definitions
@@ -168,14 +128,18 @@ pub fn table(
     let rows: Vec<Value> = objects
         .iter()
         .map(|o| {
-            json!({
+            let mut row = json!({
                 "cells": cells(info, o),
                 "object": {
                     "kind": "PartialObjectMetadata",
                     "apiVersion": "meta.k8s.io/v1",
                     "metadata": o.get("metadata").cloned().unwrap_or_else(|| json!({})),
                 },
-            })
+            });
+            if let Some(c) = row_conditions(info, o) {
+                row["conditions"] = c;
+            }
+            row
         })
         .collect();
     let mut t = json!({
@@ -214,5 +178,11 @@ mod tests {
         assert_eq!(human_duration(192), "3m12s");
         assert_eq!(human_duration(4 * 3600), "4h");
         assert_eq!(human_duration(3 * 86400), "3d");
+        assert_eq!(human_duration(180), "3m");
+        assert_eq!(human_duration(3 * 3600 + 60), "3h1m");
+        assert_eq!(human_duration(9 * 86400), "9d");
+        assert_eq!(human_duration(3 * 365 * 86400 + 5 * 86400), "3y5d");
+        assert_eq!(human_duration(-1), "0s");
+        assert_eq!(human_duration(-5), "<invalid>");
     }
 }
