@@ -544,6 +544,14 @@ fn out_of_range_numeric_flags_are_usage_errors_not_panics() {
         ),
         ([&run[..], &["--workers", "0"]].concat(), "--workers"),
         (
+            [&run[..], &["--runtime-threads", "0"]].concat(),
+            "--runtime-threads",
+        ),
+        (
+            [&run[..], &["--runtime-threads", "100000"]].concat(),
+            "--runtime-threads",
+        ),
+        (
             [&run[..], &["--resync-seconds", "0"]].concat(),
             "--resync-seconds",
         ),

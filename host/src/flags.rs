@@ -19,6 +19,8 @@ pub const MAX_GUEST_MEMORY_MIB: u64 = 4096;
 pub const MAX_GUEST_DEADLINE_MS: u64 = 3_600_000;
 /// Most workers per guest.
 pub const MAX_WORKERS: u64 = 1024;
+/// The most threads `--runtime-threads` may ask for.
+pub const MAX_RUNTIME_THREADS: u64 = 256;
 /// Client QPS bounds (a period of 1/qps seconds must be representable and
 /// useful).
 pub const QPS_RANGE: (f64, f64) = (0.01, 1_000_000.0);

@@ -139,6 +139,12 @@ struct RunArgs {
     /// Workers per guest.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=flags::MAX_WORKERS))]
     workers: u64,
+    /// Threads of the async runtime (watches, queues, requests). Guest
+    /// calls run on a pool of their own either way; on two cores one
+    /// thread used less CPU than two in the per-object and GPU-summary
+    /// benchmarks (BENCHMARKS.md).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=flags::MAX_RUNTIME_THREADS))]
+    runtime_threads: u64,
     /// Resync period in seconds (guests may choose their own).
     #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=flags::MAX_SECONDS))]
     resync_seconds: u64,
@@ -813,10 +819,11 @@ fn main() -> ExitCode {
     cap_malloc_arenas();
     let cli = Cli::parse();
     init_tracing();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Command::Run(args) = &cli.command {
+        builder.worker_threads(usize::try_from(args.runtime_threads).unwrap_or(1));
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("wasmctrl: error: cannot start the async runtime: {e}");
