@@ -1,8 +1,8 @@
 //! Server-side printing (`meta.k8s.io/v1 Table`) for `kubectl get`: the
 //! Table itself (one row per object, its metadata as
 //! `PartialObjectMetadata`), choosing the columns: a CRD's
-//! `additionalPrinterColumns` ([`super::printer_columns`]), a built-in
-//! kind's printer ([`super::printers`]), else Name and Age. Only
+//! `additionalPrinterColumns` (`printer_columns`), a built-in
+//! kind's printer (`printers`), else Name and Age. Only
 //! presentation; never filters.
 
 use serde_json::{json, Value};
