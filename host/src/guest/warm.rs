@@ -24,6 +24,26 @@ struct Warm {
     calls: u32,
 }
 
+impl Warm {
+    fn reconcile(
+        &mut self,
+        module: &GuestModule,
+        env: &Environment,
+        request: &Request,
+        snapshot: &Snapshot,
+        stats: &mut CallStats,
+    ) -> Result<std::result::Result<wit::Plan, wit::ReconcileError>> {
+        module.call_reconcile(
+            &mut self.store,
+            &self.instance,
+            env,
+            request,
+            snapshot,
+            stats,
+        )
+    }
+}
+
 /// One guest's reusable instances (see the module's text). Every
 /// instance runs under the name it was created with: a controller (one
 /// guest, one environment) owns one of these.
@@ -114,14 +134,7 @@ impl WarmInstances {
             Ok(w) => w,
             Err(e) => return (Err(e), stats),
         };
-        let mut returned = module.call_reconcile(
-            &mut warm.store,
-            &warm.instance,
-            env,
-            request,
-            &snapshot,
-            &mut stats,
-        );
+        let mut returned = warm.reconcile(module, env, request, &snapshot, &mut stats);
         let out_of_memory = matches!(
             &returned,
             Err(e) if matches!(e.kind, GuestErrorKind::OutOfMemory(_))
@@ -132,14 +145,7 @@ impl WarmInstances {
                 Ok(w) => w,
                 Err(e) => return (Err(e), stats),
             };
-            returned = module.call_reconcile(
-                &mut warm.store,
-                &warm.instance,
-                env,
-                request,
-                &snapshot,
-                &mut stats,
-            );
+            returned = warm.reconcile(module, env, request, &snapshot, &mut stats);
         }
         warm.calls += 1;
         let limits = warm.store.data().limits.clone();

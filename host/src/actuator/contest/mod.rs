@@ -117,9 +117,9 @@ struct Entry {
     /// wrote after us (a parsed copy was a third of the host's memory growth
     /// when 10,000 children changed).
     set: [Option<Box<str>>; 2],
-    /// Our last write of the object was a successful apply of this part
-    /// (true: status) with `set`'s text, and produced this version.
-    applied: Option<(bool, String)>,
+    /// Our last write of the object (the one that produced `ours`) was a
+    /// successful apply of this part (true: status) with `set`'s text.
+    applied: Option<bool>,
     /// Take-backs within the window, oldest first.
     flips: Vec<Instant>,
     /// Writes are held back until then.
@@ -199,7 +199,7 @@ impl Contests {
         let mut objects = lock(&self.objects);
         if let Some(e) = objects.get_mut(target) {
             if e.ours.as_deref() == Some(rv) {
-                e.applied = Some((status, rv.to_string()));
+                e.applied = Some(status);
             }
         }
     }
@@ -219,7 +219,7 @@ impl Contests {
         let Some(e) = objects.get(target) else {
             return false;
         };
-        let same_version = matches!(&e.applied, Some((s, rv)) if *s == status && rv == live_rv);
+        let same_version = e.applied == Some(status) && e.ours.as_deref() == Some(live_rv);
         same_version
             && e.set[usize::from(status)]
                 .as_deref()
