@@ -669,6 +669,12 @@ fn handler(
     loops: Arc<HotLoops>,
 ) -> crate::informer::Handler {
     Arc::new(move |change: &Change| {
+        // The informer may be shared with a wider projection (the outputs
+        // cache of the kind this guest also writes): a change this watch
+        // cannot see wakes nobody.
+        if caches.get(w).is_some_and(|c| c.unchanged(change)) {
+            return;
+        }
         let gvk = &manifest.watches[w].gvk;
         for key in relations::keys_for(&manifest, &caches, w, change) {
             loops.woken_by(

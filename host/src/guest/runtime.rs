@@ -17,8 +17,10 @@ pub struct RuntimeConfig {
     pub fuel: Option<u64>,
     /// Directory for precompiled artifacts; `None` disables the disk cache.
     pub cache_dir: Option<PathBuf>,
-    /// Granularity of the deadline (one epoch tick).
-    pub epoch_tick: Duration,
+    /// Granularity of the deadline (one epoch tick); `None`: a fiftieth of
+    /// the deadline, between 1 ms and 100 ms (the ticker wakes that often
+    /// for as long as the engine lives, calls or not).
+    pub epoch_tick: Option<Duration>,
     /// The operator's policy: grants checked at load, caps per call.
     pub policy: Arc<crate::guest::policy::Policy>,
 }
@@ -30,7 +32,7 @@ impl Default for RuntimeConfig {
             memory_limit: 512 << 20,
             fuel: None,
             cache_dir: default_cache_dir(),
-            epoch_tick: Duration::from_millis(10),
+            epoch_tick: None,
             policy: Arc::default(),
         }
     }
@@ -115,7 +117,12 @@ impl GuestRuntime {
             kind: GuestErrorKind::Compile(format!("{e:#}")),
         })?;
         let stop = Arc::new(AtomicBool::new(false));
-        let tick = config.epoch_tick.max(Duration::from_millis(1));
+        let tick = config
+            .epoch_tick
+            .unwrap_or_else(|| {
+                (config.deadline / 50).clamp(Duration::from_millis(1), Duration::from_millis(100))
+            })
+            .max(Duration::from_millis(1));
         {
             let engine = engine.clone();
             let stop = stop.clone();

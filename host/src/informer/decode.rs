@@ -12,19 +12,40 @@ use kube::core::{DynamicResourceScope, Resource};
 use serde_json::Value as Json;
 
 use super::Inner;
-use crate::projection::{Keep, ProjectedObject};
+use crate::projection::{FieldPath, Keep, ProjectedObject};
 use crate::sync::lock;
+
+/// What an informer keeps of each object it decodes: `keep`, and, when
+/// that is the whole object (the outputs cache), the `head` decoded from
+/// the kept text — identity and the informer's other fields, for
+/// projecting without building the whole object.
+#[derive(Debug)]
+pub(super) struct Filter {
+    keep: Keep,
+    head: Keep,
+}
+
+impl Filter {
+    /// The filter of an informer projecting `paths`.
+    pub(super) fn for_paths(paths: &[FieldPath]) -> Self {
+        let parts = paths.iter().filter(|p| !p.segments().is_empty());
+        Filter {
+            keep: Keep::for_paths(paths),
+            head: Keep::for_paths(parts),
+        }
+    }
+}
 
 thread_local! {
     /// What the informer polling on this thread keeps of each object it
     /// decodes (see [`Pruned`]).
-    static KEEP: RefCell<Option<Arc<Keep>>> = const { RefCell::new(None) };
+    static KEEP: RefCell<Option<Arc<Filter>>> = const { RefCell::new(None) };
 }
 
 /// Runs `f` (one poll of the watch stream) with `keep` as this thread's
 /// decode filter, restoring the previous one afterwards.
-pub(super) fn with_keep<T>(keep: &Arc<Keep>, f: impl FnOnce() -> T) -> T {
-    struct Restore(Option<Arc<Keep>>);
+pub(super) fn with_keep<T>(keep: &Arc<Filter>, f: impl FnOnce() -> T) -> T {
+    struct Restore(Option<Arc<Filter>>);
     impl Drop for Restore {
         fn drop(&mut self) {
             let previous = self.0.take();
@@ -56,8 +77,9 @@ enum Body {
     Json(Json),
     /// A whole object (the filter keeps everything), as the server's text:
     /// an informer of whole objects (the outputs cache) never builds the
-    /// object only to encode it again. `identity` holds the fields
-    /// [`Keep::for_paths`] keeps of any object, decoded from the text.
+    /// object only to encode it again. `identity` holds the filter's head
+    /// (the fields [`Keep::for_paths`] keeps of any object, and the
+    /// informer's other fields), decoded from the text.
     Raw {
         text: Box<serde_json::value::RawValue>,
         identity: Json,
@@ -74,11 +96,6 @@ impl Body {
     }
 }
 
-thread_local! {
-    /// What [`Body::Raw`] decodes of the text: identity only.
-    static IDENTITY: Keep = Keep::for_paths(std::iter::empty());
-}
-
 impl<'de> serde::Deserialize<'de> for Pruned {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         use serde::de::{DeserializeSeed, Error};
@@ -87,14 +104,14 @@ impl<'de> serde::Deserialize<'de> for Pruned {
             // decodes list pages and watch lines with it, and both the
             // list's `items` and the watch event's `object` (after its
             // `type`, as Kubernetes encodes events) reach us unbuffered.
-            Some(keep) if keep.is_everything() => {
+            Some(filter) if filter.keep.is_everything() => {
                 let text = Box::<serde_json::value::RawValue>::deserialize(d)?;
-                let identity = IDENTITY
-                    .with(|id| id.deserialize(&mut serde_json::Deserializer::from_str(text.get())))
+                let identity = (&filter.head)
+                    .deserialize(&mut serde_json::Deserializer::from_str(text.get()))
                     .map_err(D::Error::custom)?;
                 Body::Raw { text, identity }
             }
-            Some(keep) => Body::Json(keep.as_ref().deserialize(d)?),
+            Some(filter) => Body::Json((&filter.keep).deserialize(d)?),
             None => Body::Json(Json::deserialize(d)?),
         };
         let meta = body.head().get("metadata");
@@ -159,31 +176,32 @@ pub(super) fn project(inner: &Inner, obj: Pruned) -> ProjectedObject {
     // List items come without apiVersion and kind (the list names them
     // once); watch events carry them. Fill them in so a guest projecting
     // them sees the same either way.
-    let mut body = match obj.body {
+    let typed = |mut body: Json| {
+        if let Json::Object(map) = &mut body {
+            map.entry("apiVersion")
+                .or_insert_with(|| Json::String(api_version()));
+            map.entry("kind")
+                .or_insert_with(|| Json::String(key.kind.clone()));
+        }
+        body
+    };
+    match obj.body {
+        // The whole object stays text; the other fields come from the head
+        // decoded with it.
         Body::Raw { text, identity } => {
             let text = with_type(text.get(), &identity, &key.kind, api_version);
-            if inner.projection.whole_only() {
-                let mut interner = lock(&inner.interner);
-                return inner
-                    .projection
-                    .project_text(&identity, text.into(), &mut interner);
-            }
-            // Whole objects and some of their fields: decode after all.
-            match serde_json::from_str(&text) {
-                Ok(json) => json,
-                Err(_) => identity,
-            }
+            let head = typed(identity);
+            let mut interner = lock(&inner.interner);
+            inner
+                .projection
+                .project_text(&head, text.into(), &mut interner)
         }
-        Body::Json(json) => json,
-    };
-    if let Json::Object(map) = &mut body {
-        map.entry("apiVersion")
-            .or_insert_with(|| Json::String(api_version()));
-        map.entry("kind")
-            .or_insert_with(|| Json::String(key.kind.clone()));
+        Body::Json(json) => {
+            let body = typed(json);
+            let mut interner = lock(&inner.interner);
+            inner.projection.project(&body, &mut interner)
+        }
     }
-    let mut interner = lock(&inner.interner);
-    inner.projection.project(&body, &mut interner)
 }
 
 /// `text` (a JSON object) with `kind` and `apiVersion` added in front when
@@ -222,7 +240,7 @@ fn with_type(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::projection::{whole_object, FieldPath, Interner, Projection};
+    use crate::projection::{whole_object, Interner, Projection};
     use serde_json::json;
 
     fn pod() -> Json {
@@ -249,7 +267,7 @@ mod tests {
     #[test]
     fn decoding_under_a_keep_skips_everything_not_projected() {
         let text = pod().to_string();
-        let keep = Arc::new(Keep::for_paths(&paths(&[
+        let keep = Arc::new(Filter::for_paths(&paths(&[
             "spec.nodeName",
             "spec.containers[*].resources.limits['nvidia.com/gpu']",
         ])));
@@ -285,7 +303,7 @@ mod tests {
     #[test]
     fn the_whole_object_path_keeps_the_text_and_decodes_only_identity() {
         let text = pod().to_string();
-        let keep = Arc::new(Keep::for_paths(&[FieldPath::whole()]));
+        let keep = Arc::new(Filter::for_paths(&[FieldPath::whole()]));
         let pruned: Pruned = with_keep(&keep, || serde_json::from_str(&text)).unwrap();
         let (whole, identity) = raw(&pruned);
         assert_eq!(whole, pod());
@@ -299,7 +317,7 @@ mod tests {
 
     #[test]
     fn whole_objects_stay_text_in_list_pages_and_watch_events_as_kube_decodes_them() {
-        let keep = Arc::new(Keep::for_paths(&[FieldPath::whole()]));
+        let keep = Arc::new(Filter::for_paths(&[FieldPath::whole()]));
         let mut item = pod();
         item.as_object_mut().unwrap().remove("kind");
         item.as_object_mut().unwrap().remove("apiVersion");
@@ -321,7 +339,6 @@ mod tests {
     #[test]
     fn a_whole_object_projects_from_its_text_as_from_the_parsed_object() {
         let projection = Projection::new(vec![FieldPath::whole()], vec![]);
-        assert!(projection.whole_only());
         let mut interner = Interner::default();
         let mut obj = pod();
         obj["metadata"]["ownerReferences"] = json!([
@@ -330,7 +347,7 @@ mod tests {
         obj["metadata"]["finalizers"] = json!(["a/b"]);
         obj["metadata"]["generation"] = json!(3);
         obj["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-        let keep = Arc::new(Keep::for_paths(&[FieldPath::whole()]));
+        let keep = Arc::new(Filter::for_paths(&[FieldPath::whole()]));
         let text = obj.to_string();
         let pruned: Pruned = with_keep(&keep, || serde_json::from_str(&text)).unwrap();
         let Body::Raw {
@@ -344,13 +361,34 @@ mod tests {
         let parsed = projection.project(&obj, &mut interner);
         assert!(from_text.same_content(&parsed));
         assert_eq!(from_text.resource_version, parsed.resource_version);
-        assert_eq!(whole_object(&from_text, 0), Some(obj));
-        // Not for a projection of whole objects and some of their fields.
-        let mixed = Projection::new(
-            vec![FieldPath::whole(), paths(&["spec.nodeName"])[0].clone()],
-            vec![],
+        assert_eq!(whole_object(&from_text, 0), Some(obj.clone()));
+        // Whole objects and some of their fields, in any order: the
+        // fields come from the head decoded with the text.
+        let fields = vec![
+            paths(&["spec.nodeName"])[0].clone(),
+            FieldPath::whole(),
+            paths(&["spec.containers[*].name"])[0].clone(),
+        ];
+        let mixed = Projection::new(fields.clone(), vec![]);
+        let keep = Arc::new(Filter::for_paths(&fields));
+        let pruned: Pruned = with_keep(&keep, || serde_json::from_str(&text)).unwrap();
+        let Body::Raw {
+            text: raw_text,
+            identity: head,
+        } = &pruned.body
+        else {
+            panic!("not kept as text")
+        };
+        assert!(
+            head.get("status").is_none(),
+            "the head holds only what is projected"
         );
-        assert!(!mixed.whole_only());
+        let from_text = mixed.project_text(head, raw_text.get().into(), &mut interner);
+        let parsed = mixed.project(&obj, &mut interner);
+        assert!(from_text.same_content(&parsed));
+        assert_eq!(from_text.field(0), parsed.field(0));
+        assert_eq!(whole_object(&from_text, 1), Some(obj));
+        assert_eq!(from_text.field(2), parsed.field(2));
     }
 
     #[test]
@@ -378,8 +416,8 @@ mod tests {
 
     #[test]
     fn keeps_nest_and_restore() {
-        let outer = Arc::new(Keep::for_paths(&paths(&["spec.nodeName"])));
-        let inner = Arc::new(Keep::for_paths(&paths(&["status.phase"])));
+        let outer = Arc::new(Filter::for_paths(&paths(&["spec.nodeName"])));
+        let inner = Arc::new(Filter::for_paths(&paths(&["status.phase"])));
         let text = pod().to_string();
         with_keep(&outer, || {
             let a: Pruned = with_keep(&inner, || serde_json::from_str(&text)).unwrap();

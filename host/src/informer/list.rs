@@ -10,9 +10,8 @@ use kube::runtime::watcher;
 use kube::runtime::WatchStreamExt;
 use kube::Api;
 
-use super::decode::{with_keep, Pruned};
+use super::decode::{with_keep, Filter, Pruned};
 use super::InformerKey;
-use crate::projection::Keep;
 
 /// How an informer fills its cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,7 +71,7 @@ pub(super) fn events(
     api: &Api<Pruned>,
     key: &InformerKey,
     strategy: ListStrategy,
-    keep: &Arc<Keep>,
+    keep: &Arc<Filter>,
 ) -> futures::stream::BoxStream<'static, Result<watcher::Event<Pruned>, watcher::Error>> {
     let mut events = watcher(api.clone(), watcher_config(key, strategy))
         .default_backoff()

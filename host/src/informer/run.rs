@@ -9,12 +9,11 @@ use futures::StreamExt;
 use kube::runtime::watcher;
 use kube::{Api, Client};
 
-use super::decode::{project, Pruned};
+use super::decode::{project, Filter, Pruned};
 use super::list::{
     events, streaming_refused, InitialEvents, ListStrategy, UNFINISHED_STREAMING_LISTS,
 };
 use super::{Change, Inner, SyncError, SyncState};
-use crate::projection::Keep;
 use crate::store::Writer;
 use crate::sync::{lock, read};
 
@@ -68,7 +67,7 @@ pub(super) async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
         None => Api::all_with(client, &ar),
     };
     let resource = inner.key.to_string();
-    let keep = Arc::new(Keep::for_paths(inner.projection.paths()));
+    let keep = Arc::new(Filter::for_paths(inner.projection.paths()));
     let mut strategy = ListStrategy::Streaming;
     let mut stream = events(&api, &inner.key, strategy, &keep);
     let mut initial = InitialEvents::new(inner.health_config.streaming_list_wait);

@@ -305,27 +305,29 @@ impl Projection {
         assemble(obj, values, ends, interner)
     }
 
-    /// Whether every path is the whole object (see [`Self::project_text`]).
-    pub fn whole_only(&self) -> bool {
-        !self.paths.is_empty() && self.paths.iter().all(|p| p.segments.is_empty())
-    }
-
-    /// Projects a whole object given as its JSON `text`, with `identity`
-    /// holding (at least) its metadata identity fields decoded from that
-    /// text: what [`Self::project`] gives for the parsed text, without
-    /// parsing it, when [`Self::whole_only`]. The text is kept as given
-    /// (not interned: whole objects are seldom equal).
+    /// Projects a whole object given as its JSON `text`, with `head`
+    /// holding (at least) its metadata identity fields and every other path
+    /// of this projection, decoded from that text: what [`Self::project`]
+    /// gives for the parsed text, without building the whole object. The
+    /// text is kept as given (not interned: whole objects are seldom
+    /// equal).
     pub fn project_text(
         &self,
-        identity: &Json,
+        head: &Json,
         text: Arc<str>,
         interner: &mut Interner,
     ) -> ProjectedObject {
-        let values = vec![Projected::Json(text); self.paths.len()];
-        let ends = (1..=self.paths.len())
-            .map(|n| u32::try_from(n).unwrap_or(u32::MAX))
-            .collect();
-        assemble(identity, values, ends, interner)
+        let mut values = Vec::with_capacity(self.paths.len() + 2);
+        let mut ends = Vec::with_capacity(self.paths.len());
+        for path in &self.paths {
+            if path.segments.is_empty() {
+                values.push(Projected::Json(text.clone()));
+            } else {
+                path.extract(head, interner, &mut values);
+            }
+            ends.push(u32::try_from(values.len()).unwrap_or(u32::MAX));
+        }
+        assemble(head, values, ends, interner)
     }
 }
 
@@ -436,6 +438,13 @@ impl ProjectedObject {
     /// Whether two projections of an object carry the same content
     /// (resourceVersion aside).
     pub fn same_content(&self, other: &ProjectedObject) -> bool {
+        self.same_identity(other) && self.ends == other.ends && self.values == other.values
+    }
+
+    /// Whether two projections of an object agree on everything but their
+    /// fields and resourceVersion: namespace, name, uid, generation,
+    /// deletion timestamp, controller owner and finalizers.
+    pub fn same_identity(&self, other: &ProjectedObject) -> bool {
         self.namespace == other.namespace
             && self.name == other.name
             && self.uid == other.uid
@@ -443,8 +452,6 @@ impl ProjectedObject {
             && self.deletion_timestamp == other.deletion_timestamp
             && self.owner == other.owner
             && self.finalizers == other.finalizers
-            && self.ends == other.ends
-            && self.values == other.values
     }
 
     /// The values of field `i` (empty when out of range).

@@ -21,7 +21,7 @@ use crate::guest::snapshot::{self, WatchView};
 use crate::guest::{GuestManifest, Gvk};
 use crate::projection::{Projected, ProjectedObject};
 use crate::request::RequestKey;
-use crate::store::Store;
+use crate::store::{Change, ChangeKind, Store};
 
 pub use keys::{all_keys, keys_for};
 pub use related::objects_for;
@@ -54,6 +54,23 @@ impl WatchCache {
     /// The informer position of the watch's path `i`.
     pub fn at(&self, i: usize) -> usize {
         self.positions.get(i).copied().unwrap_or(usize::MAX)
+    }
+
+    /// Whether `change` leaves this watch's view of the object as it was:
+    /// an update of fields only a wider, shared projection holds (the
+    /// outputs cache keeps whole objects) — not one the watch shows its
+    /// guest or indexes, nor its identity, owner or finalizers. Such a
+    /// change wakes no key of the watch, as the store wakes nobody for a
+    /// resourceVersion-only update.
+    pub fn unchanged(&self, change: &Change) -> bool {
+        change.kind == ChangeKind::Updated
+            && change.old.as_ref().is_some_and(|old| {
+                old.same_identity(&change.object)
+                    && self
+                        .positions
+                        .iter()
+                        .all(|&p| old.field(p) == change.object.field(p))
+            })
     }
 }
 

@@ -555,3 +555,53 @@ fn a_namespace_primary_relates_the_objects_in_the_namespace_it_is() {
         [(0, "/team-a".to_string()), (1, "team-a/p1".to_string())]
     );
 }
+
+#[test]
+fn a_change_only_a_wider_shared_projection_holds_leaves_the_watch_unchanged() {
+    use crate::projection::{FieldPath, Projection};
+    // The informer keeps the watch's `spec.limit` and, after it, the whole
+    // object for the outputs cache of the same kind.
+    let projection = Projection::new(
+        vec![FieldPath::parse("spec.limit").unwrap(), FieldPath::whole()],
+        vec![],
+    );
+    let mut interner = Interner::default();
+    let mut writer = Writer::default();
+    let cache = WatchCache {
+        store: writer.store(),
+        positions: vec![0],
+        namespaced: true,
+    };
+    let mut put = |obj: &Value| {
+        writer
+            .apply(projection.project(obj, &mut interner))
+            .unwrap()
+    };
+    let mut obj = json!({
+        "metadata": {"namespace": "ns", "name": "q", "uid": "u1", "resourceVersion": "1"},
+        "spec": {"limit": 1},
+        "data": {"a": "1"}
+    });
+    assert!(!cache.unchanged(&put(&obj)), "an addition is a change");
+    let mut step = |obj: &mut Value, rv: &str, edit: &dyn Fn(&mut Value)| {
+        edit(obj);
+        obj["metadata"]["resourceVersion"] = json!(rv);
+        cache.unchanged(&put(obj))
+    };
+    assert!(
+        step(&mut obj, "2", &|o| o["data"]["a"] = json!("2")),
+        "a field the watch neither shows nor indexes"
+    );
+    assert!(!step(&mut obj, "3", &|o| o["spec"]["limit"] = json!(2)));
+    assert!(!step(&mut obj, "4", &|o| o["metadata"]["finalizers"] =
+        json!(["a/b"])));
+    assert!(!step(&mut obj, "5", &|o| o["metadata"]["generation"] = json!(2)));
+    assert!(!step(&mut obj, "6", &|o| {
+        o["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "App", "name": "a", "uid": "o1", "controller": true}])
+    }));
+    assert!(!step(&mut obj, "7", &|o| {
+        o["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z")
+    }));
+    let gone = writer.delete("ns", "q").unwrap();
+    assert!(!cache.unchanged(&gone), "a deletion is a change");
+}
