@@ -387,6 +387,50 @@ async fn five_spec_edits_in_five_seconds_are_observed_without_a_write_war() {
     host.stop().await.unwrap();
 }
 
+/// A guest watching the kinds it writes (its Apps' status, the children)
+/// shares one informer per kind with its outputs cache: a spec edit costs
+/// the edit's reconcile and the status echo's, never a reconcile on a
+/// cache that has not seen the edit yet, nor one for the child's echo
+/// (the children watch reads none of the child's fields).
+#[tokio::test]
+async fn each_spec_edit_costs_two_reconciles_the_edit_and_its_status_echo() {
+    let (_server, client) = app_server().await;
+    let host = start_app_host(&client, Duration::from_secs(600)).await;
+    create_app(&client, PODS_NS, "web", "v0", 1).await;
+    converges(
+        &client,
+        PODS_NS,
+        "web",
+        &[("message", "v0"), ("replicas", "1")],
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Apps (the primaries, and the status outputs), ConfigMaps (the
+    // children, and the child outputs), the `shared-settings` ConfigMaps.
+    assert_eq!(app_controller(&host).informer_count(), 3);
+    let metrics = app_controller(&host).metrics().clone();
+    let before = metrics.reconciles();
+    for i in 1..=5 {
+        let message = format!("v{i}");
+        edit_spec(&client, PODS_NS, "web", json!({"message": message})).await;
+        converges(
+            &client,
+            PODS_NS,
+            "web",
+            &[("message", &message), ("replicas", "1")],
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(
+        metrics.reconciles() - before,
+        10,
+        "five edits, two reconciles each; {}",
+        write_report(&host)
+    );
+    host.stop().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_person_editing_the_child_five_times_in_ten_seconds_is_repaired_every_time() {
     let (_server, client) = app_server().await;

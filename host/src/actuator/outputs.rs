@@ -255,6 +255,27 @@ impl ParsedCache {
     }
 }
 
+/// The informer key of `rule`'s outputs cache (`plural`: its resource's,
+/// from discovery): the rule's namespace, and a field selector when it
+/// names exactly one object. A watch of the guest's with this very key
+/// shares the informer when it asks for the whole object too (see the
+/// controller's start).
+pub fn informer_key(rule: &WriteRule, plural: String) -> InformerKey {
+    let field_selector = match rule.names.as_slice() {
+        [one] => Some(format!("metadata.name={one}")),
+        _ => None,
+    };
+    InformerKey {
+        group: rule.gvk.group.clone(),
+        version: rule.gvk.version.clone(),
+        kind: rule.gvk.kind.clone(),
+        plural,
+        namespace: rule.namespace.clone(),
+        label_selector: None,
+        field_selector,
+    }
+}
+
 struct Output {
     rule: WriteRule,
     informer: Informer,
@@ -316,19 +337,7 @@ impl Outputs {
         let mut outputs = Vec::new();
         for rule in &manifest.writes {
             let ar = discovery.resource(&rule.gvk).await?;
-            let field_selector = match rule.names.as_slice() {
-                [one] => Some(format!("metadata.name={one}")),
-                _ => None,
-            };
-            let key = InformerKey {
-                group: rule.gvk.group.clone(),
-                version: rule.gvk.version.clone(),
-                kind: rule.gvk.kind.clone(),
-                plural: ar.plural,
-                namespace: rule.namespace.clone(),
-                label_selector: None,
-                field_selector,
-            };
+            let key = informer_key(rule, ar.plural);
             let informer = registry.acquire(&key, &[FieldPath::whole()], &[]);
             let whole = whole_position(&informer);
             let (q, gvk) = (queue.clone(), rule.gvk.clone());

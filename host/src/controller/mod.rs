@@ -39,7 +39,7 @@ use crate::guest::{
 use crate::informer::{Informer, InformerKey, InformerRegistry, SyncError};
 use crate::metrics::{GuestMetrics, Metrics, ReconcileResult};
 use crate::permissions::{self, Checked, Need, PermissionError};
-use crate::projection::field_positions;
+use crate::projection::{field_positions, FieldPath};
 use crate::quarantine::{self, Quarantine, QuarantineConfig, Verdict};
 pub use crate::relations::WatchCache;
 use crate::relations::{self, snapshot_for};
@@ -344,6 +344,16 @@ impl GuestController {
         preflight::check_status_rules(discovery, &manifest, &name).await?;
         preflight::preflight(&client, &manifest, &resources, &name).await?;
 
+        // A watch with the very informer key of an outputs cache (the kind
+        // the guest also writes, unselected) asks for the whole object too,
+        // so the outputs cache shares its informer: one watch and one
+        // decode per event, and both handlers see each change at once.
+        let output_keys: Vec<InformerKey> = manifest
+            .writes
+            .iter()
+            .zip(&resources.writes)
+            .map(|(rule, ar)| crate::actuator::outputs::informer_key(rule, ar.plural.clone()))
+            .collect();
         let mut informers = Vec::new();
         for (spec, resource) in manifest.watches.iter().zip(&resources.watches) {
             let key = InformerKey {
@@ -355,7 +365,11 @@ impl GuestController {
                 label_selector: spec.label_selector.clone(),
                 field_selector: spec.field_selector.clone(),
             };
-            informers.push(registry.acquire(&key, spec.projection.paths(), &spec.indexed_paths()));
+            let mut fields = spec.projection.paths().to_vec();
+            if output_keys.contains(&key) {
+                fields.push(FieldPath::whole());
+            }
+            informers.push(registry.acquire(&key, &fields, &spec.indexed_paths()));
         }
         let caches: Arc<[WatchCache]> = manifest
             .watches
@@ -544,6 +558,19 @@ impl GuestController {
             .iter()
             .map(|w| &w.informer)
             .chain(self.actuator.outputs().informers())
+    }
+
+    /// How many distinct informers (watches of the API server) the guest's
+    /// watches and outputs caches read: a watch with an outputs cache's
+    /// very key shares its informer.
+    pub fn informer_count(&self) -> usize {
+        let mut distinct: Vec<&Informer> = Vec::new();
+        for informer in self.informers() {
+            if !distinct.iter().any(|d| d.same(informer)) {
+                distinct.push(informer);
+            }
+        }
+        distinct.len()
     }
 
     /// Waits until every cache the guest reads or writes has synced.

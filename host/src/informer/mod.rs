@@ -168,6 +168,12 @@ impl Drop for TaskGuard {
 }
 
 impl Informer {
+    /// Whether `other` is this very informer (a clone of it), not just
+    /// one with the same key.
+    pub fn same(&self, other: &Informer) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// Starts listing and watching `key`, keeping `projection` of each object
     /// and indexing the values of the projected fields `indexed` (namespace
     /// and controller owner are always indexed).
