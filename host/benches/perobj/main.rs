@@ -1,6 +1,8 @@
 //! Per-object controllers at scale (issue 26): `examples/guest-app` in the
 //! wasmctrl host against the same App controller written with kube-runtime's
-//! `Controller` (`native_app`), both as subprocesses, each on a fresh
+//! `Controller` (`native_app`), and both against the floor (`floor_app`: the
+//! least any App controller does on this client stack, the watch events
+//! decoded and the writes sent), all as subprocesses, each on a fresh
 //! embedded API server (garbage collector on: every owner exists) holding N
 //! Apps in one namespace and its `shared-settings`.
 //!
@@ -15,19 +17,21 @@
 //!
 //! Run: `make guest && cargo bench -p wasmctrl --features
 //! wasmctrl/dev-server --bench perobj -- --apps 1000,10000,20000` (also
-//! `--edits`, `--rate`, `--qps`, `--systems`; `PEROBJ_LOGS=DIR` keeps the
-//! subprocesses' logs there, `PEROBJ_WASMCTRL=PATH` runs another build of
-//! the host; each subprocess's pid is printed, for `perf record -p`). Under `cargo test
+//! `--edits`, `--rate`, `--qps`, `--systems native,wasmctrl,floor`;
+//! `PEROBJ_LOGS=DIR` keeps the subprocesses' logs there,
+//! `PEROBJ_WASMCTRL=PATH` runs another build of the host; each
+//! subprocess's pid is printed, for `perf record -p`). Under `cargo test
 //! --all-targets` it runs a smoke world (30 Apps, 5 edits, resync 10 s) and
-//! asserts: both systems converge, see every edit and the shared change;
+//! asserts: every system converges, sees every edit and the shared change;
 //! the restart reconciles every key (wasmctrl: exactly once) with no new
 //! version (wasmctrl: no write request); idle across a resync writes
-//! nothing (wasmctrl: no write request).
+//! nothing (wasmctrl: no write request; the floor has no resync).
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../shared/args.rs"]
 mod args;
+mod floor_app;
 mod native_app;
 #[path = "../shared/process.rs"]
 mod process;
@@ -165,26 +169,34 @@ fn print_table(outcomes: &[Outcome], setup: &Setup) {
     }
     println!();
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
-    for n in outcomes.iter().filter(|o| o.system == System::Native) {
-        let Some(w) = outcomes
-            .iter()
-            .find(|o| o.system == System::Wasmctrl && o.apps == n.apps)
-        else {
-            continue;
-        };
-        let secs = Duration::as_secs_f64;
-        println!(
-            "wasmctrl/native at {} Apps: create {:.2}x, restart {:.2}x (CPU {:.2}x), churn p50 {:.2}x p99 {:.2}x CPU {:.2}x, fan-out {:.2}x, VmHWM {:.2}x",
-            n.apps,
-            ratio(secs(&w.create.took), secs(&n.create.took)),
-            ratio(secs(&w.restart.took), secs(&n.restart.took)),
-            ratio(secs(&w.restart.cpu), secs(&n.restart.cpu)),
-            ratio(secs(&w.latency.p50), secs(&n.latency.p50)),
-            ratio(secs(&w.latency.p99), secs(&n.latency.p99)),
-            ratio(secs(&w.churn.cpu), secs(&n.churn.cpu)),
-            ratio(secs(&w.fanout.took), secs(&n.fanout.took)),
-            ratio(w.final_hwm as f64, n.final_hwm as f64),
-        );
+    for (top, bottom) in [
+        (System::Wasmctrl, System::Native),
+        (System::Floor, System::Native),
+        (System::Wasmctrl, System::Floor),
+    ] {
+        for b in outcomes.iter().filter(|o| o.system == bottom) {
+            let Some(t) = outcomes
+                .iter()
+                .find(|o| o.system == top && o.apps == b.apps)
+            else {
+                continue;
+            };
+            let secs = Duration::as_secs_f64;
+            println!(
+                "{}/{} at {} Apps: create {:.2}x, restart {:.2}x (CPU {:.2}x), churn p50 {:.2}x p99 {:.2}x CPU {:.2}x, fan-out {:.2}x, VmHWM {:.2}x",
+                top.name(),
+                bottom.name(),
+                b.apps,
+                ratio(secs(&t.create.took), secs(&b.create.took)),
+                ratio(secs(&t.restart.took), secs(&b.restart.took)),
+                ratio(secs(&t.restart.cpu), secs(&b.restart.cpu)),
+                ratio(secs(&t.latency.p50), secs(&b.latency.p50)),
+                ratio(secs(&t.latency.p99), secs(&b.latency.p99)),
+                ratio(secs(&t.churn.cpu), secs(&b.churn.cpu)),
+                ratio(secs(&t.fanout.took), secs(&b.fanout.took)),
+                ratio(t.final_hwm as f64, b.final_hwm as f64),
+            );
+        }
     }
 }
 
@@ -208,8 +220,9 @@ fn check(outcomes: &[Outcome]) {
             o.idle.versions, 0,
             "{name}: nothing changes while idle across a resync"
         );
+        // The floor has no resync.
         assert!(
-            o.idle.counts.reconciles >= o.apps as f64,
+            o.system == System::Floor || o.idle.counts.reconciles >= o.apps as f64,
             "{name}: the idle window spans a resync ({} reconciles of {} keys)",
             o.idle.counts.reconciles,
             o.apps
@@ -234,8 +247,10 @@ fn check(outcomes: &[Outcome]) {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args::run_as_peer(&args, "--native-app", "native app", |a| {
+    if args::run_as_peer(&args, native_app::PEER_FLAG, "native app", |a| {
         native_app::PeerArgs::parse(a).map(native_app::run)
+    }) || args::run_as_peer(&args, floor_app::PEER_FLAG, "floor app", |a| {
+        native_app::PeerArgs::parse(a).map(floor_app::run)
     }) {
         return;
     }
@@ -291,12 +306,13 @@ fn main() {
         per_key: !full,
     };
     let systems: Vec<System> = args::option(&args, "--systems").map_or_else(
-        || vec![System::Native, System::Wasmctrl],
+        || vec![System::Native, System::Wasmctrl, System::Floor],
         |l| {
             args::list("--systems", &l, |flag, s| match s {
                 "native" => System::Native,
                 "wasmctrl" => System::Wasmctrl,
-                other => panic!("{flag}: {other:?} is neither native nor wasmctrl"),
+                "floor" => System::Floor,
+                other => panic!("{flag}: {other:?} is not native, wasmctrl or floor"),
             })
         },
     );
@@ -315,6 +331,6 @@ fn main() {
     }
     if !full {
         check(&outcomes);
-        println!("perobj smoke: both systems converge, every key reconciled at restart with nothing written, no idle writes");
+        println!("perobj smoke: every system converges, every key reconciled at restart with nothing written, no idle writes");
     }
 }

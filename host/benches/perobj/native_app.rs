@@ -33,6 +33,8 @@ use kube::{Client, CustomResource, Resource, ResourceExt};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+/// The bench binary's flag to run as this peer.
+pub const PEER_FLAG: &str = "--native-app";
 /// The field manager of the peer's applies.
 pub const FIELD_MANAGER: &str = "native-app";
 /// The finalizer (the guest's).
@@ -112,10 +114,11 @@ pub struct PeerArgs {
 }
 
 impl PeerArgs {
-    /// The flags that [`PeerArgs::parse`] reads back.
-    pub fn to_args(&self) -> Vec<String> {
+    /// The flags that [`PeerArgs::parse`] reads back, after `peer` (which
+    /// peer the bench binary runs as: [`PEER_FLAG`] or the floor's).
+    pub fn to_args(&self, peer: &str) -> Vec<String> {
         vec![
-            "--native-app".into(),
+            peer.into(),
             "--kubeconfig".into(),
             self.kubeconfig.display().to_string(),
             "--resync-seconds".into(),
@@ -139,7 +142,7 @@ struct Ctx {
 }
 
 /// The child's `data`, as the guest's `app::child_data`.
-fn child_data(app: &App, banner: Option<String>) -> BTreeMap<String, String> {
+pub fn child_data(app: &App, banner: Option<String>) -> BTreeMap<String, String> {
     let mut data = BTreeMap::from([
         ("message".to_string(), app.spec.message.clone()),
         ("replicas".to_string(), app.spec.replicas.to_string()),
@@ -153,7 +156,7 @@ fn child_data(app: &App, banner: Option<String>) -> BTreeMap<String, String> {
 /// The status after a successful apply of the child: `Ready=True`, its
 /// `lastTransitionTime` kept unless it flips (controller-runtime's
 /// `meta.SetStatusCondition`).
-fn ready_status(app: &App, child: &str) -> AppStatus {
+pub fn ready_status(app: &App, child: &str) -> AppStatus {
     let generation = app.metadata.generation;
     let kept = app
         .status

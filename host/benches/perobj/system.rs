@@ -40,6 +40,8 @@ pub enum System {
     Native,
     /// `wasmctrl run` with `examples/guest-app`.
     Wasmctrl,
+    /// The least any App controller does (`floor_app`).
+    Floor,
 }
 
 impl System {
@@ -48,6 +50,7 @@ impl System {
         match self {
             System::Native => "native",
             System::Wasmctrl => "wasmctrl",
+            System::Floor => "floor",
         }
     }
 }
@@ -181,7 +184,7 @@ impl Running {
 
     async fn counts(&self) -> Counts {
         match self.system {
-            System::Native => {
+            System::Native | System::Floor => {
                 // Only the lines added since the last look are read: the
                 // bench polls this while the peer prints tens of thousands.
                 let mut seen = self.stdout_seen.lock().expect("stdout counts lock");
@@ -279,14 +282,18 @@ fn spawn(system: System, setup: &Setup, kubeconfig: &std::path::Path, run: &str)
     let stdout = stem.with_extension("out");
     let metrics_port = free_port();
     let cmd = match system {
-        System::Native => {
+        System::Native | System::Floor => {
             let mut cmd = Command::new(std::env::current_exe().expect("own executable"));
+            let peer = match system {
+                System::Floor => crate::floor_app::PEER_FLAG,
+                _ => crate::native_app::PEER_FLAG,
+            };
             cmd.args(
                 PeerArgs {
                     kubeconfig: kubeconfig.to_path_buf(),
                     resync: setup.resync,
                 }
-                .to_args(),
+                .to_args(peer),
             );
             cmd
         }

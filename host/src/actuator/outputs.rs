@@ -18,9 +18,9 @@
 //! own echo enqueues the key that produced it (or, for an object no key
 //! has planned since this process started, every aggregate key), noting
 //! for the hot-loop bookkeeping that someone else woke it — except while
-//! the object's writes are held back by a write war. The echo of an object
-//! the host merge-patched is parsed ahead, on the blocking pool, for the
-//! write that follows. The deletion of an output, by anyone, ends its
+//! the object's writes are held back by a write war. The echo of a large
+//! object the host merge-patched is parsed ahead, on the blocking pool, for
+//! the write that follows. The deletion of an output, by anyone, ends its
 //! claim among the host's guests ([`Claims::gone`]).
 
 use std::collections::HashMap;
@@ -221,6 +221,19 @@ type Parsed = (Arc<str>, Arc<Json>);
 /// Live objects kept parsed at most.
 const PARSED_CACHE: usize = 64;
 
+/// The size of a whole object's text from which the echo of our merge
+/// patch is parsed ahead; a smaller object (a child ConfigMap of a few
+/// hundred bytes) is parsed only when a write needs it.
+const PARSE_AHEAD_BYTES: usize = 16 * 1024;
+
+/// The length of the whole object's text kept at informer position `at`.
+fn whole_len(obj: &ProjectedObject, at: usize) -> usize {
+    match obj.field(at).first() {
+        Some(crate::projection::Projected::Json(text)) => text.len(),
+        _ => 0,
+    }
+}
+
 /// Each written object's live state parsed once per version: the cache
 /// keeps it as text, and a large summary is read several times per write.
 #[derive(Default)]
@@ -360,11 +373,15 @@ impl Outputs {
                 let cached_rv = (change.kind != ChangeKind::Deleted)
                     .then_some(change.resource_version.as_ref());
                 if echoes.settle(&written, cached_rv) {
-                    // Our echo. An object we merge-patch is written again
-                    // soon, and that write is decided on this version
+                    // Our echo. A large object we merge-patch is written
+                    // again soon, and that write is decided on this version
                     // (unless its entries are known: see `Chains`): parse
-                    // it now, off the next reconcile's path.
+                    // it now, off the next reconcile's path. A small one is
+                    // not: the echo's own reconcile mostly skips without
+                    // parsing (`Contests::unchanged`), and at scale the
+                    // next write of it finds the parse evicted.
                     if change.kind != ChangeKind::Deleted
+                        && whole_len(&change.object, whole) >= PARSE_AHEAD_BYTES
                         && echoes.is_merged(&written)
                         && !chains.holds(&written)
                     {
