@@ -8,7 +8,8 @@
 //! person's edits and deletion of a child repaired; `shared-settings`
 //! fanned out to every App of its namespace; an idle controller sending no
 //! writes while its resyncs are skipped; a deleted App's child deleted by
-//! the host's own DELETE before the finalizer is released; 60 create/delete
+//! the host's own DELETE before the finalizer is released, and no record of
+//! deleted Apps and children left in its write bookkeeping; 60 create/delete
 //! races leaving nothing behind; the real binary SIGKILLed in the middle of
 //! deletions and a new one finishing them.
 
@@ -609,6 +610,64 @@ async fn a_deleted_app_has_its_child_deleted_by_the_host_then_both_are_gone() {
     .await;
     assert_eq!(m.dropped(WriteVerb::Delete), 0, "deletes dropped");
     assert_eq!(m.errors(), 0, "reconcile errors");
+    host.stop().await.unwrap();
+}
+
+/// The host's write bookkeeping (each written object's producer, the
+/// objects it merge-patched) forgets an object once it is deleted: a
+/// controller whose primaries come and go keeps a record only of what
+/// exists, not of every object it ever wrote.
+#[tokio::test]
+async fn deleted_apps_and_children_leave_no_record_in_the_write_bookkeeping() {
+    let (_server, client) = app_server().await;
+    let host = start_app_host(&client, Duration::from_secs(600)).await;
+    let names = ["a1", "a2", "a3"];
+    for name in names {
+        create_app(&client, PODS_NS, name, "v0", 1).await;
+    }
+    for name in names {
+        converges(
+            &client,
+            PODS_NS,
+            name,
+            &[("message", "v0"), ("replicas", "1")],
+        )
+        .await;
+    }
+    // An edit: the child's changed entry is merge-patched.
+    edit_spec(&client, PODS_NS, "a1", json!({"message": "v1"})).await;
+    converges(
+        &client,
+        PODS_NS,
+        "a1",
+        &[("message", "v1"), ("replicas", "1")],
+    )
+    .await;
+    let controller = app_controller(&host);
+    let before = controller.outputs_tracked();
+    assert!(
+        before >= 2 * names.len(),
+        "each App's child and status are on record: {before}"
+    );
+    let api = apps(&client, PODS_NS);
+    let cms = configmaps(&client, PODS_NS);
+    for name in names {
+        api.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    eventually("every App and child is gone", || async {
+        let mut gone = true;
+        for name in names {
+            gone &= api.get_opt(name).await.unwrap().is_none()
+                && cms.get_opt(name).await.unwrap().is_none();
+        }
+        gone
+    })
+    .await;
+    eventually("the bookkeeping holds no record of them", || async {
+        controller.outputs_tracked() == 0
+    })
+    .await;
+    assert_eq!(controller.metrics().errors(), 0, "reconcile errors");
     host.stop().await.unwrap();
 }
 

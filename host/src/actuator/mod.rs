@@ -340,7 +340,10 @@ impl Actuator {
         let mut done = Executed::default();
         let mut wrote = Vec::new();
         for w in &plan.writes {
-            self.outputs.produced_by(w.target(), key);
+            match w {
+                PlannedWrite::Delete { target, .. } => self.outputs.deleting(target, key),
+                w => self.outputs.produced_by(w.target(), key),
+            }
         }
         for w in &plan.writes {
             let step = match w {

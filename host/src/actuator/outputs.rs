@@ -96,6 +96,18 @@ impl Echoes {
         lock(&self.merged).insert(target.clone());
     }
 
+    /// `target` is gone: a re-created object holds no entry of our
+    /// patches, and no write waits for its echo.
+    pub fn forget(&self, target: &ObjectKey) {
+        lock(&self.merged).remove(target);
+        lock(&self.waiting).remove(target);
+    }
+
+    /// How many objects are noted as merge-patched.
+    fn merged_count(&self) -> usize {
+        lock(&self.merged).len()
+    }
+
     /// Whether some entries of `target` were written by merge patch.
     pub fn is_merged(&self, target: &ObjectKey) -> bool {
         lock(&self.merged).contains(target)
@@ -364,12 +376,20 @@ impl Outputs {
                     namespace: (!change.namespace.is_empty()).then(|| change.namespace.to_string()),
                     name: change.name.to_string(),
                 };
-                if change.kind == ChangeKind::Deleted {
-                    // Gone, whoever deleted it: nobody's object any more,
-                    // and what our patches knew of it is stale.
-                    claims.gone(&written);
-                    chains.forget(&written);
-                }
+                // Gone, whoever deleted it: nobody's object any more, what
+                // our patches knew of it is stale, and its producer is
+                // forgotten (woken below unless the delete was ours; it
+                // is noted again when a plan names the object again).
+                // Without this, every object ever written stayed in
+                // these maps for the life of the process.
+                let vanished_producer = (change.kind == ChangeKind::Deleted)
+                    .then(|| {
+                        claims.gone(&written);
+                        chains.forget(&written);
+                        echoes.forget(&written);
+                        lock(&producers).remove(&written)
+                    })
+                    .flatten();
                 let cached_rv = (change.kind != ChangeKind::Deleted)
                     .then_some(change.resource_version.as_ref());
                 if echoes.settle(&written, cached_rv) {
@@ -407,7 +427,8 @@ impl Outputs {
                 }
                 // Someone else's change wakes the producer: whatever it
                 // writes now is a reaction, not a hot loop.
-                let producer = lock(&producers).get(&written).cloned();
+                let producer =
+                    vanished_producer.or_else(|| lock(&producers).get(&written).cloned());
                 match producer {
                     Some(k) => {
                         loops.woken_by_other(&k);
@@ -466,6 +487,22 @@ impl Outputs {
     /// change of `target` wakes `key`.
     pub fn produced_by(&self, target: &ObjectKey, key: &RequestKey) {
         lock(&self.producers).insert(target.clone(), key.clone());
+    }
+
+    /// Like [`Outputs::produced_by`], for a planned delete: only while the
+    /// cache holds `target` (a delete of what is gone changes nothing, and
+    /// its deletion event, which forgets the producer, has passed).
+    pub fn deleting(&self, target: &ObjectKey, key: &RequestKey) {
+        if self.cached(target).is_some() {
+            self.produced_by(target, key);
+        }
+    }
+
+    /// How many objects the bookkeeping keeps a record of (their producer,
+    /// or that we merge-patched them): at most the objects the guest has
+    /// planned that still exist, plus those a plan names before they exist.
+    pub fn tracked(&self) -> usize {
+        lock(&self.producers).len() + self.echoes.merged_count()
     }
 
     /// The objects this guest planned a write of that the cache holds

@@ -611,6 +611,12 @@ impl GuestController {
         self.actuator.outputs().written()
     }
 
+    /// How many objects the write bookkeeping keeps a record of (see
+    /// `Outputs::tracked`): it shrinks again as written objects are deleted.
+    pub fn outputs_tracked(&self) -> usize {
+        self.actuator.outputs().tracked()
+    }
+
     /// Waits for the caches, then runs workers and the resync timer until
     /// the queue shuts down or a cache fails.
     pub async fn run(self: Arc<Self>) -> Result<(), ControllerError> {
