@@ -41,7 +41,9 @@
 //! the same name, is a new object, not a take-back. An output that is
 //! deleted keeps its record while it matters (we deleted it, someone
 //! deleted it soon after our write, or take-backs or a hold-back are on
-//! record); otherwise a new object starts a new contest.
+//! record); otherwise a new object starts a new contest. Records of deleted
+//! objects whose last write, take-back and hold-back are all older than
+//! `window` are swept every 1,024 deletions.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -142,6 +144,25 @@ struct Entry {
     taken_from: Option<String>,
 }
 
+/// Drops the records of deleted objects that no longer matter: nothing of
+/// ours is on record for them (what [`Contests::vanished`] keeps), and our
+/// last write, take-backs, a deletion by someone else and any hold-back
+/// are all older than `window`. A re-creation of such an object after that
+/// is only drift (re-deleted, not counted) and a new object starts a new
+/// contest, as without the record; what it saves is a record per deleted
+/// object for the life of the process.
+fn sweep(objects: &mut HashMap<ObjectKey, Entry>, now: Instant, window: Duration) {
+    let old = |t: &Option<Instant>| t.is_none_or(|t| now.saturating_duration_since(t) > window);
+    objects.retain(|_, e| {
+        let gone = e.ours.is_none() && e.set == [None, None];
+        let stale = old(&e.wrote_at)
+            && old(&e.until)
+            && old(&e.taken_away)
+            && e.flips.iter().all(|t| old(&Some(*t)));
+        !(gone && stale)
+    });
+}
+
 /// The uid of `obj`'s controller owner reference, if it has one.
 pub fn controller_uid(obj: &Json) -> Option<&str> {
     obj.pointer("/metadata/ownerReferences")?
@@ -152,11 +173,17 @@ pub fn controller_uid(obj: &Json) -> Option<&str> {
         .as_str()
 }
 
+/// Deletions of outputs between two sweeps of the records of deleted
+/// objects that no longer matter ([`Contests::vanished`]).
+const SWEEP_EVERY: usize = 1024;
+
 /// Every output's contest state, for one guest.
 #[derive(Debug, Default)]
 pub struct Contests {
     config: ContestConfig,
     objects: Mutex<HashMap<ObjectKey, Entry>>,
+    /// Deletions seen since the last sweep.
+    vanished: std::sync::atomic::AtomicUsize,
 }
 
 impl Contests {
@@ -164,8 +191,29 @@ impl Contests {
     pub fn new(config: ContestConfig) -> Self {
         Contests {
             config,
-            objects: Mutex::default(),
+            ..Contests::default()
         }
+    }
+
+    /// Counts one deletion (ours or anyone's): every [`SWEEP_EVERY`]
+    /// deletions, the records of deleted objects that no longer matter go.
+    fn deletion(&self, objects: &mut HashMap<ObjectKey, Entry>, now: Instant) {
+        let n = self
+            .vanished
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if n % SWEEP_EVERY == SWEEP_EVERY - 1 {
+            sweep(objects, now, self.config.window);
+        }
+    }
+
+    /// How many objects have a record.
+    pub fn len(&self) -> usize {
+        lock(&self.objects).len()
+    }
+
+    /// Whether no object has a record.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// The rules contests are judged by.
@@ -230,6 +278,7 @@ impl Contests {
     /// take-back ([`Contests::recreated`]).
     pub fn deleted(&self, target: &ObjectKey) {
         let mut objects = lock(&self.objects);
+        self.deletion(&mut objects, Instant::now());
         let e = objects.entry(target.clone()).or_default();
         e.ours = None;
         e.set = [None, None];
@@ -259,6 +308,7 @@ impl Contests {
     /// hold-back are on record.
     pub fn vanished(&self, target: &ObjectKey, owner: Option<&str>, now: Instant) {
         let mut objects = lock(&self.objects);
+        self.deletion(&mut objects, now);
         let Some(e) = objects.get_mut(target) else {
             return;
         };

@@ -461,3 +461,43 @@ fn only_our_own_last_apply_of_the_same_body_is_unchanged() {
     c.deleted(&t);
     assert!(!c.unchanged(&t, false, "7", &body));
 }
+
+fn numbered(i: usize) -> ObjectKey {
+    ObjectKey {
+        name: format!("child-{i}"),
+        ..target()
+    }
+}
+
+/// A controller whose primaries come and go deletes their children: the
+/// record of each deletion matters for a window (someone re-creating the
+/// object soon is a take-back), then goes, while the records of objects
+/// that exist stay.
+#[test]
+fn records_of_deleted_objects_go_once_their_window_has_passed() {
+    let c = Contests::new(config());
+    c.sets(&target(), false, &json!({"data": {"a": "1"}}));
+    c.wrote(&target(), Some("7"));
+    c.applied(&target(), false, "7");
+    for i in 0..SWEEP_EVERY {
+        c.deleted(&numbered(i));
+    }
+    assert_eq!(
+        c.len(),
+        SWEEP_EVERY + 1,
+        "a sweep within the window keeps every recent deletion"
+    );
+    let later = Instant::now() + config().window * 2;
+    for i in 0..SWEEP_EVERY {
+        c.vanished(&numbered(SWEEP_EVERY + i), None, later);
+    }
+    assert_eq!(
+        c.len(),
+        1,
+        "past the window only the record of the object that exists stays"
+    );
+    assert!(
+        c.unchanged(&target(), false, "7", &json!({"data": {"a": "1"}})),
+        "and it still tells our own last apply"
+    );
+}
