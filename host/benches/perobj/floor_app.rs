@@ -23,13 +23,11 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::watcher::{self, watcher};
-use kube::{Client, Resource, ResourceExt};
-use serde_json::json;
+use kube::{Client, ResourceExt};
 use tokio::sync::Semaphore;
 
 use crate::native_app::{
-    child_data, ready_status, App, PeerArgs, CONCURRENCY, RECONCILE_LINE, SHARED_SETTINGS,
-    WRITE_LINE,
+    child_doc, status_doc, App, PeerArgs, CONCURRENCY, RECONCILE_LINE, SHARED_SETTINGS, WRITE_LINE,
 };
 
 /// The bench binary's flag to run as the floor.
@@ -66,14 +64,7 @@ impl Floor {
         let ns = app.namespace().unwrap_or_default();
         let name = app.name_any();
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        let child = json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {
-                "name": name, "namespace": ns,
-                "ownerReferences": [app.controller_owner_ref(&())],
-            },
-            "data": child_data(&app, self.banner(&ns)),
-        });
+        let child = child_doc(&app, self.banner(&ns));
         let configmaps: Api<ConfigMap> = Api::namespaced(self.client.clone(), &ns);
         println!("{WRITE_LINE}");
         if let Err(e) = configmaps
@@ -86,10 +77,7 @@ impl Floor {
         if !status {
             return;
         }
-        let status = json!({
-            "apiVersion": App::api_version(&()), "kind": App::kind(&()),
-            "status": ready_status(&app, &format!("{ns}/{name}")),
-        });
+        let status = status_doc(&app);
         let apps: Api<App> = Api::namespaced(self.client.clone(), &ns);
         println!("{WRITE_LINE}");
         if let Err(e) = apps

@@ -142,7 +142,7 @@ struct Ctx {
 }
 
 /// The child's `data`, as the guest's `app::child_data`.
-pub fn child_data(app: &App, banner: Option<String>) -> BTreeMap<String, String> {
+fn child_data(app: &App, banner: Option<String>) -> BTreeMap<String, String> {
     let mut data = BTreeMap::from([
         ("message".to_string(), app.spec.message.clone()),
         ("replicas".to_string(), app.spec.replicas.to_string()),
@@ -153,10 +153,31 @@ pub fn child_data(app: &App, banner: Option<String>) -> BTreeMap<String, String>
     data
 }
 
+/// The child ConfigMap of `app` to apply, controlled by it.
+pub fn child_doc(app: &App, banner: Option<String>) -> serde_json::Value {
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {
+            "name": app.name_any(), "namespace": app.namespace(),
+            "ownerReferences": [app.controller_owner_ref(&())],
+        },
+        "data": child_data(app, banner),
+    })
+}
+
+/// `app`'s `Ready` status to apply through the status subresource.
+pub fn status_doc(app: &App) -> serde_json::Value {
+    let (ns, name) = (app.namespace().unwrap_or_default(), app.name_any());
+    json!({
+        "apiVersion": App::api_version(&()), "kind": App::kind(&()),
+        "status": ready_status(app, &format!("{ns}/{name}")),
+    })
+}
+
 /// The status after a successful apply of the child: `Ready=True`, its
 /// `lastTransitionTime` kept unless it flips (controller-runtime's
 /// `meta.SetStatusCondition`).
-pub fn ready_status(app: &App, child: &str) -> AppStatus {
+fn ready_status(app: &App, child: &str) -> AppStatus {
     let generation = app.metadata.generation;
     let kept = app
         .status
@@ -188,22 +209,11 @@ async fn apply(app: Arc<App>, ctx: &Ctx) -> kube::Result<Action> {
         .await?
         .and_then(|cm| cm.data?.remove("banner"));
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    let child = json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {
-            "name": name, "namespace": ns,
-            "ownerReferences": [app.controller_owner_ref(&())],
-        },
-        "data": child_data(&app, banner),
-    });
     println!("{WRITE_LINE}");
     configmaps
-        .patch(&name, &params, &Patch::Apply(&child))
+        .patch(&name, &params, &Patch::Apply(&child_doc(&app, banner)))
         .await?;
-    let status = json!({
-        "apiVersion": App::api_version(&()), "kind": App::kind(&()),
-        "status": ready_status(&app, &format!("{ns}/{name}")),
-    });
+    let status = status_doc(&app);
     let apps: Api<App> = Api::namespaced(ctx.client.clone(), &ns);
     println!("{WRITE_LINE}");
     apps.patch_status(&name, &params, &Patch::Apply(&status))

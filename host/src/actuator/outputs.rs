@@ -35,7 +35,7 @@ use crate::claims::Claims;
 use crate::discovery::{Discovery, DiscoveryError};
 use crate::guest::{GuestManifest, KeyMapping, ObjectKey, WriteRule};
 use crate::informer::{Informer, InformerKey, InformerRegistry};
-use crate::projection::whole_object;
+use crate::projection::{whole_object, whole_text};
 use crate::projection::{FieldPath, ProjectedObject};
 use crate::request::RequestKey;
 use crate::store::{Change, ChangeKind};
@@ -238,14 +238,6 @@ const PARSED_CACHE: usize = 64;
 /// hundred bytes) is parsed only when a write needs it.
 const PARSE_AHEAD_BYTES: usize = 16 * 1024;
 
-/// The length of the whole object's text kept at informer position `at`.
-fn whole_len(obj: &ProjectedObject, at: usize) -> usize {
-    match obj.field(at).first() {
-        Some(crate::projection::Projected::Json(text)) => text.len(),
-        _ => 0,
-    }
-}
-
 /// Each written object's live state parsed once per version: the cache
 /// keeps it as text, and a large summary is read several times per write.
 #[derive(Default)]
@@ -401,7 +393,8 @@ impl Outputs {
                     // parsing (`Contests::unchanged`), and at scale the
                     // next write of it finds the parse evicted.
                     if change.kind != ChangeKind::Deleted
-                        && whole_len(&change.object, whole) >= PARSE_AHEAD_BYTES
+                        && whole_text(&change.object, whole).map_or(0, str::len)
+                            >= PARSE_AHEAD_BYTES
                         && echoes.is_merged(&written)
                         && !chains.holds(&written)
                     {

@@ -525,8 +525,14 @@ pub fn field_positions(projection: &Projection, wanted: &[FieldPath]) -> Vec<usi
 /// [`FieldPath::whole`] in the informer's projection, which a watch of the
 /// same resource may have widened: never assume it is first).
 pub fn whole_object(obj: &ProjectedObject, at: usize) -> Option<Json> {
+    serde_json::from_str(whole_text(obj, at)?).ok()
+}
+
+/// The text of the whole object kept at informer position `at` (see
+/// [`whole_object`]), unparsed.
+pub fn whole_text(obj: &ProjectedObject, at: usize) -> Option<&str> {
     match obj.field(at).first()? {
-        Projected::Json(text) => serde_json::from_str(text).ok(),
+        Projected::Json(text) => Some(text),
         _ => None,
     }
 }

@@ -182,8 +182,8 @@ const SWEEP_EVERY: usize = 1024;
 pub struct Contests {
     config: ContestConfig,
     objects: Mutex<HashMap<ObjectKey, Entry>>,
-    /// Deletions seen since the last sweep.
-    vanished: std::sync::atomic::AtomicUsize,
+    /// Deletions seen (a sweep at every [`SWEEP_EVERY`]th).
+    deletions: std::sync::atomic::AtomicUsize,
 }
 
 impl Contests {
@@ -199,7 +199,7 @@ impl Contests {
     /// deletions, the records of deleted objects that no longer matter go.
     fn deletion(&self, objects: &mut HashMap<ObjectKey, Entry>, now: Instant) {
         let n = self
-            .vanished
+            .deletions
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if n % SWEEP_EVERY == SWEEP_EVERY - 1 {
             sweep(objects, now, self.config.window);
@@ -207,13 +207,9 @@ impl Contests {
     }
 
     /// How many objects have a record.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         lock(&self.objects).len()
-    }
-
-    /// Whether no object has a record.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// The rules contests are judged by.
