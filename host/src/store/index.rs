@@ -18,7 +18,68 @@ use crate::projection::{Projected, ProjectedObject};
 /// holds the objects themselves, not only their keys: a lookup reads them
 /// without a second search of the objects map (at 100,000 objects, those
 /// searches were most of a per-key snapshot's cost).
-type Bucket = BTreeMap<StoreKey, Arc<ProjectedObject>>;
+///
+/// Most owner buckets hold a single object (an App's one child): it is
+/// kept inline, not in a map, whose first leaf node alone takes room for
+/// eleven entries (~450 bytes per owner; 4.5 MB at 10,000 owned children,
+/// BENCHMARKS.md).
+#[derive(Debug)]
+enum Bucket {
+    One(StoreKey, Arc<ProjectedObject>),
+    Many(BTreeMap<StoreKey, Arc<ProjectedObject>>),
+}
+
+impl Bucket {
+    fn insert(&mut self, key: StoreKey, obj: Arc<ProjectedObject>) {
+        match self {
+            Bucket::One(k, o) if *k == key => *o = obj,
+            Bucket::One(k, o) => {
+                let mut map = BTreeMap::new();
+                map.insert(k.clone(), o.clone());
+                map.insert(key, obj);
+                *self = Bucket::Many(map);
+            }
+            Bucket::Many(map) => {
+                map.insert(key, obj);
+            }
+        }
+    }
+
+    /// Removes `key`; true when the bucket is then empty.
+    fn remove(&mut self, key: &StoreKey) -> bool {
+        match self {
+            Bucket::One(k, _) => k == key,
+            Bucket::Many(map) => {
+                map.remove(key);
+                map.is_empty()
+            }
+        }
+    }
+
+    fn objects(&self) -> Vec<Arc<ProjectedObject>> {
+        match self {
+            Bucket::One(_, o) => vec![o.clone()],
+            Bucket::Many(map) => map.values().cloned().collect(),
+        }
+    }
+}
+
+/// Adds `obj` under `key` to the bucket of `at` in `map`.
+fn add_to<K: std::hash::Hash + Eq>(
+    map: &mut HashMap<K, Bucket>,
+    at: K,
+    key: &StoreKey,
+    obj: &Arc<ProjectedObject>,
+) {
+    match map.entry(at) {
+        std::collections::hash_map::Entry::Occupied(mut e) => {
+            e.get_mut().insert(key.clone(), obj.clone())
+        }
+        std::collections::hash_map::Entry::Vacant(e) => {
+            e.insert(Bucket::One(key.clone(), obj.clone()));
+        }
+    }
+}
 
 /// One field index: objects by each string value a projected field (by
 /// position in the informer's projection) yields.
@@ -48,11 +109,8 @@ fn string_values(obj: &ProjectedObject, position: usize) -> BTreeSet<&Arc<str>> 
 }
 
 fn remove_from<K: std::hash::Hash + Eq>(map: &mut HashMap<K, Bucket>, key: &K, value: &StoreKey) {
-    if let Some(set) = map.get_mut(key) {
-        set.remove(value);
-        if set.is_empty() {
-            map.remove(key);
-        }
+    if map.get_mut(key).is_some_and(|bucket| bucket.remove(value)) {
+        map.remove(key);
     }
 }
 
@@ -73,23 +131,13 @@ impl Indexes {
 
     /// Adds `obj` (stored under `key`) to every index.
     pub(super) fn insert(&mut self, key: &StoreKey, obj: &Arc<ProjectedObject>) {
-        self.namespaces
-            .entry(key.0.clone())
-            .or_default()
-            .insert(key.clone(), obj.clone());
+        add_to(&mut self.namespaces, key.0.clone(), key, obj);
         if let Some(owner) = obj.owner.as_ref().filter(|o| !o.uid.is_empty()) {
-            self.owners
-                .entry(owner.uid.clone())
-                .or_default()
-                .insert(key.clone(), obj.clone());
+            add_to(&mut self.owners, owner.uid.clone(), key, obj);
         }
         for index in &mut self.fields {
             for value in string_values(obj, index.position) {
-                index
-                    .values
-                    .entry(value.clone())
-                    .or_default()
-                    .insert(key.clone(), obj.clone());
+                add_to(&mut index.values, value.clone(), key, obj);
             }
         }
     }
@@ -111,14 +159,12 @@ impl Indexes {
     pub(super) fn in_namespace(&self, ns: &str) -> Vec<Arc<ProjectedObject>> {
         self.namespaces
             .get(ns)
-            .map_or_else(Vec::new, |b| b.values().cloned().collect())
+            .map_or_else(Vec::new, Bucket::objects)
     }
 
     /// The objects whose controller owner has `uid`, sorted.
     pub(super) fn owned_by(&self, uid: &str) -> Vec<Arc<ProjectedObject>> {
-        self.owners
-            .get(uid)
-            .map_or_else(Vec::new, |b| b.values().cloned().collect())
+        self.owners.get(uid).map_or_else(Vec::new, Bucket::objects)
     }
 
     /// The objects whose field `position` yields `value`, sorted (none
@@ -128,7 +174,7 @@ impl Indexes {
             .iter()
             .find(|i| i.position == position)
             .and_then(|i| i.values.get(value))
-            .map_or_else(Vec::new, |b| b.values().cloned().collect())
+            .map_or_else(Vec::new, Bucket::objects)
     }
 
     /// Whether field `position` is indexed.

@@ -255,7 +255,13 @@ impl Writer {
         } = &mut *cache;
         let old = objects.insert(key.clone(), object.clone());
         let kind = match &old {
-            Some(old) if old.same_content(&object) => return None,
+            Some(old) if old.same_content(&object) => {
+                // Not a change, but the indexes hold the version the map
+                // holds (the same index keys, as the content is the same):
+                // before, they kept the old one, a second copy alive.
+                indexes.insert(&key, &object);
+                return None;
+            }
             Some(old) => {
                 indexes.remove(&key, old);
                 ChangeKind::Updated
@@ -408,6 +414,51 @@ mod tests {
         );
         assert!(store.with_value(0, "n2").is_empty());
         assert!(store.with_value(7, "n2").is_empty(), "not an indexed field");
+    }
+
+    fn owned(name: &str, rv: &str, owner_uid: &str) -> ProjectedObject {
+        Projection::new(vec![], vec![]).project(
+            &json!({"metadata": {"namespace": "ml", "name": name, "uid": name, "resourceVersion": rv,
+                    "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "o",
+                                         "uid": owner_uid, "controller": true}]}}),
+            &mut Interner::default(),
+        )
+    }
+
+    #[test]
+    fn an_owner_index_of_one_child_grows_shrinks_and_empties_in_step() {
+        let mut w = Writer::default();
+        let store = w.store();
+        let names = |v: Vec<Arc<ProjectedObject>>| -> Vec<(String, String)> {
+            v.iter()
+                .map(|o| (o.name.to_string(), o.resource_version.to_string()))
+                .collect()
+        };
+        let pair = |n: &str, rv: &str| (n.to_string(), rv.to_string());
+        w.apply(owned("c", "1", "o1"));
+        assert_eq!(names(store.owned_by("o1")), [pair("c", "1")]);
+        w.apply(owned("c", "2", "o1"));
+        assert_eq!(
+            names(store.owned_by("o1")),
+            [pair("c", "2")],
+            "an update replaces the one child"
+        );
+        w.apply(owned("b", "1", "o1"));
+        assert_eq!(
+            names(store.owned_by("o1")),
+            [pair("b", "1"), pair("c", "2")],
+            "a second child: both, sorted"
+        );
+        w.apply(owned("c", "3", "o2"));
+        assert_eq!(names(store.owned_by("o1")), [pair("b", "1")], "re-owned");
+        assert_eq!(names(store.owned_by("o2")), [pair("c", "3")]);
+        w.delete("ml", "b");
+        assert!(store.owned_by("o1").is_empty());
+        w.delete("ml", "c");
+        assert!(store.owned_by("o2").is_empty());
+        assert!(store.in_namespace("ml").is_empty());
+        w.apply(owned("c", "4", "o2"));
+        assert_eq!(names(store.owned_by("o2")), [pair("c", "4")], "again");
     }
 
     #[test]
