@@ -86,8 +86,8 @@ impl Default for HotLoopConfig {
 /// a deletion).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Written {
-    /// The object written.
-    pub object: ObjectKey,
+    /// The object written (the write path's shared copy of its key).
+    pub object: Arc<ObjectKey>,
     /// The resourceVersion the write returned.
     pub rv: Arc<str>,
 }
@@ -195,11 +195,11 @@ impl HotLoops {
             return;
         }
         e.wakes.push(Written {
-            object: ObjectKey {
+            object: Arc::new(ObjectKey {
                 gvk: gvk.clone(),
                 namespace: (!namespace.is_empty()).then(|| namespace.to_string()),
                 name: name.to_string(),
-            },
+            }),
             rv: Arc::from(rv),
         });
     }
@@ -276,7 +276,7 @@ impl HotLoops {
             keys.retain(|_, e| e.until.is_some_and(|u| u > now));
         }
         let e = keys.entry(key.clone()).or_default();
-        let object = wrote[0].object.clone();
+        let object = ObjectKey::clone(&wrote[0].object);
         e.echoes = wrote;
         match woken {
             Woken::Other => {
@@ -344,7 +344,7 @@ mod tests {
 
     fn wrote(rv: u64) -> Vec<Written> {
         vec![Written {
-            object: object(),
+            object: Arc::new(object()),
             rv: rv.to_string().into(),
         }]
     }

@@ -53,6 +53,7 @@ pub mod dry_run;
 pub mod entries;
 mod finalizers;
 pub mod hotloop;
+mod keys;
 mod merge;
 pub mod outputs;
 pub mod regarding;
@@ -383,7 +384,7 @@ impl Actuator {
             };
             if let Step::Done { rv: Some(rv), .. } = &step {
                 wrote.push(Written {
-                    object: w.target().clone(),
+                    object: self.outputs.key(w.target()),
                     rv: rv.clone(),
                 });
             }

@@ -31,6 +31,7 @@ use serde_json::Value as Json;
 use crate::actuator::contest::{controller_uid, ContestConfig, Contests};
 use crate::actuator::entries::Chains;
 use crate::actuator::hotloop::HotLoops;
+use crate::actuator::keys::Keys;
 use crate::claims::Claims;
 use crate::discovery::{Discovery, DiscoveryError};
 use crate::guest::{GuestManifest, KeyMapping, ObjectKey, WriteRule};
@@ -63,16 +64,26 @@ enum Echo {
 /// resourceVersions is used: they are opaque, never ordered.
 #[derive(Debug, Default)]
 pub struct Echoes {
-    pending: Mutex<HashMap<ObjectKey, Echo>>,
+    /// The shared copies of the keys (see [`super::keys`]).
+    keys: Arc<Keys>,
+    pending: Mutex<HashMap<Arc<ObjectKey>, Echo>>,
     /// Objects some of whose entries we wrote by merge patch (owned through
     /// our `Update` entry, which a later apply does not remove).
-    merged: Mutex<std::collections::HashSet<ObjectKey>>,
+    merged: Mutex<std::collections::HashSet<Arc<ObjectKey>>>,
     /// Writes waiting for our previous write's echo: since when. The echo
     /// wakes the producer instead of being swallowed.
-    waiting: Mutex<HashMap<ObjectKey, std::time::Instant>>,
+    waiting: Mutex<HashMap<Arc<ObjectKey>, std::time::Instant>>,
 }
 
 impl Echoes {
+    /// Echoes keyed by `keys`' shared copies.
+    pub(crate) fn sharing(keys: Arc<Keys>) -> Self {
+        Echoes {
+            keys,
+            ..Echoes::default()
+        }
+    }
+
     /// A write of `target` is about to be sent (echoes of earlier writes
     /// still due stay ours).
     pub fn begin(&self, target: &ObjectKey) {
@@ -83,7 +94,7 @@ impl Echoes {
             None => Vec::new(),
         };
         pending.insert(
-            target.clone(),
+            self.keys.get(target),
             Echo::InFlight {
                 seen: Vec::new(),
                 ours,
@@ -93,7 +104,10 @@ impl Echoes {
 
     /// Notes that some entries of `target` were written by merge patch.
     pub fn merged(&self, target: &ObjectKey) {
-        lock(&self.merged).insert(target.clone());
+        let mut merged = lock(&self.merged);
+        if !merged.contains(target) {
+            merged.insert(self.keys.get(target));
+        }
     }
 
     /// `target` is gone: a re-created object holds no entry of our
@@ -119,7 +133,7 @@ impl Echoes {
     /// which the apply leaves.
     pub fn wake_on_echo(&self, target: &ObjectKey) {
         if lock(&self.merged).contains(target) {
-            lock(&self.waiting).insert(target.clone(), std::time::Instant::now());
+            lock(&self.waiting).insert(self.keys.get(target), std::time::Instant::now());
         }
     }
 
@@ -136,7 +150,7 @@ impl Echoes {
         }
         let now = std::time::Instant::now();
         let mut waiting = lock(&self.waiting);
-        let since = *waiting.entry(target.clone()).or_insert(now);
+        let since = *waiting.entry(self.keys.get(target)).or_insert(now);
         if now.saturating_duration_since(since) > max {
             waiting.remove(target);
             return false;
@@ -221,7 +235,7 @@ impl Echoes {
             }
         }
         if !ours.is_empty() {
-            pending.insert(target.clone(), Echo::Due(ours));
+            pending.insert(self.keys.get(target), Echo::Due(ours));
         }
         foreign
     }
@@ -307,7 +321,8 @@ struct Output {
 /// The objects one guest writes: caches, producers and echoes.
 pub struct Outputs {
     outputs: Vec<Output>,
-    producers: Arc<Mutex<HashMap<ObjectKey, RequestKey>>>,
+    producers: Arc<Mutex<HashMap<Arc<ObjectKey>, RequestKey>>>,
+    keys: Arc<Keys>,
     echoes: Arc<Echoes>,
     contests: Arc<Contests>,
     loops: Arc<HotLoops>,
@@ -338,9 +353,10 @@ impl Outputs {
         loops: Arc<HotLoops>,
         claims: Claims,
     ) -> Result<Self, DiscoveryError> {
-        let producers: Arc<Mutex<HashMap<ObjectKey, RequestKey>>> = Arc::default();
-        let echoes: Arc<Echoes> = Arc::default();
-        let contests = Arc::new(Contests::new(contests));
+        let producers: Arc<Mutex<HashMap<Arc<ObjectKey>, RequestKey>>> = Arc::default();
+        let keys: Arc<Keys> = Arc::default();
+        let echoes = Arc::new(Echoes::sharing(keys.clone()));
+        let contests = Arc::new(Contests::new(contests).sharing(keys.clone()));
         let parsed: Arc<ParsedCache> = Arc::default();
         let chains: Arc<Chains> = Arc::default();
         let aggregate_keys: Arc<[RequestKey]> = manifest
@@ -443,6 +459,7 @@ impl Outputs {
         Ok(Outputs {
             outputs,
             producers,
+            keys,
             echoes,
             contests,
             loops,
@@ -476,10 +493,21 @@ impl Outputs {
         &self.loops
     }
 
+    /// The copy of `target` the write path's bookkeeping shares.
+    pub(crate) fn key(&self, target: &ObjectKey) -> Arc<ObjectKey> {
+        self.keys.get(target)
+    }
+
     /// Remembers that request `key` planned `target`: a later foreign
     /// change of `target` wakes `key`.
     pub fn produced_by(&self, target: &ObjectKey, key: &RequestKey) {
-        lock(&self.producers).insert(target.clone(), key.clone());
+        let mut producers = lock(&self.producers);
+        match producers.get_mut(target) {
+            Some(k) => k.clone_from(key),
+            None => {
+                producers.insert(self.keys.get(target), key.clone());
+            }
+        }
     }
 
     /// Like [`Outputs::produced_by`], for a planned delete: only while the
@@ -501,7 +529,10 @@ impl Outputs {
     /// The objects this guest planned a write of that the cache holds
     /// now (what it wrote and still exists).
     pub fn written(&self) -> Vec<ObjectKey> {
-        let planned: Vec<ObjectKey> = lock(&self.producers).keys().cloned().collect();
+        let planned: Vec<ObjectKey> = lock(&self.producers)
+            .keys()
+            .map(|k| ObjectKey::clone(k))
+            .collect();
         planned
             .into_iter()
             .filter(|t| self.cached(t).is_some())

@@ -46,12 +46,13 @@
 //! `window` are swept every 1,024 deletions.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value as Json;
 use tokio::time::Instant;
 
+use super::keys::Keys;
 use crate::guest::ObjectKey;
 use crate::sync::lock;
 
@@ -151,7 +152,7 @@ struct Entry {
 /// is only drift (re-deleted, not counted) and a new object starts a new
 /// contest, as without the record; what it saves is a record per deleted
 /// object for the life of the process.
-fn sweep(objects: &mut HashMap<ObjectKey, Entry>, now: Instant, window: Duration) {
+fn sweep(objects: &mut HashMap<Arc<ObjectKey>, Entry>, now: Instant, window: Duration) {
     let old = |t: &Option<Instant>| t.is_none_or(|t| now.saturating_duration_since(t) > window);
     objects.retain(|_, e| {
         let gone = e.ours.is_none() && e.set == [None, None];
@@ -181,7 +182,9 @@ const SWEEP_EVERY: usize = 1024;
 #[derive(Debug, Default)]
 pub struct Contests {
     config: ContestConfig,
-    objects: Mutex<HashMap<ObjectKey, Entry>>,
+    objects: Mutex<HashMap<Arc<ObjectKey>, Entry>>,
+    /// The shared copies of the keys (see [`super::keys`]).
+    keys: Arc<Keys>,
     /// Deletions seen (a sweep at every [`SWEEP_EVERY`]th).
     deletions: std::sync::atomic::AtomicUsize,
 }
@@ -195,9 +198,15 @@ impl Contests {
         }
     }
 
+    /// Keys its records by `keys`' shared copies.
+    pub(crate) fn sharing(mut self, keys: Arc<Keys>) -> Self {
+        self.keys = keys;
+        self
+    }
+
     /// Counts one deletion (ours or anyone's): every [`SWEEP_EVERY`]
     /// deletions, the records of deleted objects that no longer matter go.
-    fn deletion(&self, objects: &mut HashMap<ObjectKey, Entry>, now: Instant) {
+    fn deletion(&self, objects: &mut HashMap<Arc<ObjectKey>, Entry>, now: Instant) {
         let n = self
             .deletions
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -229,7 +238,7 @@ impl Contests {
     /// Records that our write to `target` produced resourceVersion `rv`.
     pub fn wrote(&self, target: &ObjectKey, rv: Option<&str>) {
         let mut objects = lock(&self.objects);
-        let e = objects.entry(target.clone()).or_default();
+        let e = objects.entry(self.keys.get(target)).or_default();
         e.ours = rv.map(str::to_string);
         e.wrote_at = Some(Instant::now());
         e.deleted = false;
@@ -275,7 +284,7 @@ impl Contests {
     pub fn deleted(&self, target: &ObjectKey) {
         let mut objects = lock(&self.objects);
         self.deletion(&mut objects, Instant::now());
-        let e = objects.entry(target.clone()).or_default();
+        let e = objects.entry(self.keys.get(target)).or_default();
         e.ours = None;
         e.set = [None, None];
         e.applied = None;
@@ -289,7 +298,7 @@ impl Contests {
     pub fn sets(&self, target: &ObjectKey, status: bool, desired: &Json) {
         let mut objects = lock(&self.objects);
         let text = desired.to_string().into_boxed_str();
-        let e = objects.entry(target.clone()).or_default();
+        let e = objects.entry(self.keys.get(target)).or_default();
         e.set[usize::from(status)] = Some(text);
         e.applied = None;
     }
