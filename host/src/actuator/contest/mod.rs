@@ -123,6 +123,25 @@ struct Entry {
     /// Our last write of the object (the one that produced `ours`) was a
     /// successful apply of this part (true: status) with `set`'s text.
     applied: Option<bool>,
+    /// Our last write of the object deleted it: its re-creation by someone
+    /// else is a take-back.
+    deleted: bool,
+    /// Take-backs and wars: only for an object someone else wrote after
+    /// us, so kept apart (most entries never have one; inline, these
+    /// fields more than doubled every entry).
+    contest: Option<Box<Contest>>,
+}
+
+impl Entry {
+    /// The take-back and war record, made on first use.
+    fn contest(&mut self) -> &mut Contest {
+        self.contest.get_or_insert_with(Box::default)
+    }
+}
+
+/// One object's take-backs and wars.
+#[derive(Debug, Default)]
+struct Contest {
     /// Take-backs within the window, oldest first.
     flips: Vec<Instant>,
     /// Writes are held back until then.
@@ -131,9 +150,6 @@ struct Entry {
     next_backoff: Option<Duration>,
     /// The field manager that took the object back last.
     other: String,
-    /// Our last write of the object deleted it: its re-creation by someone
-    /// else is a take-back.
-    deleted: bool,
     /// Someone else deleted the object within `react` of our write that
     /// created or set it, then: a take-back, judged when we next create
     /// it ([`Contests::removed`]).
@@ -157,9 +173,9 @@ fn sweep(objects: &mut HashMap<Arc<ObjectKey>, Entry>, now: Instant, window: Dur
     objects.retain(|_, e| {
         let gone = e.ours.is_none() && e.set == [None, None];
         let stale = old(&e.wrote_at)
-            && old(&e.until)
-            && old(&e.taken_away)
-            && e.flips.iter().all(|t| old(&Some(*t)));
+            && e.contest.as_ref().is_none_or(|c| {
+                old(&c.until) && old(&c.taken_away) && c.flips.iter().all(|t| old(&Some(*t)))
+            });
         !(gone && stale)
     });
 }
@@ -230,9 +246,9 @@ impl Contests {
     /// the manager the war is with.
     pub fn held_back(&self, target: &ObjectKey, now: Instant) -> Option<(Duration, String)> {
         let objects = lock(&self.objects);
-        let e = objects.get(target)?;
-        let until = e.until.filter(|u| *u > now)?;
-        Some((until - now, e.other.clone()))
+        let c = objects.get(target)?.contest.as_ref()?;
+        let until = c.until.filter(|u| *u > now)?;
+        Some((until - now, c.other.clone()))
     }
 
     /// Records that our write to `target` produced resourceVersion `rv`.
@@ -321,13 +337,17 @@ impl Contests {
             && e.wrote_at
                 .is_some_and(|w| now.saturating_duration_since(w) <= self.config.react);
         if reacted {
-            e.taken_away = Some(now);
-            e.taken_from = owner.map(str::to_string);
+            let c = e.contest();
+            c.taken_away = Some(now);
+            c.taken_from = owner.map(str::to_string);
         }
         let window = self.config.window;
         let recent = |t: Instant| now.saturating_duration_since(t) <= window;
-        if e.deleted || reacted || e.flips.iter().any(|t| recent(*t)) || e.until.is_some_and(recent)
-        {
+        let contested = e
+            .contest
+            .as_ref()
+            .is_some_and(|c| c.flips.iter().any(|t| recent(*t)) || c.until.is_some_and(recent));
+        if e.deleted || reacted || contested {
             e.ours = None;
             e.set = [None, None];
             e.applied = None;
@@ -384,8 +404,8 @@ impl Contests {
             true => serde_json::json!({"status": set.get("status")}),
             false => set,
         });
-        e.other = other_manager(live, ours, set.as_ref());
-        Some((self.count(e, now), e.other.clone()))
+        e.contest().other = other_manager(live, ours, set.as_ref());
+        Some(self.count(e, now))
     }
 
     /// Called when a delete of `target` is needed: it exists again after
@@ -406,8 +426,8 @@ impl Contests {
             return None;
         }
         e.deleted = false;
-        e.other = other_manager(live, ours, None);
-        Some((self.count(e, now), e.other.clone()))
+        e.contest().other = other_manager(live, ours, None);
+        Some(self.count(e, now))
     }
 
     /// Called when an apply would create `target` again (the cache has no
@@ -429,26 +449,36 @@ impl Contests {
     ) -> Option<(Verdict, String)> {
         let mut objects = lock(&self.objects);
         let e = objects.get_mut(target)?;
-        let at = e.taken_away.take()?;
-        let from = e.taken_from.take();
+        let c = e.contest.as_mut()?;
+        let at = c.taken_away.take()?;
+        let from = c.taken_from.take();
         if from.is_some() && from.as_deref() != owner {
             return None;
         }
-        e.other = DELETER.to_string();
+        c.other = DELETER.to_string();
         // A deletion judged after a hold-back began (it cannot: nothing is
         // written meanwhile) would still count at its own time.
-        Some((self.count(e, at.min(now)), e.other.clone()))
+        Some(self.count(e, at.min(now)))
     }
 
-    /// Judges one take-back of `e` at `now`: drift, counted, or a war.
-    fn count(&self, e: &mut Entry, now: Instant) -> Verdict {
+    /// Judges one take-back of `e` at `now`: drift, counted, or a war;
+    /// with the manager that took it back.
+    fn count(&self, e: &mut Entry, now: Instant) -> (Verdict, String) {
         let config = &self.config;
         let late = e
             .wrote_at
             .is_some_and(|w| now.saturating_duration_since(w) > config.react);
-        if late {
-            return Verdict::Drift;
-        }
+        let e = e.contest();
+        let verdict = if late {
+            Verdict::Drift
+        } else {
+            Self::judge(config, e, now)
+        };
+        (verdict, e.other.clone())
+    }
+
+    /// A take-back in time to count: counted, or a war.
+    fn judge(config: &ContestConfig, e: &mut Contest, now: Instant) -> Verdict {
         // A take-back soon after a war's hold-back ended: the war goes on.
         let resumed = e
             .until
