@@ -76,8 +76,9 @@ impl World {
 
     /// Whether `data` is what App `name`'s child should hold. Compared in
     /// place: the convergence check runs it for every App every 20 ms, and
-    /// building the expected data (three strings) each time took most of
-    /// the bench process's CPU at 50,000 Apps, beside the API server.
+    /// building the expected data (three strings) each time took about a
+    /// quarter of the bench process's samples at 50,000 Apps, beside the
+    /// API server.
     pub fn holds(&self, name: &str, data: &ChildData) -> bool {
         let Some(i) = name
             .strip_prefix("app-")
