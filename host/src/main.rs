@@ -321,6 +321,10 @@ struct SandboxArgs {
     /// Disable the precompiled-guest cache.
     #[arg(long)]
     no_guest_cache: bool,
+    /// Write /tmp/perf-PID.map naming the guests' compiled functions, so
+    /// that `perf report` shows time in a guest by function.
+    #[arg(long)]
+    guest_perf_map: bool,
 }
 
 impl SandboxArgs {
@@ -342,7 +346,8 @@ impl SandboxArgs {
             .memory_limit(memory)
             .fuel(self.guest_fuel)
             .cache_dir(cache)
-            .policy(policy))
+            .policy(policy)
+            .perf_map(self.guest_perf_map))
     }
 }
 

@@ -23,6 +23,9 @@ pub struct RuntimeConfig {
     pub epoch_tick: Option<Duration>,
     /// The operator's policy: grants checked at load, caps per call.
     pub policy: Arc<crate::guest::policy::Policy>,
+    /// Whether the engine writes `/tmp/perf-PID.map`, naming each guest's
+    /// compiled functions for `perf` (see [`RuntimeConfig::perf_map`]).
+    pub perf_map: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -34,6 +37,7 @@ impl Default for RuntimeConfig {
             cache_dir: default_cache_dir(),
             epoch_tick: None,
             policy: Arc::default(),
+            perf_map: false,
         }
     }
 }
@@ -66,6 +70,17 @@ impl RuntimeConfig {
     #[must_use]
     pub fn policy(mut self, policy: crate::guest::policy::Policy) -> Self {
         self.policy = Arc::new(policy);
+        self
+    }
+
+    /// Makes the engine write `/tmp/perf-PID.map` (the perf map format:
+    /// address, size, name), so that `perf report` names the guests'
+    /// compiled functions instead of showing `[unknown]`. A guest stripped
+    /// of its name section shows as `wasm[N]::function[M]`. Off by
+    /// default: the file grows with every guest loaded.
+    #[must_use]
+    pub fn perf_map(mut self, on: bool) -> Self {
+        self.perf_map = on;
         self
     }
 
@@ -112,6 +127,9 @@ impl GuestRuntime {
         wasm.wasm_component_model(true)
             .epoch_interruption(true)
             .consume_fuel(config.fuel.is_some());
+        if config.perf_map {
+            wasm.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let engine = Engine::new(&wasm).map_err(|e| GuestError {
             guest: "(engine)".into(),
             kind: GuestErrorKind::Compile(format!("{e:#}")),

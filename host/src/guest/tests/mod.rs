@@ -293,6 +293,42 @@ fn allowed_plan_from_a_wat_guest_is_validated() {
 }
 
 #[test]
+fn a_perf_map_names_each_compiled_guest_function() {
+    // The engine appends to the process's one perf map; only this test
+    // turns it on.
+    let path = PathBuf::from(format!("/tmp/perf-{}.map", std::process::id()));
+    let before = std::fs::read_to_string(&path).map_or(0, |s| s.lines().count());
+    let wat = format!(
+        r#"(module
+  (memory (export "memory") 1)
+  (global $heap (mut i32) (i32.const 4096))
+  {BUMP_REALLOC}
+  (func $named_by_the_guest (result i32) unreachable)
+  (func (export "wasmctrl:controller/reconciler@0.2.0#describe") (param i32 i32 i32 i32 i64) (result i32)
+    call $named_by_the_guest)
+  (func (export "wasmctrl:controller/reconciler@0.2.0#reconcile") (param i32) (result i32)
+    unreachable))"#
+    );
+    let rt = runtime(RuntimeConfig::default().perf_map(true));
+    rt.load_bytes("mapped.wasm", &component_from_wat(&wat))
+        .unwrap();
+    let map = std::fs::read_to_string(&path).unwrap();
+    let added: Vec<&str> = map.lines().skip(before).collect();
+    // Each line: start address, size (hex), name.
+    let named = added
+        .iter()
+        .find(|l| l.ends_with("named_by_the_guest"))
+        .unwrap_or_else(|| panic!("no line names the guest's function: {added:?}"));
+    let mut parts = named.split(' ');
+    let (start, size) = (parts.next().unwrap(), parts.next().unwrap());
+    assert!(start.starts_with("0x"), "{named}");
+    assert!(u64::from_str_radix(size, 16).unwrap() > 0, "{named}");
+    if before == 0 {
+        let _ = std::fs::remove_file(&path);
+    }
+}
+
+#[test]
 fn guest_that_does_not_implement_the_world_is_refused_at_load() {
     let rt = runtime(RuntimeConfig::default());
     let empty = wat::parse_str("(component)").unwrap();
