@@ -20,7 +20,11 @@
 //! `--edits`, `--rate`, `--qps`, `--systems native,wasmctrl,floor`;
 //! `PEROBJ_LOGS=DIR` keeps the subprocesses' logs there,
 //! `PEROBJ_WASMCTRL=PATH` runs another build of the host; each
-//! subprocess's pid is printed, for `perf record -p`). Under `cargo test
+//! subprocess's pid is printed, for `perf record -p`). A system that does
+//! not complete a full run (a phase that never converges) is stopped, named
+//! under the table with the reason, and the run goes on with the next one
+//! (and exits with status 1 at the end).
+//! Under `cargo test
 //! --all-targets` it runs a smoke world (30 Apps, 5 edits, resync 10 s) and
 //! asserts: every system converges, sees every edit and the shared change;
 //! the restart reconciles every key (wasmctrl: exactly once) with no new
@@ -86,6 +90,17 @@ async fn run_one(apps: usize, setup: &Setup, system: System) -> Outcome {
     let outcome = system::run(&client, &kubeconfig, &mut world, setup, system).await;
     drop(server);
     outcome
+}
+
+/// What a panic said (its first line: the rest is the system's log).
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    let text = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("a panic without a message");
+    let first = text.lines().next().unwrap_or_default();
+    first.trim_end_matches("; its log ends:").to_string()
 }
 
 fn mib(b: u64) -> f64 {
@@ -318,16 +333,38 @@ fn main() {
     );
     let rt = args::bench_runtime();
     let mut outcomes = Vec::new();
+    let mut incomplete = Vec::new();
     for apps in sizes {
         for &system in &systems {
             assert!(
                 edits <= apps,
                 "--edits {edits} must not exceed --apps {apps}"
             );
-            outcomes.push(rt.block_on(run_one(apps, &setup, system)));
+            let run = std::panic::AssertUnwindSafe(run_one(apps, &setup, system));
+            match rt.block_on(futures::FutureExt::catch_unwind(run)) {
+                Ok(outcome) => outcomes.push(outcome),
+                // The smoke fails; a full run goes on with the next system
+                // and says which one did not complete, and where.
+                Err(panic) if full => incomplete.push(format!(
+                    "{} at {apps} Apps: {}",
+                    system.name(),
+                    panic_message(panic.as_ref())
+                )),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
             // The table so far: a long run's early sizes are not lost.
             print_table(&outcomes, &setup);
+            for line in &incomplete {
+                println!("Did not complete: {line}");
+            }
         }
+    }
+    if !incomplete.is_empty() {
+        eprintln!(
+            "perobj: {} of the runs did not complete (named under the table)",
+            incomplete.len()
+        );
+        std::process::exit(1);
     }
     if !full {
         check(&outcomes);

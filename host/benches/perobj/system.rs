@@ -23,7 +23,9 @@ use crate::world::{self, Tracker, World};
 
 /// How often the bench looks at what it is waiting for.
 const POLL: Duration = Duration::from_millis(20);
-/// How long one edit may take to show before it counts as missed.
+/// How long the edits may take to show, from the last one sent, before
+/// those not seen count as missed (one deadline for all: missed edits do
+/// not each wait this long).
 const EDIT_TIMEOUT: Duration = Duration::from_secs(120);
 /// After every key was reconciled at a restart, how long the bench keeps
 /// counting writes (a correct restart sends none, late ones included).
@@ -150,7 +152,7 @@ pub struct Outcome {
     pub churn: Phase,
     /// Edit → child and status show it.
     pub latency: Percentiles,
-    /// Edits never seen within `EDIT_TIMEOUT`.
+    /// Edits never seen within `EDIT_TIMEOUT` of the last one sent.
     pub missed: usize,
     /// (4) `shared-settings` changed → every child follows.
     pub fanout: Phase,
@@ -175,6 +177,15 @@ struct Running {
     stderr: PathBuf,
     metrics_port: u16,
     per_key: bool,
+}
+
+/// A run that panics (a phase that never converges) leaves no system
+/// running behind it.
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 impl Running {
@@ -472,13 +483,17 @@ pub async fn run(
     }
     let mut latencies = Vec::with_capacity(edits.len());
     let mut missed = 0;
+    let deadline = Instant::now() + EDIT_TIMEOUT;
     for (sent, i, message, generation) in &edits {
         let app = world::app_name(*i);
         let mut seen = None;
-        until(EDIT_TIMEOUT, async || {
-            seen = tracker.edit_seen(&app, *sent, message, *generation);
-            seen.is_some()
-        })
+        until(
+            deadline.saturating_duration_since(Instant::now()),
+            async || {
+                seen = tracker.edit_seen(&app, *sent, message, *generation);
+                seen.is_some()
+            },
+        )
         .await;
         match seen {
             Some(at) => latencies.push(at - *sent),
