@@ -179,6 +179,19 @@ struct Running {
     per_key: bool,
 }
 
+/// The tracker's watches, aborted when the run ends: a run that panics
+/// (a phase that never converges) leaves none retrying against its
+/// stopped server.
+struct Aborting(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for Aborting {
+    fn drop(&mut self) {
+        for w in &self.0 {
+            w.abort();
+        }
+    }
+}
+
 /// A run that panics (a phase that never converges) leaves no system
 /// running behind it.
 impl Drop for Running {
@@ -411,6 +424,7 @@ pub async fn run(
     let n = world.apps();
     let name = system.name();
     let (tracker, watches) = Tracker::start(client).await;
+    let watches = Aborting(watches);
 
     // (2) Every child missing.
     let first = spawn(system, setup, kubeconfig, &format!("{n}-create"));
@@ -530,9 +544,7 @@ pub async fn run(
     let final_rss = status_bytes(running.pid(), "VmRSS").unwrap_or(0);
 
     running.stop();
-    for w in watches {
-        w.abort();
-    }
+    drop(watches);
     Outcome {
         system,
         apps: n,
