@@ -99,6 +99,11 @@ async fn under_overload_every_key_is_served_once_per_pass_and_none_starves() {
     for (pass, window) in served.chunks(n).enumerate() {
         let distinct: std::collections::BTreeSet<&String> = window.iter().collect();
         assert_eq!(distinct.len(), n, "pass {pass} left keys out: {window:?}");
+        assert_eq!(
+            window,
+            &served[..n],
+            "pass {pass} is not in the first pass's order"
+        );
     }
     assert_eq!(q.len(), n, "every key is due again");
 }
