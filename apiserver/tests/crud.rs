@@ -265,3 +265,83 @@ async fn malformed_requests_get_status_errors_not_panics() {
         assert_eq!(s.code, 400, "{bad_query}");
     }
 }
+
+/// Quantities are stored as the real server's typed objects print them,
+/// on create, update and status writes; QoS compares amounts, not
+/// spellings; an apply that differs only in a quantity's spelling stores
+/// nothing new; and a field Go's `omitempty` leaves out at its zero value
+/// is not stored.
+#[tokio::test]
+async fn built_in_kinds_are_stored_as_the_typed_round_trip_leaves_them() {
+    let (_s, client) = start().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let p: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "q"},
+        "spec": {"containers": [{"name": "c", "image": "busybox:1.36", "resources": {
+            "requests": {"cpu": "1000m", "memory": "1024Mi"},
+            "limits": {"cpu": "1", "memory": "1Gi"}}}]}
+    }))
+    .unwrap();
+    let got = serde_json::to_value(create(&pods, &p).await).unwrap();
+    let r = &got["spec"]["containers"][0]["resources"];
+    assert_eq!(r["requests"], json!({"cpu": "1", "memory": "1Gi"}));
+    assert_eq!(got["status"]["qosClass"], "Guaranteed");
+
+    let quotas: Api<k8s_openapi::api::core::v1::ResourceQuota> =
+        Api::namespaced(client.clone(), "default");
+    let apply = |cpu: &str| {
+        json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "rq"},
+            "spec": {"hard": {"cpu": cpu, "pods": 10}}})
+    };
+    let ssa = PatchParams::apply("me");
+    let first = quotas
+        .patch("rq", &ssa, &Patch::Apply(apply("0.5")))
+        .await
+        .unwrap();
+    let stored = serde_json::to_value(&first).unwrap();
+    assert_eq!(stored["spec"]["hard"], json!({"cpu": "500m", "pods": "10"}));
+    let again = quotas
+        .patch("rq", &ssa, &Patch::Apply(apply("500m")))
+        .await
+        .unwrap();
+    assert_eq!(
+        again.metadata.resource_version, first.metadata.resource_version,
+        "another spelling of the same amount is no change"
+    );
+    let status = quotas
+        .patch_status(
+            "rq",
+            &PatchParams::apply("kube-controller-manager"),
+            &Patch::Apply(json!({"apiVersion": "v1", "kind": "ResourceQuota",
+                "status": {"used": {"cpu": "0.25", "pods": 3}}})),
+        )
+        .await
+        .unwrap();
+    let stored = serde_json::to_value(&status).unwrap();
+    assert_eq!(
+        stored["status"]["used"],
+        json!({"cpu": "250m", "pods": "3"})
+    );
+
+    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(client, "default");
+    let svc = services
+        .patch(
+            "s",
+            &ssa,
+            &Patch::Apply(
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
+                "spec": {"publishNotReadyAddresses": false,
+                    "ports": [{"port": 80, "name": "", "nodePort": 0}]}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let stored = serde_json::to_value(&svc).unwrap();
+    assert_eq!(stored["spec"].get("publishNotReadyAddresses"), None);
+    let port = &stored["spec"]["ports"][0];
+    assert_eq!((port.get("name"), port.get("nodePort")), (None, None));
+    assert_eq!(
+        (&port["port"], &port["protocol"]),
+        (&json!(80), &json!("TCP"))
+    );
+}

@@ -1,6 +1,6 @@
 //! The list and map semantics of the built-in kinds, from a real 1.32
-//! server's OpenAPI v3 documents (`data/k8s-1.32/openapi-lists.json`, an
-//! extract made by `extract_list_types.py` there): per field, its
+//! server's OpenAPI v3 documents (`wasmctrl_kube_rules::builtin::OPENAPI_LISTS`,
+//! an extract shared with the host): per field, its
 //! `x-kubernetes-list-type`, list-map keys, map type, patch strategy and
 //! merge key, and which schema it refers to. It answers for a path from a
 //! kind's root; it never knows custom resources (their CRD schema does).
@@ -13,7 +13,7 @@ use serde::Deserialize;
 use super::schema::{ListType, PatchStrategy};
 use super::ObjectKind;
 
-const EXTRACT: &str = include_str!("../../data/k8s-1.32/openapi-lists.json");
+const EXTRACT: &str = wasmctrl_kube_rules::builtin::OPENAPI_LISTS;
 
 #[derive(Deserialize)]
 struct Extract {

@@ -6,6 +6,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::storage::registry::ResourceInfo;
+use wasmctrl_kube_rules::builtin;
 
 /// RFC 3339 timestamp (seconds precision) for `now`.
 pub fn now_rfc3339() -> String {
@@ -117,6 +118,7 @@ pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, now: &str) {
     if generation {
         meta.insert("generation".into(), json!(1));
     }
+    canonical_values(info, obj);
     match (info.group.as_str(), info.plural.as_str()) {
         ("", "pods") => default_pod(obj),
         ("", "secrets") if secret_type_missing(obj) => obj["type"] = json!("Opaque"),
@@ -139,6 +141,17 @@ pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, now: &str) {
         _ => {}
     }
     super::defaults::decode(info, obj);
+    canonical_values(info, obj);
+}
+
+/// What the real server's typed round trip rewrites in every write of a
+/// built-in kind, status writes included: a resource quantity comes back in
+/// its canonical form (`1000m` → `1`), and a field Go's `omitempty` leaves
+/// out at its zero value (`paused: false`) is not stored. Done before the
+/// kind's rules read the object (QoS compares quantities) and again after
+/// its defaults.
+fn canonical_values(info: &ResourceInfo, obj: &mut Value) {
+    builtin::store_form(&info.group, &info.version, &info.kind, obj);
 }
 
 /// What the kind's strategy sets on create after the request's managed
@@ -308,11 +321,13 @@ pub fn prepare_update(info: &ResourceInfo, old: &Value, new: &mut Value, status_
             }
         }
     }
+    canonical_values(info, new);
     if !status_write {
         super::defaults::decode(info, new);
         if info.group.is_empty() && info.plural == "services" {
             super::services::keep_allocated(old, new);
         }
+        canonical_values(info, new);
     }
     let no_meta = json!({});
     let old_meta = old.get("metadata").unwrap_or(&no_meta);

@@ -5,13 +5,16 @@
 //!
 //! Owns selector parsing and the field labels each resource supports
 //! ([`selector`]), object-name syntax ([`names`]), ConfigMap data keys
-//! ([`configmap_key`]), resource quantities ([`quantity`]), how deep a
+//! ([`configmap_key`]), resource quantities ([`quantity`]) and the
+//! canonical form a server stores them in within built-in kinds
+//! ([`builtin`], from the real server's OpenAPI documents), how deep a
 //! document nests ([`nesting`]) and the wording of a Forbidden answer
 //! ([`forbidden`]). Pure functions over strings and JSON: it depends on
 //! neither the host nor the server, and never does I/O. `configmap_key` and
 //! `quantity` use nothing but std, so guests built for wasm32-wasip2 link
 //! only what they call.
 
+pub mod builtin;
 pub mod configmap_key;
 pub mod forbidden;
 pub mod names;

@@ -17,6 +17,12 @@
 //!   or the preconditions (delete), and the API server refuses the rest.
 //! - A write to an object in a write war is held back, not sent; a create
 //!   whose controller owner is known to be gone is dropped.
+//! - A document is compared with the live object as the server stores it
+//!   ([`compare_form`]): in a built-in kind, a resource quantity in
+//!   canonical form (`cpu: 1000m` is no difference from a live `cpu: "1"`)
+//!   and a field Go leaves out at its zero value absent (`paused: false`
+//!   agrees with a Deployment that has no `paused`). It is sent as the guest
+//!   wrote it.
 
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use serde_json::{Map, Value as Json};
@@ -27,6 +33,7 @@ use super::merge::merge_patch_for;
 use super::{Actuator, ActuatorError, Step};
 use crate::guest::{EntryWrite, ObjectKey};
 use crate::metrics::WriteVerb;
+use wasmctrl_kube_rules::builtin;
 
 /// How long a write waits for the echo of our previous write to an object
 /// we merge-patched before going out as a full apply anyway.
@@ -53,6 +60,21 @@ pub fn contains(live: &Json, desired: &Json) -> bool {
         }
         (l, d) => l == d || (is_empty(l) && is_empty(d)),
     }
+}
+
+/// `desired`, a document for `target`, to be compared with the live object
+/// the server stores from it ([`builtin::compare_form`]: a built-in kind's
+/// resource quantities in canonical form, `1000m` → `1`, and the fields Go
+/// leaves out at their zero value as `null`, "absent or zero"); None when
+/// that changes nothing (a ConfigMap, a custom resource: stored as
+/// written).
+pub(super) fn compare_form(target: &ObjectKey, desired: &Json) -> Option<Json> {
+    let gvk = &target.gvk;
+    if !builtin::rewrites_kind(&gvk.group, &gvk.version, &gvk.kind) {
+        return None;
+    }
+    let mut doc = desired.clone();
+    builtin::compare_form(&gvk.group, &gvk.version, &gvk.kind, &mut doc).then_some(doc)
 }
 
 fn is_empty(v: &Json) -> bool {
@@ -225,6 +247,10 @@ impl Actuator {
     ) -> Result<Step, ActuatorError> {
         let mut scratch = Seen::default();
         let seen = seen.unwrap_or(&mut scratch);
+        // What the live object is compared with: `desired` as the server
+        // stores it (the document sent stays as the guest wrote it).
+        let as_stored = compare_form(target, desired);
+        let compared = as_stored.as_ref().unwrap_or(desired);
         let echoes = self.outputs.echoes();
         // While our previous write's echo is on its way the cache is older
         // than the object: no skip decided on it, apply again (a no-op on
@@ -245,7 +271,7 @@ impl Actuator {
         if !echo_due {
             let live_rv = self.outputs.live_version(target);
             if live_rv
-                .is_some_and(|rv| contests.unchanged(target, part == Part::Status, &rv, desired))
+                .is_some_and(|rv| contests.unchanged(target, part == Part::Status, &rv, compared))
             {
                 self.metrics.skipped_write();
                 return Ok(Step::Skipped);
@@ -274,7 +300,7 @@ impl Actuator {
         if let Some(current) = &current {
             let noop = match part {
                 Part::Object => {
-                    contains(current, desired)
+                    contains(current, compared)
                         && !drops_owned_field(current, desired, &self.field_manager, None)
                 }
                 // Status applies compare against the live object's status.
@@ -282,7 +308,7 @@ impl Actuator {
                     let null = Json::Null;
                     contains(
                         current.get("status").unwrap_or(&null),
-                        desired.get("status").unwrap_or(&null),
+                        compared.get("status").unwrap_or(&null),
                     ) && !drops_owned_field(current, desired, &self.field_manager, Some("status"))
                 }
             };
@@ -322,7 +348,7 @@ impl Actuator {
             _ => None,
         };
         seen.merge = merge.clone();
-        contests.sets(target, part == Part::Status, desired);
+        contests.sets(target, part == Part::Status, compared);
         let ar = self.discovery.resource(&target.gvk).await?;
         let segments = super::path_segments(target)?;
         let (result, changed_meanwhile) = match merge {
