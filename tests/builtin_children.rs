@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Pod, ResourceQuota, Service};
+use k8s_openapi::api::core::v1::{Pod, ResourceQuota, Secret, Service};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Client};
 
@@ -363,6 +363,110 @@ async fn a_child_as_the_server_stores_it_is_no_difference() {
     })
     .await;
     assert_eq!(m.writes(), 1, "one write restores it");
+    assert_eq!(m.errors(), 0);
+    host.stop().await.unwrap();
+}
+
+/// A guest whose Secret child `NAME-creds` sets `password` through
+/// `stringData` and `user` through `data`, as Secrets are often written.
+fn secret_guest() -> Vec<u8> {
+    let secret = format!(
+        r#"{{"apiVersion":"v1","kind":"Secret","metadata":{{"name":"{{name}}-creds","namespace":"{{namespace}}",{OWNER}}},"type":"Opaque","data":{{"user":"YWRtaW4="}},"stringData":{{"password":"s3cret"}}}}"#
+    );
+    per_pod_guest("creds", vec![(rule("", "v1", "Secret"), secret)])
+}
+
+/// A Secret's `stringData` is never stored: the server merges it into
+/// `data`. The host sends it as `data` (so its apply owns those keys) and
+/// finds nothing to write while the Secret holds it, after someone else's
+/// change as after a restart; a person's edit of the password is undone.
+#[tokio::test]
+async fn a_secrets_string_data_is_written_as_data_and_kept() {
+    let (_server, client) = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("creds.wasm");
+    std::fs::write(&file, secret_guest()).unwrap();
+    let policy = wasmctrl::guest::policy::Policy::parse(
+        "default:\n  watch: [{group: \"\", kinds: [Pod]}]\n  write: [{group: \"\", kinds: [Secret]}]\n",
+    )
+    .unwrap();
+    let config = || {
+        let mut c = host_config(&file);
+        c.runtime = RuntimeConfig::default()
+            .cache_dir(None)
+            .policy(policy.clone());
+        c
+    };
+    let secrets = Api::<Secret>::namespaced(client.clone(), PODS_NS);
+    let data = |s: &Secret| {
+        serde_json::to_value(s).unwrap()["data"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let host = run_host(&client, config(), None).await;
+    pod("p0").create(&client).await;
+    eventually("the Secret exists", || async {
+        secrets.get_opt("p0-creds").await.unwrap().is_some()
+    })
+    .await;
+    let s = secrets.get("p0-creds").await.unwrap();
+    assert_eq!(s.string_data, None, "stringData is never stored");
+    let expected = serde_json::json!({"user": "YWRtaW4=", "password": "czNjcmV0"});
+    assert_eq!(serde_json::Value::Object(data(&s)), expected);
+
+    let m = host.controller().metrics().clone();
+    idles(&m).await;
+    let (writes, reconciles) = (m.writes(), m.reconciles());
+    // Someone labels the Secret: its owner is reconciled, nothing written.
+    secrets
+        .patch(
+            "p0-creds",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"labels": {"team": "a"}}})),
+        )
+        .await
+        .unwrap();
+    eventually("the label change reconciled", || async {
+        m.reconciles() > reconciles
+    })
+    .await;
+    idles(&m).await;
+    assert_eq!(
+        m.writes(),
+        writes,
+        "the stored stringData taken for a difference"
+    );
+
+    // A person changes the password: the guest's comes back.
+    secrets
+        .patch(
+            "p0-creds",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"data": {"password": "aHVudGVyMg=="}})),
+        )
+        .await
+        .unwrap();
+    eventually("the guest's password restored", || async {
+        serde_json::Value::Object(data(&secrets.get("p0-creds").await.unwrap())) == expected
+    })
+    .await;
+    assert_eq!(m.errors(), 0);
+    host.stop().await.unwrap();
+
+    // A restart over a Secret that is right writes nothing.
+    let host = run_host(&client, config(), None).await;
+    let m = host.controller().metrics().clone();
+    eventually("the restarted host reconciled the pod", || async {
+        m.reconciles() >= 1
+    })
+    .await;
+    idles(&m).await;
+    assert_eq!(
+        m.writes(),
+        0,
+        "the restarted host wrote a Secret that was right"
+    );
     assert_eq!(m.errors(), 0);
     host.stop().await.unwrap();
 }

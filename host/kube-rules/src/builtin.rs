@@ -12,6 +12,9 @@
 //!   ([`GO_OMITEMPTY`], made by `data/k8s-1.32/extract_omitempty.py` from
 //!   the Go types of `k8s.io/api`).
 //!
+//! - a Secret's `stringData` is merged into its `data`, base64-encoded, and
+//!   never stored ([`merge_string_data`]).
+//!
 //! The server uses the extract for apply and patch semantics too. It never
 //! knows custom resources (the server keeps their values as written) and
 //! never validates: a value that is no quantity is left as it is, for the
@@ -164,13 +167,57 @@ enum Zero {
 }
 
 /// Rewrites `obj`, an object of the built-in kind `group/version/kind`, as
-/// a real API server stores it: every resource quantity in canonical form
-/// (`String()` of the parsed `Quantity`; a number is read as its text, as
-/// `UnmarshalJSON` does), and every field Go leaves out at its zero value
-/// (`false`, `0`, `""`) left out. Returns whether anything changed. A kind
-/// that is not built-in, or has nothing to rewrite, is left untouched.
+/// a real API server stores it: a Secret's `stringData` merged into its
+/// `data` ([`merge_string_data`]), every resource quantity in canonical
+/// form (`String()` of the parsed `Quantity`; a number is read as its text,
+/// as `UnmarshalJSON` does), and every field Go leaves out at its zero
+/// value (`false`, `0`, `""`) left out. Returns whether anything changed.
+/// A kind that is not built-in, or has nothing to rewrite, is left
+/// untouched.
 pub fn store_form(group: &str, version: &str, kind: &str, obj: &mut Value) -> bool {
-    rewrite(group, version, kind, obj, Zero::Dropped)
+    let merged = merge_string_data(group, version, kind, obj);
+    rewrite(group, version, kind, obj, Zero::Dropped) | merged
+}
+
+/// Merges the `stringData` of `obj`, when it is a core v1 Secret, into its
+/// `data`, each value base64-encoded, a `stringData` key replacing the
+/// `data` key of the same name — what the server's conversion does on
+/// every write (it never returns `stringData`). A client that sends the
+/// merged `data` instead owns those keys under server-side apply, which
+/// `stringData` does not give cleanly. Returns whether anything changed;
+/// a `stringData` that is not a map of strings is left for the server's
+/// validation.
+pub fn merge_string_data(group: &str, version: &str, kind: &str, obj: &mut Value) -> bool {
+    use base64::Engine as _;
+    if (group, version, kind) != ("", "v1", "Secret") {
+        return false;
+    }
+    let Some(map) = obj.as_object_mut() else {
+        return false;
+    };
+    let strings = match map.get("stringData") {
+        Some(Value::Null) => {
+            map.remove("stringData");
+            return true;
+        }
+        Some(Value::Object(strings)) if strings.values().all(Value::is_string) => strings.clone(),
+        _ => return false,
+    };
+    map.remove("stringData");
+    if strings.is_empty() {
+        return true;
+    }
+    if !map.get("data").is_some_and(Value::is_object) {
+        map.insert("data".into(), Value::Object(serde_json::Map::new()));
+    }
+    if let Some(Value::Object(data)) = map.get_mut("data") {
+        for (k, v) in strings {
+            let text = v.as_str().unwrap_or_default();
+            let encoded = base64::engine::general_purpose::STANDARD.encode(text);
+            data.insert(k, Value::String(encoded));
+        }
+    }
+    true
 }
 
 /// `obj`, a document a client writes, rewritten to be compared with the
@@ -368,6 +415,28 @@ mod tests {
         let mut cr = json!({"spec": {"resources": {"requests": {"cpu": "1000m"}}}});
         assert!(!store_form("example.com", "v1", "Widget", &mut cr));
         assert_eq!(cr["spec"]["resources"]["requests"]["cpu"], "1000m");
+    }
+
+    #[test]
+    fn a_secrets_string_data_is_stored_as_data() {
+        let mut s = json!({"type": "Opaque", "data": {"a": "YQ==", "b": "Yg=="},
+            "stringData": {"b": "bee", "c": "sea"}});
+        assert!(store_form("", "v1", "Secret", &mut s));
+        assert_eq!(
+            s,
+            json!({"type": "Opaque", "data": {"a": "YQ==", "b": "YmVl", "c": "c2Vh"}})
+        );
+        assert!(!store_form("", "v1", "Secret", &mut s));
+        let mut only = json!({"stringData": {"k": ""}});
+        assert!(merge_string_data("", "v1", "Secret", &mut only));
+        assert_eq!(only, json!({"data": {"k": ""}}));
+        // Not a map of strings: the server's validation names it.
+        let mut bad = json!({"stringData": {"k": 1}});
+        assert!(!merge_string_data("", "v1", "Secret", &mut bad));
+        assert_eq!(bad, json!({"stringData": {"k": 1}}));
+        // A ConfigMap has no such field to merge.
+        let mut cm = json!({"stringData": {"k": "v"}});
+        assert!(!merge_string_data("", "v1", "ConfigMap", &mut cm));
     }
 
     #[test]

@@ -22,7 +22,8 @@
 //!   canonical form (`cpu: 1000m` is no difference from a live `cpu: "1"`)
 //!   and a field Go leaves out at its zero value absent (`paused: false`
 //!   agrees with a Deployment that has no `paused`). It is sent as the guest
-//!   wrote it.
+//!   wrote it, but for a Secret's `stringData`, sent merged into `data`
+//!   ([`sent_form`]), as the server stores it.
 
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use serde_json::{Map, Value as Json};
@@ -60,6 +61,19 @@ pub fn contains(live: &Json, desired: &Json) -> bool {
         }
         (l, d) => l == d || (is_empty(l) && is_empty(d)),
     }
+}
+
+/// `desired`, a document for `target`, as it is sent: a Secret's
+/// `stringData` merged into its `data`, base64-encoded
+/// ([`builtin::merge_string_data`]), as the server stores it anyway; the
+/// apply then owns those `data` keys (the Kubernetes documentation warns
+/// that `stringData` does not work well with server-side apply). None for
+/// every other document.
+pub(super) fn sent_form(target: &ObjectKey, desired: &Json) -> Option<Json> {
+    let gvk = &target.gvk;
+    desired.get("stringData")?;
+    let mut doc = desired.clone();
+    builtin::merge_string_data(&gvk.group, &gvk.version, &gvk.kind, &mut doc).then_some(doc)
 }
 
 /// `desired`, a document for `target`, to be compared with the live object
@@ -247,8 +261,10 @@ impl Actuator {
     ) -> Result<Step, ActuatorError> {
         let mut scratch = Seen::default();
         let seen = seen.unwrap_or(&mut scratch);
-        // What the live object is compared with: `desired` as the server
-        // stores it (the document sent stays as the guest wrote it).
+        // What is sent, then what the live object is compared with:
+        // `desired` as the server stores it.
+        let sent = sent_form(target, desired);
+        let desired = sent.as_ref().unwrap_or(desired);
         let as_stored = compare_form(target, desired);
         let compared = as_stored.as_ref().unwrap_or(desired);
         let echoes = self.outputs.echoes();
