@@ -153,3 +153,71 @@ async fn a_guest_watching_the_kind_it_writes_cluster_wide_sends_its_deletes() {
 async fn a_guest_watching_the_kind_it_writes_in_one_namespace_sends_its_deletes() {
     deletes_are_sent(Some(HOST_NS)).await;
 }
+
+/// A guest writing its Widget's status with a whole number as a float
+/// (`score: 2.0`, what a Rust `f64` field serializes to): the API server
+/// reads and prints a custom object's numbers as JSON numbers, so it stores
+/// `2`. That is no difference: a person editing the spec now and then
+/// wakes the key, and nothing is written again nor fought over.
+#[tokio::test]
+async fn a_float_the_server_stores_as_an_integer_is_no_difference() {
+    let (_server, client) = server().await;
+    crate::support::widget::install_widget_crd(&client).await;
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = WatManifest {
+        name: "scores".into(),
+        watches: vec![WatWatch::widgets("widgets", WatKeys::PerObject, None)],
+        writes: vec![WatRule {
+            group: "example.com".into(),
+            version: "v1".into(),
+            kind: "Widget".into(),
+            namespace: Some(PODS_NS.into()),
+            names: Vec::new(),
+            status: true,
+        }],
+    };
+    let status = format!(
+        r#"{{"apiVersion":"example.com/v1","kind":"Widget","metadata":{{"name":"w0","namespace":"{PODS_NS}"}},"status":{{"score":2.0,"ratio":0.5,"big":1e3}}}}"#
+    );
+    let behaviour = Behaviour::ByLifecycle {
+        live: vec![WatWrite::ApplyStatus(status)],
+        deleting: Vec::new(),
+    };
+    let host = start(&client, dir.path(), &manifest, behaviour).await;
+    let api = crate::support::widget::widget_api(&client, PODS_NS);
+    api.create(
+        &PostParams::default(),
+        &crate::support::widget::widget("w0", 0),
+    )
+    .await
+    .unwrap();
+    let score = || async { api.get("w0").await.unwrap().data["status"]["score"].clone() };
+    eventually("the status written", || async { !score().await.is_null() }).await;
+    assert_eq!(
+        score().await,
+        json!(2),
+        "stored as the real server prints it"
+    );
+    let m = host.controller().metrics().clone();
+    let writes = m.writes();
+    for cycle in 1..=4 {
+        let reconciles = m.reconciles();
+        let patch = json!({"spec": {"cycle": cycle}});
+        api.patch(
+            "w0",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
+        eventually("the spec edit reconciled", || async {
+            m.reconciles() > reconciles
+        })
+        .await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(m.writes(), writes, "2 taken for a difference from 2.0");
+    assert_eq!(m.held_back_writes(), 0, "a person's spec edits are no war");
+    assert_eq!(m.errors(), 0);
+    host.stop().await.unwrap();
+}

@@ -49,6 +49,32 @@ async fn unspecified_fields_are_pruned_and_defaults_filled_in() {
     assert!(stored.data["spec"].get("bogus").is_none());
 }
 
+/// A whole float is stored as an integer, as the real server's JSON
+/// decoding and Go's printing leave it (an `integer` field accepts it); a
+/// fraction stays.
+#[tokio::test]
+async fn whole_floats_are_stored_as_integers() {
+    let (_s, client) = start().await;
+    let ws = widgets(&client, schema(), json!({})).await;
+    let w = create(
+        &ws,
+        &widget(
+            "w",
+            json!({"spec": {"size": 2.0, "extra": {"ratio": 0.5, "big": 1e3, "list": [4.0]}}}),
+        ),
+    )
+    .await;
+    let text = serde_json::to_string(&w.data["spec"]).unwrap();
+    assert!(
+        text.contains(r#""size":2"#) && !text.contains("2.0"),
+        "{text}"
+    );
+    assert_eq!(
+        w.data["spec"]["extra"].to_string(),
+        json!({"ratio": 0.5, "big": 1000, "list": [4]}).to_string()
+    );
+}
+
 #[tokio::test]
 async fn values_that_break_the_schema_are_invalid_and_change_nothing() {
     let (_s, client) = start().await;

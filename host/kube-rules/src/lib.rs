@@ -7,7 +7,8 @@
 //! ([`selector`]), object-name syntax ([`names`]), ConfigMap data keys
 //! ([`configmap_key`]), resource quantities ([`quantity`]) and the
 //! canonical form a server stores them in within built-in kinds
-//! ([`builtin`], from the real server's OpenAPI documents), how deep a
+//! ([`builtin`], from the real server's OpenAPI documents), how the server
+//! reads and prints a custom object's numbers ([`numbers`]), how deep a
 //! document nests ([`nesting`]) and the wording of a Forbidden answer
 //! ([`forbidden`]). Pure functions over strings and JSON: it depends on
 //! neither the host nor the server, and never does I/O. `configmap_key` and
@@ -19,5 +20,6 @@ pub mod configmap_key;
 pub mod forbidden;
 pub mod names;
 pub mod nesting;
+pub mod numbers;
 pub mod quantity;
 pub mod selector;

@@ -35,6 +35,7 @@ use super::{Actuator, ActuatorError, Step};
 use crate::guest::{EntryWrite, ObjectKey};
 use crate::metrics::WriteVerb;
 use wasmctrl_kube_rules::builtin;
+use wasmctrl_kube_rules::numbers::same_number;
 
 /// How long a write waits for the echo of our previous write to an object
 /// we merge-patched before going out as a full apply anyway.
@@ -43,7 +44,8 @@ const ECHO_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(2);
 const ECHO_RECHECK: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Whether `live` already has every field of `desired` with the same value.
-/// Scalars compare whole; a list holds a desired list of as many items,
+/// Scalars compare whole (numbers by value when either is a float, as the
+/// server prints a whole float as an integer); a list holds a desired list of as many items,
 /// item by item in order (so the fields the API server defaults inside
 /// items — a container's `imagePullPolicy`, a port's `protocol` — are not a
 /// difference; a list of another length is); an empty map or list in
@@ -59,6 +61,8 @@ pub fn contains(live: &Json, desired: &Json) -> bool {
         (Json::Array(l), Json::Array(d)) => {
             l.len() == d.len() && l.iter().zip(d).all(|(lv, dv)| contains(lv, dv))
         }
+        // `2.0` is stored as `2` ([`same_number`]).
+        (Json::Number(l), Json::Number(d)) => same_number(l, d),
         (l, d) => l == d || (is_empty(l) && is_empty(d)),
     }
 }

@@ -85,8 +85,10 @@ pub fn validate(info: &ResourceInfo, obj: &Value) -> Vec<(String, String)> {
 
 /// Defaults `obj` (a custom object about to be stored) from its version's
 /// `schema` and validates it; the `(field, message)` errors say why it may
-/// not be stored.
+/// not be stored. Its whole floats are stored as integers first, as the
+/// real server's decode and print leave them (`2.0` → `2`).
 pub(crate) fn admit(obj: &mut Value, schema: &Value) -> Vec<(String, String)> {
+    wasmctrl_kube_rules::numbers::whole_floats_as_integers(obj);
     defaults::apply(obj, schema);
     validate::validate(obj, schema)
 }
