@@ -42,14 +42,7 @@ fn selected_widget_guest(label_selector: Option<&str>) -> Vec<u8> {
             label_selector: label_selector.map(str::to_string),
             ..WatWatch::widgets("widgets", WatKeys::PerObject, Some(FINALIZER))
         }],
-        writes: vec![WatRule {
-            group: "example.com".into(),
-            version: "v1".into(),
-            kind: "Widget".into(),
-            namespace: Some(PODS_NS.into()),
-            names: Vec::new(),
-            status: true,
-        }],
+        writes: vec![WatRule::widget_status()],
     };
     let status = |phase: &str| {
         json!({"apiVersion": "example.com/v1", "kind": "Widget",

@@ -167,14 +167,7 @@ async fn a_float_the_server_stores_as_an_integer_is_no_difference() {
     let manifest = WatManifest {
         name: "scores".into(),
         watches: vec![WatWatch::widgets("widgets", WatKeys::PerObject, None)],
-        writes: vec![WatRule {
-            group: "example.com".into(),
-            version: "v1".into(),
-            kind: "Widget".into(),
-            namespace: Some(PODS_NS.into()),
-            names: Vec::new(),
-            status: true,
-        }],
+        writes: vec![WatRule::widget_status()],
     };
     let status = format!(
         r#"{{"apiVersion":"example.com/v1","kind":"Widget","metadata":{{"name":"w0","namespace":"{PODS_NS}"}},"status":{{"score":2.0,"ratio":0.5,"big":1e3}}}}"#

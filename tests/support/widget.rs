@@ -7,7 +7,7 @@ use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use kube::Client;
 use serde_json::json;
 
-use super::wat::{WatKeys, WatWatch};
+use super::wat::{WatKeys, WatRule, WatWatch};
 use super::{eventually, PODS_NS};
 
 pub fn widgets() -> ApiResource {
@@ -73,6 +73,20 @@ impl WatWatch {
             keys,
             finalizer: finalizer.map(str::to_string),
             label_selector: None,
+        }
+    }
+}
+
+impl WatRule {
+    /// The status of Widgets in [`PODS_NS`], any name.
+    pub fn widget_status() -> Self {
+        WatRule {
+            group: "example.com".into(),
+            version: "v1".into(),
+            kind: "Widget".into(),
+            namespace: Some(PODS_NS.into()),
+            names: Vec::new(),
+            status: true,
         }
     }
 }

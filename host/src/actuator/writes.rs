@@ -84,8 +84,8 @@ pub(super) fn sent_form(target: &ObjectKey, desired: &Json) -> Option<Json> {
 /// the server stores from it ([`builtin::compare_form`]: a built-in kind's
 /// resource quantities in canonical form, `1000m` → `1`, and the fields Go
 /// leaves out at their zero value as `null`, "absent or zero"); None when
-/// that changes nothing (a ConfigMap, a custom resource: stored as
-/// written).
+/// that changes nothing (a ConfigMap, a custom resource: their one rewrite,
+/// a whole float stored as an integer, is `contains`' to allow).
 pub(super) fn compare_form(target: &ObjectKey, desired: &Json) -> Option<Json> {
     let gvk = &target.gvk;
     if !builtin::rewrites_kind(&gvk.group, &gvk.version, &gvk.kind) {
