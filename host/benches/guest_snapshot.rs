@@ -38,7 +38,7 @@ fn pod(i: usize) -> serde_json::Value {
     })
 }
 
-#[path = "../../tests/support/wat.rs"]
+#[path = "../tests/support/wat.rs"]
 mod wat;
 
 /// A guest whose `reconcile` traps at once: timing it measures only the

@@ -22,7 +22,7 @@ use wasmctrl::relations::{snapshot_for, WatchCache};
 use wasmctrl::request::RequestKey;
 use wasmctrl::store::Writer;
 
-#[path = "../../tests/support/wat.rs"]
+#[path = "../tests/support/wat.rs"]
 mod wat;
 
 const PODS_PER_NAMESPACE: usize = 100;

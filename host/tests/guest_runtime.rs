@@ -1,4 +1,4 @@
-//! A real Rust std guest (`examples/guest-println`, built for
+//! A real Rust std guest (`tests/guests/guest-println`, built for
 //! `wasm32-wasip2`) in the host's runtime: its `println!`/`eprintln!` reach
 //! the host's logs with its name, and a panic's message reaches the error
 //! the host reports.
@@ -117,7 +117,7 @@ fn a_guest_panic_is_reported_with_its_message() {
         assert_eq!(e.reason(), "guest_panic", "{e}");
         let text = e.to_string();
         assert!(
-            text.starts_with("guest println: panicked: told to panic in reconcile of k1 (at examples/guest-println/src/lib.rs:"),
+            text.starts_with("guest println: panicked: told to panic in reconcile of k1 (at tests/guests/guest-println/src/lib.rs:"),
             "{text}"
         );
         assert!(!text.contains("unknown import"), "{text}");

@@ -37,7 +37,7 @@ pub enum ScaffoldError {
     #[error("{0} already exists and is not an empty directory: choose another --dir")]
     NotEmpty(PathBuf),
     /// The SDK directory is not the guest SDK.
-    #[error("no wasmctrl guest SDK at {path}: {reason}; pass --sdk-path with the wit/sdk directory of a wasmctrl checkout")]
+    #[error("no wasmctrl guest SDK at {path}: {reason}; pass --sdk-path with the wit/rust/sdk directory of a wasmctrl checkout")]
     Sdk {
         /// The directory tried.
         path: PathBuf,
@@ -65,14 +65,14 @@ pub struct Options {
     pub version: Option<String>,
     /// Its kind; default: the name in UpperCamelCase (`my-app` → `MyApp`).
     pub kind: Option<String>,
-    /// The SDK crate's directory (`wit/sdk` of a wasmctrl checkout).
+    /// The SDK crate's directory (`wit/rust/sdk` of a wasmctrl checkout).
     pub sdk_path: PathBuf,
 }
 
 /// The SDK of the source tree this binary was built from; it may not exist
 /// where the binary runs.
 pub fn source_tree_sdk() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit/sdk")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit/rust/sdk")
 }
 
 /// A checked request: every name the templates need.
@@ -442,8 +442,8 @@ mod tests {
         o.version = Some("1".into());
         assert!(refused(&o).starts_with("--version \"1\""));
         o.version = None;
-        o.sdk_path = PathBuf::from("/nonexistent/wit/sdk");
-        assert!(refused(&o).contains("no wasmctrl guest SDK at /nonexistent/wit/sdk"));
+        o.sdk_path = PathBuf::from("/nonexistent/wit/rust/sdk");
+        assert!(refused(&o).contains("no wasmctrl guest SDK at /nonexistent/wit/rust/sdk"));
     }
 
     #[test]

@@ -663,12 +663,12 @@ fn the_sdk_crates_carry_the_contract_the_host_is_built_from() {
     let host = include_str!("../../../../wit/controller.wit");
     for (copy, text) in [
         (
-            "wit/sdk/wit/controller.wit",
-            include_str!("../../../../wit/sdk/wit/controller.wit"),
+            "wit/rust/sdk/wit/controller.wit",
+            include_str!("../../../../wit/rust/sdk/wit/controller.wit"),
         ),
         (
-            "wit/sdk/aggregate/wit/controller.wit",
-            include_str!("../../../../wit/sdk/aggregate/wit/controller.wit"),
+            "wit/rust/sdk-aggregate/wit/controller.wit",
+            include_str!("../../../../wit/rust/sdk-aggregate/wit/controller.wit"),
         ),
     ] {
         assert!(

@@ -21,7 +21,7 @@
 
 #[allow(missing_docs, unsafe_code, clippy::all)]
 mod bindings {
-    wit_bindgen::generate!({ world: "controller", path: "../../wit" });
+    wit_bindgen::generate!({ world: "controller", path: "../../../wit" });
 }
 
 use bindings::exports::wasmctrl::controller::reconciler::Guest;
