@@ -21,8 +21,8 @@ setup:
 
 # The guests (size-checked: they ship in ConfigMaps): the GPU summary,
 # examples/guest-gpu-quota and examples/guest-app; and the test guests
-# examples/guest-println (std printing and panics, for the tests) and
-# examples/guest-related (reports what each key's snapshot held).
+# tests/guests/guest-println (std printing and panics, for the tests) and
+# tests/guests/guest-related (reports what each key's snapshot held).
 guest: setup
 	$(CARGO) build -p guest-gpu-summary -p guest-gpu-quota -p guest-app -p guest-println -p guest-related --target wasm32-wasip2 --profile guest
 	@for wasm in $(GUEST_WASM) $(QUOTA_WASM) $(APP_WASM); do \
@@ -76,7 +76,7 @@ product:
 	  test "$$n" -eq 0 || { echo "the product binary links the embedded API server"; exit 1; }
 	@! $(TARGET_DIR)/debug/wasmctrl demo --help > /dev/null 2>&1 || { echo "the product binary has the demo subcommand"; exit 1; }
 
-# The workspace's tests include tests/scaffold.rs: a `wasmctrl new` crate
+# The workspace's tests include host/tests/scaffold.rs: a `wasmctrl new` crate
 # tested, built and run offline outside the repository (its builds are kept
 # in $(TARGET_DIR)/scaffold), and docs/tests/book.rs, the book's checks.
 test: guest lint product book

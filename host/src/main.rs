@@ -66,7 +66,7 @@ struct NewArgs {
     /// Where to write the crate (a new or empty directory); default: ./NAME.
     #[arg(long)]
     dir: Option<PathBuf>,
-    /// The guest SDK crate (`wit/sdk` of a wasmctrl checkout); default:
+    /// The guest SDK crate (`wit/rust/sdk` of a wasmctrl checkout); default:
     /// the SDK of the source tree this binary was built from.
     #[arg(long)]
     sdk_path: Option<PathBuf>,

@@ -3,7 +3,7 @@
 //! primaries with the same index value (both the old and the new one when
 //! the value changes; only those of its namespace for a `same-namespace:`
 //! link), and each per-object reconcile's snapshot holds its primary's
-//! related objects only. Driven by `examples/guest-related`,
+//! related objects only. Driven by `tests/guests/guest-related`,
 //! which reports what each reconcile saw in a ConfigMap `seen-<primary>`.
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]

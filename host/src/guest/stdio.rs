@@ -8,7 +8,7 @@
 //! # The functions
 //! Those a std guest built for `wasm32-wasip2` calls (through wasi-libc)
 //! from `println!`, `eprintln!` and its panic handler. Observed with
-//! `examples/guest-println`: `wasi:cli/stdout` `get-stdout` /
+//! `tests/guests/guest-println`: `wasi:cli/stdout` `get-stdout` /
 //! `wasi:cli/stderr` `get-stderr`, then once per stream `wasi:io/streams`
 //! output-stream `subscribe`, then per write `check-write`, `write`,
 //! `blocking-flush`; a panic first reads `wasi:cli/environment`

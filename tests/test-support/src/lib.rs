@@ -6,8 +6,8 @@
 //!
 //! It never depends on the host crate or on wasmtime: the server's test
 //! binary links it and stays free of both. Host-specific fixtures (a running
-//! host, replicas of the binary, guest manifests) live in the host's
-//! `tests/support/`.
+//! host, replicas of the binary, guest manifests) live in
+//! `host/tests/support/`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,7 +1,7 @@
 //! A test guest for the key mappings `owner` and `by-index` (across
 //! namespaces and kept to one): for each
 //! primary it reports, in a ConfigMap, the related objects its reconcile's
-//! snapshot held. The host's integration tests (`tests/related.rs`) change
+//! snapshot held. The host's integration tests (`host/tests/related.rs`) change
 //! related objects and read the reports to see which primary each change
 //! woke and what its per-key snapshot contained.
 //!
