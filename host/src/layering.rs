@@ -22,7 +22,14 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "mechanisms",
-        &["events", "leader", "projection", "quarantine", "workqueue"],
+        &[
+            "compare",
+            "events",
+            "leader",
+            "projection",
+            "quarantine",
+            "workqueue",
+        ],
     ),
     ("caches, counters, contract", &["guest", "metrics", "store"]),
     (
@@ -33,9 +40,11 @@ const LAYERS: &[(&str, &[&str])] = &[
             "discovery",
             "informer",
             "objects",
+            "outputs",
             "relations",
         ],
     ),
+    ("judging writes", &["guard"]),
     ("acting on plans", &["actuator", "aggregate", "offline"]),
     ("comparing plans", &["shadow"]),
     ("recording cases", &["recording"]),

@@ -13,8 +13,9 @@
 //!   (resources through discovery, status subresources, permissions).
 //! - `reconcile`: one key: the host-managed finalizer (added before the
 //!   guest is called, never removed here), the snapshot, the guest call,
-//!   the plan to the actuator with what woke it (a hot loop held back, see
-//!   [`crate::actuator::hotloop`]), the outcome for the queue. An aggregate
+//!   the plan to the actuator with the guard's answer (asked once per
+//!   reconcile: a hot loop held back, see [`crate::guard`]), the outcome
+//!   for the queue. An aggregate
 //!   key goes through [`crate::aggregate`] instead of a whole snapshot.
 
 mod preflight;
@@ -25,19 +26,18 @@ use std::time::Duration;
 
 use kube::Client;
 
-use crate::actuator::contest::ContestConfig;
-use crate::actuator::hotloop::{HotLoopConfig, HotLoops};
-use crate::actuator::outputs::Outputs;
 use crate::actuator::ActuatorError;
 use crate::actuator::{Actuator, Executed, Watched as ActuatorWatched};
 use crate::aggregate::Aggregate;
 use crate::claims::Claims;
 use crate::discovery::{Discovery, DiscoveryError, WatchResourceError};
+use crate::guard::{Admission, ContestConfig, Guard, HotLoopConfig};
 use crate::guest::{
     Environment, GuestError, GuestManifest, GuestModule, ManifestError, ObjectKey, Request,
 };
 use crate::informer::{Informer, InformerKey, InformerRegistry, SyncError};
 use crate::metrics::{GuestMetrics, Metrics, ReconcileResult};
+use crate::outputs::{Feedback, Keys, Outputs, Wakes};
 use crate::permissions::{self, Checked, Need, PermissionError};
 use crate::projection::{field_positions, FieldPath};
 use crate::quarantine::{self, Quarantine, QuarantineConfig, Verdict};
@@ -273,6 +273,8 @@ pub struct GuestController {
     caches: Arc<[WatchCache]>,
     aggregate: Option<Arc<Aggregate>>,
     queue: Workqueue<RequestKey>,
+    /// Whether a key may write now, and what a write war holds back.
+    guard: Arc<Guard>,
     actuator: Actuator,
     config: ControllerConfig,
     metrics: GuestMetrics,
@@ -352,7 +354,7 @@ impl GuestController {
             .writes
             .iter()
             .zip(&resources.writes)
-            .map(|(rule, ar)| crate::actuator::outputs::informer_key(rule, ar.plural.clone()))
+            .map(|(rule, ar)| crate::outputs::informer_key(rule, ar.plural.clone()))
             .collect();
         let mut informers = Vec::new();
         for (spec, resource) in manifest.watches.iter().zip(&resources.watches) {
@@ -385,7 +387,14 @@ impl GuestController {
         // Every cache exists before the first handler: a handler replays
         // what its informer already holds and may look up other watches.
         let shared = Arc::new(manifest.clone());
-        let loops = Arc::new(HotLoops::new(config.hot_loops));
+        let keys: Arc<Keys> = Arc::default();
+        let wakes: Arc<Wakes> = Arc::default();
+        let guard = Arc::new(Guard::new(
+            config.contests,
+            config.hot_loops,
+            keys.clone(),
+            wakes.clone(),
+        ));
         let watches: Vec<Watched> = informers
             .into_iter()
             .enumerate()
@@ -395,7 +404,7 @@ impl GuestController {
                     caches.clone(),
                     w,
                     queue.clone(),
-                    loops.clone(),
+                    wakes.clone(),
                 );
                 if let Some(a) = aggregate.as_ref().filter(|a| a.maps(w)) {
                     handler = a.handler(w, handler);
@@ -405,13 +414,17 @@ impl GuestController {
             })
             .collect();
 
+        let feedback = Feedback {
+            queue: queue.clone(),
+            wakes,
+            judge: guard.clone(),
+        };
         let outputs = Outputs::start(
             registry,
             discovery,
             &manifest,
-            &queue,
-            config.contests,
-            loops,
+            keys,
+            feedback,
             config.claims.clone(),
         )
         .await
@@ -451,6 +464,7 @@ impl GuestController {
             caches,
             aggregate,
             queue,
+            guard,
             actuator,
             quarantine: Quarantine::new(config.quarantine),
             recorder,
@@ -692,14 +706,15 @@ impl GuestController {
     }
 }
 
-/// A handler for watch `w`: enqueues the keys each change wakes, telling
-/// `loops` which change woke them (the echo of a key's own write, or not).
+/// A handler for watch `w`: enqueues the keys each change wakes, noting in
+/// `wakes` which change woke them (for the guard to tell the echo of a
+/// key's own write from anyone else's change).
 fn handler(
     manifest: Arc<GuestManifest>,
     caches: Arc<[WatchCache]>,
     w: usize,
     queue: crate::workqueue::Workqueue<RequestKey>,
-    loops: Arc<HotLoops>,
+    wakes: Arc<Wakes>,
 ) -> crate::informer::Handler {
     Arc::new(move |change: &Change| {
         // The informer may be shared with a wider projection (the outputs
@@ -710,7 +725,7 @@ fn handler(
         }
         let gvk = &manifest.watches[w].gvk;
         for key in relations::keys_for(&manifest, &caches, w, change) {
-            loops.woken_by(
+            wakes.woken_by(
                 &key,
                 gvk,
                 &change.namespace,
