@@ -8,7 +8,8 @@
 //! never calls back here.
 //!
 //! # Layout
-//! - `mod.rs`: [`GuestController`], [`ControllerConfig`], errors, start and run.
+//! - `mod.rs`: [`GuestController`], [`ControllerConfig`], start and run.
+//! - `error`: [`ControllerError`].
 //! - `preflight`: checks that need the cluster before caches start
 //!   (resources through discovery, status subresources, permissions).
 //! - `reconcile`: one key: the host-managed finalizer (added before the
@@ -18,6 +19,7 @@
 //!   for the queue. An aggregate
 //!   key goes through [`crate::aggregate`] instead of a whole snapshot.
 
+mod error;
 mod preflight;
 mod reconcile;
 
@@ -30,15 +32,14 @@ use crate::actuator::ActuatorError;
 use crate::actuator::{Actuator, Executed, Watched as ActuatorWatched};
 use crate::aggregate::Aggregate;
 use crate::claims::Claims;
-use crate::discovery::{Discovery, DiscoveryError, WatchResourceError};
+use crate::discovery::Discovery;
 use crate::guard::{Admission, ContestConfig, Guard, HotLoopConfig};
 use crate::guest::{
-    Environment, GuestError, GuestManifest, GuestModule, ManifestError, ObjectKey, Request,
+    Environment, GuestError, GuestManifest, GuestModule, ObjectKey, Request,
 };
-use crate::informer::{Informer, InformerKey, InformerRegistry, SyncError};
+use crate::informer::{Informer, InformerKey, InformerRegistry};
 use crate::metrics::{GuestMetrics, Metrics, ReconcileResult};
 use crate::outputs::{Feedback, Keys, Outputs, Wakes};
-use crate::permissions::{self, Checked, Need, PermissionError};
 use crate::projection::{field_positions, FieldPath};
 use crate::quarantine::{self, Quarantine, QuarantineConfig, Verdict};
 pub use crate::relations::WatchCache;
@@ -47,92 +48,13 @@ use crate::request::RequestKey;
 use crate::shadow::{self, Shadow, ShadowSpec};
 use crate::store::Change;
 use crate::workqueue::{self, Outcome, Workqueue};
+pub use error::ControllerError;
 
 /// How soon a key whose pinned write was dropped (its object gone or
 /// replaced) is looked at again, if no watch event has re-enqueued it
 /// first: long enough for the caches to catch up, short enough that a
 /// deletion's clean-up is not held up.
 pub const DROPPED_WRITE_RECHECK: Duration = Duration::from_millis(200);
-
-/// Why a guest's controller could not start or stopped.
-#[derive(Debug, thiserror::Error)]
-pub enum ControllerError {
-    /// A type in the manifest could not be resolved.
-    #[error("guest {guest}: {source}")]
-    Resolve {
-        /// The guest.
-        guest: String,
-        /// The discovery error.
-        #[source]
-        source: DiscoveryError,
-    },
-    /// The resources discovery resolved the manifest to are more than the
-    /// operator's policy grants.
-    #[error("guest {guest}: {source}")]
-    Policy {
-        /// The guest.
-        guest: String,
-        /// Every denial.
-        #[source]
-        source: crate::guest::policy::PolicyDenied,
-    },
-    /// The host's credentials lack permissions the guest needs.
-    #[error("guest {guest}: {source}")]
-    Permissions {
-        /// The guest.
-        guest: String,
-        /// Every missing permission.
-        #[source]
-        source: PermissionError,
-    },
-    /// The manifest asks for something the cluster does not offer (a
-    /// status write rule for a kind without a status subresource).
-    #[error("guest {guest}: invalid manifest: {source}")]
-    Manifest {
-        /// The guest.
-        guest: String,
-        /// Which field, and why.
-        #[source]
-        source: ManifestError,
-    },
-    /// The guest's `aggregator` export failed or named a key the manifest
-    /// does not map to.
-    #[error("{0}")]
-    Aggregate(#[source] GuestError),
-    /// A cache the guest needs cannot sync (or stopped syncing).
-    #[error("guest {guest}: {source}")]
-    Sync {
-        /// The guest.
-        guest: String,
-        /// Which resource and verb failed.
-        #[source]
-        source: SyncError,
-    },
-}
-
-impl ControllerError {
-    /// A metric label for why the controller could not start.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            ControllerError::Resolve { .. } => "resolve",
-            ControllerError::Policy { .. } => "policy",
-            ControllerError::Permissions { .. } => "permissions",
-            ControllerError::Manifest { .. } => "manifest",
-            ControllerError::Aggregate(e) => e.reason(),
-            ControllerError::Sync { .. } => "sync",
-        }
-    }
-
-    /// The kind the guest needs that the API server does not serve (yet),
-    /// when that is why the controller could not start: the guest can
-    /// wait for it (a CRD being installed) instead of failing.
-    pub fn kind_not_served(&self) -> Option<&str> {
-        match self {
-            ControllerError::Resolve { source, .. } if source.is_not_served() => Some(&source.gvk),
-            _ => None,
-        }
-    }
-}
 
 /// Settings for one guest's controller.
 #[derive(Debug, Clone)]
