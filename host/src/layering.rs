@@ -264,8 +264,7 @@ mod tests {
                 out.push('"');
                 i = start + hashes + 1;
                 while i < chars.len() {
-                    if chars[i] == '"' && chars[i + 1..].iter().take(hashes).all(|c| *c == '#')
-                    {
+                    if chars[i] == '"' && chars[i + 1..].iter().take(hashes).all(|c| *c == '#') {
                         i += 1 + hashes;
                         break;
                     }
@@ -348,9 +347,12 @@ mod tests {
                 None => break,
             }
         }
-        let alias = rest
-            .strip_prefix("as ")
-            .map(|a| a.trim_start().chars().take_while(|c| is_ident(*c)).collect());
+        let alias = rest.strip_prefix("as ").map(|a| {
+            a.trim_start()
+                .chars()
+                .take_while(|c| is_ident(*c))
+                .collect()
+        });
         if !path.is_empty() && (path.len() > prefix.len() || text.trim() == "self") {
             out.push((path, alias));
         }
@@ -361,7 +363,8 @@ mod tests {
     fn public_use(code: &str, at: usize) -> bool {
         let before = code[..at].trim_end();
         before.ends_with("pub")
-            || (before.ends_with(')') && before.rfind("pub(").is_some_and(|p| before.len() - p <= 16))
+            || (before.ends_with(')')
+                && before.rfind("pub(").is_some_and(|p| before.len() - p <= 16))
     }
 
     /// A module's path from its file, relative to `src`: `a/b.rs` and
@@ -448,7 +451,8 @@ mod tests {
                 }
                 _ => {}
             }
-            let starts = ident(bytes[i]) && (i == 0 || !(ident(bytes[i - 1]) || bytes[i - 1] == b':'));
+            let starts =
+                ident(bytes[i]) && (i == 0 || !(ident(bytes[i - 1]) || bytes[i - 1] == b':'));
             if !starts {
                 i += 1;
                 continue;
@@ -623,8 +627,13 @@ mod tests {
                 }
                 way.push(start.clone());
                 way.reverse();
-                let proof = edges[&(folder.clone(), way[way.len() - 2].clone(), start.clone())].clone();
-                circles.push(format!("{}/: {} (closed by {proof})", folder.join("/"), way.join(" → ")));
+                let proof =
+                    edges[&(folder.clone(), way[way.len() - 2].clone(), start.clone())].clone();
+                circles.push(format!(
+                    "{}/: {} (closed by {proof})",
+                    folder.join("/"),
+                    way.join(" → ")
+                ));
             }
         }
         circles
@@ -668,7 +677,10 @@ mod tests {
         ]);
         assert!(!folder_circles(&siblings).is_empty());
         let facade = tree(&[
-            ("x/mod.rs", "mod a;\npub struct T;\nfn f() -> a::Part { todo!() }\n"),
+            (
+                "x/mod.rs",
+                "mod a;\npub struct T;\nfn f() -> a::Part { todo!() }\n",
+            ),
             ("x/a.rs", "use super::T;\npub enum Part {}\n"),
         ]);
         assert!(!folder_circles(&facade).is_empty());

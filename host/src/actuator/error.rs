@@ -79,4 +79,3 @@ pub(crate) fn path_segments(target: &ObjectKey) -> Result<(Option<String>, Strin
         .into_owned();
     Ok((namespace, name))
 }
-

@@ -74,4 +74,3 @@ pub use execute::{Actuator, Watched};
 pub use finalizers::{add_patch, remove_patch, Current};
 pub use step::Executed;
 pub use writes::gone;
-

@@ -17,7 +17,11 @@ pub(super) enum Whose {
 }
 
 /// The `fieldsV1` of the main-resource `managedFields` entries `whose`.
-pub(super) fn entries<'a>(live: &'a Json, manager: &'a str, whose: Whose) -> impl Iterator<Item = &'a Json> {
+pub(super) fn entries<'a>(
+    live: &'a Json,
+    manager: &'a str,
+    whose: Whose,
+) -> impl Iterator<Item = &'a Json> {
     live.pointer("/metadata/managedFields")
         .and_then(Json::as_array)
         .into_iter()

@@ -34,9 +34,7 @@ use crate::aggregate::Aggregate;
 use crate::claims::Claims;
 use crate::discovery::Discovery;
 use crate::guard::{Admission, ContestConfig, Guard, HotLoopConfig};
-use crate::guest::{
-    Environment, GuestError, GuestManifest, GuestModule, ObjectKey, Request,
-};
+use crate::guest::{Environment, GuestError, GuestManifest, GuestModule, ObjectKey, Request};
 use crate::informer::{Informer, InformerKey, InformerRegistry};
 use crate::metrics::{GuestMetrics, Metrics, ReconcileResult};
 use crate::outputs::{Feedback, Keys, Outputs, Wakes};

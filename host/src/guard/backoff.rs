@@ -66,7 +66,10 @@ mod tests {
             .map(|resumed| b.hold(now, resumed, first, max).as_secs())
             .collect();
         assert_eq!(lengths, [10, 20, 25, 25]);
-        assert_eq!(b.left(now + Duration::from_secs(5)), Some(Duration::from_secs(20)));
+        assert_eq!(
+            b.left(now + Duration::from_secs(5)),
+            Some(Duration::from_secs(20))
+        );
         assert_eq!(b.left(now + max), None);
         assert_eq!(b.until(), Some(now + max));
         assert_eq!(b.hold(now, false, first, max), first);

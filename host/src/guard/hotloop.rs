@@ -290,7 +290,8 @@ mod tests {
 
     /// The watch reports the echo of the write that produced `rv`.
     fn echo(l: &HotLoops, rv: u64) {
-        l.wakes.woken_by(&key(), &gvk(), "ops", "looper", &rv.to_string());
+        l.wakes
+            .woken_by(&key(), &gvk(), "ops", "looper", &rv.to_string());
     }
 
     /// One reconcile at `now` that writes version `rv` (None: a no-op plan).

@@ -60,8 +60,8 @@ impl ParsedCache {
 mod tests {
     use super::*;
     use crate::compare::resource_version;
-    use crate::projection::FieldPath;
     use crate::guest::Gvk;
+    use crate::projection::FieldPath;
 
     /// A cached whole ConfigMap at resourceVersion `rv`.
     fn cached_at(rv: &str) -> ProjectedObject {

@@ -174,7 +174,9 @@ fn sweep(objects: &mut HashMap<Arc<ObjectKey>, Entry>, now: Instant, window: Dur
         let gone = e.ours.is_none() && e.set == [None, None];
         let stale = old(&e.wrote_at)
             && e.contest.as_ref().is_none_or(|c| {
-                old(&c.backoff.until()) && old(&c.taken_away) && c.flips.iter().all(|t| old(&Some(*t)))
+                old(&c.backoff.until())
+                    && old(&c.taken_away)
+                    && c.flips.iter().all(|t| old(&Some(*t)))
             });
         !(gone && stale)
     });
@@ -333,10 +335,9 @@ impl Contests {
         }
         let window = self.config.window;
         let recent = |t: Instant| now.saturating_duration_since(t) <= window;
-        let contested = e
-            .contest
-            .as_ref()
-            .is_some_and(|c| c.flips.iter().any(|t| recent(*t)) || c.backoff.until().is_some_and(recent));
+        let contested = e.contest.as_ref().is_some_and(|c| {
+            c.flips.iter().any(|t| recent(*t)) || c.backoff.until().is_some_and(recent)
+        });
         if e.deleted || reacted || contested {
             e.ours = None;
             e.set = [None, None];
