@@ -1,7 +1,9 @@
 //! The actuator: makes a validated plan true in the cluster. Owns every
-//! write a guest causes, in the plan's order, and the guest's [`Outputs`]
-//! and Events. It never turns a write pinned to an object the guest saw
-//! into a create, never calls back into the controller, and never retries
+//! write a guest causes, in the plan's order, and its Events: applies,
+//! patches, deletes, finalizers (and their dry runs). It never judges a
+//! write war or a hot loop, never turns a write pinned to an object the
+//! guest saw into a create, never calls back into the controller, and
+//! never retries
 //! in line: any failure goes back to the caller, which requeues with
 //! backoff. It reads the watched caches only for uids and finalizer lists.
 //!

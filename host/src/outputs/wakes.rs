@@ -49,7 +49,7 @@ fn same_kind(a: &Gvk, b: &Gvk) -> bool {
 pub struct Woke {
     /// The changes the watches reported (object and resourceVersion).
     pub changes: Vec<Written>,
-    /// Someone else's change (of an output, or past [`MAX_WAKES`]) was
+    /// Someone else's change (of an output, or past `MAX_WAKES`) was
     /// among them.
     pub other: bool,
 }

@@ -354,7 +354,7 @@ impl Contests {
     /// edit under our status) is none, and neither is the guest simply
     /// wanting something new. A take-back within [`ContestConfig::react`]
     /// of our write is counted and may make a war; a later one is
-    /// [`Verdict::Drift`]. Names the manager [`other_manager`].
+    /// [`Verdict::Drift`]. Names the manager `other_manager`.
     pub fn retaken(
         &self,
         target: &ObjectKey,
