@@ -3,9 +3,8 @@
 //! patches, deletes, finalizers (and their dry runs). It never judges a
 //! write war or a hot loop, never turns a write pinned to an object the
 //! guest saw into a create, never calls back into the controller, and
-//! never retries
-//! in line: any failure goes back to the caller, which requeues with
-//! backoff. It reads the watched caches only for uids and finalizer lists.
+//! never retries in line: any failure goes back to the caller, which
+//! requeues with backoff. It reads the watched caches only for uids and finalizer lists.
 //!
 //! # Writes
 //! - Server-side applies with the guest's field manager
