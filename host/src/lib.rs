@@ -16,6 +16,7 @@ pub mod actuator;
 pub mod aggregate;
 pub mod claims;
 pub mod client;
+pub mod compare;
 pub mod config;
 pub mod controller;
 #[cfg(feature = "dev-server")]
@@ -23,6 +24,7 @@ pub mod demo;
 pub mod discovery;
 pub mod events;
 pub mod failure;
+pub mod guard;
 pub mod guest;
 pub mod informer;
 #[cfg(test)]
@@ -31,6 +33,7 @@ pub mod leader;
 pub mod metrics;
 pub mod objects;
 pub mod offline;
+pub mod outputs;
 pub mod packaging;
 pub mod permissions;
 pub mod projection;

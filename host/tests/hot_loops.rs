@@ -14,8 +14,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
-use wasmctrl::actuator::hotloop::HotLoopConfig;
 use wasmctrl::controller::{ControllerConfig, GuestController};
+use wasmctrl::guard::HotLoopConfig;
 use wasmctrl::supervisor::SupervisorConfig;
 
 use crate::support::wat::{

@@ -14,8 +14,8 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
-use wasmctrl::actuator::contest::ContestConfig;
 use wasmctrl::controller::ControllerConfig;
+use wasmctrl::guard::ContestConfig;
 use wasmctrl::supervisor::SupervisorConfig;
 
 const NAME: &str = "contested";

@@ -7,7 +7,7 @@
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::Client;
 
-use super::{path_segments, ActuatorError};
+use super::error::{path_segments, ActuatorError};
 use crate::discovery::Discovery;
 use crate::guest::{ObjectKey, PlannedWrite};
 

@@ -19,7 +19,10 @@
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{json, Value as Json};
 
-use super::{Actuator, ActuatorError, Step};
+use super::error::ActuatorError;
+use super::execute::Actuator;
+use super::step::Step;
+use super::writes::{gone, verb_name};
 use crate::guest::ObjectKey;
 use crate::metrics::WriteVerb;
 
@@ -172,7 +175,7 @@ impl Actuator {
                     rv: written.metadata.resource_version.map(Into::into),
                 })
             }
-            Err(e) if super::writes::gone(&e, verb) => {
+            Err(e) if gone(&e, verb) => {
                 if matches!(&e, kube::Error::Api(s) if s.code == 404) {
                     self.bury(uid);
                 }
@@ -181,7 +184,7 @@ impl Actuator {
                 Ok(Step::Dropped)
             }
             Err(source) => Err(ActuatorError::Api {
-                verb: super::writes::verb_name(verb),
+                verb: verb_name(verb),
                 target: target.to_string(),
                 source,
             }),

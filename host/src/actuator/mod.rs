@@ -1,9 +1,10 @@
 //! The actuator: makes a validated plan true in the cluster. Owns every
-//! write a guest causes, in the plan's order, and the guest's [`Outputs`]
-//! and Events. It never turns a write pinned to an object the guest saw
-//! into a create, never calls back into the controller, and never retries
-//! in line: any failure goes back to the caller, which requeues with
-//! backoff. It reads the watched caches only for uids and finalizer lists.
+//! write a guest causes, in the plan's order, and its Events: applies,
+//! patches, deletes, finalizers (and their dry runs). It never judges a
+//! write war or a hot loop, never turns a write pinned to an object the
+//! guest saw into a create, never calls back into the controller, and
+//! never retries in line: any failure goes back to the caller, which
+//! requeues with backoff. It reads the watched caches only for uids and finalizer lists.
 //!
 //! # Writes
 //! - Server-side applies with the guest's field manager
@@ -11,7 +12,7 @@
 //!   status-subresource —, deletes, and finalizer patches (`writes`,
 //!   `finalizers`).
 //! - An apply that would change only some entries of string maps goes as a
-//!   merge patch of those entries (`merge`; `null` for an entry this
+//!   merge patch of those entries ([`crate::compare::merge_patch_for`]; `null` for an entry this
 //!   manager alone owns that the plan dropped), and as the full apply
 //!   whenever the patch could not leave the same object: metadata,
 //!   identity or a non-map field changing, an atomic map, a map dropped
@@ -19,8 +20,9 @@
 //!   without `managedFields`.
 //! - An entry-wise aggregate's document goes as a merge patch of its
 //!   changed entries decided without reading the live object, at a
-//!   resourceVersion it knows ([`entries`]).
-//! - Each is skipped when the cached live object already agrees (so a
+//!   resourceVersion it knows ([`crate::outputs::Chains`]).
+//! - Each is skipped when the cached live object already agrees, as the
+//!   server stores it ([`crate::compare`]; so a
 //!   reconcile never triggers itself), and every write aimed at an object
 //!   the guest saw is pinned to its uid: when that object is gone or
 //!   replaced the write is dropped and counted.
@@ -36,550 +38,40 @@
 //!   remove by patch what the apply left.
 //!
 //! # Outputs and events
-//! [`Outputs`] is the live state of what the guest writes, producers, and
-//! the echo bookkeeping that keeps the watch echo of our own writes from
-//! waking a reconcile. Events go through the host's recorder
+//! It reads the live state of what the guest writes from
+//! [`crate::outputs::Outputs`] and tells its echo bookkeeping of each
+//! write, which keeps the watch echo of our own writes from waking a
+//! reconcile. Events go through the host's recorder
 //! ([`crate::events`]), each emitted once per appearance rather than once
 //! per reconcile, and only about an object the guest watches or may write
 //! (`regarding`; any other is refused, logged and counted).
 //!
 //! # Other writers and its own echoes
-//! It judges its writes against other writers (`contest`: write wars over
-//! fields or existence) and against the key's own echoes (`hotloop`: a key
-//! rewriting its object on every echo of its last write).
+//! It never judges a write war or a hot loop itself: the controller hands
+//! [`Actuator::execute`] the guard's [`crate::guard::Permit`], which says,
+//! write by write, what a write war over fields or existence holds back,
+//! and takes what the plan wrote (which may declare a hot loop). The
+//! actuator reports what the guard declares: a warning log, a metric and a
+//! Warning event.
+//!
+//! # Layout
+//! - `execute`: [`Actuator`] and a plan's execution, its events and the
+//!   reports of write wars and hot loops.
+//! - `writes`: applies (or the merge patch standing in for one), entry-wise
+//!   patches and deletes. `finalizers`: finalizer patches.
+//! - `regarding`: which objects Events may regard. `dry_run`: dry runs.
+//! - `error`: [`ActuatorError`]. `step`: what a write amounted to.
 
-pub mod contest;
 pub mod dry_run;
-pub mod entries;
+mod error;
+mod execute;
 mod finalizers;
-pub mod hotloop;
-mod keys;
-mod merge;
-pub mod outputs;
 pub mod regarding;
+mod step;
 mod writes;
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
-
-use crate::events::{
-    Event as KubeEvent, EventType as KubeEventType, PublishError, Recorder, Reporter,
-};
-use k8s_openapi::api::core::v1::ObjectReference;
-use kube::api::{ApiResource, DynamicObject};
-use kube::{Api, Client};
-
+pub use error::ActuatorError;
+pub use execute::{Actuator, Watched};
 pub use finalizers::{add_patch, remove_patch, Current};
-pub use writes::{contains, drops_owned_field, gone};
-
-use crate::actuator::outputs::Outputs;
-use crate::discovery::{Discovery, DiscoveryError};
-use crate::guest::{
-    EventType, GuestManifest, Gvk, ObjectKey, PlannedEvent, PlannedWrite, ValidatedPlan,
-};
-use crate::metrics::{GuestMetrics, WriteVerb};
-use crate::request::RequestKey;
-use crate::store::Store;
-use crate::sync::lock;
-use hotloop::{HotLoop, Woken, Written};
-use writes::Part;
-
-/// Why a plan could not be carried out.
-#[derive(Debug, thiserror::Error)]
-pub enum ActuatorError {
-    /// The type could not be resolved through discovery.
-    #[error(transparent)]
-    Discovery(#[from] DiscoveryError),
-    /// An API request failed.
-    #[error("{verb} {target} failed: {source}")]
-    Api {
-        /// "apply", "update", "apply-status", "delete", "add-finalizer",
-        /// "remove-finalizer" or "event".
-        verb: &'static str,
-        /// The object.
-        target: String,
-        /// The client error.
-        #[source]
-        source: kube::Error,
-    },
-    /// A name or namespace that cannot be one URL path segment: refused
-    /// before any request is built (plan validation refuses it first).
-    #[error("refused to build a request path for {target}: {source}")]
-    UnsafePath {
-        /// The object.
-        target: String,
-        /// Which value, and why.
-        #[source]
-        source: crate::urlpath::UnsafeSegment,
-    },
-    /// A request the host built is unusable (a bug, reported, not a panic).
-    #[error("internal: {0}")]
-    Internal(String),
-}
-
-impl ActuatorError {
-    /// Short label for metrics: "conflict", "throttled", "server", "client",
-    /// "discovery", "transport", "unsafe_path" or "internal".
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            ActuatorError::Discovery(_) => "discovery",
-            ActuatorError::UnsafePath { .. } => "unsafe_path",
-            ActuatorError::Internal(_) => "internal",
-            ActuatorError::Api {
-                source: kube::Error::Api(s),
-                ..
-            } => match s.code {
-                409 => "conflict",
-                429 => "throttled",
-                500..=599 => "server",
-                _ => "client",
-            },
-            ActuatorError::Api { .. } => "transport",
-        }
-    }
-}
-
-/// How one write ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Step {
-    /// Sent and accepted; whether someone else changed the object while
-    /// it was in flight.
-    Done {
-        /// Changed by someone else meanwhile.
-        changed_meanwhile: bool,
-        /// The resourceVersion the write produced, as the object's watch
-        /// will report it ("" for a delete that removed it), when known.
-        rv: Option<Arc<str>>,
-    },
-    /// Not needed: the live object already agrees.
-    Skipped,
-    /// The object the write was pinned to is gone or replaced.
-    Dropped,
-    /// Not sent: the object is in a write war; writes resume after this.
-    HeldBack(std::time::Duration),
-}
-
-/// What a write war is over.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Contested {
-    /// Fields we write, which the other manager sets back.
-    Fields,
-    /// The object's existence: we delete it, the other re-creates it.
-    Existence,
-    /// The object's existence: we create it, the other deletes it.
-    Removal,
-}
-
-/// What carrying out a plan amounted to.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Executed {
-    /// An object we wrote was changed by someone else while the write was
-    /// in flight: reconcile the key again.
-    pub changed_meanwhile: bool,
-    /// Pinned writes dropped because their object was gone or replaced:
-    /// reconcile the key again once the caches have caught up.
-    pub dropped: usize,
-    /// Writes held back by a write war: reconcile the key again after the
-    /// shortest of these hold-backs.
-    pub held_back: Option<std::time::Duration>,
-}
-
-impl Executed {
-    fn add(&mut self, step: Step) {
-        match step {
-            Step::Done {
-                changed_meanwhile, ..
-            } => self.changed_meanwhile |= changed_meanwhile,
-            Step::Skipped => {}
-            Step::Dropped => self.dropped += 1,
-            Step::HeldBack(d) => {
-                self.held_back = Some(self.held_back.map_or(d, |h| h.min(d)));
-            }
-        }
-    }
-}
-
-/// `target`'s namespace and name as URL path segments.
-pub(crate) fn path_segments(target: &ObjectKey) -> Result<(Option<String>, String), ActuatorError> {
-    let unsafe_path = |source| ActuatorError::UnsafePath {
-        target: target.to_string(),
-        source,
-    };
-    let namespace = match &target.namespace {
-        Some(ns) => Some(
-            crate::urlpath::segment("namespace", ns)
-                .map_err(unsafe_path)?
-                .into_owned(),
-        ),
-        None => None,
-    };
-    let name = crate::urlpath::segment("name", &target.name)
-        .map_err(unsafe_path)?
-        .into_owned();
-    Ok((namespace, name))
-}
-
-/// An event's identity: what it is about, its reason and its message.
-type EventId = (ObjectKey, String, String);
-
-/// A watched cache the actuator may read uids and finalizers from.
-pub struct Watched {
-    /// The kind the cache holds.
-    pub gvk: Gvk,
-    /// The cache.
-    pub store: Store,
-    /// The watch has no label or field selector: an object deleted from
-    /// its cache was deleted, not merely moved out of a selector, so its
-    /// uid is known to be gone.
-    pub unfiltered: bool,
-}
-
-/// Carries out plans for one guest.
-pub struct Actuator {
-    client: Client,
-    discovery: Discovery,
-    metrics: GuestMetrics,
-    field_manager: String,
-    recorder: Recorder,
-    outputs: Outputs,
-    watched: Vec<Watched>,
-    /// The guest's manifest: which objects its Events may regard.
-    manifest: Arc<GuestManifest>,
-    /// Events emitted for each request key by its last successful plan.
-    emitted: Mutex<HashMap<RequestKey, BTreeSet<EventId>>>,
-    /// uids the API server answered 404 for when the host added its
-    /// finalizer (bounded like a store's deletions).
-    gone: Mutex<crate::store::Tombstones>,
-}
-
-impl Actuator {
-    /// An actuator writing as `wasmctrl/<guest>` (the manifest's name) into
-    /// `outputs`, reading uids and finalizers from `watched`, recording
-    /// Events only about objects `manifest` watches or may write.
-    pub fn new(
-        client: Client,
-        discovery: Discovery,
-        outputs: Outputs,
-        watched: Vec<Watched>,
-        metrics: GuestMetrics,
-        manifest: Arc<GuestManifest>,
-        instance: Option<String>,
-    ) -> Self {
-        let field_manager = format!("wasmctrl/{}", manifest.name);
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: field_manager.clone(),
-                instance,
-            },
-        );
-        Actuator {
-            client,
-            discovery,
-            metrics,
-            field_manager,
-            recorder,
-            outputs,
-            watched,
-            manifest,
-            emitted: Mutex::new(HashMap::new()),
-            gone: Mutex::default(),
-        }
-    }
-
-    /// Dry runs of writes as this actuator's field manager (see
-    /// [`dry_run`]).
-    pub fn dry_runner(&self) -> dry_run::DryRun {
-        dry_run::DryRun::new(
-            self.client.clone(),
-            self.discovery.clone(),
-            self.field_manager.clone(),
-        )
-    }
-
-    /// The field manager used for every write.
-    pub fn field_manager(&self) -> &str {
-        &self.field_manager
-    }
-
-    /// What the guest writes.
-    pub fn outputs(&self) -> &Outputs {
-        &self.outputs
-    }
-
-    /// The API for `target`'s resource and `target`'s name, each made one
-    /// URL path segment ([`crate::urlpath`]): kube's builders put both into
-    /// the path as they are.
-    fn api(
-        &self,
-        ar: &ApiResource,
-        target: &ObjectKey,
-    ) -> Result<(Api<DynamicObject>, String), ActuatorError> {
-        let (namespace, name) = path_segments(target)?;
-        let api = match namespace {
-            Some(ns) => Api::namespaced_with(self.client.clone(), &ns, ar),
-            None => Api::all_with(self.client.clone(), ar),
-        };
-        Ok((api, name))
-    }
-
-    /// Carries out `plan` for request `key`, write by write. Stops at the
-    /// first failure (the caller requeues; the next attempt recomputes the
-    /// whole plan); a dropped write is not a failure.
-    ///
-    /// `woken` is what woke this reconcile ([`hotloop::HotLoops::begin`]): a plan
-    /// that writes again on the echo of the key's own last write, time
-    /// after time, is a hot loop ([`hotloop`]), declared here (a warning
-    /// log, `wasmctrl_guest_hot_loops_total`, a Warning event `HotLoop`)
-    /// and the key held back (`held_back`).
-    pub async fn execute(
-        &self,
-        key: &RequestKey,
-        plan: &ValidatedPlan,
-        woken: &Woken,
-    ) -> Result<Executed, ActuatorError> {
-        let mut done = Executed::default();
-        let mut wrote = Vec::new();
-        for w in &plan.writes {
-            match w {
-                PlannedWrite::Delete { target, .. } => self.outputs.deleting(target, key),
-                w => self.outputs.produced_by(w.target(), key),
-            }
-        }
-        for w in &plan.writes {
-            let step = match w {
-                PlannedWrite::Apply { target, doc } => {
-                    self.apply_doc(target, doc, Part::Object, WriteVerb::Apply, false, None)
-                        .await?
-                }
-                PlannedWrite::ApplyEntries { target, entries } => {
-                    self.apply_entries(target, entries).await?
-                }
-                PlannedWrite::Update { target, doc, .. } => {
-                    self.apply_doc(target, doc, Part::Object, WriteVerb::Update, true, None)
-                        .await?
-                }
-                PlannedWrite::ApplyStatus { target, doc, .. } => {
-                    self.apply_doc(
-                        target,
-                        doc,
-                        Part::Status,
-                        WriteVerb::ApplyStatus,
-                        true,
-                        None,
-                    )
-                    .await?
-                }
-                PlannedWrite::Delete { target, uid } => self.delete(target, uid.as_deref()).await?,
-                PlannedWrite::AddFinalizer {
-                    target,
-                    uid,
-                    finalizer,
-                } => self.finalizer(target, uid, finalizer, true).await?,
-                PlannedWrite::RemoveFinalizer {
-                    target,
-                    uid,
-                    finalizer,
-                } => self.finalizer(target, uid, finalizer, false).await?,
-            };
-            if let Step::Done { rv: Some(rv), .. } = &step {
-                wrote.push(Written {
-                    object: self.outputs.key(w.target()),
-                    rv: rv.clone(),
-                });
-            }
-            done.add(step);
-        }
-        self.publish_events(key, &plan.events).await?;
-        let now = tokio::time::Instant::now();
-        if let Some(hot) = self.outputs.loops().reconciled(key, woken, wrote, now) {
-            self.declare_hot_loop(key, &hot).await;
-            done.add(Step::HeldBack(hot.backoff));
-        }
-        Ok(done)
-    }
-
-    /// Adds a watch's declared `finalizer` to `target` (pinned to `uid`),
-    /// the host's own write: whether it was dropped.
-    pub async fn ensure_finalizer(
-        &self,
-        target: &ObjectKey,
-        uid: &str,
-        finalizer: &str,
-    ) -> Result<Executed, ActuatorError> {
-        let mut done = Executed::default();
-        done.add(self.finalizer(target, uid, finalizer, true).await?);
-        Ok(done)
-    }
-
-    /// Whether the object with `uid` is known to be gone: the API server
-    /// said so when the host added its finalizer, or an unfiltered watch
-    /// saw it deleted.
-    pub(crate) fn known_gone(&self, uid: &str) -> bool {
-        !uid.is_empty()
-            && (crate::sync::lock(&self.gone).contains(uid)
-                || self
-                    .watched
-                    .iter()
-                    .any(|w| w.unfiltered && w.store.deleted(uid)))
-    }
-
-    fn bury(&self, uid: &str) {
-        crate::sync::lock(&self.gone).bury(&Arc::from(uid));
-    }
-
-    /// The uid of an object a planned event names: from a watched cache of
-    /// its kind, else from the outputs cache.
-    fn uid(&self, target: &ObjectKey) -> Option<String> {
-        self.current(target)
-            .map(|c| c.uid)
-            .filter(|uid| !uid.is_empty())
-    }
-
-    fn reference(&self, key: &ObjectKey) -> ObjectReference {
-        ObjectReference {
-            api_version: Some(key.gvk.api_version()),
-            kind: Some(key.gvk.kind.clone()),
-            name: Some(key.name.clone()),
-            namespace: key.namespace.clone(),
-            uid: self.uid(key),
-            ..ObjectReference::default()
-        }
-    }
-
-    /// Reports a hot loop of request `key`: a warning log naming guest,
-    /// key, object and count, `wasmctrl_guest_hot_loops_total` and a
-    /// Warning event `HotLoop` on the object (a failure to record the event
-    /// is logged, not fatal).
-    async fn declare_hot_loop(&self, key: &RequestKey, hot: &HotLoop) {
-        let guest = &self.manifest.name;
-        let target = &hot.object;
-        let window = self.outputs.loops().config().window;
-        let message = format!(
-            "guest {guest:?}: {n} reconciles of key {key} in a row (within {w}s) were woken only by the echo of its own previous write and wrote {target} again, each time differently (a timestamp, a counter or the object's own version in what it writes never converges); the host stops reconciling {key} for {b}s",
-            n = hot.writes,
-            w = window.as_secs(),
-            b = hot.backoff.as_secs(),
-        );
-        tracing::warn!(guest = %guest, key = %key, target = %target, writes = hot.writes, "hot loop: {message}");
-        self.metrics.hot_loop();
-        let event = KubeEvent {
-            type_: KubeEventType::Warning,
-            reason: "HotLoop".to_string(),
-            note: Some(message),
-            action: "Reconcile".to_string(),
-            secondary: None,
-        };
-        match self.recorder.publish(&event, &self.reference(target)).await {
-            Ok(()) => self.metrics.wrote(WriteVerb::Event),
-            Err(e) => tracing::warn!(target = %target, "recording the hot-loop event failed: {e}"),
-        }
-    }
-
-    /// Reports a write war over `target` with field manager `other`: a
-    /// warning log, `wasmctrl_write_wars_total` and a Warning event on the
-    /// object (a failure to record the event is logged, not fatal).
-    async fn declare_war(
-        &self,
-        target: &ObjectKey,
-        other: &str,
-        backoff: std::time::Duration,
-        flips: u32,
-        over: Contested,
-    ) {
-        let ours = &self.field_manager;
-        let window = self.outputs.contests().config().window;
-        let what = match over {
-            Contested::Fields => format!("took fields of {target} back from {ours}"),
-            Contested::Existence => format!("re-created {target}, which {ours} deletes,"),
-            Contested::Removal => {
-                format!(
-                    "(a deletion names no field manager) deleted {target}, which {ours} writes,"
-                )
-            }
-        };
-        let message = format!(
-            "field manager {other:?} {what} {flips} times within {}s; {ours} stops writing it for {}s",
-            window.as_secs(),
-            backoff.as_secs()
-        );
-        tracing::warn!(target = %target, manager = %other, "write war: {message}");
-        self.metrics.write_war(other);
-        let event = KubeEvent {
-            type_: KubeEventType::Warning,
-            reason: "WriteWar".to_string(),
-            note: Some(message),
-            action: match over {
-                Contested::Fields | Contested::Removal => "Apply",
-                Contested::Existence => "Delete",
-            }
-            .to_string(),
-            secondary: None,
-        };
-        match self.recorder.publish(&event, &self.reference(target)).await {
-            Ok(()) => self.metrics.wrote(WriteVerb::Event),
-            Err(e) => tracing::warn!(target = %target, "recording the write-war event failed: {e}"),
-        }
-    }
-
-    /// Publishes the events that were not already emitted by this key's
-    /// previous successful plan: a condition is reported when it appears,
-    /// not again on every reconcile or resync. An event about an object the
-    /// guest neither watches nor may write (see [`regarding`]) is not
-    /// recorded: it is logged with the guest and the reason and counted in
-    /// `wasmctrl_guest_events_refused_total`, once per appearance too.
-    async fn publish_events(
-        &self,
-        key: &RequestKey,
-        events: &[PlannedEvent],
-    ) -> Result<(), ActuatorError> {
-        let now: BTreeSet<EventId> = events
-            .iter()
-            .map(|e| (e.regarding.clone(), e.reason.clone(), e.message.clone()))
-            .collect();
-        let before = lock(&self.emitted).get(key).cloned().unwrap_or_default();
-        for e in events {
-            let id = (e.regarding.clone(), e.reason.clone(), e.message.clone());
-            if before.contains(&id) {
-                continue;
-            }
-            if let Err(refusal) =
-                regarding::check(&self.manifest, &self.discovery, &e.regarding).await?
-            {
-                let reason = refusal.label();
-                tracing::warn!(guest = %self.manifest.name, reason, event = %e.reason, "event refused: {refusal}");
-                self.metrics.refused_event(reason);
-                continue;
-            }
-            let event = KubeEvent {
-                type_: match e.event_type {
-                    EventType::Normal => KubeEventType::Normal,
-                    EventType::Warning => KubeEventType::Warning,
-                },
-                reason: e.reason.clone(),
-                note: Some(e.message.clone()),
-                action: e.action.clone(),
-                secondary: e.related.as_ref().map(|r| self.reference(r)),
-            };
-            let result = self
-                .recorder
-                .publish(&event, &self.reference(&e.regarding))
-                .await;
-            let target = || format!("event {} on {}", e.reason, e.regarding);
-            result.map_err(|e| match e {
-                PublishError::Api(source) => ActuatorError::Api {
-                    verb: "event",
-                    target: target(),
-                    source,
-                },
-                PublishError::Path(source) => ActuatorError::UnsafePath {
-                    target: target(),
-                    source,
-                },
-            })?;
-            self.metrics.wrote(WriteVerb::Event);
-        }
-        lock(&self.emitted).insert(key.clone(), now);
-        Ok(())
-    }
-}
+pub use step::Executed;
+pub use writes::gone;

@@ -1,8 +1,8 @@
 //! The object writes: server-side apply (create-or-update, update-only,
 //! status subresource), or the merge patch standing in for it, and delete.
-//! Owns the no-op tests ([`contains`], [`drops_owned_field`]), the echo
-//! and write-war bookkeeping around each write, and [`gone`]. It never
-//! creates through a pinned write and never retries in line.
+//! Owns the decision to skip a write (on [`crate::compare`]'s no-op tests),
+//! telling the echo and write-war bookkeeping of each write, and [`gone`].
+//! It never creates through a pinned write and never retries in line.
 //!
 //! # Rules
 //! - Each write is skipped when the cached live object already agrees
@@ -28,188 +28,23 @@
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use serde_json::{Map, Value as Json};
 
-use super::contest::Verdict;
-use super::entries::Decision;
-use super::merge::merge_patch_for;
-use super::{Actuator, ActuatorError, Step};
+use super::error::{path_segments, ActuatorError};
+use super::execute::Actuator;
+use super::step::{Contested, Part, Step};
+use crate::compare::{
+    compare_form, contains, controller_uid, drops_owned_field, merge_patch_for, resource_version,
+    sent_form,
+};
+use crate::guard::{Permit, Verdict};
 use crate::guest::{EntryWrite, ObjectKey};
 use crate::metrics::WriteVerb;
-use wasmctrl_kube_rules::builtin;
-use wasmctrl_kube_rules::numbers::same_number;
+use crate::outputs::Decision;
 
 /// How long a write waits for the echo of our previous write to an object
 /// we merge-patched before going out as a full apply anyway.
 const ECHO_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(2);
 /// When such a waiting write is looked at again if no echo wakes it first.
 const ECHO_RECHECK: std::time::Duration = std::time::Duration::from_millis(200);
-
-/// Whether `live` already has every field of `desired` with the same value.
-/// Scalars compare whole (numbers by value when either is a float, as the
-/// server prints a whole float as an integer); a list holds a desired list of as many items,
-/// item by item in order (so the fields the API server defaults inside
-/// items — a container's `imagePullPolicy`, a port's `protocol` — are not a
-/// difference; a list of another length is); an empty map or list in
-/// `desired` matches an absent field (the API server omits empty maps).
-/// A field this manager set before and `desired` now omits is
-/// [`drops_owned_field`]'s to find.
-pub fn contains(live: &Json, desired: &Json) -> bool {
-    match (live, desired) {
-        (Json::Object(l), Json::Object(d)) => d.iter().all(|(k, dv)| match l.get(k) {
-            Some(lv) => contains(lv, dv),
-            None => is_empty(dv),
-        }),
-        (Json::Array(l), Json::Array(d)) => {
-            l.len() == d.len() && l.iter().zip(d).all(|(lv, dv)| contains(lv, dv))
-        }
-        // `2.0` is stored as `2` ([`same_number`]).
-        (Json::Number(l), Json::Number(d)) => same_number(l, d),
-        (l, d) => l == d || (is_empty(l) && is_empty(d)),
-    }
-}
-
-/// `desired`, a document for `target`, as it is sent: a Secret's
-/// `stringData` merged into its `data`, base64-encoded
-/// ([`builtin::merge_string_data`]), as the server stores it anyway; the
-/// apply then owns those `data` keys (the Kubernetes documentation warns
-/// that `stringData` does not work well with server-side apply). None for
-/// every other document.
-pub(super) fn sent_form(target: &ObjectKey, desired: &Json) -> Option<Json> {
-    let gvk = &target.gvk;
-    desired.get("stringData")?;
-    let mut doc = desired.clone();
-    builtin::merge_string_data(&gvk.group, &gvk.version, &gvk.kind, &mut doc).then_some(doc)
-}
-
-/// `desired`, a document for `target`, to be compared with the live object
-/// the server stores from it ([`builtin::compare_form`]: a built-in kind's
-/// resource quantities in canonical form, `1000m` → `1`, and the fields Go
-/// leaves out at their zero value as `null`, "absent or zero"); None when
-/// that changes nothing (a ConfigMap, a custom resource: their one rewrite,
-/// a whole float stored as an integer, is `contains`' to allow).
-pub(super) fn compare_form(target: &ObjectKey, desired: &Json) -> Option<Json> {
-    let gvk = &target.gvk;
-    if !builtin::rewrites_kind(&gvk.group, &gvk.version, &gvk.kind) {
-        return None;
-    }
-    let mut doc = desired.clone();
-    builtin::compare_form(&gvk.group, &gvk.version, &gvk.kind, &mut doc).then_some(doc)
-}
-
-fn is_empty(v: &Json) -> bool {
-    match v {
-        Json::Null => true,
-        Json::Object(m) => m.values().all(is_empty),
-        Json::Array(a) => a.is_empty(),
-        _ => false,
-    }
-}
-
-/// Whether `manager` owns (on the main resource when `subresource` is None,
-/// else on that subresource) a field of `live` that `desired` no longer
-/// sets — an apply is then needed to remove it. Fields owned through Apply
-/// count, and fields outside `metadata` owned through Update (the entries
-/// the merge patches wrote); our finalizer patches own `metadata` entries
-/// the plan never sets.
-pub fn drops_owned_field(
-    live: &Json,
-    desired: &Json,
-    manager: &str,
-    subresource: Option<&str>,
-) -> bool {
-    let Some(entries) = live
-        .pointer("/metadata/managedFields")
-        .and_then(Json::as_array)
-    else {
-        return false;
-    };
-    entries
-        .iter()
-        .filter(|e| {
-            e.get("manager").and_then(Json::as_str) == Some(manager)
-                && e.get("subresource").and_then(Json::as_str) == subresource
-        })
-        .any(|e| {
-            let Some(fields) = e.get("fieldsV1").and_then(Json::as_object) else {
-                return false;
-            };
-            match e.get("operation").and_then(Json::as_str) {
-                Some("Apply") => owned_missing(fields, Some(desired)),
-                Some("Update") => patched_missing(live, fields, desired, manager),
-                _ => false,
-            }
-        })
-}
-
-/// Whether an Update entry of `manager` (what [`super::merge`] patched)
-/// owns a map entry, outside `metadata`, that `desired` lacks and no other
-/// manager owns, or a top-level field `desired` lacks.
-fn patched_missing(
-    live: &Json,
-    fields: &serde_json::Map<String, Json>,
-    desired: &Json,
-    manager: &str,
-) -> bool {
-    fields.iter().any(|(k, child)| {
-        let Some(name) = k.strip_prefix("f:").filter(|n| *n != "metadata") else {
-            return false;
-        };
-        let Some(want) = desired.get(name) else {
-            return true;
-        };
-        child.as_object().is_some_and(|c| {
-            c.keys()
-                .filter_map(|e| e.strip_prefix("f:"))
-                .any(|e| want.get(e).is_none() && !super::merge::co_owned(live, manager, name, e))
-        })
-    })
-}
-
-/// Whether `map` (fieldsV1) names a field `desired` lacks, inside list
-/// items too: a list-map item (`k:{KEY}`) is the desired item whose key
-/// fields match (a key field the desired item leaves out, for the server
-/// to default, matches any value), a set value (`v:VALUE`) must be in the
-/// desired list, an item by position (`i:N`) must exist.
-fn owned_missing(map: &serde_json::Map<String, Json>, desired: Option<&Json>) -> bool {
-    map.iter().any(|(k, child)| {
-        let target = if let Some(name) = k.strip_prefix("f:") {
-            desired.and_then(|d| d.get(name))
-        } else if let Some(key) = k.strip_prefix("k:") {
-            let Ok(Json::Object(key)) = serde_json::from_str::<Json>(key) else {
-                return false;
-            };
-            list_items(desired).find(|item| {
-                key.iter().any(|(f, _)| item.get(f).is_some())
-                    && key
-                        .iter()
-                        .all(|(f, v)| item.get(f).is_none_or(|have| have == v))
-            })
-        } else if let Some(value) = k.strip_prefix("v:") {
-            let Ok(value) = serde_json::from_str::<Json>(value) else {
-                return false;
-            };
-            list_items(desired).find(|item| **item == value)
-        } else if let Some(at) = k.strip_prefix("i:") {
-            let Ok(at) = at.parse::<usize>() else {
-                return false;
-            };
-            list_items(desired).nth(at)
-        } else {
-            // ".": the item itself.
-            return false;
-        };
-        match target {
-            None => true,
-            Some(d) => child
-                .as_object()
-                .is_some_and(|c| !c.is_empty() && owned_missing(c, Some(d))),
-        }
-    })
-}
-
-/// The items of `desired` when it is a list.
-fn list_items(desired: Option<&Json>) -> impl Iterator<Item = &Json> {
-    desired.and_then(Json::as_array).into_iter().flatten()
-}
 
 /// Whether an API error answering a write pinned to a uid means the object
 /// is gone or was replaced: 404; 409 (uid mismatch on apply, failed uid
@@ -230,13 +65,6 @@ pub fn gone(e: &kube::Error, verb: WriteVerb) -> bool {
     }
 }
 
-/// What an apply writes to: the object, or its status subresource.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Part {
-    Object,
-    Status,
-}
-
 /// What [`Actuator::apply_doc`] decided on, for a caller that learns from
 /// it (an entry-wise write's chain).
 #[derive(Debug, Default)]
@@ -254,8 +82,10 @@ impl Actuator {
     /// Status), unless the live object already agrees. A `pinned` write's
     /// document carries the uid the snapshot saw: an answer meaning the
     /// object is gone drops it. What it decided on goes to `seen`.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn apply_doc(
         &self,
+        permit: &Permit<'_>,
         target: &ObjectKey,
         desired: &Json,
         part: Part,
@@ -267,9 +97,10 @@ impl Actuator {
         let seen = seen.unwrap_or(&mut scratch);
         // What is sent, then what the live object is compared with:
         // `desired` as the server stores it.
-        let sent = sent_form(target, desired);
+        let gvk = &target.gvk;
+        let sent = sent_form(&gvk.group, &gvk.version, &gvk.kind, desired);
         let desired = sent.as_ref().unwrap_or(desired);
-        let as_stored = compare_form(target, desired);
+        let as_stored = compare_form(&gvk.group, &gvk.version, &gvk.kind, desired);
         let compared = as_stored.as_ref().unwrap_or(desired);
         let echoes = self.outputs.echoes();
         // While our previous write's echo is on its way the cache is older
@@ -277,8 +108,8 @@ impl Actuator {
         // the server if nothing changed).
         let echo_due = echoes.awaiting(target);
         let now = tokio::time::Instant::now();
-        let contests = self.outputs.contests();
-        if let Some(held) = self.held_back(target, now) {
+        let contests = permit.contests();
+        if let Some(held) = self.held_back(permit, target, now) {
             return Ok(held);
         }
         // An object we merge-patched is written only against a current
@@ -309,8 +140,8 @@ impl Actuator {
             // take-back, as a re-creation is for a delete. (A pinned write
             // never creates: nothing to fight over.)
             if !pinned {
-                let owner = super::contest::controller_uid(desired);
-                if let Some(held) = self.judge_removal(target, owner, now).await {
+                let owner = controller_uid(desired);
+                if let Some(held) = self.judge_removal(permit, target, owner, now).await {
                     return Ok(held);
                 }
             }
@@ -355,7 +186,7 @@ impl Actuator {
                         "field manager {other:?} changed fields we own; taking them back"
                     ),
                     Verdict::War { backoff, flips } => {
-                        self.declare_war(target, &other, backoff, flips, super::Contested::Fields)
+                        self.declare_war(permit, target, &other, backoff, flips, Contested::Fields)
                             .await;
                         return Ok(Step::HeldBack(backoff));
                     }
@@ -370,13 +201,14 @@ impl Actuator {
         seen.merge = merge.clone();
         contests.sets(target, part == Part::Status, compared);
         let ar = self.discovery.resource(&target.gvk).await?;
-        let segments = super::path_segments(target)?;
+        let segments = path_segments(target)?;
         let (result, changed_meanwhile) = match merge {
             Some(entries) => {
                 tracing::debug!(target = %target, "writing only the changed entries (merge patch)");
                 echoes.merged(target);
                 let params = self.merge_params();
                 self.send(
+                    permit,
                     &ar,
                     target,
                     &segments,
@@ -392,6 +224,7 @@ impl Actuator {
                 let params = PatchParams::apply(&self.field_manager).force();
                 let sent = self
                     .send(
+                        permit,
                         &ar,
                         target,
                         &segments,
@@ -430,17 +263,18 @@ impl Actuator {
 
     /// Writes an entry-wise aggregate's document to `target`: a merge patch
     /// of the changed entries when its chain allows (see
-    /// [`super::entries`]), else the whole document through
+    /// [`crate::outputs::Chains`]), else the whole document through
     /// [`Actuator::apply_doc`], from whose decision the chain restarts.
     pub(super) async fn apply_entries(
         &self,
+        permit: &Permit<'_>,
         target: &ObjectKey,
         write: &EntryWrite,
     ) -> Result<Step, ActuatorError> {
         let chains = self.outputs.chains();
         chains.note(target, write);
         let echoes = self.outputs.echoes();
-        if let Some(held) = self.held_back(target, tokio::time::Instant::now()) {
+        if let Some(held) = self.held_back(permit, target, tokio::time::Instant::now()) {
             return Ok(held);
         }
         let cached_rv = self.outputs.live_version(target);
@@ -455,6 +289,7 @@ impl Actuator {
                 let mut seen = Seen::default();
                 let step = self
                     .apply_doc(
+                        permit,
                         target,
                         &write.doc(),
                         Part::Object,
@@ -464,9 +299,10 @@ impl Actuator {
                     )
                     .await?;
                 let known = match step {
-                    Step::Skipped => seen.live.as_deref().and_then(|live| {
-                        crate::actuator::outputs::resource_version(live).map(|rv| (live, rv))
-                    }),
+                    Step::Skipped => seen
+                        .live
+                        .as_deref()
+                        .and_then(|live| resource_version(live).map(|rv| (live, rv))),
                     Step::Done {
                         changed_meanwhile: false,
                         ..
@@ -494,12 +330,13 @@ impl Actuator {
         body.insert(write.field.clone(), Json::Object(entries.clone()));
         let body = Json::Object(body);
         let ar = self.discovery.resource(&target.gvk).await?;
-        let segments = super::path_segments(target)?;
+        let segments = path_segments(target)?;
         echoes.merged(target);
         let params = self.merge_params();
         let patch = Patch::Merge(&body);
         let (result, changed_meanwhile) = self
             .send(
+                permit,
                 &ar,
                 target,
                 &segments,
@@ -542,28 +379,29 @@ impl Actuator {
     /// ever cleans up (a cluster without a garbage collector keeps it
     /// forever; one with it deletes it again).
     fn gone_controller(&self, desired: &Json) -> Option<String> {
-        super::contest::controller_uid(desired)
+        controller_uid(desired)
             .filter(|uid| self.known_gone(uid))
             .map(str::to_string)
     }
 
     /// Judges a deletion of `target` by someone else soon after our write
-    /// ([`super::contest::Contests::removed`]): logged, and when it makes a
+    /// ([`crate::guard::Contests::removed`]): logged, and when it makes a
     /// war, declared, and the step holding the write back.
     async fn judge_removal(
         &self,
+        permit: &Permit<'_>,
         target: &ObjectKey,
         owner: Option<&str>,
         now: tokio::time::Instant,
     ) -> Option<Step> {
-        let (verdict, other) = self.outputs.contests().removed(target, owner, now)?;
+        let (verdict, other) = permit.contests().removed(target, owner, now)?;
         match verdict {
             Verdict::Drift => tracing::info!(target = %target,
                 "someone deleted what we wrote; creating it again"),
             Verdict::Contested => tracing::info!(target = %target,
                 "someone deleted what we wrote soon after our write; creating it again"),
             Verdict::War { backoff, flips } => {
-                self.declare_war(target, &other, backoff, flips, super::Contested::Removal)
+                self.declare_war(permit, target, &other, backoff, flips, Contested::Removal)
                     .await;
                 return Some(Step::HeldBack(backoff));
             }
@@ -573,8 +411,13 @@ impl Actuator {
 
     /// A write war holds `target`'s writes back: the step that says for how
     /// long (logged and counted).
-    fn held_back(&self, target: &ObjectKey, now: tokio::time::Instant) -> Option<Step> {
-        let (left, other) = self.outputs.contests().held_back(target, now)?;
+    fn held_back(
+        &self,
+        permit: &Permit<'_>,
+        target: &ObjectKey,
+        now: tokio::time::Instant,
+    ) -> Option<Step> {
+        let (left, other) = permit.contests().held_back(target, now)?;
         tracing::debug!(target = %target, manager = %other, "write war: write held back for {left:?}");
         self.metrics.held_back_write();
         Some(Step::HeldBack(left))
@@ -589,7 +432,7 @@ impl Actuator {
     }
 
     /// Sends one patch of `target` (its status when `part` is Status), its
-    /// path built from `segments` ([`super::path_segments`]: a name can
+    /// path built from `segments` ([`path_segments`]: a name can
     /// never reach another object or a subresource),
     /// inside the echo bookkeeping, and returns the resourceVersion written
     /// and whether someone else changed the object while it was in flight.
@@ -600,6 +443,7 @@ impl Actuator {
     #[allow(clippy::too_many_arguments)]
     async fn send<P: serde::Serialize + std::fmt::Debug>(
         &self,
+        permit: &Permit<'_>,
         ar: &kube::api::ApiResource,
         target: &ObjectKey,
         segments: &(Option<String>, String),
@@ -644,7 +488,7 @@ impl Actuator {
         let cached_rv = self.outputs.live_version(target);
         let changed_meanwhile = echoes.applied(target, written, cached_rv.as_deref());
         if let Ok(rv) = &result {
-            self.outputs.contests().wrote(target, rv.as_deref());
+            permit.contests().wrote(target, rv.as_deref());
             self.metrics.wrote(verb);
         }
         (result, changed_meanwhile)
@@ -654,6 +498,7 @@ impl Actuator {
     /// unless it is already gone, going, or replaced.
     pub(super) async fn delete(
         &self,
+        permit: &Permit<'_>,
         target: &ObjectKey,
         uid: Option<&str>,
     ) -> Result<Step, ActuatorError> {
@@ -678,10 +523,10 @@ impl Actuator {
         };
         // Someone re-created what we deleted: a take-back, as for an apply.
         let now = tokio::time::Instant::now();
-        if let Some(held) = self.held_back(target, now) {
+        if let Some(held) = self.held_back(permit, target, now) {
             return Ok(held);
         }
-        let contests = self.outputs.contests();
+        let contests = permit.contests();
         if let Some((verdict, other)) = contests.recreated(target, &live, &self.field_manager, now)
         {
             match verdict {
@@ -696,7 +541,7 @@ impl Actuator {
                     "field manager {other:?} re-created what we deleted soon after; deleting it again"
                 ),
                 Verdict::War { backoff, flips } => {
-                    self.declare_war(target, &other, backoff, flips, super::Contested::Existence)
+                    self.declare_war(permit, target, &other, backoff, flips, Contested::Existence)
                         .await;
                     return Ok(Step::HeldBack(backoff));
                 }
@@ -759,156 +604,6 @@ pub(super) fn verb_name(verb: WriteVerb) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn live_object_with_extra_fields_contains_the_desired_ones() {
-        let live = json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "s", "namespace": "ops", "uid": "u", "resourceVersion": "9"},
-            "data": {"n1": "2", "other": "x"}});
-        let cases = [
-            (
-                json!({"metadata": {"name": "s", "namespace": "ops"}, "data": {"n1": "2"}}),
-                true,
-            ),
-            (
-                json!({"metadata": {"name": "s"}, "data": {"n1": "3"}}),
-                false,
-            ),
-            (json!({"data": {"n2": "1"}}), false),
-            (json!({"data": {}}), true),
-            (json!({"binaryData": {}}), true),
-            (json!({"spec": {"list": []}}), true),
-            (json!({"spec": {"list": [1]}}), false),
-            // An update pinned to another uid is never a no-op.
-            (json!({"metadata": {"uid": "other"}}), false),
-        ];
-        for (desired, want) in cases {
-            assert_eq!(contains(&live, &desired), want, "{desired}");
-        }
-    }
-
-    #[test]
-    fn fields_the_server_defaults_inside_list_items_are_no_difference() {
-        let live = json!({"spec": {
-            "containers": [{"name": "web", "image": "nginx:1.27", "imagePullPolicy": "IfNotPresent",
-                "terminationMessagePath": "/dev/termination-log",
-                "ports": [{"containerPort": 80, "protocol": "TCP"}]}],
-            "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}],
-            "args": ["a", "b"]}});
-        let cases = [
-            (
-                json!({"spec": {"containers": [{"name": "web", "image": "nginx:1.27",
-                    "ports": [{"containerPort": 80}]}], "ports": [{"port": 80}]}}),
-                true,
-            ),
-            // Another value inside an item, another length, another order.
-            (
-                json!({"spec": {"containers": [{"name": "web", "image": "nginx:1.28"}]}}),
-                false,
-            ),
-            (
-                json!({"spec": {"ports": [{"port": 80}, {"port": 443}]}}),
-                false,
-            ),
-            (json!({"spec": {"args": ["b", "a"]}}), false),
-            (json!({"spec": {"args": ["a"]}}), false),
-            (json!({"spec": {"args": ["a", "b"]}}), true),
-        ];
-        for (desired, want) in cases {
-            assert_eq!(contains(&live, &desired), want, "{desired}");
-        }
-    }
-
-    #[test]
-    fn a_field_this_manager_set_inside_a_list_item_and_omits_now_needs_an_apply() {
-        let m = "wasmctrl/g";
-        let live = json!({"metadata": {"managedFields": [
-            {"manager": m, "operation": "Apply", "fieldsV1": {"f:spec": {
-                "f:containers": {"k:{\"name\":\"web\"}": {".": {}, "f:name": {}, "f:image": {},
-                    "f:imagePullPolicy": {},
-                    "f:ports": {"k:{\"containerPort\":80,\"protocol\":\"TCP\"}": {".": {}, "f:containerPort": {}}}}},
-                "f:finalizers": {"v:\"a\"": {}}}}}
-        ]}, "spec": {
-            "containers": [{"name": "web", "image": "nginx", "imagePullPolicy": "Always",
-                "ports": [{"containerPort": 80, "protocol": "TCP"}]}],
-            "finalizers": ["a"]}});
-        let whole = json!({"spec": {
-            "containers": [{"name": "web", "image": "nginx", "imagePullPolicy": "Always",
-                "ports": [{"containerPort": 80}]}],
-            "finalizers": ["a"]}});
-        // Everything it set is still set (the port's protocol left to the
-        // server's default matches the item's key).
-        assert!(!drops_owned_field(&live, &whole, m, None));
-        // A field inside a container it no longer sets.
-        let mut without_policy = whole.clone();
-        without_policy["spec"]["containers"][0]
-            .as_object_mut()
-            .unwrap()
-            .remove("imagePullPolicy");
-        assert!(contains(&live, &without_policy));
-        assert!(drops_owned_field(&live, &without_policy, m, None));
-        // An item it set, gone: a container, a port, a set value.
-        let mut renamed = whole.clone();
-        renamed["spec"]["containers"][0]["name"] = json!("api");
-        assert!(drops_owned_field(&live, &renamed, m, None));
-        let mut no_port = whole.clone();
-        no_port["spec"]["containers"][0]["ports"] = json!([]);
-        assert!(drops_owned_field(&live, &no_port, m, None));
-        let mut no_finalizer = whole;
-        no_finalizer["spec"]["finalizers"] = json!(["b"]);
-        assert!(drops_owned_field(&live, &no_finalizer, m, None));
-    }
-
-    #[test]
-    fn a_key_this_manager_applied_before_and_omits_now_needs_an_apply() {
-        let live = json!({"metadata": {"managedFields": [
-            {"manager": "wasmctrl/g", "operation": "Apply", "fieldsV1": {"f:data": {"f:n1": {}, "f:n2": {}}}},
-            {"manager": "wasmctrl/g", "operation": "Apply", "subresource": "status", "fieldsV1": {"f:status": {"f:used": {}}}},
-            {"manager": "kubectl", "operation": "Update", "fieldsV1": {"f:data": {"f:x": {}}}}
-        ]}, "data": {"n1": "1", "n2": "1", "x": "y"}, "status": {"used": 1}});
-        let m = "wasmctrl/g";
-        assert!(!drops_owned_field(
-            &live,
-            &json!({"data": {"n1": "1", "n2": "1"}}),
-            m,
-            None
-        ));
-        assert!(drops_owned_field(
-            &live,
-            &json!({"data": {"n1": "1"}}),
-            m,
-            None
-        ));
-        assert!(drops_owned_field(&live, &json!({}), m, None));
-        // A manager's Update entry (our merge patches) counts too, outside
-        // metadata and for entries no other manager owns.
-        assert!(drops_owned_field(
-            &live,
-            &json!({"data": {"n1": "1", "n2": "1"}}),
-            "kubectl",
-            None
-        ));
-        assert!(!drops_owned_field(
-            &live,
-            &json!({"data": {"x": "y"}}),
-            "kubectl",
-            None
-        ));
-        // Status entries count only for status applies.
-        assert!(!drops_owned_field(
-            &live,
-            &json!({"status": {"used": 2}}),
-            m,
-            Some("status")
-        ));
-        assert!(drops_owned_field(
-            &live,
-            &json!({"status": {}}),
-            m,
-            Some("status")
-        ));
-    }
 
     #[test]
     fn only_answers_about_the_object_itself_mean_it_is_gone() {

@@ -8,15 +8,18 @@
 //! never calls back here.
 //!
 //! # Layout
-//! - `mod.rs`: [`GuestController`], [`ControllerConfig`], errors, start and run.
+//! - `mod.rs`: [`GuestController`], [`ControllerConfig`], start and run.
+//! - `error`: [`ControllerError`].
 //! - `preflight`: checks that need the cluster before caches start
 //!   (resources through discovery, status subresources, permissions).
 //! - `reconcile`: one key: the host-managed finalizer (added before the
 //!   guest is called, never removed here), the snapshot, the guest call,
-//!   the plan to the actuator with what woke it (a hot loop held back, see
-//!   [`crate::actuator::hotloop`]), the outcome for the queue. An aggregate
+//!   the plan to the actuator with the guard's answer (asked once per
+//!   reconcile: a hot loop held back, see [`crate::guard`]), the outcome
+//!   for the queue. An aggregate
 //!   key goes through [`crate::aggregate`] instead of a whole snapshot.
 
+mod error;
 mod preflight;
 mod reconcile;
 
@@ -25,20 +28,16 @@ use std::time::Duration;
 
 use kube::Client;
 
-use crate::actuator::contest::ContestConfig;
-use crate::actuator::hotloop::{HotLoopConfig, HotLoops};
-use crate::actuator::outputs::Outputs;
 use crate::actuator::ActuatorError;
 use crate::actuator::{Actuator, Executed, Watched as ActuatorWatched};
 use crate::aggregate::Aggregate;
 use crate::claims::Claims;
-use crate::discovery::{Discovery, DiscoveryError, WatchResourceError};
-use crate::guest::{
-    Environment, GuestError, GuestManifest, GuestModule, ManifestError, ObjectKey, Request,
-};
-use crate::informer::{Informer, InformerKey, InformerRegistry, SyncError};
+use crate::discovery::Discovery;
+use crate::guard::{Admission, ContestConfig, Guard, HotLoopConfig};
+use crate::guest::{Environment, GuestError, GuestManifest, GuestModule, ObjectKey, Request};
+use crate::informer::{Informer, InformerKey, InformerRegistry};
 use crate::metrics::{GuestMetrics, Metrics, ReconcileResult};
-use crate::permissions::{self, Checked, Need, PermissionError};
+use crate::outputs::{Feedback, Keys, Outputs, Wakes};
 use crate::projection::{field_positions, FieldPath};
 use crate::quarantine::{self, Quarantine, QuarantineConfig, Verdict};
 pub use crate::relations::WatchCache;
@@ -47,92 +46,13 @@ use crate::request::RequestKey;
 use crate::shadow::{self, Shadow, ShadowSpec};
 use crate::store::Change;
 use crate::workqueue::{self, Outcome, Workqueue};
+pub use error::ControllerError;
 
 /// How soon a key whose pinned write was dropped (its object gone or
 /// replaced) is looked at again, if no watch event has re-enqueued it
 /// first: long enough for the caches to catch up, short enough that a
 /// deletion's clean-up is not held up.
 pub const DROPPED_WRITE_RECHECK: Duration = Duration::from_millis(200);
-
-/// Why a guest's controller could not start or stopped.
-#[derive(Debug, thiserror::Error)]
-pub enum ControllerError {
-    /// A type in the manifest could not be resolved.
-    #[error("guest {guest}: {source}")]
-    Resolve {
-        /// The guest.
-        guest: String,
-        /// The discovery error.
-        #[source]
-        source: DiscoveryError,
-    },
-    /// The resources discovery resolved the manifest to are more than the
-    /// operator's policy grants.
-    #[error("guest {guest}: {source}")]
-    Policy {
-        /// The guest.
-        guest: String,
-        /// Every denial.
-        #[source]
-        source: crate::guest::policy::PolicyDenied,
-    },
-    /// The host's credentials lack permissions the guest needs.
-    #[error("guest {guest}: {source}")]
-    Permissions {
-        /// The guest.
-        guest: String,
-        /// Every missing permission.
-        #[source]
-        source: PermissionError,
-    },
-    /// The manifest asks for something the cluster does not offer (a
-    /// status write rule for a kind without a status subresource).
-    #[error("guest {guest}: invalid manifest: {source}")]
-    Manifest {
-        /// The guest.
-        guest: String,
-        /// Which field, and why.
-        #[source]
-        source: ManifestError,
-    },
-    /// The guest's `aggregator` export failed or named a key the manifest
-    /// does not map to.
-    #[error("{0}")]
-    Aggregate(#[source] GuestError),
-    /// A cache the guest needs cannot sync (or stopped syncing).
-    #[error("guest {guest}: {source}")]
-    Sync {
-        /// The guest.
-        guest: String,
-        /// Which resource and verb failed.
-        #[source]
-        source: SyncError,
-    },
-}
-
-impl ControllerError {
-    /// A metric label for why the controller could not start.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            ControllerError::Resolve { .. } => "resolve",
-            ControllerError::Policy { .. } => "policy",
-            ControllerError::Permissions { .. } => "permissions",
-            ControllerError::Manifest { .. } => "manifest",
-            ControllerError::Aggregate(e) => e.reason(),
-            ControllerError::Sync { .. } => "sync",
-        }
-    }
-
-    /// The kind the guest needs that the API server does not serve (yet),
-    /// when that is why the controller could not start: the guest can
-    /// wait for it (a CRD being installed) instead of failing.
-    pub fn kind_not_served(&self) -> Option<&str> {
-        match self {
-            ControllerError::Resolve { source, .. } if source.is_not_served() => Some(&source.gvk),
-            _ => None,
-        }
-    }
-}
 
 /// Settings for one guest's controller.
 #[derive(Debug, Clone)]
@@ -273,6 +193,8 @@ pub struct GuestController {
     caches: Arc<[WatchCache]>,
     aggregate: Option<Arc<Aggregate>>,
     queue: Workqueue<RequestKey>,
+    /// Whether a key may write now, and what a write war holds back.
+    guard: Arc<Guard>,
     actuator: Actuator,
     config: ControllerConfig,
     metrics: GuestMetrics,
@@ -352,7 +274,7 @@ impl GuestController {
             .writes
             .iter()
             .zip(&resources.writes)
-            .map(|(rule, ar)| crate::actuator::outputs::informer_key(rule, ar.plural.clone()))
+            .map(|(rule, ar)| crate::outputs::informer_key(rule, ar.plural.clone()))
             .collect();
         let mut informers = Vec::new();
         for (spec, resource) in manifest.watches.iter().zip(&resources.watches) {
@@ -385,7 +307,14 @@ impl GuestController {
         // Every cache exists before the first handler: a handler replays
         // what its informer already holds and may look up other watches.
         let shared = Arc::new(manifest.clone());
-        let loops = Arc::new(HotLoops::new(config.hot_loops));
+        let keys: Arc<Keys> = Arc::default();
+        let wakes: Arc<Wakes> = Arc::default();
+        let guard = Arc::new(Guard::new(
+            config.contests,
+            config.hot_loops,
+            keys.clone(),
+            wakes.clone(),
+        ));
         let watches: Vec<Watched> = informers
             .into_iter()
             .enumerate()
@@ -395,7 +324,7 @@ impl GuestController {
                     caches.clone(),
                     w,
                     queue.clone(),
-                    loops.clone(),
+                    wakes.clone(),
                 );
                 if let Some(a) = aggregate.as_ref().filter(|a| a.maps(w)) {
                     handler = a.handler(w, handler);
@@ -405,13 +334,17 @@ impl GuestController {
             })
             .collect();
 
+        let feedback = Feedback {
+            queue: queue.clone(),
+            wakes,
+            judge: guard.clone(),
+        };
         let outputs = Outputs::start(
             registry,
             discovery,
             &manifest,
-            &queue,
-            config.contests,
-            loops,
+            keys,
+            feedback,
             config.claims.clone(),
         )
         .await
@@ -451,6 +384,7 @@ impl GuestController {
             caches,
             aggregate,
             queue,
+            guard,
             actuator,
             quarantine: Quarantine::new(config.quarantine),
             recorder,
@@ -692,14 +626,15 @@ impl GuestController {
     }
 }
 
-/// A handler for watch `w`: enqueues the keys each change wakes, telling
-/// `loops` which change woke them (the echo of a key's own write, or not).
+/// A handler for watch `w`: enqueues the keys each change wakes, noting in
+/// `wakes` which change woke them (for the guard to tell the echo of a
+/// key's own write from anyone else's change).
 fn handler(
     manifest: Arc<GuestManifest>,
     caches: Arc<[WatchCache]>,
     w: usize,
     queue: crate::workqueue::Workqueue<RequestKey>,
-    loops: Arc<HotLoops>,
+    wakes: Arc<Wakes>,
 ) -> crate::informer::Handler {
     Arc::new(move |change: &Change| {
         // The informer may be shared with a wider projection (the outputs
@@ -710,7 +645,7 @@ fn handler(
         }
         let gvk = &manifest.watches[w].gvk;
         for key in relations::keys_for(&manifest, &caches, w, change) {
-            loops.woken_by(
+            wakes.woken_by(
                 &key,
                 gvk,
                 &change.namespace,

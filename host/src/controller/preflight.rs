@@ -4,8 +4,12 @@
 //! kinds with a status subresource, and the permission preflight. It never
 //! starts an informer.
 
-use super::*;
-use crate::guest::KeyMapping;
+use kube::Client;
+
+use super::error::ControllerError;
+use crate::discovery::{Discovery, WatchResourceError};
+use crate::guest::{GuestManifest, KeyMapping, ManifestError};
+use crate::permissions::{self, Checked, Need};
 
 /// Refuses, naming the guest and the rule, a status write rule for a kind
 /// without a status subresource (a status written to the main resource

@@ -100,14 +100,16 @@ impl GuestController {
 
     /// One reconcile; the error reason (a metric label) when it failed.
     async fn reconcile_inner(&self, key: RequestKey) -> (Outcome, Option<&'static str>) {
-        let loops = self.actuator.outputs().loops();
-        let woken = loops.begin(&key);
-        if let Some(left) = loops.held_back(&key, tokio::time::Instant::now()) {
-            // A hot loop: the key is not reconciled (nothing is planned,
-            // so nothing is written) until its hold-back ends.
-            tracing::debug!("hot loop: not reconciled for another {left:?}");
-            return (Outcome::RequeueAfter(left), None);
-        }
+        // The guard's one answer for this reconcile, handed to the actuator.
+        let permit = match self.guard.admit(&key) {
+            Admission::Write(permit) => permit,
+            Admission::HeldBack(left) => {
+                // A hot loop: the key is not reconciled (nothing is planned,
+                // so nothing is written) until its hold-back ends.
+                tracing::debug!("hot loop: not reconciled for another {left:?}");
+                return (Outcome::RequeueAfter(left), None);
+            }
+        };
         let mut executed = match self.ensure_finalizer(&key).await {
             Ok(done) => done,
             Err(e) => {
@@ -219,7 +221,7 @@ impl GuestController {
             self.metrics.refused_write(&c.owner);
             return (Outcome::retry(c), Some("claimed"));
         }
-        match self.actuator.execute(&key, &plan, &woken).await {
+        match self.actuator.execute(&key, &plan, &permit).await {
             Err(e) => {
                 let reason = e.metric_label();
                 tracing::warn!(reason, "{e}");

@@ -3,19 +3,9 @@
 //! `warm`), a trap or panic classified, the plan validated. It never
 //! compiles (see `runtime`).
 
-use super::runtime::Shared;
+use super::runtime::ModuleInner;
 use super::sandbox::Limiter;
 use super::*;
-
-pub(super) struct ModuleInner {
-    pub(super) label: Arc<str>,
-    pub(super) digest: String,
-    pub(super) pre: ControllerPre<CallState>,
-    pub(super) aggregate: Option<aggregate::bindings::AggregateControllerPre<CallState>>,
-    pub(super) shared: Arc<Shared>,
-    pub(super) compile_time: Duration,
-    pub(super) from_cache: bool,
-}
 
 /// A compiled guest, ready to instantiate. Cheap to clone; each of its
 /// calls gets a fresh, isolated store ([`super::WarmInstances`] keeps

@@ -3,7 +3,6 @@
 //! precompiled artifacts, and the sandbox settings every guest gets. It
 //! never calls a guest (see `module`).
 
-use super::module::ModuleInner;
 use super::*;
 
 /// Sandbox limits and engine settings.
@@ -112,6 +111,18 @@ impl Drop for Shared {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
     }
+}
+
+/// What a compiled guest holds: its component, ready to instantiate, and
+/// the engine it runs on.
+pub(super) struct ModuleInner {
+    pub(super) label: Arc<str>,
+    pub(super) digest: String,
+    pub(super) pre: ControllerPre<CallState>,
+    pub(super) aggregate: Option<aggregate::bindings::AggregateControllerPre<CallState>>,
+    pub(super) shared: Arc<Shared>,
+    pub(super) compile_time: Duration,
+    pub(super) from_cache: bool,
 }
 
 /// The engine every guest runs on. Cheap to clone.

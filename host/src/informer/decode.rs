@@ -11,7 +11,7 @@ use kube::api::ApiResource;
 use kube::core::{DynamicResourceScope, Resource};
 use serde_json::Value as Json;
 
-use super::Inner;
+use super::inner::Inner;
 use crate::projection::{FieldPath, Keep, ProjectedObject};
 use crate::sync::lock;
 

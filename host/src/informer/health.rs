@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::SyncError;
+use super::state::SyncError;
 use crate::sync::lock;
 
 /// Default time without a working watch after which the host is not

@@ -11,7 +11,7 @@ use kube::runtime::WatchStreamExt;
 use kube::Api;
 
 use super::decode::{with_keep, Filter, Pruned};
-use super::InformerKey;
+use super::key::InformerKey;
 
 /// How an informer fills its cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,9 @@
 //! return at once.
 //!
 //! # Layout
-//! - `mod.rs`: [`InformerKey`], [`Informer`] (the handle), [`SyncState`].
+//! - `mod.rs`: [`Informer`] (the handle). `key`: [`InformerKey`].
+//!   `state`: [`SyncState`], [`SyncError`]. `inner`: what the handle and
+//!   the loop share.
 //! - `registry`: [`InformerRegistry`], one informer per key, projections merged.
 //! - `list`: streaming list or pages, and giving a silent streaming list up.
 //! - `decode`: decoding only the projected fields, at ingest.
@@ -32,16 +34,20 @@
 
 mod decode;
 pub mod health;
+mod inner;
+mod key;
 mod list;
 mod registry;
 mod run;
+mod state;
 
 pub use health::{WatchHealth, WatchHealthConfig};
+pub use key::InformerKey;
 pub use registry::InformerRegistry;
+pub use state::{SyncError, SyncState};
 
 use std::sync::{Arc, Mutex, RwLock};
 
-use kube::api::ApiResource;
 use kube::Client;
 use tokio::sync::watch as tokio_watch;
 use tokio::task::JoinHandle;
@@ -51,104 +57,7 @@ pub use crate::store::{Change, ChangeKind, Handler};
 use crate::projection::{field_positions, FieldPath, Interner, ProjectedObject, Projection};
 use crate::store::{Store, Writer};
 use crate::sync::{lock, write};
-
-/// Identity of a shared informer.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct InformerKey {
-    /// API group ("" for core).
-    pub group: String,
-    /// API version.
-    pub version: String,
-    /// Kind.
-    pub kind: String,
-    /// Resource plural.
-    pub plural: String,
-    /// Namespace scope (None = all namespaces / cluster-scoped).
-    pub namespace: Option<String>,
-    /// Label selector.
-    pub label_selector: Option<String>,
-    /// Field selector.
-    pub field_selector: Option<String>,
-}
-
-impl std::fmt::Display for InformerKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let gr = if self.group.is_empty() {
-            self.plural.clone()
-        } else {
-            format!("{}.{}", self.plural, self.group)
-        };
-        write!(f, "{gr}")?;
-        if let Some(ns) = &self.namespace {
-            write!(f, " in namespace {ns}")?;
-        }
-        if let Some(l) = &self.label_selector {
-            write!(f, " labels {l:?}")?;
-        }
-        if let Some(l) = &self.field_selector {
-            write!(f, " fields {l:?}")?;
-        }
-        Ok(())
-    }
-}
-
-impl InformerKey {
-    /// The kube dynamic resource for this key.
-    pub fn api_resource(&self) -> ApiResource {
-        ApiResource {
-            group: self.group.clone(),
-            version: self.version.clone(),
-            api_version: if self.group.is_empty() {
-                self.version.clone()
-            } else {
-                format!("{}/{}", self.group, self.version)
-            },
-            kind: self.kind.clone(),
-            plural: self.plural.clone(),
-        }
-    }
-}
-
-/// Why an informer could not (or can no longer) serve its cache.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("cannot {verb} {resource}: {message}")]
-pub struct SyncError {
-    /// "list" or "watch".
-    pub verb: &'static str,
-    /// The informer, e.g. `pods labels "app=x"`.
-    pub resource: String,
-    /// HTTP status code from the API server, when there was one.
-    pub code: Option<u16>,
-    /// The API server's message.
-    pub message: String,
-}
-
-/// Sync state of an informer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SyncState {
-    /// The initial list has not completed.
-    Pending,
-    /// The cache holds a complete list and is following the watch.
-    Synced,
-    /// The informer hit an error it cannot recover from (forbidden,
-    /// unauthorized, unknown resource before any watch worked), or no
-    /// watch has worked for the watch-failure deadline.
-    Failed(SyncError),
-}
-
-pub(crate) struct Inner {
-    key: InformerKey,
-    projection: Projection,
-    store: Store,
-    interner: Mutex<Interner>,
-    handlers: RwLock<Vec<(u64, Handler)>>,
-    next_handler: Mutex<u64>,
-    state: tokio_watch::Sender<SyncState>,
-    lists: std::sync::atomic::AtomicU64,
-    health: WatchHealth,
-    health_config: WatchHealthConfig,
-    metrics: Option<Arc<crate::metrics::Metrics>>,
-}
+use inner::Inner;
 
 /// A running informer. Cheap to clone; the watch stops when the last clone
 /// (and the registry's reference) is dropped.

@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 
 use kube::Client;
 
-use super::{Informer, InformerKey, WatchHealthConfig};
+use super::health::WatchHealthConfig;
+use super::key::InformerKey;
+use super::Informer;
 use crate::projection::{FieldPath, Projection};
 use crate::sync::lock;
 

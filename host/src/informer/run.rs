@@ -10,10 +10,12 @@ use kube::runtime::watcher;
 use kube::{Api, Client};
 
 use super::decode::{project, Filter, Pruned};
+use super::inner::Inner;
 use super::list::{
     events, streaming_refused, InitialEvents, ListStrategy, UNFINISHED_STREAMING_LISTS,
 };
-use super::{Change, Inner, SyncError, SyncState};
+use super::state::{SyncError, SyncState};
+use crate::store::Change;
 use crate::store::Writer;
 use crate::sync::{lock, read};
 

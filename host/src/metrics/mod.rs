@@ -86,14 +86,14 @@ pub struct Metrics {
     /// `wasmctrl_resyncs_total{guest}`: periodic re-enqueues of every key.
     pub resyncs: Family<GuestLabels, Counter>,
     /// `wasmctrl_write_wars_total{guest,manager}`: outputs another field
-    /// manager kept taking back (see `actuator::contest`).
+    /// manager kept taking back (see `guard`: write wars).
     pub write_wars: Family<ManagerLabels, Counter>,
     /// `wasmctrl_writes_held_back_total{guest}`: writes not sent during a
     /// write war's hold-back.
     pub writes_held_back: Family<GuestLabels, Counter>,
     /// `wasmctrl_guest_hot_loops_total{guest}`: keys found rewriting their
     /// own object on every echo of their previous write (see
-    /// `actuator::hotloop`).
+    /// `guard`: hot loops).
     pub hot_loops: Family<GuestLabels, Counter>,
     /// `wasmctrl_guest_limited_total{guest,limit}`: a policy cap applied
     /// without failing the call (`min_requeue` raised a requeue delay,

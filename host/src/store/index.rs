@@ -11,8 +11,10 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use super::StoreKey;
 use crate::projection::{Projected, ProjectedObject};
+
+/// (namespace, name); the strings are shared with the cached object.
+pub type StoreKey = (Arc<str>, Arc<str>);
 
 /// Objects under one index key, sorted by (namespace, name). The index
 /// holds the objects themselves, not only their keys: a lookup reads them

@@ -28,6 +28,7 @@ pub use crate::projection::object_key;
 use crate::projection::ProjectedObject;
 use crate::sync::{read, write};
 use index::Indexes;
+pub use index::StoreKey;
 
 /// What happened to one object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,9 +101,6 @@ impl Change {
 /// A change callback: an informer's handlers get every change of its
 /// store, and must return at once.
 pub type Handler = Arc<dyn Fn(&Change) + Send + Sync>;
-
-/// (namespace, name); the strings are shared with the cached object.
-pub type StoreKey = (Arc<str>, Arc<str>);
 
 #[derive(Default)]
 struct Cache {

@@ -355,17 +355,6 @@ fn a_child_collected_with_its_owner_and_created_for_a_new_owner_is_no_take_back(
 }
 
 #[test]
-fn controller_uid_reads_the_controller_reference_only() {
-    let obj = serde_json::json!({"metadata": {"ownerReferences": [
-        {"uid": "a", "controller": false},
-        {"uid": "b"},
-        {"uid": "c", "controller": true},
-    ]}});
-    assert_eq!(controller_uid(&obj), Some("c"));
-    assert_eq!(controller_uid(&serde_json::json!({"metadata": {}})), None);
-}
-
-#[test]
 fn a_slow_deletion_of_our_output_is_drift_and_never_counted() {
     let c = Contests::new(ContestConfig {
         react: Duration::from_millis(1),

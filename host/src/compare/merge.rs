@@ -25,43 +25,13 @@
 
 use serde_json::{Map, Value as Json};
 
-use super::writes::contains;
+use super::managed::{applied_owns, claimed_by_entry, co_owned, entries, Whose};
+use super::stored::contains;
 
 /// Whether `v` is a map of strings (`data`, `binaryData`): merged entry by
 /// entry alike by a merge patch and by an apply of a granular map.
 fn string_map(v: &Json) -> Option<&Map<String, Json>> {
     v.as_object().filter(|m| m.values().all(Json::is_string))
-}
-
-/// Whose `managedFields` entries [`entries`] yields.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Whose {
-    /// Every entry of this manager.
-    Mine,
-    /// This manager's Apply entry.
-    MyApply,
-    /// Every other manager's.
-    Others,
-}
-
-/// The `fieldsV1` of the main-resource `managedFields` entries `whose`.
-fn entries<'a>(live: &'a Json, manager: &'a str, whose: Whose) -> impl Iterator<Item = &'a Json> {
-    live.pointer("/metadata/managedFields")
-        .and_then(Json::as_array)
-        .into_iter()
-        .flatten()
-        .filter(move |e| {
-            let mine = e.get("manager").and_then(Json::as_str) == Some(manager);
-            let wanted = match whose {
-                Whose::Mine => mine,
-                Whose::Others => !mine,
-                Whose::MyApply => {
-                    mine && e.get("operation").and_then(Json::as_str) == Some("Apply")
-                }
-            };
-            wanted && e.get("subresource").and_then(Json::as_str).is_none()
-        })
-        .filter_map(|e| e.get("fieldsV1"))
 }
 
 /// A JSON merge patch that brings `live` to what a forced server-side apply
@@ -171,35 +141,6 @@ pub fn merge_patch_for(live: &Json, desired: &Json, manager: &str) -> Option<Jso
         patch.insert("metadata".into(), serde_json::json!({ "uid": uid }));
     }
     Some(Json::Object(patch))
-}
-
-/// Whether one of `fields` (fieldsV1) names entry `entry` of map `field`.
-fn names(fields: &Json, field: &str, entry: &str) -> bool {
-    fields
-        .get(format!("f:{field}"))
-        .and_then(|f| f.get(format!("f:{entry}")))
-        .is_some()
-}
-
-/// Whether any manager claims entries of map `field` one by one.
-fn claimed_by_entry(live: &Json, field: &str) -> bool {
-    live.pointer("/metadata/managedFields")
-        .and_then(Json::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.get("fieldsV1")?.get(format!("f:{field}"))?.as_object())
-        .any(|m| m.keys().any(|k| k.starts_with("f:")))
-}
-
-/// Whether a manager other than `manager` also owns entry `entry` of map
-/// `field` (the apply would then leave the value and only drop ours).
-pub(super) fn co_owned(live: &Json, manager: &str, field: &str, entry: &str) -> bool {
-    entries(live, manager, Whose::Others).any(|f| names(f, field, entry))
-}
-
-/// Whether `manager`'s Apply entry owns entry `entry` of map `field`.
-fn applied_owns(live: &Json, manager: &str, field: &str, entry: &str) -> bool {
-    entries(live, manager, Whose::MyApply).any(|f| names(f, field, entry))
 }
 
 #[cfg(test)]
@@ -322,6 +263,7 @@ mod tests {
     /// a summary the host applied is always offered as a patch.
     mod equivalence {
         use super::*;
+        use crate::compare::managed::names;
         use proptest::prelude::*;
         use wasmctrl_apiserver::patch::{
             json_merge_patch, record_update, server_side_apply, ObjectKind,

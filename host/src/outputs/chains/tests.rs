@@ -11,8 +11,7 @@ use proptest::prelude::*;
 use serde_json::{json, Value as Json};
 
 use super::*;
-use crate::actuator::merge::merge_patch_for;
-use crate::actuator::writes::{contains, drops_owned_field};
+use crate::compare::{contains, drops_owned_field, merge_patch_for};
 use crate::guest::Gvk;
 
 const ME: &str = "wasmctrl/g";

@@ -7,15 +7,15 @@
 //!
 //! # The chain
 //! A chain is learned once from the parsed live object when the
-//! whole-document path (`writes`) skipped or merge-patched it, and carried
+//! actuator's whole-document path skipped or merge-patched it, and carried
 //! forward by our own patches, each sent with that resourceVersion as a
 //! precondition (so the server refuses it with 409 if anyone else wrote in
 //! between). Any change of the object by someone else ends the chain (the
 //! outputs handler calls [`Chains::forget`]), and so does a failed patch.
 //!
 //! # How a patch is decided
-//! On the changed entries alone, exactly as `merge::merge_patch_for`
-//! would decide it on the live object:
+//! On the changed entries alone, exactly as
+//! [`crate::compare::merge_patch_for`] would decide it on the live object:
 //! - set an entry whose value differs;
 //! - remove (`null`) an entry this manager alone owns and the plan dropped;
 //! - leave another manager's entry;

@@ -1,10 +1,10 @@
 //! Hot loops: a key whose reconciles are woken by the echo of its own
 //! previous write, and write again each time. Owns, per key, the echoes of
-//! its last writes, what woke its next reconcile, its streak of echo-woken
-//! writing reconciles and the hold-back a hot loop leads to. It never sends
-//! a request, never enqueues and never decides what to write: the handlers
-//! tell it what woke a key, the controller asks it before a reconcile, and
-//! the actuator tells it what the reconcile wrote.
+//! its last writes, its streak of echo-woken writing reconciles and the
+//! hold-back a hot loop leads to. It never sends a request, never enqueues
+//! and never decides what to write: the handlers record what woke a key
+//! ([`Wakes`]), which it reads when the key's reconcile begins, and the
+//! actuator tells it what the reconcile wrote.
 //!
 //! # Why
 //! A guest that writes something different on every reconcile (a
@@ -39,13 +39,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::guest::{Gvk, ObjectKey};
+use super::backoff::Backoff;
+use crate::guest::ObjectKey;
+use crate::outputs::{Wakes, Written};
 use crate::request::RequestKey;
 use crate::sync::lock;
-
-/// Wakes remembered per key between two reconciles, at most: past it the
-/// key counts as woken by someone else (an echo is one event per write).
-const MAX_WAKES: usize = 16;
 
 /// Keys remembered at most (those that wrote lately, or are held back).
 const MAX_KEYS: usize = 10_000;
@@ -81,32 +79,6 @@ impl Default for HotLoopConfig {
     }
 }
 
-/// One write's echo as a watch reports it: the object and the
-/// resourceVersion the write produced ("" for a delete, as a watch reports
-/// a deletion).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Written {
-    /// The object written (the write path's shared copy of its key).
-    pub object: Arc<ObjectKey>,
-    /// The resourceVersion the write returned.
-    pub rv: Arc<str>,
-}
-
-impl Written {
-    /// The same object at the same version.
-    fn matches(&self, other: &Written) -> bool {
-        same_kind(&self.object.gvk, &other.object.gvk)
-            && self.object.namespace == other.object.namespace
-            && self.object.name == other.object.name
-            && self.rv == other.rv
-    }
-}
-
-/// Group and kind: a watch and a write rule may name different versions.
-fn same_kind(a: &Gvk, b: &Gvk) -> bool {
-    a.group == b.group && a.kind == b.kind
-}
-
 /// What woke one reconcile of a key, as far as the host can tell.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Woken {
@@ -135,16 +107,11 @@ struct Entry {
     /// What the key's last writing reconcile wrote: their echoes are this
     /// key's own.
     echoes: Vec<Written>,
-    /// Changes reported since the key's last reconcile began.
-    wakes: Vec<Written>,
-    /// Someone else's change was among them.
-    other: bool,
     /// Echo-woken writing reconciles in a row, oldest first.
     streak: Vec<Instant>,
-    /// The key is held back until then.
-    until: Option<Instant>,
-    /// The next hot loop's hold-back, when one resumes.
-    next_backoff: Option<Duration>,
+    /// The key is held back until its end; the next hot loop's, when one
+    /// resumes, is doubled.
+    backoff: Backoff,
 }
 
 impl Entry {
@@ -153,7 +120,8 @@ impl Entry {
     fn idle(&self, now: Instant, window: Duration) -> bool {
         self.echoes.is_empty()
             && self
-                .until
+                .backoff
+                .until()
                 .is_none_or(|u| now.saturating_duration_since(u) > window)
     }
 }
@@ -163,14 +131,17 @@ impl Entry {
 pub struct HotLoops {
     config: HotLoopConfig,
     keys: Mutex<HashMap<RequestKey, Entry>>,
+    /// What woke each key this follows (exactly the keys with an entry).
+    wakes: Arc<Wakes>,
 }
 
 impl HotLoops {
-    /// Hot loops judged by `config`.
-    pub fn new(config: HotLoopConfig) -> Self {
+    /// Hot loops judged by `config`, on the wakes recorded in `wakes`.
+    pub fn new(config: HotLoopConfig, wakes: Arc<Wakes>) -> Self {
         HotLoops {
             config,
             keys: Mutex::default(),
+            wakes,
         }
     }
 
@@ -179,47 +150,17 @@ impl HotLoops {
         &self.config
     }
 
-    /// A watch of `gvk` reported a change of `namespace/name` (now at
-    /// `rv`; "" when deleted) that wakes `key`. Costs a lookup for a key
-    /// that wrote nothing lately. Judged when the next reconcile begins: a
-    /// change reported while the reconcile that made it is still waiting
-    /// for its answer is recognised then.
-    pub fn woken_by(&self, key: &RequestKey, gvk: &Gvk, namespace: &str, name: &str, rv: &str) {
-        let mut keys = lock(&self.keys);
-        let Some(e) = keys.get_mut(key) else { return };
-        if e.other {
-            return;
-        }
-        if e.wakes.len() >= MAX_WAKES {
-            e.other = true;
-            return;
-        }
-        e.wakes.push(Written {
-            object: Arc::new(ObjectKey {
-                gvk: gvk.clone(),
-                namespace: (!namespace.is_empty()).then(|| namespace.to_string()),
-                name: name.to_string(),
-            }),
-            rv: Arc::from(rv),
-        });
-    }
-
-    /// Someone else's change (of an output) wakes `key`.
-    pub fn woken_by_other(&self, key: &RequestKey) {
-        if let Some(e) = lock(&self.keys).get_mut(key) {
-            e.other = true;
-        }
-    }
-
     /// A reconcile of `key` begins: what woke it. Changes reported from now
     /// on wake the next one.
     pub fn begin(&self, key: &RequestKey) -> Woken {
-        let mut keys = lock(&self.keys);
-        let Some(e) = keys.get_mut(key) else {
+        let keys = lock(&self.keys);
+        let Some(e) = keys.get(key) else {
             return Woken::Unknown;
         };
-        let wakes = std::mem::take(&mut e.wakes);
-        let other = std::mem::take(&mut e.other);
+        let Some(woke) = self.wakes.take(key) else {
+            return Woken::Unknown;
+        };
+        let (wakes, other) = (woke.changes, woke.other);
         if other {
             return Woken::Other;
         }
@@ -236,9 +177,7 @@ impl HotLoops {
 
     /// How much longer `key` is held back, if it is.
     pub fn held_back(&self, key: &RequestKey, now: Instant) -> Option<Duration> {
-        let keys = lock(&self.keys);
-        let until = keys.get(key)?.until.filter(|u| *u > now)?;
-        Some(until - now)
+        lock(&self.keys).get(key)?.backoff.left(now)
     }
 
     /// A reconcile of `key` that `woken` woke wrote `wrote` (the writes the
@@ -266,6 +205,7 @@ impl HotLoops {
                 e.echoes.clear();
                 if e.idle(now, config.window) {
                     keys.remove(key);
+                    self.wakes.forget(key);
                 }
             }
             return None;
@@ -273,8 +213,10 @@ impl HotLoops {
         if !keys.contains_key(key) && keys.len() >= MAX_KEYS {
             // Bounded: forget the echoes of other keys (at worst a loop is
             // seen a reconcile later), never a running hold-back.
-            keys.retain(|_, e| e.until.is_some_and(|u| u > now));
+            keys.retain(|_, e| e.backoff.until().is_some_and(|u| u > now));
+            self.wakes.retain(|k| keys.contains_key(k));
         }
+        self.wakes.follow(key);
         let e = keys.entry(key.clone()).or_default();
         let object = ObjectKey::clone(&wrote[0].object);
         e.echoes = wrote;
@@ -287,7 +229,8 @@ impl HotLoops {
             Woken::Echo(_) => {}
         }
         let resumed = e
-            .until
+            .backoff
+            .until()
             .is_some_and(|u| now >= u && now.saturating_duration_since(u) <= config.window);
         e.streak
             .retain(|t| now.saturating_duration_since(*t) <= config.window);
@@ -296,14 +239,9 @@ impl HotLoops {
         if !resumed && writes < config.writes.max(1) {
             return None;
         }
-        let backoff = if resumed {
-            e.next_backoff.unwrap_or(config.backoff)
-        } else {
-            config.backoff
-        }
-        .min(config.max_backoff);
-        e.next_backoff = Some((backoff * 2).min(config.max_backoff));
-        e.until = Some(now + backoff);
+        let backoff = e
+            .backoff
+            .hold(now, resumed, config.backoff, config.max_backoff);
         e.streak.clear();
         Some(HotLoop {
             backoff,
@@ -316,6 +254,7 @@ impl HotLoops {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::guest::Gvk;
 
     fn config() -> HotLoopConfig {
         HotLoopConfig {
@@ -351,7 +290,8 @@ mod tests {
 
     /// The watch reports the echo of the write that produced `rv`.
     fn echo(l: &HotLoops, rv: u64) {
-        l.woken_by(&key(), &gvk(), "ops", "looper", &rv.to_string());
+        l.wakes
+            .woken_by(&key(), &gvk(), "ops", "looper", &rv.to_string());
     }
 
     /// One reconcile at `now` that writes version `rv` (None: a no-op plan).
@@ -362,7 +302,7 @@ mod tests {
 
     #[test]
     fn writes_woken_only_by_their_own_echo_are_a_hot_loop_naming_the_object() {
-        let l = HotLoops::new(config());
+        let l = HotLoops::new(config(), Arc::default());
         let t0 = Instant::now();
         // The first write is woken by something else (the key's start).
         assert_eq!(reconcile(&l, Some(1), t0), None);
@@ -391,7 +331,7 @@ mod tests {
 
     #[test]
     fn a_guest_that_converges_on_its_echo_is_never_a_hot_loop() {
-        let l = HotLoops::new(config());
+        let l = HotLoops::new(config(), Arc::default());
         let mut now = Instant::now();
         for rv in (1..40).step_by(2) {
             // Something else wakes it; it writes; its echo wakes it; the
@@ -403,30 +343,31 @@ mod tests {
         }
         assert_eq!(l.held_back(&key(), now), None);
         assert!(lock(&l.keys).is_empty(), "a converged key is forgotten");
+        assert!(l.wakes.is_empty(), "and no longer followed");
     }
 
     #[test]
     fn a_write_woken_by_someone_elses_change_ends_the_streak() {
-        let l = HotLoops::new(config());
+        let l = HotLoops::new(config(), Arc::default());
         let now = Instant::now();
         reconcile(&l, Some(1), now);
         for rv in 2..=10 {
             echo(&l, rv - 1);
             if rv % 2 == 0 {
                 // A person's edit (not a version we wrote) arrives too.
-                l.woken_by(&key(), &gvk(), "ops", "looper", "999");
+                l.wakes.woken_by(&key(), &gvk(), "ops", "looper", "999");
             }
             assert_eq!(reconcile(&l, Some(rv), now), None, "write {rv}");
         }
         // A foreign change of an output counts the same way.
         echo(&l, 10);
-        l.woken_by_other(&key());
+        l.wakes.woken_by_other(&key());
         assert_eq!(l.begin(&key()), Woken::Other);
     }
 
     #[test]
     fn a_wake_no_watch_reported_neither_counts_nor_ends_the_streak() {
-        let l = HotLoops::new(config());
+        let l = HotLoops::new(config(), Arc::default());
         let now = Instant::now();
         reconcile(&l, Some(1), now);
         echo(&l, 1);
@@ -444,7 +385,7 @@ mod tests {
 
     #[test]
     fn a_write_answered_with_the_version_written_last_changed_nothing() {
-        let l = HotLoops::new(config());
+        let l = HotLoops::new(config(), Arc::default());
         let now = Instant::now();
         reconcile(&l, Some(7), now);
         for _ in 0..10 {
@@ -457,7 +398,7 @@ mod tests {
 
     #[test]
     fn an_echo_reported_before_its_write_was_answered_is_recognised() {
-        let l = HotLoops::new(config());
+        let l = HotLoops::new(config(), Arc::default());
         let now = Instant::now();
         reconcile(&l, Some(1), now);
         let mut rv = 1;
@@ -475,7 +416,7 @@ mod tests {
 
     #[test]
     fn a_hot_loop_resumed_after_its_hold_back_doubles_it_up_to_the_cap() {
-        let l = HotLoops::new(config());
+        let l = HotLoops::new(config(), Arc::default());
         let mut now = Instant::now();
         let mut rv = 1;
         reconcile(&l, Some(rv), now);
@@ -500,7 +441,7 @@ mod tests {
 
     #[test]
     fn a_loop_that_comes_back_long_after_its_hold_back_starts_afresh() {
-        let l = HotLoops::new(config());
+        let l = HotLoops::new(config(), Arc::default());
         let mut now = Instant::now();
         let mut rv = 1;
         reconcile(&l, Some(rv), now);

@@ -52,8 +52,10 @@ use std::time::Duration;
 use serde_json::Value as Json;
 use tokio::time::Instant;
 
-use super::keys::Keys;
+use super::backoff::Backoff;
+use crate::compare::{contains, resource_version};
 use crate::guest::ObjectKey;
+use crate::outputs::Keys;
 use crate::sync::lock;
 
 /// The other manager of a war over an output someone keeps deleting: a
@@ -144,10 +146,8 @@ impl Entry {
 struct Contest {
     /// Take-backs within the window, oldest first.
     flips: Vec<Instant>,
-    /// Writes are held back until then.
-    until: Option<Instant>,
-    /// The next war's hold-back.
-    next_backoff: Option<Duration>,
+    /// Writes are held back until its end; the next war's is doubled.
+    backoff: Backoff,
     /// The field manager that took the object back last.
     other: String,
     /// Someone else deleted the object within `react` of our write that
@@ -174,20 +174,12 @@ fn sweep(objects: &mut HashMap<Arc<ObjectKey>, Entry>, now: Instant, window: Dur
         let gone = e.ours.is_none() && e.set == [None, None];
         let stale = old(&e.wrote_at)
             && e.contest.as_ref().is_none_or(|c| {
-                old(&c.until) && old(&c.taken_away) && c.flips.iter().all(|t| old(&Some(*t)))
+                old(&c.backoff.until())
+                    && old(&c.taken_away)
+                    && c.flips.iter().all(|t| old(&Some(*t)))
             });
         !(gone && stale)
     });
-}
-
-/// The uid of `obj`'s controller owner reference, if it has one.
-pub fn controller_uid(obj: &Json) -> Option<&str> {
-    obj.pointer("/metadata/ownerReferences")?
-        .as_array()?
-        .iter()
-        .find(|r| r.get("controller").and_then(Json::as_bool) == Some(true))?
-        .get("uid")?
-        .as_str()
 }
 
 /// Deletions of outputs between two sweeps of the records of deleted
@@ -199,7 +191,7 @@ const SWEEP_EVERY: usize = 1024;
 pub struct Contests {
     config: ContestConfig,
     objects: Mutex<HashMap<Arc<ObjectKey>, Entry>>,
-    /// The shared copies of the keys (see [`super::keys`]).
+    /// The shared copies of the keys (see [`Keys`]).
     keys: Arc<Keys>,
     /// Deletions seen (a sweep at every [`SWEEP_EVERY`]th).
     deletions: std::sync::atomic::AtomicUsize,
@@ -247,8 +239,8 @@ impl Contests {
     pub fn held_back(&self, target: &ObjectKey, now: Instant) -> Option<(Duration, String)> {
         let objects = lock(&self.objects);
         let c = objects.get(target)?.contest.as_ref()?;
-        let until = c.until.filter(|u| *u > now)?;
-        Some((until - now, c.other.clone()))
+        let left = c.backoff.left(now)?;
+        Some((left, c.other.clone()))
     }
 
     /// Records that our write to `target` produced resourceVersion `rv`.
@@ -343,10 +335,9 @@ impl Contests {
         }
         let window = self.config.window;
         let recent = |t: Instant| now.saturating_duration_since(t) <= window;
-        let contested = e
-            .contest
-            .as_ref()
-            .is_some_and(|c| c.flips.iter().any(|t| recent(*t)) || c.until.is_some_and(recent));
+        let contested = e.contest.as_ref().is_some_and(|c| {
+            c.flips.iter().any(|t| recent(*t)) || c.backoff.until().is_some_and(recent)
+        });
         if e.deleted || reacted || contested {
             e.ours = None;
             e.set = [None, None];
@@ -363,7 +354,7 @@ impl Contests {
     /// edit under our status) is none, and neither is the guest simply
     /// wanting something new. A take-back within [`ContestConfig::react`]
     /// of our write is counted and may make a war; a later one is
-    /// [`Verdict::Drift`]. Names the manager [`other_manager`].
+    /// [`Verdict::Drift`]. Names the manager `other_manager`.
     pub fn retaken(
         &self,
         target: &ObjectKey,
@@ -372,7 +363,7 @@ impl Contests {
         status: bool,
         now: Instant,
     ) -> Option<(Verdict, String)> {
-        let rv = crate::actuator::outputs::resource_version(live)?;
+        let rv = resource_version(live)?;
         let mut objects = lock(&self.objects);
         let e = objects.get_mut(target)?;
         // Never written by us in this process, or still our own write (the
@@ -394,7 +385,7 @@ impl Contests {
             } else {
                 (live, set)
             };
-            if super::writes::contains(live_part, set_part) {
+            if contains(live_part, set_part) {
                 return None;
             }
         }
@@ -481,7 +472,8 @@ impl Contests {
     fn judge(config: &ContestConfig, e: &mut Contest, now: Instant) -> Verdict {
         // A take-back soon after a war's hold-back ended: the war goes on.
         let resumed = e
-            .until
+            .backoff
+            .until()
             .is_some_and(|u| now.saturating_duration_since(u) <= config.window);
         e.flips
             .retain(|t| now.saturating_duration_since(*t) <= config.window);
@@ -490,14 +482,9 @@ impl Contests {
         if !resumed && flips < config.flips.max(1) {
             return Verdict::Contested;
         }
-        let backoff = if resumed {
-            e.next_backoff.unwrap_or(config.backoff)
-        } else {
-            config.backoff
-        }
-        .min(config.max_backoff);
-        e.next_backoff = Some((backoff * 2).min(config.max_backoff));
-        e.until = Some(now + backoff);
+        let backoff = e
+            .backoff
+            .hold(now, resumed, config.backoff, config.max_backoff);
         e.flips.clear();
         Verdict::War { backoff, flips }
     }

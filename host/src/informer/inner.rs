@@ -1,0 +1,28 @@
+//! What an informer's handles and its reflector loop share: the key, the
+//! projection and store, the handlers, the sync state and watch health.
+//! Only a holder of state; it never runs anything.
+
+use std::sync::{Arc, Mutex, RwLock};
+
+use tokio::sync::watch as tokio_watch;
+
+use super::health::{WatchHealth, WatchHealthConfig};
+use super::key::InformerKey;
+use super::state::SyncState;
+use crate::projection::{Interner, Projection};
+use crate::store::{Handler, Store};
+
+/// What an informer's handles and its loop share.
+pub(crate) struct Inner {
+    pub(super) key: InformerKey,
+    pub(super) projection: Projection,
+    pub(super) store: Store,
+    pub(super) interner: Mutex<Interner>,
+    pub(super) handlers: RwLock<Vec<(u64, Handler)>>,
+    pub(super) next_handler: Mutex<u64>,
+    pub(super) state: tokio_watch::Sender<SyncState>,
+    pub(super) lists: std::sync::atomic::AtomicU64,
+    pub(super) health: WatchHealth,
+    pub(super) health_config: WatchHealthConfig,
+    pub(super) metrics: Option<Arc<crate::metrics::Metrics>>,
+}
