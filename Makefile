@@ -88,7 +88,8 @@ demo: guest
 	$(CARGO) run --release -p wasmctrl $(DEV) -- demo --duration 30
 
 # Soak and chaos: churn, server faults and host SIGKILLs against the real
-# binary for SOAK_MINUTES; prints a table per fault kind (see BENCHMARKS.md).
+# binary for SOAK_MINUTES; prints a table per fault kind (latest figures in
+# BENCHMARKS.md; each run's table in docs/src/internals/benchmarks-archive.md).
 SOAK_MINUTES ?= 5
 soak: guest
 	$(CARGO) bench -p wasmctrl --bench soak -- --minutes $(SOAK_MINUTES)
