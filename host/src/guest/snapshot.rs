@@ -103,3 +103,27 @@ pub fn to_wit(s: SnapshotData) -> wit::Snapshot {
 pub fn from_wit(s: wit::Snapshot) -> SnapshotData {
     wasmctrl_snapshot::from_record!(s)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snapshot_survives_the_trip_through_the_wit_record_unchanged() {
+        let mut b = Builder::with_capacity(2, 2);
+        for (name, team) in [("a", "red"), ("b", "blue")] {
+            let ns = b.string("ns");
+            let (name, uid) = (b.unique_string(name), b.unique_string(name));
+            b.object(0, ns, name, uid, 1, 0);
+            let team = b.string(team);
+            b.push_raw(kind::STR, u64::from(team));
+            b.end_slot();
+        }
+        b.index(0, "by-team", [("red", 0), ("blue", 1)]);
+        let data = b.finish();
+        let record = to_wit(data.clone());
+        assert_eq!(record.indexes[0].buckets.len(), 2);
+        assert_eq!(record.object_name, data.object_name);
+        assert_eq!(from_wit(record), data);
+    }
+}
