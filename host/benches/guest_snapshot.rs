@@ -154,30 +154,21 @@ fn main() {
         n.as_secs_f64() * 1e3,
         per(n)
     );
-    println!(
-        "| host: build interned snapshot | {:.1} ms | {:.0} | {:.1}x |",
-        b.as_secs_f64() * 1e3,
-        per(b),
-        per(b) / per(n)
+    let row = |step: &str, d: Duration| {
+        println!(
+            "| {step} | {:.1} ms | {:.0} | {:.1}x |",
+            d.as_secs_f64() * 1e3,
+            per(d),
+            per(d) / per(n)
+        );
+    };
+    row("host: build interned snapshot", b);
+    row("guest call: copy in + decode + summarise + plan", c);
+    row(
+        "of which: copy into guest memory (a guest that returns at once)",
+        cp,
     );
-    println!(
-        "| guest call: copy in + decode + summarise + plan | {:.1} ms | {:.0} | {:.1}x |",
-        c.as_secs_f64() * 1e3,
-        per(c),
-        per(c) / per(n)
-    );
-    println!(
-        "| of which: copy into guest memory (a guest that returns at once) | {:.1} ms | {:.0} | {:.1}x |",
-        cp.as_secs_f64() * 1e3,
-        per(cp),
-        per(cp) / per(n)
-    );
-    println!(
-        "| total host+guest | {:.1} ms | {:.0} | {:.1}x |",
-        (b + c).as_secs_f64() * 1e3,
-        per(b + c),
-        per(b + c) / per(n)
-    );
+    row("total host+guest", b + c);
     println!(
         "| instantiate (per reconcile) | {:.1} µs | | |",
         median(inst).as_secs_f64() * 1e6

@@ -33,8 +33,8 @@ use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Namespace, Pod};
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::Client;
 use serde_json::{json, Value};
@@ -43,35 +43,29 @@ use wasmctrl::informer::{Informer, InformerKey};
 use wasmctrl::projection::ProjectedObject;
 use wasmctrl_apiserver::{ApiServer, ApiServerConfig};
 
+#[path = "shared/pods.rs"]
+mod pods;
+#[path = "shared/process.rs"]
+#[allow(dead_code)]
+mod process;
+
+use pods::{CREATE_CONCURRENCY, NAMESPACE};
+
 /// Pods in the real run (`cargo bench`).
 const FULL_PODS: usize = 100_000;
 /// Pods in the smoke run (`cargo test --all-targets`).
 const SMOKE_PODS: usize = 500;
 /// The budget per cached pod.
 const BUDGET_BYTES: f64 = 1024.0;
-/// Requests in flight while creating pods.
-const CREATE_CONCURRENCY: usize = 64;
-/// Namespace the pods live in.
-const NAMESPACE: &str = "ml";
 /// GPU nodes the pods are spread over.
 const NODES: usize = 2_000;
-/// Deployments (ReplicaSets) the pods belong to.
-const WORKLOADS: usize = 400;
 /// How long a cache may take to sync before the bench gives up.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(900);
 
 // ---------------------------------------------------------------- memory
 
 fn rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kib| kib.parse::<u64>().ok())
-        })
-        .map_or(0, |kib| kib * 1024)
+    process::status_bytes(std::process::id(), "VmRSS").unwrap_or(0)
 }
 
 /// Hands free heap pages back to the kernel, so RSS counts live memory and
@@ -184,244 +178,20 @@ fn mib(b: u64) -> f64 {
 
 // ---------------------------------------------------------------- pods
 
-/// A deterministic 64-bit mix (splitmix64), for ids and hashes that differ
-/// per pod like real ones.
-fn mix(seed: u64) -> u64 {
-    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-fn hex(seed: u64, len: usize) -> String {
-    let mut s = String::with_capacity(len + 16);
-    let mut i = 0;
-    while s.len() < len {
-        s.push_str(&format!(
-            "{:016x}",
-            mix(seed.wrapping_mul(31).wrapping_add(i))
-        ));
-        i += 1;
-    }
-    s.truncate(len);
-    s
-}
-
-fn uid(seed: u64) -> String {
-    let h = hex(seed, 32);
-    format!(
-        "{}-{}-4{}-a{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[13..16],
-        &h[17..20],
-        &h[20..32]
-    )
-}
-
-/// Kubernetes-style random-looking suffix (consonants and digits), distinct
-/// for every `seed` below 27^5: a bijective scramble of the seed, in base 27.
-fn suffix(seed: u64, len: usize) -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    const SPACE: u64 = 27u64.pow(5);
-    // Coprime with 27^5, so multiplication permutes 0..27^5.
-    let mut x = (seed % SPACE) * 7_368_787 % SPACE;
-    (0..len)
-        .map(|_| {
-            let c = ALPHABET[(x % ALPHABET.len() as u64) as usize] as char;
-            x /= ALPHABET.len() as u64;
-            c
-        })
-        .collect()
-}
-
-fn env(pairs: &[(&str, String)]) -> Vec<Value> {
-    pairs
-        .iter()
-        .map(|(k, v)| json!({"name": k, "value": v}))
-        .collect()
-}
-
-fn field_env(name: &str, path: &str) -> Value {
-    json!({"name": name, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}})
-}
-
-/// Pod `i` of one of `WORKLOADS` training deployments, scheduled on a GPU
-/// node: what `kubectl apply` wrote (recorded in the last-applied
-/// annotation), plus what admission added (a log-shipper sidecar, the token
-/// volume, tolerations). Returns the pod and the status the kubelet reports.
-fn realistic_pod(i: usize) -> (Value, Value) {
-    let w = i % WORKLOADS;
-    let team = format!("team-{:02}", w % 25);
-    let app = format!("{team}-trainer-{w:03}");
-    let rs_hash = suffix(w as u64 + 1_000_000, 5) + &suffix(w as u64 + 2_000_000, 5);
-    let name = format!("{app}-{rs_hash}-{}", suffix(i as u64, 5));
-    let node = format!("gpu-node-{:04}", (i * 7919) % NODES);
-    let gpus = [1, 2, 4, 8][i % 4];
-    let version = format!("v1.{}.{}", w % 7, w % 13);
-    let image = format!("registry.example.com/{team}/trainer:{version}");
-    let sidecar_image = "registry.example.com/platform/fluent-bit:3.1.4";
-    let token_volume = format!("kube-api-access-{}", suffix(i as u64 + 7, 5));
-    let labels = json!({
-        "app": app,
-        "app.kubernetes.io/name": "trainer",
-        "app.kubernetes.io/version": version,
-        "pod-template-hash": rs_hash,
-        "team": team,
-    });
-    let token_mount = json!({"name": token_volume, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": true});
-    let mut trainer_env = env(&[
-        ("DATASET_URI", format!("s3://{team}-datasets/{app}/")),
-        ("CHECKPOINT_DIR", "/data/checkpoints".into()),
-        ("WORLD_SIZE", gpus.to_string()),
-    ]);
-    trainer_env.push(field_env("POD_NAME", "metadata.name"));
-    let gpu = gpus.to_string();
-    let trainer = json!({
-        "name": "trainer",
-        "image": image,
-        "args": [format!("--gpus={gpus}")],
-        "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
-        "env": trainer_env,
-        "resources": {
-            "requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": gpu},
-            "limits": {"memory": "64Gi", "nvidia.com/gpu": gpu}
-        },
-        "volumeMounts": [
-            {"name": "data", "mountPath": "/data"},
-            {"name": "dshm", "mountPath": "/dev/shm"}
-        ],
-        "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 10, "failureThreshold": 6}
-    });
-    let mut spec = json!({
-        "containers": [trainer],
-        "volumes": [
-            {"name": "data", "persistentVolumeClaim": {"claimName": format!("{app}-data")}},
-            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}
-        ],
-        "serviceAccountName": format!("{team}-trainer"),
-    });
-    if i.is_multiple_of(5) {
-        spec["initContainers"] = json!([{
-            "name": "fetch-index",
-            "image": "registry.example.com/platform/s3-sync:2.4.0",
-            "volumeMounts": [{"name": "data", "mountPath": "/data"}]
-        }]);
-    }
-    let mut annotations = json!({"prometheus.io/scrape": "true"});
-    let applied = json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"annotations": annotations, "labels": labels, "name": name, "namespace": NAMESPACE},
-        "spec": spec,
-    });
-    annotations["kubectl.kubernetes.io/last-applied-configuration"] = json!(applied.to_string());
-    // Admission: the sidecar, the service-account token, tolerations.
-    spec["containers"][0]["volumeMounts"]
-        .as_array_mut()
-        .expect("mounts are a list")
-        .push(token_mount.clone());
-    spec["containers"]
-        .as_array_mut()
-        .expect("containers are a list")
-        .push(json!({
-            "name": "log-shipper",
-            "image": sidecar_image,
-            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
-            "volumeMounts": [token_mount]
-        }));
-    spec["volumes"]
-        .as_array_mut()
-        .expect("volumes are a list")
-        .push(json!({"name": token_volume, "projected": {"defaultMode": 420, "sources": [
-            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}
-        ]}}));
-    spec["tolerations"] = json!([
-        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-    ]);
-    spec["nodeName"] = json!(node);
-    let pod = json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": NAMESPACE,
-            "labels": labels,
-            "annotations": annotations,
-            "ownerReferences": [{
-                "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": format!("{app}-{rs_hash}"),
-                "uid": uid(w as u64 + 2_000_000), "controller": true, "blockOwnerDeletion": true
-            }]
-        },
-        "spec": spec,
-    });
-    let status = pod_status(i, &image, sidecar_image);
-    (pod, status)
-}
-
-/// What the kubelet reports: 95 % running, 5 % still creating containers
-/// (both pass the guest's field selector, so every pod is cached).
-fn pod_status(i: usize, image: &str, sidecar: &str) -> Value {
-    let running = !i.is_multiple_of(20);
-    let started = format!(
-        "2026-11-{:02}T{:02}:{:02}:{:02}Z",
-        1 + i % 28,
-        i % 24,
-        i % 60,
-        (i / 60) % 60
-    );
-    let ready = if running { "True" } else { "False" };
-    let cond = |t: &str, s: &str| json!({"type": t, "status": s, "lastProbeTime": null, "lastTransitionTime": started});
-    let statuses: Vec<Value> = [("trainer", image), ("log-shipper", sidecar)]
-        .iter()
-        .enumerate()
-        .map(|(c, (name, image))| {
-            let seed = (i * 3 + c) as u64;
-            let state = if running {
-                json!({"running": {"startedAt": started}})
-            } else {
-                json!({"waiting": {"reason": "ContainerCreating"}})
-            };
-            let mut s = json!({
-                "name": name, "image": image, "ready": running, "restartCount": i % 3,
-                "started": running, "state": state, "lastState": {},
-                "imageID": format!("{}@sha256:{}", image.split(':').next().unwrap_or(image), hex(seed + 9_000_000, 64)),
-            });
-            if running {
-                s["containerID"] = json!(format!("containerd://{}", hex(seed, 64)));
-            }
-            s
-        })
-        .collect();
+/// Pod `i` on one of the [`NODES`] GPU nodes (the shared fixture), with its
+/// node's own IP in the status as a 1.28+ kubelet reports it.
+fn realistic_pod(i: usize) -> (String, Value, Value) {
+    let node = (i * 7919) % NODES;
+    let (name, pod, mut status) = pods::realistic_pod(i, &format!("gpu-node-{node:04}"));
     let node_ip = format!(
         "10.{}.{}.{}",
         20 + (i % NODES) / 65_536,
-        ((i * 7919) % NODES) / 256,
+        node / 256,
         (i * 7919) % 256
     );
-    let pod_ip = format!(
-        "10.{}.{}.{}",
-        128 + (i / 65_536) % 64,
-        (i / 256) % 256,
-        i % 256
-    );
-    json!({
-        "phase": if running { "Running" } else { "Pending" },
-        "conditions": [
-            cond("PodReadyToStartContainers", ready),
-            cond("Initialized", "True"),
-            cond("Ready", ready),
-            cond("ContainersReady", ready),
-            cond("PodScheduled", "True"),
-        ],
-        "hostIP": node_ip,
-        "hostIPs": [{"ip": node_ip}],
-        "podIP": pod_ip,
-        "podIPs": [{"ip": pod_ip}],
-        "startTime": started,
-        "containerStatuses": statuses,
-    })
+    status["hostIPs"] = json!([{"ip": node_ip}]);
+    status["hostIP"] = json!(node_ip);
+    (name, pod, status)
 }
 
 async fn create_pods(client: &Client, n: usize) {
@@ -430,24 +200,8 @@ async fn create_pods(client: &Client, n: usize) {
         .map(|i| {
             let api = api.clone();
             async move {
-                let (pod, status) = realistic_pod(i);
-                let pod: Pod = serde_json::from_value(pod).expect("fixture is a Pod");
-                let name = pod.metadata.name.clone().unwrap_or_default();
-                let created = PostParams {
-                    field_manager: Some("kube-controller-manager".into()),
-                    ..PostParams::default()
-                };
-                api.create(&created, &pod).await?;
-                api.patch_status(
-                    &name,
-                    &PatchParams {
-                        field_manager: Some("kubelet".into()),
-                        ..PatchParams::default()
-                    },
-                    &Patch::Merge(json!({"status": status})),
-                )
-                .await
-                .map(|_| ())
+                let (name, pod, status) = realistic_pod(i);
+                pods::create(&api, &name, pod, status).await
             }
         })
         .buffer_unordered(CREATE_CONCURRENCY)
@@ -538,14 +292,7 @@ async fn run(pods: usize) -> bool {
         .await
         .expect("embedded API server starts");
     let client = server.client().await.unwrap();
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": NAMESPACE}})).unwrap(),
-        )
-        .await
-        .unwrap();
+    wasmctrl_test_support::create_namespace(&client, NAMESPACE).await;
     let t = Instant::now();
     create_pods(&client, pods).await;
     let created = t.elapsed();

@@ -163,6 +163,18 @@ pub fn qualified_name_errors(value: &str) -> Vec<String> {
     errs
 }
 
+/// Whether `s` is a qualified name with a prefix, as a finalizer should be
+/// (apimachinery's `IsQualifiedName` plus the prefix that finalizer
+/// validation warns about when missing): `prefix/name`, the prefix a DNS
+/// subdomain, the name at most 63 characters of alphanumerics, `-`, `_`
+/// and `.`, starting and ending alphanumeric.
+pub fn is_qualified_finalizer(s: &str) -> bool {
+    let Some((prefix, name)) = s.split_once('/') else {
+        return false;
+    };
+    is_dns1123_subdomain(prefix) && name.len() <= QUALIFIED_NAME_MAX && is_qualified_name_part(name)
+}
+
 /// `IsValidLabelValue`: the problems of a label value (none when valid):
 /// empty, or a qualified name part of at most 63 characters.
 pub fn label_value_errors(value: &str) -> Vec<String> {
@@ -212,6 +224,31 @@ mod tests {
             vec!["a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"]
         );
         assert_eq!(label_value_errors(&"a".repeat(64)).len(), 1);
+    }
+
+    #[test]
+    fn a_finalizer_is_a_qualified_name_with_a_subdomain_prefix() {
+        for ok in ["example.com/cleanup", "a/b", "apps.example.com/A_b.c-1"] {
+            assert!(is_qualified_finalizer(ok), "{ok}");
+        }
+        let long = format!("example.com/{}", "a".repeat(64));
+        for bad in [
+            "cleanup",
+            "/cleanup",
+            "example.com/",
+            "Example.com/x",
+            "example.com/-x",
+            "example.com/x_",
+            "example.com/a/b",
+            "example.com/é",
+            &long,
+        ] {
+            assert!(!is_qualified_finalizer(bad), "{bad}");
+        }
+        assert!(is_qualified_finalizer(&format!(
+            "example.com/{}",
+            "a".repeat(63)
+        )));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use wasmctrl_guest_sdk::{set_condition, Condition};
+use wasmctrl_guest_sdk::{is_condition_true, owned_conditions, Condition};
 
 use crate::App;
 
@@ -60,9 +60,7 @@ pub struct AppStatus {
 impl AppStatus {
     /// Whether `Ready` is `True`.
     pub fn is_ready(&self) -> bool {
-        self.conditions
-            .iter()
-            .any(|c| c.r#type == READY && c.is_true())
+        is_condition_true(&self.conditions, READY)
     }
 }
 
@@ -92,13 +90,7 @@ pub fn status(
             format!("ConfigMap {child} does not exist yet"),
         )
     };
-    let mut conditions: Vec<Condition> =
-        existing.into_iter().filter(|c| c.r#type == READY).collect();
-    set_condition(
-        &mut conditions,
-        ready.observed_generation(generation),
-        now_ms,
-    );
+    let conditions = owned_conditions(existing, ready.observed_generation(generation), now_ms);
     AppStatus {
         observed_generation: generation,
         conditions,

@@ -146,17 +146,8 @@ impl wasmctrl_guest_sdk::Guest for AppController {
             Lifecycle::Gone(_) => return Ok(plan),
             Lifecycle::Deleting(app) => {
                 // The snapshot holds only the ConfigMaps this App controls;
-                // they go first and explicitly: without a garbage collector
-                // (an API server with no kube-controller-manager) nothing
-                // else would delete them. Each delete is pinned to the uid
-                // the snapshot saw, and the deletion wakes the App again.
-                let mut children = snapshot.objects(f.children).peekable();
-                if children.peek().is_none() {
-                    app.release(&mut plan);
-                }
-                children.for_each(|c| {
-                    plan.delete(c.object_ref());
-                });
+                // they go first and explicitly, then the finalizer.
+                app.delete_then_release(snapshot.objects(f.children), &mut plan);
                 return Ok(plan);
             }
             Lifecycle::Live(app) => app,

@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 use wasmctrl_guest_sdk::pod_request::{pod_outcome, InvalidQuantity, PodOutcome, PodResources};
-use wasmctrl_guest_sdk::{set_condition, Condition};
+use wasmctrl_guest_sdk::{is_condition_true, owned_conditions, Condition};
 
 /// The condition type this controller owns.
 pub const READY: &str = "Ready";
@@ -55,9 +55,7 @@ pub struct QuotaStatus {
 impl QuotaStatus {
     /// Whether `Ready` is `True`.
     pub fn is_ready(&self) -> bool {
-        self.conditions
-            .iter()
-            .any(|c| c.r#type == READY && c.is_true())
+        is_condition_true(&self.conditions, READY)
     }
 }
 
@@ -86,13 +84,7 @@ pub fn status(
             format!("{used} GPUs in use, over the limit of {limit}"),
         )
     };
-    let mut conditions: Vec<Condition> =
-        existing.into_iter().filter(|c| c.r#type == READY).collect();
-    set_condition(
-        &mut conditions,
-        ready.observed_generation(generation),
-        now_ms,
-    );
+    let conditions = owned_conditions(existing, ready.observed_generation(generation), now_ms);
     QuotaStatus {
         used,
         observed_generation: generation,

@@ -37,6 +37,8 @@
 
 #[path = "../shared/args.rs"]
 mod args;
+#[path = "../shared/pods.rs"]
+mod fixture;
 mod measure;
 mod native_peer;
 mod pods;
@@ -47,9 +49,6 @@ mod system;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, PostParams};
-use serde_json::json;
 use wasmctrl_apiserver::{ApiServer, ApiServerConfig};
 
 use system::{Outcome, Setup, System};
@@ -81,15 +80,8 @@ async fn run_size(pods: usize, setup: &Setup) -> Vec<Outcome> {
         .write_kubeconfig(&setup.kubeconfig)
         .expect("kubeconfig written");
     let client = server.client().await.unwrap();
-    let namespaces: Api<Namespace> = Api::all(client.clone());
     for ns in [pods::NAMESPACE, system::SUMMARY_NAMESPACE] {
-        namespaces
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
-            )
-            .await
-            .unwrap();
+        wasmctrl_test_support::create_namespace(&client, ns).await;
     }
     let t = std::time::Instant::now();
     let mut world = pods::populate(&client, pods).await;

@@ -14,7 +14,9 @@ use std::time::Instant;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, ResourceExt};
 use serde_json::{json, Value};
@@ -31,13 +33,8 @@ const CREATE_CONCURRENCY: usize = 64;
 
 /// The App resource.
 pub fn app_resource() -> ApiResource {
-    ApiResource {
-        group: "apps.example.com".into(),
-        version: "v1".into(),
-        api_version: "apps.example.com/v1".into(),
-        kind: "App".into(),
-        plural: "apps".into(),
-    }
+    let gvk = GroupVersionKind::gvk("apps.example.com", "v1", "App");
+    ApiResource::from_gvk_with_plural(&gvk, "apps")
 }
 
 fn apps(client: &Client) -> Api<DynamicObject> {

@@ -26,6 +26,9 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../shared/args.rs"]
+#[allow(dead_code)]
+mod args;
 mod faults;
 mod host;
 mod world;
@@ -36,10 +39,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, PostParams};
 use kube::Client;
-use serde_json::json;
 use wasmctrl_apiserver::{ApiServer, ApiServerConfig};
 
 use faults::Kind;
@@ -158,16 +158,7 @@ struct Cycle {
 }
 
 fn guest_wasm() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    let path = target.join("wasm32-wasip2/guest/guest_gpu_summary.wasm");
-    assert!(
-        path.exists(),
-        "build the guests first: make guest ({} is missing)",
-        path.display()
-    );
-    path
+    args::guest("guest_gpu_summary.wasm")
 }
 
 /// Waits until the ConfigMap equals the expected summary (recomputed every
@@ -294,13 +285,7 @@ async fn run(mode: Mode) -> Result<(), Vec<String>> {
         .expect("embedded API server starts");
     let client = server.client().await.expect("admin client");
     for ns in [world::HOST_NS, world::PODS_NS] {
-        Api::<Namespace>::all(client.clone())
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
-            )
-            .await
-            .expect("namespace created");
+        wasmctrl_test_support::create_namespace(&client, ns).await;
     }
     let dir = tempfile::tempdir().expect("scratch dir");
     let kubeconfig = dir.path().join("kubeconfig");

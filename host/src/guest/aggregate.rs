@@ -21,8 +21,8 @@ use wasmtime::Engine;
 
 use super::bindings::wasmctrl::controller::types as wit;
 use super::{
-    plan, snapshot, CallState, CallStats, Environment, GuestError, GuestErrorKind, GuestManifest,
-    GuestModule, PlanError, PlannedEvent, Result, SnapshotData, ValidatedPlan,
+    plan, snapshot, CallState, CallStats, Environment, GuestErrorKind, GuestManifest, GuestModule,
+    PlanError, PlannedEvent, Result, SnapshotData, ValidatedPlan,
 };
 
 /// Host-side bindings of the `aggregate-controller` world.
@@ -191,26 +191,14 @@ impl GuestModule {
     ) -> (Result<Vec<ObjectOutput>>, CallStats) {
         let mut stats = CallStats::default();
         let name = manifest.name.as_str();
-        let started = Instant::now();
-        let (mut store, instance) = match self.aggregate_instance(name) {
-            Ok(x) => x,
-            Err(e) => return (Err(e), stats),
-        };
-        stats.instantiate = started.elapsed();
         let len = snapshot.object_watch.len();
         let wit_snapshot = snapshot::to_wit(snapshot);
-        let called = Instant::now();
-        let raw = instance.wasmctrl_controller_aggregator().call_map_objects(
-            &mut store,
-            env,
-            &wit_snapshot,
-        );
-        stats.call = called.elapsed();
-        stats.log_limited = store.data().log.limited;
-        let mapped = match raw {
-            Err(e) => return (Err(self.classify(name, &store, e)), stats),
-            Ok(Err(e)) => return (Err(self.failed(name, e)), stats),
-            Ok(Ok(m)) => m,
+        let called = self.call_aggregator(name, &mut stats, |store, instance| {
+            instance.call_map_objects(store, env, &wit_snapshot)
+        });
+        let (store, mapped) = match called {
+            Ok(x) => x,
+            Err(e) => return (Err(e), stats),
         };
         // The operator's caps bound what one call may hand back: events
         // as in a plan, contributions per object mapped.
@@ -290,42 +278,48 @@ impl GuestModule {
     ) -> (Result<ValidatedPlan>, CallStats) {
         let mut stats = CallStats::default();
         let name = manifest.name.as_str();
+        let called = self.call_aggregator(name, &mut stats, |store, instance| {
+            instance.call_render(store, env, groups)
+        });
+        // `render` sees no objects: its plan is validated against an empty
+        // snapshot.
+        let result = called.and_then(|(store, raw)| {
+            let limits = store.data().limits.clone();
+            let empty = snapshot::build(manifest, &[]);
+            self.finish_plan(name, &raw, manifest, &empty, &limits, &mut stats)
+        });
+        (result, stats)
+    }
+
+    /// One call of the `aggregator` export on a fresh instance:
+    /// instantiation and call timed into `stats`, a trap classified, the
+    /// guest's own error as [`GuestErrorKind::Failed`]; on success the
+    /// store (for its limits) and what the export returned.
+    fn call_aggregator<T>(
+        &self,
+        name: &str,
+        stats: &mut CallStats,
+        call: impl FnOnce(
+            &mut wasmtime::Store<CallState>,
+            &bindings::exports::wasmctrl::controller::aggregator::Guest,
+        ) -> wasmtime::Result<std::result::Result<T, wit::ReconcileError>>,
+    ) -> Result<(wasmtime::Store<CallState>, T)> {
         let started = Instant::now();
-        let (mut store, instance) = match self.aggregate_instance(name) {
-            Ok(x) => x,
-            Err(e) => return (Err(e), stats),
-        };
+        let (mut store, instance) = self.aggregate_instance(name)?;
         stats.instantiate = started.elapsed();
         let called = Instant::now();
-        let raw = instance
-            .wasmctrl_controller_aggregator()
-            .call_render(&mut store, env, groups);
+        let raw = call(&mut store, instance.wasmctrl_controller_aggregator());
         stats.call = called.elapsed();
         stats.log_limited = store.data().log.limited;
-        let limits = store.data().limits.clone();
-        let result = match raw {
+        match raw {
             Err(e) => Err(self.classify(name, &store, e)),
             Ok(Err(e)) => Err(self.failed(name, e)),
-            // `render` sees no objects: its plan is validated against an
-            // empty snapshot.
-            Ok(Ok(raw)) => {
-                let empty = snapshot::build(manifest, &[]);
-                self.finish_plan(name, &raw, manifest, &empty, &limits, &mut stats)
-            }
-        };
-        (result, stats)
+            Ok(Ok(value)) => Ok((store, value)),
+        }
     }
 
     /// The operator's caps for `guest`.
     pub fn limits(&self, guest: &str) -> crate::guest::policy::Limits {
         self.inner.shared.config.policy.limits(guest)
-    }
-
-    fn failed(&self, guest: &str, e: wit::ReconcileError) -> GuestError {
-        let (retryable, message) = match e {
-            wit::ReconcileError::Retryable(m) => (true, m),
-            wit::ReconcileError::Terminal(m) => (false, m),
-        };
-        self.error(guest, GuestErrorKind::Failed { retryable, message })
     }
 }

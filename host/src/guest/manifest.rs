@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use super::bindings::wasmctrl::controller::types as wit;
 use crate::projection::{FieldPath, PathError, Projection};
+use wasmctrl_kube_rules::names::is_qualified_finalizer;
 
 /// Why a manifest was rejected. Every variant names the manifest field
 /// (`watches[1] (pods).keys`), and the guest is named by the
@@ -297,25 +298,6 @@ impl GuestManifest {
     pub fn watch_named(&self, name: &str) -> Option<usize> {
         self.watches.iter().position(|w| w.name == name)
     }
-}
-
-/// Whether `s` is a Kubernetes qualified name with a prefix, as finalizers
-/// should be: `prefix/name`, the prefix a DNS subdomain, the name at most
-/// 63 characters of alphanumerics, `-`, `_` and `.`, starting and ending
-/// alphanumeric.
-pub fn is_qualified_finalizer(s: &str) -> bool {
-    let Some((prefix, name)) = s.split_once('/') else {
-        return false;
-    };
-    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
-    wasmctrl_kube_rules::names::is_dns1123_subdomain(prefix)
-        && !name.is_empty()
-        && name.len() <= 63
-        && alnum(name.chars().next())
-        && alnum(name.chars().last())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 /// Why `name` cannot name an object of kind `gvk` (None: it can), as the

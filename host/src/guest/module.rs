@@ -306,6 +306,15 @@ impl GuestModule {
         })
     }
 
+    /// The guest's own error (`reconcile-error`), as the caller gets it.
+    pub(super) fn failed(&self, guest: &str, e: wit::ReconcileError) -> GuestError {
+        let (retryable, message) = match e {
+            wit::ReconcileError::Retryable(m) => (true, m),
+            wit::ReconcileError::Terminal(m) => (false, m),
+        };
+        self.error(guest, GuestErrorKind::Failed { retryable, message })
+    }
+
     /// What a reconcile call returned, as the caller gets it: the guest's
     /// own error, or its plan finished (see [`Self::finish_plan`]).
     pub(super) fn finish_call(
@@ -318,20 +327,7 @@ impl GuestModule {
         stats: &mut CallStats,
     ) -> Result<ValidatedPlan> {
         match returned? {
-            Err(wit::ReconcileError::Retryable(message)) => Err(self.error(
-                name,
-                GuestErrorKind::Failed {
-                    retryable: true,
-                    message,
-                },
-            )),
-            Err(wit::ReconcileError::Terminal(message)) => Err(self.error(
-                name,
-                GuestErrorKind::Failed {
-                    retryable: false,
-                    message,
-                },
-            )),
+            Err(e) => Err(self.failed(name, e)),
             Ok(plan) => {
                 let data = snapshot::from_wit(snapshot);
                 self.finish_plan(name, &plan, manifest, &data, limits, stats)

@@ -9,7 +9,7 @@
 //! them for an aggregate key, the related ones for a per-object key) and
 //! never reorders objects (callers pass them sorted).
 
-use wasmctrl_snapshot::{kind, Builder, IndexData, SnapshotData};
+use wasmctrl_snapshot::{kind, Builder, SnapshotData};
 
 use super::bindings::wasmctrl::controller::types as wit;
 use super::manifest::GuestManifest;
@@ -96,58 +96,34 @@ pub fn build(manifest: &GuestManifest, per_watch: &[WatchView<'_>]) -> SnapshotD
 
 /// The WIT record, moving every vector (no copy of the bulk columns).
 pub fn to_wit(s: SnapshotData) -> wit::Snapshot {
-    wit::Snapshot {
-        strings: s.strings,
-        string_ends: s.string_ends,
-        object_watch: s.object_watch,
-        object_namespace: s.object_namespace,
-        object_name: s.object_name,
-        object_uid: s.object_uid,
-        object_generation: s.object_generation,
-        object_deletion_timestamp: s.object_deletion_timestamp,
-        object_first_slot: s.object_first_slot,
-        slot_ends: s.slot_ends,
-        value_kinds: s.value_kinds,
-        value_data: s.value_data,
-        indexes: s
-            .indexes
-            .into_iter()
-            .map(|i| wit::Index {
-                watch: i.watch,
-                name: i.name,
-                buckets: i
-                    .buckets
-                    .into_iter()
-                    .map(|(key, objects)| wit::Bucket { key, objects })
-                    .collect(),
-            })
-            .collect(),
-    }
+    wasmctrl_snapshot::into_record!(s, wit::Snapshot, wit::Index, wit::Bucket)
 }
 
 /// Back from the WIT record (after the call), moving every vector.
 pub fn from_wit(s: wit::Snapshot) -> SnapshotData {
-    SnapshotData {
-        strings: s.strings,
-        string_ends: s.string_ends,
-        object_watch: s.object_watch,
-        object_namespace: s.object_namespace,
-        object_name: s.object_name,
-        object_uid: s.object_uid,
-        object_generation: s.object_generation,
-        object_deletion_timestamp: s.object_deletion_timestamp,
-        object_first_slot: s.object_first_slot,
-        slot_ends: s.slot_ends,
-        value_kinds: s.value_kinds,
-        value_data: s.value_data,
-        indexes: s
-            .indexes
-            .into_iter()
-            .map(|i| IndexData {
-                watch: i.watch,
-                name: i.name,
-                buckets: i.buckets.into_iter().map(|b| (b.key, b.objects)).collect(),
-            })
-            .collect(),
+    wasmctrl_snapshot::from_record!(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snapshot_survives_the_trip_through_the_wit_record_unchanged() {
+        let mut b = Builder::with_capacity(2, 2);
+        for (name, team) in [("a", "red"), ("b", "blue")] {
+            let ns = b.string("ns");
+            let (name, uid) = (b.unique_string(name), b.unique_string(name));
+            b.object(0, ns, name, uid, 1, 0);
+            let team = b.string(team);
+            b.push_raw(kind::STR, u64::from(team));
+            b.end_slot();
+        }
+        b.index(0, "by-team", [("red", 0), ("blue", 1)]);
+        let data = b.finish();
+        let record = to_wit(data.clone());
+        assert_eq!(record.indexes[0].buckets.len(), 2);
+        assert_eq!(record.object_name, data.object_name);
+        assert_eq!(from_wit(record), data);
     }
 }

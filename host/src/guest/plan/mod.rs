@@ -22,10 +22,9 @@ use std::time::Duration;
 use serde_json::Value as Json;
 
 use super::bindings::wasmctrl::controller::types as wit;
-use super::manifest::{
-    is_qualified_finalizer, namespace_problem, object_name_problem, shown, GuestManifest, Gvk,
-};
+use super::manifest::{namespace_problem, object_name_problem, shown, GuestManifest, Gvk};
 use wasmctrl_kube_rules::configmap_key::{check_config_map_key, ConfigMapKeyError};
+use wasmctrl_kube_rules::names::is_qualified_finalizer;
 use wasmctrl_snapshot::SnapshotView;
 
 /// Why a plan was rejected. `writes[i]` positions name the write.

@@ -33,18 +33,11 @@ fn rule(api_version: &str, kind: &str, namespace: Option<&str>) -> wit::WriteRul
 fn permissive() -> GuestManifest {
     manifest::validate(&wit::Manifest {
         name: "names".into(),
-        watches: vec![wit::Watch {
-            name: "pods".into(),
-            gvk: gvk("v1", "Pod"),
-            plural: None,
-            namespace: None,
-            label_selector: None,
-            field_selector: None,
-            fields: vec![],
-            indexes: vec![],
-            keys: wit::KeyMapping::Aggregate("k".into()),
-            finalizer: None,
-        }],
+        watches: vec![crate::guest::manifest::fixtures::watch(
+            "pods",
+            gvk("v1", "Pod"),
+            None,
+        )],
         writes: vec![
             rule("v1", "ConfigMap", None),
             rule("v1", "Pod", Some("ml")),

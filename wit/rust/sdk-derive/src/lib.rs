@@ -310,16 +310,20 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
             }
         }
     };
+    // The handles struct and its methods, for both kinds of view.
+    let handles_def = quote! {
+        #[doc = #handles_doc]
+        #[derive(Clone, Copy, Debug)]
+        #vis struct #handles {
+            watch: #sdk::snapshot::WatchId,
+            #(#members,)*
+        }
+
+        #handles_impl
+    };
     if configured {
         return Ok(quote! {
-            #[doc = #handles_doc]
-            #[derive(Clone, Copy, Debug)]
-            #vis struct #handles {
-                watch: #sdk::snapshot::WatchId,
-                #(#members,)*
-            }
-
-            #handles_impl
+            #handles_def
 
             impl #impl_generics #self_ty {
                 /// Every projection path the view reads with these
@@ -333,14 +337,7 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
         });
     }
     Ok(quote! {
-        #[doc = #handles_doc]
-        #[derive(Clone, Copy, Debug)]
-        #vis struct #handles {
-            watch: #sdk::snapshot::WatchId,
-            #(#members,)*
-        }
-
-        #handles_impl
+        #handles_def
 
         impl #impl_generics #sdk::View<#a> for #self_ty {
             const FIELDS: &'static [&'static str] = &[#(#paths),*];

@@ -66,6 +66,28 @@ pub fn find_condition<'a>(conditions: &'a [Condition], r#type: &str) -> Option<&
     conditions.iter().find(|c| c.r#type == r#type)
 }
 
+/// Whether the condition of type `r#type` is present and `True`, as
+/// `meta.IsStatusConditionTrue` answers.
+pub fn is_condition_true(conditions: &[Condition], r#type: &str) -> bool {
+    find_condition(conditions, r#type).is_some_and(Condition::is_true)
+}
+
+/// The conditions of a controller that owns one condition type, as it
+/// writes them: `new`, set over `existing`'s entry of its type as
+/// [`set_condition`] does (so its `lastTransitionTime` is kept unless the
+/// status changes), and no other entry, since applying another
+/// controller's conditions would make this guest co-own them. `existing`
+/// is what the object holds now (read through a `#[conditions]` view
+/// field or [`ConditionFields`]).
+pub fn owned_conditions(existing: Vec<Condition>, new: Condition, now_ms: u64) -> Vec<Condition> {
+    let mut conditions: Vec<Condition> = existing
+        .into_iter()
+        .filter(|c| c.r#type == new.r#type)
+        .collect();
+    set_condition(&mut conditions, new, now_ms);
+    conditions
+}
+
 /// Sets `new` in `conditions` (by type) as `meta.SetStatusCondition` does:
 /// a new condition, or one whose `status` changes, gets
 /// `lastTransitionTime` = `new`'s if set, else `now_ms` (the environment's
@@ -242,6 +264,31 @@ mod tests {
             T0
         ));
         assert_eq!(cs[0].last_transition_time, "2026-12-01T03:44:00Z");
+    }
+
+    #[test]
+    fn owned_conditions_keep_only_the_owned_type_and_its_transition_time() {
+        let synced = Condition::new("Synced", true, "Ok", "");
+        let ready = Condition {
+            last_transition_time: "2020-01-01T00:00:00Z".into(),
+            ..Condition::new("Ready", true, "Old", "m")
+        };
+        let existing = vec![synced, ready];
+        let same = Condition::new("Ready", true, "New", "n").observed_generation(2);
+        let owned = owned_conditions(existing.clone(), same, T0);
+        assert_eq!(owned.len(), 1);
+        assert_eq!(
+            (owned[0].reason.as_str(), owned[0].observed_generation),
+            ("New", 2)
+        );
+        assert_eq!(owned[0].last_transition_time, "2020-01-01T00:00:00Z");
+        assert!(is_condition_true(&owned, "Ready"));
+        assert!(!is_condition_true(&owned, "Synced"));
+        let flipped = owned_conditions(existing, Condition::new("Ready", false, "R", ""), T0);
+        assert_eq!(flipped[0].last_transition_time, "2026-12-01T03:44:00Z");
+        assert!(!is_condition_true(&flipped, "Ready"));
+        let fresh = owned_conditions(Vec::new(), Condition::new("Ready", true, "R", ""), T1);
+        assert_eq!(fresh[0].last_transition_time, "2026-12-01T03:45:00Z");
     }
 
     #[test]

@@ -17,7 +17,8 @@
 //! - [`Lifecycle`]: a primary `Live`, `Deleting` (clean up, then release
 //!   the host-managed finalizer) or `Gone` ([`lifecycle`]).
 //! - [`config::Config`]: the operator's configuration, unknown keys rejected.
-//! - [`condition`]: `set_condition` keeping `lastTransitionTime`; [`time`]:
+//! - [`condition`]: `set_condition` keeping `lastTransitionTime`,
+//!   `owned_conditions` for a guest that owns one condition type; [`time`]:
 //!   `env.now-ms` as RFC 3339.
 //! - [`log!`], [`info!`], [`warn!`], ...: logging that works natively too;
 //!   a panic hook that logs the panic's message.
@@ -129,7 +130,9 @@ pub mod bindings {
 /// The contract's records, as the component boundary carries them.
 pub use bindings::wasmctrl::controller::types as wit;
 
-pub use condition::{set_condition, Condition, ConditionFields};
+pub use condition::{
+    is_condition_true, owned_conditions, set_condition, Condition, ConditionFields,
+};
 pub use lifecycle::{Deleting, Lifecycle};
 pub use log::Level;
 pub use owner::{controller_ref, owner_ref, OwnerReference};

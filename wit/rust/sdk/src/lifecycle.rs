@@ -4,7 +4,8 @@
 //! [`Lifecycle::Gone`] (nothing of it is left to write). Like
 //! kube-runtime's `finalizer::Event::{Apply, Cleanup}`, but the host adds
 //! the finalizer: this module only reads the snapshot and plans its
-//! removal, and never decides when clean-up is complete.
+//! removal (after deleting the objects the guest names, with
+//! [`Deleting::delete_then_release`]), and never decides what clean-up is.
 
 use crate::snapshot::{Object, Snapshot};
 use crate::{Plan, Request};
@@ -62,6 +63,27 @@ impl<'s> Deleting<'s> {
             }
             _ => plan,
         }
+    }
+
+    /// Cleans up by deleting `owned` (the objects it controls, each delete
+    /// pinned to the uid the snapshot saw) and plans the finalizer's
+    /// release only once none is left: their deletions wake the object
+    /// again, and that reconcile releases it. Without a garbage collector
+    /// (an API server with no kube-controller-manager) nothing else would
+    /// delete them.
+    pub fn delete_then_release<'p, 'o>(
+        &self,
+        owned: impl IntoIterator<Item = Object<'o>>,
+        plan: &'p mut Plan,
+    ) -> &'p mut Plan {
+        let mut owned = owned.into_iter().peekable();
+        if owned.peek().is_none() {
+            return self.release(plan);
+        }
+        for object in owned {
+            plan.delete(object.object_ref());
+        }
+        plan
     }
 }
 
@@ -174,6 +196,41 @@ mod tests {
             run(&manifest(None, true), vec![deleting()]),
             ("deleting", vec![])
         );
+    }
+
+    #[test]
+    fn delete_then_release_deletes_the_owned_first_and_releases_once_none_is_left() {
+        let mut m = manifest(Some(FIN), true);
+        m.watches
+            .push(Watch::new("children", GroupVersionKind::core("ConfigMap")));
+        let deleting = Obj::new("apps", "ns", "a")
+            .deleting("2026-01-01T00:00:00Z")
+            .set_list(FINALIZERS, [FIN]);
+        let schema = Schema::new(&m).expect("unique names");
+        let children = schema.watch("children").expect("declared").id();
+        let request = Request::object("apps", "ns/a");
+        let writes = |objects: Vec<Obj>| {
+            let data = World::new(&m)
+                .with_all(objects)
+                .snapshot()
+                .expect("declared names");
+            let snap = Snapshot::new(&schema, &data).expect("valid");
+            let mut plan = Plan::new();
+            match snap.lifecycle(&request) {
+                Lifecycle::Deleting(d) => {
+                    d.delete_then_release(snap.objects(children), &mut plan);
+                }
+                _ => panic!("not deleting"),
+            }
+            plan.writes().to_vec()
+        };
+        let child = Obj::new("children", "ns", "a");
+        let with_child = writes(vec![deleting.clone(), child]);
+        assert!(
+            matches!(with_child.as_slice(), [wit::Write::Delete(t)] if t.name == "a" && t.kind == "ConfigMap"),
+            "{with_child:?}"
+        );
+        assert!(removes_ours(&writes(vec![deleting])));
     }
 
     #[test]

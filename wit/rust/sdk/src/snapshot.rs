@@ -196,29 +196,7 @@ pub struct IndexName {
 /// The contract's snapshot record as the layout crate's data, moving the
 /// columns (no copy).
 pub fn from_wit(s: wit::Snapshot) -> SnapshotData {
-    SnapshotData {
-        strings: s.strings,
-        string_ends: s.string_ends,
-        object_watch: s.object_watch,
-        object_namespace: s.object_namespace,
-        object_name: s.object_name,
-        object_uid: s.object_uid,
-        object_generation: s.object_generation,
-        object_deletion_timestamp: s.object_deletion_timestamp,
-        object_first_slot: s.object_first_slot,
-        slot_ends: s.slot_ends,
-        value_kinds: s.value_kinds,
-        value_data: s.value_data,
-        indexes: s
-            .indexes
-            .into_iter()
-            .map(|i| wasmctrl_snapshot::IndexData {
-                watch: i.watch,
-                name: i.name,
-                buckets: i.buckets.into_iter().map(|b| (b.key, b.objects)).collect(),
-            })
-            .collect(),
-    }
+    wasmctrl_snapshot::from_record!(s)
 }
 
 /// A validated snapshot, read through a [`Schema`].

@@ -6,11 +6,14 @@
 //! from their generated bindings by moving them), [`Builder`] (the only
 //! code that lays a snapshot out — the host builds every reconcile's
 //! snapshot with it, the SDK's native test helpers build fixtures with it)
-//! and [`SnapshotView`] (a panic-free reader for guests). It never decides
+//! and [`SnapshotView`] (a panic-free reader for guests), and the moves
+//! between [`SnapshotData`] and a generated binding's record
+//! ([`into_record!`], [`from_record!`]). It never decides
 //! *which* objects a snapshot holds, never talks to a cluster, and has no
 //! dependencies, so it links into a guest at almost no cost.
 
 mod builder;
+mod record;
 mod view;
 
 pub use builder::Builder;
