@@ -722,6 +722,7 @@ fn type_name(v: &Json) -> &'static str {
     }
 }
 
+mod json;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
