@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use wasmctrl::guest::{self, GuestRuntime, RuntimeConfig};
-use wasmctrl::objects::read_objects_keeping;
 use wasmctrl::offline::keep_for;
+use wasmctrl::offline::objects::read_objects_keeping;
 use wasmctrl::projection::Keep;
 
 /// A pod shaped like kubectl prints it (~7.5 KB pretty-printed).

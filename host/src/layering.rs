@@ -18,10 +18,8 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "config",
             "failure",
-            "packaging",
             "permissions",
             "request",
-            "scaffold",
             "sync",
             "urlpath",
         ],
@@ -40,23 +38,16 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("caches, counters, contract", &["guest", "metrics", "store"]),
     (
         "reading the cluster and relating objects",
-        &[
-            "claims",
-            "client",
-            "discovery",
-            "informer",
-            "objects",
-            "relations",
-        ],
+        &["claims", "client", "discovery", "informer", "relations"],
     ),
     ("reading what the guest writes", &["outputs"]),
     ("judging writes", &["guard"]),
-    ("acting on plans", &["actuator", "aggregate", "offline"]),
+    ("acting on plans", &["actuator", "aggregate"]),
     ("comparing plans", &["shadow"]),
     ("recording cases", &["recording"]),
     ("one guest's control loop", &["controller"]),
     ("the host", &["supervisor"]),
-    ("development", &["demo"]),
+    ("tools over the runtime", &["offline"]),
 ];
 
 #[cfg(test)]

@@ -63,6 +63,46 @@ pub struct RecordConfig {
     pub secrets: bool,
 }
 
+/// The most cases [`RecordConfig::new`] keeps per guest.
+pub const DEFAULT_MAX_CASES: usize = 1000;
+/// The most bytes of cases [`RecordConfig::new`] keeps per guest: 64 MiB.
+pub const DEFAULT_MAX_BYTES: u64 = 64 << 20;
+
+impl RecordConfig {
+    /// Recording under `dir`, at most [`DEFAULT_MAX_CASES`] cases and
+    /// [`DEFAULT_MAX_BYTES`] per guest, guests watching Secrets left out.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        RecordConfig {
+            dir: dir.into(),
+            max_cases: DEFAULT_MAX_CASES,
+            max_bytes: DEFAULT_MAX_BYTES,
+            secrets: false,
+        }
+    }
+
+    /// Sets the most cases kept per guest (the oldest go first).
+    #[must_use]
+    pub fn max_cases(mut self, n: usize) -> Self {
+        self.max_cases = n;
+        self
+    }
+
+    /// Sets the most bytes of cases kept per guest.
+    #[must_use]
+    pub fn max_bytes(mut self, n: u64) -> Self {
+        self.max_bytes = n;
+        self
+    }
+
+    /// Sets whether guests that watch Secrets are recorded too: their data
+    /// then lands on disk.
+    #[must_use]
+    pub fn secrets(mut self, secrets: bool) -> Self {
+        self.secrets = secrets;
+        self
+    }
+}
+
 /// A normalised plan (see [`normalise`]: writes and events as canonical
 /// JSON text) with its writes and events as JSON again, for people.
 fn readable(plan: &Json) -> Json {
@@ -553,7 +593,7 @@ pub fn replay(module: &GuestModule, case: &RecordedCase) -> Replayed {
     };
     let (plan, _) = module.reconcile(&manifest, &case.env, &case.request, snapshot);
     let plan = match plan {
-        Ok(plan) => normalise(&crate::offline::plan_json(&plan)),
+        Ok(plan) => normalise(&plan.to_json()),
         Err(e) => return Replayed::Error(e.to_string()),
     };
     match crate::shadow::plan_diff(&case.plan, &plan) {

@@ -19,8 +19,6 @@ mod builtin_children;
 mod cli_reconcile;
 mod cli_reconcile_keys;
 mod cluster_owner;
-#[cfg(feature = "dev-server")]
-mod demo;
 mod deploy;
 mod failover;
 mod faults;

@@ -277,9 +277,7 @@ impl GuestController {
         if shadow.is_none() && recording.is_none() {
             return;
         }
-        let active = seen
-            .as_ref()
-            .map(|_| shadow::normalise(&crate::offline::plan_json(plan)));
+        let active = seen.as_ref().map(|_| shadow::normalise(&plan.to_json()));
         let case = || match (&seen, &active) {
             (Some((snapshot, env)), Some(active)) => shadow::Case::Seen {
                 key: key.clone(),

@@ -83,7 +83,7 @@ impl Case {
                     &request(&target.manifest, &key),
                     snapshot.clone(),
                 );
-                let active = normalise(&crate::offline::plan_json(&plan.ok()?));
+                let active = normalise(&plan.ok()?.to_json());
                 Some(Resolved {
                     key,
                     env,

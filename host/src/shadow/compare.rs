@@ -17,7 +17,7 @@ pub(super) struct Diff {
     pub(super) shadow_only: Vec<String>,
 }
 
-/// A printed plan ([`crate::offline::plan_json`]) in a form two plans can
+/// A printed plan ([`ValidatedPlan::to_json`](crate::guest::ValidatedPlan::to_json)) in a form two plans can
 /// be compared by: its writes and events as sorted lists of canonical JSON
 /// (object keys sorted), its requeue as it is.
 pub fn normalise(plan: &Json) -> Json {

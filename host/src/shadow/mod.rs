@@ -310,7 +310,7 @@ fn compare(spec: &ShadowSpec, target: &Target, case: Case) -> Compared {
         Ok(plan) => plan,
         Err(e) => return Compared::Error(e.to_string()),
     };
-    let printed = crate::offline::plan_json(&plan);
+    let printed = plan.to_json();
     let Some(d) = diff(&active, &normalise(&printed)) else {
         return Compared::Same;
     };

@@ -177,6 +177,104 @@ pub struct SupervisorConfig {
     pub record: Option<crate::recording::RecordConfig>,
 }
 
+impl SupervisorConfig {
+    /// Sets the guest component files loaded at start.
+    #[must_use]
+    pub fn guests(mut self, guests: Vec<PathBuf>) -> Self {
+        self.guests = guests;
+        self
+    }
+
+    /// Sets the directory of guests to watch; its changes are swapped in at
+    /// run time.
+    #[must_use]
+    pub fn guest_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.guest_dir = dir;
+        self
+    }
+
+    /// Sets the host's namespace (told to guests).
+    #[must_use]
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = namespace.into();
+        self
+    }
+
+    /// Sets the per-guest configuration, keyed by guest name or file stem.
+    #[must_use]
+    pub fn guest_config(mut self, config: BTreeMap<String, BTreeMap<String, String>>) -> Self {
+        self.guest_config = config;
+        self
+    }
+
+    /// Sets the controller settings every guest shares.
+    #[must_use]
+    pub fn controller(mut self, controller: ControllerConfig) -> Self {
+        self.controller = controller;
+        self
+    }
+
+    /// Sets the sandbox settings.
+    #[must_use]
+    pub fn runtime(mut self, runtime: RuntimeConfig) -> Self {
+        self.runtime = runtime;
+        self
+    }
+
+    /// Sets the host's own Pod (namespace, name), which swap Events regard.
+    #[must_use]
+    pub fn pod(mut self, pod: Option<(String, String)>) -> Self {
+        self.pod = pod;
+        self
+    }
+
+    /// Sets how often the guest directory is rescanned without a
+    /// notification (`None`: only on notifications).
+    #[must_use]
+    pub fn rescan(mut self, rescan: Option<Duration>) -> Self {
+        self.rescan = rescan;
+        self
+    }
+
+    /// Sets how long failing watches are tolerated (not ready, then exit).
+    #[must_use]
+    pub fn watch_health(mut self, watch_health: crate::informer::WatchHealthConfig) -> Self {
+        self.watch_health = watch_health;
+        self
+    }
+
+    /// Sets whether a guest refused at start ends the host instead of being
+    /// refused alone.
+    #[must_use]
+    pub fn strict_guests(mut self, strict: bool) -> Self {
+        self.strict_guests = strict;
+        self
+    }
+
+    /// Sets the shadows: (the running guest's name, the new version's file).
+    #[must_use]
+    pub fn shadows(mut self, shadows: Vec<(String, PathBuf)>) -> Self {
+        self.shadows = shadows;
+        self
+    }
+
+    /// Sets whether shadows' differing writes are sent as dry runs. Each
+    /// one is a request to the API server, under the host's client rate
+    /// limit, which the guests' own writes share.
+    #[must_use]
+    pub fn shadow_dry_run(mut self, dry_run: bool) -> Self {
+        self.shadow_dry_run = dry_run;
+        self
+    }
+
+    /// Sets where and how much the host records (`None`: nothing).
+    #[must_use]
+    pub fn record(mut self, record: Option<crate::recording::RecordConfig>) -> Self {
+        self.record = record;
+        self
+    }
+}
+
 /// Leadership as the host sees it (defined by the leader-election bridge).
 pub use crate::leader::Leadership;
 

@@ -721,6 +721,7 @@ fn type_name(v: &Json) -> &'static str {
     }
 }
 
+mod json;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]

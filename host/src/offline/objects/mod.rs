@@ -2,7 +2,7 @@
 //! (a `List`), single objects, and multi-document YAML.
 //!
 //! Owns parsing and the errors that name the file and the problem. It never
-//! evaluates selectors or projections (see `offline`); which fields a
+//! evaluates selectors or projections (its parent, `offline`, does); which fields a
 //! selector can read comes from `wasmctrl_kube_rules::selector`.
 
 use std::io::Read;

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use clap::CommandFactory;
 
-use crate::Cli;
+use super::Cli;
 
 /// Set (to anything) to rewrite the generated pages instead of checking them.
 const REGENERATE: &str = "WASMCTRL_REGENERATE_BOOK";
@@ -55,7 +55,7 @@ fn flags_page() -> String {
     let mut cli = Cli::command();
     cli.build();
     let mut page = String::from(
-        "<!-- Generated from the CLI by `make book-regenerate` (host/src/book.rs); do not edit. -->\n\
+        "<!-- Generated from the CLI by `make book-regenerate` (host/src/cli/book.rs); do not edit. -->\n\
          # Flags\n\n\
          Every flag of the product binary's subcommands, as `wasmctrl SUBCOMMAND --help`\n\
          prints it. A test of the binary fails when this page no longer matches\n\
@@ -109,7 +109,7 @@ fn families() -> Vec<(String, String, String)> {
 
 fn metrics_page() -> String {
     let mut page = String::from(
-        "<!-- Generated from the metrics registry by `make book-regenerate` (host/src/book.rs); do not edit. -->\n\
+        "<!-- Generated from the metrics registry by `make book-regenerate` (host/src/cli/book.rs); do not edit. -->\n\
          | family | type | help |\n|---|---|---|\n",
     );
     for (name, kind, help) in families() {

@@ -1,26 +1,26 @@
 //! Offline reconcile: run a guest once over objects read from files, exactly
 //! as the host would (same selectors, projection, snapshot, runtime, limits
-//! and plan validation), and report the plan.
+//! and plan validation), and report the plan. A tool over the runtime, not
+//! part of it: `wasmctrl reconcile`, the examples and the benches use it,
+//! and no module of the host's control loop imports it.
 //!
-//! Owns the mapping from a flat list of objects to each watch's cached view
-//! (indexed stores, as the host keeps them), the choice of keys (all, or
-//! `--key`), and the JSON shape of the printed plan (the contract's field
-//! names). It never contacts a cluster, so a host-managed finalizer is not
-//! added offline.
-
-use std::time::Duration;
+//! Owns reading objects from files ([`objects`]), the mapping from a flat
+//! list of objects to each watch's cached view (indexed stores, as the host
+//! keeps them) and the choice of keys (all, or `--key`); a plan prints as
+//! [`ValidatedPlan::to_json`](crate::guest::ValidatedPlan::to_json). It
+//! never contacts a cluster, so a host-managed finalizer is not added
+//! offline.
 
 use serde_json::{json, Value as Json};
 
-use crate::guest::{
-    self, Environment, GuestError, GuestManifest, GuestModule, KeyMapping, ObjectKey, PlannedWrite,
-    Request, ValidatedPlan,
-};
+use crate::guest::{Environment, GuestError, GuestManifest, GuestModule, KeyMapping, Request};
 use crate::projection::{Interner, Keep, ProjectedObject};
 use crate::relations::{self, WatchCache};
 use crate::request::RequestKey;
 use crate::store::Writer;
 use wasmctrl_kube_rules::selector::{extract_attrs, FieldSelector, LabelSelector, SelectorError};
+
+pub mod objects;
 
 /// Why an offline reconcile failed.
 #[derive(Debug, thiserror::Error)]
@@ -160,7 +160,8 @@ fn request_keys(manifest: &GuestManifest, caches: &[WatchCache]) -> Vec<RequestK
 /// Runs the guest (described with `env` as `manifest`; `env.now-ms` is the
 /// clock it sees) over `objects` once per request key — or only for `key`
 /// — exactly as the host would (per-key snapshots included). Returns one
-/// document per key: the request and its plan ([`plan_json`]).
+/// document per key: the request and its plan
+/// ([`ValidatedPlan::to_json`](crate::guest::ValidatedPlan::to_json)).
 pub fn reconcile(
     module: &GuestModule,
     env: &Environment,
@@ -202,7 +203,7 @@ pub fn reconcile(
         let plan = result?;
         out.push(json!({
             "request": {"key": request.key, "watch": request.watch},
-            "plan": plan_json(&plan),
+            "plan": plan.to_json(),
         }));
     }
     Ok(out)
@@ -230,53 +231,4 @@ fn gone_primary(manifest: &GuestManifest, key: &str) -> Option<RequestKey> {
         _ => false,
     };
     shaped.then(|| RequestKey::object(p, key))
-}
-
-fn reference(k: &ObjectKey) -> Json {
-    let mut r = json!({"api-version": k.gvk.api_version(), "kind": k.gvk.kind, "name": k.name});
-    if let Some(ns) = &k.namespace {
-        r["namespace"] = json!(ns);
-    }
-    r
-}
-
-/// The printed form of a plan, with the contract's field names (the WIT
-/// `plan` record: `writes` as `{"<variant>": payload}`, `events`,
-/// `requeue-after-ms`).
-pub fn plan_json(plan: &ValidatedPlan) -> Json {
-    let writes: Vec<Json> = plan
-        .writes
-        .iter()
-        .map(|w| match w {
-            PlannedWrite::Apply { doc, .. } => json!({"apply": doc}),
-            PlannedWrite::ApplyEntries { entries, .. } => json!({"apply": entries.doc()}),
-            PlannedWrite::Update { doc, .. } => json!({"update": doc}),
-            PlannedWrite::ApplyStatus { doc, .. } => json!({"apply-status": doc}),
-            PlannedWrite::Delete { target, .. } => json!({"delete": reference(target)}),
-            PlannedWrite::AddFinalizer {
-                target, finalizer, ..
-            } => json!({"add-finalizer": {"target": reference(target), "finalizer": finalizer}}),
-            PlannedWrite::RemoveFinalizer {
-                target, finalizer, ..
-            } => json!({"remove-finalizer": {"target": reference(target), "finalizer": finalizer}}),
-        })
-        .collect();
-    let events: Vec<Json> = plan
-        .events
-        .iter()
-        .map(|e| {
-            json!({
-                "regarding": reference(&e.regarding),
-                "related": e.related.as_ref().map(reference),
-                "event-type": match e.event_type { guest::EventType::Normal => "normal", guest::EventType::Warning => "warning" },
-                "reason": e.reason,
-                "action": e.action,
-                "message": e.message,
-            })
-        })
-        .collect();
-    let requeue = plan
-        .requeue_after
-        .map(|d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    json!({"writes": writes, "events": events, "requeue-after-ms": requeue})
 }

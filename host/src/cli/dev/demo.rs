@@ -2,7 +2,7 @@
 //! real host pipeline with the GPU-summary guest against it over HTTPS, and
 //! the live summary next to a ground truth computed independently.
 //!
-//! Owns the simulation (nodes with `nvidia.com/gpu` allocatable; pods
+//! Owns the flags, the simulation (nodes with `nvidia.com/gpu` allocatable; pods
 //! created, scheduled, completing, failing and deleted at a steady rate) and
 //! the verdict. The server runs its simulated nodes too ([`SIMULATED_NODES`],
 //! with their trivial scheduler and kubelets); the pods the simulator leaves
@@ -15,14 +15,72 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use clap::Args;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 
-use crate::metrics::GuestMetrics;
-use crate::supervisor::{Supervisor, SupervisorConfig, SupervisorError};
+use wasmctrl::metrics::GuestMetrics;
+use wasmctrl::supervisor::{Supervisor, SupervisorConfig, SupervisorError};
 use wasmctrl_apiserver::{ApiServer, ApiServerConfig, ServerError};
+
+use crate::cli::flags;
+
+/// Most nodes the demo (and `apiserver --simulated-nodes`) creates.
+pub const MAX_DEMO_NODES: u64 = 10_000;
+/// Most pods the demo keeps alive.
+const MAX_DEMO_PODS: u64 = 1_000_000;
+/// Fastest demo simulator rate, actions per second.
+const MAX_DEMO_RATE: f64 = 100_000.0;
+
+#[derive(Args)]
+pub struct DemoArgs {
+    /// Number of GPU nodes.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=MAX_DEMO_NODES))]
+    nodes: u64,
+    /// Pods kept alive by the simulator.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=MAX_DEMO_PODS))]
+    pods: u64,
+    /// Stop after this many seconds and print a verdict (default: until Ctrl-C).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=flags::MAX_SECONDS))]
+    duration: Option<u64>,
+    /// Simulator actions per second.
+    #[arg(long, default_value_t = 20.0, value_parser = demo_rate)]
+    rate: f64,
+    /// Simulator seed.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// The GPU-summary guest.
+    #[arg(
+        long,
+        default_value = "target/wasm32-wasip2/guest/guest_gpu_summary.wasm"
+    )]
+    guest: PathBuf,
+}
+
+/// `demo --rate`.
+fn demo_rate(s: &str) -> Result<f64, String> {
+    flags::positive(s, MAX_DEMO_RATE, "actions per second")
+}
+
+/// Runs the demo; with `--duration`, fails unless the summary converged to
+/// the ground truth.
+pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
+    let verdict = run(DemoConfig {
+        nodes: usize::try_from(args.nodes).unwrap_or(1),
+        pods: usize::try_from(args.pods).unwrap_or(1),
+        duration: args.duration.map(Duration::from_secs),
+        guest: args.guest,
+        rate: args.rate,
+        seed: args.seed,
+    })
+    .await?;
+    if args.duration.is_some() && !verdict.converged {
+        anyhow::bail!("the summary did not converge to the ground truth");
+    }
+    Ok(())
+}
 
 /// Why the demo could not run to a verdict.
 #[derive(Debug, thiserror::Error)]
@@ -79,8 +137,10 @@ struct SimPod {
     phase: &'static str,
 }
 
-/// The demo's outcome.
+/// The demo's outcome. The command reads `converged`; the end-to-end test
+/// reads the rest.
 #[derive(Debug, Clone)]
+#[cfg_attr(not(test), allow(dead_code))]
 pub struct Verdict {
     /// Whether the summary matched the ground truth at the end.
     pub converged: bool,
@@ -357,4 +417,50 @@ pub async fn run(config: DemoConfig) -> Result<Verdict, DemoError> {
         truth: want,
         unbound: sim.sim.values().filter(|p| p.node.is_none()).count(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    use super::{run, DemoConfig};
+
+    /// The built GPU-summary guest (`make guest`).
+    fn guest_path() -> PathBuf {
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+        let p = target.join("wasm32-wasip2/guest/guest_gpu_summary.wasm");
+        assert!(
+            p.exists(),
+            "build the guests first: make guest ({} is missing)",
+            p.display()
+        );
+        p
+    }
+
+    /// `wasmctrl demo` end to end, with the server's simulated nodes on:
+    /// the pods the simulator leaves unbound name a scheduler nothing
+    /// runs, so the simulated scheduler leaves them alone and the GPU
+    /// summary equals the simulator's own count exactly.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_demo_summary_equals_its_ground_truth_with_simulated_nodes_on() {
+        let verdict = run(DemoConfig {
+            nodes: 3,
+            pods: 200,
+            duration: Some(Duration::from_secs(3)),
+            guest: guest_path(),
+            rate: 40.0,
+            seed: 7,
+        })
+        .await
+        .unwrap();
+        assert!(
+            verdict.unbound > 0,
+            "no pod stayed unbound: the test proves nothing"
+        );
+        assert_eq!(verdict.summary, verdict.truth);
+        assert!(verdict.converged);
+    }
 }

@@ -5,7 +5,8 @@
 //! range, never a panic later (`Duration::from_secs_f64` on a negative,
 //! NaN or huge value) or a silent wrap (`MiB << 20`), and the watch-health
 //! flag group, which converts into the informer's `WatchHealthConfig`.
-//! Every other value `main.rs` converts.
+//! Every other value the subcommand's own module converts. The demo's
+//! bounds are the demo's (`dev/demo.rs`).
 
 use std::time::Duration;
 
@@ -24,15 +25,6 @@ pub const MAX_RUNTIME_THREADS: u64 = 256;
 /// Client QPS bounds (a period of 1/qps seconds must be representable and
 /// useful).
 pub const QPS_RANGE: (f64, f64) = (0.01, 1_000_000.0);
-/// Demo bounds: nodes, pods, simulator actions per second.
-#[cfg(feature = "dev-server")]
-pub const MAX_DEMO_NODES: u64 = 10_000;
-/// Most pods the demo keeps alive.
-#[cfg(feature = "dev-server")]
-pub const MAX_DEMO_PODS: u64 = 1_000_000;
-/// Fastest demo simulator rate, actions per second.
-#[cfg(feature = "dev-server")]
-pub const MAX_DEMO_RATE: f64 = 100_000.0;
 
 /// A finite number in `[min, max]`.
 fn float_in(s: &str, min: f64, max: f64, what: &str) -> Result<f64, String> {
@@ -47,7 +39,7 @@ fn float_in(s: &str, min: f64, max: f64, what: &str) -> Result<f64, String> {
 }
 
 /// A finite number more than 0 and at most `max`.
-fn positive(s: &str, max: f64, unit: &str) -> Result<f64, String> {
+pub fn positive(s: &str, max: f64, unit: &str) -> Result<f64, String> {
     let v: f64 = s
         .trim()
         .parse()
@@ -67,12 +59,6 @@ pub fn positive_seconds(s: &str) -> Result<f64, String> {
 /// `--kube-api-qps`.
 pub fn qps(s: &str) -> Result<f64, String> {
     float_in(s, QPS_RANGE.0, QPS_RANGE.1, "requests per second")
-}
-
-/// `demo --rate`.
-#[cfg(feature = "dev-server")]
-pub fn demo_rate(s: &str) -> Result<f64, String> {
-    positive(s, MAX_DEMO_RATE, "actions per second")
 }
 
 /// `--shadow GUEST=FILE`: a guest name and a file, both non-empty.

@@ -1,11 +1,71 @@
-//! Packaging guests for a cluster: the ConfigMap that carries a `.wasm`
-//! (as `binaryData`) to be mounted into the host's pod.
+//! `wasmctrl guest configmap`: a guest packaged for a cluster, the
+//! ConfigMap that carries a `.wasm` (as `binaryData`) to be mounted into
+//! the host's pod, printed as YAML.
 //!
-//! Owns the ConfigMap's shape and its size check. It never talks to the
-//! cluster; `kubectl apply` does.
+//! Owns the flags, the ConfigMap's shape and its size check. It never
+//! talks to the cluster; `kubectl apply` does.
 
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
 use base64::Engine;
+use clap::{Args, Subcommand};
 use serde_json::{json, Value as Json};
+
+#[derive(Subcommand)]
+pub enum GuestCommand {
+    /// Print a ConfigMap (YAML) carrying a guest as binaryData, for
+    /// `kubectl apply -f -`.
+    Configmap(ConfigmapArgs),
+}
+
+#[derive(Args)]
+pub struct ConfigmapArgs {
+    /// The guest component.
+    path: PathBuf,
+    /// The ConfigMap's name.
+    #[arg(long)]
+    name: String,
+    /// The ConfigMap's namespace.
+    #[arg(long)]
+    namespace: Option<String>,
+    /// The key (file name in the mounted volume); default: the file's name.
+    #[arg(long)]
+    key: Option<String>,
+}
+
+impl GuestCommand {
+    /// Runs the command.
+    pub fn execute(self) -> anyhow::Result<()> {
+        match self {
+            GuestCommand::Configmap(args) => configmap(args),
+        }
+    }
+}
+
+/// Prints the ConfigMap carrying the guest at `args.path`.
+fn configmap(args: ConfigmapArgs) -> anyhow::Result<()> {
+    let bytes =
+        std::fs::read(&args.path).with_context(|| format!("reading {}", args.path.display()))?;
+    let key = match args.key {
+        Some(k) => k,
+        None => args
+            .path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .context("the guest path has no file name")?,
+    };
+    let cm = guest_configmap(&args.name, args.namespace.as_deref(), &key, &bytes)?;
+    let yaml = serde_yaml::to_string(&cm).context("encoding YAML")?;
+    // A closed pipe (`| head`) is the reader's choice, not an error.
+    match std::io::stdout().lock().write_all(yaml.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(e).context("writing the ConfigMap")
+        }
+        _ => Ok(()),
+    }
+}
 
 /// The API server rejects ConfigMaps over 1 MiB (the whole object).
 pub const CONFIGMAP_LIMIT: usize = 1 << 20;

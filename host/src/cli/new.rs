@@ -1,0 +1,62 @@
+//! `wasmctrl new`: the flags of the guest-crate scaffold and what it prints
+//! once the crate is written; the crate itself is [`super::scaffold`]'s.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+
+use super::scaffold::{self, Options, Project};
+
+#[derive(Args)]
+pub struct NewArgs {
+    /// The crate's and the guest's name: a DNS label starting with a letter.
+    name: String,
+    /// The custom resource's API group.
+    #[arg(long, default_value = "example.com")]
+    group: String,
+    /// The custom resource's version.
+    #[arg(long = "version", default_value = "v1")]
+    api_version: String,
+    /// The custom resource's kind; default: NAME in UpperCamelCase.
+    #[arg(long)]
+    kind: Option<String>,
+    /// Where to write the crate (a new or empty directory); default: ./NAME.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// The guest SDK crate (`wit/rust/sdk` of a wasmctrl checkout); default:
+    /// the SDK of the source tree this binary was built from.
+    #[arg(long)]
+    sdk_path: Option<PathBuf>,
+}
+
+/// Writes the crate and prints the files written and what to run next.
+pub fn new_guest(args: NewArgs) -> anyhow::Result<()> {
+    let project = Project::new(&Options {
+        name: args.name.clone(),
+        group: Some(args.group),
+        version: Some(args.api_version),
+        kind: args.kind,
+        sdk_path: args.sdk_path.unwrap_or_else(scaffold::source_tree_sdk),
+    })?;
+    let dir = args.dir.unwrap_or_else(|| PathBuf::from(&args.name));
+    let written = project.write(&dir)?;
+    let mut out = String::new();
+    for path in &written {
+        out += &format!("created {}\n", path.display());
+    }
+    out += &format!(
+        "\nnext, in {dir}:\n  \
+         cargo test\n  \
+         cargo build --target wasm32-wasip2 --profile guest\n  \
+         wasmctrl reconcile --guest target/wasm32-wasip2/guest/{crate_name}.wasm --objects sample.yaml --key default/sample\n\
+         (README.md there says more)\n",
+        dir = dir.display(),
+        crate_name = project.crate_name,
+    );
+    std::io::stdout()
+        .lock()
+        .write_all(out.as_bytes())
+        .context("writing to stdout")
+}

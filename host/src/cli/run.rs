@@ -1,0 +1,325 @@
+//! `wasmctrl run`: the host against a cluster. Owns the flags, their
+//! conversion into the library's configurations (in one place:
+//! [`RunArgs::supervisor_config`], [`ElectionArgs::config`]), loading the
+//! kubeconfig, and the wiring of the supervisor, the election and the
+//! metrics and health endpoints; the host itself is
+//! [`wasmctrl::supervisor`]'s.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+
+use wasmctrl::client::ClientLimits;
+use wasmctrl::controller::ControllerConfig;
+use wasmctrl::leader::{HostElection, LeaderElectionConfig};
+use wasmctrl::metrics::{Metrics, NameLabels};
+use wasmctrl::quarantine::QuarantineConfig;
+use wasmctrl::recording::RecordConfig;
+use wasmctrl::supervisor::{Supervisor, SupervisorConfig};
+
+use super::flags;
+use super::sandbox::SandboxArgs;
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// A guest component (.wasm). Repeatable: several guests share one host.
+    #[arg(long = "guest", required_unless_present = "guest_dir")]
+    guests: Vec<PathBuf>,
+    /// A directory of guests (`NAME.wasm`, optional `NAME.config.json`),
+    /// typically a ConfigMap volume; changes are swapped in at run time.
+    #[arg(long)]
+    guest_dir: Option<PathBuf>,
+    /// Rescan the guest directory this often even without notifications.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=flags::MAX_SECONDS))]
+    guest_rescan_seconds: u64,
+    /// Kubeconfig file (default: in-cluster config, then $KUBECONFIG or ~/.kube/config).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// The host's namespace (default: the pod's namespace, the kubeconfig
+    /// context's namespace, or "default").
+    #[arg(long)]
+    namespace: Option<String>,
+    /// Guest configuration, GUEST.KEY=VALUE (GUEST is the guest's name or file stem). Repeatable.
+    #[arg(long = "config")]
+    config: Vec<String>,
+    /// Workers per guest.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=flags::MAX_WORKERS))]
+    workers: u64,
+    /// Threads of the async runtime (watches, queues, requests). Guest
+    /// calls run on a pool of their own either way; on two cores one
+    /// thread used less CPU than two in the per-object and GPU-summary
+    /// benchmarks (BENCHMARKS.md).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=flags::MAX_RUNTIME_THREADS))]
+    runtime_threads: u64,
+    /// Resync period in seconds (guests may choose their own).
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=flags::MAX_SECONDS))]
+    resync_seconds: u64,
+    /// Address of the Prometheus `/metrics` endpoint.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    metrics_addr: SocketAddr,
+    /// Address of the `/healthz` and `/readyz` endpoints.
+    #[arg(long, default_value = "0.0.0.0:8081")]
+    health_addr: SocketAddr,
+    #[command(flatten)]
+    election: ElectionArgs,
+    /// Client-side limit on API requests per second (all guests together).
+    #[arg(long, default_value_t = 20.0, value_parser = flags::qps)]
+    kube_api_qps: f64,
+    /// Client-side burst of API requests.
+    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    kube_api_burst: u32,
+    #[command(flatten)]
+    sandbox: SandboxArgs,
+    #[command(flatten)]
+    watch_health: flags::WatchHealthArgs,
+    /// Exit non-zero when any guest is refused at start (policy, describe
+    /// failing, write rules naming another guest's object, ...), instead
+    /// of refusing it alone and running the others.
+    #[arg(long)]
+    strict_guests: bool,
+    /// Run FILE as the shadow of the running guest GUEST: called on the
+    /// same snapshots, its plans compared with GUEST's and never acted on
+    /// (`wasmctrl_shadow_reconciles_total`, `/shadow/GUEST` on the health
+    /// address). Repeatable.
+    #[arg(long = "shadow", value_name = "GUEST=FILE", value_parser = flags::shadow)]
+    shadows: Vec<(String, PathBuf)>,
+    /// Send every write of a shadow's that its guest's plan lacks as a dry
+    /// run (`dryRun=All`, under the same client rate limit), so the API
+    /// server's refusals (schema, admission, RBAC) show in `/shadow/GUEST`.
+    #[arg(long)]
+    shadow_dry_run: bool,
+    /// Record every guest's reconcile cases (request, environment, the
+    /// snapshot's projected objects, plan) as JSON under DIR/GUEST, for
+    /// `wasmctrl replay`. Guests watching Secrets are not recorded without
+    /// `--record-secrets`.
+    #[arg(long, value_name = "DIR")]
+    record: Option<PathBuf>,
+    /// The most cases kept per guest (the oldest are deleted first).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    record_max_cases: u64,
+    /// The most MiB of cases kept per guest.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    record_max_mib: u64,
+    /// Record guests that watch Secrets too (their data lands on disk).
+    #[arg(long)]
+    record_secrets: bool,
+    /// Consecutive guest calls that run out of time or trap before the
+    /// guest is quarantined (not called for 30 s, doubling up to 30 min);
+    /// 0: never.
+    #[arg(long, default_value_t = wasmctrl::quarantine::DEFAULT_FAILURES, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    guest_quarantine_failures: u32,
+}
+
+/// Leader-election flags of `run`.
+#[derive(Args)]
+struct ElectionArgs {
+    /// Elect a leader through a coordination.k8s.io Lease in the host's
+    /// namespace: only the leader runs workers and writes; the others keep
+    /// their caches warm.
+    #[arg(long)]
+    leader_elect: bool,
+    /// The Lease's name.
+    #[arg(long, default_value = "wasmctrl")]
+    lease_name: String,
+    /// This candidate's identity (default: $POD_NAME, else the host name).
+    #[arg(long)]
+    identity: Option<String>,
+    /// Lease duration, seconds.
+    #[arg(long, default_value_t = 15.0, value_parser = flags::positive_seconds)]
+    lease_duration_seconds: f64,
+    /// Renew deadline, seconds.
+    #[arg(long, default_value_t = 10.0, value_parser = flags::positive_seconds)]
+    renew_deadline_seconds: f64,
+    /// Retry period, seconds.
+    #[arg(long, default_value_t = 2.0, value_parser = flags::positive_seconds)]
+    retry_period_seconds: f64,
+}
+
+impl ElectionArgs {
+    /// The election these flags ask for, on a Lease in `namespace`; `None`
+    /// without `--leader-elect`.
+    fn config(&self, namespace: &str) -> anyhow::Result<Option<LeaderElectionConfig>> {
+        if !self.leader_elect {
+            return Ok(None);
+        }
+        let identity = self
+            .identity
+            .clone()
+            .or_else(wasmctrl::leader::default_identity)
+            .context("no --identity, $POD_NAME or host name for leader election")?;
+        Ok(Some(
+            LeaderElectionConfig::default()
+                .namespace(namespace)
+                .lease_name(self.lease_name.clone())
+                .identity(identity)
+                .lease_duration(Duration::from_secs_f64(self.lease_duration_seconds))
+                .renew_deadline(Duration::from_secs_f64(self.renew_deadline_seconds))
+                .retry_period(Duration::from_secs_f64(self.retry_period_seconds)),
+        ))
+    }
+}
+
+impl RunArgs {
+    /// `--runtime-threads`.
+    pub fn runtime_threads(&self) -> usize {
+        usize::try_from(self.runtime_threads).unwrap_or(1)
+    }
+
+    /// The client's rate limits.
+    fn client_limits(&self) -> ClientLimits {
+        ClientLimits::default()
+            .qps(self.kube_api_qps)
+            .burst(self.kube_api_burst)
+    }
+
+    /// The host's configuration: every flag but the client's, the
+    /// endpoints' and the election's, with the host's `namespace` and the
+    /// pod it runs in (`$POD_NAMESPACE`, `$POD_NAME`). Checks values
+    /// before anything connects: a bad one is named even where no cluster
+    /// is reachable.
+    fn supervisor_config(&self) -> anyhow::Result<SupervisorConfig> {
+        let guest_config = wasmctrl::config::parse_guest_pairs(&self.config)?;
+        let runtime = self.sandbox.runtime_config()?;
+        let watch_health = self.watch_health.config().map_err(anyhow::Error::msg)?;
+        let controller = ControllerConfig::default()
+            .workers(usize::try_from(self.workers).unwrap_or(1))
+            .resync(Duration::from_secs(self.resync_seconds))
+            .instance(std::env::var("POD_NAME").ok())
+            .quarantine(QuarantineConfig::default().failures(self.guest_quarantine_failures));
+        let pod = match (std::env::var("POD_NAMESPACE"), std::env::var("POD_NAME")) {
+            (Ok(ns), Ok(name)) if !ns.is_empty() && !name.is_empty() => Some((ns, name)),
+            _ => None,
+        };
+        let record = self.record.as_ref().map(|dir| {
+            RecordConfig::new(dir)
+                .max_cases(usize::try_from(self.record_max_cases).unwrap_or(usize::MAX))
+                .max_bytes(self.record_max_mib << 20)
+                .secrets(self.record_secrets)
+        });
+        Ok(SupervisorConfig::default()
+            .guests(self.guests.clone())
+            .guest_config(guest_config)
+            .controller(controller)
+            .runtime(runtime)
+            .guest_dir(self.guest_dir.clone())
+            .rescan(Some(Duration::from_secs(self.guest_rescan_seconds)))
+            .pod(pod)
+            .watch_health(watch_health)
+            .strict_guests(self.strict_guests)
+            .shadows(self.shadows.clone())
+            .shadow_dry_run(self.shadow_dry_run)
+            .record(record))
+    }
+}
+
+/// A client from `kubeconfig`, else the in-cluster configuration, else the
+/// default kubeconfig (`$KUBECONFIG`, `~/.kube/config`).
+async fn kube_client(
+    kubeconfig: Option<&Path>,
+    limits: ClientLimits,
+    metrics: Option<Arc<Metrics>>,
+) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("using kubeconfig {}", path.display()))?
+        }
+        None => match kube::Config::incluster() {
+            Ok(c) => c,
+            Err(_) => kube::Config::from_kubeconfig(&kube::config::KubeConfigOptions::default())
+                .await
+                .context("no in-cluster configuration and no usable kubeconfig")?,
+        },
+    };
+    wasmctrl::client::build(config, limits, metrics).context("creating the Kubernetes client")
+}
+
+/// `--namespace`, else the pod's namespace, else the client's default.
+fn host_namespace(flag: Option<String>, client: &kube::Client) -> String {
+    flag.or_else(|| {
+        std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+    })
+    .unwrap_or_else(|| client.default_namespace().to_string())
+}
+
+/// Runs the host until SIGINT or SIGTERM, then drains it and releases the
+/// lease.
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    // Flags are checked before anything connects: a bad value is named
+    // even where no cluster is reachable.
+    let config = args.supervisor_config()?;
+    let metrics = Arc::new(Metrics::new());
+    let client = kube_client(
+        args.kubeconfig.as_deref(),
+        args.client_limits(),
+        Some(metrics.clone()),
+    )
+    .await?;
+    let config = config.namespace(host_namespace(args.namespace, &client));
+    let _metrics_endpoint = wasmctrl::metrics::serve_metrics(args.metrics_addr, metrics.clone())
+        .await
+        .with_context(|| format!("binding the metrics endpoint on {}", args.metrics_addr))?;
+    let (election, leadership) = match args.election.config(&config.namespace)? {
+        Some(le_config) => HostElection::preflight(&client, le_config).await?,
+        None => HostElection::always_leading(),
+    };
+    // Informers start (and sync) before the election: a follower is a warm
+    // standby, ready to take over.
+    let host = Arc::new(
+        Supervisor::start_with_leadership(client, config, Some(metrics.clone()), leadership)
+            .await?,
+    );
+    let master_status = metrics
+        .leader
+        .get_or_create(&NameLabels {
+            name: args.election.lease_name,
+        })
+        .clone();
+    let election = election.start(master_status);
+    let ready_host = host.clone();
+    let refused_host = host.clone();
+    let shadow_host = host.clone();
+    let _health_endpoint = wasmctrl::metrics::serve_health_with_reports(
+        args.health_addr,
+        Arc::new(move || ready_host.readiness()),
+        Arc::new(move || refused_host.refused()),
+        Arc::new(move |guest: &str| shadow_host.shadow_report(guest)),
+    )
+    .await
+    .with_context(|| format!("binding the health endpoint on {}", args.health_addr))?;
+    let result = host.run(shutdown_signal(), Duration::from_secs(10)).await;
+    match &result {
+        // Workers are stopped and drained: release the lease so a standby
+        // takes over at once.
+        Ok(()) => election.stop().await,
+        Err(_) => election.abort(),
+    }
+    result?;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        if let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
