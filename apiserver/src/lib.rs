@@ -20,25 +20,30 @@
 //!   simulated nodes.
 //! - [`patch`]: patch and server-side apply semantics; [`config`]: the server's knobs.
 
+mod cluster;
 mod controllers;
 mod http;
+#[cfg(test)]
+mod layering;
 mod rules;
 mod storage;
 
+pub mod auth;
 pub mod config;
 pub mod patch;
+pub mod status;
 
 pub use wasmctrl_kube_rules::selector;
 
 // The modules of each group that were public before the grouping, at the
 // crate-root paths callers use (`wasmctrl_apiserver::registry::Registry`).
-pub use http::{auth, body, convert, discovery, faults, openapi, proto, server, status, table};
+pub use http::{body, convert, discovery, faults, openapi, proto, server, table, watch};
 pub use rules::{crd, objects, validation};
-pub use storage::{registry, store, watch};
+pub use storage::{registry, store};
 
-pub use http::auth::{Rule, Scope, User};
+pub use auth::{Rule, Scope, User};
 pub use http::faults::{FailRequests, FaultCommand, Faults};
 pub use http::server::{
     serve_until_signal, ApiServer, ApiServerConfig, RunningApiServer, ServerError, WatchList,
 };
-pub use http::status::ApiError;
+pub use status::ApiError;

@@ -92,6 +92,18 @@ impl ResourceInfo {
     }
 }
 
+/// The verbs of a resource with every verb (custom resources).
+pub(crate) const VERBS: [&str; 8] = [
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
 /// The table of served resources, shared by every request.
 #[derive(Debug, Clone)]
 pub struct Registry {

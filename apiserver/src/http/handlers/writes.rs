@@ -18,7 +18,6 @@ use crate::controllers::kubelet::{self, PodDeletion};
 use crate::controllers::namespaces;
 use crate::http::access;
 use crate::http::convert;
-use crate::http::status::{ApiError, Cause, Details, Result};
 use crate::patch;
 use crate::rules::crd;
 use crate::rules::object_rules;
@@ -30,6 +29,7 @@ use crate::rules::pods;
 use crate::rules::services;
 use crate::rules::spec_rules;
 use crate::rules::validation::Write;
+use crate::status::{ApiError, Cause, Details, Result};
 use crate::storage::store::{ObjKey, StoreError, Stored};
 
 /// What a committed update answers: its status, the object and, when it
@@ -134,7 +134,7 @@ impl Ctx<'_> {
     }
 
     fn after_write(&self, obj: &Value) {
-        crd::sync_registry(&self.app.registry, &self.target.info, obj);
+        crd::sync_registry(&self.app.cluster.registry, &self.target.info, obj);
     }
 
     fn check_url_name(&self, obj: &mut Value) -> Result<()> {
@@ -269,7 +269,12 @@ impl Ctx<'_> {
         if ready_to_remove(&new) {
             return match self.store().delete(&storage, &key, Some(old.rv), Some(new)) {
                 Ok(s) => {
-                    crd::on_delete(self.app, &self.target.info, &s.value());
+                    crd::on_delete(
+                        &self.app.cluster.registry,
+                        &self.app.cluster.store,
+                        &self.target.info,
+                        &s.value(),
+                    );
                     Ok(Attempt::Done((StatusCode::OK, s.value(), None)))
                 }
                 Err(StoreError::Conflict) if requested.is_none() => Ok(Attempt::Retry),
@@ -538,7 +543,7 @@ impl Ctx<'_> {
             return Ok(None);
         }
         let key = own.cloned().unwrap_or_else(|| self.target.key());
-        match self.app.services.allocate(&key, obj) {
+        match self.app.cluster.services.allocate(&key, obj) {
             Ok(held) => Ok(Some(held)),
             Err(services::AllocError::Refused(field, message)) => {
                 Err(self.invalid(name, vec![(field, message)]))
@@ -615,6 +620,7 @@ impl Ctx<'_> {
         if info.group.is_empty() && info.plural == "bindings" {
             let pods = self
                 .app
+                .cluster
                 .registry
                 .lookup("", "v1", "pods")
                 .ok_or(ApiError::NoRoute)?;
@@ -788,9 +794,9 @@ impl Ctx<'_> {
                 match self.store().update(&storage, key, Some(old.rv), v) {
                     Ok(s) => {
                         let v = s.value();
-                        if self.app.kubelet {
+                        if self.app.cluster.kubelet {
                             kubelet::finish_after(
-                                self.app.store.clone(),
+                                self.app.cluster.store.clone(),
                                 storage.clone(),
                                 key.clone(),
                                 meta_str(&v, "uid").unwrap_or_default().to_string(),
@@ -840,12 +846,18 @@ impl Ctx<'_> {
                 namespaces::mark_terminating(&mut v);
                 match self.store().update(&storage, key, Some(old.rv), v) {
                     Ok(s) => {
-                        let served = self.app.registry.all().into_iter().filter(|i| i.namespaced);
+                        let served = self
+                            .app
+                            .cluster
+                            .registry
+                            .all()
+                            .into_iter()
+                            .filter(|i| i.namespaced);
                         namespaces::sweep(
-                            self.app.store.clone(),
+                            self.app.cluster.store.clone(),
                             served.collect(),
                             key.1.clone(),
-                            self.app.kubelet,
+                            self.app.cluster.kubelet,
                         );
                         return Ok((StatusCode::OK, s.value()));
                     }
@@ -856,7 +868,12 @@ impl Ctx<'_> {
             match self.store().delete(&storage, key, Some(old.rv), None) {
                 Ok(s) => {
                     let v = s.value();
-                    crd::on_delete(self.app, &target.info, &v);
+                    crd::on_delete(
+                        &self.app.cluster.registry,
+                        &self.app.cluster.store,
+                        &target.info,
+                        &v,
+                    );
                     return Ok((StatusCode::OK, v));
                 }
                 Err(StoreError::Conflict) => continue,

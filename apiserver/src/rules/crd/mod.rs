@@ -16,8 +16,8 @@ use serde_json::{json, Value};
 pub(crate) use prune::unknown_paths;
 pub(crate) use schema::version_schema;
 
-use crate::http::handlers::AppState;
 use crate::storage::registry::{PrinterColumn, Registry, ResourceInfo, ScaleSubresource};
+use crate::storage::store::Store;
 
 /// True if `info` is CustomResourceDefinitions themselves.
 pub(crate) fn is_crd(info: &ResourceInfo) -> bool {
@@ -163,7 +163,7 @@ fn infos(obj: &Value) -> Option<(String, String, Vec<ResourceInfo>)> {
                 categories: strings("categories"),
                 printer_columns: printer_columns(v),
                 scale: scale(v),
-                verbs: crate::http::discovery::VERBS.map(String::from).to_vec(),
+                verbs: crate::storage::registry::VERBS.map(String::from).to_vec(),
             })
         })
         .collect();
@@ -218,15 +218,15 @@ pub fn sync_registry(reg: &Registry, info: &ResourceInfo, obj: &Value) {
 }
 
 /// After a CRD is removed: unregisters its resources and drops their objects.
-pub(crate) fn on_delete(app: &AppState, info: &ResourceInfo, obj: &Value) {
+pub(crate) fn on_delete(registry: &Registry, store: &Store, info: &ResourceInfo, obj: &Value) {
     if !is_crd(info) {
         return;
     }
     if let Some((group, plural, versions)) = infos(obj) {
-        app.registry.remove_custom(&group, &plural);
+        registry.remove_custom(&group, &plural);
         if let Some(v) = versions.first() {
             let storage = v.storage_key();
-            let page = app.store.list(&storage, None, None, 0, |_| true);
+            let page = store.list(&storage, None, None, 0, |_| true);
             for raw in page.items {
                 let o: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
                 let key = (
@@ -239,7 +239,7 @@ pub(crate) fn on_delete(app: &AppState, info: &ResourceInfo, obj: &Value) {
                         .unwrap_or_default()
                         .to_string(),
                 );
-                let _ = app.store.delete(&storage, &key, None, None);
+                let _ = store.delete(&storage, &key, None, None);
             }
         }
     }

@@ -57,7 +57,7 @@ use crate::storage::registry::ResourceInfo;
 
 pub(crate) use self::messages::{go_float, go_quote};
 pub(crate) use self::unknown::{Path, Seg};
-use crate::http::status::ApiError;
+use crate::status::ApiError;
 
 /// The `fieldValidation` directive of a write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
