@@ -8,7 +8,7 @@
 //! # Layout
 //! - `server`: the listener, certificates, kubeconfigs and clients.
 //! - `handlers`: routing, shared request checks, and the verbs (`reads`, `writes`, `scale`).
-//! - `body`: reading, depth-checking and decoding request bodies; `proto`, `proto_workloads`: the protobuf encoding.
+//! - `body`: reading, depth-checking and decoding request bodies; `proto`: the protobuf encoding.
 //! - `access`: self access reviews (`can-i`, `whoami`) under the crate's `auth` rules.
 //! - `discovery`: `/api`, `/apis` and `/version`; `openapi`: `/openapi/v2`.
 //! - `table`: server-side printing; `printer_columns`: a CRD's `additionalPrinterColumns`;
@@ -30,7 +30,6 @@ mod outbox;
 mod printer_columns;
 mod printers;
 pub mod proto;
-mod proto_workloads;
 mod response;
 pub mod server;
 pub mod table;

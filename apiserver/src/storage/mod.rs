@@ -6,10 +6,12 @@
 //! renders a change for a client (`http`'s `watch` does).
 //!
 //! # Layout
-//! - `registry`: which resources are served, built-in and custom.
+//! - `registry`: which resources are served, built-in and custom; `resource`: what it
+//!   knows of one.
 //! - `builtin`: the built-in resources, from a real server's embedded discovery.
 //! - `store`: objects, resourceVersions, history and the change broadcast.
 
 pub(crate) mod builtin;
 pub mod registry;
+mod resource;
 pub mod store;

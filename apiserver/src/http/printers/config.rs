@@ -5,9 +5,9 @@
 
 use serde_json::{json, Value};
 
+use super::column::{col, wide, Printer, AGE, NAME};
 use super::descriptions as d;
 use super::format::{age, items, keys, name, text};
-use super::{col, wide, Printer, AGE, NAME};
 
 pub(super) static CONFIG_MAP: Printer = Printer {
     columns: &[NAME, col("Data", "string", d::CM_DATA), AGE],

@@ -8,9 +8,9 @@
 
 use serde_json::{json, Value};
 
+use super::column::{col, wide, Column, Printer};
 use super::descriptions as d;
 use super::format::{int, name, since, text};
-use super::{col, wide, Column, Printer};
 
 pub(super) static EVENT: Printer = Printer {
     columns: &[
@@ -25,7 +25,7 @@ pub(super) static EVENT: Printer = Printer {
         wide("Count", "string", d::EVENT_COUNT),
         Column {
             priority: 1,
-            ..super::NAME
+            ..super::column::NAME
         },
     ],
     row: event,

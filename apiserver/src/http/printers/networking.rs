@@ -7,9 +7,9 @@ use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
 
+use super::column::{col, wide, Printer, AGE, NAME};
 use super::descriptions as d;
 use super::format::{age, format_labels, int, items, name, or, text};
-use super::{col, wide, Printer, AGE, NAME};
 
 pub(super) static SERVICE: Printer = Printer {
     columns: &[

@@ -7,12 +7,13 @@
 
 use serde_json::{json, Value};
 
+use super::column::{col, wide, Printer, AGE, CONTAINERS, IMAGES, NAME};
 use super::descriptions as d;
+use super::format::human_duration;
 use super::format::{
     age, condition, containers, format_label_selector, format_labels, int, items, name,
     seconds_since, selector_string, since, text,
 };
-use super::{col, wide, Printer, AGE, CONTAINERS, IMAGES, NAME};
 
 /// "Number of the pod with ready state", the Ready column of Deployments
 /// and StatefulSets.
@@ -191,8 +192,8 @@ fn job(obj: &Value) -> Vec<Value> {
     let completion = text(obj, "/status/completionTime");
     let duration = match (seconds_since(start), seconds_since(completion)) {
         (None, _) => String::new(),
-        (Some(s), None) => crate::http::table::human_duration(s),
-        (Some(s), Some(c)) => crate::http::table::human_duration(s - c),
+        (Some(s), None) => human_duration(s),
+        (Some(s), Some(c)) => human_duration(s - c),
     };
     let status = if has_condition(obj, "Complete") {
         "Complete"

@@ -24,13 +24,7 @@ pub(crate) fn is_crd(info: &ResourceInfo) -> bool {
     info.group == "apiextensions.k8s.io" && info.plural == "customresourcedefinitions"
 }
 
-/// True if `info` is a custom resource (served because of a CRD).
-/// (not one of the built-in resources).
-pub fn is_custom(info: &ResourceInfo) -> bool {
-    !crate::storage::builtin::resources()
-        .iter()
-        .any(|b| b.group == info.group && b.plural == info.plural)
-}
+pub use crate::storage::builtin::is_custom;
 
 /// Validation errors `(field, message)` of a CRD being created; empty for other objects.
 pub fn validate(info: &ResourceInfo, obj: &Value) -> Vec<(String, String)> {
@@ -102,7 +96,7 @@ pub fn on_create(info: &ResourceInfo, obj: &mut Value) {
         .pointer("/spec/names")
         .cloned()
         .unwrap_or_else(|| json!({}));
-    let now = super::objects::now_rfc3339();
+    let now = super::meta::now_rfc3339();
     let cond = |t: &str, reason: &str| json!({"type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": ""});
     let versions: Vec<Value> = obj
         .pointer("/spec/versions")

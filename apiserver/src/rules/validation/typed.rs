@@ -34,7 +34,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::quantity;
-use super::unknown::Seg;
+use crate::rules::go_words::Seg;
 use crate::storage::registry::ResourceInfo;
 
 /// A decode that failed: the serde message and where.
