@@ -1,6 +1,7 @@
 //! Request handling: routes a URL to a resource and verb, authenticates,
-//! applies injected faults, authorizes, and hands the verb to [`reads`] or
-//! [`writes`], which run it with the real server's semantics. This file
+//! applies injected faults, authorizes, and hands the verb to [`reads`],
+//! [`writes`], [`patches`], [`deletes`] or [`scale`], which run it with the
+//! real server's semantics. This file
 //! owns routing and the request checks shared by every verb (body
 //! decoding, kind/namespace/name matching); it never touches the store
 //! itself. Every failure leaves as a `Status`; a handler never panics on
@@ -35,6 +36,8 @@ use crate::storage::builtin;
 use crate::storage::registry::{Registry, ResourceInfo};
 use crate::storage::store::{ObjKey, Store, StoreError};
 
+mod deletes;
+mod patches;
 mod reads;
 mod scale;
 mod writes;
