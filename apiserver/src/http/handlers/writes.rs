@@ -333,7 +333,12 @@ impl Ctx<'_> {
 
     /// Stores a new, admitted object and answers 201 with it (or only
     /// answers, under dryRun); a namesake that got there first is 409.
-    pub(super) fn store_created(&self, key: ObjKey, name: &str, mut obj: Value) -> Result<Response> {
+    pub(super) fn store_created(
+        &self,
+        key: ObjKey,
+        name: &str,
+        mut obj: Value,
+    ) -> Result<Response> {
         let errs = spec_rules::validate_prepared(&self.target.info, &obj, None);
         if !errs.is_empty() {
             return Err(self.invalid(name, errs));
@@ -433,4 +438,3 @@ impl Ctx<'_> {
         ))
     }
 }
-
