@@ -403,30 +403,14 @@ async fn dispatch(app: &Arc<AppState>, req: Request) -> Result<Response> {
         _ => read_body(app, req).await?,
     };
     if verb == "deletecollection" {
-        let ctx = Ctx {
-            app,
-            user: &user,
-            target,
-            query,
-            headers,
-            manager,
-            warnings: Mutex::default(),
-        };
+        let ctx = Ctx::new(app, &user, target, query, headers, manager);
         let result = ctx.delete_collection(body).await;
         let warnings = ctx.take_warnings();
         return Ok(with_warnings(result, &warnings));
     }
     let owned_app = app.clone();
     let run = move || {
-        let ctx = Ctx {
-            app: &owned_app,
-            user: &user,
-            target,
-            query,
-            headers,
-            manager,
-            warnings: Mutex::default(),
-        };
+        let ctx = Ctx::new(&owned_app, &user, target, query, headers, manager);
         let result = match verb {
             "get" if is_scale => ctx.get_scale(),
             "update" | "patch" if is_scale => ctx.write_scale(body, verb == "patch"),
@@ -541,6 +525,28 @@ struct Ctx<'a> {
     manager: String,
     /// `Warning` headers for the response (see `validation`).
     warnings: Mutex<Vec<String>>,
+}
+
+impl<'a> Ctx<'a> {
+    /// The context of one request, with no warnings yet.
+    fn new(
+        app: &'a AppState,
+        user: &'a User,
+        target: Target,
+        query: HashMap<String, String>,
+        headers: HeaderMap,
+        manager: String,
+    ) -> Self {
+        Ctx {
+            app,
+            user,
+            target,
+            query,
+            headers,
+            manager,
+            warnings: Mutex::default(),
+        }
+    }
 }
 
 enum Attempt<T> {
