@@ -13,12 +13,18 @@
 //! [`RunningApiServer::client`] or kubectl via [`RunningApiServer::kubeconfig`].
 //!
 //! # Layout
-//! - `http`: the listener, routing, auth, bodies, discovery, printing, faults, errors.
-//! - `storage`: the registry, the object store and watch streams.
+//! Bottom first; a module uses only the ones above it in this list (see
+//! `layering`, a test over the sources).
+//! - [`auth`]: users, tokens and RBAC-like rules; [`status`]: API errors as
+//!   `meta/v1 Status`; `storage`: the registry and the object store.
+//! - [`config`]: the server's knobs; [`patch`]: patch and server-side apply semantics.
 //! - `rules`: per-kind object semantics (metadata, validation, pods, CRDs).
+//! - `cluster`: the store, registry and Service allocations the verbs and
+//!   controllers share.
 //! - `controllers`: garbage collection, the kubelet's pod deletion, namespace termination,
 //!   simulated nodes.
-//! - [`patch`]: patch and server-side apply semantics; [`config`]: the server's knobs.
+//! - `http`: the listener, routing, bodies, watch streams, discovery, printing, faults,
+//!   responses.
 
 mod cluster;
 mod controllers;

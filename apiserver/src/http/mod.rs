@@ -7,7 +7,8 @@
 //!
 //! # Layout
 //! - `server`: the listener, certificates, kubeconfigs and clients.
-//! - `handlers`: routing, shared request checks, and the verbs (`reads`, `writes`, `scale`).
+//! - `handlers`: routing, shared request checks, and the verbs (`reads`, `writes`,
+//!   `patches`, `deletes`, `scale`).
 //! - `body`: reading, depth-checking and decoding request bodies; `proto`: the protobuf encoding.
 //! - `access`: self access reviews (`can-i`, `whoami`) under the crate's `auth` rules.
 //! - `discovery`: `/api`, `/apis` and `/version`; `openapi`: `/openapi/v2`.
