@@ -6,7 +6,7 @@
 //! columns unless `-o wide`; so do we.
 //!
 //! Owns the table of printers (one per group and resource); the
-//! [`Column`] and [`Printer`] shapes are `column`'s, the kinds' rules live in one file per group of kinds
+//! [`column::Column`] and [`Printer`] shapes are `column`'s, the kinds' rules live in one file per group of kinds
 //! (`pods`, `workloads`, `networking`, `config`, `cluster`, `events`), the shared
 //! cell formatting in `format`, the swagger texts in `descriptions`. A
 //! kind without a printer here is [`crate::http::table`]'s concern.
