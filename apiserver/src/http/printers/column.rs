@@ -73,6 +73,15 @@ pub(crate) struct Printer {
 }
 
 impl Printer {
+    /// A printer whose rows have no `conditions`.
+    pub(super) const fn new(columns: &'static [Column], row: fn(&Value) -> Vec<Value>) -> Self {
+        Printer {
+            columns,
+            row,
+            conditions: None,
+        }
+    }
+
     /// The Table's `columnDefinitions`.
     pub(crate) fn definitions(&self) -> Vec<Value> {
         self.columns

@@ -12,8 +12,8 @@ use super::column::{col, wide, Column, Printer};
 use super::descriptions as d;
 use super::format::{int, name, since, text};
 
-pub(super) static EVENT: Printer = Printer {
-    columns: &[
+pub(super) static EVENT: Printer = Printer::new(
+    &[
         col("Last Seen", "string", d::EVENT_LAST_TIMESTAMP),
         col("Type", "string", d::EVENT_TYPE),
         col("Reason", "string", d::EVENT_REASON),
@@ -28,9 +28,8 @@ pub(super) static EVENT: Printer = Printer {
             ..super::column::NAME
         },
     ],
-    row: event,
-    conditions: None,
-};
+    event,
+);
 
 /// The first non-empty of two strings (`firstNonEmpty`).
 fn first<'a>(a: &'a str, b: &'a str) -> &'a str {
