@@ -55,6 +55,26 @@ pub(super) fn item_element(
     }
 }
 
+/// How a compare walks the node of `lhs` and `rhs`: 1 as an object, 2 as
+/// a list (by the side that has one, or both of one shape), 3 as a leaf (a
+/// scalar, or two different shapes), 0 when both are absent.
+fn node_shape(lhs: Option<&Value>, rhs: Option<&Value>) -> u8 {
+    let shape = |v: Option<&Value>| match v {
+        None => 0,
+        Some(Value::Object(_)) => 1,
+        Some(Value::Array(_)) => 2,
+        Some(_) => 3,
+    };
+    let (ls, rs) = (shape(lhs), shape(rhs));
+    if ls == 0 {
+        rs
+    } else if rs == 0 || ls == rs {
+        ls
+    } else {
+        3
+    }
+}
+
 /// The items of a list on both sides of a compare, paired by their path
 /// element: the left side's in order, then the right side's new ones;
 /// `None` when the list compares as one value (atomic, or empty on both
@@ -335,21 +355,7 @@ impl Walk<'_, '_> {
             }
         }
         let kind = self.kind;
-        let shape = |v: Option<&Value>| match v {
-            None => 0,
-            Some(Value::Object(_)) => 1,
-            Some(Value::Array(_)) => 2,
-            Some(_) => 3,
-        };
-        let (ls, rs) = (shape(lhs), shape(rhs));
-        let node = if ls == 0 {
-            rs
-        } else if rs == 0 || ls == rs {
-            ls
-        } else {
-            3
-        };
-        match node {
+        match node_shape(lhs, rhs) {
             1 => {
                 let l = lhs.and_then(Value::as_object);
                 let r = rhs.and_then(Value::as_object);
@@ -500,21 +506,7 @@ fn ref_compare_node(
     rhs: Option<&Value>,
     c: &mut Comparison,
 ) {
-    let shape = |v: Option<&Value>| match v {
-        None => 0,
-        Some(Value::Object(_)) => 1,
-        Some(Value::Array(_)) => 2,
-        Some(_) => 3,
-    };
-    let (ls, rs) = (shape(lhs), shape(rhs));
-    let node = if ls == 0 {
-        rs
-    } else if rs == 0 || ls == rs {
-        ls
-    } else {
-        3
-    };
-    match node {
+    match node_shape(lhs, rhs) {
         1 => {
             let l = lhs.and_then(Value::as_object);
             let r = rhs.and_then(Value::as_object);
