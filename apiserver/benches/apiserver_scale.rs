@@ -10,14 +10,16 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/pods.rs"]
+mod pods;
 mod support;
 
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
-use serde_json::json;
+use kube::api::{Api, ListParams, WatchEvent, WatchParams};
+use pods::pod;
 use support::{
     create_all, median, ms, paged_list, print_table_of, raw_paged_list, CONCURRENCY, PAGE,
 };
@@ -33,19 +35,6 @@ const GETS: usize = 200;
 struct Size {
     pods: usize,
     changes: usize,
-}
-
-fn pod(i: usize) -> Pod {
-    serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": format!("pod-{i:06}"), "labels": {"app": "bench", "shard": format!("{}", i % 16)}},
-        "spec": {"nodeName": format!("node-{}", i % 500), "containers": [{
-            "name": "main", "image": "registry.example.com/team/app:1.2.3",
-            "resources": {"limits": {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "1"}},
-            "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]
-        }]}
-    }))
-    .unwrap()
 }
 
 /// A `/proc/self/status` field in KiB (0 where procfs is missing).
@@ -85,20 +74,7 @@ async fn fan_out(server: &RunningApiServer, api: &Api<Pod>, rv: &str, changes: u
         }));
     }
     let started = Instant::now();
-    futures::stream::iter(0..changes)
-        .map(|i| {
-            let api = api.clone();
-            async move {
-                let p = Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}}));
-                api.patch(&format!("pod-{i:06}"), &PatchParams::default(), &p)
-                    .await
-                    .map(drop)
-            }
-        })
-        .buffer_unordered(CONCURRENCY)
-        .try_collect::<Vec<()>>()
-        .await
-        .unwrap();
+    pods::touch(api, changes).await;
     for t in tasks {
         let seen = tokio::time::timeout(Duration::from_secs(300), t)
             .await

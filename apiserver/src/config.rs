@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::auth::User;
+use crate::auth::User;
 
 /// Default number of changes kept for watch resumption.
 pub const DEFAULT_HISTORY: usize = 10_000;
@@ -34,6 +34,9 @@ pub const DEFAULT_WATCH_SEND_DEADLINE: Duration = Duration::from_secs(5);
 /// How long a watch with `sendInitialEvents` waits for a resourceVersion
 /// the store has not reached (the watch cache's `blockTimeout`, 3 s).
 pub const DEFAULT_TOO_LARGE_RV_WAIT: Duration = Duration::from_secs(3);
+/// The real server's default request body limit
+/// (`genericapiserver.Config.MaxRequestBodyBytes`, 3 MiB).
+pub const DEFAULT_MAX_REQUEST_BODY_BYTES: usize = 3 * 1024 * 1024;
 /// Namespaces a fresh server starts with, as a new cluster does.
 pub const INITIAL_NAMESPACES: [&str; 4] =
     ["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -99,7 +102,7 @@ impl Default for ApiServerConfig {
             kubelet: true,
             garbage_collector: true,
             simulated_nodes: 0,
-            max_request_body_bytes: crate::http::body::DEFAULT_MAX_REQUEST_BODY_BYTES,
+            max_request_body_bytes: DEFAULT_MAX_REQUEST_BODY_BYTES,
             tls_handshake_timeout: DEFAULT_TLS_HANDSHAKE_TIMEOUT,
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             watch_send_deadline: DEFAULT_WATCH_SEND_DEADLINE,

@@ -13,32 +13,43 @@
 //! [`RunningApiServer::client`] or kubectl via [`RunningApiServer::kubeconfig`].
 //!
 //! # Layout
-//! - `http`: the listener, routing, auth, bodies, discovery, printing, faults, errors.
-//! - `storage`: the registry, the object store and watch streams.
+//! Bottom first; a module uses only the ones above it in this list (see
+//! `layering`, a test over the sources).
+//! - [`auth`]: users, tokens and RBAC-like rules; [`status`]: API errors as
+//!   `meta/v1 Status`; `storage`: the registry and the object store.
+//! - [`config`]: the server's knobs; [`patch`]: patch and server-side apply semantics.
 //! - `rules`: per-kind object semantics (metadata, validation, pods, CRDs).
+//! - `cluster`: the store, registry and Service allocations the verbs and
+//!   controllers share.
 //! - `controllers`: garbage collection, the kubelet's pod deletion, namespace termination,
 //!   simulated nodes.
-//! - [`patch`]: patch and server-side apply semantics; [`config`]: the server's knobs.
+//! - `http`: the listener, routing, bodies, watch streams, discovery, printing, faults,
+//!   responses.
 
+mod cluster;
 mod controllers;
 mod http;
+#[cfg(test)]
+mod layering;
 mod rules;
 mod storage;
 
+pub mod auth;
 pub mod config;
 pub mod patch;
+pub mod status;
 
 pub use wasmctrl_kube_rules::selector;
 
 // The modules of each group that were public before the grouping, at the
 // crate-root paths callers use (`wasmctrl_apiserver::registry::Registry`).
-pub use http::{auth, body, convert, discovery, faults, openapi, proto, server, status, table};
+pub use http::{body, convert, discovery, faults, openapi, proto, server, table, watch};
 pub use rules::{crd, objects, validation};
-pub use storage::{registry, store, watch};
+pub use storage::{registry, store};
 
-pub use http::auth::{Rule, Scope, User};
+pub use auth::{Rule, Scope, User};
 pub use http::faults::{FailRequests, FaultCommand, Faults};
 pub use http::server::{
     serve_until_signal, ApiServer, ApiServerConfig, RunningApiServer, ServerError, WatchList,
 };
-pub use http::status::ApiError;
+pub use status::ApiError;

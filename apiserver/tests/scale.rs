@@ -6,31 +6,22 @@
 //! timings, only that nothing is lost.
 #![allow(clippy::unwrap_used, missing_docs)]
 
+#[path = "../benches/support/pods.rs"]
+mod pods;
+
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::ResourceExt;
-use serde_json::json;
+use pods::pod;
 use wasmctrl_apiserver::{ApiServer, ApiServerConfig, RunningApiServer};
 
 const PODS: usize = 1_000;
 const WATCHERS: usize = 10;
 const CONCURRENCY: usize = 64;
-
-fn pod(i: usize) -> Pod {
-    serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": format!("pod-{i:06}"), "labels": {"app": "bench", "shard": format!("{}", i % 16)}},
-        "spec": {"nodeName": format!("node-{}", i % 500), "containers": [{
-            "name": "main", "image": "registry.example.com/team/app:1.2.3",
-            "resources": {"limits": {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "1"}}
-        }]}
-    }))
-    .unwrap()
-}
 
 async fn create_pods(api: &Api<Pod>, n: usize) {
     futures::stream::iter(0..n)
@@ -85,20 +76,7 @@ async fn assert_fan_out(server: &RunningApiServer, api: &Api<Pod>, rv: &str, cha
             seen
         }));
     }
-    futures::stream::iter(0..changes)
-        .map(|i| {
-            let api = api.clone();
-            async move {
-                let p = Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}}));
-                api.patch(&format!("pod-{i:06}"), &PatchParams::default(), &p)
-                    .await
-                    .map(drop)
-            }
-        })
-        .buffer_unordered(CONCURRENCY)
-        .try_collect::<Vec<()>>()
-        .await
-        .unwrap();
+    pods::touch(api, changes).await;
     let want: BTreeSet<String> = (0..changes).map(|i| format!("pod-{i:06}")).collect();
     for t in tasks {
         let seen = tokio::time::timeout(Duration::from_secs(120), t)

@@ -12,9 +12,9 @@
 
 use serde_json::{json, Value};
 
-use super::auth::{Tokens, User};
 use super::faults::Faults;
-use super::status::{ApiError, Result};
+use crate::auth::{Tokens, User};
+use crate::status::{ApiError, Result};
 
 /// Answers a `SelfSubjectAccessReview` body for `user`.
 pub(crate) fn access_review(user: &User, faults: &Faults, review: &Value) -> Result<Value> {
@@ -151,7 +151,7 @@ fn invalid(field: &str, message: &str) -> ApiError {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::http::auth::Rule;
+    use crate::auth::Rule;
     use crate::storage::store::Store;
     use std::sync::Arc;
 

@@ -13,11 +13,9 @@ use futures::StreamExt;
 use serde_json::Value;
 
 use super::proto;
-use super::status::{ApiError, Result};
+use crate::status::{ApiError, Result};
 
-/// The real server's default request body limit
-/// (`genericapiserver.Config.MaxRequestBodyBytes`, 3 MiB).
-pub const DEFAULT_MAX_REQUEST_BODY_BYTES: usize = 3 * 1024 * 1024;
+pub use crate::config::DEFAULT_MAX_REQUEST_BODY_BYTES;
 
 /// Deepest nesting of arrays and objects a body may have here: what this
 /// server's decoders take (serde_json's recursion limit; serde_yaml's is one more),

@@ -66,18 +66,6 @@ pub fn group(reg: &Registry, name: &str) -> Option<Value> {
     )
 }
 
-/// The verbs of a resource with every verb (custom resources).
-pub(crate) const VERBS: [&str; 8] = [
-    "create",
-    "delete",
-    "deletecollection",
-    "get",
-    "list",
-    "patch",
-    "update",
-    "watch",
-];
-
 fn resource_entries(r: &ResourceInfo) -> Vec<Value> {
     let mut main = json!({
         "name": r.plural,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use tokio::sync::{mpsc, watch};
 
-use super::status::ApiError;
+use crate::status::ApiError;
 use crate::storage::store::Store;
 
 /// "Fail the next `count` requests matching `verb`/`resource` with `code`".

@@ -1,6 +1,7 @@
 //! Request handling: routes a URL to a resource and verb, authenticates,
-//! applies injected faults, authorizes, and hands the verb to [`reads`] or
-//! [`writes`], which run it with the real server's semantics. This file
+//! applies injected faults, authorizes, and hands the verb to [`reads`],
+//! [`writes`], [`patches`], [`deletes`] or [`scale`], which run it with the
+//! real server's semantics. This file
 //! owns routing and the request checks shared by every verb (body
 //! decoding, kind/namespace/name matching); it never touches the store
 //! itself. Every failure leaves as a `Status`; a handler never panics on
@@ -10,29 +11,33 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::{Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
 use super::access;
-use super::auth::{bearer, field_selector_name, forbidden_message, Tokens, User};
 use super::body::{self, decode_body};
 use super::convert;
 use super::discovery;
 use super::faults::{FaultCommand, Faults};
-use super::status::{ApiError, Details, Result};
+use super::response::{json_response, value_response};
 use super::table;
+use crate::auth::{bearer, field_selector_name, forbidden_message, Tokens, User};
+use crate::cluster::Cluster;
 use crate::patch;
 use crate::rules::crd;
 use crate::rules::objects::meta_mut;
 use crate::rules::validation;
 use crate::selector::{FieldSelector, LabelSelector, Selector};
+use crate::status::{ApiError, Details, Result};
 use crate::storage::builtin;
 use crate::storage::registry::{Registry, ResourceInfo};
 use crate::storage::store::{ObjKey, Store, StoreError};
 
+mod deletes;
+mod patches;
 mod reads;
 mod scale;
 mod writes;
@@ -43,16 +48,12 @@ const MAX_RETRIES: usize = 16;
 /// State shared by every request.
 #[derive(Debug)]
 pub(crate) struct AppState {
-    pub store: Arc<Store>,
-    pub registry: Registry,
-    /// The cluster IPs and node ports Services hold (see `services`).
-    pub services: Arc<crate::rules::services::Allocator>,
+    /// The objects, served resources and Service allocations.
+    pub cluster: Arc<Cluster>,
     pub tokens: Arc<RwLock<Tokens>>,
     pub faults: Faults,
     pub watch_timeout: Duration,
     pub bookmark_interval: Duration,
-    /// Finish graceful pod deletions (see `kubelet`).
-    pub kubelet: bool,
     /// Largest accepted request body (see `body`).
     pub max_request_body_bytes: usize,
     /// How long a watch with `sendInitialEvents` waits for a
@@ -70,19 +71,6 @@ pub(crate) async fn handle(State(app): State<Arc<AppState>>, req: Request) -> Re
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
-}
-
-fn json_response(code: StatusCode, body: impl Into<Body>) -> Response {
-    let mut r = (code, body.into()).into_response();
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    r
-}
-
-fn value_response(code: StatusCode, v: &Value) -> Response {
-    json_response(code, v.to_string())
 }
 
 /// A parsed resource URL.
@@ -305,7 +293,7 @@ async fn dispatch(app: &Arc<AppState>, req: Request) -> Result<Response> {
             .and_then(|h| h.to_str().ok()),
     ) {
         if discovery::wants_aggregated(accept) {
-            let doc = discovery::aggregated(&app.registry, segs.as_slice() == ["api"]);
+            let doc = discovery::aggregated(&app.cluster.registry, segs.as_slice() == ["api"]);
             let mut r = json_response(StatusCode::OK, doc.to_string());
             r.headers_mut().insert(
                 header::CONTENT_TYPE,
@@ -316,13 +304,17 @@ async fn dispatch(app: &Arc<AppState>, req: Request) -> Result<Response> {
     }
     let discovery_doc = match segs.as_slice() {
         ["api"] => Some(discovery::core_versions()),
-        ["api", "v1"] => discovery::resources(&app.registry, "", "v1"),
-        ["apis"] => Some(discovery::groups(&app.registry)),
-        ["apis", g] => discovery::group(&app.registry, g),
-        ["apis", g, v] => discovery::resources(&app.registry, g, v),
-        ["openapi", "v3"] => Some(discovery::openapi_v3_root(&app.registry)),
-        ["openapi", "v3", "api", v] => discovery::openapi_v3_group_version(&app.registry, "", v),
-        ["openapi", "v3", "apis", g, v] => discovery::openapi_v3_group_version(&app.registry, g, v),
+        ["api", "v1"] => discovery::resources(&app.cluster.registry, "", "v1"),
+        ["apis"] => Some(discovery::groups(&app.cluster.registry)),
+        ["apis", g] => discovery::group(&app.cluster.registry, g),
+        ["apis", g, v] => discovery::resources(&app.cluster.registry, g, v),
+        ["openapi", "v3"] => Some(discovery::openapi_v3_root(&app.cluster.registry)),
+        ["openapi", "v3", "api", v] => {
+            discovery::openapi_v3_group_version(&app.cluster.registry, "", v)
+        }
+        ["openapi", "v3", "apis", g, v] => {
+            discovery::openapi_v3_group_version(&app.cluster.registry, g, v)
+        }
         ["openapi", "v2"] => return Ok(crate::http::openapi::v2_response(req.headers())),
         // unknown OpenAPI paths
         ["openapi", ..] => return Err(ApiError::NoRoute),
@@ -342,7 +334,7 @@ async fn dispatch(app: &Arc<AppState>, req: Request) -> Result<Response> {
         _ => return Err(ApiError::NoRoute),
     };
     // an unknown group/version is a plain 404 too
-    let target = parse_target(&app.registry, group, version, rest)?;
+    let target = parse_target(&app.cluster.registry, group, version, rest)?;
     let query: HashMap<String, String> = Query::try_from_uri(req.uri())
         .map(|Query(q)| q)
         .map_err(|e| ApiError::BadRequest(format!("invalid query: {e}")))?;
@@ -411,30 +403,14 @@ async fn dispatch(app: &Arc<AppState>, req: Request) -> Result<Response> {
         _ => read_body(app, req).await?,
     };
     if verb == "deletecollection" {
-        let ctx = Ctx {
-            app,
-            user: &user,
-            target,
-            query,
-            headers,
-            manager,
-            warnings: Mutex::default(),
-        };
+        let ctx = Ctx::new(app, &user, target, query, headers, manager);
         let result = ctx.delete_collection(body).await;
         let warnings = ctx.take_warnings();
         return Ok(with_warnings(result, &warnings));
     }
     let owned_app = app.clone();
     let run = move || {
-        let ctx = Ctx {
-            app: &owned_app,
-            user: &user,
-            target,
-            query,
-            headers,
-            manager,
-            warnings: Mutex::default(),
-        };
+        let ctx = Ctx::new(&owned_app, &user, target, query, headers, manager);
         let result = match verb {
             "get" if is_scale => ctx.get_scale(),
             "update" | "patch" if is_scale => ctx.write_scale(body, verb == "patch"),
@@ -551,6 +527,28 @@ struct Ctx<'a> {
     warnings: Mutex<Vec<String>>,
 }
 
+impl<'a> Ctx<'a> {
+    /// The context of one request, with no warnings yet.
+    fn new(
+        app: &'a AppState,
+        user: &'a User,
+        target: Target,
+        query: HashMap<String, String>,
+        headers: HeaderMap,
+        manager: String,
+    ) -> Self {
+        Ctx {
+            app,
+            user,
+            target,
+            query,
+            headers,
+            manager,
+            warnings: Mutex::default(),
+        }
+    }
+}
+
 enum Attempt<T> {
     Done(T),
     Retry,
@@ -558,7 +556,7 @@ enum Attempt<T> {
 
 impl Ctx<'_> {
     fn store(&self) -> &Store {
-        &self.app.store
+        &self.app.cluster.store
     }
 
     /// The `Warning` headers collected so far.
@@ -726,10 +724,10 @@ impl Ctx<'_> {
             if crate::controllers::namespaces::is_terminating(self.store(), ns) {
                 let info = &self.target.info;
                 let subject = match name {
-                    "" => super::status::qualified(&info.group, &info.plural),
+                    "" => crate::status::qualified(&info.group, &info.plural),
                     n => format!(
                         "{} \"{n}\"",
-                        super::status::qualified(&info.group, &info.plural)
+                        crate::status::qualified(&info.group, &info.plural)
                     ),
                 };
                 return Err(ApiError::Forbidden {

@@ -7,27 +7,31 @@
 //!
 //! # Layout
 //! - `server`: the listener, certificates, kubeconfigs and clients.
-//! - `handlers`: routing, shared request checks, and the verbs (`reads`, `writes`, `scale`).
-//! - `body`: reading, depth-checking and decoding request bodies; `proto`, `proto_workloads`: the protobuf encoding.
-//! - `auth`: bearer tokens and RBAC-like rules; `access`: self access reviews (`can-i`, `whoami`).
+//! - `handlers`: routing, shared request checks, and the verbs (`reads`, `writes`,
+//!   `patches`, `deletes`, `scale`).
+//! - `body`: reading, depth-checking and decoding request bodies; `proto`: the protobuf encoding.
+//! - `access`: self access reviews (`can-i`, `whoami`) under the crate's `auth` rules.
 //! - `discovery`: `/api`, `/apis` and `/version`; `openapi`: `/openapi/v2`.
 //! - `table`: server-side printing; `printer_columns`: a CRD's `additionalPrinterColumns`;
 //!   `printers`: the built-in kinds' columns, as the real server prints them.
 //! - `convert`: conversion between served versions sharing one storage bucket.
-//! - `faults`: fault injection; `status`: errors as `meta/v1 Status`.
+//! - `watch`: watch streams with filters, bookmarks, timeouts and cut-offs;
+//!   `outbox`: the byte-counted buffer between a watch and its response body.
+//! - `faults`: fault injection; `response`: JSON responses, and errors as
+//!   their `meta/v1 Status` (the error type is the crate's `status`).
 
 mod access;
-pub mod auth;
 pub mod body;
 pub mod convert;
 pub mod discovery;
 pub mod faults;
 pub(crate) mod handlers;
 pub mod openapi;
+mod outbox;
 mod printer_columns;
 mod printers;
 pub mod proto;
-mod proto_workloads;
+mod response;
 pub mod server;
-pub mod status;
 pub mod table;
+pub mod watch;

@@ -9,10 +9,8 @@
 
 use serde_json::{json, Value};
 
+use super::printers::{human_duration, NAME_DESCRIPTION};
 use crate::storage::registry::PrinterColumn;
-
-/// `swaggerMetadataDescriptions["name"]`, the Name column's description.
-pub(crate) const NAME_DESCRIPTION: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
 
 /// Column definitions: Name, then the declared columns.
 pub(crate) fn definitions(columns: &[PrinterColumn]) -> Vec<Value> {
@@ -52,7 +50,7 @@ fn typed_cell(ty: &str, v: &Value) -> Value {
         ("number", Value::Number(n)) => n.as_f64().map_or(Value::Null, |f| json!(f)),
         ("boolean", Value::Bool(b)) => json!(b),
         ("date", Value::String(s)) => match chrono::DateTime::parse_from_rfc3339(s) {
-            Ok(t) => json!(crate::http::table::human_duration(
+            Ok(t) => json!(human_duration(
                 (chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_seconds()
             )),
             Err(_) => json!("<invalid>"),

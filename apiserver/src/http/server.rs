@@ -20,9 +20,10 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
-use super::auth::{Tokens, User};
 use super::faults::Faults;
 use super::handlers::{self, AppState};
+use crate::auth::{Tokens, User};
+use crate::cluster::Cluster;
 use crate::controllers::{gc, nodes, workloads};
 use crate::rules::objects::{now_rfc3339, prepare_create, strategy_create};
 use crate::storage::registry::Registry;
@@ -76,26 +77,34 @@ impl ApiServer {
         }
         let registry = Registry::new();
         seed_namespaces(&store, &registry);
-        let state = Arc::new(AppState {
-            faults: Faults::new(store.clone()),
+        let faults = Faults::new(store.clone());
+        let cluster = Arc::new(Cluster {
             services: crate::rules::services::Allocator::attach(&store),
             store,
             registry,
+            kubelet: config.kubelet,
+        });
+        let state = Arc::new(AppState {
+            cluster,
+            faults,
             tokens: Arc::new(RwLock::new(tokens)),
             watch_timeout: config.watch_timeout,
             bookmark_interval: config.bookmark_interval,
-            kubelet: config.kubelet,
             max_request_body_bytes: config.max_request_body_bytes,
             too_large_rv_wait: config.too_large_rv_wait,
             watch_send_deadline: config.watch_send_deadline,
             watch_list: config.watch_list,
         });
         if config.garbage_collector {
-            gc::spawn(&state);
+            gc::spawn(&state.cluster);
         }
-        nodes::spawn(&state.store, &state.registry, config.simulated_nodes);
+        nodes::spawn(
+            &state.cluster.store,
+            &state.cluster.registry,
+            config.simulated_nodes,
+        );
         if config.simulated_nodes > 0 {
-            workloads::spawn(&state.store, &state.registry);
+            workloads::spawn(&state.cluster.store, &state.cluster.registry);
         }
         let router = Router::new()
             .fallback(handlers::handle)
@@ -379,30 +388,30 @@ impl RunningApiServer {
 
     /// The latest resourceVersion.
     pub fn current_resource_version(&self) -> u64 {
-        self.state.store.current_rv()
+        self.state.cluster.store.current_rv()
     }
 
     /// Number of stored objects of a resource (storage key: `pods`, `leases.coordination.k8s.io`).
     pub fn object_count(&self, storage_key: &str) -> usize {
-        self.state.store.count(storage_key)
+        self.state.cluster.store.count(storage_key)
     }
 
     /// Bytes of serialized JSON stored for a resource's current objects.
     pub fn stored_bytes(&self, storage_key: &str) -> usize {
-        self.state.store.stored_bytes(storage_key)
+        self.state.cluster.store.stored_bytes(storage_key)
     }
 
     /// Bytes of object JSON held by the watch history (bounded by
     /// [`ApiServerConfig::history_bytes`]).
     pub fn history_bytes(&self) -> usize {
-        self.state.store.history_bytes()
+        self.state.cluster.store.history_bytes()
     }
 
     /// Receivers of the store's change broadcast: one per open watch plus
     /// the garbage collector's. A watch that ended (timed out, cut off,
     /// client gone) no longer counts.
     pub fn change_subscribers(&self) -> usize {
-        self.state.store.change_subscribers()
+        self.state.cluster.store.change_subscribers()
     }
 
     /// Adds (or replaces) a bearer token while running.

@@ -10,8 +10,7 @@ use std::sync::OnceLock;
 
 use serde::Deserialize;
 
-use super::schema::{ListType, PatchStrategy};
-use super::ObjectKind;
+use super::kind::{ListType, ObjectKind, PatchStrategy};
 
 const EXTRACT: &str = wasmctrl_kube_rules::builtin::OPENAPI_LISTS;
 

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::{PatchError, Result};
+use super::error::{PatchError, Result};
 
 /// Applies an RFC 6902 JSON patch (an array of operation objects) to
 /// `target`.

@@ -10,31 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::ObjectKind;
-
-/// How server-side apply treats a list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ListType {
-    /// The list is one value, owned and replaced as a whole.
-    Atomic,
-    /// A set of scalars; each value is owned separately (`v:"value"`).
-    Set,
-    /// An associative list keyed by these fields (name, default used when an
-    /// item omits the key); each item is owned separately
-    /// (`k:{"name":"app"}`).
-    Map(&'static [(&'static str, Option<&'static str>)]),
-}
-
-/// How strategic merge patch treats a list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PatchStrategy {
-    /// The patch list replaces the live list.
-    Replace,
-    /// Items are objects merged by this key (`patchMergeKey`).
-    MergeByKey(&'static str),
-    /// A list of scalars merged as a set (`patchStrategy: merge`, no key).
-    MergePrimitives,
-}
+use super::kind::{ListType, ObjectKind, PatchStrategy};
 
 /// True when `kind` is of a built-in group (its semantics come from the
 /// embedded OpenAPI extract, see `builtin_schema`); anything else is a

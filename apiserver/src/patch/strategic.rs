@@ -7,8 +7,9 @@
 
 use serde_json::{Map, Value};
 
-use super::schema::{patch_strategy, PatchStrategy};
-use super::{ObjectKind, PatchError, Result};
+use super::error::{PatchError, Result};
+use super::kind::{ObjectKind, PatchStrategy};
+use super::schema::patch_strategy;
 
 const PATCH: &str = "$patch";
 const RETAIN_KEYS: &str = "$retainKeys";

@@ -7,7 +7,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::objects::{default_container, meta_str};
+use super::meta::meta_str;
 use crate::storage::registry::ResourceInfo;
 
 /// Sets `obj[key] = value` where `obj` is an object and `key` is absent.
@@ -25,16 +25,61 @@ fn object_at<'a>(obj: &'a mut Value, key: &str) -> &'a mut Value {
     &mut obj[key]
 }
 
-/// The defaults of a pod template's spec (`SetDefaults_PodSpec` and its
-/// containers'), which a pod gets too (see `objects::default_pod_spec`).
-pub(crate) fn pod_template_spec(spec: &mut Value) {
-    for (k, v) in [
+/// The fields `SetDefaults_PodSpec` fills in a pod's and a pod template's
+/// spec alike, in the order the real server's encoding has them.
+pub(crate) fn pod_spec_defaults() -> [(&'static str, Value); 5] {
+    [
         ("restartPolicy", json!("Always")),
         ("terminationGracePeriodSeconds", json!(30)),
         ("dnsPolicy", json!("ClusterFirst")),
         ("schedulerName", json!("default-scheduler")),
         ("securityContext", json!({})),
-    ] {
+    ]
+}
+
+/// A container's defaults (pods and pod templates alike).
+pub(crate) fn default_container(c: &mut Value) {
+    if c.get("terminationMessagePath").is_none() {
+        c["terminationMessagePath"] = json!("/dev/termination-log");
+    }
+    if c.get("terminationMessagePolicy").is_none() {
+        c["terminationMessagePolicy"] = json!("File");
+    }
+    if c.get("imagePullPolicy").is_none() {
+        let image = c.get("image").and_then(Value::as_str).unwrap_or_default();
+        let tag = image.rsplit('/').next().unwrap_or_default();
+        let latest = !tag.contains(':') || tag.ends_with(":latest");
+        let policy = if latest && !image.contains('@') {
+            "Always"
+        } else {
+            "IfNotPresent"
+        };
+        c["imagePullPolicy"] = json!(policy);
+    }
+    // requests default to limits for every resource missing from requests
+    let limits = c
+        .pointer("/resources/limits")
+        .and_then(Value::as_object)
+        .cloned();
+    if let Some(limits) = limits {
+        if !c.get("resources").is_some_and(Value::is_object) {
+            c["resources"] = json!({});
+        }
+        if !c["resources"].get("requests").is_some_and(Value::is_object) {
+            c["resources"]["requests"] = json!({});
+        }
+        if let Some(req) = c["resources"]["requests"].as_object_mut() {
+            for (k, v) in limits {
+                req.entry(k).or_insert(v);
+            }
+        }
+    }
+}
+
+/// The defaults of a pod template's spec (`SetDefaults_PodSpec` and its
+/// containers'), which a pod gets too (see `objects::default_pod_spec`).
+pub(crate) fn pod_template_spec(spec: &mut Value) {
+    for (k, v) in pod_spec_defaults() {
         or_insert(spec, k, v);
     }
     for list in ["initContainers", "containers"] {

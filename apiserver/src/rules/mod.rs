@@ -8,7 +8,9 @@
 //! them). Nothing here serves requests or runs in the background.
 //!
 //! # Layout
-//! - `objects`: names, `generateName`, system metadata, pod defaulting, status/spec separation.
+//! - `objects`: names, `generateName`, system metadata, pod defaulting, status/spec separation;
+//!   `meta`: reading metadata and timestamps.
+//! - `go_words`: Go's quoting and float wording, and the field path problems name.
 //! - `defaults`: workload, pod template and Service defaults; `services`: the allocator of cluster IPs and node ports.
 //! - `object_rules`: label, annotation and ConfigMap/Secret size validation.
 //! - `spec_rules`: Service node ports and selectors, Deployment selectors.
@@ -18,6 +20,8 @@
 
 pub mod crd;
 pub(crate) mod defaults;
+pub(crate) mod go_words;
+pub(crate) mod meta;
 pub(crate) mod object_rules;
 pub mod objects;
 pub(crate) mod pods;

@@ -26,7 +26,7 @@ use base64::Engine as _;
 use serde_json::{Map, Value};
 use wasmctrl_kube_rules::names::{label_value_errors, qualified_name_errors};
 
-use crate::rules::validation::go_quote;
+use crate::rules::go_words::go_quote;
 use crate::storage::registry::ResourceInfo;
 
 /// `TotalAnnotationSizeLimitB`.

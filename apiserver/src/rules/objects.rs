@@ -8,10 +8,8 @@ use serde_json::{json, Map, Value};
 use crate::storage::registry::ResourceInfo;
 use wasmctrl_kube_rules::builtin;
 
-/// RFC 3339 timestamp (seconds precision) for `now`.
-pub fn now_rfc3339() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
+use super::defaults::{default_container, pod_spec_defaults};
+pub use super::meta::{meta_str, now_rfc3339};
 
 use wasmctrl_kube_rules::names::{
     is_dns1123_label as is_label, is_dns1123_subdomain as is_subdomain, DNS1123_LABEL_MSG,
@@ -58,7 +56,7 @@ pub fn tracks_generation(info: &ResourceInfo) -> bool {
     // discovery and scheduling objects carry one; HPAs, RBAC and storage
     // objects do not). Core kinds have none but replication controllers
     // (and pods, as since 1.33); custom resources and CRDs always do.
-    if super::crd::is_custom(info) {
+    if crate::storage::builtin::is_custom(info) {
         return true;
     }
     match (info.group.as_str(), info.plural.as_str()) {
@@ -92,11 +90,6 @@ pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
         Some(Value::Object(m)) => m,
         _ => unreachable!("metadata was just set to an object"),
     }
-}
-
-/// Reads a string from `metadata`.
-pub fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
-    obj.get("metadata")?.get(field)?.as_str()
 }
 
 /// Sets the system fields of a new object and applies per-kind defaults
@@ -190,16 +183,12 @@ pub(crate) fn default_pod_spec(pod: &mut Value) {
         pod["spec"] = json!({});
     }
     let spec = &mut pod["spec"];
-    for (k, v) in [
-        ("restartPolicy", json!("Always")),
-        ("terminationGracePeriodSeconds", json!(30)),
-        ("dnsPolicy", json!("ClusterFirst")),
-        ("schedulerName", json!("default-scheduler")),
-        ("securityContext", json!({})),
+    let pod_only = [
         ("enableServiceLinks", json!(true)),
         ("preemptionPolicy", json!("PreemptLowerPriority")),
         ("priority", json!(0)),
-    ] {
+    ];
+    for (k, v) in pod_spec_defaults().into_iter().chain(pod_only) {
         if spec.get(k).is_none() {
             spec[k] = v;
         }
@@ -208,45 +197,6 @@ pub(crate) fn default_pod_spec(pod: &mut Value) {
         if let Some(cs) = spec.get_mut(list).and_then(Value::as_array_mut) {
             for c in cs {
                 default_container(c);
-            }
-        }
-    }
-}
-
-/// A container's defaults (pods and pod templates alike).
-pub(crate) fn default_container(c: &mut Value) {
-    if c.get("terminationMessagePath").is_none() {
-        c["terminationMessagePath"] = json!("/dev/termination-log");
-    }
-    if c.get("terminationMessagePolicy").is_none() {
-        c["terminationMessagePolicy"] = json!("File");
-    }
-    if c.get("imagePullPolicy").is_none() {
-        let image = c.get("image").and_then(Value::as_str).unwrap_or_default();
-        let tag = image.rsplit('/').next().unwrap_or_default();
-        let latest = !tag.contains(':') || tag.ends_with(":latest");
-        let policy = if latest && !image.contains('@') {
-            "Always"
-        } else {
-            "IfNotPresent"
-        };
-        c["imagePullPolicy"] = json!(policy);
-    }
-    // requests default to limits for every resource missing from requests
-    let limits = c
-        .pointer("/resources/limits")
-        .and_then(Value::as_object)
-        .cloned();
-    if let Some(limits) = limits {
-        if !c.get("resources").is_some_and(Value::is_object) {
-            c["resources"] = json!({});
-        }
-        if !c["resources"].get("requests").is_some_and(Value::is_object) {
-            c["resources"]["requests"] = json!({});
-        }
-        if let Some(req) = c["resources"]["requests"].as_object_mut() {
-            for (k, v) in limits {
-                req.entry(k).or_insert(v);
             }
         }
     }
@@ -353,7 +303,7 @@ pub fn prepare_update(info: &ResourceInfo, old: &Value, new: &mut Value, status_
         }
     }
     if let Some(g) = old_meta.get("generation").and_then(Value::as_i64) {
-        let custom = super::crd::is_custom(info);
+        let custom = crate::storage::builtin::is_custom(info);
         if !status_write && spec_of(old, custom) != spec_of(new, custom) {
             meta_mut(new).insert("generation".into(), json!(g.saturating_add(1)));
         }

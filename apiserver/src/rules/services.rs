@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{json, Value};
 
-use crate::rules::validation::go_quote;
+use crate::rules::go_words::go_quote;
 use crate::storage::store::{ObjKey, Store};
 
 /// The first three octets of the service CIDR.

@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, HashSet};
 use serde_json::{json, Value};
 use wasmctrl_kube_rules::names::{label_value_errors, qualified_name_errors};
 
-use crate::rules::validation::go_quote;
+use crate::rules::go_words::go_quote;
 use crate::storage::registry::ResourceInfo;
 
 /// The problems of `obj` (a write of `info`'s kind) that this module

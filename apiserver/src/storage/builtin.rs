@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 use serde::Deserialize;
 
-use super::registry::{ResourceInfo, ScaleSubresource};
+use super::resource::{ResourceInfo, ScaleSubresource};
 
 const CORE: &str = include_str!("../../data/k8s-1.32/aggregated-api.json");
 const GROUPS: &str = include_str!("../../data/k8s-1.32/aggregated-apis.json");
@@ -136,6 +136,14 @@ pub fn resources() -> &'static [ResourceInfo] {
             Vec::new()
         })
     })
+}
+
+/// True if `info` is a custom resource (served because of a CRD)
+/// (not one of the built-in resources).
+pub fn is_custom(info: &ResourceInfo) -> bool {
+    !resources()
+        .iter()
+        .any(|b| b.group == info.group && b.plural == info.plural)
 }
 
 /// Whether `info` is a create-only resource that stores nothing (reviews,

@@ -28,9 +28,9 @@ use std::sync::{Arc, Weak};
 use serde_json::{json, Value};
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
+use crate::cluster::Cluster;
 use crate::controllers::kubelet::{self, PodDeletion};
 use crate::controllers::namespaces;
-use crate::http::handlers::AppState;
 use crate::rules::crd;
 use crate::rules::objects::{meta_str, now_rfc3339, ready_to_remove};
 use crate::storage::registry::ResourceInfo;
@@ -42,9 +42,9 @@ use policy::{Propagation, FOREGROUND, ORPHAN};
 /// next change of the object.
 const ATTEMPTS: usize = 16;
 
-/// Starts the collector for `app`'s store; it ends with the server.
-pub(crate) fn spawn(app: &Arc<AppState>) {
-    let weak: Weak<AppState> = Arc::downgrade(app);
+/// Starts the collector for `app`'s store; it ends with the cluster (the server).
+pub(crate) fn spawn(app: &Arc<Cluster>) {
+    let weak: Weak<Cluster> = Arc::downgrade(app);
     let mut rx = app.store.changes();
     let mut graph = Graph::default();
     let mut dirty = BTreeSet::new();
@@ -91,14 +91,14 @@ enum Owner {
     Unresolvable,
 }
 
-fn storage_info(app: &AppState, storage: &str) -> Option<ResourceInfo> {
+fn storage_info(app: &Cluster, storage: &str) -> Option<ResourceInfo> {
     app.registry
         .all()
         .into_iter()
         .find(|i| i.storage_key() == storage)
 }
 
-fn classify(app: &AppState, dependent_ns: &str, r: &OwnerRef) -> Owner {
+fn classify(app: &Cluster, dependent_ns: &str, r: &OwnerRef) -> Owner {
     let (group, version) = match r.api_version.split_once('/') {
         Some((g, v)) => (g, v),
         None => ("", r.api_version.as_str()),
@@ -133,7 +133,7 @@ fn classify(app: &AppState, dependent_ns: &str, r: &OwnerRef) -> Owner {
 
 /// Acts on one object: an owner being deleted with a GC finalizer, or a
 /// dependent whose owners may be gone.
-fn process(app: &AppState, graph: &Graph, item: &Item) {
+fn process(app: &Cluster, graph: &Graph, item: &Item) {
     let Some(stored) = app.store.get(&item.0, &item.1) else {
         return;
     };
@@ -185,7 +185,7 @@ fn process(app: &AppState, graph: &Graph, item: &Item) {
 
 /// Foreground: every dependent goes; the owner's finalizer goes once no
 /// dependent that blocks it (`blockOwnerDeletion: true`) exists.
-fn delete_dependents(app: &AppState, graph: &Graph, owner: &Item, uid: &str) {
+fn delete_dependents(app: &Cluster, graph: &Graph, owner: &Item, uid: &str) {
     let mut blocked = false;
     for dep in graph.dependents_of(uid) {
         let Some(stored) = app.store.get(&dep.0, &dep.1) else {
@@ -208,7 +208,7 @@ fn delete_dependents(app: &AppState, graph: &Graph, owner: &Item, uid: &str) {
 
 /// Orphan: the dependents lose their references to the owner, then the
 /// owner its finalizer.
-fn orphan_dependents(app: &AppState, graph: &Graph, owner: &Item, uid: &str) {
+fn orphan_dependents(app: &Cluster, graph: &Graph, owner: &Item, uid: &str) {
     let mut done = true;
     for dep in graph.dependents_of(uid) {
         done &= remove_owner_refs(app, &dep, &[uid]);
@@ -219,7 +219,7 @@ fn orphan_dependents(app: &AppState, graph: &Graph, owner: &Item, uid: &str) {
 }
 
 /// Drops the references to `uids` from `item`; false if it could not.
-fn remove_owner_refs(app: &AppState, item: &Item, uids: &[&str]) -> bool {
+fn remove_owner_refs(app: &Cluster, item: &Item, uids: &[&str]) -> bool {
     for _ in 0..ATTEMPTS {
         let Some(stored) = app.store.get(&item.0, &item.1) else {
             return true;
@@ -258,7 +258,7 @@ fn remove_owner_refs(app: &AppState, item: &Item, uids: &[&str]) -> bool {
 
 /// Removes `finalizer` from the object `item` (if it still has `uid`),
 /// removing the object when it was the last.
-fn remove_finalizer(app: &AppState, item: &Item, uid: &str, finalizer: &str) {
+fn remove_finalizer(app: &Cluster, item: &Item, uid: &str, finalizer: &str) {
     for _ in 0..ATTEMPTS {
         let Some(stored) = app.store.get(&item.0, &item.1) else {
             return;
@@ -287,7 +287,7 @@ fn remove_finalizer(app: &AppState, item: &Item, uid: &str, finalizer: &str) {
                 .delete(&item.0, &item.1, Some(stored.rv), Some(v))
                 .inspect(|s| {
                     if let Some(info) = storage_info(app, &item.0) {
-                        crd::on_delete(app, &info, &s.value());
+                        crd::on_delete(&app.registry, &app.store, &info, &s.value());
                     }
                 })
         } else {
@@ -307,7 +307,7 @@ fn remove_finalizer(app: &AppState, item: &Item, uid: &str, finalizer: &str) {
 /// Deletes the dependent `item` (if it still has `uid`) with `policy`, as
 /// a DELETE through the API would: pods gracefully, objects with
 /// finalizers marked and left to them, namespaces terminated.
-fn collect(app: &AppState, item: &Item, uid: &str, policy: Propagation) {
+fn collect(app: &Cluster, item: &Item, uid: &str, policy: Propagation) {
     let Some(info) = storage_info(app, &item.0) else {
         return;
     };
@@ -377,7 +377,7 @@ fn collect(app: &AppState, item: &Item, uid: &str, policy: Propagation) {
             _ => app
                 .store
                 .delete(&item.0, &item.1, Some(stored.rv), None)
-                .inspect(|s| crd::on_delete(app, &info, &s.value())),
+                .inspect(|s| crd::on_delete(&app.registry, &app.store, &info, &s.value())),
         };
         match result {
             Err(StoreError::Conflict) => continue,

@@ -7,7 +7,7 @@
 
 use serde_json::{json, Value};
 
-use crate::http::status::{ApiError, Result};
+use crate::status::{ApiError, Result};
 
 /// The finalizer that makes the collector orphan the dependents
 /// (`metav1.FinalizerOrphanDependents`).

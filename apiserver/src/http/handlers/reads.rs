@@ -10,10 +10,10 @@ use std::time::Duration;
 use super::{json_response, parse_rv, store_err, value_response, Ctx};
 use crate::config::WatchList;
 use crate::http::convert;
-use crate::http::status::{ApiError, Result};
 use crate::http::table;
+use crate::http::watch::{self, WatchLimits, WatchSpec};
+use crate::status::{ApiError, Result};
 use crate::storage::store::{ObjKey, StoreError};
-use crate::storage::watch::{self, WatchLimits, WatchSpec};
 
 /// The real server's message when a continue token's revision was compacted.
 const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
@@ -237,7 +237,7 @@ impl Ctx<'_> {
         if let Some(min_rv) = wait_for {
             let body = watch::stream_when_fresh(
                 spec,
-                self.app.store.clone(),
+                self.app.cluster.store.clone(),
                 min_rv,
                 self.app.too_large_rv_wait,
                 drops,

@@ -13,9 +13,9 @@ use axum::response::Response;
 use serde_json::{json, Map, Value};
 
 use super::{parse_rv, value_response, Attempt, Ctx, MAX_RETRIES};
-use crate::http::status::{ApiError, Result};
 use crate::patch;
 use crate::rules::objects::meta_str;
+use crate::status::{ApiError, Result};
 use crate::storage::registry::ScaleSubresource;
 
 /// `.spec.replicas` as JSON pointer segments.

@@ -7,26 +7,25 @@ use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
 
+use super::column::{col, wide, Printer, AGE, NAME};
 use super::descriptions as d;
 use super::format::{age, items, name, or, text};
-use super::{col, wide, Printer, AGE, NAME};
 
-pub(super) static NAMESPACE: Printer = Printer {
-    columns: &[
+pub(super) static NAMESPACE: Printer = Printer::new(
+    &[
         NAME,
         col("Status", "string", "The status of the namespace"),
         AGE,
     ],
-    row: namespace,
-    conditions: None,
-};
+    namespace,
+);
 
 fn namespace(obj: &Value) -> Vec<Value> {
     vec![name(obj), json!(text(obj, "/status/phase")), age(obj)]
 }
 
-pub(super) static NODE: Printer = Printer {
-    columns: &[
+pub(super) static NODE: Printer = Printer::new(
+    &[
         NAME,
         col("Status", "string", "The status of the node"),
         col("Roles", "string", "The roles of the node"),
@@ -38,9 +37,8 @@ pub(super) static NODE: Printer = Printer {
         wide("Kernel-Version", "string", d::NODE_KERNEL),
         wide("Container-Runtime", "string", d::NODE_RUNTIME),
     ],
-    row: node,
-    conditions: None,
-};
+    node,
+);
 
 /// `findNodeRoles`: `node-role.kubernetes.io/<role>` label keys and the
 /// `kubernetes.io/role` label's value, sorted and deduplicated.
@@ -99,11 +97,10 @@ fn node(obj: &Value) -> Vec<Value> {
     ]
 }
 
-pub(super) static LEASE: Printer = Printer {
-    columns: &[NAME, col("Holder", "string", d::LEASE_HOLDER), AGE],
-    row: lease,
-    conditions: None,
-};
+pub(super) static LEASE: Printer = Printer::new(
+    &[NAME, col("Holder", "string", d::LEASE_HOLDER), AGE],
+    lease,
+);
 
 fn lease(obj: &Value) -> Vec<Value> {
     vec![

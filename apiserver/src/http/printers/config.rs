@@ -5,15 +5,12 @@
 
 use serde_json::{json, Value};
 
+use super::column::{col, wide, Printer, AGE, NAME};
 use super::descriptions as d;
 use super::format::{age, items, keys, name, text};
-use super::{col, wide, Printer, AGE, NAME};
 
-pub(super) static CONFIG_MAP: Printer = Printer {
-    columns: &[NAME, col("Data", "string", d::CM_DATA), AGE],
-    row: config_map,
-    conditions: None,
-};
+pub(super) static CONFIG_MAP: Printer =
+    Printer::new(&[NAME, col("Data", "string", d::CM_DATA), AGE], config_map);
 
 fn config_map(obj: &Value) -> Vec<Value> {
     vec![
@@ -23,16 +20,15 @@ fn config_map(obj: &Value) -> Vec<Value> {
     ]
 }
 
-pub(super) static SECRET: Printer = Printer {
-    columns: &[
+pub(super) static SECRET: Printer = Printer::new(
+    &[
         NAME,
         col("Type", "string", d::SECRET_TYPE),
         col("Data", "string", d::SECRET_DATA),
         AGE,
     ],
-    row: secret,
-    conditions: None,
-};
+    secret,
+);
 
 /// `len(secret.Data)` once `stringData` is merged into `data`, as the
 /// real server's conversion does before storing (this server stores
@@ -59,18 +55,17 @@ fn secret(obj: &Value) -> Vec<Value> {
     ]
 }
 
-pub(super) static SERVICE_ACCOUNT: Printer = Printer {
-    columns: &[NAME, col("Secrets", "string", d::SA_SECRETS), AGE],
-    row: service_account,
-    conditions: None,
-};
+pub(super) static SERVICE_ACCOUNT: Printer = Printer::new(
+    &[NAME, col("Secrets", "string", d::SA_SECRETS), AGE],
+    service_account,
+);
 
 fn service_account(obj: &Value) -> Vec<Value> {
     vec![name(obj), json!(items(obj, "/secrets").len()), age(obj)]
 }
 
-pub(super) static PERSISTENT_VOLUME_CLAIM: Printer = Printer {
-    columns: &[
+pub(super) static PERSISTENT_VOLUME_CLAIM: Printer = Printer::new(
+    &[
         NAME,
         col("Status", "string", d::PVC_PHASE),
         col("Volume", "string", d::PVC_VOLUME_NAME),
@@ -85,9 +80,8 @@ pub(super) static PERSISTENT_VOLUME_CLAIM: Printer = Printer {
         AGE,
         wide("VolumeMode", "string", d::PVC_VOLUME_MODE),
     ],
-    row: persistent_volume_claim,
-    conditions: None,
-};
+    persistent_volume_claim,
+);
 
 /// `helper.GetAccessModesAsString`: the modes present, abbreviated, in
 /// the fixed order RWO, ROX, RWX, RWOP.

@@ -127,3 +127,6 @@ pub(crate) const EVENT_FIRST_TIMESTAMP: &str =
     "The time at which the event was first recorded. (Time of server receipt is in TypeMeta.)";
 /// `Event.count`.
 pub(crate) const EVENT_COUNT: &str = "The number of times this event has occurred.";
+
+/// `swaggerMetadataDescriptions["name"]`, the Name column's description.
+pub(crate) const NAME_DESCRIPTION: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";

@@ -8,12 +8,12 @@
 
 use serde_json::{json, Value};
 
+use super::column::{col, wide, Column, Printer};
 use super::descriptions as d;
 use super::format::{int, name, since, text};
-use super::{col, wide, Column, Printer};
 
-pub(super) static EVENT: Printer = Printer {
-    columns: &[
+pub(super) static EVENT: Printer = Printer::new(
+    &[
         col("Last Seen", "string", d::EVENT_LAST_TIMESTAMP),
         col("Type", "string", d::EVENT_TYPE),
         col("Reason", "string", d::EVENT_REASON),
@@ -25,12 +25,11 @@ pub(super) static EVENT: Printer = Printer {
         wide("Count", "string", d::EVENT_COUNT),
         Column {
             priority: 1,
-            ..super::NAME
+            ..super::column::NAME
         },
     ],
-    row: event,
-    conditions: None,
-};
+    event,
+);
 
 /// The first non-empty of two strings (`firstNonEmpty`).
 fn first<'a>(a: &'a str, b: &'a str) -> &'a str {

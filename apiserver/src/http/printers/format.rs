@@ -1,9 +1,61 @@
 //! Cell formatting shared by the printers, each the Go helper it copies:
-//! `translateTimestampSince`, `layoutContainerCells`, `labels.FormatLabels`,
+//! `duration.HumanDuration`, `translateTimestampSince`, `layoutContainerCells`, `labels.FormatLabels`,
 //! `metav1.FormatLabelSelector` and the selector's `String()`, and plain
 //! field reads with Go's zero values for absent fields.
 
 use serde_json::{json, Map, Value};
+
+/// `duration.HumanDuration`, the age the real server prints (`5s`,
+/// `3m12s`, `4h`, `2d`, `3y12d`): `<invalid>` more than a second in the
+/// future, `0s` for less.
+pub fn human_duration(secs: i64) -> String {
+    let s = secs;
+    if s < -1 {
+        return "<invalid>".into();
+    }
+    if s < 0 {
+        return "0s".into();
+    }
+    if s < 120 {
+        return format!("{s}s");
+    }
+    let minutes = s / 60;
+    if minutes < 10 {
+        return match s % 60 {
+            0 => format!("{minutes}m"),
+            sec => format!("{minutes}m{sec}s"),
+        };
+    }
+    if minutes < 3 * 60 {
+        return format!("{minutes}m");
+    }
+    let hours = s / 3600;
+    if hours < 8 {
+        return match minutes % 60 {
+            0 => format!("{hours}h"),
+            m => format!("{hours}h{m}m"),
+        };
+    }
+    if hours < 48 {
+        return format!("{hours}h");
+    }
+    if hours < 24 * 8 {
+        return match hours % 24 {
+            0 => format!("{}d", hours / 24),
+            h => format!("{}d{h}h", hours / 24),
+        };
+    }
+    if hours < 24 * 365 * 2 {
+        return format!("{}d", hours / 24);
+    }
+    if hours < 24 * 365 * 8 {
+        return match (hours / 24) % 365 {
+            0 => format!("{}y", hours / 24 / 365),
+            d => format!("{}y{d}d", hours / 24 / 365),
+        };
+    }
+    format!("{}y", hours / 24 / 365)
+}
 
 /// The object's name cell.
 pub(super) fn name(obj: &Value) -> Value {
@@ -51,7 +103,7 @@ pub(super) fn seconds_since(time: &str) -> Option<i64> {
 /// `duration.HumanDuration` prints it, `<unknown>` for a zero (absent) one.
 pub(super) fn since(time: &str) -> String {
     match seconds_since(time) {
-        Some(s) => crate::http::table::human_duration(s),
+        Some(s) => human_duration(s),
         None => "<unknown>".into(),
     }
 }

@@ -5,14 +5,15 @@
 //! cells (`GenerateOptions{Wide: true}`) and kubectl hides priority-1
 //! columns unless `-o wide`; so do we.
 //!
-//! Owns the table of printers (one per group and resource) and the
-//! [`Column`] shape; the kinds' rules live in one file per group of kinds
+//! Owns the table of printers (one per group and resource); the
+//! [`column::Column`] and [`Printer`] shapes are `column`'s, the kinds' rules live in one file per group of kinds
 //! (`pods`, `workloads`, `networking`, `config`, `cluster`, `events`), the shared
 //! cell formatting in `format`, the swagger texts in `descriptions`. A
 //! kind without a printer here is [`crate::http::table`]'s concern.
 //! Presentation only: never filters, validates or writes.
 
 mod cluster;
+mod column;
 mod config;
 mod descriptions;
 mod events;
@@ -21,92 +22,9 @@ mod networking;
 mod pods;
 mod workloads;
 
-use serde_json::{json, Value};
-
-/// One column definition (`metav1.TableColumnDefinition`).
-pub(crate) struct Column {
-    name: &'static str,
-    ty: &'static str,
-    /// 1 for the wide (`-o wide`) columns.
-    priority: u8,
-    description: &'static str,
-}
-
-/// A column shown by default.
-const fn col(name: &'static str, ty: &'static str, description: &'static str) -> Column {
-    Column {
-        name,
-        ty,
-        priority: 0,
-        description,
-    }
-}
-
-/// A wide column (priority 1).
-const fn wide(name: &'static str, ty: &'static str, description: &'static str) -> Column {
-    Column {
-        name,
-        ty,
-        priority: 1,
-        description,
-    }
-}
-
-/// The Name column every printer starts with.
-const NAME: Column = Column {
-    name: "Name",
-    ty: "string",
-    priority: 0,
-    description: crate::http::printer_columns::NAME_DESCRIPTION,
-};
-
-/// The Age column (`translateTimestampSince(creationTimestamp)`).
-const AGE: Column = col("Age", "string", descriptions::AGE);
-
-/// `layoutContainerCells`' two wide columns.
-const CONTAINERS: Column = wide(
-    "Containers",
-    "string",
-    "Names of each container in the template.",
-);
-const IMAGES: Column = wide(
-    "Images",
-    "string",
-    "Images referenced by each container in the template.",
-);
-
-/// A kind's printer: its columns and the function computing one row's
-/// cells (as many as columns, wide ones included).
-pub(crate) struct Printer {
-    columns: &'static [Column],
-    row: fn(&Value) -> Vec<Value>,
-    /// The row's `conditions`, for the kinds whose rows have any.
-    conditions: Option<fn(&Value) -> Option<Value>>,
-}
-
-impl Printer {
-    /// The Table's `columnDefinitions`.
-    pub(crate) fn definitions(&self) -> Vec<Value> {
-        self.columns
-            .iter()
-            .map(|c| {
-                let format = if c.name == "Name" { "name" } else { "" };
-                json!({"name": c.name, "type": c.ty, "format": format,
-                    "description": c.description, "priority": c.priority})
-            })
-            .collect()
-    }
-
-    /// One row's cells for `obj`.
-    pub(crate) fn cells(&self, obj: &Value) -> Vec<Value> {
-        (self.row)(obj)
-    }
-
-    /// One row's `conditions` for `obj`, if it has any.
-    pub(crate) fn row_conditions(&self, obj: &Value) -> Option<Value> {
-        self.conditions.and_then(|c| c(obj))
-    }
-}
+pub(crate) use column::Printer;
+pub(crate) use descriptions::NAME_DESCRIPTION;
+pub use format::human_duration;
 
 /// The printer for `group`/`plural`, if the real server has one we copy.
 pub(crate) fn printer(group: &str, plural: &str) -> Option<&'static Printer> {
@@ -137,6 +55,7 @@ pub(crate) fn printer(group: &str, plural: &str) -> Option<&'static Printer> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn every_printers_rows_have_one_cell_per_column() {

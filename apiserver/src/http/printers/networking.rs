@@ -7,12 +7,12 @@ use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
 
+use super::column::{col, wide, Printer, AGE, NAME};
 use super::descriptions as d;
 use super::format::{age, format_labels, int, items, name, or, text};
-use super::{col, wide, Printer, AGE, NAME};
 
-pub(super) static SERVICE: Printer = Printer {
-    columns: &[
+pub(super) static SERVICE: Printer = Printer::new(
+    &[
         NAME,
         col("Type", "string", d::SVC_TYPE),
         col("Cluster-IP", "string", d::SVC_CLUSTER_IP),
@@ -21,9 +21,8 @@ pub(super) static SERVICE: Printer = Printer {
         AGE,
         wide("Selector", "string", d::SVC_SELECTOR),
     ],
-    row: service,
-    conditions: None,
-};
+    service,
+);
 
 /// `loadBalancerStatusStringer` (and the Ingress one) for the wide output
 /// the server generates: the ingress points' IPs (else hostnames), sorted
@@ -92,11 +91,10 @@ fn service(obj: &Value) -> Vec<Value> {
     ]
 }
 
-pub(super) static ENDPOINTS: Printer = Printer {
-    columns: &[NAME, col("Endpoints", "string", d::ENDPOINTS_SUBSETS), AGE],
-    row: endpoints,
-    conditions: None,
-};
+pub(super) static ENDPOINTS: Printer = Printer::new(
+    &[NAME, col("Endpoints", "string", d::ENDPOINTS_SUBSETS), AGE],
+    endpoints,
+);
 
 /// `net.JoinHostPort`.
 fn host_port(ip: &str, port: i64) -> String {
@@ -154,8 +152,8 @@ fn endpoints(obj: &Value) -> Vec<Value> {
     vec![name(obj), json!(format_endpoints(obj)), age(obj)]
 }
 
-pub(super) static INGRESS: Printer = Printer {
-    columns: &[
+pub(super) static INGRESS: Printer = Printer::new(
+    &[
         NAME,
         col(
             "Class",
@@ -175,9 +173,8 @@ pub(super) static INGRESS: Printer = Printer {
         col("Ports", "string", "Ports of TLS configurations that open"),
         AGE,
     ],
-    row: ingress,
-    conditions: None,
-};
+    ingress,
+);
 
 /// `formatHosts`: the first three rules' hosts and `+ N more...`, `*`
 /// when none has one.

@@ -7,9 +7,9 @@
 
 use serde_json::{json, Value};
 
+use super::column::{col, wide, Column, Printer, AGE, NAME};
 use super::descriptions as d;
 use super::format::{age, condition, int, items, name, or, since, text};
-use super::{col, wide, Column, Printer, AGE, NAME};
 
 pub(super) static POD: Printer = Printer {
     columns: &COLUMNS,

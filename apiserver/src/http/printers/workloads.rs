@@ -7,19 +7,20 @@
 
 use serde_json::{json, Value};
 
+use super::column::{col, wide, Printer, AGE, CONTAINERS, IMAGES, NAME};
 use super::descriptions as d;
+use super::format::human_duration;
 use super::format::{
     age, condition, containers, format_label_selector, format_labels, int, items, name,
     seconds_since, selector_string, since, text,
 };
-use super::{col, wide, Printer, AGE, CONTAINERS, IMAGES, NAME};
 
 /// "Number of the pod with ready state", the Ready column of Deployments
 /// and StatefulSets.
 const READY_PODS: &str = "Number of the pod with ready state";
 
-pub(super) static DEPLOYMENT: Printer = Printer {
-    columns: &[
+pub(super) static DEPLOYMENT: Printer = Printer::new(
+    &[
         NAME,
         col("Ready", "string", READY_PODS),
         col("Up-to-date", "string", d::DEPLOY_UPDATED),
@@ -29,9 +30,26 @@ pub(super) static DEPLOYMENT: Printer = Printer {
         IMAGES,
         wide("Selector", "string", d::DEPLOY_SELECTOR),
     ],
-    row: deployment,
-    conditions: None,
-};
+    deployment,
+);
+
+/// A workload's row, as `printDeployment` and its kin lay it out: the
+/// name, the kind's `cells`, the age, the names and images of the
+/// containers at `containers_at` (`layoutContainerCells`), then the
+/// `selector` cell, if the kind has one.
+fn workload_row(
+    obj: &Value,
+    cells: Vec<Value>,
+    containers_at: &str,
+    selector: Option<Value>,
+) -> Vec<Value> {
+    let [names, images] = containers(obj, containers_at);
+    let mut row = vec![name(obj)];
+    row.extend(cells);
+    row.extend([age(obj), names, images]);
+    row.extend(selector);
+    row
+}
 
 /// `spec.replicas`, 1 when absent (the default every stored object has).
 fn desired(obj: &Value) -> i64 {
@@ -41,27 +59,26 @@ fn desired(obj: &Value) -> i64 {
 }
 
 fn deployment(obj: &Value) -> Vec<Value> {
-    let [names, images] = containers(obj, "/spec/template/spec/containers");
     let selector =
         selector_string(obj.pointer("/spec/selector")).unwrap_or_else(|| "<invalid>".into());
-    vec![
-        name(obj),
-        json!(format!(
-            "{}/{}",
-            int(obj, "/status/readyReplicas"),
-            desired(obj)
-        )),
-        json!(int(obj, "/status/updatedReplicas")),
-        json!(int(obj, "/status/availableReplicas")),
-        age(obj),
-        names,
-        images,
-        json!(selector),
-    ]
+    workload_row(
+        obj,
+        vec![
+            json!(format!(
+                "{}/{}",
+                int(obj, "/status/readyReplicas"),
+                desired(obj)
+            )),
+            json!(int(obj, "/status/updatedReplicas")),
+            json!(int(obj, "/status/availableReplicas")),
+        ],
+        "/spec/template/spec/containers",
+        Some(json!(selector)),
+    )
 }
 
-pub(super) static REPLICA_SET: Printer = Printer {
-    columns: &[
+pub(super) static REPLICA_SET: Printer = Printer::new(
+    &[
         NAME,
         col("Desired", "integer", d::RS_REPLICAS),
         col("Current", "integer", d::RS_STATUS_REPLICAS),
@@ -71,53 +88,48 @@ pub(super) static REPLICA_SET: Printer = Printer {
         IMAGES,
         wide("Selector", "string", d::RS_SELECTOR),
     ],
-    row: replica_set,
-    conditions: None,
-};
+    replica_set,
+);
 
 fn replica_set(obj: &Value) -> Vec<Value> {
-    let [names, images] = containers(obj, "/spec/template/spec/containers");
-    vec![
-        name(obj),
-        json!(desired(obj)),
-        json!(int(obj, "/status/replicas")),
-        json!(int(obj, "/status/readyReplicas")),
-        age(obj),
-        names,
-        images,
-        json!(format_label_selector(obj.pointer("/spec/selector"))),
-    ]
+    workload_row(
+        obj,
+        vec![
+            json!(desired(obj)),
+            json!(int(obj, "/status/replicas")),
+            json!(int(obj, "/status/readyReplicas")),
+        ],
+        "/spec/template/spec/containers",
+        Some(json!(format_label_selector(obj.pointer("/spec/selector")))),
+    )
 }
 
-pub(super) static STATEFUL_SET: Printer = Printer {
-    columns: &[
+pub(super) static STATEFUL_SET: Printer = Printer::new(
+    &[
         NAME,
         col("Ready", "string", READY_PODS),
         AGE,
         CONTAINERS,
         IMAGES,
     ],
-    row: stateful_set,
-    conditions: None,
-};
+    stateful_set,
+);
 
 fn stateful_set(obj: &Value) -> Vec<Value> {
-    let [names, images] = containers(obj, "/spec/template/spec/containers");
-    vec![
-        name(obj),
-        json!(format!(
+    workload_row(
+        obj,
+        vec![json!(format!(
             "{}/{}",
             int(obj, "/status/readyReplicas"),
             desired(obj)
-        )),
-        age(obj),
-        names,
-        images,
-    ]
+        ))],
+        "/spec/template/spec/containers",
+        None,
+    )
 }
 
-pub(super) static DAEMON_SET: Printer = Printer {
-    columns: &[
+pub(super) static DAEMON_SET: Printer = Printer::new(
+    &[
         NAME,
         col("Desired", "integer", d::DS_DESIRED),
         col("Current", "integer", d::DS_CURRENT),
@@ -130,31 +142,29 @@ pub(super) static DAEMON_SET: Printer = Printer {
         IMAGES,
         wide("Selector", "string", d::DS_SELECTOR),
     ],
-    row: daemon_set,
-    conditions: None,
-};
+    daemon_set,
+);
 
 fn daemon_set(obj: &Value) -> Vec<Value> {
-    let [names, images] = containers(obj, "/spec/template/spec/containers");
-    vec![
-        name(obj),
-        json!(int(obj, "/status/desiredNumberScheduled")),
-        json!(int(obj, "/status/currentNumberScheduled")),
-        json!(int(obj, "/status/numberReady")),
-        json!(int(obj, "/status/updatedNumberScheduled")),
-        json!(int(obj, "/status/numberAvailable")),
-        json!(format_labels(
-            obj.pointer("/spec/template/spec/nodeSelector")
-        )),
-        age(obj),
-        names,
-        images,
-        json!(format_label_selector(obj.pointer("/spec/selector"))),
-    ]
+    workload_row(
+        obj,
+        vec![
+            json!(int(obj, "/status/desiredNumberScheduled")),
+            json!(int(obj, "/status/currentNumberScheduled")),
+            json!(int(obj, "/status/numberReady")),
+            json!(int(obj, "/status/updatedNumberScheduled")),
+            json!(int(obj, "/status/numberAvailable")),
+            json!(format_labels(
+                obj.pointer("/spec/template/spec/nodeSelector")
+            )),
+        ],
+        "/spec/template/spec/containers",
+        Some(json!(format_label_selector(obj.pointer("/spec/selector")))),
+    )
 }
 
-pub(super) static JOB: Printer = Printer {
-    columns: &[
+pub(super) static JOB: Printer = Printer::new(
+    &[
         NAME,
         col("Status", "string", "Status of the job."),
         col("Completions", "string", d::JOB_SUCCEEDED),
@@ -164,9 +174,8 @@ pub(super) static JOB: Printer = Printer {
         IMAGES,
         wide("Selector", "string", d::JOB_SELECTOR),
     ],
-    row: job,
-    conditions: None,
-};
+    job,
+);
 
 /// `hasJobCondition`: the first condition of `type_` has status True.
 fn has_condition(obj: &Value, type_: &str) -> bool {
@@ -191,8 +200,8 @@ fn job(obj: &Value) -> Vec<Value> {
     let completion = text(obj, "/status/completionTime");
     let duration = match (seconds_since(start), seconds_since(completion)) {
         (None, _) => String::new(),
-        (Some(s), None) => crate::http::table::human_duration(s),
-        (Some(s), Some(c)) => crate::http::table::human_duration(s - c),
+        (Some(s), None) => human_duration(s),
+        (Some(s), Some(c)) => human_duration(s - c),
     };
     let status = if has_condition(obj, "Complete") {
         "Complete"
@@ -210,21 +219,16 @@ fn job(obj: &Value) -> Vec<Value> {
     } else {
         "Running"
     };
-    let [names, images] = containers(obj, "/spec/template/spec/containers");
-    vec![
-        name(obj),
-        json!(status),
-        json!(completions),
-        json!(duration),
-        age(obj),
-        names,
-        images,
-        json!(format_label_selector(obj.pointer("/spec/selector"))),
-    ]
+    workload_row(
+        obj,
+        vec![json!(status), json!(completions), json!(duration)],
+        "/spec/template/spec/containers",
+        Some(json!(format_label_selector(obj.pointer("/spec/selector")))),
+    )
 }
 
-pub(super) static CRON_JOB: Printer = Printer {
-    columns: &[
+pub(super) static CRON_JOB: Printer = Printer::new(
+    &[
         NAME,
         col("Schedule", "string", d::CRON_SCHEDULE),
         col("Timezone", "string", d::CRON_TIMEZONE),
@@ -236,9 +240,8 @@ pub(super) static CRON_JOB: Printer = Printer {
         IMAGES,
         wide("Selector", "string", d::JOB_SELECTOR),
     ],
-    row: cron_job,
-    conditions: None,
-};
+    cron_job,
+);
 
 fn cron_job(obj: &Value) -> Vec<Value> {
     let last = match obj
@@ -258,21 +261,20 @@ fn cron_job(obj: &Value) -> Vec<Value> {
         .pointer("/spec/timeZone")
         .and_then(Value::as_str)
         .unwrap_or("<none>");
-    let [names, images] = containers(obj, "/spec/jobTemplate/spec/template/spec/containers");
-    vec![
-        name(obj),
-        json!(text(obj, "/spec/schedule")),
-        json!(timezone),
-        json!(suspend),
-        json!(items(obj, "/status/active").len()),
-        json!(last),
-        age(obj),
-        names,
-        images,
-        json!(format_label_selector(
+    workload_row(
+        obj,
+        vec![
+            json!(text(obj, "/spec/schedule")),
+            json!(timezone),
+            json!(suspend),
+            json!(items(obj, "/status/active").len()),
+            json!(last),
+        ],
+        "/spec/jobTemplate/spec/template/spec/containers",
+        Some(json!(format_label_selector(
             obj.pointer("/spec/jobTemplate/spec/selector")
-        )),
-    ]
+        ))),
+    )
 }
 
 #[cfg(test)]

@@ -55,6 +55,63 @@ pub(super) fn item_element(
     }
 }
 
+/// How a compare walks the node of `lhs` and `rhs`: 1 as an object, 2 as
+/// a list (by the side that has one, or both of one shape), 3 as a leaf (a
+/// scalar, or two different shapes), 0 when both are absent.
+fn node_shape(lhs: Option<&Value>, rhs: Option<&Value>) -> u8 {
+    let shape = |v: Option<&Value>| match v {
+        None => 0,
+        Some(Value::Object(_)) => 1,
+        Some(Value::Array(_)) => 2,
+        Some(_) => 3,
+    };
+    let (ls, rs) = (shape(lhs), shape(rhs));
+    if ls == 0 {
+        rs
+    } else if rs == 0 || ls == rs {
+        ls
+    } else {
+        3
+    }
+}
+
+/// The items of a list on both sides of a compare, paired by their path
+/// element: the left side's in order, then the right side's new ones;
+/// `None` when the list compares as one value (atomic, or empty on both
+/// sides).
+fn list_items<'a>(
+    kind: &Types<'_>,
+    names: &[String],
+    lhs: Option<&'a Value>,
+    rhs: Option<&'a Value>,
+) -> Option<ListItems<'a>> {
+    let l = lhs.and_then(Value::as_array);
+    let r = rhs.and_then(Value::as_array);
+    let list = type_of_list(kind, names);
+    if list == ListKind::Atomic || (l.is_none_or(Vec::is_empty) && r.is_none_or(Vec::is_empty)) {
+        return None;
+    }
+    let li = index_items(&list, l.map_or(&[][..], Vec::as_slice));
+    let ri = index_items(&list, r.map_or(&[][..], Vec::as_slice));
+    let mut pes: Vec<PathElement> = li.iter().map(|(p, _)| p.clone()).collect();
+    pes.extend(
+        ri.iter()
+            .map(|(p, _)| p.clone())
+            .filter(|p| find_item(&li, p).is_none()),
+    );
+    Some(
+        pes.into_iter()
+            .map(|pe| {
+                let (lv, rv) = (find_item(&li, &pe), find_item(&ri, &pe));
+                (pe, lv, rv)
+            })
+            .collect(),
+    )
+}
+
+/// A list's items on both sides, by path element (see [`list_items`]).
+type ListItems<'a> = Vec<(PathElement, Option<&'a Value>, Option<&'a Value>)>;
+
 pub(super) fn find_item<'a>(
     items: &[(PathElement, &'a Value)],
     pe: &PathElement,
@@ -298,21 +355,7 @@ impl Walk<'_, '_> {
             }
         }
         let kind = self.kind;
-        let shape = |v: Option<&Value>| match v {
-            None => 0,
-            Some(Value::Object(_)) => 1,
-            Some(Value::Array(_)) => 2,
-            Some(_) => 3,
-        };
-        let (ls, rs) = (shape(lhs), shape(rhs));
-        let node = if ls == 0 {
-            rs
-        } else if rs == 0 || ls == rs {
-            ls
-        } else {
-            3
-        };
-        match node {
+        match node_shape(lhs, rhs) {
             1 => {
                 let l = lhs.and_then(Value::as_object);
                 let r = rhs.and_then(Value::as_object);
@@ -361,27 +404,11 @@ impl Walk<'_, '_> {
                 post_item(path, lhs, rhs, c);
             }
             2 => {
-                let empty = Vec::new();
-                let l = lhs.and_then(Value::as_array);
-                let r = rhs.and_then(Value::as_array);
-                let list = type_of_list(kind, names);
-                if list == ListKind::Atomic
-                    || (l.is_none_or(Vec::is_empty) && r.is_none_or(Vec::is_empty))
-                {
+                let Some(items) = list_items(kind, names, lhs, rhs) else {
                     compare_leaf(path, lhs, rhs, c);
                     return;
-                }
-                let li = index_items(&list, l.unwrap_or(&empty));
-                let ri = index_items(&list, r.unwrap_or(&empty));
-                let find = find_item;
-                let mut pes: Vec<PathElement> = li.iter().map(|(p, _)| p.clone()).collect();
-                pes.extend(
-                    ri.iter()
-                        .map(|(p, _)| p.clone())
-                        .filter(|p| find(&li, p).is_none()),
-                );
-                for pe in pes {
-                    let (lv, rv) = (find(&li, &pe), find(&ri, &pe));
+                };
+                for (pe, lv, rv) in items {
                     path.push(pe);
                     self.node(names, path, lv, rv, c);
                     path.pop();
@@ -479,21 +506,7 @@ fn ref_compare_node(
     rhs: Option<&Value>,
     c: &mut Comparison,
 ) {
-    let shape = |v: Option<&Value>| match v {
-        None => 0,
-        Some(Value::Object(_)) => 1,
-        Some(Value::Array(_)) => 2,
-        Some(_) => 3,
-    };
-    let (ls, rs) = (shape(lhs), shape(rhs));
-    let node = if ls == 0 {
-        rs
-    } else if rs == 0 || ls == rs {
-        ls
-    } else {
-        3
-    };
-    match node {
+    match node_shape(lhs, rhs) {
         1 => {
             let l = lhs.and_then(Value::as_object);
             let r = rhs.and_then(Value::as_object);
@@ -524,27 +537,11 @@ fn ref_compare_node(
             ref_post_item(path, lhs, rhs, c);
         }
         2 => {
-            let empty = Vec::new();
-            let l = lhs.and_then(Value::as_array);
-            let r = rhs.and_then(Value::as_array);
-            let list = type_of_list(kind, names);
-            if list == ListKind::Atomic
-                || (l.is_none_or(Vec::is_empty) && r.is_none_or(Vec::is_empty))
-            {
+            let Some(items) = list_items(kind, names, lhs, rhs) else {
                 ref_compare_leaf(path, lhs, rhs, c);
                 return;
-            }
-            let li = index_items(&list, l.unwrap_or(&empty));
-            let ri = index_items(&list, r.unwrap_or(&empty));
-            let find = find_item;
-            let mut pes: Vec<PathElement> = li.iter().map(|(p, _)| p.clone()).collect();
-            pes.extend(
-                ri.iter()
-                    .map(|(p, _)| p.clone())
-                    .filter(|p| find(&li, p).is_none()),
-            );
-            for pe in pes {
-                let (lv, rv) = (find(&li, &pe), find(&ri, &pe));
+            };
+            for (pe, lv, rv) in items {
                 path.push(pe);
                 ref_compare_node(kind, names, path, lv, rv, c);
                 path.pop();

@@ -13,9 +13,16 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::{ANCIENT_CHANGES_MANAGER, MAX_UPDATE_MANAGERS};
+use crate::patch::error::{ApplyError, FieldConflict};
 use crate::patch::fields::{path_string, FieldPath, FieldSet, PathElement};
-use crate::patch::{ApplyError, FieldConflict};
+
+/// How many Update entries an object keeps before the oldest are merged
+/// (apimachinery `DefaultMaxUpdateManagers`).
+pub const MAX_UPDATE_MANAGERS: usize = 10;
+
+/// The manager the oldest Update entries are merged into beyond
+/// [`MAX_UPDATE_MANAGERS`].
+pub const ANCIENT_CHANGES_MANAGER: &str = "ancient-changes";
 
 /// The `operation` of a server-side apply entry.
 pub(super) const APPLY: &str = "Apply";

@@ -30,22 +30,17 @@ use self::managed::{
     APPLY, UPDATE,
 };
 use self::merge::{drop_applied_nulls, merge_into, prune, reset_ignored};
+use super::error::ApplyError;
 use super::fields::{FieldPath, FieldSet, PathElement};
+use super::kind::ObjectKind;
 use super::schema::{is_builtin, SchemaOverrides, Types};
-use super::{ApplyError, ObjectKind};
 
 /// The manager that is given ownership of every existing field when an
 /// object without any `managedFields` is applied to for the first time
 /// (apimachinery's `skipNonAppliedManager`).
 pub const BEFORE_FIRST_APPLY_MANAGER: &str = "before-first-apply";
 
-/// How many Update entries an object keeps before the oldest are merged
-/// (apimachinery `DefaultMaxUpdateManagers`).
-pub const MAX_UPDATE_MANAGERS: usize = 10;
-
-/// The manager the oldest Update entries are merged into beyond
-/// [`MAX_UPDATE_MANAGERS`].
-pub const ANCIENT_CHANGES_MANAGER: &str = "ancient-changes";
+pub use managed::{ANCIENT_CHANGES_MANAGER, MAX_UPDATE_MANAGERS};
 
 /// Per-request settings of an apply or update beyond the contract's
 /// defaults (main resource, nothing ignored).

@@ -16,21 +16,15 @@ use serde_json::{json, Value};
 pub(crate) use prune::unknown_paths;
 pub(crate) use schema::version_schema;
 
-use crate::http::handlers::AppState;
 use crate::storage::registry::{PrinterColumn, Registry, ResourceInfo, ScaleSubresource};
+use crate::storage::store::Store;
 
 /// True if `info` is CustomResourceDefinitions themselves.
 pub(crate) fn is_crd(info: &ResourceInfo) -> bool {
     info.group == "apiextensions.k8s.io" && info.plural == "customresourcedefinitions"
 }
 
-/// True if `info` is a custom resource (served because of a CRD).
-/// (not one of the built-in resources).
-pub fn is_custom(info: &ResourceInfo) -> bool {
-    !crate::storage::builtin::resources()
-        .iter()
-        .any(|b| b.group == info.group && b.plural == info.plural)
-}
+pub use crate::storage::builtin::is_custom;
 
 /// Validation errors `(field, message)` of a CRD being created; empty for other objects.
 pub fn validate(info: &ResourceInfo, obj: &Value) -> Vec<(String, String)> {
@@ -102,7 +96,7 @@ pub fn on_create(info: &ResourceInfo, obj: &mut Value) {
         .pointer("/spec/names")
         .cloned()
         .unwrap_or_else(|| json!({}));
-    let now = super::objects::now_rfc3339();
+    let now = super::meta::now_rfc3339();
     let cond = |t: &str, reason: &str| json!({"type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": ""});
     let versions: Vec<Value> = obj
         .pointer("/spec/versions")
@@ -163,7 +157,7 @@ fn infos(obj: &Value) -> Option<(String, String, Vec<ResourceInfo>)> {
                 categories: strings("categories"),
                 printer_columns: printer_columns(v),
                 scale: scale(v),
-                verbs: crate::http::discovery::VERBS.map(String::from).to_vec(),
+                verbs: crate::storage::registry::VERBS.map(String::from).to_vec(),
             })
         })
         .collect();
@@ -218,15 +212,15 @@ pub fn sync_registry(reg: &Registry, info: &ResourceInfo, obj: &Value) {
 }
 
 /// After a CRD is removed: unregisters its resources and drops their objects.
-pub(crate) fn on_delete(app: &AppState, info: &ResourceInfo, obj: &Value) {
+pub(crate) fn on_delete(registry: &Registry, store: &Store, info: &ResourceInfo, obj: &Value) {
     if !is_crd(info) {
         return;
     }
     if let Some((group, plural, versions)) = infos(obj) {
-        app.registry.remove_custom(&group, &plural);
+        registry.remove_custom(&group, &plural);
         if let Some(v) = versions.first() {
             let storage = v.storage_key();
-            let page = app.store.list(&storage, None, None, 0, |_| true);
+            let page = store.list(&storage, None, None, 0, |_| true);
             for raw in page.items {
                 let o: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
                 let key = (
@@ -239,7 +233,7 @@ pub(crate) fn on_delete(app: &AppState, info: &ResourceInfo, obj: &Value) {
                         .unwrap_or_default()
                         .to_string(),
                 );
-                let _ = app.store.delete(&storage, &key, None, None);
+                let _ = store.delete(&storage, &key, None, None);
             }
         }
     }

@@ -12,7 +12,7 @@
 use serde_json::Value;
 
 use super::schema::flag;
-use crate::rules::validation::{Path, Seg};
+use crate::rules::go_words::{Path, Seg};
 
 /// The paths of `obj` that `schema` (a version's `openAPIV3Schema`) does
 /// not specify, in depth-first order of sorted keys. The root's

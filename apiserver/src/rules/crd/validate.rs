@@ -26,7 +26,7 @@
 use serde_json::Value;
 
 use super::schema::flag;
-use crate::rules::validation::{go_float, go_quote};
+use crate::rules::go_words::{go_float, go_quote};
 
 /// `(field, message)` for every place where `obj` breaks `schema`.
 pub(crate) fn validate(obj: &Value, schema: &Value) -> Vec<(String, String)> {

@@ -12,8 +12,8 @@ use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use super::messages::{go_quote, json_path, Problems};
-use super::unknown::{Path, Seg};
+use super::messages::{json_path, Problems};
+use crate::rules::go_words::{go_quote, Path, Seg};
 
 /// Problems of a create/update body: in document order for JSON (unknown
 /// and duplicate fields interleaved, as the decoder meets them), sorted for

@@ -55,9 +55,8 @@ use self::messages::{apply_message, go_format, Problems};
 use self::unknown::prune;
 use crate::storage::registry::ResourceInfo;
 
-pub(crate) use self::messages::{go_float, go_quote};
-pub(crate) use self::unknown::{Path, Seg};
-use crate::http::status::ApiError;
+pub(crate) use crate::rules::go_words::go_quote;
+use crate::status::ApiError;
 
 /// The `fieldValidation` directive of a write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,7 +172,7 @@ pub fn check(
     write: &Write<'_>,
     schema: Option<&Value>,
 ) -> Result<Vec<String>, ApiError> {
-    let custom = schema.is_some() && super::crd::is_custom(info);
+    let custom = schema.is_some() && crate::storage::builtin::is_custom(info);
     let kind = typed::kind(info).filter(|_| !custom);
     // One typed round trip serves both checks below: an object that
     // decodes as it is also decodes with its nulls removed, so only the
@@ -208,7 +207,9 @@ pub fn check(
     }
     let unknown = match schema {
         // a custom resource: what its structural schema does not specify
-        Some(s) if super::crd::is_custom(info) => Some(super::crd::unknown_paths(obj, s)),
+        Some(s) if crate::storage::builtin::is_custom(info) => {
+            Some(super::crd::unknown_paths(obj, s))
+        }
         _ => match held_unknown {
             Some((_, unknown)) => Some(unknown),
             None => round_trip

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
+use crate::rules::go_words::go_float;
 use crate::storage::registry::Registry;
 use serde_json::json;
 

@@ -10,16 +10,7 @@
 use serde_json::Value;
 
 use super::typed;
-
-/// One step of a path through a JSON document.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(crate) enum Seg {
-    Key(String),
-    Index(usize),
-}
-
-/// A path through a JSON document, from its root.
-pub(crate) type Path = Vec<Seg>;
+use crate::rules::go_words::{Path, Seg};
 
 /// The paths of `obj` that `kind`'s typed form drops (`typed`: `obj`
 /// decoded into it and encoded again), in depth-first order of sorted keys.

@@ -5,139 +5,30 @@
 //! of every committed change. The store enforces optimistic concurrency
 //! (expected resourceVersion) and nothing else: defaulting, validation,
 //! authorization and patching happen before a write reaches it.
+//!
+//! # Layout
+//! - this file: [`Store`], its locked state, writes, watches and observers.
+//! - `record`: the keys, versions, changes, pages and errors it hands out.
+//! - `encode`: an object's stored JSON, split around its resourceVersion.
+//! - `list`: lists now and as of a retained resourceVersion.
+//! - `decoded`: the decoded form of the last large objects written.
+
+mod decoded;
+mod encode;
+mod list;
+mod record;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::Value;
 use tokio::sync::broadcast;
 
 use crate::selector::{extract_attrs, Attrs};
-
-/// `(namespace, name)`; namespace is "" for cluster-scoped objects.
-pub type ObjKey = (String, String);
-
-/// One stored object version.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stored {
-    /// resourceVersion of this version.
-    pub rv: u64,
-    /// The object serialized as JSON (metadata.resourceVersion included).
-    pub json: Arc<[u8]>,
-    /// Labels and selectable fields.
-    pub attrs: Arc<Attrs>,
-}
-
-impl Stored {
-    /// Parses the stored JSON.
-    pub fn value(&self) -> Value {
-        serde_json::from_slice(&self.json).unwrap_or(Value::Null)
-    }
-}
-
-/// Watch event type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
-    /// Object created.
-    Added,
-    /// Object changed.
-    Modified,
-    /// Object removed; the payload is its last state with a new resourceVersion.
-    Deleted,
-}
-
-impl EventType {
-    /// Wire name (`ADDED`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Added => "ADDED",
-            EventType::Modified => "MODIFIED",
-            EventType::Deleted => "DELETED",
-        }
-    }
-}
-
-/// One committed change, as kept in history and broadcast to watchers.
-#[derive(Debug, Clone)]
-pub struct Record {
-    /// resourceVersion of the change.
-    pub rv: u64,
-    /// Storage key of the resource (`pods`, `leases.coordination.k8s.io`).
-    pub resource: Arc<str>,
-    /// Namespace of the object ("" for cluster-scoped).
-    pub namespace: String,
-    /// Name of the object.
-    pub name: String,
-    /// What happened.
-    pub event: EventType,
-    /// Object after the change (for deletes: last state).
-    pub json: Arc<[u8]>,
-    /// Attributes after the change.
-    pub attrs: Arc<Attrs>,
-    /// Attributes before the change (None for creates), for selector transitions.
-    pub prev_attrs: Option<Arc<Attrs>>,
-    /// Object before the change (None for creates), so a list can be served
-    /// as of any retained resourceVersion.
-    pub prev_json: Option<Arc<[u8]>>,
-}
-
-impl Record {
-    /// Bytes of object JSON this change holds (new and previous state).
-    pub fn bytes(&self) -> usize {
-        self.json.len() + self.prev_json.as_ref().map_or(0, |p| p.len())
-    }
-}
-
-/// Why a store operation failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum StoreError {
-    /// No object under that key.
-    #[error("not found")]
-    NotFound,
-    /// Create of an existing key.
-    #[error("already exists")]
-    AlreadyExists,
-    /// The expected resourceVersion is not the current one.
-    #[error("conflict")]
-    Conflict,
-    /// The requested version is older than the retained history; carries the oldest usable resourceVersion.
-    #[error("too old resource version")]
-    TooOld(u64),
-    /// The object could not be serialized.
-    #[error("serialize: {0}")]
-    Serialize(String),
-}
-
-/// One page of a list.
-#[derive(Debug, Clone)]
-pub struct ListPage {
-    /// resourceVersion the page was read at.
-    pub rv: u64,
-    /// Matching objects in key order.
-    pub items: Vec<Arc<[u8]>>,
-    /// Key of the last item when more matching items may follow (for `continue`).
-    pub continue_after: Option<ObjKey>,
-}
-
-/// What a new watch starts with.
-#[derive(Debug)]
-pub struct Subscription {
-    /// Current objects (only when subscribing without a resourceVersion).
-    pub initial: Vec<(ObjKey, Stored)>,
-    /// Retained changes after the requested resourceVersion.
-    pub replay: Vec<Arc<Record>>,
-    /// Changes committed after the subscription.
-    pub live: broadcast::Receiver<Arc<Record>>,
-    /// resourceVersion the subscription was taken at.
-    pub rv: u64,
-}
-
-/// Told of every committed change to one resource, under the store's
-/// lock (so in commit order, before any reader sees the change): the
-/// object's key and its JSON as now stored, `None` once deleted. It must
-/// be quick and must never call the store.
-pub type Observer = Arc<dyn Fn(&ObjKey, Option<&[u8]>) + Send + Sync>;
+use decoded::Decoded;
+use encode::{encode, encode_around_rv, rv_json, set_rv};
+use list::{list_page, Objects};
+pub use record::{EventType, ListPage, ObjKey, Observer, Record, StoreError, Stored, Subscription};
 
 /// The observers of each resource (see [`Store::observe`]).
 #[derive(Default)]
@@ -165,6 +56,47 @@ struct Inner {
     observers: Observers,
 }
 
+impl Inner {
+    /// What a list of `resource` reads.
+    fn objects(&self, resource: &str) -> Objects<'_> {
+        Objects {
+            rv: self.rv,
+            bucket: self.buckets.get(resource),
+            history: &self.history,
+        }
+    }
+
+    /// The current version of `resource`'s `key`, if its resourceVersion
+    /// is `expected_rv` (any, when None).
+    fn current(
+        &self,
+        resource: &str,
+        key: &ObjKey,
+        expected_rv: Option<u64>,
+    ) -> Result<Stored, StoreError> {
+        let current = self
+            .buckets
+            .get(resource)
+            .and_then(|b| b.get(key))
+            .ok_or(StoreError::NotFound)?
+            .clone();
+        if expected_rv.is_some_and(|e| e != current.rv) {
+            return Err(StoreError::Conflict);
+        }
+        Ok(current)
+    }
+}
+
+/// A new version of `resource`'s object `obj` at `rv` (its resourceVersion
+/// already set): its JSON and its selectable attributes.
+fn version(resource: &str, rv: u64, obj: &Value) -> Result<Stored, StoreError> {
+    Ok(Stored {
+        rv,
+        json: encode(obj)?,
+        attrs: Arc::new(extract_attrs(resource, obj)),
+    })
+}
+
 /// The in-memory store shared by all requests.
 #[derive(Debug)]
 pub struct Store {
@@ -172,189 +104,11 @@ pub struct Store {
     tx: broadcast::Sender<Arc<Record>>,
     /// The decoded form of the last few large objects written, by their
     /// stored JSON (see [`Store::decoded`]).
-    recent: Mutex<Vec<(Arc<[u8]>, Value)>>,
+    recent: Decoded,
 }
-
-/// How many decoded objects [`Store::keep_decoded`] keeps.
-const RECENT: usize = 2;
-
-/// Smallest stored JSON [`Store::keep_decoded`] keeps the decoded form of:
-/// decoding a smaller object costs little.
-const RECENT_MIN_BYTES: usize = 64 * 1024;
 
 /// Capacity of the live-event broadcast; a watcher further behind than this is disconnected and resumes from history.
 const BROADCAST_CAPACITY: usize = 16_384;
-
-fn set_rv(obj: &mut Value, rv: u64) {
-    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
-    }
-}
-
-fn encode(obj: &Value) -> Result<Arc<[u8]>, StoreError> {
-    serde_json::to_vec(obj)
-        .map(Arc::from)
-        .map_err(|e| StoreError::Serialize(e.to_string()))
-}
-
-/// The JSON of a `metadata.resourceVersion` of `rv`.
-fn rv_json(rv: u64) -> String {
-    format!("\"{rv}\"")
-}
-
-/// `obj` (an object whose `metadata` is an object with a
-/// `resourceVersion`) encoded as [`encode`] does but without the value of
-/// `metadata.resourceVersion`, and where that value goes: the encoding
-/// with any resourceVersion is the bytes before, its JSON, the bytes
-/// after. `None` for any other `obj`.
-fn encode_around_rv(obj: &Value) -> Result<Option<(Vec<u8>, usize)>, StoreError> {
-    let Value::Object(root) = obj else {
-        return Ok(None);
-    };
-    let Some(Value::Object(meta)) = root.get("metadata") else {
-        return Ok(None);
-    };
-    if !meta.contains_key("resourceVersion") {
-        return Ok(None);
-    }
-    let write = |out: &mut Vec<u8>, v: &dyn erased::Json| {
-        v.write(out)
-            .map_err(|e| StoreError::Serialize(e.to_string()))
-    };
-    let mut out = Vec::new();
-    let mut at = 0;
-    out.push(b'{');
-    for (i, (k, v)) in root.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write(&mut out, k)?;
-        out.push(b':');
-        if k != "metadata" {
-            write(&mut out, v)?;
-            continue;
-        }
-        out.push(b'{');
-        for (j, (mk, mv)) in meta.iter().enumerate() {
-            if j > 0 {
-                out.push(b',');
-            }
-            write(&mut out, mk)?;
-            out.push(b':');
-            if mk == "resourceVersion" {
-                at = out.len();
-            } else {
-                write(&mut out, mv)?;
-            }
-        }
-        out.push(b'}');
-    }
-    out.push(b'}');
-    Ok(Some((out, at)))
-}
-
-/// Keys and values written as `serde_json` writes them.
-mod erased {
-    pub(super) trait Json {
-        fn write(&self, out: &mut Vec<u8>) -> serde_json::Result<()>;
-    }
-
-    impl<T: serde::Serialize> Json for T {
-        fn write(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
-            serde_json::to_writer(out, self)
-        }
-    }
-}
-
-/// Before-images of the objects of `resource` changed after `at`: for each
-/// key, its state before its first later change (`None`: it did not exist
-/// at `at`). The caller guarantees every change after `at` is still in the
-/// history ring.
-type Before<'a> = BTreeMap<ObjKey, Option<(&'a Arc<[u8]>, &'a Arc<Attrs>)>>;
-
-fn before_images<'a>(inner: &'a Inner, resource: &str, at: u64) -> Before<'a> {
-    let first_later = inner.history.partition_point(|r| r.rv <= at);
-    let mut before = Before::new();
-    for r in inner.history.range(first_later..) {
-        if &*r.resource != resource {
-            continue;
-        }
-        before
-            .entry((r.namespace.clone(), r.name.clone()))
-            .or_insert_with(|| r.prev_json.as_ref().zip(r.prev_attrs.as_ref()));
-    }
-    before
-}
-
-/// One page of `resource` as of `at` (None: now): the current objects with
-/// every key changed after `at` replaced by its before-image, merged in
-/// key order.
-fn list_page(
-    inner: &Inner,
-    resource: &str,
-    namespace: Option<&str>,
-    after: Option<&ObjKey>,
-    limit: usize,
-    at: Option<u64>,
-    pred: impl Fn(&Attrs) -> bool,
-) -> ListPage {
-    let mut page = ListPage {
-        rv: at.unwrap_or(inner.rv),
-        items: Vec::new(),
-        continue_after: None,
-    };
-    let before = at
-        .map(|at| before_images(inner, resource, at))
-        .unwrap_or_default();
-    let start: Bound<ObjKey> = match (after, namespace) {
-        (Some(k), _) => Bound::Excluded(k.clone()),
-        (None, Some(ns)) => Bound::Included((ns.to_string(), String::new())),
-        (None, None) => Bound::Unbounded,
-    };
-    let from = start.clone();
-    let mut now = inner
-        .buckets
-        .get(resource)
-        .into_iter()
-        .flat_map(move |b| b.range((from.clone(), Bound::Unbounded)))
-        .map(|(k, o)| (k, Some((&o.json, &o.attrs))))
-        .peekable();
-    let mut then = before
-        .range((start, Bound::Unbounded))
-        .map(|(k, o)| (k, *o))
-        .peekable();
-    let mut last: Option<&ObjKey> = None;
-    loop {
-        let next = match (now.peek(), then.peek()) {
-            (None, None) => break,
-            (Some((n, _)), Some((t, _))) if n == t => {
-                now.next();
-                then.next()
-            }
-            (Some((n, _)), Some((t, _))) if t < n => then.next(),
-            (Some(_), _) => now.next(),
-            (None, Some(_)) => then.next(),
-        };
-        let Some((key, Some((json, attrs)))) = next else {
-            continue;
-        };
-        if let Some(ns) = namespace {
-            if key.0 != ns {
-                break;
-            }
-        }
-        if !pred(attrs) {
-            continue;
-        }
-        if limit > 0 && page.items.len() == limit {
-            page.continue_after = last.cloned();
-            break;
-        }
-        page.items.push(json.clone());
-        last = Some(key);
-    }
-    page
-}
 
 impl Store {
     /// Empty store keeping at most `history` changes for watch resumption.
@@ -372,7 +126,7 @@ impl Store {
                 observers: Observers::default(),
             }),
             tx,
-            recent: Mutex::new(Vec::new()),
+            recent: Decoded::default(),
         }
     }
 
@@ -397,31 +151,14 @@ impl Store {
     /// [`Store::keep_decoded`] kept when it is one of them (the same JSON,
     /// not only an equal one), decoded from its JSON otherwise.
     pub fn decoded(&self, stored: &Stored) -> Value {
-        if stored.json.len() >= RECENT_MIN_BYTES {
-            let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(i) = recent
-                .iter()
-                .position(|(json, _)| Arc::ptr_eq(json, &stored.json))
-            {
-                return recent.remove(i).1;
-            }
-        }
-        stored.value()
+        self.recent.take(stored)
     }
 
     /// Keeps `value`, which must be what `json` (a stored object's JSON)
     /// decodes to, for [`Store::decoded`] (only when `json` is large; the
     /// oldest kept one goes).
     pub fn keep_decoded(&self, json: &Arc<[u8]>, value: Value) {
-        if json.len() < RECENT_MIN_BYTES {
-            return;
-        }
-        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
-        recent.retain(|(kept, _)| !Arc::ptr_eq(kept, json));
-        if recent.len() >= RECENT {
-            recent.remove(0);
-        }
-        recent.push((json.clone(), value));
+        self.recent.keep(json, value);
     }
 
     /// The latest committed resourceVersion.
@@ -464,7 +201,15 @@ impl Store {
         pred: impl Fn(&Attrs) -> bool,
     ) -> ListPage {
         let inner = self.lock();
-        list_page(&inner, resource, namespace, after, limit, None, pred)
+        list_page(
+            inner.objects(resource),
+            resource,
+            namespace,
+            after,
+            limit,
+            None,
+            pred,
+        )
     }
 
     /// Like [`Store::list`], but as the objects were at resourceVersion `at`
@@ -491,7 +236,13 @@ impl Store {
         }
         let at = (at < inner.rv).then_some(at);
         Ok(list_page(
-            &inner, resource, namespace, after, limit, at, pred,
+            inner.objects(resource),
+            resource,
+            namespace,
+            after,
+            limit,
+            at,
+            pred,
         ))
     }
 
@@ -552,11 +303,7 @@ impl Store {
         }
         let rv = inner.rv + 1;
         set_rv(&mut obj, rv);
-        let stored = Stored {
-            rv,
-            json: encode(&obj)?,
-            attrs: Arc::new(extract_attrs(resource, &obj)),
-        };
+        let stored = version(resource, rv, &obj)?;
         inner.rv = rv;
         inner
             .buckets
@@ -592,15 +339,7 @@ impl Store {
     ) -> Result<(Stored, Value), StoreError> {
         let mut inner = self.lock();
         let next = inner.rv + 1;
-        let current = inner
-            .buckets
-            .get(resource)
-            .and_then(|b| b.get(key))
-            .ok_or(StoreError::NotFound)?
-            .clone();
-        if expected_rv.is_some_and(|e| e != current.rv) {
-            return Err(StoreError::Conflict);
-        }
+        let current = inner.current(resource, key, expected_rv)?;
         set_rv(&mut obj, current.rv);
         let json = match encode_around_rv(&obj)? {
             // one encoding serves both the no-op check and the new version
@@ -661,23 +400,11 @@ impl Store {
         final_state: Option<Value>,
     ) -> Result<Stored, StoreError> {
         let mut inner = self.lock();
-        let current = inner
-            .buckets
-            .get(resource)
-            .and_then(|b| b.get(key))
-            .ok_or(StoreError::NotFound)?
-            .clone();
-        if expected_rv.is_some_and(|e| e != current.rv) {
-            return Err(StoreError::Conflict);
-        }
+        let current = inner.current(resource, key, expected_rv)?;
         let rv = inner.rv + 1;
         let mut obj = final_state.unwrap_or_else(|| current.value());
         set_rv(&mut obj, rv);
-        let stored = Stored {
-            rv,
-            json: encode(&obj)?,
-            attrs: Arc::new(extract_attrs(resource, &obj)),
-        };
+        let stored = version(resource, rv, &obj)?;
         inner.rv = rv;
         if let Some(b) = inner.buckets.get_mut(resource) {
             b.remove(key);
@@ -801,34 +528,6 @@ mod tests {
 
     fn cm(name: &str) -> Value {
         json!({"metadata": {"name": name, "namespace": "d"}, "data": {"a": name}})
-    }
-
-    #[test]
-    fn the_encoding_around_the_resource_version_is_the_encoding() {
-        let objs = [
-            json!({"metadata": {"resourceVersion": "1"}}),
-            json!({"a": 1, "metadata": {"a\"\\\u{1}é": [1, {"b": null}], "resourceVersion": "x", "z": {}}, "z": "\n"}),
-            json!({"metadata": {"name": "n", "resourceVersion": "", "uid": "u"}, "data": {"k": "v", "resourceVersion": "5"}}),
-        ];
-        for obj in objs {
-            let (rest, at) = encode_around_rv(&obj).unwrap().unwrap();
-            for rv in [0, 7, 123_456_789] {
-                let mut with = obj.clone();
-                set_rv(&mut with, rv);
-                let mut joined = rest[..at].to_vec();
-                joined.extend_from_slice(rv_json(rv).as_bytes());
-                joined.extend_from_slice(&rest[at..]);
-                assert_eq!(joined, serde_json::to_vec(&with).unwrap(), "{obj}");
-            }
-        }
-        for other in [
-            json!([1]),
-            json!({"metadata": 1}),
-            json!({"metadata": {}}),
-            json!({}),
-        ] {
-            assert!(encode_around_rv(&other).unwrap().is_none(), "{other}");
-        }
     }
 
     #[test]

@@ -1,10 +1,8 @@
 //! API errors and their wire form: every failure leaves the server as a
 //! `meta/v1 Status` with the reason and code the real kube-apiserver uses.
 //! This module only describes failures; it never decides whether a request
-//! fails.
+//! fails, and never writes a response (`http` turns an error into one).
 
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
 /// Group/kind/name a failure is about, rendered as `Status.details`.
@@ -412,24 +410,6 @@ struct WireCause<'a> {
     message: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     field: Option<&'a str>,
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let code = StatusCode::from_u16(self.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let body = self.to_body();
-        let mut resp = (code, body).into_response();
-        resp.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        if let ApiError::TooManyRequests { retry_after, .. } = &self {
-            if let Ok(v) = HeaderValue::from_str(&retry_after.to_string()) {
-                resp.headers_mut().insert(header::RETRY_AFTER, v);
-            }
-        }
-        resp
-    }
 }
 
 pub use wasmctrl_kube_rules::forbidden::qualified;

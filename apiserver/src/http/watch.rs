@@ -20,11 +20,13 @@ use serde_json::{json, Value};
 use tokio::sync::{broadcast, watch as tokio_watch};
 use tokio::time::Instant;
 
+use super::convert;
 use super::outbox::{outbox, Outbox, Refused};
-use super::registry::ResourceInfo;
-use super::store::{EventType, Record, Store, Subscription};
-use crate::http::status::ApiError;
+use super::table;
 use crate::selector::Selector;
+use crate::status::ApiError;
+use crate::storage::registry::ResourceInfo;
+use crate::storage::store::{EventType, Record, Store, Subscription};
 
 /// Bytes of events one watch may have queued for its client; more means
 /// the client does not keep up and the watch is cut off (a single larger
@@ -130,14 +132,14 @@ impl Filter {
     fn render(&self, event: EventType, json: &[u8], first: &mut bool) -> Bytes {
         if self.spec.table {
             let obj: Value = serde_json::from_slice(json).unwrap_or(Value::Null);
-            let obj = crate::http::convert::from_storage(&self.spec.info, obj);
-            let table = crate::http::table::table(&self.spec.info, &[obj], *first, None);
+            let obj = convert::from_storage(&self.spec.info, obj);
+            let table = table::table(&self.spec.info, &[obj], *first, None);
             *first = false;
             event_line(event.as_str(), table.to_string().as_bytes())
-        } else if crate::http::convert::needs_conversion(&self.spec.info) {
+        } else if convert::needs_conversion(&self.spec.info) {
             event_line(
                 event.as_str(),
-                &crate::http::convert::bytes_from_storage(&self.spec.info, json),
+                &convert::bytes_from_storage(&self.spec.info, json),
             )
         } else {
             event_line(event.as_str(), json)

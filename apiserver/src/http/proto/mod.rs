@@ -3,188 +3,30 @@
 //! `create configmap`, `create secret generic`): the `k8s\0` envelope, the
 //! `runtime.Unknown` wrapper and `ObjectMeta`, `Namespace`, `ConfigMap`,
 //! `Secret`, and `SelfSubjectAccessReview` (`kubectl auth can-i`); the
-//! workload kinds are in `proto_workloads`. Anything
+//! workload kinds are in `workloads`. Anything
 //! else is reported as unsupported so the caller answers
 //! 415. Responses are always JSON; this module never encodes.
+//!
+//! # Layout
+//! - this file: the envelope, the kinds above, and [`decode`].
+//! - `wire`: varints, fields, strings, map entries, [`ProtoError`].
+//! - `meta`: `ObjectMeta`.
+//! - `workloads`: the workload kinds, by field descriptors.
 
-use base64::Engine;
+mod meta;
+mod wire;
+mod workloads;
+
 use serde_json::{json, Map, Value};
+
+use meta::{insert_entry, insert_nonempty, object_meta};
+pub use wire::ProtoError;
+use wire::{fields, map_entry, string, Field};
 
 /// Media type of Kubernetes protobuf bodies.
 pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
 
 const MAGIC: &[u8] = b"k8s\0";
-
-/// Why a protobuf body could not be decoded.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ProtoError {
-    /// Not a well-formed Kubernetes protobuf message.
-    #[error("malformed protobuf body: {0}")]
-    Malformed(&'static str),
-    /// Well-formed, but of a kind this server cannot decode from protobuf.
-    #[error("protobuf decoding of {0} is not supported; send application/json")]
-    Unsupported(String),
-}
-
-#[derive(Clone, Copy)]
-pub(super) enum Field<'a> {
-    Varint(u64),
-    Bytes(&'a [u8]),
-}
-
-fn varint(buf: &[u8], pos: &mut usize) -> Result<u64, ProtoError> {
-    let mut out = 0u64;
-    for shift in (0..64).step_by(7) {
-        let b = *buf
-            .get(*pos)
-            .ok_or(ProtoError::Malformed("truncated varint"))?;
-        *pos += 1;
-        out |= u64::from(b & 0x7f) << shift;
-        if b & 0x80 == 0 {
-            return Ok(out);
-        }
-    }
-    Err(ProtoError::Malformed("varint too long"))
-}
-
-pub(super) fn fields(buf: &[u8]) -> Result<Vec<(u64, Field<'_>)>, ProtoError> {
-    let mut out = Vec::new();
-    let mut pos = 0;
-    while pos < buf.len() {
-        let key = varint(buf, &mut pos)?;
-        let (num, wire) = (key >> 3, key & 7);
-        let f = match wire {
-            0 => Field::Varint(varint(buf, &mut pos)?),
-            2 => {
-                let len = usize::try_from(varint(buf, &mut pos)?)
-                    .map_err(|_| ProtoError::Malformed("length overflow"))?;
-                let end = pos
-                    .checked_add(len)
-                    .filter(|e| *e <= buf.len())
-                    .ok_or(ProtoError::Malformed("truncated field"))?;
-                let b = &buf[pos..end];
-                pos = end;
-                Field::Bytes(b)
-            }
-            1 => {
-                pos += 8;
-                continue;
-            }
-            5 => {
-                pos += 4;
-                continue;
-            }
-            _ => return Err(ProtoError::Malformed("unsupported wire type")),
-        };
-        out.push((num, f));
-    }
-    Ok(out)
-}
-
-pub(super) fn string(b: &[u8]) -> Result<String, ProtoError> {
-    String::from_utf8(b.to_vec()).map_err(|_| ProtoError::Malformed("string is not UTF-8"))
-}
-
-/// A `map<string, string>` (or bytes, base64-encoded as JSON does) entry.
-pub(super) fn map_entry(b: &[u8], bytes_value: bool) -> Result<(String, Value), ProtoError> {
-    let mut k = String::new();
-    let mut v = Value::String(String::new());
-    for (num, f) in fields(b)? {
-        if let Field::Bytes(x) = f {
-            match num {
-                1 => k = string(x)?,
-                2 if bytes_value => {
-                    v = Value::String(base64::engine::general_purpose::STANDARD.encode(x));
-                }
-                2 => v = Value::String(string(x)?),
-                _ => {}
-            }
-        }
-    }
-    Ok((k, v))
-}
-
-fn insert_entry(obj: &mut Map<String, Value>, key: &str, entry: (String, Value)) {
-    if let Value::Object(m) = obj.entry(key).or_insert_with(|| Value::Object(Map::new())) {
-        m.insert(entry.0, entry.1);
-    }
-}
-
-fn owner_reference(b: &[u8]) -> Result<Value, ProtoError> {
-    let mut o = Map::new();
-    for (num, f) in fields(b)? {
-        match (num, f) {
-            (1, Field::Bytes(x)) => {
-                o.insert("kind".into(), string(x)?.into());
-            }
-            (3, Field::Bytes(x)) => {
-                o.insert("name".into(), string(x)?.into());
-            }
-            (4, Field::Bytes(x)) => {
-                o.insert("uid".into(), string(x)?.into());
-            }
-            (5, Field::Bytes(x)) => {
-                o.insert("apiVersion".into(), string(x)?.into());
-            }
-            (6, Field::Varint(v)) => {
-                o.insert("controller".into(), (v != 0).into());
-            }
-            (7, Field::Varint(v)) => {
-                o.insert("blockOwnerDeletion".into(), (v != 0).into());
-            }
-            _ => {}
-        }
-    }
-    Ok(Value::Object(o))
-}
-
-/// Inserts string `x` at `key` unless it is empty. Go's generated protobuf
-/// code writes every non-pointer string, empty or not (kubectl's body for
-/// `create configmap` carries `generateName`, `uid` and `resourceVersion`
-/// as ""); decoded into the Go struct, an empty one is then dropped from
-/// JSON by the field's `omitempty`, as it is here.
-fn insert_nonempty(m: &mut Map<String, Value>, key: &str, x: &[u8]) -> Result<(), ProtoError> {
-    let s = string(x)?;
-    if !s.is_empty() {
-        m.insert(key.into(), s.into());
-    }
-    Ok(())
-}
-
-pub(super) fn object_meta(b: &[u8]) -> Result<Value, ProtoError> {
-    let mut m = Map::new();
-    for (num, f) in fields(b)? {
-        match (num, f) {
-            (1, Field::Bytes(x)) => insert_nonempty(&mut m, "name", x)?,
-            (2, Field::Bytes(x)) => insert_nonempty(&mut m, "generateName", x)?,
-            (3, Field::Bytes(x)) => insert_nonempty(&mut m, "namespace", x)?,
-            (5, Field::Bytes(x)) => insert_nonempty(&mut m, "uid", x)?,
-            (6, Field::Bytes(x)) => insert_nonempty(&mut m, "resourceVersion", x)?,
-            (11, Field::Bytes(x)) => insert_entry(&mut m, "labels", map_entry(x, false)?),
-            (12, Field::Bytes(x)) => insert_entry(&mut m, "annotations", map_entry(x, false)?),
-            (13, Field::Bytes(x)) => {
-                let r = owner_reference(x)?;
-                if let Value::Array(a) = m
-                    .entry("ownerReferences")
-                    .or_insert_with(|| Value::Array(Vec::new()))
-                {
-                    a.push(r);
-                }
-            }
-            (14, Field::Bytes(x)) => {
-                let s = string(x)?;
-                if let Value::Array(a) = m
-                    .entry("finalizers")
-                    .or_insert_with(|| Value::Array(Vec::new()))
-                {
-                    a.push(s.into());
-                }
-            }
-            _ => {}
-        }
-    }
-    Ok(Value::Object(m))
-}
 
 fn decode_kind(kind: &str, raw: &[u8]) -> Result<Map<String, Value>, ProtoError> {
     let mut obj = Map::new();
@@ -301,7 +143,7 @@ pub fn decode(body: &[u8]) -> Result<Value, ProtoError> {
     if api_version == "authorization.k8s.io/v1" && kind == "SelfSubjectAccessReview" {
         return access_review(raw);
     }
-    if let Some(obj) = super::proto_workloads::decode(&api_version, &kind, raw) {
+    if let Some(obj) = workloads::decode(&api_version, &kind, raw) {
         let mut obj = obj?;
         obj.insert("apiVersion".into(), api_version.into());
         obj.insert("kind".into(), kind.into());
@@ -319,14 +161,8 @@ pub fn decode(body: &[u8]) -> Result<Value, ProtoError> {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    use super::wire::field;
     use super::*;
-
-    fn field(num: u64, bytes: &[u8]) -> Vec<u8> {
-        let mut out = vec![u8::try_from((num << 3) | 2).unwrap()];
-        out.push(u8::try_from(bytes.len()).unwrap());
-        out.extend_from_slice(bytes);
-        out
-    }
 
     #[test]
     fn decodes_a_configmap_envelope() {

@@ -8,7 +8,8 @@
 
 use serde_json::{Map, Value};
 
-use super::proto::{fields, map_entry, object_meta, string, Field, ProtoError};
+use super::meta::object_meta;
+use super::wire::{fields, map_entry, string, Field, ProtoError};
 
 /// How one field is read.
 #[derive(Clone, Copy)]
@@ -278,16 +279,8 @@ fn message(desc: &[Desc], b: &[u8]) -> Result<Map<String, Value>, ProtoError> {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    use super::super::wire::field as bytes;
     use super::*;
-
-    fn bytes(num: u64, b: &[u8]) -> Vec<u8> {
-        let mut out = vec![
-            u8::try_from((num << 3) | 2).unwrap(),
-            u8::try_from(b.len()).unwrap(),
-        ];
-        out.extend_from_slice(b);
-        out
-    }
 
     fn varint(num: u64, v: u8) -> Vec<u8> {
         vec![u8::try_from(num << 3).unwrap(), v]
