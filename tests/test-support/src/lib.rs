@@ -1,8 +1,10 @@
 //! What the test binaries of `wasmctrl` and `wasmctrl-apiserver` share:
 //! third-party clients found or required ([`tools`], [`Kubectl`]), waits on
 //! conditions instead of sleeps ([`wait`]), plain HTTP probes ([`http`]),
-//! Prometheus text ([`prom`]) and, with the `component` feature, `.wat`
-//! guests turned into components ([`component`]).
+//! Prometheus text ([`prom`]), a crate's sources read into its module
+//! import graph for layering tests (`layering`, a default feature) and,
+//! with the `component` feature, `.wat` guests turned into components
+//! ([`component`]).
 //!
 //! It never depends on the host crate or on wasmtime: the server's test
 //! binary links it and stays free of both. Host-specific fixtures (a running
@@ -15,6 +17,8 @@
 pub mod component;
 pub mod http;
 pub mod kubectl;
+#[cfg(feature = "layering")]
+pub mod layering;
 pub mod prom;
 pub mod tools;
 pub mod wait;
