@@ -21,10 +21,11 @@ setup:
 
 # The guests (size-checked: they ship in ConfigMaps): the GPU summary,
 # examples/guest-gpu-quota and examples/guest-app; and the test guests
-# tests/guests/guest-println (std printing and panics, for the tests) and
-# tests/guests/guest-related (reports what each key's snapshot held).
+# tests/guests/guest-println (std printing and panics, for the tests),
+# tests/guests/guest-related (reports what each key's snapshot held) and
+# tests/guests/guest-tiers (an aggregate namespace provisioner).
 guest: setup
-	$(CARGO) build -p guest-gpu-summary -p guest-gpu-quota -p guest-app -p guest-println -p guest-related --target wasm32-wasip2 --profile guest
+	$(CARGO) build -p guest-gpu-summary -p guest-gpu-quota -p guest-app -p guest-println -p guest-related -p guest-tiers --target wasm32-wasip2 --profile guest
 	@for wasm in $(GUEST_WASM) $(QUOTA_WASM) $(APP_WASM); do \
 	  size=$$(stat -c %s $$wasm); \
 	  echo "$$(basename $$wasm): $$size bytes (limit $(GUEST_MAX_BYTES))"; \

@@ -460,6 +460,7 @@ impl Actuator {
         struct WrittenMeta {
             #[serde(rename = "resourceVersion")]
             resource_version: Option<String>,
+            uid: Option<String>,
         }
         use kube::Resource;
         let (namespace, name) = segments;
@@ -479,18 +480,20 @@ impl Actuator {
         });
         let echoes = self.outputs.echoes();
         echoes.begin(target);
-        let result = self
-            .client
-            .request::<Written>(req)
-            .await
-            .map(|w| w.metadata.resource_version);
-        let written = result.as_ref().ok().and_then(|rv| rv.as_deref());
+        let answer = self.client.request::<Written>(req).await;
+        let now = tokio::time::Instant::now();
+        let written = answer
+            .as_ref()
+            .ok()
+            .and_then(|w| w.metadata.resource_version.as_deref());
         let cached_rv = self.outputs.live_version(target);
         let changed_meanwhile = echoes.applied(target, written, cached_rv.as_deref());
-        if let Ok(rv) = &result {
-            permit.contests().wrote(target, rv.as_deref());
+        if let Ok(w) = &answer {
+            let (uid, rv) = (w.metadata.uid.as_deref(), written);
+            permit.contests().wrote(target, uid, rv, now);
             self.metrics.wrote(verb);
         }
+        let result = answer.map(|w| w.metadata.resource_version);
         (result, changed_meanwhile)
     }
 
@@ -552,7 +555,15 @@ impl Actuator {
         // beat the response, and it is never someone else's deletion.
         let echoes = self.outputs.echoes();
         echoes.begin(target);
+        let mut deleted_uid = None;
         let result = api.delete(&name, &params).await.map(|answer| {
+            // The uid the server deleted: the object's, or the status
+            // details' (a Status answers an object deleted at once).
+            let (object, status) = (answer.as_ref().left(), answer.as_ref().right());
+            deleted_uid = object
+                .and_then(|o| o.metadata.uid.clone())
+                .or_else(|| status.and_then(|s| s.details.as_ref()).map(|d| d.uid.clone()))
+                .filter(|uid| !uid.is_empty());
             // Gone at once (its watch reports the deletion with no
             // version, held as ""), or still there, being deleted, at a
             // new one.
@@ -567,7 +578,10 @@ impl Actuator {
         match result {
             Ok(rv) => {
                 self.metrics.wrote(WriteVerb::Delete);
-                contests.deleted(target);
+                // The server named none: the one the precondition pinned,
+                // else the one the delete was decided on.
+                let uid = deleted_uid.as_deref().or(uid).or(live_uid);
+                contests.deleted(target, uid, tokio::time::Instant::now());
                 Ok(Step::Done {
                     changed_meanwhile,
                     rv: Some(rv.into()),

@@ -124,8 +124,8 @@ impl ForeignChange for Guard {
     /// A deletion by someone else is noted for the write-war rules; the
     /// change wakes the producer unless a write war holds the object back.
     fn wakes(&self, target: &ObjectKey, change: Foreign<'_>, now: Instant) -> bool {
-        if let Foreign::Deleted { owner } = change {
-            self.contests.vanished(target, owner, now);
+        if let Foreign::Deleted { uid, owner } = change {
+            self.contests.vanished(target, uid, owner, now);
         }
         self.contests.held_back(target, now).is_none()
     }

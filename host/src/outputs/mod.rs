@@ -69,9 +69,11 @@ pub use wakes::{Wakes, Woke, Written};
 pub enum Foreign<'a> {
     /// The object changed.
     Changed,
-    /// The object was deleted; `owner` is the uid of the controller owner
-    /// it had.
+    /// The object was deleted; `uid` is its uid, `owner` the uid of the
+    /// controller owner it had.
     Deleted {
+        /// The uid of the object deleted.
+        uid: Option<&'a str>,
         /// The uid of its last controller owner reference.
         owner: Option<&'a str>,
     },
@@ -240,6 +242,10 @@ impl Outputs {
                     .flatten();
                 let foreign = match change.kind {
                     ChangeKind::Deleted => Foreign::Deleted {
+                        uid: last
+                            .as_ref()
+                            .and_then(|o| o.pointer("/metadata/uid"))
+                            .and_then(Json::as_str),
                         owner: last.as_ref().and_then(controller_uid),
                     },
                     _ => Foreign::Changed,

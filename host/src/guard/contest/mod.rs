@@ -244,11 +244,11 @@ impl Contests {
     }
 
     /// Records that our write to `target` produced resourceVersion `rv`.
-    pub fn wrote(&self, target: &ObjectKey, rv: Option<&str>) {
+    pub fn wrote(&self, target: &ObjectKey, _uid: Option<&str>, rv: Option<&str>, now: Instant) {
         let mut objects = lock(&self.objects);
         let e = objects.entry(self.keys.get(target)).or_default();
         e.ours = rv.map(str::to_string);
-        e.wrote_at = Some(Instant::now());
+        e.wrote_at = Some(now);
         e.deleted = false;
         e.applied = None;
     }
@@ -289,14 +289,14 @@ impl Contests {
 
     /// Records that we deleted `target`: someone re-creating it is a
     /// take-back ([`Contests::recreated`]).
-    pub fn deleted(&self, target: &ObjectKey) {
+    pub fn deleted(&self, target: &ObjectKey, _uid: Option<&str>, now: Instant) {
         let mut objects = lock(&self.objects);
-        self.deletion(&mut objects, Instant::now());
+        self.deletion(&mut objects, now);
         let e = objects.entry(self.keys.get(target)).or_default();
         e.ours = None;
         e.set = [None, None];
         e.applied = None;
-        e.wrote_at = Some(Instant::now());
+        e.wrote_at = Some(now);
         e.deleted = true;
     }
 
@@ -319,7 +319,13 @@ impl Contests {
     /// while it matters: we deleted it (its re-creation would be a
     /// take-back), such a deletion is to be judged, or take-backs or a
     /// hold-back are on record.
-    pub fn vanished(&self, target: &ObjectKey, owner: Option<&str>, now: Instant) {
+    pub fn vanished(
+        &self,
+        target: &ObjectKey,
+        _uid: Option<&str>,
+        owner: Option<&str>,
+        now: Instant,
+    ) {
         let mut objects = lock(&self.objects);
         self.deletion(&mut objects, now);
         let Some(e) = objects.get_mut(target) else {
@@ -397,6 +403,11 @@ impl Contests {
         });
         e.contest().other = other_manager(live, ours, set.as_ref());
         Some(self.count(e, now))
+    }
+
+    /// Whether `uid` is the object our last delete of `target` removed.
+    pub fn ours_deleted(&self, _target: &ObjectKey, _uid: Option<&str>) -> bool {
+        false
     }
 
     /// Called when a delete of `target` is needed: it exists again after
@@ -565,5 +576,7 @@ fn owns_any(fields: Option<&Json>, set: &Json) -> bool {
         })
 }
 
+#[cfg(test)]
+mod proptests;
 #[cfg(test)]
 mod tests;

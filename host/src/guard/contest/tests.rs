@@ -41,7 +41,7 @@ fn a_new_desired_value_over_our_own_write_is_not_a_take_back() {
         c.retaken(&target(), &live("1", "x"), OURS, false, now),
         None
     );
-    c.wrote(&target(), Some("5"));
+    c.wrote(&target(), None, Some("5"), Instant::now());
     assert_eq!(
         c.retaken(&target(), &live("5", "x"), OURS, false, now),
         None
@@ -54,7 +54,7 @@ fn three_take_backs_in_the_window_declare_a_war_naming_the_manager() {
     let t0 = Instant::now();
     let mut verdicts = Vec::new();
     for i in 0..3u64 {
-        c.wrote(&target(), Some(&format!("{}", 2 * i)));
+        c.wrote(&target(), None, Some(&format!("{}", 2 * i)), Instant::now());
         let now = t0 + Duration::from_secs(10 * i);
         verdicts.push(c.retaken(
             &target(),
@@ -87,7 +87,7 @@ fn take_backs_spread_beyond_the_window_never_make_a_war() {
     let c = Contests::new(config());
     let t0 = Instant::now();
     for i in 0..10u64 {
-        c.wrote(&target(), Some(&format!("{}", 2 * i)));
+        c.wrote(&target(), None, Some(&format!("{}", 2 * i)), Instant::now());
         let now = t0 + Duration::from_secs(31 * i);
         let v = c.retaken(
             &target(),
@@ -107,7 +107,7 @@ fn a_war_resumed_after_the_hold_back_doubles_it_up_to_the_cap() {
     let mut rv = 0u64;
     let mut take_back = |c: &Contests, now: Instant| {
         rv += 2;
-        c.wrote(&target(), Some(&rv.to_string()));
+        c.wrote(&target(), None, Some(&rv.to_string()), Instant::now());
         c.retaken(
             &target(),
             &live(&(rv + 1).to_string(), "rival"),
@@ -143,7 +143,7 @@ fn a_change_of_fields_we_did_not_set_is_not_a_take_back() {
         true,
         &json!({"status": {"observedGeneration": 1}}),
     );
-    c.wrote(&target(), Some("4"));
+    c.wrote(&target(), None, Some("4"), Instant::now());
     // Someone edited the spec: our status is as we set it.
     let mut l = live("5", "kubectl-patch");
     l["spec"] = json!({"message": "new"});
@@ -162,7 +162,7 @@ fn a_slow_edit_of_our_fields_is_drift_repaired_and_never_a_war() {
     });
     for i in 0..5u64 {
         c.sets(&target(), false, &json!({"data": {"k": "ours"}}));
-        c.wrote(&target(), Some(&format!("{}", 2 * i)));
+        c.wrote(&target(), None, Some(&format!("{}", 2 * i)), Instant::now());
         std::thread::sleep(Duration::from_millis(5));
         let mut l = live(&format!("{}", 2 * i + 1), "kubectl-edit");
         l["data"] = json!({"k": "hand"});
@@ -176,7 +176,7 @@ fn a_slow_edit_of_our_fields_is_drift_repaired_and_never_a_war() {
 fn one_foreign_version_is_counted_once() {
     let c = Contests::new(config());
     let now = Instant::now();
-    c.wrote(&target(), Some("4"));
+    c.wrote(&target(), None, Some("4"), Instant::now());
     assert!(c
         .retaken(&target(), &live("5", "x"), OURS, false, now)
         .is_some());
@@ -246,8 +246,8 @@ fn re_creations_soon_after_our_deletes_declare_a_war_naming_the_creator() {
     let now = Instant::now();
     let mut verdicts = Vec::new();
     for i in 0..3u64 {
-        c.deleted(&target());
-        c.vanished(&target(), None, now);
+        c.deleted(&target(), None, Instant::now());
+        c.vanished(&target(), None, None, now);
         let l = live(&format!("{i}"), "recreator");
         verdicts.push(c.recreated(&target(), &l, OURS, now).map(|v| v.0));
         // Counted once per deletion of ours.
@@ -273,7 +273,7 @@ fn an_object_we_never_deleted_existing_is_no_take_back() {
     let c = Contests::new(config());
     let now = Instant::now();
     assert_eq!(c.recreated(&target(), &live("1", "x"), OURS, now), None);
-    c.wrote(&target(), Some("1"));
+    c.wrote(&target(), None, Some("1"), Instant::now());
     assert_eq!(c.recreated(&target(), &live("2", "x"), OURS, now), None);
 }
 
@@ -284,7 +284,7 @@ fn a_slow_re_creation_is_drift_and_never_a_war() {
         ..config()
     });
     for i in 0..5u64 {
-        c.deleted(&target());
+        c.deleted(&target(), None, Instant::now());
         std::thread::sleep(Duration::from_millis(5));
         let v = c.recreated(
             &target(),
@@ -304,8 +304,8 @@ fn deletions_soon_after_our_writes_declare_a_war_naming_the_deletion() {
     let mut verdicts = Vec::new();
     for i in 0..3u64 {
         // We create it; someone deletes it at once.
-        c.wrote(&target(), Some(&i.to_string()));
-        c.vanished(&target(), None, now);
+        c.wrote(&target(), None, Some(&i.to_string()), Instant::now());
+        c.vanished(&target(), None, None, now);
         verdicts.push(c.removed(&target(), None, now));
         // Counted once per deletion.
         assert_eq!(c.removed(&target(), None, now), None);
@@ -338,16 +338,16 @@ fn a_child_collected_with_its_owner_and_created_for_a_new_owner_is_no_take_back(
     for i in 0..5u64 {
         // Owner incarnation `i` gets its child; the owner is deleted at
         // once and the garbage collector takes the child with it.
-        c.wrote(&target(), Some(&i.to_string()));
+        c.wrote(&target(), None, Some(&i.to_string()), Instant::now());
         let old = format!("owner-{i}");
-        c.vanished(&target(), Some(&old), now);
+        c.vanished(&target(), None, Some(&old), now);
         let new = format!("owner-{}", i + 1);
         assert_eq!(c.removed(&target(), Some(&new), now), None, "owner {i}");
     }
     assert_eq!(c.held_back(&target(), now), None);
     // The same owner's child deleted at once is a take-back as before.
-    c.wrote(&target(), Some("9"));
-    c.vanished(&target(), Some("owner-5"), now);
+    c.wrote(&target(), None, Some("9"), Instant::now());
+    c.vanished(&target(), None, Some("owner-5"), now);
     assert_eq!(
         c.removed(&target(), Some("owner-5"), now),
         Some((Verdict::Contested, DELETER.to_string()))
@@ -361,9 +361,9 @@ fn a_slow_deletion_of_our_output_is_drift_and_never_counted() {
         ..config()
     });
     for i in 0..5u64 {
-        c.wrote(&target(), Some(&i.to_string()));
+        c.wrote(&target(), None, Some(&i.to_string()), Instant::now());
         std::thread::sleep(Duration::from_millis(5));
-        c.vanished(&target(), None, Instant::now());
+        c.vanished(&target(), None, None, Instant::now());
         assert_eq!(
             c.removed(&target(), None, Instant::now()),
             None,
@@ -378,11 +378,11 @@ fn a_slow_deletion_of_our_output_is_drift_and_never_counted() {
 fn our_own_delete_or_an_object_we_never_wrote_is_no_take_back() {
     let c = Contests::new(config());
     let now = Instant::now();
-    c.vanished(&target(), None, now);
+    c.vanished(&target(), None, None, now);
     assert_eq!(c.removed(&target(), None, now), None);
-    c.wrote(&target(), Some("1"));
-    c.deleted(&target());
-    c.vanished(&target(), None, now);
+    c.wrote(&target(), None, Some("1"), Instant::now());
+    c.deleted(&target(), None, Instant::now());
+    c.vanished(&target(), None, None, now);
     assert_eq!(c.removed(&target(), None, now), None);
 }
 
@@ -390,17 +390,17 @@ fn our_own_delete_or_an_object_we_never_wrote_is_no_take_back() {
 fn a_deleted_output_is_forgotten_unless_its_contest_matters() {
     let c = Contests::new(config());
     let now = Instant::now();
-    c.wrote(&target(), Some("1"));
+    c.wrote(&target(), None, Some("1"), Instant::now());
     // Deleted long after our write (drift).
-    c.vanished(&target(), None, now + Duration::from_secs(7200));
+    c.vanished(&target(), None, None, now + Duration::from_secs(7200));
     assert!(lock(&c.objects).is_empty(), "nothing on record: forgotten");
     // Deleted by us: its re-creation would be a take-back.
-    c.deleted(&target());
-    c.vanished(&target(), None, now);
+    c.deleted(&target(), None, Instant::now());
+    c.vanished(&target(), None, None, now);
     assert!(lock(&c.objects).contains_key(&target()));
     // In a war: the hold-back survives a delete.
     for i in 0..3u64 {
-        c.wrote(&target(), Some(&format!("{}", 2 * i)));
+        c.wrote(&target(), None, Some(&format!("{}", 2 * i)), Instant::now());
         c.retaken(
             &target(),
             &live(&format!("{}", 2 * i + 1), "rival"),
@@ -409,7 +409,7 @@ fn a_deleted_output_is_forgotten_unless_its_contest_matters() {
             now,
         );
     }
-    c.vanished(&target(), None, now);
+    c.vanished(&target(), None, None, now);
     assert!(c.held_back(&target(), now).is_some());
 }
 
@@ -424,7 +424,7 @@ fn only_our_own_last_apply_of_the_same_body_is_unchanged() {
         !c.unchanged(&t, false, "5", &body),
         "sent, not yet returned"
     );
-    c.wrote(&t, Some("5"));
+    c.wrote(&t, None, Some("5"), Instant::now());
     c.applied(&t, false, "5");
     assert!(c.unchanged(&t, false, "5", &body));
     assert!(
@@ -443,11 +443,11 @@ fn only_our_own_last_apply_of_the_same_body_is_unchanged() {
     assert!(!c.unchanged(&t, false, "5", &body));
     // Any other write of ours (a merge patch, a finalizer) moves the version.
     c.sets(&t, false, &body);
-    c.wrote(&t, Some("7"));
+    c.wrote(&t, None, Some("7"), Instant::now());
     c.applied(&t, false, "7");
-    c.wrote(&t, Some("8"));
+    c.wrote(&t, None, Some("8"), Instant::now());
     assert!(!c.unchanged(&t, false, "8", &body));
-    c.deleted(&t);
+    c.deleted(&t, None, Instant::now());
     assert!(!c.unchanged(&t, false, "7", &body));
 }
 
@@ -466,10 +466,10 @@ fn numbered(i: usize) -> ObjectKey {
 fn records_of_deleted_objects_go_once_their_window_has_passed() {
     let c = Contests::new(config());
     c.sets(&target(), false, &json!({"data": {"a": "1"}}));
-    c.wrote(&target(), Some("7"));
+    c.wrote(&target(), None, Some("7"), Instant::now());
     c.applied(&target(), false, "7");
     for i in 0..SWEEP_EVERY {
-        c.deleted(&numbered(i));
+        c.deleted(&numbered(i), None, Instant::now());
     }
     assert_eq!(
         c.len(),
@@ -478,7 +478,7 @@ fn records_of_deleted_objects_go_once_their_window_has_passed() {
     );
     let later = Instant::now() + config().window * 2;
     for i in 0..SWEEP_EVERY {
-        c.vanished(&numbered(SWEEP_EVERY + i), None, later);
+        c.vanished(&numbered(SWEEP_EVERY + i), None, None, later);
     }
     assert_eq!(
         c.len(),
