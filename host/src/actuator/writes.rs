@@ -516,6 +516,12 @@ impl Actuator {
         if live.pointer("/metadata/deletionTimestamp").is_some() {
             return Ok(Step::Skipped);
         }
+        // The object our last delete removed: the cache is behind our
+        // delete (its echo is on its way), nothing is left to delete.
+        if permit.contests().ours_deleted(target, live_uid) {
+            tracing::debug!(target = %target, "the cache still holds what we deleted; nothing to delete");
+            return Ok(Step::Skipped);
+        }
         let ar = self.discovery.resource(&target.gvk).await?;
         let params = DeleteParams {
             preconditions: uid.map(|uid| Preconditions {
@@ -562,7 +568,11 @@ impl Actuator {
             let (object, status) = (answer.as_ref().left(), answer.as_ref().right());
             deleted_uid = object
                 .and_then(|o| o.metadata.uid.clone())
-                .or_else(|| status.and_then(|s| s.details.as_ref()).map(|d| d.uid.clone()))
+                .or_else(|| {
+                    status
+                        .and_then(|s| s.details.as_ref())
+                        .map(|d| d.uid.clone())
+                })
                 .filter(|uid| !uid.is_empty());
             // Gone at once (its watch reports the deletion with no
             // version, held as ""), or still there, being deleted, at a
@@ -579,9 +589,12 @@ impl Actuator {
             Ok(rv) => {
                 self.metrics.wrote(WriteVerb::Delete);
                 // The server named none: the one the precondition pinned,
-                // else the one the delete was decided on.
+                // else the one the delete was decided on (and its version).
                 let uid = deleted_uid.as_deref().or(uid).or(live_uid);
-                contests.deleted(target, uid, tokio::time::Instant::now());
+                let version = Some(rv.as_str())
+                    .filter(|rv| !rv.is_empty())
+                    .or_else(|| resource_version(&live));
+                contests.deleted(target, uid, version, tokio::time::Instant::now());
                 Ok(Step::Done {
                     changed_meanwhile,
                     rv: Some(rv.into()),

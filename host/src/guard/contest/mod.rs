@@ -13,37 +13,58 @@
 //! two overwrite each other forever: each one's write is the other's
 //! trigger.
 //!
+//! # Only the server's facts
+//! A take-back is judged only from what the API server said: the uid and
+//! resourceVersion its answer to our own last write returned, and the
+//! uid, resourceVersion and `managedFields` of the object the cache (the
+//! watch) shows. The cache may be older than our write's answer (its echo
+//! is on its way), hold an event twice or late: none of that is a fact
+//! about someone else. So a take-back is exactly one of:
+//! - **changed** ([`Contests::retaken`]): the object's resourceVersion is
+//!   newer than the one our last write's answer returned (and than any
+//!   take-back already counted), it no longer holds what that write set,
+//!   and its `managedFields` name another manager owning a field we set —
+//!   that manager is the one named;
+//! - **re-created** ([`Contests::recreated`]): after our delete, the object
+//!   has a uid other than the one we deleted and a resourceVersion newer
+//!   than our delete's, and its `managedFields` name a manager other than
+//!   ours (named);
+//! - **removed** ([`Contests::vanished`], judged by [`Contests::removed`]):
+//!   a deletion of the uid our last write's answer returned, when our
+//!   last write was not the delete of that uid (that is our own delete's
+//!   echo). A deletion names no field manager: the other manager is
+//!   [`DELETER`].
+//!
+//! A cache entry older than our write's answer (a resourceVersion not newer
+//! than what our writes' answers returned, the uid we deleted) never counts, nor does the echo of our
+//! own delete; a version or a deletion is counted once. ResourceVersions
+//! are compared as the integers the API server hands out; one that is not
+//! an integer is no fact of order, and counts as nothing.
+//!
 //! # How it decides
-//! - A take-back is an apply that is needed because someone else changed
-//!   our fields after us: the object's resourceVersion is no longer the one
-//!   our last write produced, and it no longer contains what that write
-//!   set. One later than [`ContestConfig::react`] after our write is drift:
-//!   repaired every time, never counted.
+//! - A take-back later than [`ContestConfig::react`] after our write is
+//!   drift: repaired every time, never counted.
 //! - `flips` take-backs within `window` declare a war: the host stops
 //!   writing the object for a back-off (doubling per war, up to
 //!   `max_backoff`), the caller records a Warning event and a metric naming
-//!   the other field manager ([`other_manager`]), and foreign changes to the
-//!   object stop waking the guest until the back-off ends.
+//!   the other field manager, and foreign changes to the object stop waking
+//!   the guest until the back-off ends.
 //! - After it, the host forces once more; a take-back soon after declares
 //!   the next war at once, with the doubled back-off, so a war costs a
 //!   bounded number of writes however long it lasts.
 //!
 //! # Existence
-//! A delete is judged the same way, by the object's existence: someone
-//! re-creating what we deleted, soon after our delete, is a take-back
-//! ([`Contests::recreated`]), so a guest deleting what another writer keeps
-//! re-creating is a war like any other; and the reverse, someone deleting
-//! what we created or set, soon after our write, is one too
-//! ([`Contests::removed`]: a guest and a cleanup script deleting its
-//! output would otherwise fight at the client's rate; the deleter is named
-//! [`DELETER`], as a deletion records no field manager). A child the
-//! garbage collector took with its owner, created again for a new owner of
-//! the same name, is a new object, not a take-back. An output that is
-//! deleted keeps its record while it matters (we deleted it, someone
-//! deleted it soon after our write, or take-backs or a hold-back are on
-//! record); otherwise a new object starts a new contest. Records of deleted
-//! objects whose last write, take-back and hold-back are all older than
-//! `window` are swept every 1,024 deletions.
+//! A guest deleting what another writer keeps re-creating is a war like
+//! any other; and so is the reverse, someone deleting what we created or
+//! set (a guest and a cleanup script deleting its output would otherwise
+//! fight at the client's rate). A child the garbage collector took with
+//! its owner, created again for a new owner of the same name, is a new
+//! object, not a take-back. An output that is deleted keeps its record
+//! while it matters (we deleted it, someone deleted it soon after our
+//! write, or take-backs or a hold-back are on record); otherwise a new
+//! object starts a new contest. Records of deleted objects whose last
+//! write, take-back and hold-back are all older than `window` are swept
+//! every 1,024 deletions.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -113,8 +134,16 @@ pub enum Verdict {
 
 #[derive(Debug, Default)]
 struct Entry {
-    /// The resourceVersion our last write to the object produced.
+    /// The resourceVersion our last write's answer returned (none after our
+    /// delete).
     ours: Option<String>,
+    /// The uid our last write's answer returned: the object we wrote, or,
+    /// when `deleted`, the one we deleted.
+    uid: Option<Box<str>>,
+    /// The newest resourceVersion our writes' answers returned (or our
+    /// last delete was decided on): a version not newer is older than our
+    /// own write, whatever it shows.
+    after: Option<u64>,
     /// When our last write returned.
     wrote_at: Option<Instant>,
     /// What our last write of the object and of its status set, as JSON
@@ -150,10 +179,15 @@ struct Contest {
     backoff: Backoff,
     /// The field manager that took the object back last.
     other: String,
+    /// The newest resourceVersion counted as a take-back of our fields:
+    /// each version is counted once.
+    counted: Option<u64>,
     /// Someone else deleted the object within `react` of our write that
     /// created or set it, then: a take-back, judged when we next create
     /// it ([`Contests::removed`]).
     taken_away: Option<Instant>,
+    /// The uid that deletion removed.
+    taken_uid: Option<Box<str>>,
     /// The uid of the controller owner the object deleted by someone else
     /// had: the garbage collector deletes a child whose owner is gone, and
     /// the child the guest creates next, for a new owner of the same name,
@@ -243,11 +277,15 @@ impl Contests {
         Some((left, c.other.clone()))
     }
 
-    /// Records that our write to `target` produced resourceVersion `rv`.
-    pub fn wrote(&self, target: &ObjectKey, _uid: Option<&str>, rv: Option<&str>, now: Instant) {
+    /// Records the server's answer to our write of `target` (an apply, a
+    /// merge patch) at `now`: the object's `uid` and the resourceVersion
+    /// `rv` it produced.
+    pub fn wrote(&self, target: &ObjectKey, uid: Option<&str>, rv: Option<&str>, now: Instant) {
         let mut objects = lock(&self.objects);
         let e = objects.entry(self.keys.get(target)).or_default();
         e.ours = rv.map(str::to_string);
+        e.uid = uid.map(Box::from);
+        e.after = e.after.max(rv.and_then(ordered));
         e.wrote_at = Some(now);
         e.deleted = false;
         e.applied = None;
@@ -287,9 +325,13 @@ impl Contests {
                 .is_some_and(|text| serializes_to(desired, text))
     }
 
-    /// Records that we deleted `target`: someone re-creating it is a
-    /// take-back ([`Contests::recreated`]).
-    pub fn deleted(&self, target: &ObjectKey, _uid: Option<&str>, now: Instant) {
+    /// Records the server's answer to our delete of `target` at `now`: it
+    /// deleted the object `uid`, at resourceVersion `rv` (the answer's, or
+    /// the one of the object the delete was decided on). Someone else's
+    /// object of that name, newer and with another uid, is a re-creation
+    /// ([`Contests::recreated`]); a deletion of `uid` noted meanwhile was
+    /// this delete's echo, not a take-back.
+    pub fn deleted(&self, target: &ObjectKey, uid: Option<&str>, rv: Option<&str>, now: Instant) {
         let mut objects = lock(&self.objects);
         self.deletion(&mut objects, now);
         let e = objects.entry(self.keys.get(target)).or_default();
@@ -298,6 +340,25 @@ impl Contests {
         e.applied = None;
         e.wrote_at = Some(now);
         e.deleted = true;
+        e.uid = uid.map(Box::from);
+        e.after = e.after.max(rv.and_then(ordered));
+        if let Some(c) = e.contest.as_mut() {
+            if uid.is_some() && c.taken_uid.as_deref() == uid {
+                c.taken_away = None;
+                c.taken_from = None;
+                c.taken_uid = None;
+            }
+        }
+    }
+
+    /// Whether `uid` is the object our last delete of `target` removed: a
+    /// cache still holding it is behind our delete (its echo is on its
+    /// way), and there is nothing to delete again.
+    pub fn ours_deleted(&self, target: &ObjectKey, uid: Option<&str>) -> bool {
+        let objects = lock(&self.objects);
+        objects
+            .get(target)
+            .is_some_and(|e| e.deleted && uid.is_some() && e.uid.as_deref() == uid)
     }
 
     /// Records what an apply of `target` (its status when `status`) is
@@ -311,18 +372,21 @@ impl Contests {
         e.applied = None;
     }
 
-    /// `target` was deleted: what our writes produced is gone (a new
-    /// object starts a new contest over its fields). Someone else deleting
-    /// it within [`ContestConfig::react`] of our write is noted as a
-    /// take-back, judged when we create it again ([`Contests::removed`]),
-    /// with `owner`, the uid of the controller owner it had. Kept only
-    /// while it matters: we deleted it (its re-creation would be a
-    /// take-back), such a deletion is to be judged, or take-backs or a
-    /// hold-back are on record.
+    /// The object `uid` of `target` was deleted (seen at `now`), `owner`
+    /// the uid of the controller owner it had. The deletion of the object
+    /// our last write's answer named, when that write was not its delete
+    /// (that is our own echo), within [`ContestConfig::react`] of our
+    /// write, is noted as a take-back, judged when we create it again
+    /// ([`Contests::removed`]). The deletion of an older object (an event
+    /// delivered late) changes nothing of ours. Otherwise what our writes
+    /// produced is gone (a new object starts a new contest over its
+    /// fields); the record is kept only while it matters: we deleted it
+    /// (its re-creation would be a take-back), such a deletion is to be
+    /// judged, or take-backs or a hold-back are on record.
     pub fn vanished(
         &self,
         target: &ObjectKey,
-        _uid: Option<&str>,
+        uid: Option<&str>,
         owner: Option<&str>,
         now: Instant,
     ) {
@@ -331,13 +395,20 @@ impl Contests {
         let Some(e) = objects.get_mut(target) else {
             return;
         };
-        let reacted = !e.deleted
+        let ours = uid.is_some() && e.uid.as_deref() == uid;
+        if !ours && !e.deleted && e.ours.is_some() && e.uid.is_some() {
+            // What we wrote still exists: this is an older object's end.
+            return;
+        }
+        let reacted = ours
+            && !e.deleted
             && e.wrote_at
                 .is_some_and(|w| now.saturating_duration_since(w) <= self.config.react);
         if reacted {
             let c = e.contest();
             c.taken_away = Some(now);
             c.taken_from = owner.map(str::to_string);
+            c.taken_uid = uid.map(Box::from);
         }
         let window = self.config.window;
         let recent = |t: Instant| now.saturating_duration_since(t) <= window;
@@ -354,13 +425,17 @@ impl Contests {
     }
 
     /// Called when an apply to `target` (its status when `status`) is
-    /// needed and the cache is current (no echo of ours due). A take-back
-    /// is someone else's write after ours that changed what our last write
-    /// of that part set: a change of fields we do not own (a person's spec
-    /// edit under our status) is none, and neither is the guest simply
-    /// wanting something new. A take-back within [`ContestConfig::react`]
-    /// of our write is counted and may make a war; a later one is
-    /// [`Verdict::Drift`]. Names the manager `other_manager`.
+    /// needed, with the `live` object the cache holds. A take-back is a
+    /// version newer than our last write's answer (and than any take-back
+    /// counted) that no longer holds what that write of this part set, and
+    /// whose `managedFields` name another manager than `ours` owning a
+    /// field we set (that manager is named). An older version (the cache
+    /// behind our answer), our own write, a change of fields we did not set
+    /// (a person's spec edit under our status), a change that left no
+    /// other manager owning our fields, and the guest simply wanting
+    /// something new are none. A take-back within
+    /// [`ContestConfig::react`] of our write is counted and may make a
+    /// war; a later one is [`Verdict::Drift`].
     pub fn retaken(
         &self,
         target: &ObjectKey,
@@ -369,52 +444,49 @@ impl Contests {
         status: bool,
         now: Instant,
     ) -> Option<(Verdict, String)> {
-        let rv = resource_version(live)?;
+        let version = ordered(resource_version(live)?)?;
         let mut objects = lock(&self.objects);
         let e = objects.get_mut(target)?;
-        // Never written by us in this process, or still our own write (the
-        // guest simply wants something new): not a take-back.
-        if e.ours.as_deref().is_none_or(|o| o == rv) {
+        // Never written by us in this process, or deleted since.
+        e.ours.as_ref()?;
+        let after = e.after?;
+        let counted = e.contest.as_ref().and_then(|c| c.counted);
+        if version <= after || counted.is_some_and(|c| version <= c) {
             return None;
         }
         // Kept as text, written by us: it parses.
-        let set: Option<Json> = e.set[usize::from(status)]
-            .as_deref()
-            .and_then(|text| serde_json::from_str(text).ok());
-        if let Some(set) = &set {
-            let null = Json::Null;
-            let (live_part, set_part) = if status {
-                (
-                    live.get("status").unwrap_or(&null),
-                    set.get("status").unwrap_or(&null),
-                )
-            } else {
-                (live, set)
-            };
-            if contains(live_part, set_part) {
-                return None;
-            }
+        let set: Json = serde_json::from_str(e.set[usize::from(status)].as_deref()?).ok()?;
+        let null = Json::Null;
+        let (live_part, set_part) = if status {
+            (
+                live.get("status").unwrap_or(&null),
+                set.get("status").unwrap_or(&null),
+            )
+        } else {
+            (live, &set)
+        };
+        if contains(live_part, set_part) {
+            return None;
         }
-        // Counted once per foreign version.
-        e.ours = None;
-        let set = set.map(|set| match status {
+        let set = match status {
             true => serde_json::json!({"status": set.get("status")}),
             false => set,
-        });
-        e.contest().other = other_manager(live, ours, set.as_ref());
+        };
+        let other = taker(live, ours, Some(&set))?;
+        let c = e.contest();
+        c.counted = Some(version);
+        c.other = other.to_string();
         Some(self.count(e, now))
     }
 
-    /// Whether `uid` is the object our last delete of `target` removed.
-    pub fn ours_deleted(&self, _target: &ObjectKey, _uid: Option<&str>) -> bool {
-        false
-    }
-
-    /// Called when a delete of `target` is needed: it exists again after
-    /// our delete. A re-creation within [`ContestConfig::react`] of our
-    /// delete is a counted take-back, as a changed field is for an apply,
-    /// and may make a war; a later one is [`Verdict::Drift`]. Counted once
-    /// per deletion of ours. Names the manager `other_manager(live)`.
+    /// Called when a delete of `target` is needed and the cache holds
+    /// `live`: after our delete, an object with a uid other than the one
+    /// we deleted and a resourceVersion newer than our delete's, whose
+    /// `managedFields` name a manager other than `ours` (named: the latest
+    /// since its creation), was re-created by someone else. Within [`ContestConfig::react`] of our delete that is a
+    /// counted take-back, as a changed field is for an apply, and may make
+    /// a war; a later one is [`Verdict::Drift`]. Counted once per deletion
+    /// of ours. The object we deleted, still in the cache, is none.
     pub fn recreated(
         &self,
         target: &ObjectKey,
@@ -424,17 +496,24 @@ impl Contests {
     ) -> Option<(Verdict, String)> {
         let mut objects = lock(&self.objects);
         let e = objects.get_mut(target)?;
-        if !e.deleted {
+        let uid = live.pointer("/metadata/uid").and_then(Json::as_str)?;
+        let version = ordered(resource_version(live)?)?;
+        if !e.deleted || e.uid.as_deref().is_none_or(|deleted| deleted == uid) {
             return None;
         }
+        // An older object of that name (an event delivered late).
+        if e.after.is_none_or(|after| version <= after) {
+            return None;
+        }
+        let other = taker(live, ours, None)?;
         e.deleted = false;
-        e.contest().other = other_manager(live, ours, None);
+        e.contest().other = other.to_string();
         Some(self.count(e, now))
     }
 
     /// Called when an apply would create `target` again (the cache has no
-    /// such object): someone else deleted it within
-    /// [`ContestConfig::react`] of our write that created or set it
+    /// such object): someone else deleted the object our last write's
+    /// answer named, within [`ContestConfig::react`] of that write
     /// ([`Contests::vanished`] noted when). That is a counted take-back,
     /// judged at the deletion's time, and may make a war; a later deletion
     /// was never noted (drift: re-created every time). Counted once per
@@ -454,10 +533,13 @@ impl Contests {
         let c = e.contest.as_mut()?;
         let at = c.taken_away.take()?;
         let from = c.taken_from.take();
-        if from.is_some() && from.as_deref() != owner {
+        let gone = c.taken_uid.take();
+        if gone.is_none() || gone != e.uid || (from.is_some() && from.as_deref() != owner) {
             return None;
         }
-        c.other = DELETER.to_string();
+        // Counted once: a late copy of this deletion is no longer ours.
+        e.uid = None;
+        e.contest().other = DELETER.to_string();
         // A deletion judged after a hold-back began (it cannot: nothing is
         // written meanwhile) would still count at its own time.
         Some(self.count(e, at.min(now)))
@@ -532,6 +614,25 @@ fn serializes_to(value: &Json, text: &str) -> bool {
 /// With none owning them (or `set` unknown), the latest writer since
 /// creation; with no entry at all, `"unknown"`.
 pub fn other_manager(live: &Json, ours: &str, set: Option<&Json>) -> String {
+    ranked(live, ours, set).map_or_else(|| "unknown".to_string(), |(_, m)| m.to_string())
+}
+
+/// The manager that took back what our write set (`set`), as the server
+/// recorded it: [`other_manager`]'s choice when it owns one of those fields
+/// (or, `set` unknown, any writer since creation other than `ours`); none
+/// when the server recorded no such manager.
+fn taker<'a>(live: &'a Json, ours: &str, set: Option<&Json>) -> Option<&'a str> {
+    let ((touches, _, _), manager) = ranked(live, ours, set)?;
+    (touches || set.is_none()).then_some(manager)
+}
+
+/// [`other_manager`]'s ranking: the best entry, with whether it owns a
+/// field of `set`, its time and whether it is an apply.
+fn ranked<'a>(
+    live: &'a Json,
+    ours: &str,
+    set: Option<&Json>,
+) -> Option<((bool, &'a str, bool), &'a str)> {
     let created = live
         .pointer("/metadata/creationTimestamp")
         .and_then(Json::as_str)
@@ -555,7 +656,12 @@ pub fn other_manager(live: &Json, ours: &str, set: Option<&Json>) -> String {
             Some(((touches, time, apply), manager))
         })
         .max_by(|a, b| a.0.cmp(&b.0))
-        .map_or_else(|| "unknown".to_string(), |(_, m)| m.to_string())
+}
+
+/// A resourceVersion as the integer the API server hands out (etcd's
+/// revision; the embedded server's counter); None when it is not one.
+fn ordered(rv: &str) -> Option<u64> {
+    rv.parse().ok()
 }
 
 /// Whether a `fieldsV1` set owns any field `set` sets (a map owned whole,

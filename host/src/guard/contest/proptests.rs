@@ -35,7 +35,12 @@ fn target() -> ObjectKey {
 /// RFC 3339 to the second.
 fn timestamp(ms: u64) -> String {
     let s = ms / 1000;
-    format!("2026-12-01T{:02}:{:02}:{:02}Z", s / 3600, s / 60 % 60, s % 60)
+    format!(
+        "2026-12-01T{:02}:{:02}:{:02}Z",
+        s / 3600,
+        s / 60 % 60,
+        s % 60
+    )
 }
 
 /// One managedFields entry: who owns which `data` keys, since when.
@@ -105,19 +110,22 @@ struct Server {
 }
 
 impl Server {
-    /// A write by `manager` of `fields` (server-side apply, forced, when
-    /// `apply`; else an update), creating the object if absent (or only
-    /// then, when `create_only`). Returns the object's uid and new
-    /// resourceVersion, or None when nothing was written.
+    /// A write by `manager` of `fields`: server-side apply (forced; it
+    /// creates an absent object) when `apply`, else an update (a patch of
+    /// an existing object), or, when `create`, a create (of an absent
+    /// object only). Returns the object's uid and new resourceVersion, and
+    /// whether it created the object; None when nothing was written.
     fn write(
         &mut self,
         manager: &'static str,
         apply: bool,
         fields: &[(&'static str, &str)],
-        create_only: bool,
+        create: bool,
         now: u64,
-    ) -> Option<(String, String)> {
-        if create_only && self.obj.is_some() {
+    ) -> Option<(String, String, bool)> {
+        let creates = self.obj.is_none();
+        let refused = if create { !creates } else { creates && !apply };
+        if refused {
             return None;
         }
         let obj = self.obj.get_or_insert_with(|| {
@@ -160,21 +168,23 @@ impl Server {
         self.rv += 1;
         obj.rv = self.rv;
         self.events.push(Event::Put(obj.clone()));
-        Some((obj.uid(), obj.rv.to_string()))
+        Some((obj.uid(), obj.rv.to_string(), creates))
     }
 
     /// A delete, with a uid precondition when `uid` is given: the uid
-    /// deleted, or None (not found, or the precondition failed).
-    fn delete(&mut self, uid: Option<&str>) -> Option<String> {
+    /// deleted and its last resourceVersion, or None (not found, or the
+    /// precondition failed).
+    fn delete(&mut self, uid: Option<&str>) -> Option<(String, u64)> {
         let obj = self.obj.as_ref()?;
         if uid.is_some_and(|u| u != obj.uid()) {
             return None;
         }
         let mut obj = self.obj.take()?;
+        let last = obj.rv;
         self.rv += 1;
         obj.rv = self.rv;
         self.events.push(Event::Deleted(obj.clone()));
-        Some(obj.uid())
+        Some((obj.uid(), last))
     }
 }
 
@@ -227,7 +237,9 @@ enum Over {
 #[derive(Debug)]
 enum InFlight {
     Apply(String, String),
-    Delete(Option<String>),
+    /// The uid deleted and the version of the object the delete was
+    /// decided on or, newer, the one the answer returned.
+    Delete(Option<(String, u64)>),
 }
 
 /// The host around the rule: an outputs cache fed by the watch, and the
@@ -305,8 +317,9 @@ impl Host {
                     self.contests.wrote(&target(), Some(&uid), Some(&rv), now);
                     self.contests.applied(&target(), false, &rv);
                 }
-                Some(InFlight::Delete(Some(uid))) => {
-                    self.contests.deleted(&target(), Some(&uid), now);
+                Some(InFlight::Delete(Some((uid, rv)))) => {
+                    let rv = rv.to_string();
+                    self.contests.deleted(&target(), Some(&uid), Some(&rv), now);
                 }
                 Some(InFlight::Delete(None)) | None => {}
             },
@@ -387,7 +400,7 @@ impl Host {
             }
         }
         self.contests.sets(&t, false, &desired);
-        let (uid, rv) = self
+        let (uid, rv, _) = self
             .server
             .write(OURS, true, &[(OUR_FIELD, value)], false, self.ms)
             .expect("an apply always writes");
@@ -410,45 +423,41 @@ impl Host {
         if self.judged(Over::Existence, verdict) {
             return;
         }
-        let deleted = self.server.delete(uid.filter(|_| pinned));
+        let decided_on = self.cache.as_ref().map_or(0, |o| o.rv);
+        let deleted = self
+            .server
+            .delete(uid.filter(|_| pinned))
+            .map(|(uid, answered)| (uid, answered.max(decided_on)));
         self.in_flight = Some(InFlight::Delete(deleted));
     }
 
     fn foreign(&mut self, foreign: Foreign) {
         let ms = self.ms;
-        match foreign {
-            Foreign::ApplyOurs(m) | Foreign::UpdateOurs(m) => {
-                let apply = matches!(foreign, Foreign::ApplyOurs(_));
-                let who = OTHERS[m % OTHERS.len()];
-                let value = format!("{who}-{ms}");
-                self.server
-                    .write(who, apply, &[(OUR_FIELD, &value)], false, ms);
-                self.took_fields.push(who);
-                self.wrote_any.push(who);
-            }
-            Foreign::ApplyOther(m) => {
-                let who = OTHERS[m % OTHERS.len()];
-                self.server
-                    .write(who, true, &[(OTHER_FIELD, "x")], false, ms);
-                self.wrote_any.push(who);
-            }
-            Foreign::Create(m) => {
-                let who = OTHERS[m % OTHERS.len()];
-                if self
-                    .server
-                    .write(who, false, &[(OUR_FIELD, who)], true, ms)
-                    .is_some()
-                {
-                    self.created.push(who);
-                    self.took_fields.push(who);
-                    self.wrote_any.push(who);
-                }
-            }
+        let (who, apply, field, create) = match foreign {
+            Foreign::ApplyOurs(m) => (OTHERS[m % OTHERS.len()], true, OUR_FIELD, false),
+            Foreign::UpdateOurs(m) => (OTHERS[m % OTHERS.len()], false, OUR_FIELD, false),
+            Foreign::ApplyOther(m) => (OTHERS[m % OTHERS.len()], true, OTHER_FIELD, false),
+            Foreign::Create(m) => (OTHERS[m % OTHERS.len()], false, OUR_FIELD, true),
             Foreign::Delete => {
                 if self.server.delete(None).is_some() {
                     self.deletions += 1;
                 }
+                return;
             }
+        };
+        let value = format!("{who}-{ms}");
+        let Some((_, _, created)) = self
+            .server
+            .write(who, apply, &[(field, &value)], create, ms)
+        else {
+            return;
+        };
+        self.wrote_any.push(who);
+        if field == OUR_FIELD || created {
+            self.took_fields.push(who);
+        }
+        if created {
+            self.created.push(who);
         }
     }
 

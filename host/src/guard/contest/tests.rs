@@ -14,11 +14,28 @@ fn target() -> ObjectKey {
     }
 }
 
+/// The object `u1` at `rv`, as `manager` left it after taking our field
+/// `data.k` (the server records that it owns it now).
 fn live(rv: &str, manager: &str) -> Json {
-    json!({"metadata": {"resourceVersion": rv, "managedFields": [
-        {"manager": OURS, "operation": "Apply", "time": "2026-12-01T00:00:00Z"},
-        {"manager": manager, "operation": "Apply", "time": "2026-12-01T00:00:05Z"},
-    ]}})
+    json!({"metadata": {"uid": "u1", "resourceVersion": rv, "managedFields": [
+        {"manager": OURS, "operation": "Apply", "time": "2026-12-01T00:00:00Z",
+         "fieldsV1": {"f:data": {"f:other": {}}}},
+        {"manager": manager, "operation": "Apply", "time": "2026-12-01T00:00:05Z",
+         "fieldsV1": {"f:data": {"f:k": {}}}},
+    ]}, "data": {"k": manager}})
+}
+
+/// `live`, with uid `uid`: another object of the same name.
+fn live_as(uid: &str, rv: &str, manager: &str) -> Json {
+    let mut l = live(rv, manager);
+    l["metadata"]["uid"] = json!(uid);
+    l
+}
+
+/// Our apply of `data.k = ours` to the object `u1`, answered at `rv`.
+fn apply_ours(c: &Contests, rv: &str) {
+    c.sets(&target(), false, &json!({"data": {"k": "ours"}}));
+    c.wrote(&target(), Some("u1"), Some(rv), Instant::now());
 }
 
 fn config() -> ContestConfig {
@@ -54,7 +71,7 @@ fn three_take_backs_in_the_window_declare_a_war_naming_the_manager() {
     let t0 = Instant::now();
     let mut verdicts = Vec::new();
     for i in 0..3u64 {
-        c.wrote(&target(), None, Some(&format!("{}", 2 * i)), Instant::now());
+        apply_ours(&c, &format!("{}", 2 * i));
         let now = t0 + Duration::from_secs(10 * i);
         verdicts.push(c.retaken(
             &target(),
@@ -87,7 +104,7 @@ fn take_backs_spread_beyond_the_window_never_make_a_war() {
     let c = Contests::new(config());
     let t0 = Instant::now();
     for i in 0..10u64 {
-        c.wrote(&target(), None, Some(&format!("{}", 2 * i)), Instant::now());
+        apply_ours(&c, &format!("{}", 2 * i));
         let now = t0 + Duration::from_secs(31 * i);
         let v = c.retaken(
             &target(),
@@ -107,7 +124,7 @@ fn a_war_resumed_after_the_hold_back_doubles_it_up_to_the_cap() {
     let mut rv = 0u64;
     let mut take_back = |c: &Contests, now: Instant| {
         rv += 2;
-        c.wrote(&target(), None, Some(&rv.to_string()), Instant::now());
+        apply_ours(&c, &rv.to_string());
         c.retaken(
             &target(),
             &live(&(rv + 1).to_string(), "rival"),
@@ -143,14 +160,17 @@ fn a_change_of_fields_we_did_not_set_is_not_a_take_back() {
         true,
         &json!({"status": {"observedGeneration": 1}}),
     );
-    c.wrote(&target(), None, Some("4"), Instant::now());
+    c.wrote(&target(), Some("u1"), Some("4"), Instant::now());
     // Someone edited the spec: our status is as we set it.
     let mut l = live("5", "kubectl-patch");
     l["spec"] = json!({"message": "new"});
     l["status"] = json!({"observedGeneration": 1, "other": "x"});
     assert_eq!(c.retaken(&target(), &l, OURS, true, now), None);
-    // Our status field changed: a take-back.
+    // Our status field changed (the server records who owns it now): a
+    // take-back.
     l["status"]["observedGeneration"] = json!(0);
+    l["metadata"]["managedFields"][1]["fieldsV1"] =
+        json!({"f:status": {"f:observedGeneration": {}}});
     assert!(c.retaken(&target(), &l, OURS, true, now).is_some());
 }
 
@@ -162,7 +182,12 @@ fn a_slow_edit_of_our_fields_is_drift_repaired_and_never_a_war() {
     });
     for i in 0..5u64 {
         c.sets(&target(), false, &json!({"data": {"k": "ours"}}));
-        c.wrote(&target(), None, Some(&format!("{}", 2 * i)), Instant::now());
+        c.wrote(
+            &target(),
+            Some("u1"),
+            Some(&format!("{}", 2 * i)),
+            Instant::now(),
+        );
         std::thread::sleep(Duration::from_millis(5));
         let mut l = live(&format!("{}", 2 * i + 1), "kubectl-edit");
         l["data"] = json!({"k": "hand"});
@@ -176,7 +201,7 @@ fn a_slow_edit_of_our_fields_is_drift_repaired_and_never_a_war() {
 fn one_foreign_version_is_counted_once() {
     let c = Contests::new(config());
     let now = Instant::now();
-    c.wrote(&target(), None, Some("4"), Instant::now());
+    apply_ours(&c, "4");
     assert!(c
         .retaken(&target(), &live("5", "x"), OURS, false, now)
         .is_some());
@@ -246,9 +271,10 @@ fn re_creations_soon_after_our_deletes_declare_a_war_naming_the_creator() {
     let now = Instant::now();
     let mut verdicts = Vec::new();
     for i in 0..3u64 {
-        c.deleted(&target(), None, Instant::now());
-        c.vanished(&target(), None, None, now);
-        let l = live(&format!("{i}"), "recreator");
+        let (ours, theirs) = (format!("u{i}"), format!("u{}", i + 1));
+        c.deleted(&target(), Some(&ours), Some(&(2 * i).to_string()), now);
+        c.vanished(&target(), Some(&ours), None, now);
+        let l = live_as(&theirs, &(2 * i + 1).to_string(), "recreator");
         verdicts.push(c.recreated(&target(), &l, OURS, now).map(|v| v.0));
         // Counted once per deletion of ours.
         assert_eq!(c.recreated(&target(), &l, OURS, now), None);
@@ -284,11 +310,17 @@ fn a_slow_re_creation_is_drift_and_never_a_war() {
         ..config()
     });
     for i in 0..5u64 {
-        c.deleted(&target(), None, Instant::now());
+        let (ours, theirs) = (format!("u{i}"), format!("u{}", i + 1));
+        c.deleted(
+            &target(),
+            Some(&ours),
+            Some(&(2 * i).to_string()),
+            Instant::now(),
+        );
         std::thread::sleep(Duration::from_millis(5));
         let v = c.recreated(
             &target(),
-            &live(&i.to_string(), "hand"),
+            &live_as(&theirs, &(2 * i + 1).to_string(), "hand"),
             OURS,
             Instant::now(),
         );
@@ -304,8 +336,9 @@ fn deletions_soon_after_our_writes_declare_a_war_naming_the_deletion() {
     let mut verdicts = Vec::new();
     for i in 0..3u64 {
         // We create it; someone deletes it at once.
-        c.wrote(&target(), None, Some(&i.to_string()), Instant::now());
-        c.vanished(&target(), None, None, now);
+        let uid = format!("u{i}");
+        c.wrote(&target(), Some(&uid), Some(&i.to_string()), now);
+        c.vanished(&target(), Some(&uid), None, now);
         verdicts.push(c.removed(&target(), None, now));
         // Counted once per deletion.
         assert_eq!(c.removed(&target(), None, now), None);
@@ -338,16 +371,17 @@ fn a_child_collected_with_its_owner_and_created_for_a_new_owner_is_no_take_back(
     for i in 0..5u64 {
         // Owner incarnation `i` gets its child; the owner is deleted at
         // once and the garbage collector takes the child with it.
-        c.wrote(&target(), None, Some(&i.to_string()), Instant::now());
+        let uid = format!("u{i}");
+        c.wrote(&target(), Some(&uid), Some(&i.to_string()), now);
         let old = format!("owner-{i}");
-        c.vanished(&target(), None, Some(&old), now);
+        c.vanished(&target(), Some(&uid), Some(&old), now);
         let new = format!("owner-{}", i + 1);
         assert_eq!(c.removed(&target(), Some(&new), now), None, "owner {i}");
     }
     assert_eq!(c.held_back(&target(), now), None);
     // The same owner's child deleted at once is a take-back as before.
-    c.wrote(&target(), None, Some("9"), Instant::now());
-    c.vanished(&target(), None, Some("owner-5"), now);
+    c.wrote(&target(), Some("u9"), Some("9"), now);
+    c.vanished(&target(), Some("u9"), Some("owner-5"), now);
     assert_eq!(
         c.removed(&target(), Some("owner-5"), now),
         Some((Verdict::Contested, DELETER.to_string()))
@@ -361,9 +395,10 @@ fn a_slow_deletion_of_our_output_is_drift_and_never_counted() {
         ..config()
     });
     for i in 0..5u64 {
-        c.wrote(&target(), None, Some(&i.to_string()), Instant::now());
+        let uid = format!("u{i}");
+        c.wrote(&target(), Some(&uid), Some(&i.to_string()), Instant::now());
         std::thread::sleep(Duration::from_millis(5));
-        c.vanished(&target(), None, None, Instant::now());
+        c.vanished(&target(), Some(&uid), None, Instant::now());
         assert_eq!(
             c.removed(&target(), None, Instant::now()),
             None,
@@ -378,11 +413,11 @@ fn a_slow_deletion_of_our_output_is_drift_and_never_counted() {
 fn our_own_delete_or_an_object_we_never_wrote_is_no_take_back() {
     let c = Contests::new(config());
     let now = Instant::now();
-    c.vanished(&target(), None, None, now);
+    c.vanished(&target(), Some("u1"), None, now);
     assert_eq!(c.removed(&target(), None, now), None);
-    c.wrote(&target(), None, Some("1"), Instant::now());
-    c.deleted(&target(), None, Instant::now());
-    c.vanished(&target(), None, None, now);
+    c.wrote(&target(), Some("u1"), Some("1"), now);
+    c.deleted(&target(), Some("u1"), Some("1"), now);
+    c.vanished(&target(), Some("u1"), None, now);
     assert_eq!(c.removed(&target(), None, now), None);
 }
 
@@ -390,17 +425,17 @@ fn our_own_delete_or_an_object_we_never_wrote_is_no_take_back() {
 fn a_deleted_output_is_forgotten_unless_its_contest_matters() {
     let c = Contests::new(config());
     let now = Instant::now();
-    c.wrote(&target(), None, Some("1"), Instant::now());
+    apply_ours(&c, "1");
     // Deleted long after our write (drift).
-    c.vanished(&target(), None, None, now + Duration::from_secs(7200));
+    c.vanished(&target(), Some("u1"), None, now + Duration::from_secs(7200));
     assert!(lock(&c.objects).is_empty(), "nothing on record: forgotten");
     // Deleted by us: its re-creation would be a take-back.
-    c.deleted(&target(), None, Instant::now());
-    c.vanished(&target(), None, None, now);
+    c.deleted(&target(), Some("u1"), Some("1"), now);
+    c.vanished(&target(), Some("u1"), None, now);
     assert!(lock(&c.objects).contains_key(&target()));
     // In a war: the hold-back survives a delete.
-    for i in 0..3u64 {
-        c.wrote(&target(), None, Some(&format!("{}", 2 * i)), Instant::now());
+    for i in 1..4u64 {
+        apply_ours(&c, &format!("{}", 2 * i));
         c.retaken(
             &target(),
             &live(&format!("{}", 2 * i + 1), "rival"),
@@ -409,7 +444,7 @@ fn a_deleted_output_is_forgotten_unless_its_contest_matters() {
             now,
         );
     }
-    c.vanished(&target(), None, None, now);
+    c.vanished(&target(), Some("u1"), None, now);
     assert!(c.held_back(&target(), now).is_some());
 }
 
@@ -447,7 +482,7 @@ fn only_our_own_last_apply_of_the_same_body_is_unchanged() {
     c.applied(&t, false, "7");
     c.wrote(&t, None, Some("8"), Instant::now());
     assert!(!c.unchanged(&t, false, "8", &body));
-    c.deleted(&t, None, Instant::now());
+    c.deleted(&t, None, None, Instant::now());
     assert!(!c.unchanged(&t, false, "7", &body));
 }
 
@@ -469,7 +504,7 @@ fn records_of_deleted_objects_go_once_their_window_has_passed() {
     c.wrote(&target(), None, Some("7"), Instant::now());
     c.applied(&target(), false, "7");
     for i in 0..SWEEP_EVERY {
-        c.deleted(&numbered(i), None, Instant::now());
+        c.deleted(&numbered(i), None, None, Instant::now());
     }
     assert_eq!(
         c.len(),
@@ -489,4 +524,83 @@ fn records_of_deleted_objects_go_once_their_window_has_passed() {
         c.unchanged(&target(), false, "7", &json!({"data": {"a": "1"}})),
         "and it still tells our own last apply"
     );
+}
+
+/// The flapping label: ~2 ms after our delete a second reconcile
+/// still finds the object we deleted in the cache. It is no re-creation
+/// and nothing to delete again; only another uid, newer than our delete,
+/// written by another manager, is.
+#[test]
+fn the_object_we_deleted_still_in_the_cache_is_no_re_creation() {
+    let c = Contests::new(config());
+    let now = Instant::now();
+    apply_ours(&c, "4");
+    c.deleted(&target(), Some("u1"), Some("5"), now);
+    let stale = live("4", OURS);
+    assert!(c.ours_deleted(&target(), Some("u1")));
+    assert_eq!(c.recreated(&target(), &stale, OURS, now), None);
+    // An older object of that name, delivered late: no re-creation either.
+    assert_eq!(
+        c.recreated(&target(), &live_as("u0", "3", "x"), OURS, now),
+        None
+    );
+    // Re-created by ourselves (another process with our manager): none.
+    let mut ours = live_as("u2", "6", "x");
+    ours["metadata"]["managedFields"] = json!([{"manager": OURS, "operation": "Apply"}]);
+    assert_eq!(c.recreated(&target(), &ours, OURS, now), None);
+    assert_eq!(
+        c.recreated(&target(), &live_as("u2", "6", "creator"), OURS, now),
+        Some((Verdict::Contested, "creator".into()))
+    );
+}
+
+#[test]
+fn a_cache_older_than_our_writes_answer_is_no_take_back() {
+    let c = Contests::new(config());
+    let now = Instant::now();
+    apply_ours(&c, "7");
+    // The rival's version our forced apply overwrote, still in the cache.
+    assert_eq!(
+        c.retaken(&target(), &live("6", "rival"), OURS, false, now),
+        None
+    );
+    // A newer version that only we own: nobody took anything back.
+    assert_eq!(
+        c.retaken(&target(), &live("8", OURS), OURS, false, now),
+        None
+    );
+    // A resourceVersion that is not an integer is no fact of order.
+    assert_eq!(
+        c.retaken(&target(), &live("x9", "rival"), OURS, false, now),
+        None
+    );
+    assert_eq!(
+        c.retaken(&target(), &live("9", "rival"), OURS, false, now),
+        Some((Verdict::Contested, "rival".into()))
+    );
+}
+
+#[test]
+fn our_own_deletes_echo_and_an_older_objects_deletion_are_no_removal() {
+    let c = Contests::new(config());
+    let now = Instant::now();
+    // Our delete's echo arrives before its answer.
+    apply_ours(&c, "4");
+    c.vanished(&target(), Some("u1"), None, now);
+    c.deleted(&target(), Some("u1"), Some("4"), now);
+    assert_eq!(c.removed(&target(), None, now), None);
+    // We create `u2`; a late copy of `u1`'s deletion arrives.
+    c.wrote(&target(), Some("u2"), Some("6"), now);
+    c.vanished(&target(), Some("u1"), None, now);
+    assert_eq!(c.removed(&target(), None, now), None);
+    // `u2` deleted by someone else: one take-back, however often its
+    // deletion is delivered.
+    c.vanished(&target(), Some("u2"), None, now);
+    c.vanished(&target(), Some("u2"), None, now);
+    assert_eq!(
+        c.removed(&target(), None, now),
+        Some((Verdict::Contested, DELETER.into()))
+    );
+    c.vanished(&target(), Some("u2"), None, now);
+    assert_eq!(c.removed(&target(), None, now), None);
 }
