@@ -23,6 +23,7 @@ mod deploy;
 mod failover;
 mod faults;
 mod finalizers;
+mod flapping_label;
 mod governance;
 mod guest_runtime;
 mod hot_loops;

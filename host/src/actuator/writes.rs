@@ -7,8 +7,10 @@
 //! # Rules
 //! - Each write is skipped when the cached live object already agrees
 //!   (never while an echo of ours is due: the cache is then older than the
-//!   object), and each pinned write is classified as done, skipped or
-//!   dropped.
+//!   object; then only when our last write, answered, was an apply of the
+//!   very same document), and each pinned write is classified as done,
+//!   skipped or dropped. A delete of the object our last delete removed,
+//!   still in a cache behind it, is skipped.
 //! - [`gone`] says which API answers mean the object a pinned write aimed
 //!   at no longer exists as the guest saw it (404, 409 uid mismatch or
 //!   failed precondition, 422 on `metadata.uid`, any 422 to a finalizer
@@ -118,8 +120,15 @@ impl Actuator {
             return Ok(Step::HeldBack(ECHO_RECHECK));
         }
         // Our own last apply of this very body is what is live: nothing to
-        // write, and nothing to parse to tell (the echo's reconcile).
-        if !echo_due {
+        // write, and nothing to parse to tell (the echo's reconcile). While
+        // its echo is on its way the cache is behind it (it may not even
+        // hold the object we just created): the server's answer tells.
+        if echo_due {
+            if contests.answered(target, part == Part::Status, compared) {
+                self.metrics.skipped_write();
+                return Ok(Step::Skipped);
+            }
+        } else {
             let live_rv = self.outputs.live_version(target);
             if live_rv
                 .is_some_and(|rv| contests.unchanged(target, part == Part::Status, &rv, compared))

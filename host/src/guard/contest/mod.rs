@@ -315,11 +315,28 @@ impl Contests {
         desired: &Json,
     ) -> bool {
         let objects = lock(&self.objects);
-        let Some(e) = objects.get(target) else {
-            return false;
-        };
-        let same_version = e.applied == Some(status) && e.ours.as_deref() == Some(live_rv);
-        same_version
+        objects.get(target).is_some_and(|e| {
+            e.ours.as_deref() == Some(live_rv) && Self::last_applied(e, status, desired)
+        })
+    }
+
+    /// Whether our last write of `target` was an apply of exactly `desired`
+    /// to this part, answered by the server, with no deletion of its object
+    /// seen since. While that write's echo is on its way (the cache is
+    /// behind it), applying `desired` again changes nothing: a change by
+    /// anyone else after it reaches the cache after the echo, and wakes the
+    /// guest.
+    pub fn answered(&self, target: &ObjectKey, status: bool, desired: &Json) -> bool {
+        let objects = lock(&self.objects);
+        objects
+            .get(target)
+            .is_some_and(|e| e.ours.is_some() && Self::last_applied(e, status, desired))
+    }
+
+    /// Whether `e`'s last write was a successful apply of `desired` to this
+    /// part.
+    fn last_applied(e: &Entry, status: bool, desired: &Json) -> bool {
+        e.applied == Some(status)
             && e.set[usize::from(status)]
                 .as_deref()
                 .is_some_and(|text| serializes_to(desired, text))
@@ -612,7 +629,9 @@ fn serializes_to(value: &Json, text: &str) -> bool {
 /// that reused the name), not from a write to it — the latest one owning
 /// one of those fields (an `Apply` wins a tie, being the forcing kind).
 /// With none owning them (or `set` unknown), the latest writer since
-/// creation; with no entry at all, `"unknown"`.
+/// creation; with no entry at all, `"unknown"`. (The rule itself names
+/// only a manager the server recorded: [`taker`].)
+#[cfg(test)]
 pub fn other_manager(live: &Json, ours: &str, set: Option<&Json>) -> String {
     ranked(live, ours, set).map_or_else(|| "unknown".to_string(), |(_, m)| m.to_string())
 }

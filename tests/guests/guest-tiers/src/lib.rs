@@ -24,9 +24,11 @@ pub const KEY: &str = "all";
 pub const TIER: &str = "tier";
 /// The label every child carries (the children's watches select it).
 pub const CHILD_LABEL: &str = "tiers.wasmctrl.dev/child";
-/// The children's names.
+/// The ResourceQuota's name.
 pub const QUOTA: &str = "tier-quota";
+/// The LimitRange's name.
 pub const LIMITS: &str = "tier-limits";
+/// The RoleBinding's name.
 pub const BINDING: &str = "tier-view";
 
 const TIER_FIELD: &str = "metadata.labels.tier";
