@@ -124,7 +124,7 @@ fn a_war_resumed_after_the_hold_back_doubles_it_up_to_the_cap() {
     let mut rv = 0u64;
     let mut take_back = |c: &Contests, now: Instant| {
         rv += 2;
-        apply_ours(&c, &rv.to_string());
+        apply_ours(c, &rv.to_string());
         c.retaken(
             &target(),
             &live(&(rv + 1).to_string(), "rival"),
