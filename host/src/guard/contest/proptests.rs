@@ -13,23 +13,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use proptest::prelude::*;
 use serde_json::json;
 
+use super::tests::{target, OURS};
 use super::*;
-use crate::guest::Gvk;
 
-const OURS: &str = "wasmctrl/g";
 /// The other field managers of the model.
 const OTHERS: [&str; 2] = ["rival", "kubectl-patch"];
 /// The field our applies set (`data.k`), and one they never set.
 const OUR_FIELD: &str = "k";
 const OTHER_FIELD: &str = "other";
-
-fn target() -> ObjectKey {
-    ObjectKey {
-        gvk: Gvk::from_api_version("v1", "ConfigMap"),
-        namespace: Some("ops".into()),
-        name: "summary".into(),
-    }
-}
 
 /// A model time (ms since the start) as the API server writes timestamps:
 /// RFC 3339 to the second.
@@ -284,6 +275,15 @@ impl Host {
             deletions: 0,
             wrote_any: Vec::new(),
         }
+    }
+
+    /// A host that took `steps` from the start.
+    fn ran(steps: Vec<Step>) -> Self {
+        let mut host = Host::new(ContestConfig::default());
+        for step in steps {
+            host.step(step);
+        }
+        host
     }
 
     fn now(&self) -> Instant {
@@ -590,10 +590,7 @@ proptest! {
     fn no_take_back_and_no_war_without_another_writer(
         steps in proptest::collection::vec(ours(), 1..80)
     ) {
-        let mut host = Host::new(ContestConfig::default());
-        for step in steps {
-            host.step(step);
-        }
+        let host = Host::ran(steps);
         prop_assert!(host.verdicts.is_empty(), "verdicts {:?}", host.verdicts);
     }
 
@@ -604,11 +601,7 @@ proptest! {
     fn take_backs_and_wars_only_answer_another_writers_take_backs(
         steps in proptest::collection::vec(any_step(), 1..120)
     ) {
-        let mut host = Host::new(ContestConfig::default());
-        for step in steps {
-            host.step(step);
-        }
-        host.check_verdicts()?;
+        Host::ran(steps).check_verdicts()?;
     }
 
     /// A writer taking back each of our writes within

@@ -4,9 +4,11 @@ use super::*;
 use crate::guest::Gvk;
 use serde_json::json;
 
-const OURS: &str = "wasmctrl/g";
+/// Our field manager.
+pub(super) const OURS: &str = "wasmctrl/g";
 
-fn target() -> ObjectKey {
+/// The output the rules judge.
+pub(super) fn target() -> ObjectKey {
     ObjectKey {
         gvk: Gvk::from_api_version("v1", "ConfigMap"),
         namespace: Some("ops".into()),
