@@ -1,8 +1,10 @@
 //! How an informer fills its cache: a streaming list where the server
-//! serves one, else pages then a watch, and when a streaming list that
-//! never marks the end of its initial events is given up for pages.
-//! It never decodes or stores objects.
+//! serves one, else pages then a watch; what the informers of one server
+//! learned about its streaming lists; and when a streaming list that never
+//! marks the end of its initial events is given up for pages. It never
+//! decodes or stores objects.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -47,21 +49,55 @@ fn watcher_config(key: &InformerKey, strategy: ListStrategy) -> watcher::Config 
 /// the `WatchList` feature (before 1.32, or 1.33, where it is off by
 /// default) refuses `sendInitialEvents`, and one before 1.27
 /// `resourceVersionMatch` on a watch, as invalid (422; 400 from some
-/// proxies); a 1.32 server with `WatchList` on but its storage unable to
-/// stream (the `RequestWatchProgress` gate off) answers 500 "a watch stream
-/// was requested by the client but the required storage feature … is
-/// disabled". Any other 500 is an outage, retried as usual.
+/// proxies). A 1.32 server whose storage cannot stream (its etcd cannot
+/// report watch progress: before 3.4.31 and 3.5.13) accepts the watch and
+/// sends one ERROR event, a 500 "a watch stream was requested by the client
+/// but the required storage feature RequestWatchProgress is disabled", then
+/// ends it; some proxies turn that into the watch request's own 500. Any
+/// other 500 is an outage, retried as usual.
 pub(super) fn streaming_refused(e: &watcher::Error) -> bool {
-    let watcher::Error::WatchStartFailed(kube::Error::Api(status)) = e else {
-        return false;
-    };
-    match status.code {
-        400 | 422 => true,
-        500 => {
-            status.message.contains("watch stream was requested")
-                || (status.message.contains("feature") && status.message.contains("disabled"))
-        }
+    match e {
+        watcher::Error::WatchStartFailed(kube::Error::Api(status)) => match status.code {
+            400 | 422 => true,
+            500 => storage_cannot_stream(status),
+            _ => false,
+        },
+        watcher::Error::WatchError(status) => status.code == 500 && storage_cannot_stream(status),
         _ => false,
+    }
+}
+
+/// Whether a 500 is the storage layer saying it cannot serve a streaming
+/// list (the watch cache's words), not an outage.
+fn storage_cannot_stream(status: &kube::core::Status) -> bool {
+    status.message.contains("watch stream was requested")
+        || (status.message.contains("feature") && status.message.contains("disabled"))
+}
+
+/// What the informers of one API server have learned about its streaming
+/// lists. Cheap to clone; clones share it. The registry holds one for its
+/// client, so once one informer is refused a streaming list, every informer
+/// started after it lists in pages at once.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StreamingLists {
+    refused: Arc<AtomicBool>,
+}
+
+impl StreamingLists {
+    /// How a new informer lists: streaming unless the server refused it.
+    pub(super) fn strategy(&self) -> ListStrategy {
+        if self.refused.load(Ordering::Relaxed) {
+            ListStrategy::Paged
+        } else {
+            ListStrategy::Streaming
+        }
+    }
+
+    /// The server refused a streaming list; true for the first informer to
+    /// learn it (the one that says so), false for any informer that tried
+    /// one at the same time.
+    pub(super) fn refused(&self) -> bool {
+        !self.refused.swap(true, Ordering::Relaxed)
     }
 }
 
@@ -174,6 +210,42 @@ mod tests {
             "etcdserver: request timed out"
         )));
         assert!(!streaming_refused(&start_failed(503, "feature disabled")));
+    }
+
+    #[test]
+    fn a_watch_cache_refusing_a_stream_in_its_one_error_event_is_a_refused_streaming_list() {
+        let event = |code: u16, message: &str| {
+            watcher::Error::WatchError(Box::new(
+                kube::core::Status::failure(message, "InternalError").with_code(code),
+            ))
+        };
+        assert!(streaming_refused(&event(
+            500,
+            "a watch stream was requested by the client but the required storage feature RequestWatchProgress is disabled"
+        )));
+        assert!(!streaming_refused(&event(
+            500,
+            "etcdserver: request timed out"
+        )));
+        assert!(
+            !streaming_refused(&event(410, "too old resource version: 1 (5)")),
+            "an expired watch is relisted, not a refusal"
+        );
+    }
+
+    #[test]
+    fn once_one_informer_is_refused_a_streaming_list_every_later_one_lists_in_pages() {
+        let server = StreamingLists::default();
+        let later = server.clone();
+        assert_eq!(server.strategy(), ListStrategy::Streaming);
+        assert!(server.refused(), "the first to learn it says so");
+        assert!(!later.refused(), "one refused at the same time does not");
+        assert_eq!(later.strategy(), ListStrategy::Paged);
+        assert_eq!(
+            StreamingLists::default().strategy(),
+            ListStrategy::Streaming,
+            "another server is asked anew"
+        );
     }
 
     #[test]

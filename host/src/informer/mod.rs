@@ -23,14 +23,18 @@
 //! it comes while the server sends the next, and a bookmark ends the
 //! initial state; Kubernetes 1.32 and 1.34 on), the informer uses one.
 //! When the server refuses that watch as invalid (1.33, where `WatchList`
-//! is off by default; a 422 or 400), or its storage cannot stream (a 500
-//! naming the disabled storage feature), it lists in pages of 500 and then
-//! watches, from then on. A server that accepts the streaming list and
-//! ignores it (some aggregated API servers: a plain watch that never marks
-//! the end of the initial state) gets pages too, once its list has sent
-//! nothing for the configured wait (`--streaming-list-wait-seconds`,
-//! default 30 s) before that mark, or two of its lists in a row have ended
-//! without it. Relists after a `410 Gone` go the same way.
+//! is off by default; a 422 or 400), or its storage cannot stream (1.32
+//! over an etcd before 3.4.31 or 3.5.13: a 500 naming the disabled storage
+//! feature, in the watch's one ERROR event), it lists in pages of 500 and
+//! then watches, from then on; so does every informer of the registry
+//! (one server) started after that, without asking again. The first to
+//! learn it logs it once, at INFO. A server that accepts the streaming
+//! list and ignores it (some aggregated API servers: a plain watch that
+//! never marks the end of the initial state) gets pages too, for that
+//! informer, once its list has sent nothing for the configured wait
+//! (`--streaming-list-wait-seconds`, default 30 s) before that mark, or
+//! two of its lists in a row have ended without it. Relists after a
+//! `410 Gone` go the same way.
 
 mod decode;
 pub mod health;
@@ -112,6 +116,28 @@ impl Informer {
         health: WatchHealthConfig,
         metrics: Option<Arc<crate::metrics::Metrics>>,
     ) -> Self {
+        Self::spawn(
+            client,
+            key,
+            projection,
+            indexed,
+            health,
+            metrics,
+            list::StreamingLists::default(),
+        )
+    }
+
+    /// Like [`Informer::start_with`], sharing with the other informers of
+    /// the same server what `streaming` knows of its streaming lists.
+    fn spawn(
+        client: Client,
+        key: InformerKey,
+        projection: Projection,
+        indexed: &[FieldPath],
+        health: WatchHealthConfig,
+        metrics: Option<Arc<crate::metrics::Metrics>>,
+        streaming: list::StreamingLists,
+    ) -> Self {
         let (state, _) = tokio_watch::channel(SyncState::Pending);
         let writer = Writer::with_field_indexes(&field_positions(&projection, indexed));
         let inner = Arc::new(Inner {
@@ -126,6 +152,7 @@ impl Informer {
             health: WatchHealth::default(),
             health_config: health,
             metrics,
+            streaming,
         });
         let task = tokio::spawn(run::run(client, inner.clone(), writer));
         Informer {
