@@ -199,8 +199,8 @@ impl Ctx<'_> {
         if send_initial && self.app.watch_list == WatchList::StorageRefused {
             // The watch cache accepts the watch, sends one ERROR event and
             // ends it (`newErrWatcher` in cacher.go).
-            let status = ApiError::Internal(crate::config::STORAGE_REFUSAL.into()).to_status();
-            return Ok(watch_response(watch::error_stream(&status)));
+            let refusal = ApiError::Internal(crate::config::STORAGE_REFUSAL.into());
+            return Ok(watch_response(watch::error_event_stream(&refusal)));
         }
         let from = match self.q("resourceVersion") {
             None | Some("0") => None,
