@@ -8,8 +8,8 @@ use tokio::sync::watch as tokio_watch;
 
 use super::health::{WatchHealth, WatchHealthConfig};
 use super::key::InformerKey;
-use super::list::StreamingLists;
 use super::state::SyncState;
+use super::streaming::StreamingLists;
 use crate::projection::{Interner, Projection};
 use crate::store::{Handler, Store};
 

@@ -1,10 +1,8 @@
 //! How an informer fills its cache: a streaming list where the server
-//! serves one, else pages then a watch; what the informers of one server
-//! learned about its streaming lists; and when a streaming list that never
-//! marks the end of its initial events is given up for pages. It never
-//! decodes or stores objects.
+//! serves one, else pages then a watch, and when a streaming list that
+//! never marks the end of its initial events is given up for pages. It
+//! never decodes or stores objects.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -72,33 +70,6 @@ pub(super) fn streaming_refused(e: &watcher::Error) -> bool {
 fn storage_cannot_stream(status: &kube::core::Status) -> bool {
     status.message.contains("watch stream was requested")
         || (status.message.contains("feature") && status.message.contains("disabled"))
-}
-
-/// What the informers of one API server have learned about its streaming
-/// lists. Cheap to clone; clones share it. The registry holds one for its
-/// client, so once one informer is refused a streaming list, every informer
-/// started after it lists in pages at once.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct StreamingLists {
-    refused: Arc<AtomicBool>,
-}
-
-impl StreamingLists {
-    /// How a new informer lists: streaming unless the server refused it.
-    pub(super) fn strategy(&self) -> ListStrategy {
-        if self.refused.load(Ordering::Relaxed) {
-            ListStrategy::Paged
-        } else {
-            ListStrategy::Streaming
-        }
-    }
-
-    /// The server refused a streaming list; true for the first informer to
-    /// learn it (the one that says so), false for any informer that tried
-    /// one at the same time.
-    pub(super) fn refused(&self) -> bool {
-        !self.refused.swap(true, Ordering::Relaxed)
-    }
 }
 
 /// The informer's event stream: kube-runtime's watcher (with its backoff)
@@ -230,21 +201,6 @@ mod tests {
         assert!(
             !streaming_refused(&event(410, "too old resource version: 1 (5)")),
             "an expired watch is relisted, not a refusal"
-        );
-    }
-
-    #[test]
-    fn once_one_informer_is_refused_a_streaming_list_every_later_one_lists_in_pages() {
-        let server = StreamingLists::default();
-        let later = server.clone();
-        assert_eq!(server.strategy(), ListStrategy::Streaming);
-        assert!(server.refused(), "the first to learn it says so");
-        assert!(!later.refused(), "one refused at the same time does not");
-        assert_eq!(later.strategy(), ListStrategy::Paged);
-        assert_eq!(
-            StreamingLists::default().strategy(),
-            ListStrategy::Streaming,
-            "another server is asked anew"
         );
     }
 

@@ -13,6 +13,8 @@
 //!   the loop share.
 //! - `registry`: [`InformerRegistry`], one informer per key, projections merged.
 //! - `list`: streaming list or pages, and giving a silent streaming list up.
+//!   `streaming`: what the informers of one server learned of its
+//!   streaming lists.
 //! - `decode`: decoding only the projected fields, at ingest.
 //! - `run`: the loop from watcher events to the store, and the failure policy.
 //! - [`health`]: how long a failing watch is tolerated.
@@ -44,6 +46,7 @@ mod list;
 mod registry;
 mod run;
 mod state;
+mod streaming;
 
 pub use health::{WatchHealth, WatchHealthConfig};
 pub use key::InformerKey;
@@ -123,7 +126,7 @@ impl Informer {
             indexed,
             health,
             metrics,
-            list::StreamingLists::default(),
+            streaming::StreamingLists::default(),
         )
     }
 
@@ -136,7 +139,7 @@ impl Informer {
         indexed: &[FieldPath],
         health: WatchHealthConfig,
         metrics: Option<Arc<crate::metrics::Metrics>>,
-        streaming: list::StreamingLists,
+        streaming: streaming::StreamingLists,
     ) -> Self {
         let (state, _) = tokio_watch::channel(SyncState::Pending);
         let writer = Writer::with_field_indexes(&field_positions(&projection, indexed));

@@ -10,7 +10,7 @@ use kube::Client;
 
 use super::health::WatchHealthConfig;
 use super::key::InformerKey;
-use super::list::StreamingLists;
+use super::streaming::StreamingLists;
 use super::Informer;
 use crate::projection::{FieldPath, Projection};
 use crate::sync::lock;

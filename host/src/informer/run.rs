@@ -70,7 +70,10 @@ pub(super) async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
     };
     let resource = inner.key.to_string();
     let keep = Arc::new(Filter::for_paths(inner.projection.paths()));
-    let mut strategy = inner.streaming.strategy();
+    let mut strategy = match inner.streaming.known_refused() {
+        true => ListStrategy::Paged,
+        false => ListStrategy::Streaming,
+    };
     let mut stream = events(&api, &inner.key, strategy, &keep);
     let mut initial = InitialEvents::new(inner.health_config.streaming_list_wait);
     loop {
