@@ -3,6 +3,7 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::*;
@@ -378,15 +379,30 @@ async fn changes_during_a_slow_reconcile_of_their_key_cause_exactly_one_more_rec
         writes.waiting() == 1
     })
     .await;
+    // Handlers are called in the order they were added: once a handler
+    // added now has seen a change, the controller's has queued it (the
+    // cache holds a change a moment before its handlers hear of it).
+    let heard = Arc::new(std::sync::Mutex::new(String::new()));
+    informer.add_handler({
+        let heard = heard.clone();
+        Arc::new(move |c: &wasmctrl::informer::Change| {
+            if &*c.name == "busy" {
+                *heard.lock().unwrap() = c.resource_version.to_string();
+            }
+        })
+    });
     let mut phase = "Running";
     for i in 1..10 {
         phase = if i % 2 == 0 { "Running" } else { "Pending" };
         set_phase(&client, "busy", phase).await;
     }
-    eventually("the host's cache holds the last change", || async {
-        cached_phase().as_deref() == Some(phase)
+    let pods: Api<Pod> = Api::namespaced(client.clone(), PODS_NS);
+    let last = pods.get("busy").await.unwrap().metadata.resource_version;
+    eventually("the controller has queued the last change", || async {
+        Some(heard.lock().unwrap().clone()) == last
     })
     .await;
+    assert_eq!(cached_phase().as_deref(), Some(phase));
     // The nine changes all reached the queue while the first change's
     // reconcile was still in flight.
     assert_eq!(writes.waiting(), 1, "the first change's write still waits");

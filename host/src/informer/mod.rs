@@ -219,6 +219,7 @@ impl Informer {
     }
 
     /// Registers a handler; returns an id for [`Informer::remove_handler`].
+    /// Each change is handed to the handlers in the order they were added.
     ///
     /// Like client-go's `AddEventHandler` on a running informer, the handler
     /// first gets an `Added` for every object already cached, so it misses
