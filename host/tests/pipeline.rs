@@ -326,16 +326,20 @@ async fn watch_forbidden_makes_the_host_exit_with_the_resource_and_verb() {
 /// stamps its write with the call's clock, so every reconcile writes.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changes_during_a_slow_reconcile_of_their_key_cause_exactly_one_more_reconcile() {
-    use crate::support::wat::{configmap_doc, guest, Behaviour, WatManifest, WatWrite, STAMP};
+    use crate::support::wat::{guest, Behaviour, WatManifest, WatWrite, STAMP};
     let (server, client) = server().await;
     pod("busy").on("n1").create(&client).await;
+    // Stamped in an annotation, so that every write is a whole apply: a
+    // change of data entries alone goes out as a merge patch, and the next
+    // write of a merge-patched object waits for the previous one's echo by
+    // requeueing its key, a reconcile of its own.
+    let stamped = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "slow", "namespace": HOST_NS, "annotations": {"at": STAMP}},
+        "data": {"ok": "1"}})
+    .to_string();
     let slow = guest(
         &WatManifest::writing_its_own_configmap("slow", HOST_NS),
-        Behaviour::Stamped(vec![WatWrite::Apply(configmap_doc(
-            HOST_NS,
-            "slow",
-            &[("at", STAMP)],
-        ))]),
+        Behaviour::Stamped(vec![WatWrite::Apply(stamped)]),
     );
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("slow.wasm");
