@@ -258,25 +258,26 @@ async fn on_a_server_refusing_streaming_lists_informers_page_after_one_info_line
         core_key("ConfigMap", "configmaps", PODS_NS),
         core_key("Secret", "secrets", PODS_NS),
     ];
-    let first: Vec<_> = together
-        .iter()
-        .map(|k| registry.acquire(k, &fields, &[]))
-        .collect();
-    for informer in &first {
-        informer.wait_synced().await.unwrap();
-    }
+    // Each of `keys` acquired at once, then synced.
+    let start = |keys: &[InformerKey]| {
+        let informers: Vec<_> = keys
+            .iter()
+            .map(|k| registry.acquire(k, &fields, &[]))
+            .collect();
+        async move {
+            for informer in &informers {
+                informer.wait_synced().await.unwrap();
+            }
+            informers
+        }
+    };
+    let first = start(&together).await;
     // Started once it is known: no streaming list is tried.
     let later = [
         core_key("ConfigMap", "configmaps", HOST_NS),
         core_key("Secret", "secrets", HOST_NS),
     ];
-    let second: Vec<_> = later
-        .iter()
-        .map(|k| registry.acquire(k, &fields, &[]))
-        .collect();
-    for informer in &second {
-        informer.wait_synced().await.unwrap();
-    }
+    let second = start(&later).await;
     for informer in [&first[0], &first[1], &second[0]] {
         let ns = informer.key().namespace.as_deref().unwrap();
         assert!(informer.get(ns, "a").is_some(), "{}", informer.key());

@@ -99,39 +99,21 @@ impl Informer {
         projection: Projection,
         indexed: &[FieldPath],
     ) -> Self {
-        Self::start_with(
+        Self::spawn(
             client,
             key,
             projection,
             indexed,
             WatchHealthConfig::default(),
             None,
-        )
-    }
-
-    /// Like [`Informer::start`], tolerating failing watches as `health`
-    /// says and counting them in `metrics` when given.
-    pub fn start_with(
-        client: Client,
-        key: InformerKey,
-        projection: Projection,
-        indexed: &[FieldPath],
-        health: WatchHealthConfig,
-        metrics: Option<Arc<crate::metrics::Metrics>>,
-    ) -> Self {
-        Self::spawn(
-            client,
-            key,
-            projection,
-            indexed,
-            health,
-            metrics,
             streaming::StreamingLists::default(),
         )
     }
 
-    /// Like [`Informer::start_with`], sharing with the other informers of
-    /// the same server what `streaming` knows of its streaming lists.
+    /// Like [`Informer::start`], tolerating failing watches as `health`
+    /// says, counting them in `metrics` when given, and sharing with the
+    /// other informers of the same server what `streaming` knows of its
+    /// streaming lists (the registry's way).
     fn spawn(
         client: Client,
         key: InformerKey,
