@@ -53,10 +53,11 @@ pub enum WatchList {
     /// Refused with 422, as by a server with the `WatchList` feature gate
     /// off (1.33's default, and every release before 1.32).
     Refused,
-    /// Refused with 500 by the storage layer, as by a 1.32 kube-apiserver
-    /// whose `WatchList` gate is on and whose `RequestWatchProgress` gate
-    /// (which streaming lists from etcd need) is off:
-    /// [`STORAGE_REFUSAL`].
+    /// Refused by the storage layer, as by a 1.32 kube-apiserver on its
+    /// defaults (`WatchList` on) over an etcd that cannot report watch
+    /// progress (before 3.4.31 and 3.5.13), which streaming lists need: the
+    /// watch is answered 200, its one event is an `ERROR` whose object is a
+    /// `Status` 500 `InternalError` [`STORAGE_REFUSAL`], and it ends.
     StorageRefused,
     /// Accepted and ignored, as by some aggregated API servers: the watch
     /// goes on as one without the parameter (the state as `ADDED` events,
@@ -64,8 +65,8 @@ pub enum WatchList {
     Ignored,
 }
 
-/// The message of [`WatchList::StorageRefused`]'s 500, as kube-apiserver
-/// words it.
+/// The message of [`WatchList::StorageRefused`]'s `ERROR` event, as
+/// kube-apiserver words it.
 pub const STORAGE_REFUSAL: &str = "a watch stream was requested by the client but the required storage feature RequestWatchProgress is disabled";
 
 /// Configuration of an embedded API server.

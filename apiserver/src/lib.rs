@@ -48,7 +48,7 @@ pub use rules::{crd, objects, validation};
 pub use storage::{registry, store};
 
 pub use auth::{Rule, Scope, User};
-pub use http::faults::{FailRequests, FaultCommand, Faults};
+pub use http::faults::{FailRequests, FaultCommand, Faults, Held};
 pub use http::server::{
     serve_until_signal, ApiServer, ApiServerConfig, RunningApiServer, ServerError, WatchList,
 };

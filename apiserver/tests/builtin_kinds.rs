@@ -631,3 +631,69 @@ async fn server_side_apply_merges_lists_by_their_openapi_keys() {
         h.data
     );
 }
+
+/// A fresh server holds the bootstrap ClusterRoles of a fresh 1.32 server
+/// (`data/k8s-1.32/clusterroles.json`), as that server stores them: each
+/// labelled as RBAC's bootstrapping, `cluster-admin` granting everything,
+/// and the aggregated `admin`, `edit` and `view` carrying their aggregation
+/// rule and no rules of their own (nothing aggregates them here).
+#[tokio::test]
+async fn a_fresh_server_holds_the_bootstrap_cluster_roles_of_a_real_one() {
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    let client = server.client().await.unwrap();
+    let roles: Api<ClusterRole> = Api::all(client);
+    let all = roles.list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(all.len(), 64);
+    for role in &all {
+        assert_eq!(
+            role.labels()
+                .get("kubernetes.io/bootstrapping")
+                .map(String::as_str),
+            Some("rbac-defaults"),
+            "{}",
+            role.name_any()
+        );
+        assert!(role.metadata.uid.is_some() && role.metadata.creation_timestamp.is_some());
+    }
+    let admin = roles.get("cluster-admin").await.unwrap();
+    let everything = &admin.rules.unwrap()[0];
+    assert_eq!(everything.verbs, ["*"]);
+    assert_eq!(
+        everything.resources.as_deref(),
+        Some(&["*".to_string()][..])
+    );
+    for (name, aggregated_by) in [("admin", "admin"), ("edit", "edit"), ("view", "view")] {
+        let role = roles.get(name).await.unwrap();
+        assert_eq!(role.rules, None, "{name} holds no rules before aggregation");
+        let selector = &role
+            .aggregation_rule
+            .unwrap()
+            .cluster_role_selectors
+            .unwrap()[0];
+        let label = format!("rbac.authorization.k8s.io/aggregate-to-{aggregated_by}");
+        assert_eq!(
+            selector
+                .match_labels
+                .as_ref()
+                .unwrap()
+                .get(&label)
+                .map(String::as_str),
+            Some("true"),
+            "{name}"
+        );
+    }
+    // The roles `view` and `edit` are aggregated into the next one up.
+    let view = roles.get("view").await.unwrap();
+    assert_eq!(
+        view.labels()
+            .get("rbac.authorization.k8s.io/aggregate-to-edit")
+            .map(String::as_str),
+        Some("true")
+    );
+    let pod_reader = roles.get("system:aggregate-to-view").await.unwrap();
+    assert!(pod_reader.rules.unwrap().iter().any(|r| r
+        .resources
+        .as_ref()
+        .is_some_and(|rs| rs.iter().any(|x| x == "pods"))));
+}

@@ -155,6 +155,44 @@ async fn streaming_list_ends_with_initial_events_bookmark() {
     );
 }
 
+/// Refusing streaming lists in its storage layer, the server answers as a
+/// 1.32 kube-apiserver on its defaults over an etcd that cannot report
+/// watch progress: 200, one ERROR event (byte for byte what that server
+/// sent), the end of the stream. A plain watch and a paged list still work.
+#[tokio::test]
+async fn a_storage_refusing_watch_streams_answers_a_streaming_list_with_one_error_event() {
+    use wasmctrl_apiserver::WatchList;
+    let (_s, client) =
+        start_with(ApiServerConfig::default().watch_list(WatchList::StorageRefused)).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    create(&cms, &cm("a", json!({}))).await;
+    let request = http::Request::get(
+        "/api/v1/namespaces/default/configmaps?watch=true&sendInitialEvents=true\
+         &resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=3600",
+    )
+    .body(Vec::new())
+    .unwrap();
+    // The stream ends after its one event, not at its timeout.
+    let body = tokio::time::timeout(WAIT, client.request_text(request))
+        .await
+        .expect("the stream ends after its one event")
+        .unwrap();
+    assert_eq!(
+        body,
+        concat!(
+            r#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"#,
+            r#""status":"Failure","message":"a watch stream was requested by the client but the required storage feature RequestWatchProgress is disabled","#,
+            r#""reason":"InternalError","code":500}}"#,
+            "\n"
+        )
+    );
+    // Without sendInitialEvents nothing is refused.
+    let mut stream = watch(&cms, &WatchParams::default().timeout(10), "0").await;
+    assert!(matches!(next(&mut stream).await, WatchEvent::Added(_)));
+    let names: Vec<_> = cms.list(&Default::default()).await.unwrap().items;
+    assert_eq!(names.len(), 1);
+}
+
 #[tokio::test]
 async fn periodic_bookmarks_carry_the_latest_resource_version() {
     let (_s, client) =

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 
 use crate::support::*;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::Api;
 use serde_json::json;
@@ -181,19 +181,135 @@ async fn a_server_without_streaming_lists_is_listed_in_pages() {
     deleted_while_down_is_reported_after_relist(WatchList::Refused).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_whose_storage_refuses_watch_streams_is_listed_in_pages_at_once() {
+/// Creates the ConfigMap `namespace`/`name`.
+async fn create_configmap(client: &kube::Client, namespace: &str, name: &str) {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let cm = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        data: Some(data(&[("k", "v")])),
+        ..Default::default()
+    };
+    cms.create(&Default::default(), &cm).await.unwrap();
+}
+
+/// An informer of `plural` (core, v1) in `namespace`.
+fn core_key(kind: &str, plural: &str, namespace: &str) -> InformerKey {
+    InformerKey {
+        group: String::new(),
+        version: "v1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+        namespace: Some(namespace.into()),
+        label_selector: None,
+        field_selector: None,
+    }
+}
+
+/// The requests `requests` holds for `key`'s collection: (streaming list
+/// attempts, paged lists).
+fn lists_of(requests: &Requests, key: &InformerKey) -> (usize, usize) {
+    let path = format!(
+        "/api/v1/namespaces/{}/{}?",
+        key.namespace.as_deref().unwrap(),
+        key.plural
+    );
+    let requests = requests.lock().unwrap();
+    let of_key = || requests.iter().filter(|r| r.contains(&path));
+    let streaming = of_key()
+        .filter(|r| r.contains("sendInitialEvents=true"))
+        .count();
+    let paged = of_key()
+        .filter(|r| !r.contains("watch=true") && r.contains("limit=500"))
+        .count();
+    (streaming, paged)
+}
+
+/// On a server refusing streaming lists as a 1.32 kube-apiserver does on
+/// its defaults over an etcd that cannot report watch progress (200, then
+/// one ERROR event with a 500), informers started together and informers
+/// started later all list in pages and follow their watches; the refusal
+/// is said once, at INFO, nothing is warned of nor counted as a watch
+/// failure, and once it is known no informer asks for a streaming list
+/// again. (The runtime is single-threaded so that the log lines kept are
+/// this test's only.)
+#[tokio::test(flavor = "current_thread")]
+async fn on_a_server_refusing_streaming_lists_informers_page_after_one_info_line_and_no_warning() {
+    let lines = logs::on_this_thread(tracing::Level::INFO);
     let config = ApiServerConfig::default().watch_list(WatchList::StorageRefused);
-    let (_server, client) = server_with(config).await;
-    pod("a").on("n1").create(&client).await;
-    pod("b").on("n2").create(&client).await;
+    let (_server, admin) = server_with(config).await;
+    for ns in [PODS_NS, HOST_NS] {
+        for name in ["a", "b"] {
+            create_configmap(&admin, ns, name).await;
+        }
+    }
+    pod("a").on("n1").create(&admin).await;
+    let (client, requests) = recording(&admin);
     let metrics = Arc::new(wasmctrl::metrics::Metrics::new());
-    let registry = InformerRegistry::new(client.clone()).with_metrics(metrics.clone());
-    let informer = registry.acquire(&pods_key(), &[path("spec.nodeName")], &[]);
-    syncs_and_follows(&client, &informer, std::time::Duration::from_secs(30)).await;
-    assert_eq!(informer.lists(), 1, "one paged list");
-    // The 500 is recognised as a refusal, not taken for a failing watch
-    // retried with backoff.
+    let registry = InformerRegistry::new(client).with_metrics(metrics.clone());
+    let fields = [path("metadata.labels")];
+
+    // Started together, as a host starts its guests' informers: each may
+    // try a streaming list before the first refusal is known.
+    let together = [
+        core_key("Pod", "pods", PODS_NS),
+        core_key("ConfigMap", "configmaps", PODS_NS),
+        core_key("Secret", "secrets", PODS_NS),
+    ];
+    // Each of `keys` acquired at once, then synced.
+    let start = |keys: &[InformerKey]| {
+        let informers: Vec<_> = keys
+            .iter()
+            .map(|k| registry.acquire(k, &fields, &[]))
+            .collect();
+        async move {
+            for informer in &informers {
+                informer.wait_synced().await.unwrap();
+            }
+            informers
+        }
+    };
+    let first = start(&together).await;
+    // Started once it is known: no streaming list is tried.
+    let later = [
+        core_key("ConfigMap", "configmaps", HOST_NS),
+        core_key("Secret", "secrets", HOST_NS),
+    ];
+    let second = start(&later).await;
+    for informer in [&first[0], &first[1], &second[0]] {
+        let ns = informer.key().namespace.as_deref().unwrap();
+        assert!(informer.get(ns, "a").is_some(), "{}", informer.key());
+    }
+    for key in &together {
+        let (streaming, paged) = lists_of(&requests, key);
+        assert!(streaming <= 1, "{key}: {streaming} streaming lists tried");
+        assert_eq!(paged, 1, "{key} listed in pages once");
+    }
+    for key in &later {
+        assert_eq!(lists_of(&requests, key), (0, 1), "{key}");
+    }
+    // Each goes on watching from its list.
+    let (seen, handler) = recorder();
+    second[0].add_handler(handler);
+    create_configmap(&admin, HOST_NS, "c").await;
+    until_seen(&seen, ChangeKind::Added, "c").await;
+
+    let said = lines.containing(&["INFO wasmctrl::", "streaming lists"]);
+    assert_eq!(said.len(), 1, "{said:#?}");
+    assert!(said[0].contains("RequestWatchProgress"), "{}", said[0]);
+    let warned: Vec<String> = lines
+        .containing(&[""])
+        .into_iter()
+        .filter(|l| l.starts_with("WARN") || l.starts_with("ERROR"))
+        .filter(|l| !l.contains(" wasmctrl_apiserver"))
+        .collect();
+    assert!(warned.is_empty(), "{warned:#?}");
+    assert!(
+        lines.containing(&["re-established"]).is_empty(),
+        "no watch had failed"
+    );
     let failures = prom::metric(&metrics.encode(), "wasmctrl_watch_failures_total", &[]);
     assert_eq!(failures, 0.0, "{}", metrics.encode());
 }

@@ -1,7 +1,8 @@
 //! Fault injection: a [`Faults`] handle tests (and the `/wasmctrl/faults`
 //! admin endpoint) use to drop watches, compact history, fail requests,
-//! add latency and deny verbs. Faults only decide *whether* a request is
-//! disturbed; the request handler applies them.
+//! hold requests until released, add latency and deny verbs. Faults only
+//! decide *whether* a request is disturbed; the request handler applies
+//! them.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -101,10 +102,47 @@ pub enum FaultCommand {
     Clear,
 }
 
+/// Requests of one verb and resource held until [`Held::release`].
+#[derive(Debug)]
+struct Hold {
+    verb: String,
+    resource: String,
+    released: watch::Sender<bool>,
+    /// Requests waiting at the hold now.
+    waiting: Arc<AtomicU64>,
+}
+
+/// A hold on requests ([`Faults::hold`]): every matching request waits
+/// until it is released (or dropped), then goes on as usual.
+#[derive(Debug)]
+pub struct Held {
+    faults: Faults,
+    released: watch::Sender<bool>,
+    waiting: Arc<AtomicU64>,
+}
+
+impl Held {
+    /// How many requests are waiting at the hold now.
+    pub fn waiting(&self) -> u64 {
+        self.waiting.load(Ordering::SeqCst)
+    }
+
+    /// Lets every waiting request go on, and later ones through.
+    pub fn release(self) {}
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        lock(&self.faults.inner.holds).retain(|h| !h.released.same_channel(&self.released));
+        self.released.send_replace(true);
+    }
+}
+
 #[derive(Debug)]
 struct Inner {
     store: Arc<Store>,
     failures: Mutex<Vec<FailRequests>>,
+    holds: Mutex<Vec<Hold>>,
     denied: Mutex<Vec<String>>,
     latency_ms: AtomicU64,
     drops: watch::Sender<u64>,
@@ -131,6 +169,7 @@ impl Faults {
             inner: Arc::new(Inner {
                 store,
                 failures: Mutex::new(Vec::new()),
+                holds: Mutex::new(Vec::new()),
                 denied: Mutex::new(Vec::new()),
                 latency_ms: AtomicU64::new(0),
                 drops,
@@ -154,6 +193,41 @@ impl Faults {
     /// Fails the next matching requests.
     pub fn fail(&self, rule: FailRequests) {
         lock(&self.inner.failures).push(rule);
+    }
+
+    /// Holds every request with `verb` for `resource` (a plural) from now
+    /// on, before it is authorised or carried out, until the result is
+    /// released: a test keeps a client's write in flight for as long as it
+    /// needs, without guessing a latency.
+    pub fn hold(&self, verb: &str, resource: &str) -> Held {
+        let (released, _) = watch::channel(false);
+        let waiting = Arc::new(AtomicU64::new(0));
+        lock(&self.inner.holds).push(Hold {
+            verb: verb.into(),
+            resource: resource.into(),
+            released: released.clone(),
+            waiting: waiting.clone(),
+        });
+        Held {
+            faults: self.clone(),
+            released,
+            waiting,
+        }
+    }
+
+    /// Waits while a hold matches `verb` on `resource`.
+    pub(crate) async fn wait_if_held(&self, verb: &str, resource: &str) {
+        let held = lock(&self.inner.holds)
+            .iter()
+            .find(|h| h.verb == verb && h.resource == resource)
+            .map(|h| (h.released.subscribe(), h.waiting.clone()));
+        let Some((mut released, waiting)) = held else {
+            return;
+        };
+        waiting.fetch_add(1, Ordering::SeqCst);
+        // An error: the hold is gone, which releases it too.
+        let _ = released.wait_for(|r| *r).await;
+        waiting.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Delays every request by `latency` (zero removes the delay).
@@ -259,6 +333,25 @@ mod tests {
         assert_eq!(f.take_failure("list", "pods").unwrap().code(), 503);
         assert!(f.take_failure("list", "pods").is_none());
         assert_eq!(f.injected_failures(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_held_request_waits_until_released_and_others_pass() {
+        let f = Faults::new(Arc::new(Store::new(10)));
+        let held = f.hold("patch", "configmaps");
+        f.wait_if_held("patch", "pods").await;
+        f.wait_if_held("get", "configmaps").await;
+        let waiter = {
+            let f = f.clone();
+            tokio::spawn(async move { f.wait_if_held("patch", "configmaps").await })
+        };
+        while held.waiting() == 0 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!waiter.is_finished());
+        held.release();
+        waiter.await.unwrap();
+        f.wait_if_held("patch", "configmaps").await;
     }
 
     #[test]

@@ -374,6 +374,7 @@ async fn dispatch(app: &Arc<AppState>, req: Request) -> Result<Response> {
     if let Some(err) = app.faults.take_failure(verb, &target.info.plural) {
         return Err(err);
     }
+    app.faults.wait_if_held(verb, &target.info.plural).await;
     let authz_resource = match &target.sub {
         Some(s) => format!("{}/{s}", target.info.plural),
         None => target.info.plural.clone(),

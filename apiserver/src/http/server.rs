@@ -14,7 +14,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-use serde_json::json;
+use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -62,7 +62,8 @@ pub type Result<T, E = ServerError> = std::result::Result<T, E>;
 pub struct ApiServer;
 
 impl ApiServer {
-    /// Generates certificates, seeds the initial namespaces and starts listening.
+    /// Generates certificates, seeds the initial namespaces and bootstrap
+    /// ClusterRoles, and starts listening.
     pub async fn start(config: ApiServerConfig) -> Result<RunningApiServer> {
         let (ca_pem, tls) = certificates()?;
         let store = Arc::new(Store::new(config.history).with_history_bytes(config.history_bytes));
@@ -76,7 +77,7 @@ impl ApiServer {
             tokens.insert(t, u);
         }
         let registry = Registry::new();
-        seed_namespaces(&store, &registry);
+        seed(&store, &registry);
         let faults = Faults::new(store.clone());
         let cluster = Arc::new(Cluster {
             services: crate::rules::services::Allocator::attach(&store),
@@ -131,17 +132,51 @@ impl ApiServer {
     }
 }
 
-fn seed_namespaces(store: &Store, registry: &Registry) {
-    let Some(info) = registry.lookup("", "v1", "namespaces") else {
+/// The ClusterRoles a fresh 1.32 kube-apiserver stores (its RBAC
+/// bootstrapping, read from one with `kubectl get clusterroles -o json`):
+/// each role's name, labels, annotations, rules and aggregation rule. The
+/// aggregated `admin`, `edit` and `view` hold no rules, as on a server whose
+/// kube-controller-manager has not aggregated them.
+const BOOTSTRAP_CLUSTER_ROLES: &str = include_str!("../../data/k8s-1.32/clusterroles.json");
+
+/// Creates what a new cluster starts with: its namespaces and its
+/// bootstrap ClusterRoles.
+fn seed(store: &Store, registry: &Registry) {
+    let namespaces = INITIAL_NAMESPACES.map(|ns| json!({"metadata": {"name": ns}}));
+    seed_objects(store, registry, ("", "v1", "namespaces"), namespaces);
+    // Data compiled in: a parse failure is a broken build, caught by the tests.
+    let roles: Vec<Value> = serde_json::from_str(BOOTSTRAP_CLUSTER_ROLES).unwrap_or_default();
+    seed_objects(
+        store,
+        registry,
+        ("rbac.authorization.k8s.io", "v1", "clusterroles"),
+        roles,
+    );
+}
+
+/// Creates the cluster-scoped `objects` (each with its metadata) of
+/// `(group, version, plural)` in a fresh store.
+fn seed_objects(
+    store: &Store,
+    registry: &Registry,
+    (group, version, plural): (&str, &str, &str),
+    objects: impl IntoIterator<Item = Value>,
+) {
+    let Some(info) = registry.lookup(group, version, plural) else {
         return;
     };
     let now = now_rfc3339();
-    for ns in INITIAL_NAMESPACES {
-        let mut obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+    for mut obj in objects {
+        obj["apiVersion"] = json!(info.api_version());
+        obj["kind"] = json!(info.kind);
+        let name = obj["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         prepare_create(&info, &mut obj, &now);
         strategy_create(&info, &mut obj);
         // A fresh store cannot already hold them.
-        let _ = store.create("namespaces", (String::new(), ns.to_string()), obj);
+        let _ = store.create(&info.storage_key(), (String::new(), name), obj);
     }
 }
 

@@ -75,6 +75,12 @@ fn event_line(kind: &str, object: &[u8]) -> Bytes {
     Bytes::from(out)
 }
 
+/// A whole watch body of one `ERROR` event carrying `err`'s Status with
+/// its fields in the real server's order.
+pub fn error_event_stream(err: &ApiError) -> Body {
+    Body::from(event_line("ERROR", err.to_body().trim_end().as_bytes()))
+}
+
 /// A watch line carrying an `ERROR` event with `status`.
 pub fn error_line(status: &Value) -> Bytes {
     event_line("ERROR", status.to_string().as_bytes())

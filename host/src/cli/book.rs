@@ -1,6 +1,7 @@
-//! The book's pages generated from the code: every flag of the product
-//! subcommands (from clap's help, as `wasmctrl SUBCOMMAND --help` prints
-//! it) and every metric family (from the registry `/metrics` serves).
+//! The book's pages generated from the code: every flag of every product
+//! subcommand, nested ones included (from clap's help, as
+//! `wasmctrl SUBCOMMAND --help` prints it), and every metric family (from
+//! the registry `/metrics` serves).
 //!
 //! Each test renders its page and compares it with the committed file in
 //! `docs/src/operating/`; a stale page fails naming the command that
@@ -18,15 +19,39 @@ use super::Cli;
 /// Set (to anything) to rewrite the generated pages instead of checking them.
 const REGENERATE: &str = "WASMCTRL_REGENERATE_BOOK";
 
-/// The product subcommands whose flags the book lists (the `dev-server`
-/// ones, `demo` and `apiserver`, are not in the product binary).
-const SUBCOMMANDS: &[&[&str]] = &[
-    &["run"],
-    &["reconcile"],
-    &["replay"],
-    &["new"],
-    &["guest", "configmap"],
-];
+/// The development subcommands (the `dev-server` feature's `demo` and
+/// `apiserver`): not in the product binary, so not in the book.
+fn dev_subcommands() -> Vec<String> {
+    #[cfg(feature = "dev-server")]
+    {
+        use clap::Subcommand;
+        super::dev::DevCommand::augment_subcommands(clap::Command::new("dev"))
+            .get_subcommands()
+            .map(|c| c.get_name().to_string())
+            .collect()
+    }
+    #[cfg(not(feature = "dev-server"))]
+    Vec::new()
+}
+
+/// The path of every command of `cmd` a user runs (one without
+/// subcommands of its own), nested ones included, in the order `--help`
+/// lists them; clap's `help` is left out.
+fn runnable(cmd: &clap::Command) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+        let name = sub.get_name().to_string();
+        if sub.has_subcommands() {
+            out.extend(runnable(sub).into_iter().map(|mut path| {
+                path.insert(0, name.clone());
+                path
+            }));
+        } else {
+            out.push(vec![name]);
+        }
+    }
+    out
+}
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -62,9 +87,13 @@ fn flags_page() -> String {
          the code. Every numeric flag is range-checked: a value out of range is a\n\
          usage error (exit 2) naming the flag and the range.\n",
     );
-    for path in SUBCOMMANDS {
+    let dev = dev_subcommands();
+    let product = runnable(&cli)
+        .into_iter()
+        .filter(|path| !dev.contains(&path[0]));
+    for path in product {
         let mut cmd = &mut cli;
-        for name in *path {
+        for name in &path {
             cmd = cmd
                 .find_subcommand_mut(name)
                 .unwrap_or_else(|| panic!("no subcommand {name}"));
@@ -116,6 +145,29 @@ fn metrics_page() -> String {
         page += &format!("| `{name}` | {kind} | {} |\n", help.replace('|', "\\|"));
     }
     page
+}
+
+#[test]
+fn every_runnable_command_is_found_however_deep_it_is_nested() {
+    let cli = clap::Command::new("tool")
+        .subcommand(clap::Command::new("run"))
+        .subcommand(
+            clap::Command::new("guest")
+                .subcommand(clap::Command::new("configmap"))
+                .subcommand(clap::Command::new("deep").subcommand(clap::Command::new("er"))),
+        )
+        .subcommand(clap::Command::new("shadow").subcommand(clap::Command::new("report")));
+    let mut built = cli;
+    built.build();
+    assert_eq!(
+        runnable(&built),
+        [
+            vec!["run"],
+            vec!["guest", "configmap"],
+            vec!["guest", "deep", "er"],
+            vec!["shadow", "report"],
+        ]
+    );
 }
 
 #[test]

@@ -128,6 +128,12 @@ impl WatchHealth {
         s.established = true;
     }
 
+    /// The watch answered 2xx established nothing after all (a streaming
+    /// list refused in its first event), and none did before it.
+    pub(crate) fn not_established(&self) {
+        lock(&self.state).established = false;
+    }
+
     /// Whether a watch has ever been established.
     pub fn ever_established(&self) -> bool {
         lock(&self.state).established

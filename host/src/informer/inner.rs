@@ -9,6 +9,7 @@ use tokio::sync::watch as tokio_watch;
 use super::health::{WatchHealth, WatchHealthConfig};
 use super::key::InformerKey;
 use super::state::SyncState;
+use super::streaming::StreamingLists;
 use crate::projection::{Interner, Projection};
 use crate::store::{Handler, Store};
 
@@ -25,4 +26,6 @@ pub(crate) struct Inner {
     pub(super) health: WatchHealth,
     pub(super) health_config: WatchHealthConfig,
     pub(super) metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// What this informer's server is known to do with streaming lists.
+    pub(super) streaming: StreamingLists,
 }

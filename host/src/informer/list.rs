@@ -1,7 +1,7 @@
 //! How an informer fills its cache: a streaming list where the server
 //! serves one, else pages then a watch, and when a streaming list that
-//! never marks the end of its initial events is given up for pages.
-//! It never decodes or stores objects.
+//! never marks the end of its initial events is given up for pages. It
+//! never decodes or stores objects.
 
 use std::sync::Arc;
 
@@ -47,22 +47,29 @@ fn watcher_config(key: &InformerKey, strategy: ListStrategy) -> watcher::Config 
 /// the `WatchList` feature (before 1.32, or 1.33, where it is off by
 /// default) refuses `sendInitialEvents`, and one before 1.27
 /// `resourceVersionMatch` on a watch, as invalid (422; 400 from some
-/// proxies); a 1.32 server with `WatchList` on but its storage unable to
-/// stream (the `RequestWatchProgress` gate off) answers 500 "a watch stream
-/// was requested by the client but the required storage feature … is
-/// disabled". Any other 500 is an outage, retried as usual.
+/// proxies). A 1.32 server whose storage cannot stream (its etcd cannot
+/// report watch progress: before 3.4.31 and 3.5.13) accepts the watch and
+/// sends one ERROR event, a 500 "a watch stream was requested by the client
+/// but the required storage feature RequestWatchProgress is disabled", then
+/// ends it; some proxies turn that into the watch request's own 500. Any
+/// other 500 is an outage, retried as usual.
 pub(super) fn streaming_refused(e: &watcher::Error) -> bool {
-    let watcher::Error::WatchStartFailed(kube::Error::Api(status)) = e else {
-        return false;
-    };
-    match status.code {
-        400 | 422 => true,
-        500 => {
-            status.message.contains("watch stream was requested")
-                || (status.message.contains("feature") && status.message.contains("disabled"))
-        }
+    match e {
+        watcher::Error::WatchStartFailed(kube::Error::Api(status)) => match status.code {
+            400 | 422 => true,
+            500 => storage_cannot_stream(status),
+            _ => false,
+        },
+        watcher::Error::WatchError(status) => status.code == 500 && storage_cannot_stream(status),
         _ => false,
     }
+}
+
+/// Whether a 500 is the storage layer saying it cannot serve a streaming
+/// list (the watch cache's words), not an outage.
+fn storage_cannot_stream(status: &kube::core::Status) -> bool {
+    status.message.contains("watch stream was requested")
+        || (status.message.contains("feature") && status.message.contains("disabled"))
 }
 
 /// The informer's event stream: kube-runtime's watcher (with its backoff)
@@ -174,6 +181,27 @@ mod tests {
             "etcdserver: request timed out"
         )));
         assert!(!streaming_refused(&start_failed(503, "feature disabled")));
+    }
+
+    #[test]
+    fn a_watch_cache_refusing_a_stream_in_its_one_error_event_is_a_refused_streaming_list() {
+        let event = |code: u16, message: &str| {
+            watcher::Error::WatchError(Box::new(
+                kube::core::Status::failure(message, "InternalError").with_code(code),
+            ))
+        };
+        assert!(streaming_refused(&event(
+            500,
+            "a watch stream was requested by the client but the required storage feature RequestWatchProgress is disabled"
+        )));
+        assert!(!streaming_refused(&event(
+            500,
+            "etcdserver: request timed out"
+        )));
+        assert!(
+            !streaming_refused(&event(410, "too old resource version: 1 (5)")),
+            "an expired watch is relisted, not a refusal"
+        );
     }
 
     #[test]

@@ -13,6 +13,8 @@
 //!   the loop share.
 //! - `registry`: [`InformerRegistry`], one informer per key, projections merged.
 //! - `list`: streaming list or pages, and giving a silent streaming list up.
+//!   `streaming`: what the informers of one server learned of its
+//!   streaming lists.
 //! - `decode`: decoding only the projected fields, at ingest.
 //! - `run`: the loop from watcher events to the store, and the failure policy.
 //! - [`health`]: how long a failing watch is tolerated.
@@ -23,14 +25,18 @@
 //! it comes while the server sends the next, and a bookmark ends the
 //! initial state; Kubernetes 1.32 and 1.34 on), the informer uses one.
 //! When the server refuses that watch as invalid (1.33, where `WatchList`
-//! is off by default; a 422 or 400), or its storage cannot stream (a 500
-//! naming the disabled storage feature), it lists in pages of 500 and then
-//! watches, from then on. A server that accepts the streaming list and
-//! ignores it (some aggregated API servers: a plain watch that never marks
-//! the end of the initial state) gets pages too, once its list has sent
-//! nothing for the configured wait (`--streaming-list-wait-seconds`,
-//! default 30 s) before that mark, or two of its lists in a row have ended
-//! without it. Relists after a `410 Gone` go the same way.
+//! is off by default; a 422 or 400), or its storage cannot stream (1.32
+//! over an etcd before 3.4.31 or 3.5.13: a 500 naming the disabled storage
+//! feature, in the watch's one ERROR event), it lists in pages of 500 and
+//! then watches, from then on; so does every informer of the registry
+//! (one server) started after that, without asking again. The first to
+//! learn it logs it once, at INFO. A server that accepts the streaming
+//! list and ignores it (some aggregated API servers: a plain watch that
+//! never marks the end of the initial state) gets pages too, for that
+//! informer, once its list has sent nothing for the configured wait
+//! (`--streaming-list-wait-seconds`, default 30 s) before that mark, or
+//! two of its lists in a row have ended without it. Relists after a
+//! `410 Gone` go the same way.
 
 mod decode;
 pub mod health;
@@ -40,6 +46,7 @@ mod list;
 mod registry;
 mod run;
 mod state;
+mod streaming;
 
 pub use health::{WatchHealth, WatchHealthConfig};
 pub use key::InformerKey;
@@ -92,25 +99,29 @@ impl Informer {
         projection: Projection,
         indexed: &[FieldPath],
     ) -> Self {
-        Self::start_with(
+        Self::spawn(
             client,
             key,
             projection,
             indexed,
             WatchHealthConfig::default(),
             None,
+            streaming::StreamingLists::default(),
         )
     }
 
     /// Like [`Informer::start`], tolerating failing watches as `health`
-    /// says and counting them in `metrics` when given.
-    pub fn start_with(
+    /// says, counting them in `metrics` when given, and sharing with the
+    /// other informers of the same server what `streaming` knows of its
+    /// streaming lists (the registry's way).
+    fn spawn(
         client: Client,
         key: InformerKey,
         projection: Projection,
         indexed: &[FieldPath],
         health: WatchHealthConfig,
         metrics: Option<Arc<crate::metrics::Metrics>>,
+        streaming: streaming::StreamingLists,
     ) -> Self {
         let (state, _) = tokio_watch::channel(SyncState::Pending);
         let writer = Writer::with_field_indexes(&field_positions(&projection, indexed));
@@ -126,6 +137,7 @@ impl Informer {
             health: WatchHealth::default(),
             health_config: health,
             metrics,
+            streaming,
         });
         let task = tokio::spawn(run::run(client, inner.clone(), writer));
         Informer {
@@ -189,6 +201,7 @@ impl Informer {
     }
 
     /// Registers a handler; returns an id for [`Informer::remove_handler`].
+    /// Each change is handed to the handlers in the order they were added.
     ///
     /// Like client-go's `AddEventHandler` on a running informer, the handler
     /// first gets an `Added` for every object already cached, so it misses

@@ -1,6 +1,7 @@
 //! The informer registry: one informer per [`InformerKey`], shared by
-//! every guest that needs it, its projection the union of theirs. It never
-//! decides what a guest watches.
+//! every guest that needs it, its projection the union of theirs, and what
+//! its informers learned of the one server they list (whether it refuses
+//! streaming lists). It never decides what a guest watches.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -9,6 +10,7 @@ use kube::Client;
 
 use super::health::WatchHealthConfig;
 use super::key::InformerKey;
+use super::streaming::StreamingLists;
 use super::Informer;
 use crate::projection::{FieldPath, Projection};
 use crate::sync::lock;
@@ -21,6 +23,8 @@ pub struct InformerRegistry {
     informers: Arc<Mutex<HashMap<InformerKey, Informer>>>,
     health: WatchHealthConfig,
     metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// What its informers learned of the server's streaming lists.
+    streaming: StreamingLists,
 }
 
 impl InformerRegistry {
@@ -31,6 +35,7 @@ impl InformerRegistry {
             informers: Arc::new(Mutex::new(HashMap::new())),
             health: WatchHealthConfig::default(),
             metrics: None,
+            streaming: StreamingLists::default(),
         }
     }
 
@@ -84,13 +89,14 @@ impl InformerRegistry {
                 union_indexed.push(f.clone());
             }
         }
-        let informer = Informer::start_with(
+        let informer = Informer::spawn(
             self.client.clone(),
             key.clone(),
             Projection::new(union, vec![]),
             &union_indexed,
             self.health,
             self.metrics.clone(),
+            self.streaming.clone(),
         );
         map.insert(key.clone(), informer.clone());
         informer

@@ -70,7 +70,10 @@ pub(super) async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
     };
     let resource = inner.key.to_string();
     let keep = Arc::new(Filter::for_paths(inner.projection.paths()));
-    let mut strategy = ListStrategy::Streaming;
+    let mut strategy = match inner.streaming.known_refused() {
+        true => ListStrategy::Paged,
+        false => ListStrategy::Streaming,
+    };
     let mut stream = events(&api, &inner.key, strategy, &keep);
     let mut initial = InitialEvents::new(inner.health_config.streaming_list_wait);
     loop {
@@ -157,12 +160,26 @@ pub(super) async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
             Some(Err(e)) if strategy == ListStrategy::Streaming && streaming_refused(&e) => {
                 // The server does not serve streaming lists (or refuses
                 // this watch's parameters, which the paged path then meets
-                // at its list, retried as any failure).
-                tracing::info!(
-                    resource = %resource,
-                    "the API server does not serve streaming lists ({}); listing in pages",
-                    crate::failure::describe(&e)
-                );
+                // at its list, retried as any failure). Said once per
+                // server: every informer started from now on pages at once.
+                let described = crate::failure::describe(&e);
+                if inner.streaming.refused() {
+                    tracing::info!(
+                        resource = %resource,
+                        "the API server does not serve streaming lists ({described}); every informer lists in pages"
+                    );
+                } else {
+                    tracing::debug!(
+                        resource = %resource,
+                        "the API server does not serve streaming lists ({described}); listing in pages"
+                    );
+                }
+                // A refusal sent as the watch's one event came with a 2xx
+                // answer, which established no watch: before any list
+                // completed, a refusal of the paged list is still fatal.
+                if inner.lists.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+                    inner.health.not_established();
+                }
                 true
             }
             Some(Err(e)) => {

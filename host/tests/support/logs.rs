@@ -3,7 +3,9 @@
 //! WARN and ERROR line — its message, its fields and the fields of the
 //! spans it sits in (`guest=…`, `key=…`) — so a test can assert that a
 //! refusal was logged naming what it refused. Lines of every test in the
-//! binary land here: filter by a name only your test uses.
+//! binary land here: filter by a name only your test uses. A test on a
+//! current-thread runtime can instead keep the lines of its own thread
+//! only, down to INFO ([`on_this_thread`]), to count them exactly.
 
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -17,8 +19,31 @@ use tracing_subscriber::registry::LookupSpan;
 /// Lines kept at most (the oldest are dropped beyond it).
 const KEEP: usize = 50_000;
 
-#[derive(Clone, Default)]
-struct Lines(Arc<Mutex<Vec<String>>>);
+#[derive(Clone)]
+struct Lines {
+    lines: Arc<Mutex<Vec<String>>>,
+    /// The least severe level kept.
+    least: Level,
+}
+
+impl Lines {
+    fn new(least: Level) -> Self {
+        Lines {
+            lines: Arc::default(),
+            least,
+        }
+    }
+
+    fn containing(&self, parts: &[&str]) -> Vec<String> {
+        self.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| parts.iter().all(|p| l.contains(p)))
+            .cloned()
+            .collect()
+    }
+}
 
 /// A span's fields, formatted once when it opens.
 struct Fields(String);
@@ -53,7 +78,7 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Lines {
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
         let meta = event.metadata();
-        if *meta.level() > Level::WARN {
+        if *meta.level() > self.least {
             return;
         }
         let mut line = format!("{} {}:", meta.level(), meta.target());
@@ -65,7 +90,7 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Lines {
             }
         }
         event.record(&mut Format(&mut line));
-        let mut lines = self.0.lock().unwrap();
+        let mut lines = self.lines.lock().unwrap();
         if lines.len() >= KEEP {
             lines.drain(..KEEP / 2);
         }
@@ -76,7 +101,7 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Lines {
 fn lines() -> &'static Lines {
     static LINES: OnceLock<Lines> = OnceLock::new();
     LINES.get_or_init(|| {
-        let lines = Lines::default();
+        let lines = Lines::new(Level::WARN);
         let subscriber = tracing_subscriber::registry().with(lines.clone());
         tracing::subscriber::set_global_default(subscriber)
             .expect("no other global tracing subscriber in the integration tests");
@@ -92,12 +117,32 @@ pub fn capture() {
 
 /// Every kept line that contains all of `parts`.
 pub fn containing(parts: &[&str]) -> Vec<String> {
-    lines()
-        .0
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|l| parts.iter().all(|p| l.contains(p)))
-        .cloned()
-        .collect()
+    lines().containing(parts)
+}
+
+/// The lines logged on one thread, kept by [`on_this_thread`].
+pub struct ThreadLines {
+    lines: Lines,
+    _default: tracing::subscriber::DefaultGuard,
+}
+
+impl ThreadLines {
+    /// Every kept line that contains all of `parts`; each starts with its
+    /// level and target (`INFO wasmctrl::informer::run: …`).
+    pub fn containing(&self, parts: &[&str]) -> Vec<String> {
+        self.lines.containing(parts)
+    }
+}
+
+/// Keeps every line at `least` or more severe logged on this thread until
+/// the result is dropped. On a current-thread test runtime that is every
+/// line of the test's tasks (the host's and the embedded server's), and no
+/// other test's.
+pub fn on_this_thread(least: Level) -> ThreadLines {
+    let lines = Lines::new(least);
+    let subscriber = tracing_subscriber::registry().with(lines.clone());
+    ThreadLines {
+        lines,
+        _default: tracing::subscriber::set_default(subscriber),
+    }
 }

@@ -458,8 +458,6 @@ pub enum Behaviour {
     Spin,
     /// Applies these documents and asks to be requeued after 0 ms.
     RequeueNow(Vec<String>),
-    /// Counts to this number (a slow reconcile), then applies the documents.
-    SlowApply(u32, Vec<String>),
     /// A per-object controller of one primary watch (watch 0): nothing
     /// when its snapshot holds no object of that watch (the object is
     /// gone; related objects may be left), `live` while the object lives,
@@ -526,14 +524,6 @@ pub fn guest(m: &WatManifest, behaviour: Behaviour) -> Vec<u8> {
                 format!("{d}\n  (data (i32.const {tag}) \"\\01\")"),
                 format!("(i32.const {at})"),
             )
-        }
-        Behaviour::SlowApply(n, docs) => {
-            let writes: Vec<WatWrite> = docs.into_iter().map(WatWrite::Apply).collect();
-            let (d, at) = plan_image(&writes, 32_768);
-            let body = format!(
-                "(loop (local.set $i (i32.add (local.get $i) (i32.const 1))) (br_if 0 (i32.lt_u (local.get $i) (i32.const {n})))) (i32.const {at})"
-            );
-            (d, body)
         }
         Behaviour::ByLifecycle { live, deleting } => {
             let (empty_d, empty) = plan_image(&[], 32_768);

@@ -186,16 +186,21 @@ impl Ctx<'_> {
                     "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled".into(),
                 ));
             }
-            WatchList::StorageRefused if self.q("sendInitialEvents") == Some("true") => {
-                return Err(ApiError::Internal(crate::config::STORAGE_REFUSAL.into()));
+            WatchList::Served | WatchList::StorageRefused => {
+                self.q("sendInitialEvents").is_some_and(|b| b == "true")
             }
-            WatchList::Served => self.q("sendInitialEvents").is_some_and(|b| b == "true"),
-            WatchList::Refused | WatchList::StorageRefused | WatchList::Ignored => false,
+            WatchList::Refused | WatchList::Ignored => false,
         };
         if send_initial && self.q("resourceVersionMatch") != Some("NotOlderThan") {
             return Err(ApiError::Unprocessable(
                 "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan".into(),
             ));
+        }
+        if send_initial && self.app.watch_list == WatchList::StorageRefused {
+            // The watch cache accepts the watch, sends one ERROR event and
+            // ends it (`newErrWatcher` in cacher.go).
+            let refusal = ApiError::Internal(crate::config::STORAGE_REFUSAL.into());
+            return Ok(watch_response(watch::error_event_stream(&refusal)));
         }
         let from = match self.q("resourceVersion") {
             None | Some("0") => None,
