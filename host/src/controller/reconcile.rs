@@ -185,7 +185,7 @@ impl GuestController {
         let caches = self.caches.clone();
         let env = self.env.at(crate::guest::now_ms());
         let request = relations::guest_request(&manifest, &key, standing.presence());
-        let around = standing.around(&key);
+        let standing_seen = standing.clone();
         let k = key.clone();
         let request_sent = request.clone();
         let aggregate = self
@@ -212,20 +212,7 @@ impl GuestController {
                     (result, call, None)
                 }
                 None => {
-                    let snap = match around {
-                        Some((p, basis, present)) => relations::snapshot_of(
-                            &manifest,
-                            &caches,
-                            &relations::around_primary(
-                                &manifest,
-                                &caches,
-                                p,
-                                basis.as_ref(),
-                                present,
-                            ),
-                        ),
-                        None => snapshot_for(&manifest, &caches, &k),
-                    };
+                    let snap = standing_seen.snapshot(&manifest, &caches, &k);
                     // What the shadow gets: the very snapshot and clock.
                     let seen = shadowed.then(|| (snap.clone(), env.clone()));
                     let (result, stats) = instances.reconcile(&manifest, &env, &request, snap);
@@ -442,6 +429,7 @@ fn primary_target(spec: &crate::guest::WatchSpec, key: &RequestKey) -> ObjectKey
 
 /// Where a key's primary stands for one reconcile (see
 /// [`GuestController::standing`]).
+#[derive(Clone)]
 enum Standing {
     /// An aggregate key: no primary.
     Aggregate,
@@ -468,18 +456,21 @@ impl Standing {
         }
     }
 
-    /// What `key`'s snapshot is built around: its primary watch, the object
-    /// its relations are computed from, and whether the snapshot holds it.
-    #[allow(clippy::type_complexity)]
-    fn around(
+    /// The snapshot of `key` standing so: around the cached primary when
+    /// present, around its last state (without it) when it left, every
+    /// object for an aggregate key.
+    fn snapshot(
         &self,
+        manifest: &GuestManifest,
+        caches: &[WatchCache],
         key: &RequestKey,
-    ) -> Option<(usize, Option<Arc<crate::projection::ProjectedObject>>, bool)> {
-        let p = key.watch?;
-        match self {
-            Standing::Aggregate => None,
-            Standing::Present(primary) => Some((p, Some(primary.clone()), true)),
-            Standing::Left { last, .. } => Some((p, last.clone(), false)),
-        }
+    ) -> crate::guest::SnapshotData {
+        let (p, basis, present) = match (self, key.watch) {
+            (Standing::Present(primary), Some(p)) => (p, Some(primary), true),
+            (Standing::Left { last, .. }, Some(p)) => (p, last.as_ref(), false),
+            _ => return snapshot_for(manifest, caches, key),
+        };
+        let objects = relations::around_primary(manifest, caches, p, basis, present);
+        relations::snapshot_of(manifest, caches, &objects)
     }
 }

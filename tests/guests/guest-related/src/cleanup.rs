@@ -155,3 +155,42 @@ pub fn reconcile(request: &Request, snapshot: &Snapshot<'_>, f: &Fields) -> Plan
     ));
     plan
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmctrl_guest_sdk::testing::{Obj, World};
+    use wasmctrl_guest_sdk::wit::Write;
+    use wasmctrl_guest_sdk::{run, Presence};
+
+    fn env() -> Environment {
+        Environment::test("ops")
+            .config("shape", "cleanup")
+            .config("finalizer", "example.com/cleanup")
+    }
+
+    #[test]
+    fn an_unselected_namespace_deletes_its_child_and_reports_what_it_held() {
+        let m = manifest(&env()).expect("describes");
+        let namespace = Obj::new(PRIMARIES, "", "team-a").label("tier", "none");
+        let child = Obj::new(CHILDREN, "team-a", "team-a-child")
+            .label(MADE_BY.0, MADE_BY.1)
+            .controlled_by(&GroupVersionKind::core("Namespace"), &namespace);
+        let world = World::new(&m)
+            .with(namespace)
+            .with(child)
+            .with(Obj::new(SHARED, "platform", "tiers"));
+        let request = world.request(PRIMARIES, "team-a").expect("declared");
+        assert_eq!(request.presence, Some(Presence::Unselected));
+        let data = world.snapshot_for(&request).expect("declared");
+        let plan = run::reconcile::<crate::Related>(&env(), &request, data).expect("reconciles");
+        match plan.writes.as_slice() {
+            [Write::Delete(child), Write::Apply(report)] => {
+                assert_eq!(child.name, "team-a-child");
+                assert!(report.contains(r#""presence":"unselected""#), "{report}");
+                assert!(report.contains(r#""shared":"platform/tiers""#), "{report}");
+            }
+            other => panic!("expected the child's delete and the report: {other:?}"),
+        }
+    }
+}
