@@ -213,18 +213,23 @@ async fn a_namespaced_primary_unselected_then_deleted_cleans_up_its_children_eac
         .unwrap();
     let key = format!("{PODS_NS}/builder");
     let child = || child_exists(&client, PODS_NS, "builder-child");
+    // Its reconcile as `presence` held its child, which the guest deleted.
+    let cleaned_up = |presence: &'static str| {
+        let key = key.clone();
+        let client = client.clone();
+        async move {
+            let child = format!("{PODS_NS}/builder-child");
+            sees(&client, &key, presence, &child, "platform/tiers").await;
+            eventually("the child deleted", || async {
+                !child_exists(&client, PODS_NS, "builder-child").await
+            })
+            .await;
+        }
+    };
     eventually("the child made", || async { child().await }).await;
 
     label(&accounts, "builder", "none").await;
-    sees(
-        &client,
-        &key,
-        "unselected",
-        &format!("{PODS_NS}/builder-child"),
-        "platform/tiers",
-    )
-    .await;
-    eventually("the child deleted", || async { !child().await }).await;
+    cleaned_up("unselected").await;
 
     label(&accounts, "builder", "gold").await;
     eventually("the child made again", || async { child().await }).await;
@@ -235,15 +240,7 @@ async fn a_namespaced_primary_unselected_then_deleted_cleans_up_its_children_eac
         .delete("builder", &DeleteParams::default())
         .await
         .unwrap();
-    sees(
-        &client,
-        &key,
-        "gone",
-        &format!("{PODS_NS}/builder-child"),
-        "platform/tiers",
-    )
-    .await;
-    eventually("the child deleted", || async { !child().await }).await;
+    cleaned_up("gone").await;
     eventually("no departed primary kept once settled", || async {
         host.controller().departed() == 0
     })

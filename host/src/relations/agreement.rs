@@ -382,12 +382,22 @@ fn sdk_world(m: &sdk::Manifest, extra: Option<&Case>) -> SdkWorld {
     SdkWorld::new(m).with_all(WORLD.iter().chain(extra).map(Case::sdk))
 }
 
-/// An SDK object as `watch:namespace/name`, as [`HostWorld::holds`] names
-/// the host's.
-fn sdk_object_name(o: &Obj) -> String {
-    let key = o.key();
-    let (ns, name) = key.split_once('/').unwrap_or(("", &key));
-    format!("{}:{ns}/{name}", o.watch())
+/// The objects `request`'s snapshot holds in the SDK's model, as
+/// `watch:namespace/name` ([`HostWorld::holds`] names the host's so),
+/// sorted.
+fn sdk_holds(sdk: &SdkWorld, request: &sdk::Request) -> Vec<String> {
+    let mut held: Vec<String> = sdk
+        .objects_for(request)
+        .unwrap()
+        .iter()
+        .map(|o| {
+            let key = o.key();
+            let (ns, name) = key.split_once('/').unwrap_or(("", &key));
+            format!("{}:{ns}/{name}", o.watch())
+        })
+        .collect();
+    held.sort();
+    held
 }
 
 fn sdk_name(r: &sdk::Request) -> String {
@@ -448,14 +458,7 @@ fn every_key_s_snapshot_holds_the_same_objects_in_the_sdk_s_model_and_the_host()
             Some(w) => sdk::Request::object(&host.manifest.watches[w].name, &key.key),
             None => sdk::Request::aggregate(&key.key),
         };
-        let mut got: Vec<String> = sdk
-            .objects_for(&request)
-            .unwrap()
-            .iter()
-            .map(|o| sdk_object_name(o))
-            .collect();
-        got.sort();
-        assert_eq!(got, want, "key {}", host.name(key));
+        assert_eq!(sdk_holds(&sdk, &request), want, "key {}", host.name(key));
         held += want.len();
     }
     assert_eq!(
@@ -494,14 +497,7 @@ fn a_departed_primary_s_snapshot_holds_the_same_related_objects_in_the_sdk_s_mod
             .gone(departed.sdk());
         let request = sdk.request(watch, key).unwrap();
         assert_eq!(request.presence, Some(sdk::Presence::Gone));
-        let mut got: Vec<String> = sdk
-            .objects_for(&request)
-            .unwrap()
-            .iter()
-            .map(|o| sdk_object_name(o))
-            .collect();
-        got.sort();
-        assert_eq!(got, want, "departed {watch}:{key}");
+        assert_eq!(sdk_holds(&sdk, &request), want, "departed {watch}:{key}");
         held += want.len();
     }
     assert!(held >= 6, "departed snapshots hold related objects: {held}");

@@ -16,21 +16,19 @@
 //! `finalizer` (the host-managed finalizer; none when absent),
 //! `shared-namespace` (default `platform`).
 
-use wasmctrl_guest_sdk::lifecycle::FINALIZERS;
-use wasmctrl_guest_sdk::snapshot::WatchId;
 use wasmctrl_guest_sdk::{
-    controller_ref, document, Entry, Environment, GroupVersionKind, Lifecycle, Manifest, Plan,
-    Request, Snapshot, Watch, WriteRule,
+    controller_ref, document, lifecycle::FINALIZERS, snapshot::WatchId, Entry, Environment,
+    GroupVersionKind, Lifecycle, Manifest, Plan, Request, Snapshot, Watch, WriteRule,
 };
 
-/// The primary watch.
+/// The primaries' watch.
 pub const PRIMARIES: &str = "primaries";
-/// The Endpoints objects the primaries control.
+/// The watch of the children they control (of [`CHILD_KIND`]).
 pub const CHILDREN: &str = "children";
+/// The shared ConfigMaps' watch.
+pub const SHARED: &str = "shared";
 /// The children's kind: one no example uses, without required fields.
 pub const CHILD_KIND: &str = "Endpoints";
-/// The shared ConfigMaps.
-pub const SHARED: &str = "shared";
 /// The label on every child this shape writes (the children watch's
 /// selector).
 pub const MADE_BY: (&str, &str) = ("made-by", "related");
@@ -91,17 +89,6 @@ impl Fields {
     }
 }
 
-/// The objects of `watch` in `snapshot`, `namespace/name`, sorted and
-/// comma-joined.
-fn listed(snapshot: &Snapshot<'_>, watch: WatchId) -> String {
-    let mut keys: Vec<String> = snapshot
-        .objects(watch)
-        .map(|o| format!("{}/{}", o.namespace(), o.name()))
-        .collect();
-    keys.sort_unstable();
-    keys.join(",")
-}
-
 /// One reconcile of the `cleanup` shape.
 pub fn reconcile(request: &Request, snapshot: &Snapshot<'_>, f: &Fields) -> Plan {
     let mut plan = Plan::new();
@@ -146,8 +133,8 @@ pub fn reconcile(request: &Request, snapshot: &Snapshot<'_>, f: &Fields) -> Plan
             "data",
             [
                 ("presence", presence.to_string()),
-                ("children", listed(snapshot, f.children)),
-                ("shared", listed(snapshot, f.shared)),
+                ("children", crate::keys(snapshot, f.children)),
+                ("shared", crate::keys(snapshot, f.shared)),
             ]
             .into_iter()
             .collect::<std::collections::BTreeMap<_, _>>(),
