@@ -21,7 +21,7 @@ use serde_json::json;
 use wasmctrl::controller::ControllerConfig;
 use wasmctrl::metrics::WriteVerb;
 use wasmctrl::supervisor::SupervisorConfig;
-use wasmctrl_apiserver::{ApiServerConfig, RunningApiServer};
+use wasmctrl_apiserver::{ApiServerConfig, FailRequests, RunningApiServer};
 
 use crate::support::*;
 
@@ -198,10 +198,10 @@ async fn a_namespace_leaving_its_label_selector_deletes_its_children_and_loses_t
     host.stop().await.unwrap();
 }
 
-#[tokio::test]
-async fn a_namespaced_primary_unselected_then_deleted_cleans_up_its_children_each_time() {
-    let (_server, client, host) = start("ServiceAccount", false).await;
-    shared(&client, "tiers").await;
+/// The shared ConfigMap `tiers` and the ServiceAccount `builder` labelled
+/// `tier=gold`; its API.
+async fn builder(client: &Client) -> Api<ServiceAccount> {
+    shared(client, "tiers").await;
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), PODS_NS);
     let account: ServiceAccount = serde_json::from_value(
         json!({"metadata": {"name": "builder", "labels": {"tier": "gold"}}}),
@@ -211,6 +211,44 @@ async fn a_namespaced_primary_unselected_then_deleted_cleans_up_its_children_eac
         .create(&PostParams::default(), &account)
         .await
         .unwrap();
+    accounts
+}
+
+#[tokio::test]
+async fn a_failed_question_to_the_server_retries_the_key_and_never_guesses() {
+    let (server, client, host) = start("ServiceAccount", false).await;
+    let accounts = builder(&client).await;
+    let key = format!("{PODS_NS}/builder");
+    let child = format!("{PODS_NS}/builder-child");
+    sees(&client, &key, "present", &child, "platform/tiers").await;
+    // Where the unselected builder stands is asked with lists by name:
+    // the server fails the first three.
+    server.faults().fail(
+        FailRequests::new(500, 3)
+            .verb("list")
+            .resource("serviceaccounts")
+            .retry_after(0),
+    );
+    label(&accounts, "builder", "none").await;
+    // Retried until answered, then `unselected`: a guess (`gone`) would
+    // have reported `gone` and left no child for the answered reconcile.
+    sees(&client, &key, "unselected", &child, "platform/tiers").await;
+    eventually("the child deleted", || async {
+        !child_exists(&client, PODS_NS, "builder-child").await
+    })
+    .await;
+    assert_eq!(
+        server.faults().injected_failures(),
+        3,
+        "every failure served"
+    );
+    host.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_namespaced_primary_unselected_then_deleted_cleans_up_its_children_each_time() {
+    let (_server, client, host) = start("ServiceAccount", false).await;
+    let accounts = builder(&client).await;
     let key = format!("{PODS_NS}/builder");
     let child = || child_exists(&client, PODS_NS, "builder-child");
     // Its reconcile as `presence` held its child, which the guest deleted.
