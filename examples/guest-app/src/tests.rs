@@ -6,7 +6,7 @@ use wasmctrl_guest_sdk::condition::condition_paths;
 use wasmctrl_guest_sdk::serde_json::{self, json, Value};
 use wasmctrl_guest_sdk::testing::{Obj, World};
 use wasmctrl_guest_sdk::wit::{Plan, Write};
-use wasmctrl_guest_sdk::{run, KeyMapping};
+use wasmctrl_guest_sdk::{run, KeyMapping, Presence};
 
 use super::*;
 
@@ -262,10 +262,36 @@ fn a_deleting_app_without_a_child_releases_the_finalizer_and_nothing_else() {
 }
 
 #[test]
-fn a_gone_app_plans_nothing() {
-    // What a snapshot holds for a gone primary: nothing of it.
+fn a_gone_app_plans_nothing_once_its_child_is_gone() {
     let plan = reconcile(vec![]);
     assert!(plan.writes.is_empty() && plan.events.is_empty());
+}
+
+#[test]
+fn a_gone_or_unselected_app_deletes_the_child_it_left_and_writes_nothing_else() {
+    // The clean-up snapshot holds the children the App controlled (by its
+    // last state), not the App: whichever way it left, the child goes.
+    let last = app("hello", 1);
+    let child = its_child().controlled_by(&app_gvk(), &last);
+    let world = World::new(&manifest())
+        .with(child)
+        .with(settings(NS, None))
+        .gone(last);
+    let request = world
+        .request(APP_WATCH, &format!("{NS}/{NAME}"))
+        .expect("declared");
+    assert_eq!(request.presence, Some(Presence::Gone));
+    for presence in [Presence::Gone, Presence::Unselected] {
+        let request = request.clone().presence(presence);
+        let data = world.snapshot_for(&request).expect("declared");
+        let plan = run::reconcile::<AppController>(&Environment::test("wasmctrl"), &request, data)
+            .expect("reconcile succeeds");
+        assert!(
+            matches!(plan.writes.as_slice(), [Write::Delete(t)] if t.name == NAME && t.kind == "ConfigMap"),
+            "{presence:?}: {:?}",
+            plan.writes
+        );
+    }
 }
 
 #[test]

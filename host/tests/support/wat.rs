@@ -102,7 +102,7 @@ impl WatManifest {
 /// string can name: `{name}`, `{namespace}` or `{uid}`, filled in at
 /// reconcile time. Its offset is that per-object list's in the reconcile
 /// arguments.
-const PLACEHOLDERS: [(&str, u32); 3] = [("{namespace}", 68), ("{name}", 76), ("{uid}", 84)];
+const PLACEHOLDERS: [(&str, u32); 3] = [("{namespace}", 72), ("{name}", 80), ("{uid}", 88)];
 
 /// One piece of a plan string filled in at reconcile time.
 enum Piece {
@@ -475,12 +475,13 @@ pub enum Behaviour {
 
 /// Offsets in the reconcile arguments (tuple<environment, request,
 /// snapshot>, passed by pointer): environment @0 (24 bytes, align 8),
-/// request @24 (20), snapshot @44: strings @44, string-ends @52,
-/// object-watch @60 (its length @64), object-namespace @68, object-name
-/// @76, object-uid @84, object-deletion-timestamp @100.
-const OBJECT_WATCH: u32 = 60;
-const OBJECTS_LEN: u32 = 64;
-const DELETION_TIMESTAMPS: u32 = 100;
+/// request @24 (22: key, watch, presence; padded to 24), snapshot @48:
+/// strings @48, string-ends @56, object-watch @64 (its length @68),
+/// object-namespace @72, object-name @80, object-uid @88,
+/// object-deletion-timestamp @104.
+const OBJECT_WATCH: u32 = 64;
+const OBJECTS_LEN: u32 = 68;
+const DELETION_TIMESTAMPS: u32 = 104;
 
 /// Where filled-in plan strings are written (up to the heap at 64 KiB).
 const FILLED: u32 = 53_248;
@@ -490,13 +491,13 @@ const FILLED: u32 = 53_248;
 const COPY_FIELD: &str = r#"(func $copy_field (param $a i32) (param $off i32)
     (local $idx i32) (local $ends i32) (local $start i32) (local $end i32)
     (local.set $idx (i32.load (i32.load (i32.add (local.get $a) (local.get $off)))))
-    (local.set $ends (i32.load (i32.add (local.get $a) (i32.const 52))))
+    (local.set $ends (i32.load (i32.add (local.get $a) (i32.const 56))))
     (local.set $end (i32.load (i32.add (local.get $ends) (i32.shl (local.get $idx) (i32.const 2)))))
     (local.set $start (if (result i32) (local.get $idx)
       (then (i32.load (i32.add (local.get $ends) (i32.shl (i32.sub (local.get $idx) (i32.const 1)) (i32.const 2)))))
       (else (i32.const 0))))
     (memory.copy (global.get $out)
-      (i32.add (i32.load (i32.add (local.get $a) (i32.const 44))) (local.get $start))
+      (i32.add (i32.load (i32.add (local.get $a) (i32.const 48))) (local.get $start))
       (i32.sub (local.get $end) (local.get $start)))
     (global.set $out (i32.add (global.get $out) (i32.sub (local.get $end) (local.get $start)))))"#;
 
@@ -573,9 +574,9 @@ pub fn guest(m: &WatManifest, behaviour: Behaviour) -> Vec<u8> {
   {plan_data}
   {BUMP_REALLOC}
   {COPY_FIELD}
-  (func (export "wasmctrl:controller/reconciler@0.2.0#describe") (param i32 i32 i32 i32 i64) (result i32)
+  (func (export "wasmctrl:controller/reconciler@0.3.0#describe") (param i32 i32 i32 i32 i64) (result i32)
     (i32.const {manifest_at}))
-  (func (export "wasmctrl:controller/reconciler@0.2.0#reconcile") (param i32) (result i32)
+  (func (export "wasmctrl:controller/reconciler@0.3.0#reconcile") (param i32) (result i32)
     (local $start i32) (local $i i32) (local $n i64)
     (global.set $out (i32.const {FILLED}))
     {body}))"#
@@ -602,9 +603,9 @@ pub fn trapping_in_describe() -> Vec<u8> {
   (memory (export "memory") 2)
   (global $heap (mut i32) (i32.const 65536))
   {BUMP_REALLOC}
-  (func (export "wasmctrl:controller/reconciler@0.2.0#describe") (param i32 i32 i32 i32 i64) (result i32)
+  (func (export "wasmctrl:controller/reconciler@0.3.0#describe") (param i32 i32 i32 i32 i64) (result i32)
     unreachable)
-  (func (export "wasmctrl:controller/reconciler@0.2.0#reconcile") (param i32) (result i32)
+  (func (export "wasmctrl:controller/reconciler@0.3.0#reconcile") (param i32) (result i32)
     unreachable))"#
     );
     wasmctrl_test_support::component::component_from_wat(&wat)
