@@ -60,7 +60,7 @@ fn applied(key: &str) -> Value {
     // A per-object key's snapshot holds its primary only (no relations
     // declared), so the guest sees one object.
     json!({
-        "request": {"key": key, "watch": "watched"},
+        "request": {"key": key, "watch": "watched", "presence": "present"},
         "plan": {
             "writes": [{"apply": {"apiVersion": "v1", "kind": "ConfigMap",
                        "metadata": {"name": "out", "namespace": "ops"},
@@ -95,7 +95,7 @@ fn key_flag_reconciles_only_the_key_named_and_a_gone_primary_without_its_object(
     assert_eq!(docs.len(), 1);
     assert_eq!(
         docs[0]["request"],
-        json!({"key": "ops/gone", "watch": "watched"})
+        json!({"key": "ops/gone", "watch": "watched", "presence": "gone"})
     );
     assert_eq!(
         docs[0]["plan"]["writes"][0]["apply"]["data"],
