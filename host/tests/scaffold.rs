@@ -510,6 +510,64 @@ async fn a_guest_scaffolded_for_deployments_controls_a_configmap_beside_each_lab
     let _ = stop.send(());
 }
 
+/// Each resource `kubectl api-resources` of a real 1.32 server lists, but
+/// the custom resources of its recording: qualified name, and whether it
+/// can be listed and watched.
+fn kubectl_api_resources() -> Vec<(String, bool)> {
+    let table =
+        std::fs::read_to_string(workspace().join("apiserver/data/k8s-1.32/api-resources.txt"))
+            .unwrap();
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|row| {
+            let words: Vec<&str> = row.split_whitespace().collect();
+            // NAME [SHORTNAMES] APIVERSION NAMESPACED KIND VERBS [CATEGORIES]
+            let scope = words.iter().position(|w| *w == "true" || *w == "false")?;
+            let group = words[scope - 1].rsplit_once('/').map_or("", |(g, _)| g);
+            if group.ends_with("example.com") {
+                return None;
+            }
+            let verbs: Vec<&str> = words[scope + 2].split(',').collect();
+            let name = match group {
+                "" => words[0].to_string(),
+                _ => format!("{}.{group}", words[0]),
+            };
+            Some((name, verbs.contains(&"list") && verbs.contains(&"watch")))
+        })
+        .collect()
+}
+
+#[test]
+fn every_built_in_kind_is_scaffolded_rustfmt_clean_or_refused_as_unwatchable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let resources = kubectl_api_resources();
+    assert!(resources.len() > 50, "{resources:?}");
+    let rustfmt = std::env::var_os("RUSTFMT").unwrap_or_else(|| "rustfmt".into());
+    for (i, (name, watchable)) in resources.iter().enumerate() {
+        let dir = tmp.path().join(i.to_string());
+        let out = wasmctrl(
+            &["new", "op", "--for", name, "--dir", dir.to_str().unwrap()],
+            tmp.path(),
+        );
+        if !watchable {
+            let e = failure(name, &out);
+            assert!(
+                e.contains("is not a built-in kind of Kubernetes 1.32 that can be watched"),
+                "{e}"
+            );
+            continue;
+        }
+        ok(name, &out);
+        let check = Command::new(&rustfmt)
+            .args(["--check", "--edition", "2021", "src/lib.rs", "src/tests.rs"])
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        ok(&format!("rustfmt --check of the crate for {name}"), &check);
+    }
+}
+
 #[test]
 fn bad_names_and_non_empty_directories_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
@@ -522,6 +580,24 @@ fn bad_names_and_non_empty_directories_are_refused() {
         &wasmctrl(&["new", "op", "--group", "nodots"], tmp.path()),
     );
     assert!(e.contains("--group \"nodots\""), "{e}");
+    let e = failure(
+        "--group \"\"",
+        &wasmctrl(&["new", "op", "--group", ""], tmp.path()),
+    );
+    assert!(e.contains("use --for"), "{e}");
+    let e = failure(
+        "--for with --kind",
+        &wasmctrl(&["new", "op", "--for", "pods", "--kind", "Pod"], tmp.path()),
+    );
+    assert!(e.contains("cannot be used with"), "{e}");
+    let e = failure(
+        "--for",
+        &wasmctrl(&["new", "op", "--for", "deploymnets"], tmp.path()),
+    );
+    assert!(
+        e.contains("\"deploymnets\" is not a built-in kind") && e.contains("deployments.apps"),
+        "{e}"
+    );
     std::fs::create_dir(tmp.path().join("op")).unwrap();
     std::fs::write(tmp.path().join("op/keep.txt"), "mine").unwrap();
     let e = failure("non-empty", &wasmctrl(&["new", "op"], tmp.path()));

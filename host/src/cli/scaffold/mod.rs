@@ -397,14 +397,14 @@ impl Project {
             (
                 "default".into(),
                 "sample-{{name}}".into(),
-                "configmap_gvk().object(object.namespace(), &format!(\"{}-{GUEST_NAME}\", object.name()))",
+                "let name = format!(\"{}-{GUEST_NAME}\", object.name());\n    configmap_gvk().object(object.namespace(), &name)",
                 "named `<name>-{{name}}` in the {{kind}}'s namespace",
             )
         } else {
             (
                 HOST_NS.into(),
                 "{{singular}}-sample".into(),
-                "configmap_gvk().object(&env.namespace, &format!(\"{{singular}}-{}\", object.name()))",
+                "let name = format!(\"{{singular}}-{}\", object.name());\n    configmap_gvk().object(&env.namespace, &name)",
                 "named `{{singular}}-<name>` in the namespace the host runs in",
             )
         }
@@ -435,7 +435,7 @@ impl Project {
                 "{{readme_change}}",
                 include_str!("templates/readme-change.md.tmpl"),
             ),
-            ("{{child_ref}}", child_ref),
+            ("{{child_code}}", child_ref),
             ("{{child_where}}", child_where),
             ("{{sample_child}}", &format!("{child_ns}/{child_name}")),
             ("{{child_namespace}}", &child_ns),
@@ -704,12 +704,12 @@ mod tests {
             ),
             (
                 "services",
-                "object(object.namespace(), &format!",
+                "configmap_gvk().object(object.namespace(), &name)",
                 "example.com/op",
             ),
             (
                 "nodes",
-                "object(&env.namespace, &format!(\"node-{}\"",
+                "format!(\"node-{}\", object.name());\n    configmap_gvk().object(&env.namespace, &name)",
                 "example.com/op",
             ),
         ] {

@@ -105,6 +105,7 @@
 
 pub mod condition;
 pub mod config;
+mod json_map;
 #[cfg(feature = "derive")]
 pub mod kinds;
 pub mod lifecycle;

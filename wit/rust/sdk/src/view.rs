@@ -181,19 +181,10 @@ impl<'a> FieldValue<'a> for Vec<i64> {
 /// others skipped; empty when absent or not an object.
 impl<'a> FieldValue<'a> for BTreeMap<String, String> {
     fn read(object: &Object<'a>, field: Field) -> Self {
-        let Value::Json(text) = object.value_at(field, 0) else {
-            return BTreeMap::new();
-        };
-        let Ok(Json::Object(members)) = serde_json::from_str(text) else {
-            return BTreeMap::new();
-        };
-        members
-            .into_iter()
-            .filter_map(|(k, v)| match v {
-                Json::String(s) => Some((k, s)),
-                _ => None,
-            })
-            .collect()
+        match object.value_at(field, 0) {
+            Value::Json(text) => crate::json_map::string_members(text).unwrap_or_default(),
+            _ => BTreeMap::new(),
+        }
     }
 }
 
