@@ -162,11 +162,11 @@ impl Fields {
 /// those this key's Namespace controls) other than the one each watch keeps.
 fn prune(snapshot: &Snapshot<'_>, children: &[(WatchId, Option<&str>)], plan: &mut Plan) {
     for &(watch, keep) in children {
-        for child in snapshot.objects(watch) {
-            if Some(child.name()) != keep {
-                plan.delete(child.object_ref());
-            }
-        }
+        plan.delete_all(
+            snapshot
+                .objects(watch)
+                .filter(|child| Some(child.name()) != keep),
+        );
     }
 }
 
