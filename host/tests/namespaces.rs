@@ -19,10 +19,8 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, Resource};
 use serde_json::json;
 use tokio::time::Instant;
-use wasmctrl::controller::{ControllerConfig, GuestController};
-use wasmctrl::guest::RuntimeConfig;
+use wasmctrl::controller::GuestController;
 use wasmctrl::metrics::WriteVerb;
-use wasmctrl::supervisor::SupervisorConfig;
 use wasmctrl_apiserver::{ApiServerConfig, RunningApiServer};
 
 use crate::support::*;
@@ -58,6 +56,16 @@ fn hard(tier: &str) -> BTreeMap<String, String> {
     .collect()
 }
 
+/// `tier`'s `spec.hard` with the entries `changed` (as the server stores
+/// them).
+fn overridden(tier: &str, changed: &[(&str, &str)]) -> BTreeMap<String, String> {
+    let mut hard = hard(tier);
+    for (key, value) in changed {
+        hard.insert(key.to_string(), value.to_string());
+    }
+    hard
+}
+
 /// An embedded API server without a garbage collector, with the `platform`
 /// namespace.
 async fn namespaces_server() -> (RunningApiServer, Client) {
@@ -68,14 +76,28 @@ async fn namespaces_server() -> (RunningApiServer, Client) {
 
 /// The host running only the provisioner, resyncing every `resync`.
 async fn start_provisioner(client: &Client, resync: Duration) -> RunningHost {
-    let config = SupervisorConfig {
-        guests: vec![built_guest("guest_namespaces")],
-        namespace: HOST_NS.into(),
-        controller: ControllerConfig::default().resync(resync),
-        runtime: RuntimeConfig::default().cache_dir(None),
-        ..SupervisorConfig::default()
-    };
-    run_host(client, config, None).await
+    run_built_guest(client, "guest_namespaces", resync).await
+}
+
+/// A server, the provisioner (resyncing every 10 minutes: never within a
+/// test) and the namespaces `small` and `large`, each holding its
+/// children.
+async fn provisioned_world(
+    small: &[&str],
+    large: &[&str],
+) -> (RunningApiServer, Client, RunningHost) {
+    let (server, client) = namespaces_server().await;
+    let host = start_provisioner(&client, Duration::from_secs(600)).await;
+    provisioned(&client, &host, "small", small).await;
+    provisioned(&client, &host, "large", large).await;
+    (server, client, host)
+}
+
+/// Checks the provisioner had no reconcile error, and stops it.
+async fn stop_without_errors(host: RunningHost) {
+    let errors = provisioner(&host).metrics().errors();
+    assert_eq!(errors, 0, "reconcile errors; {}", write_report(&host));
+    host.stop().await.unwrap();
 }
 
 fn provisioner(host: &RunningHost) -> std::sync::Arc<GuestController> {
@@ -252,10 +274,22 @@ async fn converged_within(
     }
 }
 
-async fn converges(client: &Client, host: &RunningHost, namespace: &str, tier: &str) {
-    if let Err(e) = converged_within(CONVERGE, client, namespace, &hard(tier)).await {
+/// Waits until `namespace` holds its three children with the quota
+/// `hard`.
+async fn converges_to(
+    client: &Client,
+    host: &RunningHost,
+    namespace: &str,
+    hard: &BTreeMap<String, String>,
+) {
+    if let Err(e) = converged_within(CONVERGE, client, namespace, hard).await {
         panic!("{e}; {}", write_report(host));
     }
+}
+
+/// Waits until `namespace` holds its three children with `tier`'s quota.
+async fn converges(client: &Client, host: &RunningHost, namespace: &str, tier: &str) {
+    converges_to(client, host, namespace, &hard(tier)).await;
 }
 
 /// What the host's metrics say about the provisioner's writes, for failure
@@ -289,11 +323,8 @@ async fn provisioned(client: &Client, host: &RunningHost, tier: &str, names: &[&
 
 #[tokio::test]
 async fn tiered_namespaces_get_a_quota_a_limit_range_and_a_role_binding_they_control() {
-    let (_server, client) = namespaces_server().await;
-    let host = start_provisioner(&client, Duration::from_secs(600)).await;
+    let (_server, client, host) = provisioned_world(&["team-a", "team-b"], &["team-c"]).await;
     create_namespace(&client, "plain").await;
-    provisioned(&client, &host, "small", &["team-a", "team-b"]).await;
-    provisioned(&client, &host, "large", &["team-c"]).await;
     eventually("the provisioner is idle", || async { host.idle() }).await;
     for untouched in ["plain", PLATFORM, HOST_NS] {
         let held = children(&client, untouched).await;
@@ -306,15 +337,12 @@ async fn tiered_namespaces_get_a_quota_a_limit_range_and_a_role_binding_they_con
         "three children each; {}",
         write_report(&host)
     );
-    assert_eq!(m.errors(), 0, "{}", write_report(&host));
-    host.stop().await.unwrap();
+    stop_without_errors(host).await;
 }
 
 #[tokio::test]
 async fn a_person_s_edit_of_the_quota_is_undone_each_time_without_a_write_war() {
-    let (_server, client) = namespaces_server().await;
-    let host = start_provisioner(&client, Duration::from_secs(600)).await;
-    provisioned(&client, &host, "small", &["team-a"]).await;
+    let (_server, client, host) = provisioned_world(&["team-a"], &[]).await;
     let quotas = Api::<ResourceQuota>::namespaced(client.clone(), "team-a");
     for i in 1..=4 {
         let started = Instant::now();
@@ -338,14 +366,12 @@ async fn a_person_s_edit_of_the_quota_is_undone_each_time_without_a_write_war() 
         tokio::time::sleep(Duration::from_secs(2).saturating_sub(started.elapsed())).await;
     }
     assert_no_write_war(&client, &host, GUEST).await;
-    host.stop().await.unwrap();
+    stop_without_errors(host).await;
 }
 
 #[tokio::test]
 async fn removing_the_label_deletes_the_three_children_and_leaves_the_namespace() {
-    let (_server, client) = namespaces_server().await;
-    let host = start_provisioner(&client, Duration::from_secs(600)).await;
-    provisioned(&client, &host, "small", &["team-a", "team-b"]).await;
+    let (_server, client, host) = provisioned_world(&["team-a", "team-b"], &[]).await;
     let m = provisioner(&host).metrics().clone();
     assert_eq!(m.written(WriteVerb::Delete), 0);
     label(&client, "team-a", None).await;
@@ -375,16 +401,13 @@ async fn removing_the_label_deletes_the_three_children_and_leaves_the_namespace(
     // A tier of its own again: the children come back.
     label(&client, "team-a", Some("large")).await;
     converges(&client, &host, "team-a", "large").await;
-    assert_eq!(m.errors(), 0, "{}", write_report(&host));
     assert_eq!(m.dropped(WriteVerb::Delete), 0, "{}", write_report(&host));
-    host.stop().await.unwrap();
+    stop_without_errors(host).await;
 }
 
 #[tokio::test]
 async fn a_deleted_namespace_takes_its_children_and_the_host_writes_nothing_for_it() {
-    let (_server, client) = namespaces_server().await;
-    let host = start_provisioner(&client, Duration::from_secs(600)).await;
-    provisioned(&client, &host, "small", &["team-a"]).await;
+    let (_server, client, host) = provisioned_world(&["team-a"], &[]).await;
     eventually("the provisioner is idle", || async { host.idle() }).await;
     let m = provisioner(&host).metrics().clone();
     let (writes, reconciles) = (m.writes(), m.reconciles());
@@ -405,8 +428,7 @@ async fn a_deleted_namespace_takes_its_children_and_the_host_writes_nothing_for_
     })
     .await;
     assert_eq!(m.writes(), writes, "{}", write_report(&host));
-    assert_eq!(m.errors(), 0, "{}", write_report(&host));
-    host.stop().await.unwrap();
+    stop_without_errors(host).await;
 }
 
 #[tokio::test]
@@ -416,12 +438,14 @@ async fn an_idle_host_and_a_restarted_one_write_nothing() {
     provisioned(&client, &host, "small", &["team-a", "team-b"]).await;
     provisioned(&client, &host, "large", &["team-c"]).await;
     set_overrides(&client, &[("small", "pods=20")]).await;
-    let mut small = hard("small");
-    small.insert("pods".into(), "20".into());
     for name in ["team-a", "team-b"] {
-        if let Err(e) = converged_within(CONVERGE, &client, name, &small).await {
-            panic!("{e}; {}", write_report(&host));
-        }
+        converges_to(
+            &client,
+            &host,
+            name,
+            &overridden("small", &[("pods", "20")]),
+        )
+        .await;
     }
     eventually("the provisioner is idle", || async { host.idle() }).await;
     let m = provisioner(&host).metrics().clone();
@@ -441,7 +465,7 @@ async fn an_idle_host_and_a_restarted_one_write_nothing() {
         "{skips} applies skipped over {resynced} resyncs; before: {before}; now: {}",
         write_report(&host)
     );
-    host.stop().await.unwrap();
+    stop_without_errors(host).await;
 
     // A new host: it reconciles every namespace once, and finds each child
     // as it would write it.
@@ -453,14 +477,12 @@ async fn an_idle_host_and_a_restarted_one_write_nothing() {
     .await;
     assert_eq!(m.writes(), 0, "{}", write_report(&host));
     assert_eq!(m.skipped(), 9, "{}", write_report(&host));
-    host.stop().await.unwrap();
+    stop_without_errors(host).await;
 }
 
 #[tokio::test]
 async fn ten_label_flips_a_second_apart_end_with_no_write_war_and_all_three_children() {
-    let (_server, client) = namespaces_server().await;
-    let host = start_provisioner(&client, Duration::from_secs(600)).await;
-    provisioned(&client, &host, "small", &["team-a"]).await;
+    let (_server, client, host) = provisioned_world(&["team-a"], &[]).await;
     for flip in 1..=10 {
         label(&client, "team-a", None).await;
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -472,27 +494,18 @@ async fn ten_label_flips_a_second_apart_end_with_no_write_war_and_all_three_chil
     eventually("the provisioner is idle", || async { host.idle() }).await;
     eprintln!("10 flips: {}", write_report(&host));
     assert_no_write_war(&client, &host, GUEST).await;
-    let m = provisioner(&host).metrics().clone();
-    assert_eq!(m.errors(), 0, "{}", write_report(&host));
-    host.stop().await.unwrap();
+    stop_without_errors(host).await;
 }
 
 #[tokio::test]
 async fn an_overrides_change_reaches_every_namespace_of_its_tier_and_no_other() {
-    let (_server, client) = namespaces_server().await;
-    let host = start_provisioner(&client, Duration::from_secs(600)).await;
     let small = ["team-a", "team-b", "team-c"];
-    provisioned(&client, &host, "small", &small).await;
-    provisioned(&client, &host, "large", &["team-d"]).await;
+    let (_server, client, host) = provisioned_world(&small, &["team-d"]).await;
     for pods in ["20", "30"] {
         set_overrides(&client, &[("small", &format!("pods={pods}, cpu=3"))]).await;
-        let mut want = hard("small");
-        want.insert("pods".into(), pods.into());
-        want.insert("requests.cpu".into(), "3".into());
+        let want = overridden("small", &[("pods", pods), ("requests.cpu", "3")]);
         for name in small {
-            if let Err(e) = converged_within(CONVERGE, &client, name, &want).await {
-                panic!("{e}; {}", write_report(&host));
-            }
+            converges_to(&client, &host, name, &want).await;
         }
         assert!(
             children(&client, "team-d")
@@ -502,12 +515,13 @@ async fn an_overrides_change_reaches_every_namespace_of_its_tier_and_no_other() 
         );
     }
     set_overrides(&client, &[("large", "pods=200")]).await;
-    let mut large = hard("large");
-    large.insert("pods".into(), "200".into());
-    if let Err(e) = converged_within(CONVERGE, &client, "team-d", &large).await {
-        panic!("{e}; {}", write_report(&host));
+    let large = overridden("large", &[("pods", "200")]);
+    converges_to(&client, &host, "team-d", &large).await;
+    // The small entry is gone from the ConfigMap: its defaults again.
+    for name in small {
+        converges(&client, &host, name, "small").await;
     }
-    // Gone: every tier back to its defaults.
+    // The ConfigMap gone: every tier back to its defaults.
     Api::<ConfigMap>::namespaced(client.clone(), PLATFORM)
         .delete(OVERRIDES, &DeleteParams::default())
         .await
@@ -516,7 +530,5 @@ async fn an_overrides_change_reaches_every_namespace_of_its_tier_and_no_other() 
         converges(&client, &host, name, "small").await;
     }
     converges(&client, &host, "team-d", "large").await;
-    let m = provisioner(&host).metrics().clone();
-    assert_eq!(m.errors(), 0, "{}", write_report(&host));
-    host.stop().await.unwrap();
+    stop_without_errors(host).await;
 }

@@ -347,6 +347,19 @@ pub async fn run_host(
     }
 }
 
+/// A host running only the guest `make guest` built as `name` (see
+/// [`built_guest`]), resyncing every `resync`.
+pub async fn run_built_guest(client: &Client, name: &str, resync: Duration) -> RunningHost {
+    let config = SupervisorConfig {
+        guests: vec![built_guest(name)],
+        namespace: HOST_NS.into(),
+        controller: ControllerConfig::default().resync(resync),
+        runtime: RuntimeConfig::default().cache_dir(None),
+        ..SupervisorConfig::default()
+    };
+    run_host(client, config, None).await
+}
+
 /// A TCP relay in front of the API server that can be cut: after `cut`,
 /// every connection stays open but no byte passes (a network partition, so
 /// requests hang rather than fail).
