@@ -36,6 +36,8 @@ const OVERRIDES: &str = "tier-overrides";
 const QUOTA: &str = "tier-quota";
 const LIMITS: &str = "tier-limits";
 const BINDING: &str = "tier-edit";
+/// How many times the flapping test removes and restores the label.
+const FLIPS: u64 = 10;
 /// How soon a person's edit of a child must be undone.
 const REPAIR: Duration = Duration::from_secs(2);
 
@@ -483,7 +485,7 @@ async fn an_idle_host_and_a_restarted_one_write_nothing() {
 #[tokio::test]
 async fn ten_label_flips_a_second_apart_end_with_no_write_war_and_all_three_children() {
     let (_server, client, host) = provisioned_world(&["team-a"], &[]).await;
-    for flip in 1..=10 {
+    for flip in 1..=FLIPS {
         label(&client, "team-a", None).await;
         tokio::time::sleep(Duration::from_secs(1)).await;
         label(&client, "team-a", Some("small")).await;
@@ -494,6 +496,15 @@ async fn ten_label_flips_a_second_apart_end_with_no_write_war_and_all_three_chil
     eventually("the provisioner is idle", || async { host.idle() }).await;
     eprintln!("10 flips: {}", write_report(&host));
     assert_no_write_war(&client, &host, GUEST).await;
+    // At most one create of each child per labelled phase and one delete
+    // per unlabelled one: no second apply after a create, no second
+    // delete.
+    let m = provisioner(&host).metrics().clone();
+    assert!(
+        m.applies() <= 3 + 3 * FLIPS && m.written(WriteVerb::Delete) <= 3 * FLIPS,
+        "{}",
+        write_report(&host)
+    );
     stop_without_errors(host).await;
 }
 
