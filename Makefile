@@ -10,6 +10,7 @@ GUEST_DIR := $(TARGET_DIR)/wasm32-wasip2/guest
 GUEST_WASM := $(GUEST_DIR)/guest_gpu_summary.wasm
 QUOTA_WASM := $(GUEST_DIR)/guest_gpu_quota.wasm
 APP_WASM := $(GUEST_DIR)/guest_app.wasm
+NAMESPACES_WASM := $(GUEST_DIR)/guest_namespaces.wasm
 GUEST_MAX_BYTES := 262144
 
 .PHONY: all setup guest test lint product book book-regenerate fmt demo soak clean
@@ -20,13 +21,14 @@ setup:
 	rustup target add wasm32-wasip2
 
 # The guests (size-checked: they ship in ConfigMaps): the GPU summary,
-# examples/guest-gpu-quota and examples/guest-app; and the test guests
+# examples/guest-gpu-quota, examples/guest-app and
+# examples/guest-namespaces; and the test guests
 # tests/guests/guest-println (std printing and panics, for the tests),
 # tests/guests/guest-related (reports what each key's snapshot held) and
 # tests/guests/guest-tiers (an aggregate namespace provisioner).
 guest: setup
-	$(CARGO) build -p guest-gpu-summary -p guest-gpu-quota -p guest-app -p guest-println -p guest-related -p guest-tiers --target wasm32-wasip2 --profile guest
-	@for wasm in $(GUEST_WASM) $(QUOTA_WASM) $(APP_WASM); do \
+	$(CARGO) build -p guest-gpu-summary -p guest-gpu-quota -p guest-app -p guest-namespaces -p guest-println -p guest-related -p guest-tiers --target wasm32-wasip2 --profile guest
+	@for wasm in $(GUEST_WASM) $(QUOTA_WASM) $(APP_WASM) $(NAMESPACES_WASM); do \
 	  size=$$(stat -c %s $$wasm); \
 	  echo "$$(basename $$wasm): $$size bytes (limit $(GUEST_MAX_BYTES))"; \
 	  test $$size -le $(GUEST_MAX_BYTES) || { echo "$$wasm too large"; exit 1; }; \

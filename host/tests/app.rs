@@ -30,10 +30,8 @@ use kube::api::{
 use kube::Client;
 use serde_json::{json, Value};
 use tokio::time::Instant;
-use wasmctrl::controller::{ControllerConfig, GuestController};
-use wasmctrl::guest::RuntimeConfig;
+use wasmctrl::controller::GuestController;
 use wasmctrl::metrics::WriteVerb;
-use wasmctrl::supervisor::SupervisorConfig;
 use wasmctrl_apiserver::{ApiServerConfig, RunningApiServer};
 
 use crate::support::*;
@@ -86,14 +84,7 @@ async fn app_server() -> (RunningApiServer, Client) {
 
 /// The host running only the App guest, resyncing every `resync`.
 async fn start_app_host(client: &Client, resync: Duration) -> RunningHost {
-    let config = SupervisorConfig {
-        guests: vec![built_guest("guest_app")],
-        namespace: HOST_NS.into(),
-        controller: ControllerConfig::default().resync(resync),
-        runtime: RuntimeConfig::default().cache_dir(None),
-        ..SupervisorConfig::default()
-    };
-    run_host(client, config, None).await
+    run_built_guest(client, "guest_app", resync).await
 }
 
 fn app_controller(host: &RunningHost) -> Arc<GuestController> {

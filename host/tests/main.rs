@@ -35,6 +35,7 @@ mod leader;
 mod matrix;
 mod metrics;
 mod missing_kind;
+mod namespaces;
 mod own_kind;
 mod pipeline;
 mod quota;

@@ -13,15 +13,21 @@ use super::scaffold::{self, Options, Project};
 pub struct NewArgs {
     /// The crate's and the guest's name: a DNS label starting with a letter.
     name: String,
-    /// The custom resource's API group.
-    #[arg(long, default_value = "example.com")]
-    group: String,
-    /// The custom resource's version.
-    #[arg(long = "version", default_value = "v1")]
-    api_version: String,
+    /// The custom resource's API group; default: example.com.
+    #[arg(long)]
+    group: Option<String>,
+    /// The custom resource's version; default: v1.
+    #[arg(long = "version")]
+    api_version: Option<String>,
     /// The custom resource's kind; default: NAME in UpperCamelCase.
     #[arg(long)]
     kind: Option<String>,
+    /// A controller of this built-in kind instead of a custom resource: its
+    /// plural, singular, short name or kind as kubectl takes them, optionally
+    /// `.group`-qualified (`namespaces`, `deployments.apps`,
+    /// `roles.rbac.authorization.k8s.io`, `Service`).
+    #[arg(long = "for", value_name = "KIND", conflicts_with_all = ["group", "api_version", "kind"])]
+    builtin: Option<String>,
     /// Where to write the crate (a new or empty directory); default: ./NAME.
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -35,12 +41,18 @@ pub struct NewArgs {
 pub fn new_guest(args: NewArgs) -> anyhow::Result<()> {
     let project = Project::new(&Options {
         name: args.name.clone(),
-        group: Some(args.group),
-        version: Some(args.api_version),
+        group: args.group,
+        version: args.api_version,
         kind: args.kind,
+        builtin: args.builtin,
         sdk_path: args.sdk_path.unwrap_or_else(scaffold::source_tree_sdk),
     })?;
     let dir = args.dir.unwrap_or_else(|| PathBuf::from(&args.name));
+    let key = if project.namespaced {
+        "default/sample"
+    } else {
+        "sample"
+    };
     let written = project.write(&dir)?;
     let mut out = String::new();
     for path in &written {
@@ -50,7 +62,7 @@ pub fn new_guest(args: NewArgs) -> anyhow::Result<()> {
         "\nnext, in {dir}:\n  \
          cargo test\n  \
          cargo build --target wasm32-wasip2 --profile guest\n  \
-         wasmctrl reconcile --guest target/wasm32-wasip2/guest/{crate_name}.wasm --objects sample.yaml --key default/sample\n\
+         wasmctrl reconcile --guest target/wasm32-wasip2/guest/{crate_name}.wasm --objects sample.yaml --key {key}\n\
          (README.md there says more)\n",
         dir = dir.display(),
         crate_name = project.crate_name,

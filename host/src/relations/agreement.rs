@@ -10,12 +10,13 @@ use serde_json::{json, Map, Value};
 use wasmctrl_guest_sdk as sdk;
 use wasmctrl_guest_sdk::testing::{Obj, World as SdkWorld};
 
-use super::{around_primary, keys_for, objects_for, WatchCache};
+use super::{around_primary, keys_for, objects_for, snapshot_for, WatchCache};
 use crate::guest::bindings::wasmctrl::controller::types as wit;
 use crate::guest::manifest::{self, GuestManifest};
 use crate::projection::{field_positions, Interner};
 use crate::request::RequestKey;
 use crate::store::Writer;
+use wasmctrl_snapshot::{SnapshotData, SnapshotView};
 
 /// One object of the table: watch, namespace, name, uid, simple dotted
 /// fields, labels, and a controller owner (apiVersion, kind, name, uid).
@@ -333,10 +334,16 @@ impl HostWorld {
 
     /// Puts `case`; the keys its change wakes, as `watch:key`.
     fn put(&mut self, case: &Case) -> Vec<String> {
-        let w = self.watch(case.watch);
+        self.put_json(case.watch, &case.json())
+    }
+
+    /// Puts `object` (as the API server sends it) into `watch`; the keys
+    /// its change wakes, as `watch:key`.
+    fn put_json(&mut self, watch: &str, object: &Value) -> Vec<String> {
+        let w = self.watch(watch);
         let o = self.manifest.watches[w]
             .projection
-            .project(&case.json(), &mut self.interner);
+            .project(object, &mut self.interner);
         let change = self.writers[w].apply(o).unwrap();
         let mut keys: Vec<String> = keys_for(&self.manifest, &self.caches, w, &change)
             .into_iter()
@@ -501,4 +508,120 @@ fn a_departed_primary_s_snapshot_holds_the_same_related_objects_in_the_sdk_s_mod
         held += want.len();
     }
     assert!(held >= 6, "departed snapshots hold related objects: {held}");
+}
+
+/// Each object of `data` as one line: identity, then every value of each
+/// of its watch's `fields` (the string table's layout aside, what a guest
+/// can read).
+fn rows(data: &SnapshotData, m: &sdk::Manifest) -> Vec<String> {
+    let view = SnapshotView::new(data).unwrap();
+    (0..view.len())
+        .map(|o| {
+            let w = view.watch(o);
+            let values: Vec<Vec<String>> = (0..m.watches[w as usize].fields.len())
+                .map(|f| {
+                    (0..view.field_len(o, f))
+                        .map(|i| format!("{:?}", view.value(o, f, i)))
+                        .collect()
+                })
+                .collect();
+            format!(
+                "{w} {}/{} uid={} gen={} deleting={:?} {values:?}",
+                view.namespace(o),
+                view.name(o),
+                view.uid(o),
+                view.generation(o),
+                view.deletion_timestamp(o),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn owner_references_labels_and_identity_read_the_same_natively_and_from_the_host() {
+    let app = sdk::GroupVersionKind::new("example.com", "v1", "App");
+    let m = sdk::Manifest::new("owners")
+        .watch(
+            sdk::Watch::new("apps", app.clone())
+                .fields(["metadata.labels", "metadata.name", "metadata.uid"])
+                .per_object(),
+        )
+        .watch(
+            sdk::Watch::new("parts", sdk::GroupVersionKind::core("ConfigMap"))
+                .fields([
+                    sdk::OWNER_REFERENCES,
+                    "metadata.ownerReferences[*].uid",
+                    "metadata.ownerReferences[*].controller",
+                    "metadata.labels['a.b/c']",
+                    "metadata.labels.team",
+                    "metadata.namespace",
+                    "metadata.generation",
+                ])
+                .owner("apps"),
+        );
+    let owner = Obj::new("apps", "a", "web")
+        .uid("u-web")
+        .label("team", "ml")
+        .label("a.b/c", "x");
+    let node = sdk::OwnerReference {
+        api_version: "v1".into(),
+        kind: "Node".into(),
+        name: "n1".into(),
+        uid: "u-n1".into(),
+        controller: None,
+        block_owner_deletion: None,
+    };
+    // A ConfigMap has no generation.
+    let mine = Obj::new("parts", "a", "mine")
+        .uid("u-mine")
+        .generation(0)
+        .label("team", "ml")
+        .owner_reference(node)
+        .controlled_by(&app, &owner);
+    let key = sdk::Request::object("apps", "a/web");
+    let native = SdkWorld::new(&m)
+        .with_all([owner, mine])
+        .snapshot_for(&key)
+        .unwrap();
+
+    // The same objects as the API server sends them (Go's field order).
+    let mut host = HostWorld::new(host_manifest(&m));
+    host.put_json(
+        "apps",
+        &json!({"apiVersion": "example.com/v1", "kind": "App", "metadata": {
+            "name": "web", "namespace": "a", "uid": "u-web", "generation": 1,
+            "labels": {"a.b/c": "x", "team": "ml"}}}),
+    );
+    host.put_json(
+        "parts",
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "name": "mine", "namespace": "a", "uid": "u-mine",
+            "labels": {"team": "ml"},
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "u-n1"},
+                {"apiVersion": "example.com/v1", "kind": "App", "name": "web",
+                 "uid": "u-web", "controller": true, "blockOwnerDeletion": true}]},
+            "data": {"k": "v"}}),
+    );
+    let from_host = snapshot_for(
+        &host.manifest,
+        &host.caches,
+        &RequestKey::object(host.watch("apps"), "a/web"),
+    );
+    let (native, from_host) = (rows(&native, &m), rows(&from_host, &m));
+    assert_eq!(native, from_host);
+    assert_eq!(native.len(), 2, "{native:#?}");
+    for (row, projected) in [
+        (0, r#"Str(\"web\")"#),
+        (0, "a.b/c"),
+        (1, r#"Str(\"u-n1\")", "Str(\"u-web\")"#),
+        (1, "blockOwnerDeletion"),
+        (1, r#"["Absent", "Bool(true)"]"#),
+    ] {
+        assert!(
+            native[row].contains(projected),
+            "{projected}: {}",
+            native[row]
+        );
+    }
 }

@@ -347,6 +347,19 @@ pub async fn run_host(
     }
 }
 
+/// A host running only the guest `make guest` built as `name` (see
+/// [`built_guest`]), resyncing every `resync`.
+pub async fn run_built_guest(client: &Client, name: &str, resync: Duration) -> RunningHost {
+    let config = SupervisorConfig {
+        guests: vec![built_guest(name)],
+        namespace: HOST_NS.into(),
+        controller: ControllerConfig::default().resync(resync),
+        runtime: RuntimeConfig::default().cache_dir(None),
+        ..SupervisorConfig::default()
+    };
+    run_host(client, config, None).await
+}
+
 /// A TCP relay in front of the API server that can be cut: after `cut`,
 /// every connection stays open but no byte passes (a network partition, so
 /// requests hang rather than fail).
@@ -442,4 +455,34 @@ pub async fn events_with_reason(
         .into_iter()
         .filter(|e| e.reason.as_deref() == Some(reason))
         .collect()
+}
+
+/// Write wars `host` declared for its guest `guest`, against any manager
+/// (`wasmctrl_write_wars_total`, as scraped).
+pub fn guest_write_wars(host: &RunningHost, guest: &str) -> u64 {
+    let scraped = host
+        .metrics
+        .as_ref()
+        .expect("a host started by run_host")
+        .encode();
+    let label = format!("guest=\"{guest}\"");
+    prom::metric(&scraped, "wasmctrl_write_wars_total", &[&label]) as u64
+}
+
+/// No write war declared for `guest`, none of its writes held back, and no
+/// `WriteWar` event recorded in any namespace.
+pub async fn assert_no_write_war(client: &Client, host: &RunningHost, guest: &str) {
+    let notes: Vec<String> = events_with_reason(client, None, "WriteWar")
+        .await
+        .into_iter()
+        .map(|e| e.note.unwrap_or_default())
+        .collect();
+    assert!(notes.is_empty(), "WriteWar events: {notes:?}");
+    assert_eq!(guest_write_wars(host, guest), 0, "write wars of {guest}");
+    let controller = host.host.controller(guest).expect("the host runs it");
+    assert_eq!(
+        controller.metrics().held_back_writes(),
+        0,
+        "writes of {guest} held back"
+    );
 }

@@ -1,16 +1,22 @@
 //! `wasmctrl new`: a guest crate that builds outside this repository — a
 //! per-object controller for a custom resource with a child ConfigMap,
 //! status and the host-managed finalizer, its CRD, a sample object, native
-//! tests and a README. Owns the names' rules, the templates (`templates/`,
-//! filled by plain placeholder replacement) and writing them into an empty
-//! directory. Never overwrites a file, never runs cargo, never reaches the
-//! network; the SDK is a `path` dependency on a directory it checks.
+//! tests and a README; or, with `--for`, a per-object controller of a
+//! built-in kind ([`builtin`]) keeping a ConfigMap per labelled object.
+//! Owns the names' rules, the templates (`templates/`, filled by plain
+//! placeholder replacement) and writing them into an empty directory.
+//! Never overwrites a file, never runs cargo, never reaches the network;
+//! the SDK is a `path` dependency on a directory it checks.
+
+pub mod builtin;
 
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use wasmctrl_kube_rules::names::{is_dns1123_label, is_dns1123_subdomain};
+
+use builtin::{BuiltinKind, KindError};
 
 /// Why a guest crate cannot be scaffolded.
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +39,9 @@ pub enum ScaffoldError {
         /// What is wrong with it.
         reason: String,
     },
+    /// `--for` names no built-in kind.
+    #[error("--for: {0}")]
+    Kind(#[from] KindError),
     /// The target directory holds something already.
     #[error("{0} already exists and is not an empty directory: choose another --dir")]
     NotEmpty(PathBuf),
@@ -65,6 +74,10 @@ pub struct Options {
     pub version: Option<String>,
     /// Its kind; default: the name in UpperCamelCase (`my-app` → `MyApp`).
     pub kind: Option<String>,
+    /// A built-in kind to control instead of a custom resource (`--for`:
+    /// `namespaces`, `deployments.apps`, `Service`); excludes `group`,
+    /// `version` and `kind`.
+    pub builtin: Option<String>,
     /// The SDK crate's directory (`wit/rust/sdk` of a wasmctrl checkout).
     pub sdk_path: PathBuf,
 }
@@ -90,6 +103,11 @@ pub struct Project {
     pub kind: String,
     /// Plural resource name (also the primary watch's name).
     pub plural: String,
+    /// Whether its objects live in namespaces.
+    pub namespaced: bool,
+    /// Whether the kind is built in (`--for`): no CRD, no finalizer, the
+    /// labelled objects' ConfigMaps.
+    pub builtin: bool,
     /// The SDK directory, absolute.
     pub sdk_path: PathBuf,
 }
@@ -221,11 +239,26 @@ pub fn plural(kind: &str) -> String {
     }
 }
 
+/// The label key that opts an object of a built-in kind in for `name`.
+fn opt_in_label(name: &str) -> String {
+    format!("example.com/{name}")
+}
+
 impl Project {
     /// Checks `options` and the SDK directory.
     pub fn new(options: &Options) -> Result<Self, ScaffoldError> {
         check_name(&options.name)?;
+        if let Some(name) = &options.builtin {
+            return Self::for_builtin(options, builtin::resolve(name)?);
+        }
         let group = options.group.as_deref().unwrap_or("example.com");
+        if builtin::is_builtin_group(group)? {
+            return Err(type_error(
+                "group",
+                group,
+                "a built-in API group holds no custom resources; to control a built-in kind, use --for with its plural (--for namespaces, --for deployments.apps)",
+            ));
+        }
         if !is_dns1123_subdomain(group) || !group.contains('.') {
             return Err(type_error(
                 "group",
@@ -263,7 +296,36 @@ impl Project {
             version: version.to_string(),
             plural: plural(&kind),
             kind,
+            namespaced: true,
+            builtin: false,
             sdk_path,
+        })
+    }
+
+    /// A controller of the built-in `kind`.
+    fn for_builtin(options: &Options, kind: BuiltinKind) -> Result<Self, ScaffoldError> {
+        let custom = [
+            ("group", &options.group),
+            ("version", &options.version),
+            ("kind", &options.kind),
+        ];
+        if let Some((flag, Some(value))) = custom.into_iter().find(|(_, v)| v.is_some()) {
+            return Err(type_error(
+                flag,
+                value,
+                "--for names a built-in kind: --group, --version and --kind describe a custom resource",
+            ));
+        }
+        Ok(Project {
+            name: options.name.clone(),
+            crate_name: options.name.replace('-', "_"),
+            group: kind.group,
+            version: kind.version,
+            kind: kind.kind,
+            plural: kind.plural,
+            namespaced: kind.namespaced,
+            builtin: true,
+            sdk_path: check_sdk(&options.sdk_path)?,
         })
     }
 
@@ -272,36 +334,154 @@ impl Project {
         format!("{}/cleanup", self.group)
     }
 
+    /// Its objects' `apiVersion`: `group/version`, or `version` for core.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
     /// Every file of the crate: its path relative to the crate's directory
     /// and its text.
     pub fn files(&self) -> Vec<(&'static str, String)> {
-        [
+        let common = [
             ("Cargo.toml", include_str!("templates/Cargo.toml.tmpl")),
             (".gitignore", include_str!("templates/gitignore.tmpl")),
-            ("README.md", include_str!("templates/README.md.tmpl")),
-            ("crd.yaml", include_str!("templates/crd.yaml.tmpl")),
-            ("sample.yaml", include_str!("templates/sample.yaml.tmpl")),
-            ("src/lib.rs", include_str!("templates/lib.rs.tmpl")),
-            ("src/tests.rs", include_str!("templates/tests.rs.tmpl")),
-        ]
-        .into_iter()
-        .map(|(path, template)| (path, self.render(template)))
-        .collect()
+        ];
+        let own: &[(&'static str, &'static str)] = if self.builtin {
+            &[
+                (
+                    "README.md",
+                    include_str!("templates/builtin-README.md.tmpl"),
+                ),
+                (
+                    "sample.yaml",
+                    include_str!("templates/builtin-sample.yaml.tmpl"),
+                ),
+                ("src/lib.rs", include_str!("templates/builtin-lib.rs.tmpl")),
+                (
+                    "src/tests.rs",
+                    include_str!("templates/builtin-tests.rs.tmpl"),
+                ),
+            ]
+        } else {
+            &[
+                ("README.md", include_str!("templates/README.md.tmpl")),
+                ("crd.yaml", include_str!("templates/crd.yaml.tmpl")),
+                ("sample.yaml", include_str!("templates/sample.yaml.tmpl")),
+                ("src/lib.rs", include_str!("templates/lib.rs.tmpl")),
+                ("src/tests.rs", include_str!("templates/tests.rs.tmpl")),
+            ]
+        };
+        common
+            .iter()
+            .chain(own)
+            .map(|(path, template)| (*path, self.render(template)))
+            .collect()
+    }
+
+    /// Where a built-in kind's sample object's ConfigMap goes (namespace,
+    /// name), how the guest's code names it, and how its docs say it.
+    fn builtin_child(&self) -> (String, String, &'static str, &'static str) {
+        const HOST_NS: &str = "wasmctrl-system";
+        if self.group.is_empty() && self.kind == "Namespace" {
+            (
+                "sample".into(),
+                "{{name}}".into(),
+                "configmap_gvk().object(object.name(), GUEST_NAME)",
+                "named `{{name}}` in that namespace",
+            )
+        } else if self.namespaced {
+            (
+                "default".into(),
+                "sample-{{name}}".into(),
+                "let name = format!(\"{}-{GUEST_NAME}\", object.name());\n    configmap_gvk().object(object.namespace(), &name)",
+                "named `<name>-{{name}}` in the {{kind}}'s namespace",
+            )
+        } else {
+            (
+                HOST_NS.into(),
+                "{{singular}}-sample".into(),
+                "let name = format!(\"{{singular}}-{}\", object.name());\n    configmap_gvk().object(&env.namespace, &name)",
+                "named `{{singular}}-<name>` in the namespace the host runs in",
+            )
+        }
     }
 
     fn render(&self, template: &str) -> String {
         // A TOML basic string: JSON's escapes are TOML's.
         let sdk = self.sdk_path.to_string_lossy();
         let sdk = serde_json::to_string(&*sdk).unwrap_or_default();
+        let (child_ns, child_name, child_ref, child_where) = self.builtin_child();
+        let (sample_ns, sample_key, sample_object) = if self.namespaced {
+            ("default", "default/sample", "sample --namespace default")
+        } else {
+            ("", "sample", "sample")
+        };
+        let qualified = if self.group.is_empty() {
+            self.plural.clone()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        };
+        // Fragments and placeholders holding placeholders come first.
         [
+            (
+                "{{readme_build}}",
+                include_str!("templates/readme-build.md.tmpl"),
+            ),
+            (
+                "{{readme_change}}",
+                include_str!("templates/readme-change.md.tmpl"),
+            ),
+            ("{{child_code}}", child_ref),
+            ("{{child_where}}", child_where),
+            ("{{sample_child}}", &format!("{child_ns}/{child_name}")),
+            ("{{child_namespace}}", &child_ns),
+            ("{{child_name}}", &child_name),
+            (
+                "{{env_arg}}",
+                if child_ref.contains("env.") {
+                    "env"
+                } else {
+                    "_env"
+                },
+            ),
+            ("{{sample_namespace}}", sample_ns),
+            (
+                "{{sample_namespace_line}}",
+                if self.namespaced {
+                    "  namespace: default\n"
+                } else {
+                    ""
+                },
+            ),
+            ("{{sample_key}}", sample_key),
+            ("{{sample_object}}", sample_object),
+            (
+                "{{key_form}}",
+                if self.namespaced {
+                    "`namespace/name`"
+                } else {
+                    "`name`"
+                },
+            ),
+            (
+                "{{scope}}",
+                if self.namespaced {
+                    "namespaced"
+                } else {
+                    "cluster-scoped"
+                },
+            ),
+            ("{{label}}", &opt_in_label(&self.name)),
+            ("{{qualified}}", &qualified),
             ("{{name}}", self.name.as_str()),
             ("{{crate}}", &self.crate_name),
             ("{{group}}", &self.group),
             ("{{version}}", &self.version),
-            (
-                "{{api_version}}",
-                &format!("{}/{}", self.group, self.version),
-            ),
+            ("{{api_version}}", &self.api_version()),
             ("{{kind}}", &self.kind),
             ("{{plural}}", &self.plural),
             ("{{singular}}", &self.kind.to_ascii_lowercase()),
@@ -381,7 +561,15 @@ mod tests {
             group: None,
             version: None,
             kind: None,
+            builtin: None,
             sdk_path: source_tree_sdk(),
+        }
+    }
+
+    fn for_builtin(name: &str, kind: &str) -> Options {
+        Options {
+            builtin: Some(kind.to_string()),
+            ..options(name)
         }
     }
 
@@ -469,6 +657,84 @@ mod tests {
             .1;
         assert!(lib.contains(r#"GroupVersionKind::new("ops.acme.io", "v1", "Widget")"#));
         assert!(lib.contains(r#"pub const PRIMARY_WATCH: &str = "widgets";"#));
+    }
+
+    #[test]
+    fn the_core_or_a_built_in_group_points_at_for() {
+        for group in ["", "apps", "rbac.authorization.k8s.io"] {
+            let mut o = options("op");
+            o.group = Some(group.into());
+            let e = refused(&o);
+            assert!(
+                e.starts_with(&format!("--group {group:?}")) && e.contains("use --for"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn for_a_built_in_kind_resolves_it_and_refuses_custom_resource_flags() {
+        let p = Project::new(&for_builtin("ns-op", "ns")).expect("a built-in kind");
+        assert_eq!(
+            (p.group.as_str(), p.kind.as_str(), p.plural.as_str()),
+            ("", "Namespace", "namespaces")
+        );
+        assert!(p.builtin && !p.namespaced);
+        assert_eq!(p.api_version(), "v1");
+        let p = Project::new(&for_builtin("d", "deployments.apps")).expect("a built-in kind");
+        assert_eq!((p.api_version().as_str(), p.namespaced), ("apps/v1", true));
+        let e = refused(&for_builtin("d", "deploymnet"));
+        assert!(
+            e.starts_with("--for: \"deploymnet\" is not a built-in kind")
+                && e.contains("deployments.apps"),
+            "{e}"
+        );
+        let mut o = for_builtin("d", "deployments");
+        o.kind = Some("Deployment".into());
+        assert!(refused(&o).starts_with("--kind \"Deployment\""));
+    }
+
+    #[test]
+    fn a_built_in_kind_s_crate_has_no_crd_and_every_placeholder_filled() {
+        for (kind, child, selector) in [
+            (
+                "namespaces",
+                "object(object.name(), GUEST_NAME)",
+                "example.com/op",
+            ),
+            (
+                "services",
+                "configmap_gvk().object(object.namespace(), &name)",
+                "example.com/op",
+            ),
+            (
+                "nodes",
+                "format!(\"node-{}\", object.name());\n    configmap_gvk().object(&env.namespace, &name)",
+                "example.com/op",
+            ),
+        ] {
+            let p = Project::new(&for_builtin("op", kind)).expect("a built-in kind");
+            let files = p.files();
+            let paths: Vec<&str> = files.iter().map(|(path, _)| *path).collect();
+            assert_eq!(
+                paths,
+                [
+                    "Cargo.toml",
+                    ".gitignore",
+                    "README.md",
+                    "sample.yaml",
+                    "src/lib.rs",
+                    "src/tests.rs"
+                ]
+            );
+            for (path, text) in &files {
+                assert!(!text.contains("{{"), "{kind}: {path} keeps a placeholder");
+            }
+            let lib = &files[4].1;
+            assert!(lib.contains(child), "{kind}: {lib}");
+            assert!(lib.contains(&format!("pub const LABEL: &str = \"{selector}\";")));
+            assert!(!lib.contains("finalizer"), "{kind}: no finalizer");
+        }
     }
 
     #[test]

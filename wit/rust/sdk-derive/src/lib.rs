@@ -18,7 +18,8 @@ use syn::{parse_macro_input, Data, DeriveInput, Fields, GenericParam, Ident, Lit
 ///
 /// - `#[field("path")]`: one projected path, read as the field's type
 ///   (`Option<&str>`, `Option<String>`, `Option<i64>`, `Option<bool>`,
-///   `Option<f64>`, `Vec<&str>`/`Vec<String>` for `[*]` paths,
+///   `Option<f64>`, `Vec<&str>`/`Vec<String>`/`Vec<i64>` for `[*]` paths,
+///   `BTreeMap<String, String>` for a map of strings,
 ///   `Option<serde_json::Value>`, `Option<Result<Quantity, QuantityError>>`);
 /// - `#[conditions("prefix")]`: a `Vec<Condition>` read from the six
 ///   `prefix[*].…` paths of `condition_paths(prefix)`;

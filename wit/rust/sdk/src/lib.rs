@@ -11,9 +11,13 @@
 //! - [`View`] and `#[derive(View)]` ([`view`]): a struct's typed fields
 //!   declared once with their paths — the projection list, the handles
 //!   and a typed read per object.
+//! - [`kinds`]: typed views of common built-in kinds (Namespace,
+//!   ConfigMap, Secret, Pod, Service, Deployment, ResourceQuota,
+//!   LimitRange, Role, RoleBinding) and their types.
 //! - [`Plan`]: apply, update, status, finalizers, delete, events; whole
 //!   documents with [`document`], owner references with [`controller_ref`]
-//!   and [`owner_ref`] ([`owner`]).
+//!   and [`owner_ref`], read back with [`Object::controller_owner`]
+//!   ([`owner`]).
 //! - [`Lifecycle`]: a primary `Live`, `Deleting` (clean up, then release
 //!   the host-managed finalizer), `Gone` (deleted) or `Unselected` (left
 //!   the watch's selectors), as the request's `presence` says
@@ -101,6 +105,9 @@
 
 pub mod condition;
 pub mod config;
+mod json_map;
+#[cfg(feature = "derive")]
+pub mod kinds;
 pub mod lifecycle;
 pub mod log;
 pub mod manifest;
@@ -137,7 +144,7 @@ pub use condition::{
 };
 pub use lifecycle::{Deleting, Lifecycle};
 pub use log::Level;
-pub use owner::{controller_ref, owner_ref, OwnerReference};
+pub use owner::{controller_ref, owner_ref, OwnerReference, OWNER_REFERENCES};
 pub use plan::{document, Entry, Plan};
 pub use run::Guest;
 pub use snapshot::{Field, Object, Schema, SchemaError, Snapshot, WatchSchema};

@@ -109,6 +109,17 @@ impl Schema {
     fn by_id(&self, id: u32) -> Option<&wit::Watch> {
         self.watches.get(id as usize)
     }
+
+    /// The watch `id` names.
+    fn watch_at(&self, id: WatchId) -> Result<WatchSchema<'_>, SchemaError> {
+        match self.by_id(id.0) {
+            Some(watch) => Ok(WatchSchema { watch, id }),
+            None => Err(SchemaError::UnknownWatch {
+                name: format!("#{}", id.0),
+                known: list(self.watches.iter().map(|w| w.name.as_str())),
+            }),
+        }
+    }
 }
 
 /// Identifies a watch of the manifest (its position).
@@ -385,6 +396,14 @@ impl<'a> Object<'a> {
                 name: self.name().to_string(),
             },
         }
+    }
+
+    /// The field `path` of its watch, resolved as
+    /// [`WatchSchema::field`] does: an error when the watch does not
+    /// project it. For a reader that learns only here which watch an
+    /// object comes from; resolve once in `Guest::fields` where you can.
+    pub fn field(&self, path: &str) -> Result<Field, SchemaError> {
+        self.snap.schema.watch_at(self.watch())?.field(path)
     }
 
     /// The slot of `field`, if it is a field of this object's watch.

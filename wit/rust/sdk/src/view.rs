@@ -6,6 +6,8 @@
 //! snapshot value ([`FieldValue`]); it never parses paths (the schema
 //! does) and never panics: a value of another kind reads as absent.
 
+use std::collections::BTreeMap;
+
 use serde_json::Value as Json;
 
 use crate::quantity::{parse_quantity, Quantity, QuantityError};
@@ -98,7 +100,7 @@ pub trait View<'a>: Sized {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a type a View field can read",
     label = "unsupported View field type",
-    note = "#[field] supports Option<&str>, Option<String>, Option<i64>, Option<bool>, Option<f64>, Vec<&str>, Vec<String>, Option<serde_json::Value> and Option<Result<Quantity, QuantityError>>; use #[conditions] for Vec<Condition> and #[pod_resources] for PodResources"
+    note = "#[field] supports Option<&str>, Option<String>, Option<i64>, Option<bool>, Option<f64>, Vec<&str>, Vec<String>, Vec<i64>, BTreeMap<String, String>, Option<serde_json::Value> and Option<Result<Quantity, QuantityError>>; use #[conditions] for Vec<Condition> and #[pod_resources] for PodResources"
 )]
 pub trait FieldValue<'a>: Sized {
     /// Reads `field` of `object`.
@@ -161,6 +163,28 @@ impl<'a> FieldValue<'a> for Vec<String> {
         (0..object.len(field))
             .filter_map(|i| object.text_at(field, i).map(str::to_string))
             .collect()
+    }
+}
+
+/// Every value as an integer ([`Object::int_at`]), in order (a `[*]`
+/// path), values that are none skipped.
+impl<'a> FieldValue<'a> for Vec<i64> {
+    fn read(object: &Object<'a>, field: Field) -> Self {
+        (0..object.len(field))
+            .filter_map(|i| object.int_at(field, i))
+            .collect()
+    }
+}
+
+/// The first value as a map of strings (labels, a ConfigMap's `data`, a
+/// selector, a quota's `hard`): the string members of a JSON object,
+/// others skipped; empty when absent or not an object.
+impl<'a> FieldValue<'a> for BTreeMap<String, String> {
+    fn read(object: &Object<'a>, field: Field) -> Self {
+        match object.value_at(field, 0) {
+            Value::Json(text) => crate::json_map::string_members(text).unwrap_or_default(),
+            _ => BTreeMap::new(),
+        }
     }
 }
 

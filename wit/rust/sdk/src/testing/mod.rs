@@ -151,36 +151,64 @@ impl Obj {
         }
     }
 
-    /// The values `path` yields: as set, else for `metadata.labels.KEY` or
-    /// `metadata.labels['KEY']` the label; `None` when neither.
+    /// The values `path` yields: as set, else for a `metadata.` path what
+    /// the host projects from the object's metadata ([`Obj::metadata`]);
+    /// `None` for any other path not set.
     fn values(&self, path: &str) -> Option<Vec<Val>> {
         if let Some((_, values)) = self.fields.iter().find(|(p, _)| p == path) {
             return Some(values.clone());
         }
-        let key = label_key(path)?;
-        let (_, value) = self.labels.iter().find(|(k, _)| k == key)?;
-        Some(vec![Val::Str(value.clone())])
+        let rest = path.strip_prefix("metadata")?;
+        Some(project(&self.metadata(), rest))
+    }
+
+    /// `metadata` as the API server sends it and the host reads it: name,
+    /// namespace, uid, generation (when not 0), deletionTimestamp (when
+    /// set), labels (sorted, as Go encodes a map) and ownerReferences (in
+    /// the order added).
+    fn metadata(&self) -> serde_json::Value {
+        let mut meta = serde_json::Map::new();
+        let mut put = |key: &str, value: serde_json::Value| {
+            meta.insert(key.to_string(), value);
+        };
+        put("name", self.name.clone().into());
+        if !self.namespace.is_empty() {
+            put("namespace", self.namespace.clone().into());
+        }
+        put("uid", self.uid.clone().into());
+        if self.generation != 0 {
+            put("generation", self.generation.into());
+        }
+        if !self.deletion_timestamp.is_empty() {
+            put("deletionTimestamp", self.deletion_timestamp.clone().into());
+        }
+        if !self.labels.is_empty() {
+            let mut labels = self.labels.clone();
+            labels.sort();
+            let labels = labels.into_iter().map(|(k, v)| (k, v.into())).collect();
+            put("labels", serde_json::Value::Object(labels));
+        }
+        if !self.owner_references.is_empty() {
+            put(
+                "ownerReferences",
+                serde_json::to_value(&self.owner_references).unwrap_or_default(),
+            );
+        }
+        serde_json::Value::Object(meta)
     }
 
     /// The distinct string values `path` yields, sorted (what the host's
     /// indexes and `by-index` mappings compare).
-    fn strings(&self, path: &str) -> Vec<&str> {
-        let mut out: Vec<&str> = match self.fields.iter().find(|(p, _)| p == path) {
-            Some((_, values)) => values
-                .iter()
-                .filter_map(|v| match v {
-                    Val::Str(s) => Some(s.as_str()),
-                    _ => None,
-                })
-                .collect(),
-            None => self
-                .labels
-                .iter()
-                .find(|(k, _)| label_key(path) == Some(k.as_str()))
-                .map(|(_, v)| v.as_str())
-                .into_iter()
-                .collect(),
-        };
+    fn strings(&self, path: &str) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .values(path)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|v| match v {
+                Val::Str(s) => Some(s),
+                _ => None,
+            })
+            .collect();
         out.sort_unstable();
         out.dedup();
         out
@@ -215,9 +243,10 @@ impl Obj {
         }
     }
 
-    /// With the label `key` = `value` (`metadata.labels`): read by the
-    /// relations as the paths `metadata.labels.KEY` and
-    /// `metadata.labels['KEY']` (an index over a label), unless set.
+    /// With the label `key` = `value` (`metadata.labels`): in the snapshot
+    /// and the relations wherever the watch projects `metadata.labels` or a
+    /// path below it (`metadata.labels.KEY`, `metadata.labels['KEY']`),
+    /// unless that path is set.
     #[must_use]
     pub fn label(mut self, key: &str, value: &str) -> Self {
         self.labels.retain(|(k, _)| k != key);
@@ -236,7 +265,12 @@ impl Obj {
 
     /// Controlled by `owner`, an object of type `gvk`: the reference
     /// [`controller_ref`](crate::controller_ref) puts on a child (owner's
-    /// name and uid, `controller` and `blockOwnerDeletion` true).
+    /// name and uid, `controller` and `blockOwnerDeletion` true). Like every
+    /// [`Obj::owner_reference`], it relates the object to its owner in
+    /// [`World::wakes`] and [`World::objects_for`], and it is in the
+    /// snapshot wherever the watch projects `metadata.ownerReferences` (or a
+    /// path below it) exactly as the host projects it from the API server's
+    /// object (read it with [`Object::controller_owner`](crate::Object::controller_owner)).
     #[must_use]
     pub fn controlled_by(self, gvk: &GroupVersionKind, owner: &Obj) -> Self {
         self.owner_reference(OwnerReference {
@@ -454,7 +488,7 @@ impl World {
         }
         for (w, spec) in self.manifest.watches.iter().enumerate() {
             for index in &spec.indexes {
-                let entries = rows
+                let entries: Vec<(String, u32)> = rows
                     .iter()
                     .enumerate()
                     .filter(|(_, (rw, _))| *rw == w)
@@ -462,20 +496,81 @@ impl World {
                         o.strings(&index.field)
                             .into_iter()
                             .map(move |key| (key, at as u32))
-                    });
-                b.index(w as u32, &index.name, entries.collect::<Vec<_>>());
+                    })
+                    .collect();
+                let entries = entries.iter().map(|(key, at)| (key.as_str(), *at));
+                b.index(w as u32, &index.name, entries);
             }
         }
         Ok(b.finish())
     }
 }
 
-/// The label a path names: `metadata.labels.KEY` or
-/// `metadata.labels['KEY']`.
-fn label_key(path: &str) -> Option<&str> {
-    path.strip_prefix("metadata.labels['")
-        .and_then(|k| k.strip_suffix("']"))
-        .or_else(|| path.strip_prefix("metadata.labels."))
+/// The values the path `rest` yields in `node`, the path's first segment
+/// (`rest` is the tail after it: `.labels`, `.ownerReferences[*].uid`,
+/// `['a.b/c']`, or nothing), as the host's projection extracts them: one
+/// value for a path without `[*]` (absent when missing), one per element
+/// reached for a path with `[*]`. A tail that does not parse yields one
+/// absent value.
+fn project(node: &serde_json::Value, rest: &str) -> Vec<Val> {
+    let Some(steps) = steps(rest) else {
+        return vec![Val::Absent];
+    };
+    let mut nodes = vec![Some(node)];
+    for step in &steps {
+        nodes = match step {
+            None => nodes
+                .into_iter()
+                .flat_map(|n| {
+                    n.and_then(serde_json::Value::as_array)
+                        .into_iter()
+                        .flatten()
+                })
+                .map(Some)
+                .collect(),
+            Some(key) => nodes
+                .into_iter()
+                .map(|n| n.and_then(|n| n.get(key.as_str())))
+                .collect(),
+        };
+    }
+    nodes.into_iter().map(value_of).collect()
+}
+
+/// The steps of a path's tail: `Some(key)` for `.key` or `['key']`, `None`
+/// for `[*]`; `None` when it does not parse.
+fn steps(mut rest: &str) -> Option<Vec<Option<String>>> {
+    let mut out = Vec::new();
+    while !rest.is_empty() {
+        if let Some(tail) = rest.strip_prefix("[*]") {
+            out.push(None);
+            rest = tail;
+        } else if let Some(tail) = rest.strip_prefix("['").or_else(|| rest.strip_prefix("[\"")) {
+            let end = tail.find(['\'', '"'])?;
+            out.push(Some(tail[..end].to_string()));
+            rest = tail[end + 1..].strip_prefix(']')?;
+        } else {
+            let tail = rest.strip_prefix('.')?;
+            let end = tail.find(['.', '[']).unwrap_or(tail.len());
+            out.push(Some(tail[..end].to_string()));
+            rest = &tail[end..];
+        }
+    }
+    Some(out)
+}
+
+/// One projected value, as the host makes it of a JSON node.
+fn value_of(node: Option<&serde_json::Value>) -> Val {
+    use serde_json::Value as J;
+    match node {
+        None | Some(J::Null) => Val::Absent,
+        Some(J::String(s)) => Val::Str(s.clone()),
+        Some(J::Bool(b)) => Val::Bool(*b),
+        Some(J::Number(n)) => n
+            .as_i64()
+            .map_or_else(|| Val::Float(n.as_f64().unwrap_or(f64::NAN)), Val::Int),
+        Some(other) => Val::Json(other.to_string()),
+    }
 }
 
 fn layout_value(v: &Val) -> Value<'_> {
