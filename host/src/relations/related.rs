@@ -9,7 +9,8 @@
 //! of its namespace for a `same-namespace:` link), every object of a
 //! shared input (`all`) — found through the stores' indexes, so its cost
 //! follows the related objects, not the world. A primary that left its
-//! watch relates through its last state the host saw. It never builds
+//! watch relates through its last state the host saw (one deleted unseen,
+//! while no host ran, through its key). It never builds
 //! the snapshot layout (see `guest::snapshot`) and never calls the guest.
 
 use std::sync::Arc;
@@ -63,7 +64,7 @@ pub fn around_primary(
 /// any uid, since every such child is an orphan now), the objects of the
 /// namespace it stood for, every object of `all` watches; none through
 /// `by-index` (its values are unknown). Owners are found by a scan of
-/// the watch, which only such a key pays, once.
+/// the watch, which only such a key's reconciles pay.
 pub fn around_deleted(
     manifest: &GuestManifest,
     caches: &[WatchCache],
