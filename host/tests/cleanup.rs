@@ -85,6 +85,39 @@ async fn child_exists(client: &Client, namespace: &str, name: &str) -> bool {
     children.get_opt(name).await.unwrap().is_some()
 }
 
+/// The finalizers of Namespace `name`.
+async fn finalizers_of(client: &Client, name: &str) -> Vec<String> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns = namespaces.get(name).await.unwrap();
+    ns.metadata.finalizers.unwrap_or_default()
+}
+
+/// Namespace team-a, out of the selector, reconciled `unselected` with its
+/// child (and `shared`) in its snapshot: its child deleted, the host's
+/// finalizer released; team-b's child untouched.
+async fn team_a_cleaned_up(client: &Client, shared: &str) {
+    sees(
+        client,
+        "team-a",
+        "unselected",
+        "team-a/team-a-child",
+        shared,
+    )
+    .await;
+    eventually("team-a's child deleted", || async {
+        !child_exists(client, "team-a", "team-a-child").await
+    })
+    .await;
+    eventually("the host's finalizer released from team-a", || async {
+        finalizers_of(client, "team-a").await.is_empty()
+    })
+    .await;
+    assert!(
+        child_exists(client, "team-b", "team-b-child").await,
+        "team-b untouched"
+    );
+}
+
 /// Sets the label `tier` of `object` (merge patch).
 async fn label<K>(api: &Api<K>, name: &str, tier: &str)
 where
@@ -110,13 +143,7 @@ async fn a_namespace_leaving_its_label_selector_deletes_its_children_and_loses_t
     shared(&client, "tiers").await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     for name in ["team-a", "team-b"] {
-        let ns: Namespace =
-            serde_json::from_value(json!({"metadata": {"name": name, "labels": {"tier": "gold"}}}))
-                .unwrap();
-        namespaces
-            .create(&PostParams::default(), &ns)
-            .await
-            .unwrap();
+        gold(&namespaces, name).await;
     }
     sees(
         &client,
@@ -131,18 +158,7 @@ async fn a_namespace_leaving_its_label_selector_deletes_its_children_and_loses_t
             && child_exists(&client, "team-b", "team-b-child").await
     })
     .await;
-    let finalizers = |name: &'static str| {
-        let namespaces = namespaces.clone();
-        async move {
-            namespaces
-                .get(name)
-                .await
-                .unwrap()
-                .metadata
-                .finalizers
-                .unwrap_or_default()
-        }
-    };
+    let finalizers = |name: &'static str| finalizers_of(&client, name);
     assert_eq!(finalizers("team-a").await, [FINALIZER]);
 
     // One new ConfigMap in `platform` reaches every Namespace's snapshot.
@@ -162,26 +178,7 @@ async fn a_namespace_leaving_its_label_selector_deletes_its_children_and_loses_t
     // clean-up snapshot still holds its child; the guest deletes it; the
     // host releases its finalizer.
     label(&namespaces, "team-a", "none").await;
-    sees(
-        &client,
-        "team-a",
-        "unselected",
-        "team-a/team-a-child",
-        "platform/more,platform/tiers",
-    )
-    .await;
-    eventually("team-a's child deleted", || async {
-        !child_exists(&client, "team-a", "team-a-child").await
-    })
-    .await;
-    eventually("the host's finalizer released from team-a", || async {
-        finalizers("team-a").await.is_empty()
-    })
-    .await;
-    assert!(
-        child_exists(&client, "team-b", "team-b-child").await,
-        "team-b untouched"
-    );
+    team_a_cleaned_up(&client, "platform/more,platform/tiers").await;
     let metrics = host.controller().metrics().clone();
     assert!(metrics.written(WriteVerb::RemoveFinalizer) >= 1, "counted");
     eventually("no departed primary kept once settled", || async {
@@ -304,13 +301,7 @@ async fn a_namespace_unselected_while_the_host_was_down_is_cleaned_up_after_its_
     for name in ["team-a", "team-b"] {
         gold(&namespaces, name).await;
     }
-    let finalizers = |name: &'static str| {
-        let namespaces = namespaces.clone();
-        async move {
-            let ns = namespaces.get(name).await.unwrap();
-            ns.metadata.finalizers.unwrap_or_default()
-        }
-    };
+    let finalizers = |name: &'static str| finalizers_of(&client, name);
     eventually("each namespace's child and finalizer made", || async {
         child_exists(&client, "team-a", "team-a-child").await
             && child_exists(&client, "team-b", "team-b-child").await
@@ -324,26 +315,7 @@ async fn a_namespace_unselected_while_the_host_was_down_is_cleaned_up_after_its_
     // through the server's copy of team-a).
     label(&namespaces, "team-a", "none").await;
     let host = run_host(&client, host_of("Namespace", true), None).await;
-    sees(
-        &client,
-        "team-a",
-        "unselected",
-        "team-a/team-a-child",
-        "platform/tiers",
-    )
-    .await;
-    eventually("team-a's child deleted", || async {
-        !child_exists(&client, "team-a", "team-a-child").await
-    })
-    .await;
-    eventually("the host's finalizer released from team-a", || async {
-        finalizers("team-a").await.is_empty()
-    })
-    .await;
-    assert!(
-        child_exists(&client, "team-b", "team-b-child").await,
-        "team-b untouched"
-    );
+    team_a_cleaned_up(&client, "platform/tiers").await;
     assert_eq!(finalizers("team-b").await, [FINALIZER]);
     assert_eq!(host.controller().metrics().errors(), 0);
     host.stop().await.unwrap();
