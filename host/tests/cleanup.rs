@@ -34,6 +34,13 @@ const SHARED_NS: &str = "platform";
 async fn start(kind: &str, finalizer: bool) -> (RunningApiServer, Client, RunningHost) {
     let (server, client) = server_with(ApiServerConfig::default().garbage_collector(false)).await;
     create_namespace(&client, SHARED_NS).await;
+    let host = run_host(&client, host_of(kind, finalizer), None).await;
+    (server, client, host)
+}
+
+/// The host running guest-related's `cleanup` shape over primaries of
+/// `kind` (with the host-managed finalizer when `finalizer`).
+fn host_of(kind: &str, finalizer: bool) -> SupervisorConfig {
     let mut config: BTreeMap<String, String> = [
         ("shape", "cleanup"),
         ("primary-kind", kind),
@@ -46,13 +53,11 @@ async fn start(kind: &str, finalizer: bool) -> (RunningApiServer, Client, Runnin
     if finalizer {
         config.insert("finalizer".into(), FINALIZER.into());
     }
-    let host = SupervisorConfig {
+    SupervisorConfig {
         guests: vec![built_guest("guest_related")],
         guest_config: [("guest_related".to_string(), config)].into(),
         ..host_config(ControllerConfig::default())
-    };
-    let host = run_host(&client, host, None).await;
-    (server, client, host)
+    }
 }
 
 /// What the last reporting reconcile of `key` saw: presence, children and
@@ -80,6 +85,39 @@ async fn child_exists(client: &Client, namespace: &str, name: &str) -> bool {
     children.get_opt(name).await.unwrap().is_some()
 }
 
+/// The finalizers of Namespace `name`.
+async fn finalizers_of(client: &Client, name: &str) -> Vec<String> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns = namespaces.get(name).await.unwrap();
+    ns.metadata.finalizers.unwrap_or_default()
+}
+
+/// Namespace team-a, out of the selector, reconciled `unselected` with its
+/// child (and `shared`) in its snapshot: its child deleted, the host's
+/// finalizer released; team-b's child untouched.
+async fn team_a_cleaned_up(client: &Client, shared: &str) {
+    sees(
+        client,
+        "team-a",
+        "unselected",
+        "team-a/team-a-child",
+        shared,
+    )
+    .await;
+    eventually("team-a's child deleted", || async {
+        !child_exists(client, "team-a", "team-a-child").await
+    })
+    .await;
+    eventually("the host's finalizer released from team-a", || async {
+        finalizers_of(client, "team-a").await.is_empty()
+    })
+    .await;
+    assert!(
+        child_exists(client, "team-b", "team-b-child").await,
+        "team-b untouched"
+    );
+}
+
 /// Sets the label `tier` of `object` (merge patch).
 async fn label<K>(api: &Api<K>, name: &str, tier: &str)
 where
@@ -105,13 +143,7 @@ async fn a_namespace_leaving_its_label_selector_deletes_its_children_and_loses_t
     shared(&client, "tiers").await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     for name in ["team-a", "team-b"] {
-        let ns: Namespace =
-            serde_json::from_value(json!({"metadata": {"name": name, "labels": {"tier": "gold"}}}))
-                .unwrap();
-        namespaces
-            .create(&PostParams::default(), &ns)
-            .await
-            .unwrap();
+        gold(&namespaces, name).await;
     }
     sees(
         &client,
@@ -126,18 +158,7 @@ async fn a_namespace_leaving_its_label_selector_deletes_its_children_and_loses_t
             && child_exists(&client, "team-b", "team-b-child").await
     })
     .await;
-    let finalizers = |name: &'static str| {
-        let namespaces = namespaces.clone();
-        async move {
-            namespaces
-                .get(name)
-                .await
-                .unwrap()
-                .metadata
-                .finalizers
-                .unwrap_or_default()
-        }
-    };
+    let finalizers = |name: &'static str| finalizers_of(&client, name);
     assert_eq!(finalizers("team-a").await, [FINALIZER]);
 
     // One new ConfigMap in `platform` reaches every Namespace's snapshot.
@@ -157,26 +178,7 @@ async fn a_namespace_leaving_its_label_selector_deletes_its_children_and_loses_t
     // clean-up snapshot still holds its child; the guest deletes it; the
     // host releases its finalizer.
     label(&namespaces, "team-a", "none").await;
-    sees(
-        &client,
-        "team-a",
-        "unselected",
-        "team-a/team-a-child",
-        "platform/more,platform/tiers",
-    )
-    .await;
-    eventually("team-a's child deleted", || async {
-        !child_exists(&client, "team-a", "team-a-child").await
-    })
-    .await;
-    eventually("the host's finalizer released from team-a", || async {
-        finalizers("team-a").await.is_empty()
-    })
-    .await;
-    assert!(
-        child_exists(&client, "team-b", "team-b-child").await,
-        "team-b untouched"
-    );
+    team_a_cleaned_up(&client, "platform/more,platform/tiers").await;
     let metrics = host.controller().metrics().clone();
     assert!(metrics.written(WriteVerb::RemoveFinalizer) >= 1, "counted");
     eventually("no departed primary kept once settled", || async {
@@ -203,14 +205,7 @@ async fn a_namespace_leaving_its_label_selector_deletes_its_children_and_loses_t
 async fn builder(client: &Client) -> Api<ServiceAccount> {
     shared(client, "tiers").await;
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), PODS_NS);
-    let account: ServiceAccount = serde_json::from_value(
-        json!({"metadata": {"name": "builder", "labels": {"tier": "gold"}}}),
-    )
-    .unwrap();
-    accounts
-        .create(&PostParams::default(), &account)
-        .await
-        .unwrap();
+    gold(&accounts, "builder").await;
     accounts
 }
 
@@ -283,6 +278,85 @@ async fn a_namespaced_primary_unselected_then_deleted_cleans_up_its_children_eac
         host.controller().departed() == 0
     })
     .await;
+    assert_eq!(host.controller().metrics().errors(), 0);
+    host.stop().await.unwrap();
+}
+
+/// Creates `name` in `api`, labelled `tier=gold`.
+async fn gold<K>(api: &Api<K>, name: &str)
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let object: K =
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": {"tier": "gold"}}}))
+            .unwrap();
+    api.create(&PostParams::default(), &object).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_namespace_unselected_while_the_host_was_down_is_cleaned_up_after_its_restart() {
+    let (_server, client, host) = start("Namespace", true).await;
+    shared(&client, "tiers").await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for name in ["team-a", "team-b"] {
+        gold(&namespaces, name).await;
+    }
+    let finalizers = |name: &'static str| finalizers_of(&client, name);
+    eventually("each namespace's child and finalizer made", || async {
+        child_exists(&client, "team-a", "team-a-child").await
+            && child_exists(&client, "team-b", "team-b-child").await
+            && finalizers("team-a").await == [FINALIZER]
+    })
+    .await;
+    host.stop().await.unwrap();
+
+    // While no host runs, team-a leaves the selector: the next host never
+    // saw it leave, yet its clean-up snapshot holds its child (related
+    // through the server's copy of team-a).
+    label(&namespaces, "team-a", "none").await;
+    let host = run_host(&client, host_of("Namespace", true), None).await;
+    team_a_cleaned_up(&client, "platform/tiers").await;
+    assert_eq!(finalizers("team-b").await, [FINALIZER]);
+    assert_eq!(host.controller().metrics().errors(), 0);
+    host.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn namespaced_primaries_unselected_or_deleted_while_the_host_was_down_are_cleaned_up_after_its_restart(
+) {
+    let (_server, client, host) = start("ServiceAccount", false).await;
+    let accounts = builder(&client).await;
+    gold(&accounts, "runner").await;
+    eventually("each account's child made", || async {
+        child_exists(&client, PODS_NS, "builder-child").await
+            && child_exists(&client, PODS_NS, "runner-child").await
+    })
+    .await;
+    host.stop().await.unwrap();
+
+    // While no host runs, builder is deleted (no garbage collector: its
+    // child stays) and runner leaves the selector.
+    accounts
+        .delete("builder", &DeleteParams::default())
+        .await
+        .unwrap();
+    label(&accounts, "runner", "none").await;
+    let host = run_host(&client, host_of("ServiceAccount", false), None).await;
+    for (name, presence) in [("builder", "gone"), ("runner", "unselected")] {
+        let child = format!("{name}-child");
+        sees(
+            &client,
+            &format!("{PODS_NS}/{name}"),
+            presence,
+            &format!("{PODS_NS}/{child}"),
+            "platform/tiers",
+        )
+        .await;
+        eventually(&format!("{child} deleted"), || async {
+            !child_exists(&client, PODS_NS, &child).await
+        })
+        .await;
+    }
     assert_eq!(host.controller().metrics().errors(), 0);
     host.stop().await.unwrap();
 }

@@ -238,11 +238,14 @@ impl Actuator {
         {
             return Ok(OnServer::Selected);
         }
-        Ok(OnServer::Unselected(Current {
-            uid: live.metadata.uid.unwrap_or_default(),
-            finalizers: live.metadata.finalizers.unwrap_or_default(),
+        let current = Current {
+            uid: live.metadata.uid.clone().unwrap_or_default(),
+            finalizers: live.metadata.finalizers.clone().unwrap_or_default(),
             deleting: live.metadata.deletion_timestamp.is_some(),
-        }))
+        };
+        // A DynamicObject always serializes (a map of JSON values).
+        let object = serde_json::to_value(&live).unwrap_or_default();
+        Ok(OnServer::Unselected { current, object })
     }
 
     /// Removes `finalizer` from `target`, an object that left its watch's
@@ -281,7 +284,12 @@ pub enum OnServer {
     /// It matches the watch's selectors: the cache is behind.
     Selected,
     /// It exists but matches the watch's selectors no more.
-    Unselected(Current),
+    Unselected {
+        /// Its identity and finalizers.
+        current: Current,
+        /// The object itself, as the list by name served it.
+        object: Json,
+    },
 }
 
 #[cfg(test)]

@@ -61,7 +61,8 @@ impl GuestController {
     /// cache's guess: present when its watch holds it; when it does not,
     /// `gone` for a watch without selectors (only a deletion makes an object
     /// leave it), else as the server says (missing or a namesake: `gone`;
-    /// there with the uid last seen, out of the selectors: `unselected`).
+    /// there with the uid last seen, out of the selectors: `unselected`,
+    /// the server's copy its last state when the host never saw it leave).
     /// None when the server says it is still selected: the cache is behind
     /// and its event comes. A failed question is an error: the key is
     /// retried, never reconciled on a guess.
@@ -100,11 +101,19 @@ impl GuestController {
         match on_server {
             OnServer::Selected => Ok(None),
             OnServer::Missing => left(Presence::Gone, last, None),
-            OnServer::Unselected(live) if last.as_ref().is_some_and(|l| *l.uid != live.uid) => {
+            OnServer::Unselected { current, .. }
+                if last.as_ref().is_some_and(|l| *l.uid != current.uid) =>
+            {
                 // A namesake: the object we knew was deleted.
                 left(Presence::Gone, last, None)
             }
-            OnServer::Unselected(live) => left(Presence::Unselected, last, Some(live)),
+            OnServer::Unselected { current, object } => {
+                // Never seen leaving (it left while no host ran): the
+                // server's copy is its last state.
+                let last =
+                    last.or_else(|| Some(Arc::new(self.watches[p].informer.project(object))));
+                left(Presence::Unselected, last, Some(current))
+            }
         }
     }
 
@@ -457,8 +466,9 @@ impl Standing {
     }
 
     /// The snapshot of `key` standing so: around the cached primary when
-    /// present, around its last state (without it) when it left, every
-    /// object for an aggregate key.
+    /// present, around its last state (without it) when it left — around
+    /// its key when it was deleted unseen — every object for an aggregate
+    /// key.
     fn snapshot(
         &self,
         manifest: &GuestManifest,
@@ -467,6 +477,19 @@ impl Standing {
     ) -> crate::guest::SnapshotData {
         let (p, basis, present) = match (self, key.watch) {
             (Standing::Present(primary), Some(p)) => (p, Some(primary), true),
+            (
+                Standing::Left {
+                    presence: Presence::Gone,
+                    last: None,
+                    ..
+                },
+                Some(p),
+            ) => {
+                // Deleted while no host ran: related through its key.
+                let (ns, name) = key.namespace_and_name();
+                let objects = relations::around_deleted(manifest, caches, p, ns, name);
+                return relations::snapshot_of(manifest, caches, &objects);
+            }
             (Standing::Left { last, .. }, Some(p)) => (p, last.as_ref(), false),
             _ => return snapshot_for(manifest, caches, key),
         };

@@ -165,47 +165,54 @@ impl Resource for Pruned {
 }
 
 pub(super) fn project(inner: &Inner, obj: Pruned) -> ProjectedObject {
-    let key = &inner.key;
-    let api_version = || {
-        if key.group.is_empty() {
-            key.version.clone()
-        } else {
-            format!("{}/{}", key.group, key.version)
-        }
-    };
-    // List items come without apiVersion and kind (the list names them
-    // once); watch events carry them. Fill them in so a guest projecting
-    // them sees the same either way.
-    let typed = |mut body: Json| {
-        if let Json::Object(map) = &mut body {
-            map.entry("apiVersion")
-                .or_insert_with(|| Json::String(api_version()));
-            map.entry("kind")
-                .or_insert_with(|| Json::String(key.kind.clone()));
-        }
-        body
-    };
     match obj.body {
         // The whole object stays text; the other fields come from the head
         // decoded with it.
         Body::Raw { text, identity } => {
-            let text = with_type(text.get(), &identity, &key.kind, api_version);
-            let head = typed(identity);
+            let text = with_type(text.get(), &identity, &inner.key.kind, || {
+                api_version(inner)
+            });
+            let head = typed(inner, identity);
             let mut interner = lock(&inner.interner);
             inner
                 .projection
                 .project_text(&head, text.into(), &mut interner)
         }
-        Body::Json(json) => {
-            let body = typed(json);
-            let mut interner = lock(&inner.interner);
-            inner.projection.project(&body, &mut interner)
-        }
+        Body::Json(json) => project_json(inner, json),
     }
 }
 
-/// `text` (a JSON object) with `kind` and `apiVersion` added in front when
-/// `identity` (decoded from it) lacks them, as the API server encodes them.
+/// `body`, one object of the informer's kind as JSON (a list item, say),
+/// projected as the informer projects what it lists and watches.
+pub(super) fn project_json(inner: &Inner, body: Json) -> ProjectedObject {
+    let body = typed(inner, body);
+    let mut interner = lock(&inner.interner);
+    inner.projection.project(&body, &mut interner)
+}
+
+/// The informer's kind's apiVersion.
+fn api_version(inner: &Inner) -> String {
+    let key = &inner.key;
+    if key.group.is_empty() {
+        key.version.clone()
+    } else {
+        format!("{}/{}", key.group, key.version)
+    }
+}
+
+/// `body` with the informer's apiVersion and kind when it lacks them. List
+/// items come without them (the list names them once); watch events carry
+/// them. Filled in so a guest projecting them sees the same either way.
+fn typed(inner: &Inner, mut body: Json) -> Json {
+    if let Json::Object(map) = &mut body {
+        map.entry("apiVersion")
+            .or_insert_with(|| Json::String(api_version(inner)));
+        map.entry("kind")
+            .or_insert_with(|| Json::String(inner.key.kind.clone()));
+    }
+    body
+}
+
 fn with_type(
     text: &str,
     identity: &Json,

@@ -157,6 +157,12 @@ impl Informer {
         &self.inner.projection
     }
 
+    /// `object` (one object of the informer's kind, as the server serves
+    /// it) projected as the informer projects what it lists and watches.
+    pub fn project(&self, object: serde_json::Value) -> ProjectedObject {
+        decode::project_json(&self.inner, object)
+    }
+
     /// Current sync state.
     pub fn state(&self) -> SyncState {
         self.inner.state.borrow().clone()

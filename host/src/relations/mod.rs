@@ -25,7 +25,7 @@ use crate::request::RequestKey;
 use crate::store::{Change, ChangeKind, Store};
 
 pub use keys::{all_keys, keys_for};
-pub use related::{around_primary, objects_for};
+pub use related::{around_deleted, around_primary, objects_for};
 
 /// One watch's cache as the controller reads it.
 #[derive(Clone)]
@@ -92,10 +92,21 @@ fn namespace_of<'a>(
     p: usize,
     primary: &'a ProjectedObject,
 ) -> Option<&'a str> {
+    namespace_for(manifest, caches, p, &primary.namespace, &primary.name)
+}
+
+/// [`namespace_of`] a primary of watch `p` named `name` in `namespace`.
+fn namespace_for<'a>(
+    manifest: &GuestManifest,
+    caches: &[WatchCache],
+    p: usize,
+    namespace: &'a str,
+    name: &'a str,
+) -> Option<&'a str> {
     if caches.get(p).is_none_or(|c| c.namespaced) {
-        Some(&primary.namespace)
+        Some(namespace)
     } else if is_namespace_kind(&manifest.watches[p].gvk) {
-        Some(&primary.name)
+        Some(name)
     } else {
         None
     }

@@ -9,12 +9,13 @@
 //! of its namespace for a `same-namespace:` link), every object of a
 //! shared input (`all`) — found through the stores' indexes, so its cost
 //! follows the related objects, not the world. A primary that left its
-//! watch relates through its last state the host saw. It never builds
+//! watch relates through its last state the host saw (one deleted unseen,
+//! while no host ran, through its key). It never builds
 //! the snapshot layout (see `guest::snapshot`) and never calls the guest.
 
 use std::sync::Arc;
 
-use super::{namespace_of, strings, WatchCache};
+use super::{namespace_for, namespace_of, strings, WatchCache};
 use crate::guest::{GuestManifest, KeyMapping};
 use crate::projection::ProjectedObject;
 use crate::request::RequestKey;
@@ -48,56 +49,108 @@ pub fn around_primary(
     basis: Option<&Arc<ProjectedObject>>,
     present: bool,
 ) -> Vec<Vec<Arc<ProjectedObject>>> {
-    let mut out: Vec<Vec<Arc<ProjectedObject>>> = vec![Vec::new(); caches.len()];
-    for (w, (spec, cache)) in manifest.watches.iter().zip(caches).enumerate() {
-        if spec.keys.primary() != Some(p) {
-            continue;
-        }
-        out[w] = related(
-            manifest,
-            caches,
-            p,
-            basis.map(Arc::as_ref),
-            &spec.keys,
-            cache,
-        );
-    }
+    let of = basis.map_or(Basis::Unknown, |b| Basis::Seen(b));
+    let mut out = around(manifest, caches, p, of);
     if let (true, Some(primary)) = (present, basis) {
         out[p] = vec![primary.clone()];
     }
     out
 }
 
+/// The objects a key of primary watch `p` sees when its primary, named
+/// `name` in `namespace`, was deleted before the host saw its last state
+/// (while no host ran): the objects whose controller owner reference
+/// names it (its kind and group, its name, its namespace when namespaced;
+/// any uid, since every such child is an orphan now), the objects of the
+/// namespace it stood for, every object of `all` watches; none through
+/// `by-index` (its values are unknown). Owners are found by a scan of
+/// the watch, which only such a key's reconciles pay.
+pub fn around_deleted(
+    manifest: &GuestManifest,
+    caches: &[WatchCache],
+    p: usize,
+    namespace: &str,
+    name: &str,
+) -> Vec<Vec<Arc<ProjectedObject>>> {
+    around(manifest, caches, p, Basis::Deleted { namespace, name })
+}
+
+/// What a primary key's relations are found through.
+#[derive(Clone, Copy)]
+enum Basis<'a> {
+    /// Nothing of the primary: only `all` watches relate.
+    Unknown,
+    /// The primary as cached now, or as the host last saw it.
+    Seen(&'a ProjectedObject),
+    /// Only the key of a primary deleted unseen (see [`around_deleted`]).
+    Deleted { namespace: &'a str, name: &'a str },
+}
+
+/// Each watch's objects related to primary watch `p`'s key through `of`
+/// (the primary itself not among them).
+fn around(
+    manifest: &GuestManifest,
+    caches: &[WatchCache],
+    p: usize,
+    of: Basis<'_>,
+) -> Vec<Vec<Arc<ProjectedObject>>> {
+    let mut out: Vec<Vec<Arc<ProjectedObject>>> = vec![Vec::new(); caches.len()];
+    for (w, (spec, cache)) in manifest.watches.iter().zip(caches).enumerate() {
+        if spec.keys.primary() != Some(p) {
+            continue;
+        }
+        out[w] = related(manifest, caches, p, of, &spec.keys, cache);
+    }
+    out
+}
+
 /// The objects of watch `cache` (mapped by `keys` to primary watch `p`)
-/// that relate to `primary` (to any primary when it is unknown), sorted by
-/// namespace and name.
+/// that relate to its key through `of`, sorted by namespace and name.
 fn related(
     manifest: &GuestManifest,
     caches: &[WatchCache],
     p: usize,
-    primary: Option<&ProjectedObject>,
+    of: Basis<'_>,
     keys: &KeyMapping,
     cache: &WatchCache,
 ) -> Vec<Arc<ProjectedObject>> {
     if let KeyMapping::All(_) = keys {
         return cache.store.list();
     }
-    let Some(primary) = primary else {
-        return Vec::new();
+    let kind = &manifest.watches[p].gvk;
+    // Whether `o`'s controller owner is of the primary's kind.
+    let by_kind = |o: &ProjectedObject| {
+        o.owner
+            .as_ref()
+            .is_some_and(|r| *r.kind == kind.kind && r.group() == kind.group)
+    };
+    let primary = match of {
+        Basis::Seen(primary) => primary,
+        Basis::Unknown => return Vec::new(),
+        Basis::Deleted { namespace, name } => {
+            return match keys {
+                KeyMapping::Owner(_) => {
+                    let namespaced = caches.get(p).is_none_or(|c| c.namespaced);
+                    let mut found = cache.store.list();
+                    found.retain(|o| {
+                        by_kind(o)
+                            && o.owner.as_ref().is_some_and(|r| *r.name == *name)
+                            && (!namespaced || *o.namespace == *namespace)
+                    });
+                    found
+                }
+                KeyMapping::SameNamespace(_) => namespace_for(manifest, caches, p, namespace, name)
+                    .map(|ns| cache.store.in_namespace(ns))
+                    .unwrap_or_default(),
+                _ => Vec::new(),
+            };
+        }
     };
     match keys {
         KeyMapping::Owner(_) => {
-            let kind = &manifest.watches[p].gvk;
-            cache
-                .store
-                .owned_by(&primary.uid)
-                .into_iter()
-                .filter(|o| {
-                    o.owner
-                        .as_ref()
-                        .is_some_and(|r| *r.kind == kind.kind && r.group() == kind.group)
-                })
-                .collect()
+            let mut found = cache.store.owned_by(&primary.uid);
+            found.retain(|o| by_kind(o));
+            found
         }
         KeyMapping::SameNamespace(_) => namespace_of(manifest, caches, p, primary)
             .map(|ns| cache.store.in_namespace(ns))

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use wasmctrl_snapshot::SnapshotView;
 
-use super::{all_keys, keys_for, objects_for, WatchCache};
+use super::{all_keys, around_deleted, keys_for, objects_for, WatchCache};
 use crate::guest::bindings::wasmctrl::controller::types as wit;
 use crate::guest::manifest::{self, GuestManifest};
 use crate::guest::snapshot::{self, WatchView};
@@ -612,4 +612,28 @@ fn a_change_only_a_wider_shared_projection_holds_leaves_the_watch_unchanged() {
     }));
     let gone = writer.delete("ns", "q").unwrap();
     assert!(!cache.unchanged(&gone), "a deletion is a change");
+}
+
+#[test]
+fn a_primary_deleted_unseen_relates_its_controlled_children_by_name_its_namespace_and_no_index() {
+    let mut w = populated();
+    // Controlled by an earlier `a/qa` (another uid): an orphan now, related.
+    w.put(2, part("a", "orphan-of-qa", "qa", "u-earlier"));
+    // Owned by a `qa` of another namespace, or by another kind's `qa`.
+    w.put(2, part("b", "owned-by-b-qa", "qa", "u-b"));
+    let mut other_kind = part("a", "owned-by-other-kind", "qa", "ua");
+    other_kind["metadata"]["ownerReferences"][0]["kind"] = json!("Other");
+    w.put(2, other_kind);
+    let objects = around_deleted(&w.manifest, &w.caches, 0, "a", "qa");
+    let names = |watch: usize| -> Vec<String> {
+        objects[watch]
+            .iter()
+            .map(|o| format!("{}/{}", o.namespace, o.name))
+            .collect()
+    };
+    assert!(names(0).is_empty(), "the primary itself is gone");
+    let pods_of_a: Vec<String> = (0..20).step_by(2).map(|i| format!("a/p{i:02}")).collect();
+    assert_eq!(names(1), pods_of_a, "its namespace's objects");
+    assert_eq!(names(2), ["a/orphan-of-qa", "a/owned-by-qa"], "any uid");
+    assert!(names(3).is_empty(), "its index values are unknown");
 }
