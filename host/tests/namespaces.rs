@@ -408,6 +408,27 @@ async fn removing_the_label_deletes_the_three_children_and_leaves_the_namespace(
 }
 
 #[tokio::test]
+async fn a_label_removed_while_no_host_runs_has_its_children_deleted_by_the_next_host() {
+    let (_server, client, host) = provisioned_world(&["team-a", "team-b"], &[]).await;
+    stop_without_errors(host).await;
+    label(&client, "team-a", None).await;
+    // The next host never saw team-a labelled: its children's owner
+    // references lead it to the key, and the server's copy of the
+    // Namespace (unselected) relates them.
+    let host = start_provisioner(&client, Duration::from_secs(600)).await;
+    eventually("team-a's children are gone", || async {
+        children(&client, "team-a").await.none()
+    })
+    .await;
+    let m = provisioner(&host).metrics().clone();
+    assert_eq!(m.written(WriteVerb::Delete), 3, "{}", write_report(&host));
+    assert!(children(&client, "team-b")
+        .await
+        .converged("team-b", &hard("small")));
+    stop_without_errors(host).await;
+}
+
+#[tokio::test]
 async fn a_deleted_namespace_takes_its_children_and_the_host_writes_nothing_for_it() {
     let (_server, client, host) = provisioned_world(&["team-a"], &[]).await;
     eventually("the provisioner is idle", || async { host.idle() }).await;
