@@ -124,6 +124,7 @@ fn main() {
         let request = Request {
             key: spec.key.clone(),
             watch: None,
+            presence: None,
         };
         let mut whole = Vec::with_capacity(wholes);
         for _ in 0..wholes {

@@ -55,6 +55,7 @@ fn request() -> guest::Request {
     guest::Request {
         key: "gpu-summary".into(),
         watch: None,
+        presence: None,
     }
 }
 

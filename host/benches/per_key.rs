@@ -123,6 +123,7 @@ fn main() {
             let request = Request {
                 key: key.key.to_string(),
                 watch: Some("quotas".into()),
+                presence: Some(wasmctrl::guest::Presence::Present),
             };
             let (plan, stats) = module.reconcile(&manifest, &env, &request, snap);
             plan.unwrap();

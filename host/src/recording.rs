@@ -7,7 +7,7 @@
 //! records a guest watching Secrets unless the operator allows it.
 //!
 //! # Case format
-//! `{"guest", "digest", "request": {"key", "watch"}, "environment":
+//! `{"guest", "digest", "request": {"key", "watch", "presence"}, "environment":
 //! {"namespace", "config", "now-ms"}, "snapshot": {"objects": [{"watch",
 //! "namespace", "name", "uid", "generation", "deletionTimestamp",
 //! "fields": {PATH: [VALUE, ...]}}], "indexes": [{"watch", "name",
@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Value as Json};
 use wasmctrl_snapshot::{kind, Builder, SnapshotView, Value};
 
-use crate::guest::{Environment, GuestManifest, GuestModule, Request, SnapshotData};
-use crate::shadow::{handoff, normalise, request, Case, Cases, Handoff, Offered, Resolved, Target};
+use crate::guest::{Environment, GuestManifest, GuestModule, Presence, Request, SnapshotData};
+use crate::shadow::{handoff, normalise, Case, Cases, Handoff, Offered, Resolved, Target};
 use crate::sync::lock;
 
 /// Cases waiting to be written, per guest.
@@ -144,7 +144,11 @@ pub fn case_json(
     json!({
         "guest": manifest.name,
         "digest": digest,
-        "request": {"key": request.key, "watch": request.watch},
+        "request": {
+            "key": request.key,
+            "watch": request.watch,
+            "presence": request.presence.map(Presence::as_str),
+        },
         "environment": {"namespace": env.namespace, "config": config, "now-ms": env.now_ms},
         "snapshot": snapshot_json(manifest, snapshot),
         "plan": readable(plan),
@@ -268,11 +272,23 @@ impl RecordedCase {
         {
             return Err(bad("no snapshot.objects"));
         }
+        let watch = str_at("/request/watch");
+        let presence = match (watch, str_at("/request/presence")) {
+            (_, Some(name)) => Some(
+                Presence::from_name(name)
+                    .ok_or_else(|| bad(&format!("request.presence {name:?}")))?,
+            ),
+            (None, None) => None,
+            // Recorded by a host of contract 0.2, which had no presence:
+            // its snapshot held the primary exactly when it was present.
+            (Some(watch), None) => Some(legacy_presence(&case, watch, key)),
+        };
         Ok(RecordedCase {
             path: path.to_path_buf(),
             request: Request {
                 key: key.to_string(),
-                watch: str_at("/request/watch").map(str::to_string),
+                watch: watch.map(str::to_string),
+                presence,
             },
             env,
             plan: normalise(plan),
@@ -549,19 +565,40 @@ async fn work(ring: Ring, target: Target, mut cases: Cases) {
 
 fn to_json(target: &Target, case: Case) -> Option<Json> {
     let Resolved {
-        key,
+        request,
         env,
+        key: _,
         snapshot,
         active,
     } = case.resolve(target)?;
     Some(case_json(
         &target.manifest,
         target.module.digest(),
-        &request(&target.manifest, &key),
+        &request,
         &env,
         &snapshot,
         &active,
     ))
+}
+
+/// Whether a case recorded without a presence held its primary (`watch`'s
+/// object named by `key`) in its snapshot: present if so, gone if not.
+fn legacy_presence(case: &Json, watch: &str, key: &str) -> Presence {
+    let (namespace, name) = key.split_once('/').unwrap_or(("", key));
+    let held = case
+        .pointer("/snapshot/objects")
+        .and_then(Json::as_array)
+        .is_some_and(|objects| {
+            objects.iter().any(|o| {
+                let at = |f: &str| o.get(f).and_then(Json::as_str).unwrap_or_default();
+                at("watch") == watch && at("namespace") == namespace && at("name") == name
+            })
+        });
+    if held {
+        Presence::Present
+    } else {
+        Presence::Gone
+    }
 }
 
 /// How one recorded case replayed.

@@ -170,5 +170,6 @@ fn request(key: &str) -> wasmctrl::guest::Request {
     wasmctrl::guest::Request {
         key: key.to_string(),
         watch: None,
+        presence: None,
     }
 }

@@ -10,7 +10,8 @@
 //! fails the test. The same for `wasmctrl new --for` of a cluster-scoped
 //! built-in kind (Namespaces) and a namespaced one (Deployments), whose
 //! guests then run on the embedded API server: they converge, follow an
-//! edit, undo a person's edit of what they own, and write nothing idle.
+//! edit, undo a person's edit of what they own, write nothing idle, and
+//! delete what they own when its owner loses its label or is deleted.
 //!
 //! Its own test binary: its cargo builds must not run beside the
 //! integration tests, whose timings they would disturb.
@@ -25,7 +26,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{json, Value};
 use wasmctrl::guest::RuntimeConfig;
@@ -284,7 +285,7 @@ fn a_scaffolded_guest_tests_builds_and_runs_offline_outside_the_repository() {
 fn builtin_guest(outside: &Path, name: &str, kind: &str, child: (&str, &str)) -> PathBuf {
     let dir = scaffold(outside, name, &["--for", kind]);
     assert!(!dir.join("crd.yaml").exists(), "a built-in kind has no CRD");
-    let wasm = test_and_build(&dir, &name.replace('-', "_"), 5);
+    let wasm = test_and_build(&dir, &name.replace('-', "_"), 6);
     let ran = readme_commands_run(&dir, &outside.join("cache"));
     let plan: Value = serde_json::from_str(&printed_by(&ran, "wasmctrl reconcile")).unwrap();
     let writes = plan["plan"]["writes"].as_array().unwrap();
@@ -377,6 +378,16 @@ async fn configmap_follows(
     .await;
 }
 
+/// Waits until the ConfigMap `namespace/name` is gone.
+async fn configmap_gone(client: &Client, (namespace, name): (&str, &str)) {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    eventually(
+        &format!("ConfigMap {namespace}/{name} is deleted"),
+        || async { cms.get_opt(name).await.unwrap().is_none() },
+    )
+    .await;
+}
+
 /// The host's one guest: idle (nothing queued or running), and then no
 /// write for a while.
 async fn writes_nothing_idle(host: &Supervisor) {
@@ -444,6 +455,17 @@ async fn a_guest_scaffolded_for_namespaces_controls_a_configmap_in_each_labelled
     // The unlabelled namespace has none.
     let b: Api<ConfigMap> = Api::namespaced(client.clone(), "team-b");
     assert!(b.get_opt("ns-op").await.unwrap().is_none());
+    // The label removed: the namespace left the watch, its ConfigMap goes.
+    namespaces
+        .patch(
+            "team-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"example.com/ns-op": null}}})),
+        )
+        .await
+        .unwrap();
+    configmap_gone(&client, ("team-a", "ns-op")).await;
+    writes_nothing_idle(&host).await;
     let _ = stop.send(());
 }
 
@@ -507,6 +529,13 @@ async fn a_guest_scaffolded_for_deployments_controls_a_configmap_beside_each_lab
     writes_nothing_idle(&host).await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "shop");
     assert!(cms.get_opt("db-deploy-op").await.unwrap().is_none());
+    // Deleted: its ConfigMap goes with it.
+    deployments
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    configmap_gone(&client, ("shop", "web-deploy-op")).await;
+    writes_nothing_idle(&host).await;
     let _ = stop.send(());
 }
 

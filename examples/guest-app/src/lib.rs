@@ -142,8 +142,14 @@ impl wasmctrl_guest_sdk::Guest for AppController {
         // ANCHOR: reconcile
         let mut plan = Plan::new();
         let object = match snapshot.lifecycle(request) {
-            // Gone: its finalizer already made us delete the child.
-            Lifecycle::Gone(_) => return Ok(plan),
+            // Deleted, or out of the watch's selectors: the snapshot no
+            // longer holds the App but still holds the ConfigMaps it
+            // controlled. Delete what is left (after a deletion its
+            // finalizer already made us delete them: nothing).
+            Lifecycle::Gone(_) | Lifecycle::Unselected(_) => {
+                plan.delete_all(snapshot.objects(f.children));
+                return Ok(plan);
+            }
             Lifecycle::Deleting(app) => {
                 // The snapshot holds only the ConfigMaps this App controls;
                 // they go first and explicitly, then the finalizer.

@@ -108,8 +108,10 @@ impl wasmctrl_guest_sdk::Guest for GpuQuota {
     ) -> Result<Plan, ReconcileError> {
         let mut plan = Plan::new();
         let object = match snapshot.lifecycle(request) {
-            // Gone (or not a quota key): nothing left to do.
-            Lifecycle::Gone(_) => return Ok(plan),
+            // Gone or unselected (or not a quota key): a quota controls no
+            // objects (it only writes its own status), so nothing is left
+            // to clean up, and an unselected quota is no longer ours.
+            Lifecycle::Gone(_) | Lifecycle::Unselected(_) => return Ok(plan),
             // Clean-up would go here; then release the object.
             Lifecycle::Deleting(quota) => {
                 quota.release(&mut plan);

@@ -1,10 +1,11 @@
 //! Finalizer writes: adding and removing one entry of `metadata.finalizers`
 //! with a JSON Patch that can neither create the object nor touch anyone
 //! else's entry. Owns the patches ([`add_patch`], [`remove_patch`]) and
-//! reading the current list from the caches. It never decides *when* a
-//! finalizer is added or removed (the controller adds a watch's declared
-//! finalizer; a plan removes it, and the controller releases it from an
-//! object that left the watch's selectors).
+//! reading the current list from the caches, and asking the server where
+//! an object that left its watch stands ([`Actuator::on_server`]). It never
+//! decides *when* a finalizer is added or removed (the controller adds a
+//! watch's declared finalizer; a plan removes it, and the controller
+//! releases it from an object that left the watch's selectors).
 //!
 //! # The patches
 //! As in kube-runtime's `finalizer.rs`, every one first `test`s
@@ -191,21 +192,20 @@ impl Actuator {
         }
     }
 
-    /// Releases `finalizer` from `target` if the object still exists, holds
-    /// it, and no longer matches the watch's selectors (`label_selector`,
-    /// `field_selector`): it left the watch, so no reconcile will ever see
-    /// its deletion and release it, and it would hang in deletion forever.
-    /// The API server decides both (two lists by name: the object, then the
-    /// object under the selectors), so only `list` is needed and a cache
-    /// behind the server never releases a selected object. Returns whether
-    /// it was released.
-    pub async fn release_unselected(
+    /// Where `target`, an object of a watch with selectors
+    /// (`label_selector`, `field_selector`) that its cache no longer holds,
+    /// stands on the server: missing, still selected (the cache is behind:
+    /// its event comes), or there but out of the selectors. The API server
+    /// decides all three (two lists by name: the object, then the object
+    /// under the selectors), so only `list` is needed — the verb the watch
+    /// already has — and a cache behind the server never makes a selected
+    /// object look unselected.
+    pub async fn on_server(
         &self,
         target: &ObjectKey,
         label_selector: Option<&str>,
         field_selector: Option<&str>,
-        finalizer: &str,
-    ) -> Result<bool, ActuatorError> {
+    ) -> Result<OnServer, ActuatorError> {
         let ar = self.discovery.resource(&target.gvk).await?;
         let (api, name) = self.api(&ar, target)?;
         let list_failed = |source| ActuatorError::Api {
@@ -219,12 +219,7 @@ impl Actuator {
             .await
             .map_err(list_failed)?;
         let Some(live) = found.items.into_iter().next() else {
-            return Ok(false);
-        };
-        let uid = live.metadata.uid.unwrap_or_default();
-        let current = live.metadata.finalizers.unwrap_or_default();
-        let Some(patch) = remove_patch(&uid, &current, finalizer) else {
-            return Ok(false);
+            return Ok(OnServer::Missing);
         };
         let fields = match field_selector {
             Some(f) => format!("{by_name},{f}"),
@@ -241,14 +236,52 @@ impl Actuator {
             .items
             .is_empty()
         {
-            // Still the watch's: its cache is behind, and its event comes.
-            return Ok(false);
+            return Ok(OnServer::Selected);
         }
+        Ok(OnServer::Unselected(Current {
+            uid: live.metadata.uid.unwrap_or_default(),
+            finalizers: live.metadata.finalizers.unwrap_or_default(),
+            deleting: live.metadata.deletion_timestamp.is_some(),
+        }))
+    }
+
+    /// Removes `finalizer` from `target`, an object that left its watch's
+    /// selectors and stands on the server as `live` says: pinned to its uid
+    /// and to the exact entry, so a concurrent change drops the write
+    /// (counted) instead of touching anyone else's entry. Returns whether
+    /// it was removed; false, writing nothing, when `live` lacks it.
+    pub async fn release_unselected(
+        &self,
+        target: &ObjectKey,
+        live: &Current,
+        finalizer: &str,
+    ) -> Result<bool, ActuatorError> {
+        let Some(patch) = remove_patch(&live.uid, &live.finalizers, finalizer) else {
+            return Ok(false);
+        };
         let step = self
-            .send_finalizer_patch(target, &uid, finalizer, WriteVerb::RemoveFinalizer, patch)
+            .send_finalizer_patch(
+                target,
+                &live.uid,
+                finalizer,
+                WriteVerb::RemoveFinalizer,
+                patch,
+            )
             .await?;
         Ok(matches!(step, Step::Done { .. }))
     }
+}
+
+/// Where an object its watch's cache no longer holds stands on the server
+/// (see [`Actuator::on_server`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OnServer {
+    /// The server has no object of that name.
+    Missing,
+    /// It matches the watch's selectors: the cache is behind.
+    Selected,
+    /// It exists but matches the watch's selectors no more.
+    Unselected(Current),
 }
 
 #[cfg(test)]

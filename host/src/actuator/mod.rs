@@ -72,6 +72,6 @@ mod writes;
 
 pub use error::ActuatorError;
 pub use execute::{Actuator, Watched};
-pub use finalizers::{add_patch, remove_patch, Current};
+pub use finalizers::{add_patch, remove_patch, Current, OnServer};
 pub use step::Executed;
 pub use writes::gone;

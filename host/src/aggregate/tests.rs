@@ -91,6 +91,7 @@ fn whole(world: &World) -> ValidatedPlan {
     let request = Request {
         key: "gpu-summary".into(),
         watch: None,
+        presence: None,
     };
     g.module
         .reconcile(&g.manifest, &g.env, &request, snap)

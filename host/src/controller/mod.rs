@@ -9,16 +9,21 @@
 //!
 //! # Layout
 //! - `mod.rs`: [`GuestController`], [`ControllerConfig`], start and run.
+//! - `departed`: the last state of primaries that left their watch, kept
+//!   for their keys' clean-up snapshots until a reconcile settles them.
 //! - `error`: [`ControllerError`].
 //! - `preflight`: checks that need the cluster before caches start
 //!   (resources through discovery, status subresources, permissions).
 //! - `reconcile`: one key: the host-managed finalizer (added before the
-//!   guest is called, never removed here), the snapshot, the guest call,
+//!   guest is called; released only from an object that left the watch's
+//!   selectors), the primary's presence as the server says, the snapshot
+//!   (a clean-up snapshot for a primary that left), the guest call,
 //!   the plan to the actuator with the guard's answer (asked once per
 //!   reconcile: a hot loop held back, see [`crate::guard`]), the outcome
 //!   for the queue. An aggregate
 //!   key goes through [`crate::aggregate`] instead of a whole snapshot.
 
+mod departed;
 mod error;
 mod preflight;
 mod reconcile;
@@ -29,12 +34,14 @@ use std::time::Duration;
 use kube::Client;
 
 use crate::actuator::ActuatorError;
-use crate::actuator::{Actuator, Executed, Watched as ActuatorWatched};
+use crate::actuator::{Actuator, Current, Executed, OnServer, Watched as ActuatorWatched};
 use crate::aggregate::Aggregate;
 use crate::claims::Claims;
 use crate::discovery::Discovery;
 use crate::guard::{Admission, ContestConfig, Guard, HotLoopConfig};
-use crate::guest::{Environment, GuestError, GuestManifest, GuestModule, ObjectKey, Request};
+use crate::guest::{
+    Environment, GuestError, GuestManifest, GuestModule, ObjectKey, Presence, Request,
+};
 use crate::informer::{Informer, InformerKey, InformerRegistry};
 use crate::metrics::{GuestMetrics, Metrics, ReconcileResult};
 use crate::outputs::{Feedback, Keys, Outputs, Wakes};
@@ -44,7 +51,7 @@ pub use crate::relations::WatchCache;
 use crate::relations::{self, snapshot_for};
 use crate::request::RequestKey;
 use crate::shadow::{self, Shadow, ShadowSpec};
-use crate::store::Change;
+use crate::store::{Change, ChangeKind};
 use crate::workqueue::{self, Outcome, Workqueue};
 pub use error::ControllerError;
 
@@ -206,6 +213,8 @@ pub struct GuestController {
     shadow: std::sync::Mutex<Option<Shadow>>,
     /// Where this guest's reconcile cases are recorded, when they are.
     recording: std::sync::Mutex<Option<crate::recording::Recording>>,
+    /// Primaries that left their watch, as last seen, until settled.
+    departed: Arc<departed::Departed>,
 }
 
 impl Drop for GuestController {
@@ -309,6 +318,7 @@ impl GuestController {
         let shared = Arc::new(manifest.clone());
         let keys: Arc<Keys> = Arc::default();
         let wakes: Arc<Wakes> = Arc::default();
+        let departed: Arc<departed::Departed> = Arc::default();
         let guard = Arc::new(Guard::new(
             config.contests,
             config.hot_loops,
@@ -325,6 +335,7 @@ impl GuestController {
                     w,
                     queue.clone(),
                     wakes.clone(),
+                    departed.clone(),
                 );
                 if let Some(a) = aggregate.as_ref().filter(|a| a.maps(w)) {
                     handler = a.handler(w, handler);
@@ -393,6 +404,7 @@ impl GuestController {
             families,
             shadow: std::sync::Mutex::new(None),
             recording: std::sync::Mutex::new(None),
+            departed,
         })
     }
 
@@ -545,6 +557,13 @@ impl GuestController {
         self.actuator.outputs().written()
     }
 
+    /// How many primaries that left their watch the controller keeps the
+    /// last state of (for their keys' clean-up snapshots): it shrinks
+    /// again as their reconciles settle.
+    pub fn departed(&self) -> usize {
+        self.departed.len()
+    }
+
     /// How many objects the write bookkeeping keeps a record of (see
     /// `Outputs::tracked`): it shrinks again as written objects are deleted.
     pub fn outputs_tracked(&self) -> usize {
@@ -628,13 +647,15 @@ impl GuestController {
 
 /// A handler for watch `w`: enqueues the keys each change wakes, noting in
 /// `wakes` which change woke them (for the guard to tell the echo of a
-/// key's own write from anyone else's change).
+/// key's own write from anyone else's change), and, for a primary watch,
+/// noting in `departed` the last state of an object leaving it.
 fn handler(
     manifest: Arc<GuestManifest>,
     caches: Arc<[WatchCache]>,
     w: usize,
     queue: crate::workqueue::Workqueue<RequestKey>,
     wakes: Arc<Wakes>,
+    departed: Arc<departed::Departed>,
 ) -> crate::informer::Handler {
     Arc::new(move |change: &Change| {
         // The informer may be shared with a wider projection (the outputs
@@ -642,6 +663,14 @@ fn handler(
         // cannot see wakes nobody.
         if caches.get(w).is_some_and(|c| c.unchanged(change)) {
             return;
+        }
+        if manifest.watches[w].keys == crate::guest::KeyMapping::PerObject {
+            let key = RequestKey::object(w, change.object_key());
+            match change.kind {
+                ChangeKind::Deleted => departed.left(key, change.object.clone()),
+                ChangeKind::Added => departed.returned(&key),
+                ChangeKind::Updated => {}
+            }
         }
         let gvk = &manifest.watches[w].gvk;
         for key in relations::keys_for(&manifest, &caches, w, change) {

@@ -57,14 +57,66 @@ impl GuestController {
             .await
     }
 
-    /// After a reconcile of `key` whose primary is not cached by a watch
-    /// with selectors and a host-managed finalizer (the guest saw it gone
-    /// and cleaned up): releases that finalizer from the object if it still
-    /// exists outside the selectors. A person relabelling an object out of
-    /// the controller's hands must not leave it undeletable.
-    async fn release_if_unselected(
+    /// Where `key`'s primary stands, from the server's facts, not the
+    /// cache's guess: present when its watch holds it; when it does not,
+    /// `gone` for a watch without selectors (only a deletion makes an object
+    /// leave it), else as the server says (missing or a namesake: `gone`;
+    /// there with the uid last seen, out of the selectors: `unselected`).
+    /// None when the server says it is still selected: the cache is behind
+    /// and its event comes. A failed question is an error: the key is
+    /// retried, never reconciled on a guess.
+    async fn standing(
         &self,
         key: &RequestKey,
+    ) -> Result<Option<Standing>, crate::actuator::ActuatorError> {
+        let Some(p) = key.watch else {
+            return Ok(Some(Standing::Aggregate));
+        };
+        let (ns, name) = key.namespace_and_name();
+        if let Some(primary) = self.caches[p].store.get(ns, name) {
+            self.departed.returned(key);
+            return Ok(Some(Standing::Present(primary)));
+        }
+        let last = self.departed.get(key);
+        let spec = &self.manifest.watches[p];
+        let left = |presence, last, live| {
+            Ok(Some(Standing::Left {
+                presence,
+                last,
+                live,
+            }))
+        };
+        if spec.label_selector.is_none() && spec.field_selector.is_none() {
+            return left(Presence::Gone, last, None);
+        }
+        let on_server = self
+            .actuator
+            .on_server(
+                &primary_target(spec, key),
+                spec.label_selector.as_deref(),
+                spec.field_selector.as_deref(),
+            )
+            .await?;
+        match on_server {
+            OnServer::Selected => Ok(None),
+            OnServer::Missing => left(Presence::Gone, last, None),
+            OnServer::Unselected(live) if last.as_ref().is_some_and(|l| *l.uid != live.uid) => {
+                // A namesake: the object we knew was deleted.
+                left(Presence::Gone, last, None)
+            }
+            OnServer::Unselected(live) => left(Presence::Unselected, last, Some(live)),
+        }
+    }
+
+    /// After a successful reconcile of `key`, whose primary left the
+    /// watch's selectors and stands on the server as `live`: removes the
+    /// watch's host-managed finalizer from it (pinned to its uid). It
+    /// would never see its deletion again and hang in deletion forever;
+    /// the guest has had its clean-up reconcile.
+    async fn release_unselected(
+        &self,
+        key: &RequestKey,
+        live: &Current,
     ) -> Result<(), crate::actuator::ActuatorError> {
         let Some(p) = key.watch else {
             return Ok(());
@@ -73,26 +125,15 @@ impl GuestController {
         let Some(finalizer) = &spec.finalizer else {
             return Ok(());
         };
-        if spec.label_selector.is_none() && spec.field_selector.is_none() {
-            return Ok(());
-        }
-        let (ns, name) = key.namespace_and_name();
-        if self.caches[p].store.get(ns, name).is_some() {
-            return Ok(());
-        }
         let released = self
             .actuator
-            .release_unselected(
-                &primary_target(spec, key),
-                spec.label_selector.as_deref(),
-                spec.field_selector.as_deref(),
-                finalizer,
-            )
+            .release_unselected(&primary_target(spec, key), live, finalizer)
             .await?;
         if released {
             tracing::info!(
                 finalizer,
-                "the object left the watch's selectors: the host's finalizer released"
+                uid = %live.uid,
+                "the object left the watch's selectors and its clean-up reconcile succeeded: the host's finalizer released"
             );
         }
         Ok(())
@@ -127,15 +168,26 @@ impl GuestController {
             tracing::info!("primary gone or replaced before its finalizer landed; not reconciled on the stale cache");
             return (Outcome::RequeueAfter(DROPPED_WRITE_RECHECK), None);
         }
+        let standing = match self.standing(&key).await {
+            Ok(Some(standing)) => standing,
+            Ok(None) => {
+                tracing::info!("primary not cached but still selected on the server; not reconciled until the cache catches up");
+                return (Outcome::RequeueAfter(DROPPED_WRITE_RECHECK), None);
+            }
+            Err(e) => {
+                let reason = e.metric_label();
+                tracing::warn!(reason, "asking the server where the primary stands: {e}");
+                return (write_outcome(e), Some(reason));
+            }
+        };
         let instances = self.instances.clone();
         let manifest = self.manifest.clone();
         let caches = self.caches.clone();
         let env = self.env.at(crate::guest::now_ms());
-        let request = Request {
-            key: key.key.to_string(),
-            watch: key.watch.map(|w| manifest.watches[w].name.clone()),
-        };
+        let request = relations::guest_request(&manifest, &key, standing.presence());
+        let around = standing.around(&key);
         let k = key.clone();
+        let request_sent = request.clone();
         let aggregate = self
             .aggregate
             .clone()
@@ -160,7 +212,20 @@ impl GuestController {
                     (result, call, None)
                 }
                 None => {
-                    let snap = snapshot_for(&manifest, &caches, &k);
+                    let snap = match around {
+                        Some((p, basis, present)) => relations::snapshot_of(
+                            &manifest,
+                            &caches,
+                            &relations::around_primary(
+                                &manifest,
+                                &caches,
+                                p,
+                                basis.as_ref(),
+                                present,
+                            ),
+                        ),
+                        None => snapshot_for(&manifest, &caches, &k),
+                    };
                     // What the shadow gets: the very snapshot and clock.
                     let seen = shadowed.then(|| (snap.clone(), env.clone()));
                     let (result, stats) = instances.reconcile(&manifest, &env, &request, snap);
@@ -209,13 +274,16 @@ impl GuestController {
                 );
                 if terminal {
                     tracing::error!(reason, "{e}; not retrying until the key changes");
+                    // A departed primary's key never changes again: keep
+                    // nothing for it.
+                    self.settle(&key, &standing);
                     return (Outcome::Success, Some(reason));
                 }
                 tracing::warn!(reason, "{e}");
                 return (Outcome::retry(e), Some(reason));
             }
         };
-        self.offer_shadow(&key, &plan, seen);
+        self.offer_shadow(&key, &request_sent, &plan, seen);
         if let Err(c) = self.config.claims.claim(&self.name, &plan.writes) {
             tracing::warn!(guest = %self.name, owner = %c.owner, object = %c.object, "plan refused: {c}");
             self.metrics.refused_write(&c.owner);
@@ -234,10 +302,21 @@ impl GuestController {
                 executed.held_back = done.held_back;
             }
         }
-        if let Err(e) = self.release_if_unselected(&key).await {
-            let reason = e.metric_label();
-            tracing::warn!(reason, "releasing the host-managed finalizer: {e}");
-            return (write_outcome(e), Some(reason));
+        if let Standing::Left {
+            presence: Presence::Unselected,
+            live: Some(live),
+            ..
+        } = &standing
+        {
+            if let Err(e) = self.release_unselected(&key, live).await {
+                let reason = e.metric_label();
+                tracing::warn!(reason, "releasing the host-managed finalizer: {e}");
+                return (write_outcome(e), Some(reason));
+            }
+        }
+        if executed.dropped == 0 && executed.held_back.is_none() {
+            // The clean-up plan was carried out whole.
+            self.settle(&key, &standing);
         }
         // Someone else wrote an output while our write was in flight: look
         // again (the key is being processed, so this re-queues it once it
@@ -264,11 +343,22 @@ impl GuestController {
 }
 
 impl GuestController {
+    /// Forgets the last state a `Left` standing of `key` was built on.
+    fn settle(&self, key: &RequestKey, standing: &Standing) {
+        if let Standing::Left {
+            last: Some(last), ..
+        } = standing
+        {
+            self.departed.settled(key, last);
+        }
+    }
+
     /// Hands the key the active guest just planned to its shadow and its
     /// recording, where they run: without waiting, off the write path.
     fn offer_shadow(
         &self,
         key: &RequestKey,
+        request: &Request,
         plan: &crate::guest::ValidatedPlan,
         seen: Option<(crate::guest::SnapshotData, Environment)>,
     ) {
@@ -281,6 +371,7 @@ impl GuestController {
         let case = || match (&seen, &active) {
             (Some((snapshot, env)), Some(active)) => shadow::Case::Seen {
                 key: key.clone(),
+                request: request.clone(),
                 env: env.clone(),
                 snapshot: Box::new(snapshot.clone()),
                 active: active.clone(),
@@ -346,5 +437,49 @@ fn primary_target(spec: &crate::guest::WatchSpec, key: &RequestKey) -> ObjectKey
         gvk: spec.gvk.clone(),
         namespace: (!ns.is_empty()).then(|| ns.to_string()),
         name: name.to_string(),
+    }
+}
+
+/// Where a key's primary stands for one reconcile (see
+/// [`GuestController::standing`]).
+enum Standing {
+    /// An aggregate key: no primary.
+    Aggregate,
+    /// Its watch holds it, as cached.
+    Present(Arc<crate::projection::ProjectedObject>),
+    /// It left its watch.
+    Left {
+        /// `gone` or `unselected`.
+        presence: Presence,
+        /// Its last state the host saw, if it saw it.
+        last: Option<Arc<crate::projection::ProjectedObject>>,
+        /// Its uid and finalizers on the server, when `unselected`.
+        live: Option<Current>,
+    },
+}
+
+impl Standing {
+    /// The request's presence.
+    fn presence(&self) -> Option<Presence> {
+        match self {
+            Standing::Aggregate => None,
+            Standing::Present(_) => Some(Presence::Present),
+            Standing::Left { presence, .. } => Some(*presence),
+        }
+    }
+
+    /// What `key`'s snapshot is built around: its primary watch, the object
+    /// its relations are computed from, and whether the snapshot holds it.
+    #[allow(clippy::type_complexity)]
+    fn around(
+        &self,
+        key: &RequestKey,
+    ) -> Option<(usize, Option<Arc<crate::projection::ProjectedObject>>, bool)> {
+        let p = key.watch?;
+        match self {
+            Standing::Aggregate => None,
+            Standing::Present(primary) => Some((p, Some(primary.clone()), true)),
+            Standing::Left { last, .. } => Some((p, last.clone(), false)),
+        }
     }
 }

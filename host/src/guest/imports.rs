@@ -78,7 +78,7 @@ mod tests {
         for ok in [
             "wasi:cli/stdout@0.2.6",
             "wasi:io/streams@0.2.6",
-            "wasmctrl:controller/log@0.2.0",
+            "wasmctrl:controller/log@0.3.0",
             "wasi:clocks/wall-clock@0.2.6",
         ] {
             assert_eq!(reason(ok), None, "{ok}");

@@ -122,6 +122,10 @@ pub enum KeyMapping {
         /// link named its primary `same-namespace:NAME`).
         same_namespace: bool,
     },
+    /// A shared input: a change enqueues every object of primary watch
+    /// `.0`, and every one of its snapshots holds all of this watch's
+    /// objects.
+    All(usize),
 }
 
 /// The prefix of an `index-link.primary` that restricts the link to the
@@ -142,7 +146,7 @@ impl KeyMapping {
     /// The primary watch this secondary watch relates to, if any.
     pub fn primary(&self) -> Option<usize> {
         match self {
-            KeyMapping::Owner(p) | KeyMapping::SameNamespace(p) => Some(*p),
+            KeyMapping::Owner(p) | KeyMapping::SameNamespace(p) | KeyMapping::All(p) => Some(*p),
             KeyMapping::ByIndex { primary, .. } => Some(*primary),
             _ => None,
         }
@@ -527,6 +531,7 @@ pub fn validate(m: &wit::Manifest) -> Result<GuestManifest, ManifestError> {
             wit::KeyMapping::SameNamespace(p) => {
                 KeyMapping::SameNamespace(primary("same-namespace", p)?)
             }
+            wit::KeyMapping::All(p) => KeyMapping::All(primary("all", p)?),
             wit::KeyMapping::ByIndex(link) => {
                 let (named, same_namespace) = split_link_primary(&link.primary);
                 let p = primary("by-index.primary", named)?;

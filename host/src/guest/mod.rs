@@ -61,11 +61,11 @@ pub mod bindings {
 }
 
 use bindings::wasmctrl::controller::types as wit;
-pub use bindings::wasmctrl::controller::types::{Environment, Request, Snapshot};
+pub use bindings::wasmctrl::controller::types::{Environment, Presence, Request, Snapshot};
 use bindings::{Controller, ControllerPre};
 
 /// The contract version this host implements (the WIT package version).
-pub const CONTRACT_VERSION: &str = "wasmctrl:controller@0.2.0";
+pub const CONTRACT_VERSION: &str = "wasmctrl:controller@0.3.0";
 
 /// The interface every guest exports, without its version.
 const RECONCILER: &str = "wasmctrl:controller/reconciler@";
@@ -96,6 +96,24 @@ impl Environment {
             now_ms,
             ..self.clone()
         }
+    }
+}
+
+impl Presence {
+    /// The contract's name of this case (`present`, `gone`, `unselected`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Presence::Present => "present",
+            Presence::Gone => "gone",
+            Presence::Unselected => "unselected",
+        }
+    }
+
+    /// The case the contract names `name`, if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Presence::Present, Presence::Gone, Presence::Unselected]
+            .into_iter()
+            .find(|p| p.as_str() == name)
     }
 }
 

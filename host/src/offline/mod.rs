@@ -13,7 +13,7 @@
 
 use serde_json::{json, Value as Json};
 
-use crate::guest::{Environment, GuestError, GuestManifest, GuestModule, KeyMapping, Request};
+use crate::guest::{Environment, GuestError, GuestManifest, GuestModule, KeyMapping};
 use crate::projection::{Interner, Keep, ProjectedObject};
 use crate::relations::{self, WatchCache};
 use crate::request::RequestKey;
@@ -195,14 +195,16 @@ pub fn reconcile(
     let mut out = Vec::with_capacity(chosen.len());
     for request_key in chosen {
         let data = relations::snapshot_for(manifest, &caches, &request_key);
-        let request = Request {
-            key: request_key.key.to_string(),
-            watch: request_key.watch.map(|w| manifest.watches[w].name.clone()),
-        };
+        let presence = relations::presence_in_caches(&caches, &request_key);
+        let request = relations::guest_request(manifest, &request_key, presence);
         let (result, _stats) = module.reconcile(manifest, env, &request, data);
         let plan = result?;
         out.push(json!({
-            "request": {"key": request.key, "watch": request.watch},
+            "request": {
+                "key": request.key,
+                "watch": request.watch,
+                "presence": request.presence.map(crate::guest::Presence::as_str),
+            },
             "plan": plan.to_json(),
         }));
     }

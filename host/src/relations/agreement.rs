@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 use wasmctrl_guest_sdk as sdk;
 use wasmctrl_guest_sdk::testing::{Obj, World as SdkWorld};
 
-use super::{keys_for, objects_for, snapshot_for, WatchCache};
+use super::{around_primary, keys_for, objects_for, snapshot_for, WatchCache};
 use crate::guest::bindings::wasmctrl::controller::types as wit;
 use crate::guest::manifest::{self, GuestManifest};
 use crate::projection::{field_positions, Interner};
@@ -133,7 +133,8 @@ impl Case {
 /// and teams matched by index, settings ConfigMaps matched by index within
 /// their namespace, secrets summed, events ignored; and tenants
 /// (cluster-scoped primaries) controlling grants in namespaces; and
-/// Namespaces as primaries, relating the service accounts in them.
+/// Namespaces as primaries, relating the service accounts in them and
+/// every platform ConfigMap (a shared input).
 fn sdk_manifest() -> sdk::Manifest {
     let quota = sdk::GroupVersionKind::new("example.com", "v1", "Quota");
     let core = sdk::GroupVersionKind::core;
@@ -170,6 +171,7 @@ fn sdk_manifest() -> sdk::Manifest {
         .watch(sdk::Watch::new("grants", core("ConfigMap")).owner("tenants"))
         .watch(sdk::Watch::new("spaces", core("Namespace")).per_object())
         .watch(sdk::Watch::new("residents", core("ServiceAccount")).same_namespace("spaces"))
+        .watch(sdk::Watch::new("platform", core("ConfigMap")).all("spaces"))
         .watch(sdk::Watch::new("events", core("Event")))
 }
 
@@ -186,6 +188,7 @@ fn host_manifest(m: &sdk::Manifest) -> GuestManifest {
         sdk::KeyMapping::None => wit::KeyMapping::None,
         sdk::KeyMapping::Owner(p) => wit::KeyMapping::Owner(p.clone()),
         sdk::KeyMapping::SameNamespace(p) => wit::KeyMapping::SameNamespace(p.clone()),
+        sdk::KeyMapping::All(p) => wit::KeyMapping::All(p.clone()),
         sdk::KeyMapping::ByIndex(l) => wit::KeyMapping::ByIndex(wit::IndexLink {
             primary: l.primary.clone(),
             index: l.index.clone(),
@@ -258,6 +261,7 @@ const WORLD: &[Case] = &[
     obj("spaces", "", "a").uid("usa"),
     obj("residents", "a", "r1"),
     obj("residents", "b", "r2"),
+    obj("platform", "platform", "defaults"),
 ];
 
 /// Changes: each a new object added to [`WORLD`], or an edit of one of
@@ -286,6 +290,8 @@ const CHANGES: &[Case] = &[
     obj("residents", "a", "new"),
     obj("residents", "c", "new"),
     obj("spaces", "", "b"),
+    obj("platform", "platform", "defaults").fields(&[]),
+    obj("platform", "elsewhere", "more"),
 ];
 
 struct HostWorld {
@@ -356,7 +362,15 @@ impl HostWorld {
 
     /// The objects `key`'s snapshot holds, as `watch:namespace/name`.
     fn holds(&self, key: &RequestKey) -> Vec<String> {
-        let mut out: Vec<String> = objects_for(&self.manifest, &self.caches, key)
+        self.named(&objects_for(&self.manifest, &self.caches, key))
+    }
+
+    /// Each watch's `objects` as `watch:namespace/name`, sorted.
+    fn named(
+        &self,
+        objects: &[Vec<std::sync::Arc<crate::projection::ProjectedObject>>],
+    ) -> Vec<String> {
+        let mut out: Vec<String> = objects
             .iter()
             .enumerate()
             .flat_map(|(w, objects)| {
@@ -373,6 +387,14 @@ impl HostWorld {
 
 fn sdk_world(m: &sdk::Manifest, extra: Option<&Case>) -> SdkWorld {
     SdkWorld::new(m).with_all(WORLD.iter().chain(extra).map(Case::sdk))
+}
+
+/// An SDK object as `watch:namespace/name`, as [`HostWorld::holds`] names
+/// the host's.
+fn sdk_object_name(o: &Obj) -> String {
+    let key = o.key();
+    let (ns, name) = key.split_once('/').unwrap_or(("", &key));
+    format!("{}:{ns}/{name}", o.watch())
 }
 
 fn sdk_name(r: &sdk::Request) -> String {
@@ -437,15 +459,7 @@ fn every_key_s_snapshot_holds_the_same_objects_in_the_sdk_s_model_and_the_host()
             .objects_for(&request)
             .unwrap()
             .iter()
-            .map(|o| {
-                let (ns, name) = o
-                    .key()
-                    .split_once('/')
-                    .map_or((String::new(), o.key()), |(n, m)| {
-                        (n.to_string(), m.to_string())
-                    });
-                format!("{}:{ns}/{name}", o.watch())
-            })
+            .map(|o| sdk_object_name(o))
             .collect();
         got.sort();
         assert_eq!(got, want, "key {}", host.name(key));
@@ -455,6 +469,49 @@ fn every_key_s_snapshot_holds_the_same_objects_in_the_sdk_s_model_and_the_host()
         held, 36,
         "the snapshots hold objects (the table is not vacuous)"
     );
+}
+
+#[test]
+fn a_departed_primary_s_snapshot_holds_the_same_related_objects_in_the_sdk_s_model_and_the_host() {
+    let m = sdk_manifest();
+    let mut held = 0;
+    for (watch, key) in [("quotas", "a/qa"), ("tenants", "t1"), ("spaces", "a")] {
+        let (namespace, name) = key.split_once('/').unwrap_or(("", key));
+        let is_it = |c: &&Case| (c.watch, c.namespace, c.name) == (watch, namespace, name);
+        let departed = WORLD.iter().find(is_it).unwrap();
+        let mut host = HostWorld::new(host_manifest(&m));
+        for case in WORLD.iter().filter(|c| !is_it(c)) {
+            host.put(case);
+        }
+        let p = host.watch(watch);
+        let last = std::sync::Arc::new(
+            host.manifest.watches[p]
+                .projection
+                .project(&departed.json(), &mut host.interner),
+        );
+        let want = host.named(&around_primary(
+            &host.manifest,
+            &host.caches,
+            p,
+            Some(&last),
+            false,
+        ));
+        let sdk = SdkWorld::new(&m)
+            .with_all(WORLD.iter().filter(|c| !is_it(c)).map(Case::sdk))
+            .gone(departed.sdk());
+        let request = sdk.request(watch, key).unwrap();
+        assert_eq!(request.presence, Some(sdk::Presence::Gone));
+        let mut got: Vec<String> = sdk
+            .objects_for(&request)
+            .unwrap()
+            .iter()
+            .map(|o| sdk_object_name(o))
+            .collect();
+        got.sort();
+        assert_eq!(got, want, "departed {watch}:{key}");
+        held += want.len();
+    }
+    assert!(held >= 6, "departed snapshots hold related objects: {held}");
 }
 
 /// Each object of `data` as one line: identity, then every value of each

@@ -2,8 +2,9 @@
 //!
 //! Owns the key mappings of a validated manifest — `per-object`,
 //! `aggregate`, `owner` (the controller owner reference), `same-namespace`
-//! and `by-index` (a field value looked up in a primary's index, kept to
-//! the object's namespace when the link says `same-namespace:`) — and the
+//! `by-index` (a field value looked up in a primary's index, kept to the
+//! object's namespace when the link says `same-namespace:`) and `all`
+//! (every primary: the change costs exactly the keys it wakes) — and the
 //! full key set a resync enqueues. Every lookup goes through a store index
 //! (namespace, field value) or the object itself (owner reference): a
 //! change costs the keys it wakes, never a scan of the world. It never
@@ -73,6 +74,13 @@ pub fn keys_for(
                             }
                         }
                     }
+                }
+            }
+        }
+        KeyMapping::All(p) => {
+            if let Some(primaries) = caches.get(*p) {
+                for ((namespace, name), _) in primaries.store.versions() {
+                    keys.push(RequestKey::object(*p, object_key(&namespace, &name)));
                 }
             }
         }

@@ -7,8 +7,9 @@
 //!
 //! # Layout
 //! - `keys`: key mappings (`per-object`, `aggregate`, `owner`,
-//!   `same-namespace`, `by-index`) and the resync set.
-//! - `related`: the objects one key's snapshot holds.
+//!   `same-namespace`, `by-index`, `all`) and the resync set.
+//! - `related`: the objects one key's snapshot holds, around a present
+//!   primary or the last state of one that left its watch.
 //! - `agreement` (tests): the guest SDK's native model of both
 //!   (`wasmctrl_guest_sdk::testing::relations`) against them, on one table.
 
@@ -18,13 +19,13 @@ mod related;
 use std::sync::Arc;
 
 use crate::guest::snapshot::{self, WatchView};
-use crate::guest::{GuestManifest, Gvk};
+use crate::guest::{GuestManifest, Gvk, Presence, Request};
 use crate::projection::{Projected, ProjectedObject};
 use crate::request::RequestKey;
 use crate::store::{Change, ChangeKind, Store};
 
 pub use keys::{all_keys, keys_for};
-pub use related::objects_for;
+pub use related::{around_primary, objects_for};
 
 /// One watch's cache as the controller reads it.
 #[derive(Clone)]
@@ -136,7 +137,16 @@ pub fn snapshot_for(
     caches: &[WatchCache],
     key: &RequestKey,
 ) -> crate::guest::SnapshotData {
-    let objects = objects_for(manifest, caches, key);
+    snapshot_of(manifest, caches, &objects_for(manifest, caches, key))
+}
+
+/// The snapshot laid out from each watch's `objects` (indexed like
+/// `manifest.watches`, as [`objects_for`] and [`around_primary`] give them).
+pub fn snapshot_of(
+    manifest: &GuestManifest,
+    caches: &[WatchCache],
+    objects: &[Vec<Arc<ProjectedObject>>],
+) -> crate::guest::SnapshotData {
     let views: Vec<WatchView<'_>> = objects
         .iter()
         .zip(caches)
@@ -146,6 +156,38 @@ pub fn snapshot_for(
         })
         .collect();
     snapshot::build(manifest, &views)
+}
+
+/// Where `key`'s object stands as the caches alone tell it (offline, a
+/// test's world: no server to ask): present when cached, gone when not;
+/// none for an aggregate key. The controller asks the server instead.
+pub fn presence_in_caches(caches: &[WatchCache], key: &RequestKey) -> Option<Presence> {
+    let p = key.watch?;
+    let (ns, name) = key.namespace_and_name();
+    Some(
+        if caches
+            .get(p)
+            .is_some_and(|c| c.store.get(ns, name).is_some())
+        {
+            Presence::Present
+        } else {
+            Presence::Gone
+        },
+    )
+}
+
+/// The guest request for `key` under `manifest` (its watch by name), with
+/// `presence` (none for an aggregate key).
+pub fn guest_request(
+    manifest: &GuestManifest,
+    key: &RequestKey,
+    presence: Option<Presence>,
+) -> Request {
+    Request {
+        key: key.key.to_string(),
+        watch: key.watch.map(|w| manifest.watches[w].name.clone()),
+        presence,
+    }
 }
 
 #[cfg(test)]

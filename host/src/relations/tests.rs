@@ -399,6 +399,14 @@ fn key_mappings_naming_unknown_watches_or_indexes_are_refused_naming_the_field()
             "watches[1] (pods).keys.same-namespace: names watch \"pods\", which is not a primary",
         ),
         (
+            Box::new(|m| m.watches[1].keys = wit::KeyMapping::All("nope".into())),
+            "watches[1] (pods).keys.all: names watch \"nope\", which the manifest does not declare",
+        ),
+        (
+            Box::new(|m| m.watches[1].keys = wit::KeyMapping::All("pods".into())),
+            "watches[1] (pods).keys.all: names watch \"pods\", which is not a primary",
+        ),
+        (
             Box::new(|m| {
                 m.watches[1].keys = wit::KeyMapping::ByIndex(wit::IndexLink {
                     primary: "quotas".into(),

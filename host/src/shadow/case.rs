@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 
 use super::compare::normalise;
 use crate::guest::{Environment, GuestManifest, GuestModule, Request, SnapshotData};
-use crate::relations::{snapshot_for, WatchCache};
+use crate::relations::{guest_request, snapshot_for, WatchCache};
 use crate::request::RequestKey;
 use crate::sync::lock;
 
@@ -25,6 +25,9 @@ pub enum Case {
     Seen {
         /// The key.
         key: RequestKey,
+        /// The request the active guest got (its presence the server's
+        /// word at the time, not asked again).
+        request: Request,
         /// The active call's environment (its clock included).
         env: Environment,
         /// The snapshot.
@@ -41,6 +44,8 @@ pub enum Case {
 pub struct Resolved {
     /// The key.
     pub key: RequestKey,
+    /// The request the active plan was made for.
+    pub request: Request,
     /// The environment the active plan was made with.
     pub env: Environment,
     /// The snapshot.
@@ -65,11 +70,13 @@ impl Case {
         match self {
             Case::Seen {
                 key,
+                request,
                 env,
                 snapshot,
                 active,
             } => Some(Resolved {
                 key,
+                request,
                 env,
                 snapshot: *snapshot,
                 active,
@@ -77,29 +84,21 @@ impl Case {
             Case::Aggregate(key) => {
                 let env = target.env.at(crate::guest::now_ms());
                 let snapshot = snapshot_for(&target.manifest, &target.caches, &key);
-                let (plan, _) = target.module.reconcile(
-                    &target.manifest,
-                    &env,
-                    &request(&target.manifest, &key),
-                    snapshot.clone(),
-                );
+                let request = guest_request(&target.manifest, &key, None);
+                let (plan, _) =
+                    target
+                        .module
+                        .reconcile(&target.manifest, &env, &request, snapshot.clone());
                 let active = normalise(&plan.ok()?.to_json());
                 Some(Resolved {
                     key,
+                    request,
                     env,
                     snapshot,
                     active,
                 })
             }
         }
-    }
-}
-
-/// The guest request for `key` under `manifest` (its watch by name).
-pub fn request(manifest: &GuestManifest, key: &RequestKey) -> Request {
-    Request {
-        key: key.key.to_string(),
-        watch: key.watch.map(|w| manifest.watches[w].name.clone()),
     }
 }
 
@@ -285,6 +284,11 @@ mod tests {
     fn seen(key: &RequestKey, plan: &str) -> Case {
         Case::Seen {
             key: key.clone(),
+            request: Request {
+                key: key.key.to_string(),
+                watch: Some("w".into()),
+                presence: Some(crate::guest::Presence::Present),
+            },
             env: Environment {
                 namespace: "ops".into(),
                 config: Vec::new(),

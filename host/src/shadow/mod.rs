@@ -31,9 +31,7 @@ use crate::guest::{GuestManifest, GuestModule, PlannedWrite};
 use crate::metrics::{Metrics, ShadowLabels};
 use crate::sync::lock;
 
-pub use case::{
-    handoff, request, Case, Cases, Handoff, Offered, Resolved, Target, AGGREGATE_EVERY,
-};
+pub use case::{handoff, Case, Cases, Handoff, Offered, Resolved, Target, AGGREGATE_EVERY};
 use compare::{canonical, diff, Diff};
 pub use compare::{normalise, plan_diff};
 use report::Report;
@@ -294,7 +292,8 @@ fn compare(spec: &ShadowSpec, target: &Target, case: Case) -> Compared {
     // The active version failing on this snapshot leaves nothing to
     // compare with (its own reconcile reports it).
     let Some(Resolved {
-        key,
+        key: _,
+        request,
         env,
         snapshot,
         active,
@@ -302,7 +301,6 @@ fn compare(spec: &ShadowSpec, target: &Target, case: Case) -> Compared {
     else {
         return Compared::Same;
     };
-    let request = request(&spec.manifest, &key);
     let (plan, _) = spec
         .module
         .reconcile(&spec.manifest, &env, &request, snapshot);

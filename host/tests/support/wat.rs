@@ -583,9 +583,9 @@ pub fn guest(m: &WatManifest, behaviour: Behaviour) -> Vec<u8> {
   {plan_data}
   {BUMP_REALLOC}
   {COPY_FIELD}
-  (func (export "wasmctrl:controller/reconciler@0.2.0#describe") (param i32 i32 i32 i32 i64) (result i32)
+  (func (export "wasmctrl:controller/reconciler@0.3.0#describe") (param i32 i32 i32 i32 i64) (result i32)
     (i32.const {manifest_at}))
-  (func (export "wasmctrl:controller/reconciler@0.2.0#reconcile") (param i32) (result i32)
+  (func (export "wasmctrl:controller/reconciler@0.3.0#reconcile") (param i32) (result i32)
     (local $start i32) (local $i i32) (local $n i64)
     (global.set $out (i32.const {FILLED}))
     {body}))"#
@@ -612,9 +612,9 @@ pub fn trapping_in_describe() -> Vec<u8> {
   (memory (export "memory") 2)
   (global $heap (mut i32) (i32.const 65536))
   {BUMP_REALLOC}
-  (func (export "wasmctrl:controller/reconciler@0.2.0#describe") (param i32 i32 i32 i32 i64) (result i32)
+  (func (export "wasmctrl:controller/reconciler@0.3.0#describe") (param i32 i32 i32 i32 i64) (result i32)
     unreachable)
-  (func (export "wasmctrl:controller/reconciler@0.2.0#reconcile") (param i32) (result i32)
+  (func (export "wasmctrl:controller/reconciler@0.3.0#reconcile") (param i32) (result i32)
     unreachable))"#
     );
     wasmctrl_test_support::component::component_from_wat(&wat)

@@ -95,13 +95,13 @@ fn log_messages_over_budget_are_truncated_and_dropped_not_relayed() {
     // Five 10 MB messages through the `log` import.
     let wat = format!(
         r#"(module
-  (import "wasmctrl:controller/log@0.2.0" "log" (func $log (param i32 i32 i32)))
+  (import "wasmctrl:controller/log@0.3.0" "log" (func $log (param i32 i32 i32)))
   (memory (export "memory") 170)
   (global $heap (mut i32) (i32.const 11000000))
   {}
-  (func (export "wasmctrl:controller/reconciler@0.2.0#describe") (param i32 i32 i32 i32 i64) (result i32)
+  (func (export "wasmctrl:controller/reconciler@0.3.0#describe") (param i32 i32 i32 i32 i64) (result i32)
     unreachable)
-  (func (export "wasmctrl:controller/reconciler@0.2.0#reconcile") (param i32) (result i32)
+  (func (export "wasmctrl:controller/reconciler@0.3.0#reconcile") (param i32) (result i32)
     (local $i i32)
     (loop $again
       (call $log (i32.const 2) (i32.const 4096) (i32.const 10000000))
@@ -155,7 +155,7 @@ interface preopens { use types.{descriptor}; get-directories: func() -> list<tup
         "fs.wit",
         r#"package test:fs;
 world fs {
-  include wasmctrl:controller/controller@0.2.0;
+  include wasmctrl:controller/controller@0.3.0;
   import wasi:filesystem/preopens@0.2.6;
 }"#,
     ),

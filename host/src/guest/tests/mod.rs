@@ -51,9 +51,9 @@ pub(super) fn wat_guest_describing(describe: &str, body: &str) -> String {
   (memory (export "memory") 1)
   (global $heap (mut i32) (i32.const 4096))
   {BUMP_REALLOC}
-  (func (export "wasmctrl:controller/reconciler@0.2.0#describe") (param i32 i32 i32 i32 i64) (result i32)
+  (func (export "wasmctrl:controller/reconciler@0.3.0#describe") (param i32 i32 i32 i32 i64) (result i32)
     {describe})
-  (func (export "wasmctrl:controller/reconciler@0.2.0#reconcile") (param i32) (result i32)
+  (func (export "wasmctrl:controller/reconciler@0.3.0#reconcile") (param i32) (result i32)
     {body}))"#
     )
 }
@@ -139,6 +139,7 @@ pub(super) fn request() -> Request {
     Request {
         key: "k".into(),
         watch: None,
+        presence: None,
     }
 }
 
@@ -304,9 +305,9 @@ fn a_perf_map_names_each_compiled_guest_function() {
   (global $heap (mut i32) (i32.const 4096))
   {BUMP_REALLOC}
   (func $named_by_the_guest (result i32) unreachable)
-  (func (export "wasmctrl:controller/reconciler@0.2.0#describe") (param i32 i32 i32 i32 i64) (result i32)
+  (func (export "wasmctrl:controller/reconciler@0.3.0#describe") (param i32 i32 i32 i32 i64) (result i32)
     call $named_by_the_guest)
-  (func (export "wasmctrl:controller/reconciler@0.2.0#reconcile") (param i32) (result i32)
+  (func (export "wasmctrl:controller/reconciler@0.3.0#reconcile") (param i32) (result i32)
     unreachable))"#
     );
     let rt = runtime(RuntimeConfig::default().perf_map(true));
@@ -344,32 +345,42 @@ fn guest_that_does_not_implement_the_world_is_refused_at_load() {
 }
 
 #[test]
-fn a_guest_built_against_0_1_is_refused_at_load_with_the_rebuild_message() {
-    let old = r#"(module
+fn a_guest_built_against_an_older_contract_is_refused_at_load_with_the_rebuild_message() {
+    // Each older contract with the signature its `describe` export had.
+    let olders = [
+        (
+            "0.1.0",
+            "(param i32 i32 i32 i32)",
+            include_str!("../testdata/controller-0.1.0.wit"),
+        ),
+        (
+            "0.2.0",
+            "(param i32 i32 i32 i32 i64)",
+            include_str!("../testdata/controller-0.2.0.wit"),
+        ),
+    ];
+    for (version, describe_params, wit) in olders {
+        let old = format!(
+            r#"(module
   (memory (export "memory") 1)
   (global $heap (mut i32) (i32.const 4096))
-  BUMP
-  (func (export "wasmctrl:controller/reconciler@0.1.0#describe") (param i32 i32 i32 i32) (result i32)
+  {BUMP_REALLOC}
+  (func (export "wasmctrl:controller/reconciler@{version}#describe") {describe_params} (result i32)
     unreachable)
-  (func (export "wasmctrl:controller/reconciler@0.1.0#reconcile") (param i32) (result i32)
+  (func (export "wasmctrl:controller/reconciler@{version}#reconcile") (param i32) (result i32)
     unreachable))"#
-        .replace("BUMP", BUMP_REALLOC);
-    let bytes = component_from_wat_in(
-        &old,
-        &[(
-            "controller-0.1.0.wit",
-            include_str!("../testdata/controller-0.1.0.wit"),
-        )],
-        "controller",
-    );
-    let e = runtime(RuntimeConfig::default())
-        .load_bytes("old-guest.wasm", &bytes)
-        .expect_err("a 0.1 guest must be refused");
-    assert_eq!(e.reason(), "version", "{e}");
-    assert_eq!(
-        e.to_string(),
-        "guest old-guest.wasm was built against wasmctrl:controller@0.1.0; this host speaks @0.2.0: rebuild it with the wasmctrl guest SDK (see wit/README.md)"
-    );
+        );
+        let file = format!("controller-{version}.wit");
+        let bytes = component_from_wat_in(&old, &[(file.as_str(), wit)], "controller");
+        let e = runtime(RuntimeConfig::default())
+            .load_bytes("old-guest.wasm", &bytes)
+            .expect_err("an older guest must be refused");
+        assert_eq!(e.reason(), "version", "{e}");
+        assert_eq!(
+            e.to_string(),
+            format!("guest old-guest.wasm was built against wasmctrl:controller@{version}; this host speaks @0.3.0: rebuild it with the wasmctrl guest SDK (see wit/README.md)")
+        );
+    }
 }
 
 #[test]
@@ -481,6 +492,7 @@ fn gpu_guest_reconciles_a_projected_world() {
     let request = Request {
         key: "gpu-summary".into(),
         watch: None,
+        presence: None,
     };
     let (plan, _) = module.reconcile(&m, &env(), &request, snap);
     let plan = plan.unwrap();
@@ -553,7 +565,7 @@ interface stderr { use wasi:io/streams@0.2.6.{output-stream}; get-stderr: func()
         "printer.wit",
         r#"package test:printer;
 world printer {
-  include wasmctrl:controller/controller@0.2.0;
+  include wasmctrl:controller/controller@0.3.0;
   import wasi:cli/stdout@0.2.6;
   import wasi:cli/stderr@0.2.6;
 }"#,

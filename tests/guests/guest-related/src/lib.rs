@@ -23,7 +23,11 @@
 //! primaries get nothing.
 //!
 //! Configuration: `namespace` (where the watched ConfigMaps live; default
-//! `ml`).
+//! `ml`). With `shape=cleanup`, the guest is instead the [`cleanup`] shape:
+//! label-selected primaries of a built-in kind that clean up their
+//! children when they are gone or leave the selector, and a shared input.
+
+pub mod cleanup;
 
 use wasmctrl_guest_sdk::snapshot::WatchId;
 use wasmctrl_guest_sdk::{
@@ -81,8 +85,16 @@ pub fn manifest(namespace: &str, report_namespace: &str) -> Manifest {
 /// The guest.
 pub struct Related;
 
-/// Watch handles.
-pub struct Fields {
+/// The handles of the configured shape.
+pub enum Fields {
+    /// The default shape (owner, by-index).
+    Related(RelatedFields),
+    /// [`cleanup`].
+    Cleanup(cleanup::Fields),
+}
+
+/// Watch handles of the default shape.
+pub struct RelatedFields {
     owned: WatchId,
     members: WatchId,
     settings: WatchId,
@@ -90,7 +102,16 @@ pub struct Fields {
 }
 
 fn namespace(env: &Environment) -> Result<String, String> {
-    Ok(env.settings(&["namespace"])?.get_or("namespace", "ml"))
+    Ok(env
+        .settings(&["namespace", "shape"])?
+        .get_or("namespace", "ml"))
+}
+
+/// Whether `env` configures the [`cleanup`] shape.
+fn is_cleanup(env: &Environment) -> bool {
+    env.config
+        .iter()
+        .any(|(k, v)| k == "shape" && v == "cleanup")
 }
 
 fn names(snapshot: &Snapshot<'_>, watch: WatchId) -> String {
@@ -113,16 +134,22 @@ impl wasmctrl_guest_sdk::Guest for Related {
     type Fields = Fields;
 
     fn describe(env: &Environment) -> Result<Manifest, String> {
+        if is_cleanup(env) {
+            return cleanup::manifest(env);
+        }
         Ok(manifest(&namespace(env)?, &env.namespace))
     }
 
     fn fields(env: &Environment, schema: &Schema) -> Result<Fields, String> {
-        Ok(Fields {
+        if is_cleanup(env) {
+            return Ok(Fields::Cleanup(cleanup::Fields::resolve(env, schema)?));
+        }
+        Ok(Fields::Related(RelatedFields {
             owned: schema.watch(OWNED)?.id(),
             members: schema.watch(MEMBERS)?.id(),
             settings: schema.watch(SETTINGS)?.id(),
             report_namespace: env.namespace.clone(),
-        })
+        }))
     }
 
     fn reconcile(
@@ -131,6 +158,10 @@ impl wasmctrl_guest_sdk::Guest for Related {
         snapshot: &Snapshot<'_>,
         f: &Fields,
     ) -> Result<Plan, ReconcileError> {
+        let f = match f {
+            Fields::Related(f) => f,
+            Fields::Cleanup(f) => return Ok(cleanup::reconcile(request, snapshot, f)),
+        };
         let mut plan = Plan::new();
         let Some(primary) = snapshot.primary(request) else {
             return Ok(plan);

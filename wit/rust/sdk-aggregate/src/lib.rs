@@ -31,8 +31,8 @@ pub mod bindings {
         default_bindings_module: "wasmctrl_guest_aggregate::bindings",
         additional_derives: [PartialEq],
         with: {
-            "wasmctrl:controller/types@0.2.0": wasmctrl_guest_sdk::bindings::wasmctrl::controller::types,
-            "wasmctrl:controller/log@0.2.0": wasmctrl_guest_sdk::bindings::wasmctrl::controller::log,
+            "wasmctrl:controller/types@0.3.0": wasmctrl_guest_sdk::bindings::wasmctrl::controller::types,
+            "wasmctrl:controller/log@0.3.0": wasmctrl_guest_sdk::bindings::wasmctrl::controller::log,
         },
     });
 }

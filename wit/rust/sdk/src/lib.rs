@@ -1,5 +1,5 @@
 //! The wasmctrl guest SDK: everything a Rust controller guest needs besides
-//! its own logic, for contract `wasmctrl:controller@0.2.0`.
+//! its own logic, for contract `wasmctrl:controller@0.3.0`.
 //!
 //! - [`Guest`] and [`export_guest!`]: implement `describe`/`reconcile` with
 //!   SDK types; the macro wires them to the component's exports (the
@@ -19,7 +19,9 @@
 //!   and [`owner_ref`], read back with [`Object::controller_owner`]
 //!   ([`owner`]).
 //! - [`Lifecycle`]: a primary `Live`, `Deleting` (clean up, then release
-//!   the host-managed finalizer) or `Gone` ([`lifecycle`]).
+//!   the host-managed finalizer), `Gone` (deleted) or `Unselected` (left
+//!   the watch's selectors), as the request's `presence` says
+//!   ([`lifecycle`]).
 //! - [`config::Config`]: the operator's configuration, unknown keys rejected.
 //! - [`condition`]: `set_condition` keeping `lastTransitionTime`,
 //!   `owned_conditions` for a guest that owns one condition type; [`time`]:
@@ -152,7 +154,7 @@ pub use view::View;
 pub use wasmctrl_guest_sdk_derive::View;
 pub use wit::{
     Environment, Event, EventType, GroupVersionKind, IndexLink, IndexSpec, KeyMapping, Manifest,
-    ObjectRef, ReconcileError, Request, Watch, WriteRule,
+    ObjectRef, Presence, ReconcileError, Request, Watch, WriteRule,
 };
 
 /// serde_json, for `json!` documents and for tests that parse a plan.

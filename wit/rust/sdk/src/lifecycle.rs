@@ -1,14 +1,18 @@
-//! Where a per-object request's primary is in its life, for a watch with
-//! the host-managed finalizer: [`Lifecycle::Live`] (reconcile it),
-//! [`Lifecycle::Deleting`] (clean up, then [`Deleting::release`]) or
-//! [`Lifecycle::Gone`] (nothing of it is left to write). Like
+//! Where a per-object request's primary is in its life:
+//! [`Lifecycle::Live`] (reconcile it), [`Lifecycle::Deleting`] (clean up,
+//! then [`Deleting::release`]), [`Lifecycle::Gone`] (deleted: delete what
+//! it controlled, if anything is left) or [`Lifecycle::Unselected`] (still
+//! exists, but left the watch's selectors: delete what it controlled). The
+//! request's `presence`, the host's word from the server, tells the last
+//! two apart; neither snapshot holds the primary, and both still hold the
+//! objects related to it (see `reconcile` in `wit/controller.wit`). Like
 //! kube-runtime's `finalizer::Event::{Apply, Cleanup}`, but the host adds
 //! the finalizer: this module only reads the snapshot and plans its
 //! removal (after deleting the objects the guest names, with
 //! [`Deleting::delete_then_release`]), and never decides what clean-up is.
 
 use crate::snapshot::{Object, Snapshot};
-use crate::{Plan, Request};
+use crate::{Plan, Presence, Request};
 
 /// The field path whose projection tells whether an object still holds the
 /// watch's finalizer.
@@ -21,9 +25,17 @@ pub enum Lifecycle<'s> {
     Live(Object<'s>),
     /// Being deleted (finalizers hold it): clean up, then release.
     Deleting(Deleting<'s>),
-    /// Not in the snapshot (deleted, or never seen): the request key. Its
+    /// Deleted (`presence` `gone`): the request key. The snapshot no longer
+    /// holds it but still holds the objects related to it (those it
+    /// controlled, say): delete what it controlled that is left. Its
     /// finalizer, if it had one, was released by an earlier reconcile.
     Gone(&'s str),
+    /// Still on the server, but no longer matching its watch's selectors
+    /// (`presence` `unselected`): the request key. The snapshot does not
+    /// hold it but still holds the objects related to it: delete what it
+    /// controlled. After this reconcile succeeds, the host releases its
+    /// finalizer, if the watch declares one.
+    Unselected(&'s str),
 }
 
 /// A primary being deleted, and the finalizer that holds it for us.
@@ -80,16 +92,21 @@ impl<'s> Deleting<'s> {
         if owned.peek().is_none() {
             return self.release(plan);
         }
-        for object in owned {
-            plan.delete(object.object_ref());
-        }
-        plan
+        plan.delete_all(owned)
     }
 }
 
 impl<'a> Snapshot<'a> {
-    /// Where `request`'s primary is in its life (see [`Lifecycle`]).
+    /// Where `request`'s primary is in its life (see [`Lifecycle`]): `Gone`
+    /// and `Unselected` as its `presence` says, never guessed from the
+    /// snapshot (`Gone` too when a present primary is not in it, as for
+    /// an aggregate request).
     pub fn lifecycle<'s>(&'s self, request: &'s Request) -> Lifecycle<'s> {
+        match request.presence {
+            Some(Presence::Gone) => return Lifecycle::Gone(&request.key),
+            Some(Presence::Unselected) => return Lifecycle::Unselected(&request.key),
+            Some(Presence::Present) | None => {}
+        }
         let Some(object) = self.primary(request) else {
             return Lifecycle::Gone(&request.key);
         };
@@ -159,6 +176,10 @@ mod tests {
             Lifecycle::Gone(key) => {
                 assert_eq!(key, "ns/a");
                 "gone"
+            }
+            Lifecycle::Unselected(key) => {
+                assert_eq!(key, "ns/a");
+                "unselected"
             }
         };
         (name, plan.writes().to_vec())

@@ -177,6 +177,15 @@ impl Watch {
         self.keys(KeyMapping::SameNamespace(primary.to_string()))
     }
 
+    /// A shared input: a change enqueues every object of the primary watch
+    /// `primary`, and every one of its snapshots holds all of this watch's
+    /// objects, whatever their namespace (a platform-wide ConfigMap of
+    /// defaults, say).
+    #[must_use]
+    pub fn all(self, primary: &str) -> Self {
+        self.keys(KeyMapping::All(primary.to_string()))
+    }
+
     /// A change enqueues the object's controller owner in the primary watch
     /// `primary`.
     #[must_use]

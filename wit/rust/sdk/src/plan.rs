@@ -209,6 +209,19 @@ impl Plan {
         self
     }
 
+    /// Delete each of `objects` (each pinned to the uid the snapshot saw):
+    /// the clean-up of a primary that is `Gone` or `Unselected`, whose
+    /// snapshot still holds what it controlled.
+    pub fn delete_all<'o>(
+        &mut self,
+        objects: impl IntoIterator<Item = crate::Object<'o>>,
+    ) -> &mut Self {
+        for object in objects {
+            self.delete(object.object_ref());
+        }
+        self
+    }
+
     /// Add `finalizer` to `target`.
     pub fn add_finalizer(&mut self, target: &ObjectRef, finalizer: &str) -> &mut Self {
         self.writes

@@ -46,6 +46,14 @@ pub enum SchemaError {
         /// The watch's index names.
         known: String,
     },
+    /// The watch's label selector does not parse.
+    #[error("watch {watch:?} has an invalid label selector: {problem}")]
+    BadSelector {
+        /// The watch's name.
+        watch: String,
+        /// What is wrong with it.
+        problem: String,
+    },
 }
 
 impl From<SchemaError> for String {

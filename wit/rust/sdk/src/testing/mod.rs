@@ -10,6 +10,7 @@
 
 pub mod relations;
 
+use wasmctrl_kube_rules::selector::{Attrs, LabelSelector};
 use wasmctrl_snapshot::{Builder, SnapshotData, Value};
 
 use crate::owner::OwnerReference;
@@ -48,16 +49,26 @@ impl Request {
         Request {
             key: key.to_string(),
             watch: None,
+            presence: None,
         }
     }
 
     /// The request for the primary object `key` (`namespace/name`) of
-    /// `watch`.
+    /// `watch`, present. [`World::request`] tells where it stands in a
+    /// world.
     pub fn object(watch: &str, key: &str) -> Self {
         Request {
             key: key.to_string(),
             watch: Some(watch.to_string()),
+            presence: Some(crate::Presence::Present),
         }
+    }
+
+    /// This request with `presence`.
+    #[must_use]
+    pub fn presence(mut self, presence: crate::Presence) -> Self {
+        self.presence = Some(presence);
+        self
     }
 }
 
@@ -203,6 +214,20 @@ impl Obj {
         out
     }
 
+    /// Its labels as a selector sees them.
+    fn attrs(&self) -> Attrs {
+        let mut labels: Vec<(Box<str>, Box<str>)> = self
+            .labels
+            .iter()
+            .map(|(k, v)| (k.as_str().into(), v.as_str().into()))
+            .collect();
+        labels.sort();
+        Attrs {
+            labels: labels.into_boxed_slice(),
+            fields: Box::default(),
+        }
+    }
+
     /// Its watch's name.
     pub fn watch(&self) -> &str {
         &self.watch
@@ -302,19 +327,101 @@ impl Obj {
 }
 
 /// A set of objects for one manifest, turned into a snapshot by the host's
-/// layout code.
+/// layout code. Like the API server, it evaluates each watch's label
+/// selector: an object whose labels do not match is on the server but not
+/// in its watch (its key reconciles `unselected`); objects added with
+/// [`World::gone`] were deleted (their keys reconcile `gone`). Field
+/// selectors are not evaluated: add only objects they would admit.
 #[derive(Clone, Debug)]
 pub struct World {
     manifest: Manifest,
     objects: Vec<Obj>,
+    /// Deleted objects, as the host last saw them.
+    gone: Vec<Obj>,
+    /// Each watch's label selector, parsed (`None`: none declared).
+    selectors: Vec<Result<Option<LabelSelector>, String>>,
 }
 
 impl World {
     /// An empty world seen through `manifest`.
     pub fn new(manifest: &Manifest) -> Self {
+        let selectors = manifest
+            .watches
+            .iter()
+            .map(|w| {
+                w.label_selector
+                    .as_deref()
+                    .map(LabelSelector::parse)
+                    .transpose()
+                    .map_err(|e| e.to_string())
+            })
+            .collect();
         World {
             manifest: manifest.clone(),
             objects: Vec::new(),
+            gone: Vec::new(),
+            selectors,
+        }
+    }
+
+    /// An object the server no longer has (deleted), as the host last saw
+    /// it: a request for its key is `gone`, and its snapshot still holds
+    /// the objects related to it by this last state.
+    #[must_use]
+    pub fn gone(mut self, object: Obj) -> Self {
+        self.gone.push(object);
+        self
+    }
+
+    /// The request for the object `key` (`namespace/name`) of the primary
+    /// watch `watch`, with its presence as this world has it: `present`
+    /// when its watch holds it, `unselected` when it exists but its labels
+    /// do not match the watch's label selector, `gone` otherwise.
+    pub fn request(&self, watch: &str, key: &str) -> Result<crate::Request, SchemaError> {
+        let p = self.watch_index(watch)?;
+        let presence = if self.held(p, key).is_some() {
+            crate::Presence::Present
+        } else if self.on_server(p, key).is_some() {
+            crate::Presence::Unselected
+        } else {
+            crate::Presence::Gone
+        };
+        Ok(crate::Request::object(watch, key).presence(presence))
+    }
+
+    /// The objects its watches hold, in insertion order: those their label
+    /// selectors admit.
+    fn watched(&self) -> Result<Vec<&Obj>, SchemaError> {
+        self.check_selectors()?;
+        let mut out = Vec::with_capacity(self.objects.len());
+        for o in &self.objects {
+            if self.selected(self.watch_index(&o.watch)?, o) {
+                out.push(o);
+            }
+        }
+        Ok(out)
+    }
+
+    /// An error naming the first watch whose label selector does not parse.
+    pub(super) fn check_selectors(&self) -> Result<(), SchemaError> {
+        for (spec, selector) in self.manifest.watches.iter().zip(&self.selectors) {
+            if let Err(problem) = selector {
+                return Err(SchemaError::BadSelector {
+                    watch: spec.name.clone(),
+                    problem: problem.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether watch `w`'s label selector admits `object` (an invalid one
+    /// admits nothing; [`World::check_selectors`] reports it).
+    pub(super) fn selected(&self, w: usize, object: &Obj) -> bool {
+        match self.selectors.get(w) {
+            Some(Ok(None)) => true,
+            Some(Ok(Some(selector))) => selector.matches(&object.attrs()),
+            _ => false,
         }
     }
 
@@ -338,7 +445,7 @@ impl World {
     /// filled from the values set on its field's path. A watch or field
     /// the manifest does not declare is an error.
     pub fn snapshot(&self) -> Result<SnapshotData, SchemaError> {
-        self.build(self.objects.iter())
+        self.build(self.watched()?.into_iter())
     }
 
     /// The snapshot holding `objects` (see [`World::snapshot`]).

@@ -3,14 +3,14 @@
 //! ([`World::wakes`]) and which objects a request's snapshot holds
 //! ([`World::objects_for`], [`World::snapshot_for`]). The host's own
 //! relation tests run a shared table of cases through both, so the two
-//! cannot drift. It never evaluates label or field selectors (the API
-//! server does, before the host sees an object): add only objects a
-//! watch's selectors would admit.
+//! cannot drift. A watch holds only the objects its label selector admits
+//! (the API server evaluates it before the host sees an object); field
+//! selectors are not evaluated: add only objects they would admit.
 
 use wasmctrl_snapshot::SnapshotData;
 
 use super::{Obj, World};
-use crate::snapshot::{split_key, SchemaError};
+use crate::snapshot::SchemaError;
 use crate::{KeyMapping, Request};
 
 impl Obj {
@@ -34,16 +34,23 @@ impl Obj {
 
 impl World {
     /// The index of the watch named `name`.
-    fn watch_index(&self, name: &str) -> Result<usize, SchemaError> {
+    pub(super) fn watch_index(&self, name: &str) -> Result<usize, SchemaError> {
         crate::Schema::new(&self.manifest)?
             .watch(name)
             .map(|w| w.id().index())
     }
 
     /// Whether watch `w`'s kind is cluster-scoped, as the world tells it:
-    /// it holds objects of `w`, and none has a namespace.
+    /// it has objects of `w`'s kind (selected, unselected or gone), and
+    /// none has a namespace.
     fn cluster_scoped(&self, w: usize) -> bool {
-        let mut namespaces = self.of(w).map(|q| q.namespace.as_str());
+        let name = self.manifest.watches.get(w).map(|s| s.name.as_str());
+        let mut namespaces = self
+            .objects
+            .iter()
+            .chain(&self.gone)
+            .filter(|o| Some(o.watch.as_str()) == name)
+            .map(|q| q.namespace.as_str());
         namespaces
             .next()
             .is_some_and(|first| first.is_empty() && namespaces.all(str::is_empty))
@@ -64,12 +71,28 @@ impl World {
         }
     }
 
-    /// The objects of watch `w`.
+    /// The objects watch `w` holds: those of its kind its label selector
+    /// admits.
     fn of(&self, w: usize) -> impl Iterator<Item = &Obj> + '_ {
+        self.on_server_of(w).filter(move |o| self.selected(w, o))
+    }
+
+    /// Every object of watch `w`'s kind on the server, selected or not.
+    fn on_server_of(&self, w: usize) -> impl Iterator<Item = &Obj> + '_ {
         let name = self.manifest.watches.get(w).map(|s| s.name.as_str());
         self.objects
             .iter()
             .filter(move |o| Some(o.watch.as_str()) == name)
+    }
+
+    /// The object `key` watch `p` holds.
+    pub(super) fn held(&self, p: usize, key: &str) -> Option<&Obj> {
+        self.of(p).find(|o| o.key() == key)
+    }
+
+    /// The object `key` of watch `p`'s kind on the server, selected or not.
+    pub(super) fn on_server(&self, p: usize, key: &str) -> Option<&Obj> {
+        self.on_server_of(p).find(|o| o.key() == key)
     }
 
     /// The requests a change to `object` wakes, by its watch's key mapping,
@@ -88,6 +111,7 @@ impl World {
     /// The requests an edit from `old` to `new` wakes: both versions'
     /// (a child whose owner changes wakes both owners).
     pub fn wakes_edit(&self, old: Option<&Obj>, new: &Obj) -> Result<Vec<Request>, SchemaError> {
+        self.check_selectors()?;
         let w = self.watch_index(&new.watch)?;
         let spec = &self.manifest.watches[w];
         let versions: Vec<&Obj> = old.into_iter().chain([new]).collect();
@@ -117,6 +141,12 @@ impl World {
                     {
                         keys.push((p, Request::object(primary, &q.key())));
                     }
+                }
+            }
+            KeyMapping::All(primary) => {
+                let p = self.watch_index(primary)?;
+                for q in self.of(p) {
+                    keys.push((p, Request::object(primary, &q.key())));
                 }
             }
             KeyMapping::ByIndex(link) => {
@@ -149,28 +179,38 @@ impl World {
     }
 
     /// The objects `request`'s snapshot holds, in snapshot order: every
-    /// object for an aggregate request; for a primary's request, the
-    /// primary and what the watches mapped to its watch relate to it (the
-    /// objects it controls, those of its namespace, those whose field holds
-    /// one of its index values) — other primaries are not in it; nothing
-    /// when the primary is absent.
+    /// object the watches hold for an aggregate request; for a primary's
+    /// request, the primary and what the watches mapped to its watch relate
+    /// to it (the objects it controls, those of its namespace, those whose
+    /// field holds one of its index values, every object of an `all`
+    /// watch) — other primaries are not in it. When its watch no longer
+    /// holds the primary, the snapshot lacks it but still holds what
+    /// relates to it: by its state on the server when it left the watch's
+    /// selectors (`unselected`), by its last state when it is
+    /// [`World::gone`] (only `all` watches when the world never had it).
+    /// The request's own `presence` is not read: [`World::request`] tells
+    /// it.
     pub fn objects_for(&self, request: &Request) -> Result<Vec<&Obj>, SchemaError> {
         let Some(watch) = &request.watch else {
-            return Ok(self.objects.iter().collect());
+            return self.watched();
         };
+        self.check_selectors()?;
         let p = self.watch_index(watch)?;
-        let (namespace, name) = split_key(&request.key);
-        let Some(primary) = self
-            .of(p)
-            .find(|o| o.namespace == namespace && o.name == name)
-        else {
-            return Ok(Vec::new());
-        };
-        let mut out = vec![primary];
+        let held = self.held(p, &request.key);
+        let basis = held
+            .or_else(|| self.on_server(p, &request.key))
+            .or_else(|| {
+                self.gone
+                    .iter()
+                    .rev()
+                    .find(|o| o.watch == *watch && o.key() == request.key)
+            });
+        let mut out: Vec<&Obj> = held.into_iter().collect();
         let primary_gvk = &self.manifest.watches[p].gvk;
         for (w, spec) in self.manifest.watches.iter().enumerate() {
-            let related: Vec<&Obj> = match &spec.keys {
-                KeyMapping::Owner(to) if *to == *watch => self
+            let related: Vec<&Obj> = match (&spec.keys, basis) {
+                (KeyMapping::All(to), _) if *to == *watch => self.of(w).collect(),
+                (KeyMapping::Owner(to), Some(primary)) if *to == *watch => self
                     .of(w)
                     .filter(|o| {
                         !primary.uid.is_empty()
@@ -178,11 +218,11 @@ impl World {
                                 .is_some_and(|r| r.uid == primary.uid)
                     })
                     .collect(),
-                KeyMapping::SameNamespace(to) if *to == *watch => self
+                (KeyMapping::SameNamespace(to), Some(primary)) if *to == *watch => self
                     .of(w)
                     .filter(|o| self.namespace_of(p, primary) == Some(o.namespace.as_str()))
                     .collect(),
-                KeyMapping::ByIndex(link) if link.primary_watch() == *watch => {
+                (KeyMapping::ByIndex(link), Some(primary)) if link.primary_watch() == *watch => {
                     let index = self.manifest.watches[p]
                         .indexes
                         .iter()
