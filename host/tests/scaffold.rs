@@ -378,6 +378,20 @@ async fn configmap_follows(
     .await;
 }
 
+/// Merges `labels` into the labels of the object `name` of `api`: the
+/// object, as JSON.
+async fn relabel<K>(api: &Api<K>, name: &str, labels: Value) -> Value
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let patch = Patch::Merge(json!({"metadata": {"labels": labels}}));
+    let edited = api
+        .patch(name, &PatchParams::default(), &patch)
+        .await
+        .unwrap();
+    serde_json::to_value(edited).unwrap()
+}
+
 /// Waits until the ConfigMap `namespace/name` is gone.
 async fn configmap_gone(client: &Client, (namespace, name): (&str, &str)) {
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
@@ -430,15 +444,7 @@ async fn a_guest_scaffolded_for_namespaces_controls_a_configmap_in_each_labelled
     configmap_follows(&client, ("team-a", "ns-op"), &uid, &labels_of(&a)).await;
 
     // A label edit: the ConfigMap follows.
-    let edited = namespaces
-        .patch(
-            "team-a",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {"team": "web"}}})),
-        )
-        .await
-        .unwrap();
-    let edited = serde_json::to_value(edited).unwrap();
+    let edited = relabel(&namespaces, "team-a", json!({"team": "web"})).await;
     configmap_follows(&client, ("team-a", "ns-op"), &uid, &labels_of(&edited)).await;
     // A person's edit of the ConfigMap: undone.
     Api::<ConfigMap>::namespaced(client.clone(), "team-a")
@@ -456,14 +462,7 @@ async fn a_guest_scaffolded_for_namespaces_controls_a_configmap_in_each_labelled
     let b: Api<ConfigMap> = Api::namespaced(client.clone(), "team-b");
     assert!(b.get_opt("ns-op").await.unwrap().is_none());
     // The label removed: the namespace left the watch, its ConfigMap goes.
-    namespaces
-        .patch(
-            "team-a",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {"example.com/ns-op": null}}})),
-        )
-        .await
-        .unwrap();
+    relabel(&namespaces, "team-a", json!({"example.com/ns-op": null})).await;
     configmap_gone(&client, ("team-a", "ns-op")).await;
     writes_nothing_idle(&host).await;
     let _ = stop.send(());
@@ -510,15 +509,7 @@ async fn a_guest_scaffolded_for_deployments_controls_a_configmap_beside_each_lab
     let web = serde_json::to_value(web).unwrap();
     let uid = web["metadata"]["uid"].as_str().unwrap().to_string();
     configmap_follows(&client, ("shop", "web-deploy-op"), &uid, &labels_of(&web)).await;
-    let edited = deployments
-        .patch(
-            "web",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {"tier": "edge"}}})),
-        )
-        .await
-        .unwrap();
-    let edited = serde_json::to_value(edited).unwrap();
+    let edited = relabel(&deployments, "web", json!({"tier": "edge"})).await;
     configmap_follows(
         &client,
         ("shop", "web-deploy-op"),
