@@ -11,7 +11,9 @@
 //! built-in kind (Namespaces) and a namespaced one (Deployments), whose
 //! guests then run on the embedded API server: they converge, follow an
 //! edit, undo a person's edit of what they own, write nothing idle, and
-//! delete what they own when its owner loses its label or is deleted.
+//! delete what they own when its owner loses its label or is deleted. And
+//! a guest reading three of the SDK's built-in views
+//! (`scaffold/three_views.rs`) is built to check its size.
 //!
 //! Its own test binary: its cargo builds must not run beside the
 //! integration tests, whose timings they would disturb.
@@ -528,6 +530,25 @@ async fn a_guest_scaffolded_for_deployments_controls_a_configmap_beside_each_lab
     configmap_gone(&client, ("shop", "web-deploy-op")).await;
     writes_nothing_idle(&host).await;
     let _ = stop.send(());
+}
+
+#[test]
+fn a_guest_reading_three_built_in_views_stays_far_under_the_size_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let outside = tmp.path().canonicalize().unwrap();
+    let dir = scaffold(&outside, "three-views", &["--for", "namespaces"]);
+    std::fs::write(
+        dir.join("src/lib.rs"),
+        include_str!("scaffold/three_views.rs"),
+    )
+    .unwrap();
+    std::fs::remove_file(dir.join("src/tests.rs")).unwrap();
+    let wasm = test_and_build(&dir, "three_views", 1);
+    let size = std::fs::metadata(&wasm).unwrap().len();
+    assert!(
+        size <= 262_144 / 4 * 3,
+        "a guest reading Namespace, ResourceQuota and RoleBinding is {size} bytes: more than three quarters of the limit"
+    );
 }
 
 /// Each resource `kubectl api-resources` of a real 1.32 server lists, but
