@@ -547,7 +547,7 @@ fn a_guest_reading_three_built_in_views_stays_far_under_the_size_limit() {
     let size = std::fs::metadata(&wasm).unwrap().len();
     assert!(
         size <= 262_144 / 4 * 3,
-        "a guest reading Namespace, ResourceQuota and RoleBinding is {size} bytes: more than three quarters of the limit"
+        "a guest reading Namespace, ResourceQuota and RoleBinding is {size} bytes: more than three quarters of the guests' budget"
     );
 }
 
