@@ -16,6 +16,7 @@ mod adversarial;
 mod aggregate;
 mod app;
 mod builtin_children;
+mod cleanup;
 mod cli_reconcile;
 mod cli_reconcile_keys;
 mod cluster_owner;

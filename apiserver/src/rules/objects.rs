@@ -302,6 +302,16 @@ pub fn prepare_update(info: &ResourceInfo, old: &Value, new: &mut Value, status_
             }
         }
     }
+    // ObjectMeta's `finalizers` is `omitempty`: the real server stores no
+    // empty list (a JSON patch removing the last entry leaves none), so a
+    // later patch's `test` of the absent list holds.
+    if meta
+        .get("finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(Vec::is_empty)
+    {
+        meta.remove("finalizers");
+    }
     if let Some(g) = old_meta.get("generation").and_then(Value::as_i64) {
         let custom = crate::storage::builtin::is_custom(info);
         if !status_write && spec_of(old, custom) != spec_of(new, custom) {
@@ -408,6 +418,14 @@ mod tests {
             status["metadata"]["managedFields"],
             old["metadata"]["managedFields"]
         );
+    }
+
+    #[test]
+    fn an_update_leaving_no_finalizer_stores_no_finalizers_list() {
+        let old = json!({"metadata": {"name": "p", "finalizers": ["a/b"]}, "spec": {}});
+        let mut new = json!({"metadata": {"name": "p", "finalizers": []}, "spec": {}});
+        prepare_update(&pods(), &old, &mut new, false);
+        assert_eq!(new["metadata"].get("finalizers"), None);
     }
 
     #[test]

@@ -1,14 +1,15 @@
 //! The `cleanup` shape: label-selected primaries of a built-in kind (a
 //! Namespace, or a namespaced kind such as ServiceAccount) each
-//! controlling one Secret, and a shared input (every ConfigMap of one
-//! namespace, mapped `all` to the primaries). A live primary gets its
-//! Secret (`<name>-child`, in the namespace it is or is in, labelled
-//! `made-by=related`); a `Deleting` one deletes its Secrets, then releases
-//! the finalizer; a `Gone` or `Unselected` one deletes the Secrets its
-//! clean-up snapshot still holds. Each reconcile that is not a no-op
-//! reports, in the ConfigMap `seen-<key>` (a `/` in the key as `.`) of the
-//! host's namespace: `presence`, `children` (the Secrets its snapshot held,
-//! `namespace/name`, sorted) and `shared` (the shared ConfigMaps it held).
+//! controlling one Endpoints object, and a shared input (every ConfigMap
+//! of one namespace, mapped `all` to the primaries). A live primary gets
+//! its child (`<name>-child`, in the namespace it is or is in, labelled
+//! `made-by=related`); a `Deleting` one deletes its children, then
+//! releases the finalizer; a `Gone` or `Unselected` one deletes the
+//! children its clean-up snapshot still holds. Each reconcile that is not
+//! a no-op reports, in the ConfigMap `seen-<key>` (a `/` in the key as
+//! `.`) of the host's namespace: `presence`, `children` (the children its
+//! snapshot held, `namespace/name`, sorted) and `shared` (the shared
+//! ConfigMaps it held).
 //!
 //! Configuration: `primary-kind` (a core kind, default `Namespace`),
 //! `selector` (the primaries' label selector, default `tier=gold`),
@@ -24,11 +25,13 @@ use wasmctrl_guest_sdk::{
 
 /// The primary watch.
 pub const PRIMARIES: &str = "primaries";
-/// The Secrets the primaries control.
+/// The Endpoints objects the primaries control.
 pub const CHILDREN: &str = "children";
+/// The children's kind: one no example uses, without required fields.
+pub const CHILD_KIND: &str = "Endpoints";
 /// The shared ConfigMaps.
 pub const SHARED: &str = "shared";
-/// The label on every Secret this shape writes (the children watch's
+/// The label on every child this shape writes (the children watch's
 /// selector).
 pub const MADE_BY: (&str, &str) = ("made-by", "related");
 
@@ -52,7 +55,7 @@ pub fn manifest(env: &Environment) -> Result<Manifest, String> {
     if let Some(finalizer) = config.get("finalizer") {
         primaries = primaries.finalizer(finalizer);
     }
-    let children = Watch::new(CHILDREN, GroupVersionKind::core("Secret"))
+    let children = Watch::new(CHILDREN, GroupVersionKind::core(CHILD_KIND))
         .label_selector(&format!("{}={}", MADE_BY.0, MADE_BY.1))
         .owner(PRIMARIES);
     let shared = Watch::new(SHARED, GroupVersionKind::core("ConfigMap"))
@@ -62,7 +65,7 @@ pub fn manifest(env: &Environment) -> Result<Manifest, String> {
         .watch(primaries)
         .watch(children)
         .watch(shared)
-        .write(WriteRule::new(GroupVersionKind::core("Secret")))
+        .write(WriteRule::new(GroupVersionKind::core(CHILD_KIND)))
         .write(WriteRule::new(GroupVersionKind::core("ConfigMap")).namespace(&env.namespace)))
 }
 
@@ -110,10 +113,10 @@ pub fn reconcile(request: &Request, snapshot: &Snapshot<'_>, f: &Fields) -> Plan
             } else {
                 primary.namespace()
             };
-            let child = GroupVersionKind::core("Secret")
+            let child = GroupVersionKind::core(CHILD_KIND)
                 .object(namespace, &format!("{}-child", primary.name()));
             plan.apply(
-                &document(&child, Entry("type", "Opaque"))
+                &document(&child, std::collections::BTreeMap::<String, String>::new())
                     .label(MADE_BY.0, MADE_BY.1)
                     .owned_by(controller_ref(&primary)),
             );

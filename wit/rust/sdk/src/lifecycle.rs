@@ -206,6 +206,31 @@ mod tests {
     }
 
     #[test]
+    fn gone_and_unselected_come_from_the_request_s_presence_not_the_snapshot() {
+        let m = manifest(Some(FIN), true);
+        let data = World::new(&m)
+            .with(Obj::new("apps", "ns", "a"))
+            .snapshot()
+            .expect("declared names");
+        let schema = Schema::new(&m).expect("unique names");
+        let snap = Snapshot::new(&schema, &data).expect("valid");
+        let request = |p| Request::object("apps", "ns/a").presence(p);
+        // Even a snapshot holding the object does not override the server.
+        assert!(matches!(
+            snap.lifecycle(&request(Presence::Unselected)),
+            Lifecycle::Unselected("ns/a")
+        ));
+        assert!(matches!(
+            snap.lifecycle(&request(Presence::Gone)),
+            Lifecycle::Gone("ns/a")
+        ));
+        assert!(matches!(
+            snap.lifecycle(&request(Presence::Present)),
+            Lifecycle::Live(_)
+        ));
+    }
+
+    #[test]
     fn release_plans_nothing_once_our_finalizer_is_gone_or_none_is_declared() {
         let deleting = || Obj::new("apps", "ns", "a").deleting("2026-01-01T00:00:00Z");
         let m = manifest(Some(FIN), true);

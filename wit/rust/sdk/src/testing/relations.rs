@@ -404,4 +404,109 @@ mod tests {
             .expect("declared");
         assert_eq!(data.object_name.len(), 3, "q3, pod b/p, node n1");
     }
+
+    /// Namespaces selected by `tier=gold`, each controlling Secrets, and
+    /// the ConfigMaps of `platform` shared by all of them.
+    fn provisioner() -> (Manifest, GroupVersionKind) {
+        let namespace = GroupVersionKind::core("Namespace");
+        let m = Manifest::new("t")
+            .watch(
+                Watch::new("spaces", namespace.clone())
+                    .label_selector("tier=gold")
+                    .per_object(),
+            )
+            .watch(Watch::new("secrets", GroupVersionKind::core("Secret")).owner("spaces"))
+            .watch(
+                Watch::new("defaults", GroupVersionKind::core("ConfigMap"))
+                    .namespace("platform")
+                    .all("spaces"),
+            );
+        (m, namespace)
+    }
+
+    fn names(objects: Vec<&Obj>) -> Vec<String> {
+        objects
+            .into_iter()
+            .map(|o| format!("{}:{}", o.watch(), o.key()))
+            .collect()
+    }
+
+    #[test]
+    fn a_primary_out_of_its_label_selector_is_unselected_with_what_it_controls() {
+        let (m, namespace) = provisioner();
+        let gold = Obj::new("spaces", "", "a").label("tier", "gold");
+        let child = Obj::new("secrets", "a", "quota").controlled_by(&namespace, &gold);
+        let defaults = Obj::new("defaults", "platform", "tiers");
+        let world = |space: Obj| {
+            World::new(&m)
+                .with(space)
+                .with(child.clone())
+                .with(defaults.clone())
+        };
+        let live = world(gold.clone());
+        let request = live.request("spaces", "a").expect("declared");
+        assert_eq!(request.presence, Some(crate::Presence::Present));
+        assert_eq!(
+            names(live.objects_for(&request).expect("declared")),
+            ["spaces:a", "secrets:a/quota", "defaults:platform/tiers"]
+        );
+        // The label goes: still on the server, out of the watch.
+        let left = world(gold.clone().label("tier", "none"));
+        let request = left.request("spaces", "a").expect("declared");
+        assert_eq!(request.presence, Some(crate::Presence::Unselected));
+        assert_eq!(
+            names(left.objects_for(&request).expect("declared")),
+            ["secrets:a/quota", "defaults:platform/tiers"],
+            "no primary, but what it controls and the shared input"
+        );
+        assert!(
+            left.snapshot().expect("declared").object_name.len() == 2,
+            "the watch no longer holds it"
+        );
+        // Deleted: gone, related by its last state.
+        let deleted = World::new(&m)
+            .with(child.clone())
+            .with(defaults.clone())
+            .gone(gold);
+        let request = deleted.request("spaces", "a").expect("declared");
+        assert_eq!(request.presence, Some(crate::Presence::Gone));
+        assert_eq!(
+            names(deleted.objects_for(&request).expect("declared")),
+            ["secrets:a/quota", "defaults:platform/tiers"]
+        );
+        // Never seen: only the shared input.
+        let request = deleted.request("spaces", "b").expect("declared");
+        assert_eq!(
+            names(deleted.objects_for(&request).expect("declared")),
+            ["defaults:platform/tiers"]
+        );
+    }
+
+    #[test]
+    fn a_shared_input_wakes_every_primary_whatever_its_namespace() {
+        let (m, _) = provisioner();
+        let w = World::new(&m)
+            .with(Obj::new("spaces", "", "a").label("tier", "gold"))
+            .with(Obj::new("spaces", "", "b").label("tier", "gold"))
+            .with(Obj::new("spaces", "", "c").label("tier", "bronze"));
+        assert_eq!(
+            keys(
+                w.wakes(&Obj::new("defaults", "platform", "tiers"))
+                    .expect("declared")
+            ),
+            ["spaces:a", "spaces:b"],
+            "every selected primary; not c, out of the selector"
+        );
+    }
+
+    #[test]
+    fn a_label_selector_that_does_not_parse_is_an_error_naming_the_watch() {
+        let m = Manifest::new("t").watch(
+            Watch::new("spaces", GroupVersionKind::core("Namespace"))
+                .label_selector("tier in (gold")
+                .per_object(),
+        );
+        let err = World::new(&m).snapshot().unwrap_err();
+        assert!(err.to_string().contains("watch \"spaces\""), "{err}");
+    }
 }
