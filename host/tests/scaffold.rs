@@ -10,7 +10,10 @@
 //! fails the test. The same for `wasmctrl new --for` of a cluster-scoped
 //! built-in kind (Namespaces) and a namespaced one (Deployments), whose
 //! guests then run on the embedded API server: they converge, follow an
-//! edit, undo a person's edit of what they own, and write nothing idle.
+//! edit, undo a person's edit of what they own, write nothing idle, and
+//! delete what they own when its owner loses its label or is deleted. And
+//! a guest reading three of the SDK's built-in views
+//! (`scaffold/three_views.rs`) is built to check its size.
 //!
 //! Its own test binary: its cargo builds must not run beside the
 //! integration tests, whose timings they would disturb.
@@ -25,7 +28,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{json, Value};
 use wasmctrl::guest::RuntimeConfig;
@@ -284,7 +287,7 @@ fn a_scaffolded_guest_tests_builds_and_runs_offline_outside_the_repository() {
 fn builtin_guest(outside: &Path, name: &str, kind: &str, child: (&str, &str)) -> PathBuf {
     let dir = scaffold(outside, name, &["--for", kind]);
     assert!(!dir.join("crd.yaml").exists(), "a built-in kind has no CRD");
-    let wasm = test_and_build(&dir, &name.replace('-', "_"), 5);
+    let wasm = test_and_build(&dir, &name.replace('-', "_"), 6);
     let ran = readme_commands_run(&dir, &outside.join("cache"));
     let plan: Value = serde_json::from_str(&printed_by(&ran, "wasmctrl reconcile")).unwrap();
     let writes = plan["plan"]["writes"].as_array().unwrap();
@@ -377,6 +380,30 @@ async fn configmap_follows(
     .await;
 }
 
+/// Merges `labels` into the labels of the object `name` of `api`: the
+/// object, as JSON.
+async fn relabel<K>(api: &Api<K>, name: &str, labels: Value) -> Value
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let patch = Patch::Merge(json!({"metadata": {"labels": labels}}));
+    let edited = api
+        .patch(name, &PatchParams::default(), &patch)
+        .await
+        .unwrap();
+    serde_json::to_value(edited).unwrap()
+}
+
+/// Waits until the ConfigMap `namespace/name` is gone.
+async fn configmap_gone(client: &Client, (namespace, name): (&str, &str)) {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    eventually(
+        &format!("ConfigMap {namespace}/{name} is deleted"),
+        || async { cms.get_opt(name).await.unwrap().is_none() },
+    )
+    .await;
+}
+
 /// The host's one guest: idle (nothing queued or running), and then no
 /// write for a while.
 async fn writes_nothing_idle(host: &Supervisor) {
@@ -419,15 +446,7 @@ async fn a_guest_scaffolded_for_namespaces_controls_a_configmap_in_each_labelled
     configmap_follows(&client, ("team-a", "ns-op"), &uid, &labels_of(&a)).await;
 
     // A label edit: the ConfigMap follows.
-    let edited = namespaces
-        .patch(
-            "team-a",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {"team": "web"}}})),
-        )
-        .await
-        .unwrap();
-    let edited = serde_json::to_value(edited).unwrap();
+    let edited = relabel(&namespaces, "team-a", json!({"team": "web"})).await;
     configmap_follows(&client, ("team-a", "ns-op"), &uid, &labels_of(&edited)).await;
     // A person's edit of the ConfigMap: undone.
     Api::<ConfigMap>::namespaced(client.clone(), "team-a")
@@ -444,6 +463,10 @@ async fn a_guest_scaffolded_for_namespaces_controls_a_configmap_in_each_labelled
     // The unlabelled namespace has none.
     let b: Api<ConfigMap> = Api::namespaced(client.clone(), "team-b");
     assert!(b.get_opt("ns-op").await.unwrap().is_none());
+    // The label removed: the namespace left the watch, its ConfigMap goes.
+    relabel(&namespaces, "team-a", json!({"example.com/ns-op": null})).await;
+    configmap_gone(&client, ("team-a", "ns-op")).await;
+    writes_nothing_idle(&host).await;
     let _ = stop.send(());
 }
 
@@ -488,15 +511,7 @@ async fn a_guest_scaffolded_for_deployments_controls_a_configmap_beside_each_lab
     let web = serde_json::to_value(web).unwrap();
     let uid = web["metadata"]["uid"].as_str().unwrap().to_string();
     configmap_follows(&client, ("shop", "web-deploy-op"), &uid, &labels_of(&web)).await;
-    let edited = deployments
-        .patch(
-            "web",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {"tier": "edge"}}})),
-        )
-        .await
-        .unwrap();
-    let edited = serde_json::to_value(edited).unwrap();
+    let edited = relabel(&deployments, "web", json!({"tier": "edge"})).await;
     configmap_follows(
         &client,
         ("shop", "web-deploy-op"),
@@ -507,7 +522,33 @@ async fn a_guest_scaffolded_for_deployments_controls_a_configmap_beside_each_lab
     writes_nothing_idle(&host).await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "shop");
     assert!(cms.get_opt("db-deploy-op").await.unwrap().is_none());
+    // Deleted: its ConfigMap goes with it.
+    deployments
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    configmap_gone(&client, ("shop", "web-deploy-op")).await;
+    writes_nothing_idle(&host).await;
     let _ = stop.send(());
+}
+
+#[test]
+fn a_guest_reading_three_built_in_views_stays_far_under_the_size_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let outside = tmp.path().canonicalize().unwrap();
+    let dir = scaffold(&outside, "three-views", &["--for", "namespaces"]);
+    std::fs::write(
+        dir.join("src/lib.rs"),
+        include_str!("scaffold/three_views.rs"),
+    )
+    .unwrap();
+    std::fs::remove_file(dir.join("src/tests.rs")).unwrap();
+    let wasm = test_and_build(&dir, "three_views", 1);
+    let size = std::fs::metadata(&wasm).unwrap().len();
+    assert!(
+        size <= 262_144 / 8 * 7,
+        "a guest reading Namespace, ResourceQuota and RoleBinding is {size} bytes: more than seven eighths of the guests' budget"
+    );
 }
 
 /// Each resource `kubectl api-resources` of a real 1.32 server lists, but

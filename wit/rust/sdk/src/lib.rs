@@ -105,7 +105,6 @@
 
 pub mod condition;
 pub mod config;
-mod json_map;
 #[cfg(feature = "derive")]
 pub mod kinds;
 pub mod lifecycle;

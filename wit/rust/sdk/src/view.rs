@@ -182,7 +182,7 @@ impl<'a> FieldValue<'a> for Vec<i64> {
 impl<'a> FieldValue<'a> for BTreeMap<String, String> {
     fn read(object: &Object<'a>, field: Field) -> Self {
         match object.value_at(field, 0) {
-            Value::Json(text) => crate::json_map::string_members(text).unwrap_or_default(),
+            Value::Json(text) => string_members(text).unwrap_or_default(),
             _ => BTreeMap::new(),
         }
     }
@@ -216,8 +216,46 @@ pub fn conditions(fields: &ConditionFields, object: &Object<'_>) -> Vec<Conditio
     fields.read(object)
 }
 
+/// The string members of the JSON object `text` (other members skipped),
+/// by serde_json; `None` when `text` is not a JSON object.
+fn string_members(text: &str) -> Option<BTreeMap<String, String>> {
+    let map: BTreeMap<String, Json> = serde_json::from_str(text).ok()?;
+    Some(
+        map.into_iter()
+            .filter_map(|(k, v)| match v {
+                Json::String(s) => Some((k, s)),
+                _ => None,
+            })
+            .collect(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever serde_json writes for a map of strings (any text)
+        /// reads back as that map.
+        #[test]
+        fn serde_json_s_text_of_a_string_map_reads_back(
+            map in proptest::collection::btree_map(".*", ".*", 0..6)
+        ) {
+            let text = serde_json::to_string(&map).expect("serialisable");
+            prop_assert_eq!(super::string_members(&text), Some(map));
+        }
+    }
+
+    #[test]
+    fn string_members_skip_other_values_and_malformed_text_reads_none() {
+        let got = super::string_members(r#"{"a":"1","n":2,"o":{"x":["}"]},"e":"\u00e9"}"#);
+        let want: Vec<(String, String)> = vec![("a".into(), "1".into()), ("e".into(), "é".into())];
+        assert_eq!(got.map(|m| m.into_iter().collect::<Vec<_>>()), Some(want));
+        for bad in ["", "[]", "{", "{\"a\":\"1\",}", "{\"a\":\"1\"} x"] {
+            assert_eq!(super::string_members(bad), None, "{bad}");
+        }
+    }
+
     use super::*;
     use crate::pod_request::{pod_resource_paths, PodResources};
     use crate::testing::{Obj, Val, World};
