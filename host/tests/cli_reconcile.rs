@@ -68,7 +68,10 @@ fn kubectl_list_dump_produces_the_summary_plan() {
     ]});
     let file = write(&dir, "dump.json", &list.to_string());
     let doc = plan(&["--objects", &file, "--namespace", "ops"], None);
-    assert_eq!(doc["request"], json!({"key": "gpu-summary", "watch": null, "presence": null}));
+    assert_eq!(
+        doc["request"],
+        json!({"key": "gpu-summary", "watch": null, "presence": null})
+    );
     let plan = &doc["plan"];
     assert_eq!(
         plan["writes"],
