@@ -20,7 +20,9 @@
 #   6. a restarted host reconciles every namespace and writes nothing;
 #   7. ten label flips a second apart end with no write war and all three
 #      children;
-#   8. the host logged no WARN while starting (streaming-list fallback).
+#   8. the host logged no WARN while starting (streaming-list fallback);
+#   9. a label removed while no host runs: the next host deletes the
+#      namespace's children.
 # Each run uses namespaces of its own (nsp-RUN-*): a server without
 # kube-controller-manager never finishes deleting a namespace, so the run
 # ends by unlabelling them (the host deletes their children) and deleting
@@ -213,6 +215,13 @@ else
   fail "8. $warns WARN lines in the hosts' logs, such as:"
   plain | grep ' WARN ' | sed 's/^[^ ]* *//' | sort | uniq -c | sort -rn | head -3
 fi
+
+# 9. A label removed while no host runs: the next host never saw it go.
+stop_host
+K label namespace "$C" "$TIER-" > /dev/null
+start_host third
+check "9. a label removed while no host ran: the next host deletes $C's children" 30 has_none "$C"
+check "9. $A and $B keep theirs" 10 all_have "$SMALL" "$A" "$B"
 
 # Clean up: the host deletes the children of unlabelled namespaces.
 for ns in "$A" "$B" "$C"; do K label namespace "$ns" "$TIER-" > /dev/null; done
