@@ -316,6 +316,7 @@ async fn host_running(
     Client,
     Arc<Supervisor>,
     tokio::sync::oneshot::Sender<()>,
+    Arc<Metrics>,
 ) {
     let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
     let client = server.client().await.unwrap();
@@ -328,7 +329,7 @@ async fn host_running(
     };
     let metrics = Arc::new(Metrics::new());
     let host = Arc::new(
-        Supervisor::start(client.clone(), config, Some(metrics))
+        Supervisor::start(client.clone(), config, Some(metrics.clone()))
             .await
             .unwrap(),
     );
@@ -342,7 +343,7 @@ async fn host_running(
             host.run(stopped, Duration::from_secs(5)).await
         }
     });
-    (server, client, host, stop)
+    (server, client, host, stop, metrics)
 }
 
 /// The labels of `object` (a Kubernetes object as JSON).
@@ -406,11 +407,22 @@ async fn configmap_gone(client: &Client, (namespace, name): (&str, &str)) {
 
 /// The host's one guest: idle (nothing queued or running), and then no
 /// write for a while.
-async fn writes_nothing_idle(host: &Supervisor) {
+async fn writes_nothing_idle(host: &Supervisor, metrics: &Metrics) {
     let controller = host.controllers()[0].clone();
-    eventually("the guest's queue is empty", || async {
-        controller.queue().is_empty()
-    })
+    // Idle: no key queued and none in flight (a reconcile whose write the
+    // server already shows counts that write when its answer arrives).
+    let in_flight = format!("name=\"{}\"", controller.name());
+    eventually(
+        "the guest's queue is empty and no key in flight",
+        || async {
+            let longest = wasmctrl_test_support::prom::metric(
+                &metrics.encode(),
+                "workqueue_longest_running_processor_seconds",
+                &[&in_flight],
+            );
+            controller.queue().is_empty() && longest == 0.0
+        },
+    )
     .await;
     let writes = controller.metrics().writes();
     stays_for(Duration::from_secs(2), "no write while idle", || async {
@@ -424,7 +436,7 @@ async fn a_guest_scaffolded_for_namespaces_controls_a_configmap_in_each_labelled
     let tmp = tempfile::tempdir().unwrap();
     let outside = tmp.path().canonicalize().unwrap();
     let wasm = builtin_guest(&outside, "ns-op", "namespaces", ("sample", "ns-op"));
-    let (_server, client, host, stop) = host_running(wasm).await;
+    let (_server, client, host, stop, metrics) = host_running(wasm).await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let create = |name: &str, labelled: bool| {
         let mut ns = json!({"metadata": {"name": name, "labels": {"team": "ml"}}});
@@ -459,14 +471,14 @@ async fn a_guest_scaffolded_for_namespaces_controls_a_configmap_in_each_labelled
         .await
         .unwrap();
     configmap_follows(&client, ("team-a", "ns-op"), &uid, &labels_of(&edited)).await;
-    writes_nothing_idle(&host).await;
+    writes_nothing_idle(&host, &metrics).await;
     // The unlabelled namespace has none.
     let b: Api<ConfigMap> = Api::namespaced(client.clone(), "team-b");
     assert!(b.get_opt("ns-op").await.unwrap().is_none());
     // The label removed: the namespace left the watch, its ConfigMap goes.
     relabel(&namespaces, "team-a", json!({"example.com/ns-op": null})).await;
     configmap_gone(&client, ("team-a", "ns-op")).await;
-    writes_nothing_idle(&host).await;
+    writes_nothing_idle(&host, &metrics).await;
     let _ = stop.send(());
 }
 
@@ -480,7 +492,7 @@ async fn a_guest_scaffolded_for_deployments_controls_a_configmap_beside_each_lab
         "deployments",
         ("default", "sample-deploy-op"),
     );
-    let (_server, client, host, stop) = host_running(wasm).await;
+    let (_server, client, host, stop, metrics) = host_running(wasm).await;
     create_namespace(&client, "shop").await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "shop");
     let deployment = |name: &str, labels: Value| {
@@ -519,7 +531,7 @@ async fn a_guest_scaffolded_for_deployments_controls_a_configmap_beside_each_lab
         &labels_of(&edited),
     )
     .await;
-    writes_nothing_idle(&host).await;
+    writes_nothing_idle(&host, &metrics).await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "shop");
     assert!(cms.get_opt("db-deploy-op").await.unwrap().is_none());
     // Deleted: its ConfigMap goes with it.
@@ -528,7 +540,7 @@ async fn a_guest_scaffolded_for_deployments_controls_a_configmap_beside_each_lab
         .await
         .unwrap();
     configmap_gone(&client, ("shop", "web-deploy-op")).await;
-    writes_nothing_idle(&host).await;
+    writes_nothing_idle(&host, &metrics).await;
     let _ = stop.send(());
 }
 
