@@ -13,12 +13,17 @@ APP_WASM := $(GUEST_DIR)/guest_app.wasm
 NAMESPACES_WASM := $(GUEST_DIR)/guest_namespaces.wasm
 GUEST_MAX_BYTES := 262144
 
-.PHONY: all setup guest test lint product book book-regenerate fmt demo soak clean
+.PHONY: all setup toolchains guest test lint product book book-regenerate fmt demo soak clean
 
 all: test
 
 setup:
 	rustup target add wasm32-wasip2
+
+# The pinned toolchains for guests in other languages (toolchains/README.md).
+toolchains:
+	python3 -m pip install --quiet -r toolchains/python/requirements.txt
+	npm ci --prefix toolchains/js --no-audit --no-fund
 
 # The guests (size-checked: they ship in ConfigMaps): the GPU summary,
 # examples/guest-gpu-quota, examples/guest-app and
