@@ -4,7 +4,8 @@
 //! Prometheus text ([`prom`]), a crate's sources read into its module
 //! import graph for layering tests (`layering`, a default feature) and,
 //! with the `component` feature, `.wat` guests turned into components
-//! ([`component`]).
+//! ([`component`]), and with the `registry` feature a real OCI registry
+//! ([`registry`]).
 //!
 //! It never depends on the host crate or on wasmtime: the server's test
 //! binary links it and stays free of both. Host-specific fixtures (a running
@@ -20,6 +21,8 @@ pub mod kubectl;
 #[cfg(feature = "layering")]
 pub mod layering;
 pub mod prom;
+#[cfg(feature = "registry")]
+pub mod registry;
 pub mod tools;
 pub mod wait;
 
