@@ -20,6 +20,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "leaves: no module of ours",
         &[
             "config",
+            "delivery",
             "failure",
             "permissions",
             "request",

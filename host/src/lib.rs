@@ -19,6 +19,7 @@ pub mod client;
 pub mod compare;
 pub mod config;
 pub mod controller;
+pub mod delivery;
 pub mod discovery;
 pub mod events;
 pub mod failure;

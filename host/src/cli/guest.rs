@@ -1,9 +1,12 @@
-//! `wasmctrl guest configmap`: a guest packaged for a cluster, the
-//! ConfigMap that carries a `.wasm` (as `binaryData`) to be mounted into
-//! the host's pod, printed as YAML.
+//! `wasmctrl guest`: a guest packaged for a cluster. `configmap` prints
+//! the ConfigMap that carries a `.wasm` (as `binaryData`) to be mounted
+//! into the host's pod, as YAML; `push` and `pull` move a guest to and
+//! from an OCI registry in the Wasm artifact layout
+//! ([`wasmctrl::delivery`]).
 //!
-//! Owns the flags, the ConfigMap's shape and its size check. It never
-//! talks to the cluster; `kubectl apply` does.
+//! Owns the flags, the ConfigMap's shape and its size check, and checking
+//! a guest before it is pushed. It never talks to the cluster; `kubectl
+//! apply` does.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -18,6 +21,67 @@ pub enum GuestCommand {
     /// Print a ConfigMap (YAML) carrying a guest as binaryData, for
     /// `kubectl apply -f -`.
     Configmap(ConfigmapArgs),
+    /// Push a guest component to an OCI registry (Wasm artifact layout:
+    /// config application/vnd.wasm.config.v0+json, one application/wasm
+    /// layer) and print its digest, `sha256:…`: name it in the host's
+    /// guest directory as `oci://REGISTRY/REPO@sha256:…`.
+    Push(PushArgs),
+    /// Pull a guest component from an OCI registry into a file (verified
+    /// against its digests) and print its digest.
+    Pull(PullArgs),
+}
+
+/// How the CLI reaches a registry (the host's `run` takes the same flags).
+#[derive(Args)]
+pub struct RegistryArgs {
+    /// Registry credentials: a `.dockerconfigjson` file (the format of a
+    /// `kubernetes.io/dockerconfigjson` Secret and of skopeo's auth.json).
+    #[arg(long, env = "REGISTRY_AUTH_FILE", value_name = "FILE")]
+    registry_auth: Option<PathBuf>,
+    /// A PEM CA bundle to trust besides the system roots.
+    #[arg(long, value_name = "FILE")]
+    registry_ca: Option<PathBuf>,
+    /// A registry (HOST or HOST:PORT) reached over plain HTTP. Repeatable.
+    #[arg(long = "allow-insecure-registry", value_name = "HOST")]
+    insecure_registries: Vec<String>,
+}
+
+impl RegistryArgs {
+    /// The delivery configuration these flags ask for (tags allowed: the
+    /// CLI names what it pushes and pulls by tag too).
+    pub fn delivery_config(&self) -> wasmctrl::delivery::DeliveryConfig {
+        wasmctrl::delivery::DeliveryConfig {
+            auth_file: self.registry_auth.clone(),
+            ca_file: self.registry_ca.clone(),
+            insecure_registries: self.insecure_registries.clone(),
+            allow_tags: true,
+            ..Default::default()
+        }
+    }
+}
+
+#[derive(Args)]
+pub struct PushArgs {
+    /// The guest component.
+    file: PathBuf,
+    /// Where to push it: `[oci://]REGISTRY/REPO:TAG`.
+    reference: String,
+    #[command(flatten)]
+    registry: RegistryArgs,
+}
+
+#[derive(Args)]
+pub struct PullArgs {
+    /// What to pull: `[oci://]REGISTRY/REPO@sha256:…` or `…:TAG`.
+    reference: String,
+    /// The file to write (atomically: a whole guest or nothing).
+    #[arg(short, long)]
+    output: PathBuf,
+    /// The largest guest accepted, in bytes.
+    #[arg(long, default_value_t = wasmctrl::delivery::DEFAULT_MAX_GUEST_BYTES)]
+    max_guest_bytes: u64,
+    #[command(flatten)]
+    registry: RegistryArgs,
 }
 
 #[derive(Args)]
@@ -37,11 +101,70 @@ pub struct ConfigmapArgs {
 
 impl GuestCommand {
     /// Runs the command.
-    pub fn execute(self) -> anyhow::Result<()> {
+    pub fn execute(self, runtime: &tokio::runtime::Runtime) -> anyhow::Result<()> {
         match self {
             GuestCommand::Configmap(args) => configmap(args),
+            GuestCommand::Push(args) => runtime.block_on(push(args)),
+            GuestCommand::Pull(args) => runtime.block_on(pull(args)),
         }
     }
+}
+
+/// Checks that `bytes` are a guest this host runs (a component of our
+/// contract, importing nothing the host lacks, that compiles), so a
+/// registry never holds a guest every host would refuse.
+fn check_guest(label: &str, bytes: &[u8]) -> anyhow::Result<()> {
+    let runtime = wasmctrl::guest::GuestRuntime::new(
+        wasmctrl::guest::RuntimeConfig::default().cache_dir(None),
+    )?;
+    runtime
+        .load_bytes(label, bytes)
+        .with_context(|| format!("{label} is not a guest this host runs; not pushed"))?;
+    Ok(())
+}
+
+/// Pushes `args.file` and prints its digest.
+async fn push(args: PushArgs) -> anyhow::Result<()> {
+    use wasmctrl::delivery::{Delivery, OciReference};
+    let bytes =
+        std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
+    let label = args.file.display().to_string();
+    let reference = OciReference::parse(&args.reference)?;
+    let (l, b) = (label.clone(), bytes.clone());
+    tokio::task::spawn_blocking(move || check_guest(&l, &b)).await??;
+    let delivery = Delivery::new(args.registry.delivery_config())?;
+    let digest = delivery.push(&bytes, &reference).await?;
+    println!("{digest}");
+    eprintln!(
+        "pushed {label} ({} bytes); name it in the guest directory as {}",
+        bytes.len(),
+        reference.pinned(&digest)
+    );
+    Ok(())
+}
+
+/// Pulls `args.reference` into `args.output` and prints its digest.
+async fn pull(args: PullArgs) -> anyhow::Result<()> {
+    use wasmctrl::delivery::{Delivery, DeliveryConfig, OciReference};
+    let reference = OciReference::parse(&args.reference)?;
+    let config = DeliveryConfig {
+        max_bytes: args.max_guest_bytes,
+        ..args.registry.delivery_config()
+    };
+    let pulled = Delivery::new(config)?.pull(&reference).await?;
+    let dir = match args.output.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let write = || -> std::io::Result<()> {
+        let mut tmp = tempfile::NamedTempFile::new_in(&dir)?;
+        tmp.write_all(&pulled.bytes)?;
+        tmp.persist(&args.output).map_err(|e| e.error)?;
+        Ok(())
+    };
+    write().with_context(|| format!("writing {}", args.output.display()))?;
+    println!("{}", pulled.digest);
+    Ok(())
 }
 
 /// Prints the ConfigMap carrying the guest at `args.path`.

@@ -74,7 +74,7 @@ impl Cli {
             Command::Replay(args) => replay::replay(args),
             #[cfg(feature = "dev-server")]
             Command::Dev(command) => runtime.block_on(command.execute()).map(|()| true),
-            Command::Guest(command) => command.execute().map(|()| true),
+            Command::Guest(command) => command.execute(runtime).map(|()| true),
             Command::Shadow(command) => runtime.block_on(command.execute()),
             Command::New(args) => new::new_guest(args).map(|()| true),
         }
