@@ -29,7 +29,8 @@ pub struct RunArgs {
     /// A guest component (.wasm). Repeatable: several guests share one host.
     #[arg(long = "guest", required_unless_present = "guest_dir")]
     guests: Vec<PathBuf>,
-    /// A directory of guests (`NAME.wasm`, optional `NAME.config.json`),
+    /// A directory of guests (`NAME.wasm`, or `NAME.oci` holding
+    /// `oci://REGISTRY/REPO@sha256:…`; optional `NAME.config.json`),
     /// typically a ConfigMap volume; changes are swapped in at run time.
     #[arg(long)]
     guest_dir: Option<PathBuf>,
@@ -112,6 +113,26 @@ pub struct RunArgs {
     /// 0: never.
     #[arg(long, default_value_t = wasmctrl::quarantine::DEFAULT_FAILURES, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
     guest_quarantine_failures: u32,
+    #[command(flatten)]
+    delivery: DeliveryArgs,
+}
+
+/// How `run` fetches guests named by OCI reference.
+#[derive(Args)]
+struct DeliveryArgs {
+    #[command(flatten)]
+    registry: super::guest::RegistryArgs,
+    /// Accept `NAME.oci` references by tag (no digest): each is resolved
+    /// to a digest, logged, and resolved again every
+    /// --guest-tag-interval-seconds (a moved tag swaps the guest).
+    #[arg(long)]
+    allow_guest_tags: bool,
+    /// How often a guest's tag is resolved again.
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=flags::MAX_SECONDS))]
+    guest_tag_interval_seconds: u64,
+    /// The largest guest pulled from a registry, in bytes.
+    #[arg(long, default_value_t = wasmctrl::delivery::DEFAULT_MAX_GUEST_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
+    max_guest_bytes: u64,
 }
 
 /// Leader-election flags of `run`.
@@ -200,7 +221,16 @@ impl RunArgs {
                 .max_bytes(self.record_max_mib << 20)
                 .secrets(self.record_secrets)
         });
+        let delivery = wasmctrl::delivery::DeliveryConfig {
+            allow_tags: self.delivery.allow_guest_tags,
+            tag_interval: Duration::from_secs(self.delivery.guest_tag_interval_seconds),
+            max_bytes: self.delivery.max_guest_bytes,
+            // Pulled guests share the compiled guests' cache directory.
+            cache_dir: runtime.cache_dir.clone(),
+            ..self.delivery.registry.delivery_config()
+        };
         Ok(SupervisorConfig::default()
+            .delivery(delivery)
             .guests(self.guests.clone())
             .guest_config(guest_config)
             .controller(controller)

@@ -1,7 +1,9 @@
 //! A directory of guests, as a ConfigMap volume presents it.
 //!
-//! Owns reading `DIR/*.wasm` (each with an optional `NAME.config.json`
-//! beside it: a JSON object of string values) into a consistent set, and
+//! Owns reading `DIR/*.wasm` and `DIR/*.oci` (a guest named by an OCI
+//! reference, `oci://REGISTRY/REPO@sha256:…`, fetched by the supervisor),
+//! each with an optional `NAME.config.json` beside it (a JSON object of
+//! string values), into a consistent set, and
 //! noticing when that set may have changed. The kubelet updates a ConfigMap
 //! volume by writing a new timestamped directory and atomically swapping the
 //! `..data` symlink, so every visible file changes at once and per-file
@@ -57,8 +59,10 @@ pub struct GuestFile {
     pub key: String,
     /// The `.wasm` path as seen in the directory.
     pub path: PathBuf,
-    /// The module bytes.
+    /// The module bytes (empty for a guest named by [`GuestFile::oci`]).
     pub bytes: Vec<u8>,
+    /// The OCI reference of a `NAME.oci` file, fetched before loading.
+    pub oci: Option<String>,
     /// Configuration from `KEY.config.json`, or an error naming the problem.
     pub config: Result<BTreeMap<String, String>, ConfigFileError>,
     /// Digest of module and configuration: equal digests mean "unchanged".
@@ -88,15 +92,18 @@ pub fn scan(dir: &Path) -> Result<BTreeMap<String, GuestFile>, GuestDirError> {
         if name.starts_with('.') {
             continue;
         }
-        let Some(key) = name.strip_suffix(".wasm") else {
-            continue;
+        let (key, oci) = match (name.strip_suffix(".wasm"), name.strip_suffix(".oci")) {
+            (Some(key), _) => (key, false),
+            (_, Some(key)) => (key, true),
+            _ => continue,
         };
         let path = dir.join(&name);
         // Follows the `name -> ..data/name` symlink; a swap in between
         // reads either the old or the new file, and the next event rescans.
-        let Ok(bytes) = std::fs::read(&path) else {
+        let Ok(mut bytes) = std::fs::read(&path) else {
             continue;
         };
+        let reference = oci.then(|| String::from_utf8_lossy(&std::mem::take(&mut bytes)).trim().to_string());
         let config_path = dir.join(format!("{key}.config.json"));
         let (config, config_raw) = match std::fs::read(&config_path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Ok(BTreeMap::new()), Vec::new()),
@@ -109,14 +116,24 @@ pub fn scan(dir: &Path) -> Result<BTreeMap<String, GuestFile>, GuestDirError> {
         };
         let mut h = Sha256::new();
         h.update(&bytes);
+        h.update(reference.as_deref().unwrap_or_default());
         h.update([0u8]);
         h.update(&config_raw);
+        let config = match out.contains_key(key) {
+            // `NAME.wasm` and `NAME.oci` both: which one is meant is unknown.
+            true => Err(ConfigFileError {
+                path: path.clone(),
+                problem: format!("both {key}.wasm and {key}.oci name guest {key}; keep one"),
+            }),
+            false => config,
+        };
         out.insert(
             key.to_string(),
             GuestFile {
                 key: key.to_string(),
                 path,
                 bytes,
+                oci: reference,
                 config,
                 digest: hex::encode(h.finalize()),
             },

@@ -13,9 +13,14 @@
 //! - `readiness`: `/readyz` over every guest.
 //! - [`waiting`]: guests waiting for a kind the API server does not serve.
 //! - [`guest_dir`]: reading a ConfigMap-volume directory of guests.
+//! - `oci`: fetching guests the directory names by OCI reference, and
+//!   resolving tags.
+//! - `pulls`: guests waiting for their registry.
 
 pub mod guest_dir;
 mod load;
+mod oci;
+mod pulls;
 mod readiness;
 mod swap;
 pub mod waiting;
@@ -92,6 +97,18 @@ pub enum SupervisorError {
     /// A shadow cannot run beside its target.
     #[error(transparent)]
     Shadow(#[from] crate::shadow::ShadowError),
+    /// A guest named by OCI reference could not be fetched.
+    #[error("guest {key}: {source}")]
+    Delivery {
+        /// The guest's key (`NAME` of `NAME.oci`).
+        key: String,
+        /// What went wrong, naming the reference.
+        #[source]
+        source: crate::delivery::DeliveryError,
+    },
+    /// The registry settings (credentials, CA bundle) are unusable.
+    #[error(transparent)]
+    Registry(crate::delivery::DeliveryError),
 }
 
 impl SupervisorError {
@@ -121,6 +138,8 @@ impl SupervisorError {
             SupervisorError::LostLeadership(_) => "lost_leadership",
             SupervisorError::Overlap(_) => "write_overlap",
             SupervisorError::Shadow(_) => "shadow",
+            SupervisorError::Delivery { source, .. } => source.reason(),
+            SupervisorError::Registry(e) => e.reason(),
         }
     }
 }
@@ -175,6 +194,8 @@ pub struct SupervisorConfig {
     pub shadow_dry_run: bool,
     /// Record every guest's reconcile cases (`--record DIR`), for replay.
     pub record: Option<crate::recording::RecordConfig>,
+    /// How guests named by OCI reference are fetched and cached.
+    pub delivery: crate::delivery::DeliveryConfig,
 }
 
 impl SupervisorConfig {
@@ -267,6 +288,14 @@ impl SupervisorConfig {
         self
     }
 
+    /// Sets how guests named by OCI reference (`NAME.oci` in the guest
+    /// directory) are fetched: credentials, trust, tags, cache, size cap.
+    #[must_use]
+    pub fn delivery(mut self, delivery: crate::delivery::DeliveryConfig) -> Self {
+        self.delivery = delivery;
+        self
+    }
+
     /// Sets where and how much the host records (`None`: nothing).
     #[must_use]
     pub fn record(mut self, record: Option<crate::recording::RecordConfig>) -> Self {
@@ -330,6 +359,12 @@ pub struct Supervisor {
     /// Held by one look at the guest directory at a time: a notification
     /// and a rescan (or a caller) never swap the same file twice at once.
     syncing: tokio::sync::Mutex<()>,
+    /// The registry client for guests named by OCI reference.
+    delivery: crate::delivery::Delivery,
+    /// Guests waiting for their registry, by key.
+    pending_pulls: pulls::PendingPulls,
+    /// What each allowed tag last resolved to, by reference.
+    resolved_tags: pulls::ResolvedTags,
 }
 
 fn stem(path: &Path) -> String {
@@ -363,6 +398,8 @@ impl Supervisor {
             return Err(SupervisorError::NoGuests);
         }
         let runtime = GuestRuntime::new(config.runtime.clone())?;
+        let delivery =
+            crate::delivery::Delivery::new(config.delivery.clone()).map_err(SupervisorError::Registry)?;
         let discovery = Discovery::new(client.clone());
         // Without a scraped registry the guests still count (tests and the
         // demo read the same counters).
@@ -398,6 +435,9 @@ impl Supervisor {
             rejected: Mutex::new(BTreeMap::new()),
             shadow_files: Mutex::new(BTreeMap::new()),
             syncing: tokio::sync::Mutex::new(()),
+            delivery,
+            pending_pulls: pulls::PendingPulls::default(),
+            resolved_tags: pulls::ResolvedTags::default(),
         };
         // A guest that cannot be loaded is refused alone: the others run.
         let mut first_refusal = None;
@@ -422,7 +462,9 @@ impl Supervisor {
         }
         let mut dir_shadows = Vec::new();
         if let Some(dir) = host.config.guest_dir.clone() {
-            for (key, file) in guest_dir::scan(&dir)? {
+            let mut files = guest_dir::scan(&dir)?;
+            host.resolve_tags(&mut files).await;
+            for (key, file) in files {
                 if guest_dir::shadow_target(&key).is_some() {
                     // Attached once every guest has started.
                     dir_shadows.push(file);
@@ -430,9 +472,8 @@ impl Supervisor {
                 }
                 let source = file.path.display().to_string();
                 let loaded = async {
-                    let module = host
-                        .runtime
-                        .load_bytes(&format!("{key}.wasm"), &file.bytes)?;
+                    let bytes = host.fetch(&file).await?;
+                    let module = host.runtime.load_bytes(&format!("{key}.wasm"), &bytes)?;
                     let config = match file.config.clone() {
                         Ok(config) => config,
                         Err(source) => return Err(host.config_error(&key, &module, source).await),
@@ -452,9 +493,15 @@ impl Supervisor {
                     ),
                     Err(e) => (e.declared_guest().unwrap_or(&key).to_string(), Err(e)),
                 };
-                if let Err(e) = result {
-                    host.refuse(key, name, &source, file.digest, e, &mut first_refusal)
-                        .await?;
+                match result {
+                    Err(SupervisorError::Delivery { source: e, .. }) if e.is_transient() => {
+                        host.wait_for_registry(&key, &file.digest, false, &e).await;
+                    }
+                    Err(e) => {
+                        host.refuse(key, name, &source, file.digest, e, &mut first_refusal)
+                            .await?;
+                    }
+                    Ok(()) => {}
                 }
             }
         }
@@ -469,7 +516,9 @@ impl Supervisor {
         for file in dir_shadows {
             host.swap_shadow(&file).await;
         }
-        let none_runs = lock(&host.guests).is_empty() && host.waiting.is_empty();
+        let none_runs = lock(&host.guests).is_empty()
+            && host.waiting.is_empty()
+            && host.pending_pulls.is_empty();
         match first_refusal {
             // No guest can run: the host ends with the (first) reason.
             Some(e) if none_runs => Err(e),
@@ -576,6 +625,19 @@ impl Supervisor {
                 () = async {
                     match dir_watch.as_mut() {
                         Some(w) => w.changed().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    if let Err(e) = self.sync_dir().await {
+                        tracing::error!("guest directory: {e}");
+                    }
+                }
+                () = async {
+                    // A guest waiting for its registry is tried again; a
+                    // tag is resolved again after its interval.
+                    let tags = self.has_tags().then(|| tokio::time::Instant::now() + self.delivery.config().tag_interval);
+                    match self.pending_pulls.next_retry().into_iter().chain(tags).min() {
+                        Some(at) => tokio::time::sleep_until(at).await,
                         None => std::future::pending().await,
                     }
                 } => {

@@ -16,6 +16,12 @@ impl Supervisor {
                 why: format!("waiting for {kind} to be served (is its CRD installed?)"),
             });
         }
+        if let Some((guest, why)) = self.pending_pulls.any_not_running() {
+            return Err(NotSynced {
+                guest,
+                why: format!("waiting for its registry: {why}"),
+            });
+        }
         let guests = self.controllers();
         match guests.iter().find(|g| !g.is_synced()) {
             None => unready_guest(&guests).map_or(Ok(()), Err),

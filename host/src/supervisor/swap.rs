@@ -29,7 +29,9 @@ impl Supervisor {
         };
         // One look at a time: the next one sees what this one swapped in.
         let _one_at_a_time = self.syncing.lock().await;
-        let files = guest_dir::scan(&dir)?;
+        let mut files = guest_dir::scan(&dir)?;
+        self.resolve_tags(&mut files).await;
+        self.pending_pulls.retain_current(&files);
         let mut current: BTreeMap<String, String> = lock(&self.guests)
             .values()
             .filter(|g| !g.digest.is_empty())
@@ -40,6 +42,8 @@ impl Supervisor {
         // a refused one: it is tried again when its file changes.
         current.extend(self.waiting.digests());
         current.extend(lock(&self.shadow_files).clone());
+        // A guest waiting for its registry is tried again when due.
+        current.extend(self.pending_pulls.not_due());
         current.extend(
             lock(&self.refused)
                 .iter()
@@ -79,7 +83,7 @@ impl Supervisor {
         let label = previous_name.clone().unwrap_or_else(|| key.clone());
         let candidate = async {
             let runtime = self.runtime.clone();
-            let bytes = file.bytes.clone();
+            let bytes = self.fetch(file).await?;
             let name = format!("{key}.wasm");
             // Compiling takes tens of milliseconds of CPU: off the runtime.
             let module = tokio::task::spawn_blocking(move || runtime.load_bytes(&name, &bytes))
@@ -123,6 +127,12 @@ impl Supervisor {
                 self.waiting.wait(key, w);
                 return;
             }
+            Err(SupervisorError::Delivery { source, .. }) if source.is_transient() => {
+                let runs = previous_name.is_some();
+                self.wait_for_registry(&key, &file.digest, runs, &source)
+                    .await;
+                return;
+            }
             Err(e) => {
                 tracing::error!(guest = %label, path = %file.path.display(), "guest rejected, previous version keeps running: {e}");
                 self.count_swap(&label, "rejected");
@@ -147,8 +157,10 @@ impl Supervisor {
         };
         let name = controller.name().to_string();
         let controller = Arc::new(controller);
-        // A version that waited for its kind, or was refused, is superseded.
+        // A version that waited for its kind or its registry, or was
+        // refused, is superseded.
         self.waiting.remove(&key);
+        self.pending_pulls.remove(&key);
         lock(&self.refused).remove(&key);
         lock(&self.rejected).remove(&key);
         if let Some(previous) = previous_name.as_ref().filter(|p| **p != name) {
@@ -216,6 +228,7 @@ impl Supervisor {
     }
 
     pub(super) async fn remove(&self, key: &str) {
+        self.pending_pulls.remove(key);
         if let Some(w) = self.waiting.remove(key) {
             tracing::info!(guest = %w.name(), "waiting guest removed ({key}.wasm is gone)");
         }
@@ -270,7 +283,7 @@ impl Supervisor {
                 target: target.to_string(),
             })?;
             let runtime = self.runtime.clone();
-            let (bytes, label) = (file.bytes.clone(), format!("{}.wasm", file.key));
+            let (bytes, label) = (self.fetch(file).await?, format!("{}.wasm", file.key));
             let env = controller.environment().clone();
             let described = tokio::task::spawn_blocking(move || {
                 let module = runtime.load_bytes(&label, &bytes)?;
