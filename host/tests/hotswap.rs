@@ -20,7 +20,7 @@ use wasmctrl::supervisor::SupervisorConfig;
 /// How long a test watches for a write that must not come.
 const NOT_UPDATED: Duration = Duration::from_millis(500);
 
-fn logic(version: &str) -> Vec<u8> {
+pub(crate) fn logic(version: &str) -> Vec<u8> {
     guest(
         &WatManifest::writing_its_own_configmap("logic", HOST_NS),
         Behaviour::Apply(vec![configmap_doc(
@@ -31,7 +31,7 @@ fn logic(version: &str) -> Vec<u8> {
     )
 }
 
-async fn logic_version(client: &Client) -> Option<String> {
+pub(crate) async fn logic_version(client: &Client) -> Option<String> {
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), HOST_NS);
     cms.get_opt("logic")
         .await
@@ -69,7 +69,7 @@ async fn start_dir_host(client: &Client, dir: &Path, runtime: RuntimeConfig) -> 
 }
 
 /// `wasmctrl_guest_swaps_total` of `guest` with `result`.
-fn swaps(metrics: &Metrics, guest: &str, result: &str) -> f64 {
+pub(crate) fn swaps(metrics: &Metrics, guest: &str, result: &str) -> f64 {
     let labels = [format!("guest=\"{guest}\""), format!("result=\"{result}\"")];
     prom::metric(
         &metrics.encode(),

@@ -20,6 +20,7 @@ mod cleanup;
 mod cli_reconcile;
 mod cli_reconcile_keys;
 mod cluster_owner;
+mod delivery;
 mod deploy;
 mod failover;
 mod faults;
