@@ -112,12 +112,15 @@ mod tests {
         assert_eq!(layer.size, wasm.len() as i64);
         assert!(check_component(&wasm).is_ok());
 
-        let image = String::from_utf8(a.manifest.clone())
-            .unwrap()
-            .replace(WASM_CONFIG_MEDIA_TYPE, "application/vnd.oci.image.config.v1+json");
+        let image = String::from_utf8(a.manifest.clone()).unwrap().replace(
+            WASM_CONFIG_MEDIA_TYPE,
+            "application/vnd.oci.image.config.v1+json",
+        );
         let e = component_layer(image.as_bytes()).unwrap_err();
         assert!(e.contains("not a Wasm artifact"), "{e}");
-        assert!(check_component(b"\0asm\x01\0\0\0").unwrap_err().contains("core"));
+        assert!(check_component(b"\0asm\x01\0\0\0")
+            .unwrap_err()
+            .contains("core"));
         assert!(check_component(b"#!/bin/sh").is_err());
     }
 }

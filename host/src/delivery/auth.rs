@@ -70,13 +70,17 @@ impl DockerConfig {
                         .map_err(|e| format!("auths.{key}.auth is not base64: {e}"))?;
                     let text = String::from_utf8(decoded)
                         .map_err(|_| format!("auths.{key}.auth is not UTF-8"))?;
-                    let (u, p) = text
-                        .split_once(':')
-                        .ok_or_else(|| format!("auths.{key}.auth is not base64 of user:password"))?;
+                    let (u, p) = text.split_once(':').ok_or_else(|| {
+                        format!("auths.{key}.auth is not base64 of user:password")
+                    })?;
                     (u.to_string(), p.to_string())
                 }
                 (None, Some(u), Some(p)) => (u, p),
-                _ => return Err(format!("auths.{key} has neither auth nor username and password")),
+                _ => {
+                    return Err(format!(
+                        "auths.{key} has neither auth nor username and password"
+                    ))
+                }
             };
             by_host.insert(host_of(&key).to_string(), pair);
         }
@@ -117,9 +121,15 @@ mod tests {
             c.for_registry("127.0.0.1:5000"),
             RegistryAuth::Basic("user".into(), "pa:ss".into())
         );
-        assert_eq!(c.for_registry("ghcr.io"), RegistryAuth::Basic("bot".into(), "t".into()));
+        assert_eq!(
+            c.for_registry("ghcr.io"),
+            RegistryAuth::Basic("bot".into(), "t".into())
+        );
         assert_eq!(c.for_registry("quay.io"), RegistryAuth::Anonymous);
-        assert!(!format!("{c:?}").contains("pa:ss"), "Debug never shows a secret");
+        assert!(
+            !format!("{c:?}").contains("pa:ss"),
+            "Debug never shows a secret"
+        );
     }
 
     #[test]

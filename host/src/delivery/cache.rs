@@ -103,7 +103,10 @@ mod tests {
         assert_eq!(cache.get(&d).unwrap(), b"guest");
         std::fs::write(cache.path(&d).unwrap(), b"gues").unwrap();
         assert!(cache.get(&d).is_none(), "a truncated entry is a miss");
-        assert!(cache.put(&d, b"other").is_err(), "content must match its name");
+        assert!(
+            cache.put(&d, b"other").is_err(),
+            "content must match its name"
+        );
     }
 
     #[test]
@@ -112,7 +115,10 @@ mod tests {
         let file = dir.path().join("not-a-dir");
         std::fs::write(&file, b"").unwrap();
         let cache = BlobCache::new(&file);
-        let e = cache.put(&sha256_digest(b"x"), b"x").unwrap_err().to_string();
+        let e = cache
+            .put(&sha256_digest(b"x"), b"x")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not-a-dir") && e.contains("cannot write"), "{e}");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }

@@ -137,7 +137,9 @@ pub enum DeliveryError {
         detail: String,
     },
     /// The layer exceeds the size cap.
-    #[error("{reference}: the guest is {size} bytes, over the limit of {limit} (--max-guest-bytes)")]
+    #[error(
+        "{reference}: the guest is {size} bytes, over the limit of {limit} (--max-guest-bytes)"
+    )]
     TooLarge {
         /// The reference.
         reference: String,
@@ -368,7 +370,11 @@ impl Delivery {
             .await
             .map_err(fail)?;
         self.client
-            .push_blob(image, artifact.config.clone(), &sha256_digest(&artifact.config))
+            .push_blob(
+                image,
+                artifact.config.clone(),
+                &sha256_digest(&artifact.config),
+            )
             .await
             .map_err(fail)?;
         let content_type = http::HeaderValue::from_static(OCI_IMAGE_MEDIA_TYPE);

@@ -10,7 +10,9 @@ pub const SCHEME: &str = "oci://";
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReferenceError {
     /// Not `oci://REGISTRY/REPO(:TAG|@sha256:DIGEST)`.
-    #[error("{reference:?} is not an OCI reference (oci://REGISTRY/REPO@sha256:DIGEST): {problem}")]
+    #[error(
+        "{reference:?} is not an OCI reference (oci://REGISTRY/REPO@sha256:DIGEST): {problem}"
+    )]
     Malformed {
         /// What was given.
         reference: String,
@@ -136,7 +138,10 @@ mod tests {
         let r = OciReference::parse(&format!("oci://127.0.0.1:5000/guests/app@{D}")).unwrap();
         assert_eq!(r.registry(), "127.0.0.1:5000");
         assert_eq!(r.digest(), Some(D));
-        assert_eq!(r.to_string(), format!("oci://127.0.0.1:5000/guests/app@{D}"));
+        assert_eq!(
+            r.to_string(),
+            format!("oci://127.0.0.1:5000/guests/app@{D}")
+        );
         assert!(r.check_pinned(false).is_ok());
         assert!(r.is_loopback());
     }
@@ -145,7 +150,10 @@ mod tests {
     fn a_tag_is_refused_unless_tags_are_allowed() {
         let r = OciReference::parse("oci://ghcr.io/org/app:v1").unwrap();
         let e = r.check_pinned(false).unwrap_err().to_string();
-        assert!(e.contains("ghcr.io/org/app:v1") && e.contains("--allow-guest-tags"), "{e}");
+        assert!(
+            e.contains("ghcr.io/org/app:v1") && e.contains("--allow-guest-tags"),
+            "{e}"
+        );
         assert!(r.check_pinned(true).is_ok());
         assert_eq!(r.pinned(D).digest(), Some(D));
         assert!(!r.is_loopback());
@@ -153,7 +161,12 @@ mod tests {
 
     #[test]
     fn references_without_a_registry_or_with_a_bad_digest_are_malformed() {
-        for bad in ["oci://app", "oci://org/app:v1", "oci://ghcr.io/org/app@sha256:12", ""] {
+        for bad in [
+            "oci://app",
+            "oci://org/app:v1",
+            "oci://ghcr.io/org/app@sha256:12",
+            "",
+        ] {
             assert!(OciReference::parse(bad).is_err(), "{bad:?} accepted");
         }
         assert!(is_loopback_host("localhost:5000") && is_loopback_host("[::1]:5000"));

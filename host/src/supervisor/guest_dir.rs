@@ -103,7 +103,11 @@ pub fn scan(dir: &Path) -> Result<BTreeMap<String, GuestFile>, GuestDirError> {
         let Ok(mut bytes) = std::fs::read(&path) else {
             continue;
         };
-        let reference = oci.then(|| String::from_utf8_lossy(&std::mem::take(&mut bytes)).trim().to_string());
+        let reference = oci.then(|| {
+            String::from_utf8_lossy(&std::mem::take(&mut bytes))
+                .trim()
+                .to_string()
+        });
         let config_path = dir.join(format!("{key}.config.json"));
         let (config, config_raw) = match std::fs::read(&config_path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Ok(BTreeMap::new()), Vec::new()),

@@ -398,8 +398,8 @@ impl Supervisor {
             return Err(SupervisorError::NoGuests);
         }
         let runtime = GuestRuntime::new(config.runtime.clone())?;
-        let delivery =
-            crate::delivery::Delivery::new(config.delivery.clone()).map_err(SupervisorError::Registry)?;
+        let delivery = crate::delivery::Delivery::new(config.delivery.clone())
+            .map_err(SupervisorError::Registry)?;
         let discovery = Discovery::new(client.clone());
         // Without a scraped registry the guests still count (tests and the
         // demo read the same counters).

@@ -100,7 +100,6 @@ impl PendingPulls {
 /// The last digest a tag resolved to, and when.
 pub type ResolvedTags = Mutex<BTreeMap<String, (String, Instant)>>;
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,6 +125,9 @@ mod tests {
         let (guest, why) = pulls.any_not_running().unwrap();
         assert!(guest == "g" && why.contains("connection refused"), "{why}");
         pulls.failed("g", "d2", true, &unreachable());
-        assert!(pulls.any_not_running().is_none(), "a running version keeps the host ready");
+        assert!(
+            pulls.any_not_running().is_none(),
+            "a running version keeps the host ready"
+        );
     }
 }
