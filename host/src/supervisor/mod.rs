@@ -13,10 +13,16 @@
 //! - `readiness`: `/readyz` over every guest.
 //! - [`waiting`]: guests waiting for a kind the API server does not serve.
 //! - [`guest_dir`]: reading a ConfigMap-volume directory of guests.
+//! - [`compressed`]: `.wasm.gz` and `.wasm.zst` guests, decompressed under a cap.
+//! - [`status`]: each guest's state (`/guests`) and the Event a change is worth.
+//! - `announce`: reporting a guest's change to [`status`] and as an Event.
 
+mod announce;
+pub mod compressed;
 pub mod guest_dir;
 mod load;
 mod readiness;
+pub mod status;
 mod swap;
 pub mod waiting;
 
@@ -37,7 +43,8 @@ use crate::guest::{self, GuestError, GuestModule, GuestRuntime, RuntimeConfig};
 use crate::informer::InformerRegistry;
 use crate::metrics::{GuestReasonLabels, GuestResultLabels, Metrics};
 use crate::sync::lock;
-use guest_dir::{ConfigFileError, DirWatch, GuestDirError, GuestFile};
+use guest_dir::{ConfigFileError, DirWatch, GuestDirError, GuestFile, GuestFileError};
+use status::{GuestSource, LoadState, Statuses, Version};
 use waiting::{or_wait, Waiting, WaitingGuest};
 
 /// Why the supervisor (and so the host process) stopped with an error.
@@ -52,6 +59,10 @@ pub enum SupervisorError {
     /// The guest directory could not be read or watched.
     #[error(transparent)]
     GuestDir(#[from] GuestDirError),
+    /// A guest's file cannot give its component (two files for one guest,
+    /// a compressed file that does not decompress within the cap).
+    #[error(transparent)]
+    File(#[from] GuestFileError),
     /// No guests were given.
     #[error("no guests to run: pass --guest PATH.wasm or --guest-dir DIR")]
     NoGuests,
@@ -114,6 +125,7 @@ impl SupervisorError {
             SupervisorError::Guest(e) => e.reason(),
             SupervisorError::Controller(e) => e.reason(),
             SupervisorError::GuestDir(_) => "guest_dir",
+            SupervisorError::File(e) => e.reason(),
             SupervisorError::NoGuests => "no_guests",
             SupervisorError::DuplicateName { .. } => "duplicate_name",
             SupervisorError::Config { .. } => "config",
@@ -175,6 +187,9 @@ pub struct SupervisorConfig {
     pub shadow_dry_run: bool,
     /// Record every guest's reconcile cases (`--record DIR`), for replay.
     pub record: Option<crate::recording::RecordConfig>,
+    /// The most bytes a compressed guest file may decompress to (None:
+    /// [`compressed::DEFAULT_DECOMPRESSED_MAX`]).
+    pub decompressed_max: Option<u64>,
 }
 
 impl SupervisorConfig {
@@ -273,6 +288,15 @@ impl SupervisorConfig {
         self.record = record;
         self
     }
+
+    /// Sets the most bytes a compressed guest file (`NAME.wasm.gz`,
+    /// `NAME.wasm.zst`) may decompress to; a larger one is refused, having
+    /// cost no more than that.
+    #[must_use]
+    pub fn decompressed_max(mut self, bytes: u64) -> Self {
+        self.decompressed_max = Some(bytes);
+        self
+    }
 }
 
 /// Leadership as the host sees it (defined by the leader-election bridge).
@@ -330,7 +354,13 @@ pub struct Supervisor {
     /// Held by one look at the guest directory at a time: a notification
     /// and a rescan (or a caller) never swap the same file twice at once.
     syncing: tokio::sync::Mutex<()>,
+    /// Each guest's state, as `/guests` shows it.
+    status: Statuses,
 }
+
+/// The key under which a `--shadow` refused at start is kept for
+/// `/readyz` (followed by its guest's name).
+const SHADOW_KEY: &str = "shadow:";
 
 fn stem(path: &Path) -> String {
     path.file_stem()
@@ -398,25 +428,32 @@ impl Supervisor {
             rejected: Mutex::new(BTreeMap::new()),
             shadow_files: Mutex::new(BTreeMap::new()),
             syncing: tokio::sync::Mutex::new(()),
+            status: Statuses::default(),
         };
         // A guest that cannot be loaded is refused alone: the others run.
         let mut first_refusal = None;
         for path in host.config.guests.clone() {
-            let (key, source) = (stem(&path), path.display().to_string());
+            let key = stem(&path);
+            let origin = GuestSource::File {
+                path: path.display().to_string(),
+            };
+            let mut digest = None;
             let loaded = async {
                 let module = host.runtime.load_file(&path)?;
+                digest = Some(module.digest().to_string());
                 host.describe_file(module, &path).await
             };
             let (name, result) = match loaded.await {
                 Ok(described) => (
                     described.manifest.name.clone(),
-                    host.start_or_wait(key.clone(), source.clone(), String::new(), described)
+                    host.start_or_wait(key.clone(), origin.clone(), String::new(), described)
                         .await,
                 ),
                 Err(e) => (e.declared_guest().unwrap_or(&key).to_string(), Err(e)),
             };
             if let Err(e) = result {
-                host.refuse(key, name, &source, String::new(), e, &mut first_refusal)
+                let tried = Version::compiling(origin, digest);
+                host.refuse(key, name, tried, String::new(), e, &mut first_refusal)
                     .await?;
             }
         }
@@ -428,23 +465,22 @@ impl Supervisor {
                     dir_shadows.push(file);
                     continue;
                 }
-                let source = file.path.display().to_string();
+                let (digest, module) = host.compile_file(&file).await;
                 let loaded = async {
-                    let module = host
-                        .runtime
-                        .load_bytes(&format!("{key}.wasm"), &file.bytes)?;
+                    let module = module?;
                     let config = match file.config.clone() {
                         Ok(config) => config,
                         Err(source) => return Err(host.config_error(&key, &module, source).await),
                     };
                     host.describe(module, config).await
                 };
+                let origin = GuestSource::of_file(&file);
                 let (name, result) = match loaded.await {
                     Ok(described) => (
                         described.manifest.name.clone(),
                         host.start_or_wait(
                             key.clone(),
-                            source.clone(),
+                            origin.clone(),
                             file.digest.clone(),
                             described,
                         )
@@ -453,16 +489,20 @@ impl Supervisor {
                     Err(e) => (e.declared_guest().unwrap_or(&key).to_string(), Err(e)),
                 };
                 if let Err(e) = result {
-                    host.refuse(key, name, &source, file.digest, e, &mut first_refusal)
+                    let tried = Version::compiling(origin, digest);
+                    host.refuse(key, name, tried, file.digest, e, &mut first_refusal)
                         .await?;
                 }
             }
         }
         for (target, path) in host.config.shadows.clone() {
             if let Err(e) = host.load_shadow(&target, &path).await {
-                let source = path.display().to_string();
-                let key = format!("shadow:{target}");
-                host.refuse(key, target, &source, String::new(), e, &mut first_refusal)
+                let origin = GuestSource::File {
+                    path: path.display().to_string(),
+                };
+                let key = format!("{SHADOW_KEY}{target}");
+                let tried = Version::compiling(origin, None);
+                host.refuse(key, target, tried, String::new(), e, &mut first_refusal)
                     .await?;
             }
         }
