@@ -14,13 +14,13 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::guest_dir::GuestFile;
 use crate::sync::lock;
 
 /// Where a version of a guest comes from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum GuestSource {
     /// A component file named by `--guest` or `--shadow`.
@@ -37,8 +37,8 @@ pub enum GuestSource {
         /// The file's path as the host reads it.
         path: String,
         /// How the file is compressed (`gzip`, `zstd`), if it is.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        compression: Option<&'static str>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        compression: Option<String>,
     },
     /// A component pulled from an OCI registry.
     Oci {
@@ -53,7 +53,12 @@ impl GuestSource {
         GuestSource::ConfigMap {
             key: file.file_name(),
             path: file.path.display().to_string(),
-            compression: file.compression.clone().ok().flatten().map(|c| c.name()),
+            compression: file
+                .compression
+                .clone()
+                .ok()
+                .flatten()
+                .map(|c| c.name().to_string()),
         }
     }
 }
@@ -68,7 +73,7 @@ impl std::fmt::Display for GuestSource {
 }
 
 /// Where a version of a guest stands.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum LoadState {
     /// It runs.
@@ -116,7 +121,7 @@ impl LoadState {
 }
 
 /// One version of a guest (the one that runs, a newer one, or a shadow).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Version {
     /// Where it comes from.
     pub source: GuestSource,
@@ -218,7 +223,7 @@ impl Version {
 }
 
 /// One guest's state: what `GET /guests` lists.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GuestStatus {
     /// The supervisor's key: the file stem (`gpu-summary` for
     /// `gpu-summary.wasm.gz`).
