@@ -347,6 +347,11 @@ async fn a_guest_named_by_digest_is_pulled_cached_swapped_and_kept_on_a_bad_refe
     assert!(h.running.host.controller("logic").is_some());
     assert_eq!(logic_version(&client).await.as_deref(), Some("v2"));
     assert!(h.running.host.readiness().is_ok(), "a version runs");
+    let guests = h.running.host.guests_json().to_string();
+    assert!(
+        guests.contains(&missing.to_string()) && guests.contains("not found"),
+        "/guests names the refused reference: {guests}"
+    );
 
     // A tag while tags are not allowed: refused the same way, by name.
     write_dir(
@@ -399,7 +404,20 @@ async fn a_registry_down_at_start_keeps_its_guest_waiting_while_the_others_run()
         not_ready.why.contains("registry") && not_ready.why.contains(&v1.to_string()),
         "{not_ready}"
     );
-    let events = events_with_reason(&client, Some(HOST_NS), "GuestWaitingForRegistry").await;
+    // `/guests` shows where it comes from and why it waits.
+    let guests = h.running.host.guests_json();
+    let logic = guests["guests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["key"] == "logic")
+        .unwrap()
+        .clone();
+    assert_eq!(logic["source"]["type"], "oci", "{logic}");
+    assert_eq!(logic["source"]["reference"], v1.to_string(), "{logic}");
+    assert_eq!(logic["state"], "waiting", "{logic}");
+    assert_eq!(logic["reason"], "oci_unreachable", "{logic}");
+    let events = events_with_reason(&client, Some(HOST_NS), "GuestWaiting").await;
     let notes: Vec<String> = events.iter().filter_map(|e| e.note.clone()).collect();
     assert!(
         notes
@@ -520,6 +538,9 @@ async fn every_bad_delivery_is_refused_naming_the_guest_and_the_reference() {
         &files,
         DeliveryConfig {
             max_bytes: cap,
+            // The truncated layer's body stops short of its declared
+            // length: the read ends at this timeout.
+            timeout: Duration::from_secs(3),
             ..f.delivery()
         },
     )

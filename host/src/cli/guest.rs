@@ -1,12 +1,13 @@
 //! `wasmctrl guest`: a guest packaged for a cluster. `configmap` prints
 //! the ConfigMap that carries a `.wasm` (as `binaryData`) to be mounted
-//! into the host's pod, as YAML; `push` and `pull` move a guest to and
-//! from an OCI registry in the Wasm artifact layout
-//! ([`wasmctrl::delivery`]).
+//! into the host's pod, as YAML — compressed (`.wasm.gz` or `.wasm.zst`,
+//! whichever is smaller) when the component does not fit as it is; `push`
+//! and `pull` move a guest to and from an OCI registry in the Wasm
+//! artifact layout ([`wasmctrl::delivery`]).
 //!
-//! Owns the flags, the ConfigMap's shape and its size check, and checking
-//! a guest before it is pushed. It never talks to the cluster; `kubectl
-//! apply` does.
+//! Owns the flags, the ConfigMap's shape and its size check (naming the
+//! delivery that fits when none does), and checking a guest before it is
+//! pushed. It never talks to the cluster; `kubectl apply` does.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -15,6 +16,7 @@ use anyhow::Context;
 use base64::Engine;
 use clap::{Args, Subcommand};
 use serde_json::{json, Value as Json};
+use wasmctrl::supervisor::compressed::Compression;
 
 #[derive(Subcommand)]
 pub enum GuestCommand {
@@ -94,7 +96,8 @@ pub struct ConfigmapArgs {
     /// The ConfigMap's namespace.
     #[arg(long)]
     namespace: Option<String>,
-    /// The key (file name in the mounted volume); default: the file's name.
+    /// The key (file name in the mounted volume); default: the file's
+    /// name. `.gz` or `.zst` is added when the guest is compressed.
     #[arg(long)]
     key: Option<String>,
 }
@@ -179,7 +182,22 @@ fn configmap(args: ConfigmapArgs) -> anyhow::Result<()> {
             .map(|f| f.to_string_lossy().into_owned())
             .context("the guest path has no file name")?,
     };
-    let cm = guest_configmap(&args.name, args.namespace.as_deref(), &key, &bytes)?;
+    let packed = pack(&key, &bytes)?;
+    if let Some(c) = packed.compression {
+        eprintln!(
+            "{key} is {} bytes, too large for a ConfigMap as it is: carried as {} ({} bytes, {})",
+            bytes.len(),
+            packed.key,
+            packed.bytes.len(),
+            c.name()
+        );
+    }
+    let cm = guest_configmap(
+        &args.name,
+        args.namespace.as_deref(),
+        &packed.key,
+        &packed.bytes,
+    )?;
     let yaml = serde_yaml::to_string(&cm).context("encoding YAML")?;
     // A closed pipe (`| head`) is the reader's choice, not an error.
     match std::io::stdout().lock().write_all(yaml.as_bytes()) {
@@ -193,36 +211,123 @@ fn configmap(args: ConfigmapArgs) -> anyhow::Result<()> {
 /// The API server rejects ConfigMaps over 1 MiB (the whole object).
 pub const CONFIGMAP_LIMIT: usize = 1 << 20;
 
+/// What a ConfigMap holds around its data: room kept for the object's
+/// other fields.
+const CONFIGMAP_OVERHEAD: usize = 1024;
+
 /// Why a guest cannot be packaged.
 #[derive(Debug, thiserror::Error)]
 pub enum PackagingError {
-    /// The encoded guest would exceed the ConfigMap size limit.
-    #[error("{file} is {size} bytes ({encoded} base64-encoded): a ConfigMap holds at most {CONFIGMAP_LIMIT} bytes; strip the guest (profile `guest`)")]
+    /// Neither the guest nor its compressed forms fit a ConfigMap.
+    #[error("{file} is {size} bytes ({}) — a ConfigMap holds at most {CONFIGMAP_LIMIT} bytes, base64-encoded: deliver it from an OCI registry instead (see \"Delivering guests\" in the book)", compressed_sizes(.compressed))]
     TooLarge {
         /// The file name.
         file: String,
         /// Raw size.
         size: usize,
-        /// Encoded size.
-        encoded: usize,
+        /// The size compressed with each format tried.
+        compressed: Vec<(Compression, usize)>,
+    },
+    /// A format could not compress the guest.
+    #[error("compressing {file} with {}: {source}", .format.name())]
+    Compress {
+        /// The file name.
+        file: String,
+        /// The format.
+        format: Compression,
+        /// The encoder's error.
+        #[source]
+        source: std::io::Error,
     },
 }
 
-/// A ConfigMap carrying `bytes` under the key `file_name`.
+fn compressed_sizes(sizes: &[(Compression, usize)]) -> String {
+    if sizes.is_empty() {
+        return "not compressed further".into();
+    }
+    let each: Vec<String> = sizes
+        .iter()
+        .map(|(c, n)| format!("{n} bytes with {}", c.name()))
+        .collect();
+    each.join(", ")
+}
+
+/// Whether `bytes` fit a ConfigMap's `binaryData` (base64-encoded).
+fn fits(bytes: &[u8]) -> bool {
+    base64::encoded_len(bytes.len(), true)
+        .is_some_and(|n| n + CONFIGMAP_OVERHEAD <= CONFIGMAP_LIMIT)
+}
+
+/// A guest as a ConfigMap carries it.
+#[derive(Debug)]
+pub struct Packed {
+    /// The key: `file_name`, with `.gz` or `.zst` when compressed.
+    pub key: String,
+    /// The bytes carried.
+    pub bytes: Vec<u8>,
+    /// How they are compressed, if they are.
+    pub compression: Option<Compression>,
+}
+
+/// `bytes` under the key `file_name` as they are when they fit a
+/// ConfigMap, else compressed with the format that makes them smallest
+/// (each at its highest level) when that fits; otherwise an error giving
+/// every size measured.
+pub fn pack(file_name: &str, bytes: &[u8]) -> Result<Packed, PackagingError> {
+    let as_is = || Packed {
+        key: file_name.to_string(),
+        bytes: bytes.to_vec(),
+        compression: None,
+    };
+    let already = Compression::of_file_name(file_name).is_some_and(|(_, c)| c.is_some());
+    if fits(bytes) {
+        return Ok(as_is());
+    }
+    let mut compressed = Vec::new();
+    let mut best: Option<(Compression, Vec<u8>)> = None;
+    for format in Compression::ALL.into_iter().filter(|_| !already) {
+        let packed = format
+            .compress_best(bytes)
+            .map_err(|source| PackagingError::Compress {
+                file: file_name.to_string(),
+                format,
+                source,
+            })?;
+        compressed.push((format, packed.len()));
+        if best.as_ref().is_none_or(|(_, b)| packed.len() < b.len()) {
+            best = Some((format, packed));
+        }
+    }
+    match best {
+        Some((format, packed)) if fits(&packed) => Ok(Packed {
+            key: format!("{file_name}{}", format.suffix()),
+            bytes: packed,
+            compression: Some(format),
+        }),
+        _ => Err(PackagingError::TooLarge {
+            file: file_name.to_string(),
+            size: bytes.len(),
+            compressed,
+        }),
+    }
+}
+
+/// A ConfigMap carrying `bytes` under the key `file_name` (see [`pack`]
+/// for what fits).
 pub fn guest_configmap(
     name: &str,
     namespace: Option<&str>,
     file_name: &str,
     bytes: &[u8],
 ) -> Result<Json, PackagingError> {
-    let encoded = base64::engine::general_purpose::STANDARD.encode(bytes);
-    if encoded.len() + 1024 > CONFIGMAP_LIMIT {
+    if !fits(bytes) {
         return Err(PackagingError::TooLarge {
             file: file_name.to_string(),
             size: bytes.len(),
-            encoded: encoded.len(),
+            compressed: Vec::new(),
         });
     }
+    let encoded = base64::engine::general_purpose::STANDARD.encode(bytes);
     let mut metadata = json!({
         "name": name,
         "labels": {"app.kubernetes.io/part-of": "wasmctrl", "wasmctrl.io/guest": "true"},
@@ -259,5 +364,58 @@ mod tests {
     fn oversized_guest_is_refused_with_the_limit() {
         let e = guest_configmap("g", None, "big.wasm", &vec![0u8; 900_000]).unwrap_err();
         assert!(e.to_string().contains("big.wasm"), "{e}");
+    }
+
+    /// `n` bytes that compress about as well as a component's code: words
+    /// of a small vocabulary in a pseudo-random order.
+    fn code_like(n: usize) -> Vec<u8> {
+        let words: Vec<String> = (0..4096)
+            .map(|i| format!("f{:x}_{}", i * 7919, i % 13))
+            .collect();
+        let mut rng = fastrand::Rng::with_seed(42);
+        let mut out = Vec::with_capacity(n + 32);
+        while out.len() < n {
+            out.extend_from_slice(words[rng.usize(..words.len())].as_bytes());
+            out.push(b' ');
+        }
+        out.truncate(n);
+        out
+    }
+
+    #[test]
+    fn a_guest_that_fits_as_it_is_is_carried_as_it_is() {
+        let bytes = code_like(700_000);
+        let packed = pack("g.wasm", &bytes).unwrap();
+        assert_eq!((packed.key.as_str(), packed.compression), ("g.wasm", None));
+        assert_eq!(packed.bytes, bytes);
+    }
+
+    #[test]
+    fn a_guest_too_large_as_it_is_is_carried_in_the_smaller_compressed_form() {
+        let bytes = code_like(1_300_000);
+        let packed = pack("g.wasm", &bytes).unwrap();
+        let format = packed.compression.expect("compressed");
+        let other = Compression::ALL.into_iter().find(|c| *c != format).unwrap();
+        assert_eq!(packed.key, format!("g.wasm{}", format.suffix()));
+        assert!(packed.bytes.len() <= other.compress_best(&bytes).unwrap().len());
+        assert_eq!(format.decompress(&packed.bytes, 1 << 30).unwrap(), bytes);
+        let cm = guest_configmap("g", None, &packed.key, &packed.bytes).unwrap();
+        assert!(cm["binaryData"][&packed.key].is_string());
+    }
+
+    #[test]
+    fn a_guest_too_large_even_compressed_is_refused_with_every_size_and_the_delivery_that_fits() {
+        let mut rng = fastrand::Rng::with_seed(7);
+        let noise: Vec<u8> = (0..1_200_000).map(|_| rng.u8(..)).collect();
+        let e = pack("big.wasm", &noise).unwrap_err().to_string();
+        assert!(e.starts_with("big.wasm is 1200000 bytes ("), "{e}");
+        assert!(
+            e.contains("bytes with gzip") && e.contains("bytes with zstd"),
+            "{e}"
+        );
+        assert!(e.contains("OCI registry"), "{e}");
+        // An already compressed file is not compressed again.
+        let e = pack("big.wasm.gz", &noise).unwrap_err().to_string();
+        assert!(e.contains("(not compressed further)"), "{e}");
     }
 }

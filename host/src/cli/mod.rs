@@ -15,6 +15,8 @@ mod book;
 mod dev;
 mod flags;
 mod guest;
+mod guests;
+mod health_get;
 mod new;
 mod reconcile;
 mod replay;
@@ -46,6 +48,10 @@ enum Command {
     /// Package guests for a cluster.
     #[command(subcommand)]
     Guest(guest::GuestCommand),
+    /// Print each guest's state (source, digest, contract, loaded,
+    /// waiting or refused and why, shadow, last swap, reconciles) from a
+    /// running host's health address (`/guests`).
+    Guests(guests::GuestsArgs),
     /// Ask a running host about a shadow (`run --shadow`).
     #[command(subcommand)]
     Shadow(shadow::ShadowCommand),
@@ -75,6 +81,7 @@ impl Cli {
             #[cfg(feature = "dev-server")]
             Command::Dev(command) => runtime.block_on(command.execute()).map(|()| true),
             Command::Guest(command) => command.execute(runtime).map(|()| true),
+            Command::Guests(args) => runtime.block_on(guests::guests(args)).map(|()| true),
             Command::Shadow(command) => runtime.block_on(command.execute()),
             Command::New(args) => new::new_guest(args).map(|()| true),
         }

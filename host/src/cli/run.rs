@@ -16,7 +16,7 @@ use clap::Args;
 use wasmctrl::client::ClientLimits;
 use wasmctrl::controller::ControllerConfig;
 use wasmctrl::leader::{HostElection, LeaderElectionConfig};
-use wasmctrl::metrics::{Metrics, NameLabels};
+use wasmctrl::metrics::{Health, Metrics, NameLabels};
 use wasmctrl::quarantine::QuarantineConfig;
 use wasmctrl::recording::RecordConfig;
 use wasmctrl::supervisor::{Supervisor, SupervisorConfig};
@@ -34,6 +34,11 @@ pub struct RunArgs {
     /// typically a ConfigMap volume; changes are swapped in at run time.
     #[arg(long)]
     guest_dir: Option<PathBuf>,
+    /// The most MiB a compressed guest file of the guest directory
+    /// (`NAME.wasm.gz`, `NAME.wasm.zst`) may decompress to; a larger one is
+    /// refused, having cost no more than that.
+    #[arg(long, default_value_t = wasmctrl::supervisor::compressed::DEFAULT_DECOMPRESSED_MAX >> 20, value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    guest_decompressed_max_mib: u64,
     /// Rescan the guest directory this often even without notifications.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=flags::MAX_SECONDS))]
     guest_rescan_seconds: u64,
@@ -62,7 +67,8 @@ pub struct RunArgs {
     /// Address of the Prometheus `/metrics` endpoint.
     #[arg(long, default_value = "0.0.0.0:8080")]
     metrics_addr: SocketAddr,
-    /// Address of the `/healthz` and `/readyz` endpoints.
+    /// Address of the `/healthz`, `/readyz`, `/shadow/GUEST` and `/guests`
+    /// endpoints.
     #[arg(long, default_value = "0.0.0.0:8081")]
     health_addr: SocketAddr,
     #[command(flatten)]
@@ -236,6 +242,7 @@ impl RunArgs {
             .controller(controller)
             .runtime(runtime)
             .guest_dir(self.guest_dir.clone())
+            .decompressed_max(self.guest_decompressed_max_mib << 20)
             .rescan(Some(Duration::from_secs(self.guest_rescan_seconds)))
             .pod(pod)
             .watch_health(watch_health)
@@ -316,17 +323,17 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         })
         .clone();
     let election = election.start(master_status);
-    let ready_host = host.clone();
-    let refused_host = host.clone();
-    let shadow_host = host.clone();
-    let _health_endpoint = wasmctrl::metrics::serve_health_with_reports(
-        args.health_addr,
-        Arc::new(move || ready_host.readiness()),
-        Arc::new(move || refused_host.refused()),
-        Arc::new(move |guest: &str| shadow_host.shadow_report(guest)),
-    )
-    .await
-    .with_context(|| format!("binding the health endpoint on {}", args.health_addr))?;
+    let (ready_host, refused_host) = (host.clone(), host.clone());
+    let (shadow_host, guests_host) = (host.clone(), host.clone());
+    let _health_endpoint = Health::new(Arc::new(move || ready_host.readiness()))
+        .detail(Arc::new(move || refused_host.refused()))
+        .reports(Arc::new(move |guest: &str| {
+            shadow_host.shadow_report(guest)
+        }))
+        .guests(Arc::new(move || guests_host.guests_json()))
+        .serve(args.health_addr)
+        .await
+        .with_context(|| format!("binding the health endpoint on {}", args.health_addr))?;
     let result = host.run(shutdown_signal(), Duration::from_secs(10)).await;
     match &result {
         // Workers are stopped and drained: release the lease so a standby

@@ -4,11 +4,9 @@
 //! rule is [`wasmctrl::shadow::verdict`]'s.
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use http_body_util::BodyExt;
 
 use wasmctrl::shadow::verdict::Verdict;
 
@@ -44,22 +42,9 @@ impl ShadowCommand {
 /// Fetches `/shadow/GUEST` from a running host, prints it and the verdict;
 /// Ok(false) when the shadow has not agreed on every key.
 async fn report(args: ShadowReportArgs) -> anyhow::Result<bool> {
-    let url = format!("http://{}/shadow/{}", args.address, args.guest);
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<http_body_util::Empty<bytes::Bytes>>();
-    let uri: hyper::Uri = url.parse().with_context(|| format!("{url} is not a URL"))?;
-    let response = tokio::time::timeout(Duration::from_secs(10), client.get(uri))
-        .await
-        .with_context(|| format!("GET {url}: no answer in 10 s"))?
-        .with_context(|| format!("GET {url}"))?;
-    let status = response.status();
-    let body = response
-        .into_body()
-        .collect()
-        .await
-        .with_context(|| format!("GET {url}: reading the answer"))?
-        .to_bytes();
-    let text = String::from_utf8_lossy(&body);
+    let path = format!("/shadow/{}", args.guest);
+    let url = format!("http://{}{path}", args.address);
+    let (status, text) = super::health_get::get(args.address, &path).await?;
     if status == hyper::StatusCode::NOT_FOUND {
         anyhow::bail!("{}", text.trim());
     }

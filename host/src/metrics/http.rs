@@ -1,6 +1,7 @@
 //! The endpoint servers controller-runtime managers also run: `/metrics`
 //! on the metrics address, `/healthz`, `/livez` and `/readyz` on the
-//! health address. It never decides what is ready: callers pass a probe.
+//! health address, with `/shadow/GUEST` and `/guests` beside them. It never
+//! decides what is ready or what a guest's state is: callers pass probes.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -135,14 +136,83 @@ pub async fn serve_health_with_reports<E: std::fmt::Display + 'static>(
     detail: Detail,
     reports: Reports,
 ) -> std::io::Result<Endpoint> {
-    let shadows = Router::new()
-        .route("/shadow/{guest}", get(shadow_report))
-        .with_state(reports);
-    let app = Router::new()
-        .route("/healthz", get(healthz))
-        .route("/livez", get(healthz))
-        .route("/readyz", get(readyz))
-        .with_state((ready, detail))
-        .merge(shadows);
-    serve(addr, app).await
+    Health::new(ready)
+        .detail(detail)
+        .reports(reports)
+        .serve(addr)
+        .await
+}
+
+/// Every guest's state, as the JSON `/guests` answers.
+pub type Guests = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
+
+async fn guests(State(guests): State<Guests>) -> impl IntoResponse {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        format!("{:#}\n", guests()),
+    )
+}
+
+/// What the health address serves: `/healthz` and `/livez` always;
+/// `/readyz` from a probe and its detail lines; `/shadow/GUEST` from a
+/// report per guest; `/guests` from every guest's state.
+pub struct Health<E> {
+    ready: Readiness<E>,
+    detail: Detail,
+    reports: Reports,
+    guests: Guests,
+}
+
+impl<E: std::fmt::Display + 'static> Health<E> {
+    /// `/readyz` answers `ready`; no detail, no shadow reports and no
+    /// guests (`{"guests": []}`) until set.
+    pub fn new(ready: Readiness<E>) -> Self {
+        Health {
+            ready,
+            detail: Arc::new(Vec::new),
+            reports: Arc::new(|_: &str| None),
+            guests: Arc::new(|| serde_json::json!({ "guests": [] })),
+        }
+    }
+
+    /// Sets the lines `/readyz` adds to its answer.
+    #[must_use]
+    pub fn detail(mut self, detail: Detail) -> Self {
+        self.detail = detail;
+        self
+    }
+
+    /// Sets the shadow reports `/shadow/GUEST` answers.
+    #[must_use]
+    pub fn reports(mut self, reports: Reports) -> Self {
+        self.reports = reports;
+        self
+    }
+
+    /// Sets what `/guests` answers. It is called on every request:
+    /// it must be cheap (no request to the API server).
+    #[must_use]
+    pub fn guests(mut self, guests: Guests) -> Self {
+        self.guests = guests;
+        self
+    }
+
+    /// Serves these endpoints on `addr`.
+    pub async fn serve(self, addr: SocketAddr) -> std::io::Result<Endpoint> {
+        let shadows = Router::new()
+            .route("/shadow/{guest}", get(shadow_report))
+            .with_state(self.reports);
+        let listed = Router::new()
+            .route("/guests", get(guests))
+            .with_state(self.guests);
+        let app = Router::new()
+            .route("/healthz", get(healthz))
+            .route("/livez", get(healthz))
+            .route("/readyz", get(readyz))
+            .with_state((self.ready, self.detail))
+            .merge(shadows)
+            .merge(listed);
+        serve(addr, app).await
+    }
 }

@@ -18,7 +18,7 @@ mod labels;
 pub use guest::{GuestMetrics, ReconcileResult, WriteVerb};
 pub use http::{
     serve_health, serve_health_with_detail, serve_health_with_reports, serve_metrics, Detail,
-    Endpoint, Readiness, Reports,
+    Endpoint, Guests, Health, Readiness, Reports,
 };
 pub use labels::*;
 

@@ -1,9 +1,11 @@
 //! A directory of guests, as a ConfigMap volume presents it.
 //!
-//! Owns reading `DIR/*.wasm` and `DIR/*.oci` (a guest named by an OCI
-//! reference, `oci://REGISTRY/REPO@sha256:…`, fetched by the supervisor),
-//! each with an optional `NAME.config.json` beside it (a JSON object of
-//! string values), into a consistent set, and
+//! Owns reading `DIR/*.wasm` — or `*.wasm.gz`, `*.wasm.zst`, decompressed
+//! when loaded (see [`super::compressed`]), or `*.oci` holding an OCI
+//! reference (`oci://REGISTRY/REPO@sha256:…`, fetched by the supervisor)
+//! — each with an optional
+//! `NAME.config.json` beside it (a JSON object of string values), into a
+//! consistent set, and
 //! noticing when that set may have changed. The kubelet updates a ConfigMap
 //! volume by writing a new timestamped directory and atomically swapping the
 //! `..data` symlink, so every visible file changes at once and per-file
@@ -18,6 +20,8 @@ use std::time::Duration;
 use notify::{RecursiveMode, Watcher};
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
+
+use super::compressed::{Compression, DecompressError};
 
 /// Why a guest directory could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -52,22 +56,95 @@ pub struct ConfigFileError {
     pub problem: String,
 }
 
+/// Why a guest's file cannot give its component.
+#[derive(Debug, thiserror::Error)]
+pub enum GuestFileError {
+    /// Several files give the same guest (`g.wasm` and `g.wasm.gz`).
+    #[error("{key} is given by {} files ({}): keep one", files.len(), files.join(", "))]
+    Ambiguous {
+        /// The guest's key.
+        key: String,
+        /// The files' names.
+        files: Vec<String>,
+    },
+    /// A compressed file does not decompress (within the cap).
+    #[error("{file}: {source}")]
+    Decompress {
+        /// The file's name.
+        file: String,
+        /// What went wrong.
+        #[source]
+        source: DecompressError,
+    },
+}
+
+impl GuestFileError {
+    /// Why, as a metric label (`ambiguous`, `too_large`, `decompress`).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            GuestFileError::Ambiguous { .. } => "ambiguous",
+            GuestFileError::Decompress {
+                source: DecompressError::TooLarge { .. },
+                ..
+            } => "too_large",
+            GuestFileError::Decompress { .. } => "decompress",
+        }
+    }
+}
+
 /// One guest as found in the directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuestFile {
-    /// The file stem (`gpu-summary` for `gpu-summary.wasm`): the guest's key.
+    /// The file stem (`gpu-summary` for `gpu-summary.wasm` or
+    /// `gpu-summary.wasm.gz`): the guest's key.
     pub key: String,
-    /// The `.wasm` path as seen in the directory.
+    /// The file's path as seen in the directory.
     pub path: PathBuf,
-    /// The module bytes (empty for a guest named by [`GuestFile::oci`]).
+    /// The file's bytes (compressed, if it is).
     pub bytes: Vec<u8>,
-    /// The OCI reference of a `NAME.oci` file, fetched before loading.
-    pub oci: Option<String>,
+    /// How `bytes` are compressed (None: a plain `.wasm`); the names of
+    /// the files when several give this guest (then `bytes` is empty).
+    pub compression: Result<Option<Compression>, Vec<String>>,
     /// Configuration from `KEY.config.json`, or an error naming the problem.
     pub config: Result<BTreeMap<String, String>, ConfigFileError>,
     /// Digest of module and configuration: equal digests mean "unchanged".
     pub digest: String,
+    /// The reference a `NAME.oci` file holds (its trimmed text): the
+    /// component is fetched from it, not read from `bytes`.
+    pub oci: Option<String>,
 }
+
+impl GuestFile {
+    /// The file's name: the key of the ConfigMap mounted as the directory.
+    pub fn file_name(&self) -> String {
+        self.path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
+    /// The component: the file's bytes, decompressed when the file is
+    /// compressed — refused once larger than `cap` bytes.
+    pub fn component(&self, cap: u64) -> Result<std::borrow::Cow<'_, [u8]>, GuestFileError> {
+        match &self.compression {
+            Ok(None) => Ok(std::borrow::Cow::Borrowed(&self.bytes)),
+            Ok(Some(c)) => c
+                .decompress(&self.bytes, cap)
+                .map(std::borrow::Cow::Owned)
+                .map_err(|source| GuestFileError::Decompress {
+                    file: self.file_name(),
+                    source,
+                }),
+            Err(files) => Err(GuestFileError::Ambiguous {
+                key: self.key.clone(),
+                files: files.clone(),
+            }),
+        }
+    }
+}
+
+/// The suffix of a file naming a guest by OCI reference.
+pub const OCI_SUFFIX: &str = ".oci";
 
 /// What a guest file's key ends with when it is the shadow of another
 /// guest (`gpu-summary.shadow.wasm` shadows `gpu-summary`).
@@ -85,29 +162,38 @@ pub fn scan(dir: &Path) -> Result<BTreeMap<String, GuestFile>, GuestDirError> {
         dir: dir.to_path_buf(),
         source,
     })?;
-    let mut out = BTreeMap::new();
+    // Every file giving each key: one is the guest; more is ambiguous.
+    let mut names: BTreeMap<String, Vec<(String, Option<Compression>)>> = BTreeMap::new();
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         // `..data`, `..2026_11_29_...`: the kubelet's own bookkeeping.
         if name.starts_with('.') {
             continue;
         }
-        let (key, oci) = match (name.strip_suffix(".wasm"), name.strip_suffix(".oci")) {
-            (Some(key), _) => (key, false),
-            (_, Some(key)) => (key, true),
-            _ => continue,
-        };
+        if let Some((key, compression)) = Compression::of_file_name(&name) {
+            let key = key.to_string();
+            names.entry(key).or_default().push((name, compression));
+        } else if let Some(key) = name.strip_suffix(OCI_SUFFIX) {
+            names.entry(key.to_string()).or_default().push((name, None));
+        }
+    }
+    let mut out = BTreeMap::new();
+    for (key, mut files) in names {
+        files.sort_by(|a, b| a.0.cmp(&b.0));
+        let (name, compression) = files[0].clone();
         let path = dir.join(&name);
-        // Follows the `name -> ..data/name` symlink; a swap in between
-        // reads either the old or the new file, and the next event rescans.
-        let Ok(mut bytes) = std::fs::read(&path) else {
-            continue;
+        let (bytes, compression) = if files.len() > 1 {
+            let names: Vec<String> = files.into_iter().map(|(n, _)| n).collect();
+            (Vec::new(), Err(names))
+        } else {
+            // Follows the `name -> ..data/name` symlink; a swap in between
+            // reads either the old or the new file, and the next event
+            // rescans.
+            let Ok(bytes) = std::fs::read(&path) else {
+                continue;
+            };
+            (bytes, Ok(compression))
         };
-        let reference = oci.then(|| {
-            String::from_utf8_lossy(&std::mem::take(&mut bytes))
-                .trim()
-                .to_string()
-        });
         let config_path = dir.join(format!("{key}.config.json"));
         let (config, config_raw) = match std::fs::read(&config_path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Ok(BTreeMap::new()), Vec::new()),
@@ -119,27 +205,26 @@ pub fn scan(dir: &Path) -> Result<BTreeMap<String, GuestFile>, GuestDirError> {
             Ok(raw) => (parse_config(&config_path, &raw), raw),
         };
         let mut h = Sha256::new();
+        match &compression {
+            Ok(_) => h.update(name.as_bytes()),
+            Err(names) => h.update(names.join("\0").as_bytes()),
+        }
+        h.update([0u8]);
         h.update(&bytes);
-        h.update(reference.as_deref().unwrap_or_default());
         h.update([0u8]);
         h.update(&config_raw);
-        let config = match out.contains_key(key) {
-            // `NAME.wasm` and `NAME.oci` both: which one is meant is unknown.
-            true => Err(ConfigFileError {
-                path: path.clone(),
-                problem: format!("both {key}.wasm and {key}.oci name guest {key}; keep one"),
-            }),
-            false => config,
-        };
+        let oci = (name.ends_with(OCI_SUFFIX) && compression.is_ok())
+            .then(|| String::from_utf8_lossy(&bytes).trim().to_string());
         out.insert(
-            key.to_string(),
+            key.clone(),
             GuestFile {
-                key: key.to_string(),
+                key,
                 path,
                 bytes,
-                oci: reference,
+                compression,
                 config,
                 digest: hex::encode(h.finalize()),
+                oci,
             },
         );
     }
@@ -309,6 +394,65 @@ mod tests {
             "{err}"
         );
         assert!(scan(&dir.path().join("missing")).is_err());
+    }
+
+    #[test]
+    fn a_compressed_file_gives_its_guest_decompressed_and_two_files_for_one_guest_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let component = b"\0asm\x0d\0\x01\0 a component, say".repeat(100);
+        let gz = Compression::Gzip.compress_best(&component).unwrap();
+        let zst = Compression::Zstd.compress_best(&component).unwrap();
+        kubelet_update(
+            dir.path(),
+            1,
+            &[
+                ("a.wasm.gz", &gz),
+                ("b.wasm.zst", &zst),
+                ("c.wasm", &component),
+            ],
+        );
+        let set = scan(dir.path()).unwrap();
+        assert_eq!(set.keys().collect::<Vec<_>>(), ["a", "b", "c"]);
+        assert_eq!(set["a"].compression, Ok(Some(Compression::Gzip)));
+        assert_eq!(set["a"].file_name(), "a.wasm.gz");
+        for key in ["a", "b", "c"] {
+            assert_eq!(
+                &*set[key].component(1 << 20).unwrap(),
+                &component[..],
+                "{key}"
+            );
+        }
+        let e = set["a"].component(100).unwrap_err();
+        assert_eq!(e.reason(), "too_large");
+        assert!(
+            e.to_string()
+                .starts_with("a.wasm.gz: decompresses to more than 100 bytes"),
+            "{e}"
+        );
+
+        // The same guest twice: refused by name, whatever the files hold.
+        kubelet_update(
+            dir.path(),
+            2,
+            &[
+                ("a.wasm.gz", &gz),
+                ("a.wasm", &component),
+                ("b.wasm.gz", b"not gzip"),
+            ],
+        );
+        let set = scan(dir.path()).unwrap();
+        let e = set["a"].component(1 << 20).unwrap_err();
+        assert_eq!(e.reason(), "ambiguous");
+        assert_eq!(
+            e.to_string(),
+            "a is given by 2 files (a.wasm, a.wasm.gz): keep one"
+        );
+        let e = set["b"].component(1 << 20).unwrap_err();
+        assert_eq!(e.reason(), "decompress");
+        assert!(
+            e.to_string().starts_with("b.wasm.gz: not valid gzip data"),
+            "{e}"
+        );
     }
 
     #[tokio::test]

@@ -18,7 +18,7 @@ impl Supervisor {
         &self,
         key: String,
         name: String,
-        source: &str,
+        tried: Version,
         digest: String,
         e: SupervisorError,
         first: &mut Option<SupervisorError>,
@@ -26,10 +26,13 @@ impl Supervisor {
         if self.config.strict_guests {
             return Err(e);
         }
-        tracing::error!(guest = %name, path = %source, reason = e.reason(), "guest refused; the other guests run: {e}");
+        tracing::error!(guest = %name, path = %tried.source, reason = e.reason(), "guest refused; the other guests run: {e}");
+        let version = announce::refused(tried, &e);
+        match key.strip_prefix(SHADOW_KEY) {
+            Some(target) => self.announce_shadow(target, Some(version)).await,
+            None => self.announce(&key, &name, version).await,
+        }
         self.record_refused(key, &name, digest, &e);
-        self.event(true, "GuestRefused", format!("{source}: {e}"))
-            .await;
         if first.is_none() {
             *first = Some(e);
         }
@@ -99,22 +102,29 @@ impl Supervisor {
     pub(super) async fn start_or_wait(
         &self,
         key: String,
-        source: String,
+        origin: GuestSource,
         digest: String,
         described: DescribedGuest,
     ) -> Result<(), SupervisorError> {
         let name = described.manifest.name.clone();
+        let source = origin.to_string();
         self.check_unique(&name, &source)?;
         self.check_overlap(&key, &described.manifest)?;
-        match or_wait(self.controller_for(described.clone()).await)? {
+        let component = described.module.digest().to_string();
+        let version = match or_wait(self.controller_for(described.clone()).await)? {
             Ok(controller) => {
                 tracing::info!(guest = %name, path = %source, "guest loaded");
-                self.insert(key, source, digest, controller, false);
+                self.insert(key.clone(), source, digest, controller, false);
+                Version::loaded(origin, &component)
             }
-            Err(kind) => self
-                .waiting
-                .wait(key, WaitingGuest::new(source, digest, described, kind)),
-        }
+            Err(kind) => {
+                let version = Version::waiting_for_kind(origin, &component, &kind);
+                let w = WaitingGuest::new(source, digest, described, kind);
+                self.waiting.wait(key.clone(), w);
+                version
+            }
+        };
+        self.announce(&key, &name, version).await;
         Ok(())
     }
 
@@ -124,22 +134,37 @@ impl Supervisor {
     /// start.
     pub(super) async fn retry_waiting(&self) -> Result<(), SupervisorError> {
         for (key, w) in self.waiting.take_due() {
+            let name = w.name().to_string();
+            let component = w.described.module.digest().to_string();
+            // Where the waiting version came from, as it was reported.
+            let origin = self.status.get(&key).map_or_else(
+                || GuestSource::File {
+                    path: w.source.clone(),
+                },
+                |s| s.current.source,
+            );
             let started = match or_wait(self.controller_for(w.described.clone()).await) {
                 Ok(started) => started,
                 Err(e) => {
-                    let name = w.name().to_string();
-                    self.refuse(key, name, &w.source, w.digest.clone(), e.into(), &mut None)
+                    let tried = Version::compiling(origin, Some(component));
+                    self.refuse(key, name, tried, w.digest.clone(), e.into(), &mut None)
                         .await?;
                     continue;
                 }
             };
-            match started {
+            let version = match started {
                 Ok(controller) => {
                     tracing::info!(guest = %w.name(), kind = %w.kind, path = %w.source, "the kind the guest waited for is served; guest starting");
-                    self.insert(key, w.source, w.digest, controller, true);
+                    self.insert(key.clone(), w.source, w.digest, controller, true);
+                    Version::loaded(origin, &component)
                 }
-                Err(kind) => self.waiting.retry_later(key, w, kind),
-            }
+                Err(kind) => {
+                    let version = Version::waiting_for_kind(origin, &component, &kind);
+                    self.waiting.retry_later(key.clone(), w, kind);
+                    version
+                }
+            };
+            self.announce(&key, &name, version).await;
         }
         Ok(())
     }
@@ -349,10 +374,62 @@ impl Supervisor {
                 guest: file.clone(),
                 kind: guest::GuestErrorKind::Trap(format!("describe task failed: {e}")),
             })??;
+        let digest = module.digest().to_string();
         let spec = crate::shadow::ShadowSpec::new(&file, module, manifest, controller.manifest())?;
         tracing::info!(guest = %target, shadow = %file, "shadow loaded: its plans are compared with the guest's, never acted on");
         controller.attach_shadow(spec, self.config.shadow_dry_run);
+        let origin = GuestSource::File { path: file };
+        self.announce_shadow(target, Some(Version::loaded(origin, &digest)))
+            .await;
         Ok(())
+    }
+
+    /// Reads a guest file's component (decompressed, under the cap; or
+    /// fetched, for a `NAME.oci`) and
+    /// compiles it, off the async runtime (both take CPU): the component's
+    /// digest once it could be read, and the module or why not.
+    pub(super) async fn compile_file(
+        &self,
+        file: &GuestFile,
+    ) -> (Option<String>, Result<GuestModule, SupervisorError>) {
+        let cap = self
+            .config
+            .decompressed_max
+            .unwrap_or(compressed::DEFAULT_DECOMPRESSED_MAX);
+        // A guest named by OCI reference: pulled (or found in the cache)
+        // and verified first.
+        let fetched = match &file.oci {
+            Some(_) => match self.fetch(file).await {
+                Ok(bytes) => Some(bytes),
+                Err(e) => return (None, Err(e)),
+            },
+            None => None,
+        };
+        let (runtime, file) = (self.runtime.clone(), file.clone());
+        let key = file.key.clone();
+        let compiled = tokio::task::spawn_blocking(move || {
+            let component = match fetched {
+                Some(bytes) => std::borrow::Cow::Owned(bytes),
+                None => match file.component(cap) {
+                    Ok(component) => component,
+                    Err(e) => return (None, Err(e.into())),
+                },
+            };
+            match runtime.load_bytes(&file.file_name(), &component) {
+                Ok(module) => (Some(module.digest().to_string()), Ok(module)),
+                Err(e) => (
+                    Some(hex::encode(<sha2::Sha256 as sha2::Digest>::digest(
+                        &component,
+                    ))),
+                    Err(e.into()),
+                ),
+            }
+        })
+        .await;
+        compiled.unwrap_or_else(|e| {
+            let kind = guest::GuestErrorKind::Compile(format!("compile task failed: {e}"));
+            (None, Err(GuestError { guest: key, kind }.into()))
+        })
     }
 
     /// The report of the shadow running beside `guest`, if one does.

@@ -13,15 +13,21 @@
 //! - `readiness`: `/readyz` over every guest.
 //! - [`waiting`]: guests waiting for a kind the API server does not serve.
 //! - [`guest_dir`]: reading a ConfigMap-volume directory of guests.
+//! - [`compressed`]: `.wasm.gz` and `.wasm.zst` guests, decompressed under a cap.
+//! - [`status`]: each guest's state (`/guests`) and the Event a change is worth.
+//! - `announce`: reporting a guest's change to [`status`] and as an Event.
 //! - `oci`: fetching guests the directory names by OCI reference, and
 //!   resolving tags.
 //! - `pulls`: guests waiting for their registry.
 
+mod announce;
+pub mod compressed;
 pub mod guest_dir;
 mod load;
 mod oci;
 mod pulls;
 mod readiness;
+pub mod status;
 mod swap;
 pub mod waiting;
 
@@ -42,7 +48,8 @@ use crate::guest::{self, GuestError, GuestModule, GuestRuntime, RuntimeConfig};
 use crate::informer::InformerRegistry;
 use crate::metrics::{GuestReasonLabels, GuestResultLabels, Metrics};
 use crate::sync::lock;
-use guest_dir::{ConfigFileError, DirWatch, GuestDirError, GuestFile};
+use guest_dir::{ConfigFileError, DirWatch, GuestDirError, GuestFile, GuestFileError};
+use status::{GuestSource, LoadState, Statuses, Version};
 use waiting::{or_wait, Waiting, WaitingGuest};
 
 /// Why the supervisor (and so the host process) stopped with an error.
@@ -57,6 +64,10 @@ pub enum SupervisorError {
     /// The guest directory could not be read or watched.
     #[error(transparent)]
     GuestDir(#[from] GuestDirError),
+    /// A guest's file cannot give its component (two files for one guest,
+    /// a compressed file that does not decompress within the cap).
+    #[error(transparent)]
+    File(#[from] GuestFileError),
     /// No guests were given.
     #[error("no guests to run: pass --guest PATH.wasm or --guest-dir DIR")]
     NoGuests,
@@ -131,6 +142,7 @@ impl SupervisorError {
             SupervisorError::Guest(e) => e.reason(),
             SupervisorError::Controller(e) => e.reason(),
             SupervisorError::GuestDir(_) => "guest_dir",
+            SupervisorError::File(e) => e.reason(),
             SupervisorError::NoGuests => "no_guests",
             SupervisorError::DuplicateName { .. } => "duplicate_name",
             SupervisorError::Config { .. } => "config",
@@ -194,6 +206,9 @@ pub struct SupervisorConfig {
     pub shadow_dry_run: bool,
     /// Record every guest's reconcile cases (`--record DIR`), for replay.
     pub record: Option<crate::recording::RecordConfig>,
+    /// The most bytes a compressed guest file may decompress to (None:
+    /// [`compressed::DEFAULT_DECOMPRESSED_MAX`]).
+    pub decompressed_max: Option<u64>,
     /// How guests named by OCI reference are fetched and cached.
     pub delivery: crate::delivery::DeliveryConfig,
 }
@@ -302,6 +317,15 @@ impl SupervisorConfig {
         self.record = record;
         self
     }
+
+    /// Sets the most bytes a compressed guest file (`NAME.wasm.gz`,
+    /// `NAME.wasm.zst`) may decompress to; a larger one is refused, having
+    /// cost no more than that.
+    #[must_use]
+    pub fn decompressed_max(mut self, bytes: u64) -> Self {
+        self.decompressed_max = Some(bytes);
+        self
+    }
 }
 
 /// Leadership as the host sees it (defined by the leader-election bridge).
@@ -359,6 +383,8 @@ pub struct Supervisor {
     /// Held by one look at the guest directory at a time: a notification
     /// and a rescan (or a caller) never swap the same file twice at once.
     syncing: tokio::sync::Mutex<()>,
+    /// Each guest's state, as `/guests` shows it.
+    status: Statuses,
     /// The registry client for guests named by OCI reference.
     delivery: crate::delivery::Delivery,
     /// Guests waiting for their registry, by key.
@@ -366,6 +392,10 @@ pub struct Supervisor {
     /// What each allowed tag last resolved to, by reference.
     resolved_tags: pulls::ResolvedTags,
 }
+
+/// The key under which a `--shadow` refused at start is kept for
+/// `/readyz` (followed by its guest's name).
+const SHADOW_KEY: &str = "shadow:";
 
 fn stem(path: &Path) -> String {
     path.file_stem()
@@ -435,6 +465,7 @@ impl Supervisor {
             rejected: Mutex::new(BTreeMap::new()),
             shadow_files: Mutex::new(BTreeMap::new()),
             syncing: tokio::sync::Mutex::new(()),
+            status: Statuses::default(),
             delivery,
             pending_pulls: pulls::PendingPulls::default(),
             resolved_tags: pulls::ResolvedTags::default(),
@@ -442,21 +473,27 @@ impl Supervisor {
         // A guest that cannot be loaded is refused alone: the others run.
         let mut first_refusal = None;
         for path in host.config.guests.clone() {
-            let (key, source) = (stem(&path), path.display().to_string());
+            let key = stem(&path);
+            let origin = GuestSource::File {
+                path: path.display().to_string(),
+            };
+            let mut digest = None;
             let loaded = async {
                 let module = host.runtime.load_file(&path)?;
+                digest = Some(module.digest().to_string());
                 host.describe_file(module, &path).await
             };
             let (name, result) = match loaded.await {
                 Ok(described) => (
                     described.manifest.name.clone(),
-                    host.start_or_wait(key.clone(), source.clone(), String::new(), described)
+                    host.start_or_wait(key.clone(), origin.clone(), String::new(), described)
                         .await,
                 ),
                 Err(e) => (e.declared_guest().unwrap_or(&key).to_string(), Err(e)),
             };
             if let Err(e) = result {
-                host.refuse(key, name, &source, String::new(), e, &mut first_refusal)
+                let tried = Version::compiling(origin, digest);
+                host.refuse(key, name, tried, String::new(), e, &mut first_refusal)
                     .await?;
             }
         }
@@ -470,22 +507,22 @@ impl Supervisor {
                     dir_shadows.push(file);
                     continue;
                 }
-                let source = file.path.display().to_string();
+                let (digest, module) = host.compile_file(&file).await;
                 let loaded = async {
-                    let bytes = host.fetch(&file).await?;
-                    let module = host.runtime.load_bytes(&format!("{key}.wasm"), &bytes)?;
+                    let module = module?;
                     let config = match file.config.clone() {
                         Ok(config) => config,
                         Err(source) => return Err(host.config_error(&key, &module, source).await),
                     };
                     host.describe(module, config).await
                 };
+                let origin = GuestSource::of_file(&file);
                 let (name, result) = match loaded.await {
                     Ok(described) => (
                         described.manifest.name.clone(),
                         host.start_or_wait(
                             key.clone(),
-                            source.clone(),
+                            origin.clone(),
                             file.digest.clone(),
                             described,
                         )
@@ -495,10 +532,11 @@ impl Supervisor {
                 };
                 match result {
                     Err(SupervisorError::Delivery { source: e, .. }) if e.is_transient() => {
-                        host.wait_for_registry(&key, &file.digest, false, &e).await;
+                        host.wait_for_registry(&key, &file, false, &e).await;
                     }
                     Err(e) => {
-                        host.refuse(key, name, &source, file.digest, e, &mut first_refusal)
+                        let tried = Version::compiling(origin, digest);
+                        host.refuse(key, name, tried, file.digest, e, &mut first_refusal)
                             .await?;
                     }
                     Ok(()) => {}
@@ -507,9 +545,12 @@ impl Supervisor {
         }
         for (target, path) in host.config.shadows.clone() {
             if let Err(e) = host.load_shadow(&target, &path).await {
-                let source = path.display().to_string();
-                let key = format!("shadow:{target}");
-                host.refuse(key, target, &source, String::new(), e, &mut first_refusal)
+                let origin = GuestSource::File {
+                    path: path.display().to_string(),
+                };
+                let key = format!("{SHADOW_KEY}{target}");
+                let tried = Version::compiling(origin, None);
+                host.refuse(key, target, tried, String::new(), e, &mut first_refusal)
                     .await?;
             }
         }

@@ -66,20 +66,26 @@ impl Supervisor {
         }
     }
 
-    /// Keeps `key` waiting for its registry (retried with backoff; named
-    /// by `/readyz` while no version of it runs); the first failure of an
-    /// entry is a Warning Event on the host's Pod.
+    /// Keeps `key` waiting for its registry: retried with backoff, named
+    /// by `/readyz` while no version of it runs, shown as waiting in
+    /// `/guests` (with a `GuestWaiting` Event when it starts waiting).
     pub(super) async fn wait_for_registry(
         &self,
         key: &str,
-        digest: &str,
+        file: &GuestFile,
         runs: bool,
         e: &DeliveryError,
     ) {
-        if self.pending_pulls.failed(key, digest, runs, e) == 0 {
-            let note = format!("guest {key} waits for its registry: {e}");
-            self.event(true, "GuestWaitingForRegistry", note).await;
-        }
+        self.pending_pulls.failed(key, &file.digest, runs, e);
+        let state = LoadState::Waiting {
+            reason: e.reason().to_string(),
+            message: format!("waiting for its registry: {e}"),
+        };
+        let name = lock(&self.guests)
+            .get(key)
+            .map_or_else(|| key.to_string(), |g| g.controller.name().to_string());
+        let version = Version::new(GuestSource::of_file(file), state);
+        self.announce(key, &name, version).await;
     }
 
     /// Whether some entry names a tag (then the run loop looks again every
@@ -88,27 +94,20 @@ impl Supervisor {
         !lock(&self.resolved_tags).is_empty()
     }
 
-    /// [`Supervisor::guest_bytes`], its failure a [`SupervisorError`]
-    /// naming the guest.
+    /// The component a `NAME.oci` entry names, pulled and verified (from
+    /// the cache when there); its failure a [`SupervisorError`] naming the
+    /// guest.
     pub(super) async fn fetch(&self, file: &GuestFile) -> Result<Vec<u8>, SupervisorError> {
-        self.guest_bytes(file)
-            .await
-            .map_err(|source| SupervisorError::Delivery {
-                key: file.key.clone(),
-                source,
-            })
-    }
-
-    /// The bytes of `file`: its own, or those its OCI reference names,
-    /// pulled and verified (from the cache when there).
-    pub(super) async fn guest_bytes(&self, file: &GuestFile) -> Result<Vec<u8>, DeliveryError> {
-        let Some(text) = &file.oci else {
-            return Ok(file.bytes.clone());
+        let fetched = async {
+            let text = file.oci.as_deref().unwrap_or_default();
+            let reference = self.pinned_reference(text)?;
+            let pulled = self.delivery.pull(&reference).await?;
+            tracing::info!(guest = %file.key, reference = %reference, digest = %pulled.digest, from_cache = pulled.from_cache, bytes = pulled.bytes.len(), "guest fetched");
+            Ok(pulled.bytes)
         };
-        let reference = self.pinned_reference(text)?;
-        let pulled = self.delivery.pull(&reference).await?;
-        self.pending_pulls.remove(&file.key);
-        tracing::info!(guest = %file.key, reference = %reference, digest = %pulled.digest, from_cache = pulled.from_cache, bytes = pulled.bytes.len(), "guest fetched");
-        Ok(pulled.bytes)
+        fetched.await.map_err(|source| SupervisorError::Delivery {
+            key: file.key.clone(),
+            source,
+        })
     }
 }

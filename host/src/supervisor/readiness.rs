@@ -13,7 +13,7 @@ impl Supervisor {
         if let Some((guest, kind)) = self.waiting.any() {
             return Err(NotSynced {
                 guest,
-                why: format!("waiting for {kind} to be served (is its CRD installed?)"),
+                why: waiting::waiting_for(&kind),
             });
         }
         if let Some((guest, why)) = self.pending_pulls.any_not_running() {

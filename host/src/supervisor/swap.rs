@@ -58,6 +58,11 @@ impl Supervisor {
             rejected.clone()
         };
         for (key, file) in &files {
+            if current.get(key) == Some(&file.digest) {
+                // Back to the version that runs: a newer one tried
+                // meanwhile is forgotten.
+                self.status.clear_candidate(key);
+            }
             if current.get(key) != Some(&file.digest) && rejected.get(key) != Some(&file.digest) {
                 match guest_dir::shadow_target(key) {
                     Some(_) => self.swap_shadow(file).await,
@@ -67,7 +72,7 @@ impl Supervisor {
         }
         for key in current.keys().filter(|k| !files.contains_key(*k)) {
             match guest_dir::shadow_target(key) {
-                Some(target) => self.remove_shadow(key, target),
+                Some(target) => self.remove_shadow(key, target).await,
                 None => self.remove(key).await,
             }
         }
@@ -81,19 +86,13 @@ impl Supervisor {
             .get(&key)
             .map(|g| g.controller.name().to_string());
         let label = previous_name.clone().unwrap_or_else(|| key.clone());
+        let origin = GuestSource::of_file(file);
+        self.announce(&key, &label, Version::compiling(origin.clone(), None))
+            .await;
+        // Decompressing and compiling take CPU: off the runtime.
+        let (digest, module) = self.compile_file(file).await;
         let candidate = async {
-            let runtime = self.runtime.clone();
-            let bytes = self.fetch(file).await?;
-            let name = format!("{key}.wasm");
-            // Compiling takes tens of milliseconds of CPU: off the runtime.
-            let module = tokio::task::spawn_blocking(move || runtime.load_bytes(&name, &bytes))
-                .await
-                .map_err(|e| {
-                    SupervisorError::Guest(GuestError {
-                        guest: key.clone(),
-                        kind: guest::GuestErrorKind::Compile(format!("compile task failed: {e}")),
-                    })
-                })??;
+            let module = module?;
             let config = match file.config.clone() {
                 Ok(config) => config,
                 Err(source) => return Err(self.config_error(&key, &module, source).await),
@@ -123,19 +122,33 @@ impl Supervisor {
             Ok(Swap::Ready(c)) => *c,
             Ok(Swap::Waits(described, kind)) => {
                 let source = file.path.display().to_string();
-                let w = WaitingGuest::new(source, file.digest.clone(), described, kind);
-                self.waiting.wait(key, w);
+                let (name, component) = (
+                    described.manifest.name.clone(),
+                    described.module.digest().to_string(),
+                );
+                let w = WaitingGuest::new(source, file.digest.clone(), described, kind.clone());
+                self.waiting.wait(key.clone(), w);
+                let version = Version::waiting_for_kind(origin, &component, &kind);
+                self.announce(&key, &name, version).await;
                 return;
             }
             Err(SupervisorError::Delivery { source, .. }) if source.is_transient() => {
                 let runs = previous_name.is_some();
-                self.wait_for_registry(&key, &file.digest, runs, &source)
-                    .await;
+                self.wait_for_registry(&key, file, runs, &source).await;
                 return;
             }
             Err(e) => {
                 tracing::error!(guest = %label, path = %file.path.display(), "guest rejected, previous version keeps running: {e}");
                 self.count_swap(&label, "rejected");
+                let tried = Version::compiling(origin, digest);
+                let version = if let SupervisorError::NotServed { kind } = &e {
+                    // Tried again at every rescan, so it starts once its
+                    // CRD is installed: it waits, as far as anyone sees.
+                    let component = tried.digest.clone().unwrap_or_default();
+                    Version::waiting_for_kind(tried.source, &component, kind)
+                } else {
+                    announce::refused(tried, &e)
+                };
                 if previous_name.is_none() {
                     // No version of it runs: refused until its file changes.
                     self.record_refused(key.clone(), &label, file.digest.clone(), &e);
@@ -145,12 +158,8 @@ impl Supervisor {
                     // so it starts once its CRD is installed.
                     lock(&self.rejected).insert(key.clone(), file.digest.clone());
                 }
-                self.event(
-                    true,
-                    "GuestRejected",
-                    format!("{}: {e}", file.path.display()),
-                )
-                .await;
+                let name = e.declared_guest().unwrap_or(&label).to_string();
+                self.announce(&key, &name, version).await;
                 self.registry.release_unused();
                 return;
             }
@@ -168,12 +177,16 @@ impl Supervisor {
         }
         self.reserve(&key, controller.manifest());
         let old = lock(&self.guests).remove(&key);
+        let mut dropped_shadow = None;
         if let Some(spec) = old.as_ref().and_then(|o| o.controller.shadow()) {
             // The shadow stays beside the new version while it still reads
             // the same snapshots.
             match spec.rebind(controller.manifest()) {
                 Ok(spec) => controller.attach_shadow(spec, self.config.shadow_dry_run),
-                Err(e) => tracing::warn!(guest = %name, "shadow dropped at the swap: {e}"),
+                Err(e) => {
+                    tracing::warn!(guest = %name, "shadow dropped at the swap: {e}");
+                    dropped_shadow = Some(e.to_string());
+                }
             }
         }
         if let Some(old) = &old {
@@ -211,24 +224,26 @@ impl Supervisor {
         };
         tracing::info!(guest = %name, digest = %controller.digest(), elapsed = ?started.elapsed(), "guest {what}");
         self.count_swap(&name, what);
-        self.event(
-            false,
-            if previous_name.is_some() {
-                "GuestSwapped"
-            } else {
-                "GuestLoaded"
-            },
-            format!(
-                "guest {name} {what} from {} (sha256 {})",
-                file.path.display(),
-                controller.digest()
-            ),
-        )
-        .await;
+        self.announce(&key, &name, Version::loaded(origin, controller.digest()))
+            .await;
+        if let Some(why) = dropped_shadow {
+            let shadow = self.status.get(&key).and_then(|g| g.shadow).map(|s| {
+                let state = LoadState::Refused {
+                    reason: "shadow".into(),
+                    message: format!("dropped at the swap: {why}"),
+                };
+                Version { state, ..s }
+            });
+            self.announce_shadow(&key, shadow).await;
+        }
     }
 
     pub(super) async fn remove(&self, key: &str) {
         self.pending_pulls.remove(key);
+        if let Some(g) = self.status.get(key) {
+            let gone = format!("{} is gone", g.current.source);
+            self.announce_removed(key, &g.name, &gone).await;
+        }
         if let Some(w) = self.waiting.remove(key) {
             tracing::info!(guest = %w.name(), "waiting guest removed ({key}.wasm is gone)");
         }
@@ -255,12 +270,6 @@ impl Supervisor {
         self.release_claims(&name);
         tracing::info!(guest = %name, "guest removed; its outputs are left in place");
         self.count_swap(&name, "removed");
-        self.event(
-            false,
-            "GuestRemoved",
-            format!("guest {name} removed ({key}.wasm is gone)"),
-        )
-        .await;
     }
 
     /// Runs `NAME.shadow.wasm` as the shadow of the running guest whose key
@@ -277,42 +286,38 @@ impl Supervisor {
             .get(target)
             .map(|g| g.controller.clone())
             .or_else(|| self.controller(target));
+        let mut digest = None;
         let attached = async {
             let controller = controller.ok_or_else(|| crate::shadow::ShadowError::NoTarget {
                 file: source.clone(),
                 target: target.to_string(),
             })?;
-            let runtime = self.runtime.clone();
-            let (bytes, label) = (self.fetch(file).await?, format!("{}.wasm", file.key));
-            let env = controller.environment().clone();
-            let described = tokio::task::spawn_blocking(move || {
-                let module = runtime.load_bytes(&label, &bytes)?;
-                let manifest = module.manifest(&env)?;
-                Ok::<_, GuestError>((module, manifest))
-            })
-            .await
-            .map_err(|e| GuestError {
-                guest: source.clone(),
-                kind: guest::GuestErrorKind::Trap(format!("shadow load task failed: {e}")),
-            })??;
-            let (module, manifest) = described;
+            let (component, module) = self.compile_file(file).await;
+            digest = component;
+            let module = module?;
+            let (m, env) = (module.clone(), controller.environment().clone());
+            let manifest = tokio::task::spawn_blocking(move || m.manifest(&env))
+                .await
+                .map_err(|e| GuestError {
+                    guest: source.clone(),
+                    kind: guest::GuestErrorKind::Trap(format!("shadow load task failed: {e}")),
+                })??;
             let spec =
                 crate::shadow::ShadowSpec::new(&source, module, manifest, controller.manifest())?;
             controller.attach_shadow(spec, self.config.shadow_dry_run);
             Ok::<_, SupervisorError>(controller.name().to_string())
         };
-        match attached.await {
+        let result = attached.await;
+        let tried = Version::compiling(GuestSource::of_file(file), digest);
+        match result {
             Ok(guest) => {
                 lock(&self.shadow_files).insert(file.key.clone(), file.digest.clone());
                 lock(&self.rejected).remove(&file.key);
                 tracing::info!(guest = %guest, shadow = %source, "shadow loaded: its plans are compared with the guest's, never acted on");
                 self.count_swap(&guest, "shadow_loaded");
-                self.event(
-                    false,
-                    "ShadowLoaded",
-                    format!("{source} runs as the shadow of guest {guest}"),
-                )
-                .await;
+                let component = tried.digest.clone().unwrap_or_default();
+                let version = Version::loaded(tried.source, &component);
+                self.announce_shadow(&guest, Some(version)).await;
             }
             Err(SupervisorError::Shadow(e @ crate::shadow::ShadowError::NoTarget { .. })) => {
                 tracing::debug!("{e}; tried again at the next rescan");
@@ -321,15 +326,16 @@ impl Supervisor {
                 lock(&self.rejected).insert(file.key.clone(), file.digest.clone());
                 tracing::error!(guest = %target, shadow = %source, reason = e.reason(), "shadow rejected: {e}");
                 self.count_swap(target, "rejected");
-                self.event(true, "GuestRejected", format!("{source}: {e}"))
+                self.announce_shadow(target, Some(announce::refused(tried, &e)))
                     .await;
             }
         }
     }
 
     /// Stops the shadow `key` (its file is gone) beside guest `target`.
-    pub(super) fn remove_shadow(&self, key: &str, target: &str) {
+    pub(super) async fn remove_shadow(&self, key: &str, target: &str) {
         lock(&self.shadow_files).remove(key);
+        self.announce_shadow(target, None).await;
         let controller = lock(&self.guests)
             .get(target)
             .map(|g| g.controller.clone())

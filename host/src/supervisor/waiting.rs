@@ -34,6 +34,12 @@ pub fn retry_delay(attempt: u32) -> Duration {
         .min(RETRY_MAX)
 }
 
+/// What a guest waiting for `kind` waits for, for a person (`/readyz`,
+/// `/guests`).
+pub fn waiting_for(kind: &str) -> String {
+    format!("waiting for {kind} to be served (is its CRD installed?)")
+}
+
 /// A started controller, or the kind it needs that the API server does not
 /// serve yet (`Ok(Err(kind))`: the guest can wait for it); any other
 /// failure — a permission the host lacks, an unreachable server — stays an
