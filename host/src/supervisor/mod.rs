@@ -472,14 +472,31 @@ impl Supervisor {
         };
         // A guest that cannot be loaded is refused alone: the others run.
         let mut first_refusal = None;
-        for path in host.config.guests.clone() {
-            let key = stem(&path);
+        // Every guest compiles at once on the blocking pool; each starts,
+        // in order, as soon as it and those before it are compiled.
+        let compiles: Vec<_> = host
+            .config
+            .guests
+            .iter()
+            .map(|path| {
+                let label = path.display().to_string();
+                host.compile(label, load::Compile::File(path.clone()))
+            })
+            .map(tokio::spawn)
+            .collect();
+        for (path, compiled) in host.config.guests.clone().into_iter().zip(compiles) {
+            let (key, source) = (stem(&path), path.display().to_string());
             let origin = GuestSource::File {
-                path: path.display().to_string(),
+                path: source.clone(),
             };
             let mut digest = None;
             let loaded = async {
-                let module = host.runtime.load_file(&path)?;
+                let module = compiled.await.map_err(|e| {
+                    SupervisorError::Guest(GuestError {
+                        guest: source.clone(),
+                        kind: guest::GuestErrorKind::Compile(format!("compile task failed: {e}")),
+                    })
+                })??;
                 digest = Some(module.digest().to_string());
                 host.describe_file(module, &path).await
             };
