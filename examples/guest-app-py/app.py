@@ -35,6 +35,7 @@ APP = GroupVersionKind("apps.example.com", "v1", "App")
 CONFIGMAP = GroupVersionKind.core("ConfigMap")
 
 
+# ANCHOR: views
 class App(View):
     """An App, as this guest reads it."""
 
@@ -47,8 +48,10 @@ class SharedSettings(View):
     """A namespace's ``shared-settings`` ConfigMap."""
 
     banner = path("data.banner", str)
+# ANCHOR_END: views
 
 
+# ANCHOR: manifest
 def manifest() -> Manifest:
     """Apps (per object, finalizer), the ConfigMaps they control, each
     namespace's ``shared-settings``; writes: ConfigMaps and App status."""
@@ -65,6 +68,7 @@ def manifest() -> Manifest:
         Manifest(GUEST_NAME).watch(apps).watch(children).watch(settings)
         .write(WriteRule(CONFIGMAP)).write(WriteRule(APP).with_status())
     )
+# ANCHOR_END: manifest
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,7 @@ class Fields:
     settings: Resolved[SharedSettings]
 
 
+# ANCHOR: guest
 class AppController(Guest[Fields]):
     def describe(self, env: Environment) -> Manifest:
         env.settings([])
@@ -106,11 +111,14 @@ class AppController(Guest[Fields]):
         exists = snapshot.get(f.children, namespace, name) is not None
         status = decision.status(obj.generation, f"{namespace}/{name}", exists, app.conditions, env.now_ms)
         return plan.status(obj.object_ref(), status)
+# ANCHOR_END: guest
 
 
+# ANCHOR: export
 def __getattr__(name: str) -> type:
     # componentize-py looks the export class up by name; built lazily so that
     # importing this module on CPython needs no bindings.
     if name == "Reconciler":
         return export(AppController())
     raise AttributeError(name)
+# ANCHOR_END: export

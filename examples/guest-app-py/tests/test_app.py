@@ -39,10 +39,12 @@ def settings(namespace, banner):
     return Obj(SETTINGS_WATCH, namespace, SHARED_SETTINGS).set("data.banner", banner)
 
 
+# ANCHOR: run
 def reconcile(objects):
     data = World(guest.manifest(), objects).snapshot()
     env = Environment.test("wasmctrl").at(NOW)
     return run.reconcile(CONTROLLER, env, Request.object(APP_WATCH, f"{NS}/{NAME}"), data)
+# ANCHOR_END: run
 
 
 def child_and_status(plan):
@@ -196,12 +198,14 @@ def woken(world, obj):
     return [r.key for r in world.wakes(obj)]
 
 
+# ANCHOR: wakes
 def test_a_child_edit_wakes_its_owner():
     world = relations_world()
     owner = Obj(APP_WATCH, NS, "api")
     assert woken(world, Obj(CHILD_WATCH, NS, "api").controlled_by(APP, owner)) == ["team-a/api"]
     assert woken(world, Obj(CHILD_WATCH, NS, "loose")) == []
     assert woken(world, Obj(CHILD_WATCH, NS, "x").controlled_by(CONFIGMAP, owner)) == []
+# ANCHOR_END: wakes
 
 
 def test_a_shared_settings_change_wakes_every_app_of_its_namespace():

@@ -61,15 +61,33 @@ def describe(guest: Guest[Any], env: Environment) -> Manifest:
     return manifest
 
 
+#: ``(guest, env)`` → its manifest, schema and fields: ``describe`` and
+#: ``fields`` are pure functions of the environment, so an instance that
+#: serves many reconciles resolves once per environment, not per call.
+_RESOLVED: dict[tuple[int, Environment], tuple[Guest[Any], Manifest, Schema, Any]] = {}
+_RESOLVED_MAX = 8
+
+
+def _resolved(guest: Guest[Any], env: Environment) -> tuple[Manifest, Schema, Any]:
+    hit = _RESOLVED.get((id(guest), env))
+    if hit is not None and hit[0] is guest:
+        return hit[1], hit[2], hit[3]
+    try:
+        manifest = guest.describe(env)
+        schema, fields = resolve(guest, env, manifest)
+    except (DescribeError, ValueError) as e:
+        raise Terminal(str(e)) from e
+    if len(_RESOLVED) >= _RESOLVED_MAX:
+        _RESOLVED.clear()
+    _RESOLVED[(id(guest), env)] = (guest, manifest, schema, fields)
+    return manifest, schema, fields
+
+
 def reconcile(guest: Guest[Any], env: Environment, request: Request, data: SnapshotData) -> Plan:
     """``reconcile`` as the component exports it. A request for a watch the
-    manifest lacks, or a guest that describes itself differently now, is a
+    manifest lacks, or a guest whose ``describe`` fails now, is a
     :class:`Terminal` naming the guest."""
-    try:
-        manifest = describe(guest, env)
-    except DescribeError as e:
-        raise Terminal(str(e)) from e
-    schema, fields = resolve(guest, env, manifest)
+    manifest, schema, fields = _resolved(guest, env)
     if request.watch is not None:
         try:
             schema.watch(request.watch)
