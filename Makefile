@@ -13,7 +13,7 @@ APP_WASM := $(GUEST_DIR)/guest_app.wasm
 NAMESPACES_WASM := $(GUEST_DIR)/guest_namespaces.wasm
 GUEST_MAX_BYTES := 262144
 
-.PHONY: all setup toolchains guest probes test lint product book book-regenerate fmt demo soak clean
+.PHONY: all setup toolchains guest guest-py probes test lint product book book-regenerate fmt demo soak clean
 
 all: test
 
@@ -38,6 +38,22 @@ guest: setup
 	  echo "$$(basename $$wasm): $$size bytes (limit $(GUEST_MAX_BYTES))"; \
 	  test $$size -le $(GUEST_MAX_BYTES) || { echo "$$wasm too large"; exit 1; }; \
 	done
+
+# The Python guest (examples/guest-app-py, with the SDK in wit/python),
+# built once by componentize-py's default build into $(PY_GUESTS) (the
+# integration tests load it from there), then the SDK's and the guest's
+# pytest on plain CPython (under CI a missing componentize-py fails them).
+PY_GUESTS := $(TARGET_DIR)/guests-py
+PY_APP_WASM := $(PY_GUESTS)/guest_app.wasm
+PY_SDK := wit/python/src
+PYTEST := PYTHONPATH=$(PY_SDK) python3 -m pytest -q -p no:cacheprovider
+guest-py: $(PY_APP_WASM)
+	$(PYTEST) wit/python/tests
+	$(PYTEST) examples/guest-app-py/tests
+
+$(PY_APP_WASM): wit/controller.wit $(wildcard $(PY_SDK)/wasmctrl/*.py examples/guest-app-py/*.py)
+	mkdir -p $(PY_GUESTS)
+	componentize-py -d wit -w controller componentize -p examples/guest-app-py -p $(PY_SDK) app -o $@
 
 # The embedded API server is a development feature of the host
 # (`dev-server`: the `demo` and `apiserver` subcommands); the tests and the
@@ -106,7 +122,7 @@ $(TARGET_DIR)/guests-js/js-probe-async.wasm: tests/guests/js-probe/probe.js wit/
 	@mkdir -p $(@D)
 	$(JCO) componentize $(abspath $<) -w $(abspath wit) -n controller --backend qjs -o $(abspath $@)
 
-test: guest probes lint product book
+test: guest guest-py probes lint product book
 	$(CARGO) test --workspace --all-targets $(DEV)
 	$(CARGO) test --workspace --doc $(DEV)
 	$(CARGO) run -q -p examples --bin offline_summary > /dev/null

@@ -37,6 +37,9 @@ use wasmctrl::supervisor::{Supervisor, SupervisorConfig};
 use wasmctrl_apiserver::{ApiServer, ApiServerConfig};
 use wasmctrl_test_support::{create_namespace, eventually, stays_for};
 
+#[path = "scaffold/python.rs"]
+mod python;
+
 /// The repository's root.
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

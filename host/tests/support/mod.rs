@@ -40,12 +40,16 @@ pub fn guest_path() -> PathBuf {
     built_guest("guest_gpu_summary")
 }
 
+/// The workspace's target directory (`CARGO_TARGET_DIR`, else `target/`).
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"))
+}
+
 /// A guest `make guest` built: `target/wasm32-wasip2/guest/<name>.wasm`.
 pub fn built_guest(name: &str) -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    let p = target.join(format!("wasm32-wasip2/guest/{name}.wasm"));
+    let p = target_dir().join(format!("wasm32-wasip2/guest/{name}.wasm"));
     assert!(
         p.exists(),
         "build the guests first: make guest ({} is missing)",
