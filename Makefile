@@ -13,7 +13,7 @@ APP_WASM := $(GUEST_DIR)/guest_app.wasm
 NAMESPACES_WASM := $(GUEST_DIR)/guest_namespaces.wasm
 GUEST_MAX_BYTES := 262144
 
-.PHONY: all setup toolchains guest test lint product book book-regenerate fmt demo soak clean
+.PHONY: all setup toolchains guest guests-js test-js test lint product book book-regenerate fmt demo soak clean
 
 all: test
 
@@ -38,6 +38,28 @@ guest: setup
 	  echo "$$(basename $$wasm): $$size bytes (limit $(GUEST_MAX_BYTES))"; \
 	  test $$size -le $(GUEST_MAX_BYTES) || { echo "$$wasm too large"; exit 1; }; \
 	done
+
+# TypeScript (toolchains/js): the SDK (wit/typescript) and
+# examples/guest-app-ts compiled by tsc and, for the component, bundled by
+# rolldown and built by componentize-qjs (QuickJS, the non-async runtime,
+# WASI from the host's governed surface: docs/src/typescript.md says why)
+# into $(JS_GUEST_DIR), once per run; the integration tests load it from
+# there. `test-js` runs both packages' node --test suites.
+JS_BIN := $(CURDIR)/toolchains/js/node_modules/.bin
+JS_GUEST_DIR := $(TARGET_DIR)/guests-js
+APP_TS_WASM := $(JS_GUEST_DIR)/guest_app_ts.wasm
+guests-js:
+	cd wit/typescript && PATH="$(JS_BIN):$$PATH" tsc -p .
+	cd examples/guest-app-ts && npm ci --no-audit --no-fund --silent && PATH="$(JS_BIN):$$PATH" tsc -p .
+	mkdir -p $(JS_GUEST_DIR)
+	$(JS_BIN)/rolldown examples/guest-app-ts/dist/src/component.js --format esm \
+	  --external 'wasmctrl:controller/log@0.3.0' --file $(JS_GUEST_DIR)/guest_app_ts.js
+	$(JS_BIN)/componentize-qjs --wit wit/controller.wit --world controller --sync \
+	  --js $(JS_GUEST_DIR)/guest_app_ts.js -o $(APP_TS_WASM)
+	@echo "$$(basename $(APP_TS_WASM)): $$(stat -c %s $(APP_TS_WASM)) bytes"
+
+test-js: guests-js
+	node --test wit/typescript/dist/test/ examples/guest-app-ts/dist/test/
 
 # The embedded API server is a development feature of the host
 # (`dev-server`: the `demo` and `apiserver` subcommands); the tests and the
@@ -87,7 +109,7 @@ product:
 # The workspace's tests include host/tests/scaffold.rs: a `wasmctrl new` crate
 # tested, built and run offline outside the repository (its builds are kept
 # in $(TARGET_DIR)/scaffold), and docs/tests/book.rs, the book's checks.
-test: guest lint product book
+test: guest test-js lint product book
 	$(CARGO) test --workspace --all-targets $(DEV)
 	$(CARGO) test --workspace --doc $(DEV)
 	$(CARGO) run -q -p examples --bin offline_summary > /dev/null

@@ -1,4 +1,4 @@
-/// <reference path="../generated/controller.d.ts" />
+/// <reference path="../generated/controller.d.ts" preserve="true" />
 /**
  * The contract's records (`wasmctrl:controller/types@0.3.0`), as jco's
  * guest-types generator declares them from `wit/controller.wit` (the
