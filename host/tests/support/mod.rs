@@ -42,16 +42,32 @@ pub fn guest_path() -> PathBuf {
 
 /// A guest `make guest` built: `target/wasm32-wasip2/guest/<name>.wasm`.
 pub fn built_guest(name: &str) -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    let p = target.join(format!("wasm32-wasip2/guest/{name}.wasm"));
+    let p = target_dir().join(format!("wasm32-wasip2/guest/{name}.wasm"));
     assert!(
         p.exists(),
         "build the guests first: make guest ({} is missing)",
         p.display()
     );
     p
+}
+
+/// A guest in another language `make guests-js` built (TypeScript, with
+/// componentize-qjs): `target/guests-js/<name>.wasm`.
+pub fn built_js_guest(name: &str) -> PathBuf {
+    let p = target_dir().join(format!("guests-js/{name}.wasm"));
+    assert!(
+        p.exists(),
+        "build the TypeScript guests first: make guests-js ({} is missing)",
+        p.display()
+    );
+    p
+}
+
+/// The cargo target directory the tests run from.
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"))
 }
 
 pub async fn server() -> (RunningApiServer, Client) {
