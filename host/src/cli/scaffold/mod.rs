@@ -9,6 +9,7 @@
 //! the SDK is a `path` dependency on a directory it checks.
 
 pub mod builtin;
+pub mod typescript;
 
 use std::fs;
 use std::io::Write;
@@ -48,6 +49,14 @@ pub enum ScaffoldError {
     /// The SDK directory is not the guest SDK.
     #[error("no wasmctrl guest SDK at {path}: {reason}; pass --sdk-path with the wit/rust/sdk directory of a wasmctrl checkout")]
     Sdk {
+        /// The directory tried.
+        path: PathBuf,
+        /// What is missing.
+        reason: String,
+    },
+    /// The SDK directory is not the TypeScript guest SDK (`--lang typescript`).
+    #[error("no wasmctrl TypeScript guest SDK at {path}: {reason}; pass --sdk-path with the wit/typescript directory of a wasmctrl checkout")]
+    TypeScriptSdk {
         /// The directory tried.
         path: PathBuf,
         /// What is missing.
@@ -247,9 +256,18 @@ fn opt_in_label(name: &str) -> String {
 impl Project {
     /// Checks `options` and the SDK directory.
     pub fn new(options: &Options) -> Result<Self, ScaffoldError> {
+        Self::with_sdk(options, check_sdk)
+    }
+
+    /// Checks `options`, and the SDK directory with `check_sdk` (another
+    /// language's SDK: [`typescript`]).
+    pub fn with_sdk(
+        options: &Options,
+        check_sdk: fn(&Path) -> Result<PathBuf, ScaffoldError>,
+    ) -> Result<Self, ScaffoldError> {
         check_name(&options.name)?;
         if let Some(name) = &options.builtin {
-            return Self::for_builtin(options, builtin::resolve(name)?);
+            return Self::for_builtin(options, builtin::resolve(name)?, check_sdk);
         }
         let group = options.group.as_deref().unwrap_or("example.com");
         if builtin::is_builtin_group(group)? {
@@ -303,7 +321,11 @@ impl Project {
     }
 
     /// A controller of the built-in `kind`.
-    fn for_builtin(options: &Options, kind: BuiltinKind) -> Result<Self, ScaffoldError> {
+    fn for_builtin(
+        options: &Options,
+        kind: BuiltinKind,
+        check_sdk: fn(&Path) -> Result<PathBuf, ScaffoldError>,
+    ) -> Result<Self, ScaffoldError> {
         let custom = [
             ("group", &options.group),
             ("version", &options.version),
@@ -497,38 +519,45 @@ impl Project {
     /// Writes the crate into `dir`, which must not exist or be an empty
     /// directory; no file is ever overwritten. The files written, in order.
     pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, ScaffoldError> {
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| ScaffoldError::Io { path, source }
-        };
-        match fs::read_dir(dir) {
-            Ok(mut entries) => {
-                if entries.next().is_some() {
-                    return Err(ScaffoldError::NotEmpty(dir.to_path_buf()));
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                fs::create_dir_all(dir).map_err(io(dir))?;
-            }
-            Err(_) if dir.exists() => return Err(ScaffoldError::NotEmpty(dir.to_path_buf())),
-            Err(e) => return Err(io(dir)(e)),
-        }
-        let mut written = Vec::new();
-        for (relative, text) in self.files() {
-            let path = dir.join(relative);
-            if let Some(parent) = path.parent() {
-                fs::create_dir_all(parent).map_err(io(parent))?;
-            }
-            fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&path)
-                .and_then(|mut f| f.write_all(text.as_bytes()))
-                .map_err(io(&path))?;
-            written.push(path);
-        }
-        Ok(written)
+        write_files(dir, self.files())
     }
+}
+
+/// Writes `files` (paths relative to `dir`) into `dir`, which must not
+/// exist or be an empty directory; no file is ever overwritten. The files
+/// written, in order.
+fn write_files(dir: &Path, files: Vec<(&str, String)>) -> Result<Vec<PathBuf>, ScaffoldError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ScaffoldError::Io { path, source }
+    };
+    match fs::read_dir(dir) {
+        Ok(mut entries) => {
+            if entries.next().is_some() {
+                return Err(ScaffoldError::NotEmpty(dir.to_path_buf()));
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            fs::create_dir_all(dir).map_err(io(dir))?;
+        }
+        Err(_) if dir.exists() => return Err(ScaffoldError::NotEmpty(dir.to_path_buf())),
+        Err(e) => return Err(io(dir)(e)),
+    }
+    let mut written = Vec::new();
+    for (relative, text) in files {
+        let path = dir.join(relative);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(text.as_bytes()))
+            .map_err(io(&path))?;
+        written.push(path);
+    }
+    Ok(written)
 }
 
 /// `path`, absolute, if it is the guest SDK's crate directory.
