@@ -6,8 +6,10 @@
 //! [`run::reconcile`](crate::run::reconcile), the same path as its
 //! component exports. For tests only: unknown names are errors, never
 //! silently absent. Which keys a change wakes and which objects a key's
-//! snapshot holds, by the manifest's key mappings: [`relations`].
+//! snapshot holds, by the manifest's key mappings: [`relations`]; held to
+//! the host's answers by the relation agreement table ([`agreement`]).
 
+pub mod agreement;
 pub mod relations;
 
 use wasmctrl_kube_rules::selector::{Attrs, LabelSelector};
