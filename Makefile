@@ -40,7 +40,8 @@ guest: setup
 	done
 
 # TypeScript (toolchains/js): the SDK (wit/typescript) and
-# examples/guest-app-ts compiled by tsc and, for the component, bundled by
+# examples/guest-app-ts compiled by tsc and, for the components (the App
+# guest, and the SDK's printing probe for the host's tests), bundled by
 # rolldown and built by componentize-qjs (QuickJS, the non-async runtime,
 # WASI from the host's governed surface: docs/src/typescript.md says why)
 # into $(JS_GUEST_DIR), once per run; the integration tests load it from
@@ -57,6 +58,10 @@ guests-js:
 	$(JS_BIN)/componentize-qjs --wit wit/controller.wit --world controller --sync \
 	  --js $(JS_GUEST_DIR)/guest_app_ts.js -o $(APP_TS_WASM)
 	@echo "$$(basename $(APP_TS_WASM)): $$(stat -c %s $(APP_TS_WASM)) bytes"
+	$(JS_BIN)/rolldown wit/typescript/dist/probe/println.js --format esm \
+	  --external 'wasmctrl:controller/log@0.3.0' --file $(JS_GUEST_DIR)/probe_println_ts.js
+	$(JS_BIN)/componentize-qjs --wit wit/controller.wit --world controller --sync \
+	  --js $(JS_GUEST_DIR)/probe_println_ts.js -o $(JS_GUEST_DIR)/probe_println_ts.wasm
 
 test-js: guests-js
 	node --test wit/typescript/dist/test/ examples/guest-app-ts/dist/test/

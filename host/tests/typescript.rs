@@ -153,3 +153,71 @@ async fn the_typescript_build_shadowing_the_rust_one_agrees_and_replays_its_reco
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The TypeScript probe (`wit/typescript/probe/println.ts`) loaded in the
+/// host's runtime with `config`, and its manifest.
+fn probe(config: &[(&str, &str)]) -> (wasmctrl::guest::GuestModule, wasmctrl::guest::Environment) {
+    let runtime =
+        wasmctrl::guest::GuestRuntime::new(RuntimeConfig::default().cache_dir(Some(cache())))
+            .unwrap();
+    let module = runtime
+        .load_file(&built_js_guest("probe_println_ts"))
+        .unwrap_or_else(|e| panic!("the TypeScript probe loads: {e}"));
+    let config = config
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    (module, wasmctrl::guest::environment("ops", &config))
+}
+
+fn probe_request(key: &str) -> wasmctrl::guest::Request {
+    wasmctrl::guest::Request {
+        key: key.into(),
+        watch: Some("maps".into()),
+        presence: Some(wasmctrl::guest::Presence::Present),
+    }
+}
+
+#[test]
+fn console_log_and_console_error_of_a_typescript_guest_reach_the_guest_log() {
+    use wasmctrl::guest::snapshot::{self, WatchView};
+    let lines = logs::on_this_thread(tracing::Level::INFO);
+    let (module, env) = probe(&[("name", "printer-ts")]);
+    let manifest = module.manifest(&env).unwrap();
+    let snap = snapshot::build(&manifest, &[WatchView::identity(vec![], 0)]);
+    let (plan, _) = module.reconcile(&manifest, &env, &probe_request("ml/k1"), snap);
+    assert!(plan.unwrap().writes.is_empty());
+    let out = lines.containing(&["reconcile ml/k1: 0 objects"]);
+    assert!(
+        out.iter()
+            .any(|l| l.contains("INFO") && l.contains("printer-ts")),
+        "console.log: {out:#?}"
+    );
+    let err = lines.containing(&["reconcile ml/k1: to stderr"]);
+    assert!(
+        err.iter()
+            .any(|l| l.contains("WARN") && l.contains("printer-ts")),
+        "console.error: {err:#?}"
+    );
+    assert!(
+        !lines.containing(&["describe: namespace ops"]).is_empty(),
+        "console.log in describe"
+    );
+}
+
+#[test]
+fn an_uncaught_typescript_exception_is_the_reconcile_error_with_its_message() {
+    use wasmctrl::guest::snapshot::{self, WatchView};
+    let (module, env) = probe(&[("throw", "reconcile")]);
+    let manifest = module.manifest(&env).unwrap();
+    let snap = snapshot::build(&manifest, &[WatchView::identity(vec![], 0)]);
+    let (plan, _) = module.reconcile(&manifest, &env, &probe_request("ml/k1"), snap);
+    let e = plan.unwrap_err().to_string();
+    assert!(
+        e.contains("TypeError") && e.contains("told to throw in reconcile of ml/k1"),
+        "{e}"
+    );
+    let (module, env) = probe(&[("throw", "describe")]);
+    let e = module.manifest(&env).unwrap_err().to_string();
+    assert!(e.contains("told to throw in describe"), "{e}");
+}
