@@ -37,6 +37,10 @@ use wasmctrl::supervisor::{Supervisor, SupervisorConfig};
 use wasmctrl_apiserver::{ApiServer, ApiServerConfig};
 use wasmctrl_test_support::{create_namespace, eventually, stays_for};
 
+/// `wasmctrl new --lang typescript`.
+#[path = "scaffold/typescript.rs"]
+mod typescript;
+
 /// The repository's root.
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

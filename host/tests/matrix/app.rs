@@ -13,7 +13,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kube::api::DeleteParams;
 use kube::Client;
 use serde_json::json;
 use tokio::time::Instant;
@@ -22,6 +21,7 @@ use wasmctrl::guest::RuntimeConfig;
 use wasmctrl::supervisor::SupervisorConfig;
 use wasmctrl_apiserver::RunningApiServer;
 
+use super::delete_if_there;
 use crate::app::{
     app_server, apps, configmaps, create_app, edit_child, edit_spec, seen, set_banner, war_events,
     Seen,
@@ -114,29 +114,16 @@ impl AppLab {
             AppStep::EditChild(name) => {
                 edit_child(c, PODS_NS, name, json!({"message": "tampered"})).await;
             }
-            AppStep::DeleteChild(name) => {
-                configmaps(c, PODS_NS)
-                    .delete(name, &DeleteParams::default())
-                    .await
-                    .unwrap();
-            }
+            AppStep::DeleteChild(name) => delete_if_there(&configmaps(c, PODS_NS), name).await,
             AppStep::Restart => {
                 if let Some(host) = self.host.take() {
                     host.stop().await.unwrap();
                 }
                 self.start().await;
             }
-            AppStep::Delete(name) => {
-                apps(c, PODS_NS)
-                    .delete(name, &DeleteParams::default())
-                    .await
-                    .unwrap();
-            }
+            AppStep::Delete(name) => delete_if_there(&apps(c, PODS_NS), name).await,
             AppStep::RemoveBanner => {
-                configmaps(c, PODS_NS)
-                    .delete("shared-settings", &DeleteParams::default())
-                    .await
-                    .unwrap();
+                delete_if_there(&configmaps(c, PODS_NS), "shared-settings").await;
             }
             AppStep::Resync => {}
         }

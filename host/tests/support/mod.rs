@@ -42,22 +42,21 @@ pub fn guest_path() -> PathBuf {
 
 /// A guest `make guest` built: `target/wasm32-wasip2/guest/<name>.wasm`.
 pub fn built_guest(name: &str) -> PathBuf {
-    let p = target_dir().join(format!("wasm32-wasip2/guest/{name}.wasm"));
-    assert!(
-        p.exists(),
-        "build the guests first: make guest ({} is missing)",
-        p.display()
-    );
-    p
+    built(&format!("wasm32-wasip2/guest/{name}.wasm"), "make guest")
 }
 
 /// A guest in another language `make guests-js` built (TypeScript, with
 /// componentize-qjs): `target/guests-js/<name>.wasm`.
 pub fn built_js_guest(name: &str) -> PathBuf {
-    let p = target_dir().join(format!("guests-js/{name}.wasm"));
+    built(&format!("guests-js/{name}.wasm"), "make guests-js")
+}
+
+/// `relative` in the target directory, which `make` must have built.
+fn built(relative: &str, make: &str) -> PathBuf {
+    let p = target_dir().join(relative);
     assert!(
         p.exists(),
-        "build the TypeScript guests first: make guests-js ({} is missing)",
+        "build the guests first: {make} ({} is missing)",
         p.display()
     );
     p

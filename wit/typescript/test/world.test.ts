@@ -166,13 +166,13 @@ test("metadata paths are projected from the object's metadata as the host projec
     .watch(
       new Watch("parts", core("ConfigMap"))
         .withFields([
-          "metadata.ownerReferences",
-          "metadata.ownerReferences[*].uid",
-          "metadata.ownerReferences[*].controller",
-          "metadata.labels['a.b/c']",
-          "metadata.labels.team",
-          "metadata.namespace",
           "metadata.generation",
+          "metadata.namespace",
+          "metadata.labels.team",
+          "metadata.labels['a.b/c']",
+          "metadata.ownerReferences[*].controller",
+          "metadata.ownerReferences[*].uid",
+          "metadata.ownerReferences",
         ])
         .owner("apps"),
     );

@@ -8,6 +8,13 @@
 //! never reaches the network, never overwrites a file; built-in kinds
 //! (`--for`) are the Rust scaffold's only.
 
+// Until `wasmctrl new` has its `--lang` flag, nothing calls [`write`]:
+// the integrator wires it (and this expectation then fails, to be removed).
+#![expect(
+    dead_code,
+    reason = "wasmctrl new --lang typescript calls write() once the flag lands"
+)]
+
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -121,11 +128,8 @@ mod tests {
     fn options(name: &str) -> Options {
         Options {
             name: name.to_string(),
-            group: None,
-            version: None,
-            kind: None,
-            builtin: None,
             sdk_path: source_tree_sdk(),
+            ..Options::default()
         }
     }
 
