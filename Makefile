@@ -13,7 +13,7 @@ APP_WASM := $(GUEST_DIR)/guest_app.wasm
 NAMESPACES_WASM := $(GUEST_DIR)/guest_namespaces.wasm
 GUEST_MAX_BYTES := 262144
 
-.PHONY: all setup toolchains guest guests-js test-js test lint product book book-regenerate fmt demo soak clean
+.PHONY: all setup toolchains guest guests-js test-js guest-py test lint product book book-regenerate fmt demo soak clean
 
 all: test
 
@@ -43,7 +43,7 @@ guest: setup
 # examples/guest-app-ts compiled by tsc and, for the components (the App
 # guest, and the SDK's printing probe for the host's tests), bundled by
 # rolldown and built by componentize-qjs (QuickJS, the non-async runtime,
-# WASI from the host's governed surface: docs/src/typescript.md says why)
+# WASI from the host's governed surface: docs/src/guest/typescript.md says why)
 # into $(JS_GUEST_DIR), once per run; the integration tests load it from
 # there. `test-js` runs both packages' node --test suites.
 JS_BIN := $(CURDIR)/toolchains/js/node_modules/.bin
@@ -65,6 +65,22 @@ guests-js:
 
 test-js: guests-js
 	node --test wit/typescript/dist/test/ examples/guest-app-ts/dist/test/
+
+# The Python guest (examples/guest-app-py, with the SDK in wit/python),
+# built once by componentize-py's default build into $(PY_GUESTS) (the
+# integration tests load it from there), then the SDK's and the guest's
+# pytest on plain CPython (under CI a missing componentize-py fails them).
+PY_GUESTS := $(TARGET_DIR)/guests-py
+PY_APP_WASM := $(PY_GUESTS)/guest_app.wasm
+PY_SDK := wit/python/src
+PYTEST := PYTHONPATH=$(PY_SDK) python3 -m pytest -q -p no:cacheprovider
+guest-py: $(PY_APP_WASM)
+	$(PYTEST) wit/python/tests
+	$(PYTEST) examples/guest-app-py/tests
+
+$(PY_APP_WASM): wit/controller.wit $(wildcard $(PY_SDK)/wasmctrl/*.py examples/guest-app-py/*.py)
+	mkdir -p $(PY_GUESTS)
+	componentize-py -d wit -w controller componentize -p examples/guest-app-py -p $(PY_SDK) app -o $@
 
 # The embedded API server is a development feature of the host
 # (`dev-server`: the `demo` and `apiserver` subcommands); the tests and the
@@ -114,7 +130,7 @@ product:
 # The workspace's tests include host/tests/scaffold.rs: a `wasmctrl new` crate
 # tested, built and run offline outside the repository (its builds are kept
 # in $(TARGET_DIR)/scaffold), and docs/tests/book.rs, the book's checks.
-test: guest test-js lint product book
+test: guest test-js guest-py lint product book
 	$(CARGO) test --workspace --all-targets $(DEV)
 	$(CARGO) test --workspace --doc $(DEV)
 	$(CARGO) run -q -p examples --bin offline_summary > /dev/null

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 
-use super::scaffold::{self, Options, Project};
+use super::scaffold::{Lang, Options, Project};
 
 #[derive(Args)]
 pub struct NewArgs {
@@ -31,10 +31,17 @@ pub struct NewArgs {
     /// Where to write the crate (a new or empty directory); default: ./NAME.
     #[arg(long)]
     dir: Option<PathBuf>,
-    /// The guest SDK crate (`wit/rust/sdk` of a wasmctrl checkout); default:
-    /// the SDK of the source tree this binary was built from.
+    /// The guest SDK (`wit/rust/sdk`, or `wit/python` with `--lang python`,
+    /// or `wit/typescript` with `--lang typescript`, of a wasmctrl
+    /// checkout); default: the SDK of the source tree this binary was built
+    /// from.
     #[arg(long)]
     sdk_path: Option<PathBuf>,
+    /// The guest's language: a Rust crate, a Python project built by
+    /// componentize-py and tested by pytest, or a TypeScript package built
+    /// by componentize-qjs and tested by node --test.
+    #[arg(long, value_enum, default_value = "rust")]
+    lang: Lang,
 }
 
 /// Writes the crate and prints the files written and what to run next.
@@ -45,7 +52,8 @@ pub fn new_guest(args: NewArgs) -> anyhow::Result<()> {
         version: args.api_version,
         kind: args.kind,
         builtin: args.builtin,
-        sdk_path: args.sdk_path.unwrap_or_else(scaffold::source_tree_sdk),
+        sdk_path: args.sdk_path.unwrap_or_else(|| args.lang.source_tree_sdk()),
+        lang: args.lang,
     })?;
     let dir = args.dir.unwrap_or_else(|| PathBuf::from(&args.name));
     let key = if project.namespaced {
@@ -58,14 +66,36 @@ pub fn new_guest(args: NewArgs) -> anyhow::Result<()> {
     for path in &written {
         out += &format!("created {}\n", path.display());
     }
+    let (test, build, wasm) = match project.lang {
+        Lang::Rust => (
+            "cargo test".to_string(),
+            "cargo build --target wasm32-wasip2 --profile guest".to_string(),
+            format!("target/wasm32-wasip2/guest/{}.wasm", project.crate_name),
+        ),
+        Lang::TypeScript => (
+            "npm install && npm test".to_string(),
+            "npm run component".to_string(),
+            format!("dist/{}.wasm", project.crate_name),
+        ),
+        Lang::Python => {
+            let src = project.sdk_path.join("src");
+            (
+                "python3 -m pytest".to_string(),
+                format!(
+                    "componentize-py -d {} -w controller componentize -p . -p {} app -o {}.wasm",
+                    src.join("wasmctrl/wit").display(),
+                    src.display(),
+                    project.crate_name
+                ),
+                format!("{}.wasm", project.crate_name),
+            )
+        }
+    };
     out += &format!(
-        "\nnext, in {dir}:\n  \
-         cargo test\n  \
-         cargo build --target wasm32-wasip2 --profile guest\n  \
-         wasmctrl reconcile --guest target/wasm32-wasip2/guest/{crate_name}.wasm --objects sample.yaml --key {key}\n\
+        "\nnext, in {dir}:\n  {test}\n  {build}\n  \
+         wasmctrl reconcile --guest {wasm} --objects sample.yaml --key {key}\n\
          (README.md there says more)\n",
         dir = dir.display(),
-        crate_name = project.crate_name,
     );
     std::io::stdout()
         .lock()

@@ -5,10 +5,12 @@
 //! built-in kind ([`builtin`]) keeping a ConfigMap per labelled object.
 //! Owns the names' rules, the templates (`templates/`, filled by plain
 //! placeholder replacement) and writing them into an empty directory.
-//! Never overwrites a file, never runs cargo, never reaches the network;
-//! the SDK is a `path` dependency on a directory it checks.
+//! With `--lang python` or `--lang typescript`, the same controller as a
+//! Python project ([`python`]) or an npm package ([`typescript`]). Never overwrites a file, never runs cargo, never reaches
+//! the network; the SDK is a `path` dependency on a directory it checks.
 
 pub mod builtin;
+pub mod python;
 pub mod typescript;
 
 use std::fs;
@@ -72,8 +74,35 @@ pub enum ScaffoldError {
     },
 }
 
+/// The language of the guest project (`--lang`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Lang {
+    /// A crate built for `wasm32-wasip2` with the Rust SDK (`wit/rust/sdk`).
+    #[default]
+    Rust,
+    /// A Python project built by componentize-py with the Python SDK
+    /// (`wit/python`), tested by pytest.
+    Python,
+    /// An npm package in TypeScript built by componentize-qjs with the
+    /// TypeScript SDK (`wit/typescript`), tested by `node --test`.
+    #[value(name = "typescript")]
+    TypeScript,
+}
+
+impl Lang {
+    /// The SDK of the source tree this binary was built from, for this
+    /// language; it may not exist where the binary runs.
+    pub fn source_tree_sdk(self) -> PathBuf {
+        match self {
+            Lang::Rust => source_tree_sdk(),
+            Lang::Python => python::source_tree_sdk(),
+            Lang::TypeScript => typescript::source_tree_sdk(),
+        }
+    }
+}
+
 /// What `wasmctrl new` was asked for.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Options {
     /// The crate's and the guest's name (a DNS label starting with a letter).
     pub name: String,
@@ -87,8 +116,11 @@ pub struct Options {
     /// `namespaces`, `deployments.apps`, `Service`); excludes `group`,
     /// `version` and `kind`.
     pub builtin: Option<String>,
-    /// The SDK crate's directory (`wit/rust/sdk` of a wasmctrl checkout).
+    /// The SDK's directory (`wit/rust/sdk` or `wit/python` of a wasmctrl
+    /// checkout, by `lang`).
     pub sdk_path: PathBuf,
+    /// The project's language.
+    pub lang: Lang,
 }
 
 /// The SDK of the source tree this binary was built from; it may not exist
@@ -119,6 +151,8 @@ pub struct Project {
     pub builtin: bool,
     /// The SDK directory, absolute.
     pub sdk_path: PathBuf,
+    /// The project's language.
+    pub lang: Lang,
 }
 
 /// Rust keywords and the names Cargo refuses for a package.
@@ -256,18 +290,16 @@ fn opt_in_label(name: &str) -> String {
 impl Project {
     /// Checks `options` and the SDK directory.
     pub fn new(options: &Options) -> Result<Self, ScaffoldError> {
-        Self::with_sdk(options, check_sdk)
-    }
-
-    /// Checks `options`, and the SDK directory with `check_sdk` (another
-    /// language's SDK: [`typescript`]).
-    pub fn with_sdk(
-        options: &Options,
-        check_sdk: fn(&Path) -> Result<PathBuf, ScaffoldError>,
-    ) -> Result<Self, ScaffoldError> {
         check_name(&options.name)?;
         if let Some(name) = &options.builtin {
-            return Self::for_builtin(options, builtin::resolve(name)?, check_sdk);
+            if options.lang != Lang::Rust {
+                return Err(type_error(
+                    "for",
+                    name,
+                    "a controller of a built-in kind is scaffolded in Rust only (drop --lang)",
+                ));
+            }
+            return Self::for_builtin(options, builtin::resolve(name)?);
         }
         let group = options.group.as_deref().unwrap_or("example.com");
         if builtin::is_builtin_group(group)? {
@@ -306,7 +338,11 @@ impl Project {
                 "a kind is 1-60 ASCII letters or digits, starting with an uppercase letter (Widget)",
             ));
         }
-        let sdk_path = check_sdk(&options.sdk_path)?;
+        let sdk_path = match options.lang {
+            Lang::Rust => check_sdk(&options.sdk_path)?,
+            Lang::Python => python::check_sdk(&options.sdk_path)?,
+            Lang::TypeScript => typescript::check_sdk(&options.sdk_path)?,
+        };
         Ok(Project {
             name: options.name.clone(),
             crate_name: options.name.replace('-', "_"),
@@ -317,15 +353,12 @@ impl Project {
             namespaced: true,
             builtin: false,
             sdk_path,
+            lang: options.lang,
         })
     }
 
     /// A controller of the built-in `kind`.
-    fn for_builtin(
-        options: &Options,
-        kind: BuiltinKind,
-        check_sdk: fn(&Path) -> Result<PathBuf, ScaffoldError>,
-    ) -> Result<Self, ScaffoldError> {
+    fn for_builtin(options: &Options, kind: BuiltinKind) -> Result<Self, ScaffoldError> {
         let custom = [
             ("group", &options.group),
             ("version", &options.version),
@@ -348,6 +381,7 @@ impl Project {
             namespaced: kind.namespaced,
             builtin: true,
             sdk_path: check_sdk(&options.sdk_path)?,
+            lang: Lang::Rust,
         })
     }
 
@@ -368,6 +402,15 @@ impl Project {
     /// Every file of the crate: its path relative to the crate's directory
     /// and its text.
     pub fn files(&self) -> Vec<(&'static str, String)> {
+        if self.lang == Lang::TypeScript {
+            return typescript::files(self);
+        }
+        if self.lang == Lang::Python {
+            return python::templates()
+                .iter()
+                .map(|(path, template)| (*path, self.render(template)))
+                .collect();
+        }
         let common = [
             ("Cargo.toml", include_str!("templates/Cargo.toml.tmpl")),
             (".gitignore", include_str!("templates/gitignore.tmpl")),
@@ -448,7 +491,7 @@ impl Project {
             format!("{}.{}", self.plural, self.group)
         };
         // Fragments and placeholders holding placeholders come first.
-        [
+        let text = [
             (
                 "{{readme_build}}",
                 include_str!("templates/readme-build.md.tmpl"),
@@ -513,66 +556,66 @@ impl Project {
         .into_iter()
         .fold(template.to_string(), |text, (key, value)| {
             text.replace(key, value)
-        })
+        });
+        python::placeholders(self)
+            .iter()
+            .fold(text, |text, (key, value)| text.replace(key, value))
     }
 
     /// Writes the crate into `dir`, which must not exist or be an empty
     /// directory; no file is ever overwritten. The files written, in order.
     pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, ScaffoldError> {
-        write_files(dir, self.files())
-    }
-}
-
-/// Writes `files` (paths relative to `dir`) into `dir`, which must not
-/// exist or be an empty directory; no file is ever overwritten. The files
-/// written, in order.
-fn write_files(dir: &Path, files: Vec<(&str, String)>) -> Result<Vec<PathBuf>, ScaffoldError> {
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| ScaffoldError::Io { path, source }
-    };
-    match fs::read_dir(dir) {
-        Ok(mut entries) => {
-            if entries.next().is_some() {
-                return Err(ScaffoldError::NotEmpty(dir.to_path_buf()));
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| ScaffoldError::Io { path, source }
+        };
+        match fs::read_dir(dir) {
+            Ok(mut entries) => {
+                if entries.next().is_some() {
+                    return Err(ScaffoldError::NotEmpty(dir.to_path_buf()));
+                }
             }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                fs::create_dir_all(dir).map_err(io(dir))?;
+            }
+            Err(_) if dir.exists() => return Err(ScaffoldError::NotEmpty(dir.to_path_buf())),
+            Err(e) => return Err(io(dir)(e)),
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            fs::create_dir_all(dir).map_err(io(dir))?;
+        let mut written = Vec::new();
+        for (relative, text) in self.files() {
+            let path = dir.join(relative);
+            if let Some(parent) = path.parent() {
+                fs::create_dir_all(parent).map_err(io(parent))?;
+            }
+            fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+                .and_then(|mut f| f.write_all(text.as_bytes()))
+                .map_err(io(&path))?;
+            written.push(path);
         }
-        Err(_) if dir.exists() => return Err(ScaffoldError::NotEmpty(dir.to_path_buf())),
-        Err(e) => return Err(io(dir)(e)),
+        Ok(written)
     }
-    let mut written = Vec::new();
-    for (relative, text) in files {
-        let path = dir.join(relative);
-        if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent).map_err(io(parent))?;
-        }
-        fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(text.as_bytes()))
-            .map_err(io(&path))?;
-        written.push(path);
-    }
-    Ok(written)
 }
 
 /// `path`, absolute, if it is the guest SDK's crate directory.
 fn check_sdk(path: &Path) -> Result<PathBuf, ScaffoldError> {
+    check_package(path, "Cargo.toml", "wasmctrl-guest-sdk")
+}
+
+/// `path`, absolute and UTF-8, if its `manifest` (`Cargo.toml`,
+/// `pyproject.toml`) names the package `package`.
+fn check_package(path: &Path, manifest: &str, package: &str) -> Result<PathBuf, ScaffoldError> {
     let fail = |reason: String| ScaffoldError::Sdk {
         path: path.to_path_buf(),
         reason,
     };
     let dir = fs::canonicalize(path).map_err(|e| fail(e.to_string()))?;
-    let manifest = fs::read_to_string(dir.join("Cargo.toml"))
-        .map_err(|e| fail(format!("reading its Cargo.toml: {e}")))?;
-    if !manifest.contains("name = \"wasmctrl-guest-sdk\"") {
-        return Err(fail(
-            "its Cargo.toml is not the package wasmctrl-guest-sdk".to_string(),
-        ));
+    let text = fs::read_to_string(dir.join(manifest))
+        .map_err(|e| fail(format!("reading its {manifest}: {e}")))?;
+    if !text.contains(&format!("name = \"{package}\"")) {
+        return Err(fail(format!("its {manifest} is not the package {package}")));
     }
     if dir.to_str().is_none() {
         return Err(fail("the path is not UTF-8".to_string()));
@@ -592,6 +635,7 @@ mod tests {
             kind: None,
             builtin: None,
             sdk_path: source_tree_sdk(),
+            lang: Lang::Rust,
         }
     }
 
@@ -764,6 +808,67 @@ mod tests {
             assert!(lib.contains(&format!("pub const LABEL: &str = \"{selector}\";")));
             assert!(!lib.contains("finalizer"), "{kind}: no finalizer");
         }
+    }
+
+    fn python(name: &str) -> Options {
+        Options {
+            lang: Lang::Python,
+            sdk_path: Lang::Python.source_tree_sdk(),
+            ..options(name)
+        }
+    }
+
+    #[test]
+    fn a_python_project_has_every_placeholder_filled_and_names_its_sdk() {
+        let mut o = python("my-widget");
+        o.group = Some("ops.acme.io".into());
+        let p = Project::new(&o).expect("good options");
+        let files = p.files();
+        let paths: Vec<&str> = files.iter().map(|(path, _)| *path).collect();
+        assert_eq!(
+            paths,
+            [
+                "pyproject.toml",
+                ".gitignore",
+                "README.md",
+                "crd.yaml",
+                "sample.yaml",
+                "app.py",
+                "tests/test_app.py"
+            ]
+        );
+        for (path, text) in &files {
+            assert!(!text.contains("{{"), "{path} keeps a placeholder");
+        }
+        let src = p.sdk_path.join("src");
+        let toml = serde_json::to_string(&src.to_string_lossy()).expect("a string");
+        assert!(files[0]
+            .1
+            .contains(&format!("pythonpath = [\".\", {toml}]")));
+        let app = &files[5].1;
+        assert!(app.contains(r#"GroupVersionKind("ops.acme.io", "v1", "MyWidget")"#));
+        assert!(app.contains(r#"PRIMARY_WATCH = "mywidgets""#));
+        let readme = &files[2].1;
+        assert!(readme.contains(&format!("-p {} app -o my_widget.wasm", src.display())));
+    }
+
+    #[test]
+    fn python_needs_the_python_sdk_and_a_custom_resource() {
+        let mut o = python("op");
+        o.sdk_path = source_tree_sdk();
+        let e = refused(&o);
+        assert!(
+            e.contains("no wasmctrl guest SDK at") && e.contains("pyproject.toml"),
+            "{e}"
+        );
+        let e = refused(&Options {
+            builtin: Some("namespaces".into()),
+            ..python("op")
+        });
+        assert!(
+            e.starts_with("--for \"namespaces\"") && e.contains("Rust only"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -4,21 +4,15 @@
 //! TypeScript: `src/guest.ts` written with the TypeScript SDK
 //! (`wit/typescript`, a `file:` dependency on a directory it checks),
 //! `node --test` tests, the component's entry and the build scripts that
-//! use the checkout's pinned toolchain (`toolchains/js`). Never runs npm,
-//! never reaches the network, never overwrites a file; built-in kinds
-//! (`--for`) are the Rust scaffold's only.
-
-// Until `wasmctrl new` has its `--lang` flag, nothing calls [`write`]:
-// the integrator wires it (and this expectation then fails, to be removed).
-#![expect(
-    dead_code,
-    reason = "wasmctrl new --lang typescript calls write() once the flag lands"
-)]
+//! use the checkout's pinned toolchain (`toolchains/js`). [`super`] checks
+//! the names and writes the files; this module checks the SDK and fills
+//! the templates. Never runs npm and never reaches the network; built-in
+//! kinds (`--for`) are the Rust scaffold's only.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::{write_files, Options, Project, ScaffoldError};
+use super::{Project, ScaffoldError};
 
 /// The TypeScript SDK of the source tree this binary was built from; it
 /// may not exist where the binary runs.
@@ -45,21 +39,6 @@ pub fn check_sdk(path: &Path) -> Result<PathBuf, ScaffoldError> {
         return Err(fail("the path is not UTF-8".to_string()));
     }
     Ok(dir)
-}
-
-/// The checked request (`options.sdk_path` is the TypeScript SDK's
-/// directory): a custom resource only.
-pub fn project(options: &Options) -> Result<Project, ScaffoldError> {
-    if let Some(kind) = &options.builtin {
-        return Err(ScaffoldError::Type {
-            flag: "for",
-            value: kind.clone(),
-            reason:
-                "--lang typescript scaffolds a custom resource's controller; --for is Rust's only"
-                    .to_string(),
-        });
-    }
-    Project::with_sdk(options, check_sdk)
 }
 
 /// Every file of the package: its path relative to the package's directory
@@ -115,28 +94,27 @@ pub fn files(project: &Project) -> Vec<(&'static str, String)> {
     .collect()
 }
 
-/// Writes the package into `dir`, which must not exist or be an empty
-/// directory. The files written, in order.
-pub fn write(project: &Project, dir: &Path) -> Result<Vec<PathBuf>, ScaffoldError> {
-    write_files(dir, files(project))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::scaffold::{Lang, Options};
 
     fn options(name: &str) -> Options {
         Options {
             name: name.to_string(),
-            sdk_path: source_tree_sdk(),
-            ..Options::default()
+            group: None,
+            version: None,
+            kind: None,
+            builtin: None,
+            sdk_path: Lang::TypeScript.source_tree_sdk(),
+            lang: Lang::TypeScript,
         }
     }
 
     #[test]
     fn the_package_names_the_sdk_the_contract_and_the_kind_with_no_placeholder_left() {
-        let p = project(&options("my-app")).expect("a valid request");
-        let files = files(&p);
+        let p = Project::new(&options("my-app")).expect("a valid request");
+        let files = p.files();
         for (path, text) in &files {
             assert!(!text.contains("{{"), "{path}: {text}");
         }
@@ -156,15 +134,15 @@ mod tests {
     #[test]
     fn the_rust_sdk_or_a_built_in_kind_is_refused() {
         let mut rust = options("my-app");
-        rust.sdk_path = super::super::source_tree_sdk();
-        let err = project(&rust).unwrap_err().to_string();
+        rust.sdk_path = Lang::Rust.source_tree_sdk();
+        let err = Project::new(&rust).unwrap_err().to_string();
         assert!(
             err.contains("no wasmctrl TypeScript guest SDK") && err.contains("package.json"),
             "{err}"
         );
         let mut builtin = options("my-app");
         builtin.builtin = Some("namespaces".into());
-        let err = project(&builtin).unwrap_err().to_string();
-        assert!(err.contains("--for is Rust's only"), "{err}");
+        let err = Project::new(&builtin).unwrap_err().to_string();
+        assert!(err.contains("Rust only"), "{err}");
     }
 }
