@@ -102,7 +102,7 @@ impl Lang {
 }
 
 /// What `wasmctrl new` was asked for.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Options {
     /// The crate's and the guest's name (a DNS label starting with a letter).
     pub name: String,

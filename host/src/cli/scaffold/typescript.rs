@@ -102,12 +102,9 @@ mod tests {
     fn options(name: &str) -> Options {
         Options {
             name: name.to_string(),
-            group: None,
-            version: None,
-            kind: None,
-            builtin: None,
             sdk_path: Lang::TypeScript.source_tree_sdk(),
             lang: Lang::TypeScript,
+            ..Options::default()
         }
     }
 
