@@ -13,7 +13,7 @@ APP_WASM := $(GUEST_DIR)/guest_app.wasm
 NAMESPACES_WASM := $(GUEST_DIR)/guest_namespaces.wasm
 GUEST_MAX_BYTES := 262144
 
-.PHONY: all setup toolchains guest guests-js test-js guest-py test lint product book book-regenerate fmt demo soak clean
+.PHONY: all setup toolchains guest guests-js test-js guest-py probes test lint product book book-regenerate fmt demo soak clean
 
 all: test
 
@@ -130,7 +130,26 @@ product:
 # The workspace's tests include host/tests/scaffold.rs: a `wasmctrl new` crate
 # tested, built and run offline outside the repository (its builds are kept
 # in $(TARGET_DIR)/scaffold), and docs/tests/book.rs, the book's checks.
-test: guest test-js guest-py lint product book
+# Probe guests in Python and JavaScript (tests/guests/py-probe, js-probe),
+# built with the pinned toolchains' default settings, once per change:
+# the host's tests load them from target/guests-py and target/guests-js.
+# js-probe-async.wasm keeps componentize-qjs's default async ABI (a guest
+# the host refuses).
+PY_PROBE := $(TARGET_DIR)/guests-py/py-probe.wasm
+JS_PROBES := $(TARGET_DIR)/guests-js/js-probe.wasm $(TARGET_DIR)/guests-js/js-probe-async.wasm
+JCO := toolchains/js/node_modules/.bin/jco
+probes: $(PY_PROBE) $(JS_PROBES)
+$(PY_PROBE): tests/guests/py-probe/app.py wit/controller.wit
+	@mkdir -p $(@D)
+	cd tests/guests/py-probe && componentize-py -d ../../../wit -w controller componentize app -o $(abspath $@)
+$(TARGET_DIR)/guests-js/js-probe.wasm: tests/guests/js-probe/probe.js wit/controller.wit
+	@mkdir -p $(@D)
+	$(JCO) componentize $(abspath $<) -w $(abspath wit) -n controller --backend qjs --backend-qjs-disable-async -o $(abspath $@)
+$(TARGET_DIR)/guests-js/js-probe-async.wasm: tests/guests/js-probe/probe.js wit/controller.wit
+	@mkdir -p $(@D)
+	$(JCO) componentize $(abspath $<) -w $(abspath wit) -n controller --backend qjs -o $(abspath $@)
+
+test: guest test-js guest-py probes lint product book
 	$(CARGO) test --workspace --all-targets $(DEV)
 	$(CARGO) test --workspace --doc $(DEV)
 	$(CARGO) run -q -p examples --bin offline_summary > /dev/null

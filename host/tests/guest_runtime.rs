@@ -30,7 +30,7 @@ fn load() -> GuestModule {
         .unwrap()
 }
 
-fn config(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+pub fn config(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -52,7 +52,7 @@ impl std::io::Write for Captured {
 }
 
 /// Runs `f` with every log line at info and above captured; returns them.
-fn logs_of(f: impl FnOnce()) -> Vec<String> {
+pub fn logs_of(f: impl FnOnce()) -> Vec<String> {
     let captured = Captured::default();
     let sink = captured.clone();
     let subscriber = tracing_subscriber::fmt()
@@ -65,7 +65,7 @@ fn logs_of(f: impl FnOnce()) -> Vec<String> {
     text.lines().map(str::to_string).collect()
 }
 
-fn find<'a>(lines: &'a [String], needle: &str) -> &'a str {
+pub fn find<'a>(lines: &'a [String], needle: &str) -> &'a str {
     lines
         .iter()
         .find(|l| l.contains(needle))
@@ -166,7 +166,7 @@ fn output_past_the_per_call_cap_is_dropped_but_a_panic_still_names_its_message()
     find(&lines, "reconcile again: 0 objects");
 }
 
-fn request(key: &str) -> wasmctrl::guest::Request {
+pub fn request(key: &str) -> wasmctrl::guest::Request {
     wasmctrl::guest::Request {
         key: key.to_string(),
         watch: None,

@@ -464,3 +464,37 @@ async fn a_version_rejected_for_a_kind_not_served_is_swapped_in_once_its_crd_is_
     .await;
     h.running.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn components_refused_before_compiling_are_rejected_and_the_old_one_keeps_running() {
+    let Some(async_probe) = crate::probes::probe_path("guests-js/js-probe-async.wasm") else {
+        return;
+    };
+    let async_probe = std::fs::read(async_probe).unwrap();
+    let other_world = ::wat::parse_str("(component)").unwrap();
+    let (_server, client) = server().await;
+    let dir = guest_dir(&[("logic.wasm", &logic("1"))]);
+    let h = start_dir_host(&client, dir.path(), RuntimeConfig::default()).await;
+    eventually("version 1 runs", || async {
+        logic_version(&client).await.as_deref() == Some("1")
+    })
+    .await;
+    let before = h.running.host.controller("logic").unwrap();
+    for (version, bytes, rejected) in [(2, &async_probe, 1.0), (3, &other_world, 2.0)] {
+        write_like_kubelet(dir.path(), version, &[("logic.wasm", bytes)]).unwrap();
+        eventually("the refused version is counted", || async {
+            swaps(&h.metrics, "logic", "rejected") == rejected
+        })
+        .await;
+        assert!(
+            Arc::ptr_eq(&before, &h.running.host.controller("logic").unwrap()),
+            "the previous version keeps running"
+        );
+    }
+    write_like_kubelet(dir.path(), 4, &[("logic.wasm", &logic("2"))]).unwrap();
+    eventually("a good version swaps in after them", || async {
+        logic_version(&client).await.as_deref() == Some("2")
+    })
+    .await;
+    h.running.stop().await.unwrap();
+}

@@ -38,6 +38,7 @@ mod missing_kind;
 mod namespaces;
 mod own_kind;
 mod pipeline;
+mod probes;
 mod quota;
 mod related;
 mod shadow;

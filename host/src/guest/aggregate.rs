@@ -193,7 +193,7 @@ impl GuestModule {
         let name = manifest.name.as_str();
         let len = snapshot.object_watch.len();
         let wit_snapshot = snapshot::to_wit(snapshot);
-        let called = self.call_aggregator(name, &mut stats, |store, instance| {
+        let called = self.call_aggregator(name, env.now_ms, &mut stats, |store, instance| {
             instance.call_map_objects(store, env, &wit_snapshot)
         });
         let (store, mapped) = match called {
@@ -278,7 +278,7 @@ impl GuestModule {
     ) -> (Result<ValidatedPlan>, CallStats) {
         let mut stats = CallStats::default();
         let name = manifest.name.as_str();
-        let called = self.call_aggregator(name, &mut stats, |store, instance| {
+        let called = self.call_aggregator(name, env.now_ms, &mut stats, |store, instance| {
             instance.call_render(store, env, groups)
         });
         // `render` sees no objects: its plan is validated against an empty
@@ -298,6 +298,7 @@ impl GuestModule {
     fn call_aggregator<T>(
         &self,
         name: &str,
+        now_ms: u64,
         stats: &mut CallStats,
         call: impl FnOnce(
             &mut wasmtime::Store<CallState>,
@@ -307,6 +308,8 @@ impl GuestModule {
         let started = Instant::now();
         let (mut store, instance) = self.aggregate_instance(name)?;
         stats.instantiate = started.elapsed();
+        // The clocks read env.now; randomness is seeded from the guest.
+        store.data_mut().wasi.at(now_ms, name);
         let called = Instant::now();
         let raw = call(&mut store, instance.wasmctrl_controller_aggregator());
         stats.call = called.elapsed();

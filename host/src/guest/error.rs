@@ -71,6 +71,16 @@ pub enum GuestErrorKind {
     /// stderr just before the trap) and its location.
     #[error("panicked: {0}")]
     Panicked(String),
+    /// An uncaught Python or JavaScript exception: its type and message
+    /// and the stack, as the guest's runtime printed them to stderr
+    /// before it trapped.
+    #[error("raised {message}{}", if .stack.is_empty() { String::new() } else { format!("\n{stack}") })]
+    Exception {
+        /// `ValueError: told to fail`, `Error: ...`.
+        message: String,
+        /// The traceback's frames or the JavaScript stack.
+        stack: String,
+    },
     /// The per-call deadline passed.
     #[error("exceeded its deadline of {0:?}")]
     Deadline(Duration),
@@ -80,10 +90,26 @@ pub enum GuestErrorKind {
     /// The guest ran out of fuel.
     #[error("ran out of fuel ({0} units)")]
     OutOfFuel(u64),
-    /// The component imports interfaces the host cannot provide (their
-    /// resource types have no implementation here).
+    /// The component imports interfaces the host never provides
+    /// (`wasi:http`).
     #[error("{}", imports::describe(.0))]
     Unsupported(Vec<String>),
+    /// The component is larger than the host loads.
+    #[error("is {size} bytes, over the {max}-byte limit for a component")]
+    TooLarge {
+        /// Its size.
+        size: usize,
+        /// [`imports::MAX_COMPONENT_BYTES`].
+        max: usize,
+    },
+    /// The component does not export the contract's reconciler: it
+    /// implements another world.
+    #[error("does not export wasmctrl:controller/reconciler (a component of another world; it exports: {}): build it for the world `controller` of {CONTRACT_VERSION}", if .0.is_empty() { "nothing".to_string() } else { .0.join(", ") })]
+    World(Vec<String>),
+    /// The component uses the component model's async ABI, which the host
+    /// does not run.
+    #[error("uses the component model's async ABI, which this host does not run: build it synchronous (componentize-qjs `--sync`, jco componentize `--backend-qjs-disable-async`)")]
+    Async,
     /// The manifest is unusable (or the guest rejected its configuration).
     #[error("invalid manifest: {error}")]
     Manifest {
@@ -132,10 +158,14 @@ impl GuestErrorKind {
             GuestErrorKind::Instantiate(_) => "instantiate",
             GuestErrorKind::Trap(_) => "trap",
             GuestErrorKind::Panicked(_) => "guest_panic",
+            GuestErrorKind::Exception { .. } => "guest_exception",
             GuestErrorKind::Deadline(_) => "deadline",
             GuestErrorKind::OutOfMemory(_) => "memory",
             GuestErrorKind::OutOfFuel(_) => "fuel",
             GuestErrorKind::Unsupported(_) => "unsupported_import",
+            GuestErrorKind::TooLarge { .. } => "too_large",
+            GuestErrorKind::World(_) => "world",
+            GuestErrorKind::Async => "async",
             GuestErrorKind::Manifest { .. } => "manifest",
             GuestErrorKind::Policy(_) => "policy",
             GuestErrorKind::Plan(PlanError::TooLarge { .. } | PlanError::OverCopyBudget { .. }) => {

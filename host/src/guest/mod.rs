@@ -10,13 +10,15 @@
 //! - `module`: [`GuestModule`], one compiled guest: `describe`, `reconcile`.
 //! - `warm`: [`WarmInstances`], one guest's instances kept between its
 //!   reconciles.
-//! - `sandbox`: per-call state (no ambient authority: only stdout/stderr,
-//!   see [`stdio`]), the memory cap and the guest's log import.
+//! - `sandbox`: per-call state (no ambient authority: the governed WASI
+//!   of [`wasi`], stdout/stderr to the log, see [`stdio`]), the memory cap
+//!   and the guest's log import.
 //! - [`manifest`], [`plan`], [`snapshot`], [`policy`], [`limits`],
 //!   [`aggregate`], [`imports`], [`stdio`]: what a guest declares and
 //!   returns, checked.
 
 mod error;
+mod exception;
 mod module;
 mod runtime;
 mod sandbox;
@@ -36,6 +38,7 @@ pub mod plan;
 pub mod policy;
 pub mod snapshot;
 pub mod stdio;
+pub mod wasi;
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -68,7 +71,7 @@ use bindings::{Controller, ControllerPre};
 pub const CONTRACT_VERSION: &str = "wasmctrl:controller@0.3.0";
 
 /// The interface every guest exports, without its version.
-const RECONCILER: &str = "wasmctrl:controller/reconciler@";
+pub(crate) const RECONCILER: &str = "wasmctrl:controller/reconciler@";
 
 /// Result alias for this module.
 pub type Result<T, E = GuestError> = std::result::Result<T, E>;

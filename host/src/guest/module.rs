@@ -84,17 +84,21 @@ impl GuestModule {
     /// A fresh store with the sandbox's limits, deadline and fuel.
     pub(super) fn new_store(&self, guest: &str) -> Result<Store<CallState>> {
         let shared = &self.inner.shared;
+        let limits = shared.config.policy.limits(guest);
+        let guest: Arc<str> = guest.into();
+        let output = stdio::SharedOutput::default();
         let mut store = Store::new(
             &shared.engine,
             CallState {
-                guest: guest.into(),
+                wasi: wasi::Wasi::new(guest.clone(), output.clone()),
+                output,
+                guest,
                 limiter: Limiter {
                     max_memory: shared.config.memory_limit,
                     hit: false,
                     size: 0,
                 },
-                output: stdio::Output::default(),
-                limits: shared.config.policy.limits(guest),
+                limits,
                 log: limits::LogBudget::default(),
                 log_rates: shared.log_rates.clone(),
             },
@@ -114,8 +118,10 @@ impl GuestModule {
         state.limiter.hit = false;
         state.log = limits::LogBudget::default();
         let guest = state.guest.clone();
-        state.output.flush(&guest);
-        state.output.reset();
+        let mut output = state.output();
+        output.flush(&guest);
+        output.reset();
+        drop(output);
         let budget = limits::copy_budget(&state.limits);
         store.set_hostcall_fuel(budget);
         // A fresh store has deadline 0 and no fuel: set both before
@@ -148,8 +154,14 @@ impl GuestModule {
             match e.downcast_ref::<Trap>() {
                 Some(Trap::Interrupt) => GuestErrorKind::Deadline(config.deadline),
                 Some(Trap::OutOfFuel) => GuestErrorKind::OutOfFuel(config.fuel.unwrap_or(0)),
-                _ => match store.data().output.panic_message() {
-                    Some(message) => GuestErrorKind::Panicked(message),
+                // What the runtime printed before it trapped says more
+                // than the trap (`unreachable`).
+                _ => match exception::last_report(&store.data().output().stderr_tail()) {
+                    Some(r) if r.panic => GuestErrorKind::Panicked(r.message),
+                    Some(r) => GuestErrorKind::Exception {
+                        message: r.message,
+                        stack: r.stack,
+                    },
                     None => GuestErrorKind::Trap(format!("{e:#}")),
                 },
             }
@@ -291,6 +303,9 @@ impl GuestModule {
         snapshot: &Snapshot,
         stats: &mut CallStats,
     ) -> Result<std::result::Result<wit::Plan, wit::ReconcileError>> {
+        // The clocks read env.now, the random streams restart from the
+        // request: a replay of this call sees what this call saw.
+        store.data_mut().wasi.at(env.now_ms, &request.key);
         let called = Instant::now();
         let raw = instance.wasmctrl_controller_reconciler().call_reconcile(
             &mut *store,

@@ -194,6 +194,17 @@ impl GuestRuntime {
             .file_name()
             .map(|f| f.to_string_lossy().into_owned())
             .unwrap_or_else(|| path.display().to_string());
+        // Refused before it is read whole.
+        let size = std::fs::metadata(path).map_or(0, |m| m.len());
+        if size > imports::MAX_COMPONENT_BYTES as u64 {
+            return Err(GuestError {
+                guest: label,
+                kind: GuestErrorKind::TooLarge {
+                    size: usize::try_from(size).unwrap_or(usize::MAX),
+                    max: imports::MAX_COMPONENT_BYTES,
+                },
+            });
+        }
         let bytes = std::fs::read(path).map_err(|source| GuestError {
             guest: label.clone(),
             kind: GuestErrorKind::Read {
@@ -204,36 +215,26 @@ impl GuestRuntime {
         self.load_bytes(&label, &bytes)
     }
 
-    /// Loads a guest from bytes (a component binary or its `.wat` text).
+    /// Loads a guest from a component binary. What the host would refuse
+    /// anyway (see [`imports::check`]) is refused before it is compiled.
     pub fn load_bytes(&self, label: &str, bytes: &[u8]) -> Result<GuestModule> {
         let err = |kind| GuestError {
             guest: label.to_string(),
             kind,
         };
+        imports::check(bytes).map_err(err)?;
         let digest = hex::encode(Sha256::digest(bytes));
         let started = Instant::now();
         let (component, from_cache) = self.compile(&digest, bytes).map_err(err)?;
         let compile_time = started.elapsed();
-        if let Some(found) = contract_version(&component, &self.shared.engine)
-            .filter(|v| CONTRACT_VERSION.strip_prefix("wasmctrl:controller@") != Some(v.as_str()))
-        {
-            return Err(err(GuestErrorKind::Version { found }));
-        }
-
-        let unsupported = imports::unsupported(&component, &self.shared.engine);
-        if !unsupported.is_empty() {
-            return Err(err(GuestErrorKind::Unsupported(unsupported)));
-        }
         let mut linker: Linker<CallState> = Linker::new(&self.shared.engine);
         Controller::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
             .map_err(|e| err(GuestErrorKind::Instantiate(format!("{e:#}"))))?;
-        // stdout/stderr go to tracing; whatever else the guest imports
-        // (WASI, through std) is defined to trap: it instantiates, but has
-        // no clock, randomness, filesystem, environment or network.
-        stdio::add_to_linker(&mut linker)
+        // The governed WASI surface (see `wasi`); whatever else the guest
+        // imports is defined to trap.
+        wasi::add_to_linker(&mut linker)
             .map_err(|e| err(GuestErrorKind::Instantiate(format!("{e:#}"))))?;
-        linker
-            .define_unknown_imports_as_traps(&component)
+        wasi::define_others_as_traps(&mut linker, &component, &self.shared.engine)
             .map_err(|e| err(GuestErrorKind::Instantiate(format!("{e:#}"))))?;
         let pre = linker
             .instantiate_pre(&component)
@@ -300,17 +301,6 @@ impl GuestRuntime {
         }
         Ok((component, false))
     }
-}
-
-/// The contract version a component's reconciler export names
-/// (`wasmctrl:controller/reconciler@0.1.0` → `0.1.0`), read from its type
-/// before instantiation so a guest of another version gets an exact
-/// message rather than a type-check failure.
-pub(super) fn contract_version(component: &Component, engine: &Engine) -> Option<String> {
-    component
-        .component_type()
-        .exports(engine)
-        .find_map(|(name, _)| name.strip_prefix(RECONCILER).map(str::to_string))
 }
 
 pub(super) fn write_cache(

@@ -1,6 +1,7 @@
 //! One call's sandbox: the store's state (the guest's name, the memory
-//! cap, captured stdout/stderr) and the host functions a guest may import
-//! (logging, rate-limited). It never grants anything else.
+//! cap, captured stdout/stderr, the governed WASI context) and the host
+//! functions a guest may import (logging, rate-limited). It never grants
+//! anything else.
 
 use super::*;
 
@@ -8,7 +9,8 @@ use super::*;
 pub struct CallState {
     pub(super) guest: Arc<str>,
     pub(super) limiter: Limiter,
-    pub(super) output: stdio::Output,
+    pub(super) output: stdio::SharedOutput,
+    pub(super) wasi: wasi::Wasi,
     pub(super) limits: crate::guest::policy::Limits,
     pub(super) log: limits::LogBudget,
     pub(super) log_rates: Arc<limits::LogRates>,
@@ -17,7 +19,14 @@ pub struct CallState {
 impl Drop for CallState {
     fn drop(&mut self) {
         let guest = self.guest.clone();
-        self.output.flush(&guest);
+        self.output().flush(&guest);
+    }
+}
+
+impl CallState {
+    /// This call's buffered stdout and stderr.
+    pub(super) fn output(&self) -> std::sync::MutexGuard<'_, stdio::Output> {
+        crate::sync::lock(&self.output)
     }
 }
 

@@ -106,7 +106,7 @@ impl WarmInstances {
     fn give_back(&self, mut warm: Warm) {
         let state = warm.store.data_mut();
         let guest = state.guest.clone();
-        state.output.flush(&guest);
+        state.output().flush(&guest);
         if warm.calls >= MAX_CALLS || state.limiter.size > KEEP_MEMORY {
             return;
         }

@@ -209,6 +209,34 @@ impl Supervisor {
         })
     }
 
+    /// Loads a guest from `source` (a file or bytes) off the async
+    /// runtime, on the blocking pool: compiling an 18 MB component takes
+    /// tens of seconds the first time, and other guests keep reconciling
+    /// meanwhile. The compile cache (by digest) is the runtime's.
+    pub(super) fn compile(
+        &self,
+        label: String,
+        source: Compile,
+    ) -> impl std::future::Future<Output = Result<GuestModule, SupervisorError>> + Send + 'static
+    {
+        let runtime = self.runtime.clone();
+        let guest = label.clone();
+        let task = tokio::task::spawn_blocking(move || match source {
+            Compile::File(path) => runtime.load_file(&path),
+            Compile::Bytes(bytes) => runtime.load_bytes(&label, &bytes),
+        });
+        async move {
+            task.await
+                .map_err(|e| {
+                    SupervisorError::Guest(GuestError {
+                        guest,
+                        kind: guest::GuestErrorKind::Compile(format!("compile task failed: {e}")),
+                    })
+                })?
+                .map_err(SupervisorError::Guest)
+        }
+    }
+
     /// Describes `module` with `values` as its configuration (off the
     /// async runtime: a guest call may take up to its deadline).
     pub(super) async fn describe(
@@ -340,7 +368,9 @@ impl Supervisor {
                     file: file.clone(),
                     target: target.to_string(),
                 })?;
-        let module = self.runtime.load_file(path)?;
+        let module = self
+            .compile(file.clone(), Compile::File(path.to_path_buf()))
+            .await?;
         let env = controller.environment().clone();
         let m = module.clone();
         let manifest = tokio::task::spawn_blocking(move || m.manifest(&env))
@@ -359,4 +389,12 @@ impl Supervisor {
     pub fn shadow_report(&self, guest: &str) -> Option<serde_json::Value> {
         Some(self.controller(guest)?.shadow()?.report())
     }
+}
+
+/// What [`Supervisor::compile`] loads a guest from.
+pub(super) enum Compile {
+    /// A component file.
+    File(std::path::PathBuf),
+    /// A component's bytes (a guest directory's file, a hot swap).
+    Bytes(Vec<u8>),
 }

@@ -401,10 +401,27 @@ impl Supervisor {
         };
         // A guest that cannot be loaded is refused alone: the others run.
         let mut first_refusal = None;
-        for path in host.config.guests.clone() {
+        // Every guest compiles at once on the blocking pool; each starts,
+        // in order, as soon as it and those before it are compiled.
+        let compiles: Vec<_> = host
+            .config
+            .guests
+            .iter()
+            .map(|path| {
+                let label = path.display().to_string();
+                host.compile(label, load::Compile::File(path.clone()))
+            })
+            .map(tokio::spawn)
+            .collect();
+        for (path, compiled) in host.config.guests.clone().into_iter().zip(compiles) {
             let (key, source) = (stem(&path), path.display().to_string());
             let loaded = async {
-                let module = host.runtime.load_file(&path)?;
+                let module = compiled.await.map_err(|e| {
+                    SupervisorError::Guest(GuestError {
+                        guest: source.clone(),
+                        kind: guest::GuestErrorKind::Compile(format!("compile task failed: {e}")),
+                    })
+                })??;
                 host.describe_file(module, &path).await
             };
             let (name, result) = match loaded.await {
@@ -431,8 +448,11 @@ impl Supervisor {
                 let source = file.path.display().to_string();
                 let loaded = async {
                     let module = host
-                        .runtime
-                        .load_bytes(&format!("{key}.wasm"), &file.bytes)?;
+                        .compile(
+                            format!("{key}.wasm"),
+                            load::Compile::Bytes(file.bytes.clone()),
+                        )
+                        .await?;
                     let config = match file.config.clone() {
                         Ok(config) => config,
                         Err(source) => return Err(host.config_error(&key, &module, source).await),

@@ -78,18 +78,12 @@ impl Supervisor {
             .map(|g| g.controller.name().to_string());
         let label = previous_name.clone().unwrap_or_else(|| key.clone());
         let candidate = async {
-            let runtime = self.runtime.clone();
-            let bytes = file.bytes.clone();
-            let name = format!("{key}.wasm");
-            // Compiling takes tens of milliseconds of CPU: off the runtime.
-            let module = tokio::task::spawn_blocking(move || runtime.load_bytes(&name, &bytes))
-                .await
-                .map_err(|e| {
-                    SupervisorError::Guest(GuestError {
-                        guest: key.clone(),
-                        kind: guest::GuestErrorKind::Compile(format!("compile task failed: {e}")),
-                    })
-                })??;
+            let module = self
+                .compile(
+                    format!("{key}.wasm"),
+                    super::load::Compile::Bytes(file.bytes.clone()),
+                )
+                .await?;
             let config = match file.config.clone() {
                 Ok(config) => config,
                 Err(source) => return Err(self.config_error(&key, &module, source).await),

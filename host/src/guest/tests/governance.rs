@@ -1,6 +1,7 @@
 //! The operator's caps and grants as the runtime enforces them, with tiny
-//! `.wat` guests: requeue minimum, plan size, the `log` budget, imports the
-//! host never provides, policy admission at load, ConfigMap data keys.
+//! `.wat` guests: requeue minimum, plan size, the `log` budget, the WASI
+//! the host governs and the imports it never provides, policy admission at
+//! load, ConfigMap data keys.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -162,30 +163,61 @@ world fs {
 ];
 
 #[test]
-fn a_guest_importing_the_filesystem_is_refused_naming_the_import() {
-    let wat = wat_guest("unreachable").replacen(
+fn a_guest_importing_the_filesystem_loads_and_sees_no_directory() {
+    // get-directories returns its list at 2000 (pointer, length): a
+    // non-empty list traps.
+    let body = "(call $dirs (i32.const 2000))
+        (if (i32.ne (i32.load (i32.const 2004)) (i32.const 0)) (then unreachable))
+        (i32.const 3200)";
+    let wat = wat_guest(body).replacen(
         "(module\n",
         "(module\n  (import \"wasi:filesystem/preopens@0.2.6\" \"get-directories\" (func $dirs (param i32)))\n",
         1,
     );
     let extra = [PRINTER_WIT[0], FS_WIT[0], FS_WIT[1]];
     let bytes = component_from_wat_in(&wat, &extra, "fs");
-    let e = runtime(RuntimeConfig::default())
+    let module = runtime(RuntimeConfig::default())
         .load_bytes("fs.wasm", &bytes)
+        .unwrap();
+    let (plan, _) = module.reconcile(&gpu_manifest(), &env(), &request(), empty_snapshot());
+    assert!(plan.unwrap().writes.is_empty());
+}
+
+const HTTP_WIT: [(&str, &str); 2] = [
+    (
+        "wasi-http.wit",
+        "package wasi:http@0.2.3;\ninterface outgoing-handler { handle: func() -> u32; }",
+    ),
+    (
+        "http.wit",
+        r#"package test:http;
+world http {
+  include wasmctrl:controller/controller@0.3.0;
+  import wasi:http/outgoing-handler@0.2.3;
+}"#,
+    ),
+];
+
+#[test]
+fn a_guest_importing_http_is_refused_naming_the_import_and_the_flag_that_drops_it() {
+    let wat = wat_guest("unreachable").replacen(
+        "(module\n",
+        "(module\n  (import \"wasi:http/outgoing-handler@0.2.3\" \"handle\" (func (result i32)))\n",
+        1,
+    );
+    let bytes = component_from_wat_in(&wat, &HTTP_WIT, "http");
+    let e = runtime(RuntimeConfig::default())
+        .load_bytes("http.wasm", &bytes)
         .unwrap_err();
     assert_eq!(e.reason(), "unsupported_import", "{e}");
     let msg = e.to_string();
     assert!(
         msg.starts_with(
-            "guest fs.wasm: imports wasi:filesystem/types@0.2.6, wasi:filesystem/preopens@0.2.6,"
+            "guest http.wasm: imports wasi:http/outgoing-handler@0.2.3, which the host does not provide: guests have no network access"
         ),
         "{msg}"
     );
-    assert!(
-        msg.contains("which the host does not provide: guests have no filesystem access"),
-        "{msg}"
-    );
-    assert!(!msg.contains("does it implement"), "{msg}");
+    assert!(msg.contains("`--disable http` (`-d http`)"), "{msg}");
 }
 
 #[test]

@@ -336,7 +336,7 @@ fn guest_that_does_not_implement_the_world_is_refused_at_load() {
     let e = rt
         .load_bytes("empty.wasm", &empty)
         .expect_err("must be refused");
-    assert_eq!(e.reason(), "instantiate", "{e}");
+    assert_eq!(e.reason(), "world", "{e}");
     assert!(e.to_string().contains("empty.wasm"), "{e}");
     let e = rt
         .load_bytes("junk.wasm", b"\0asm junk")
@@ -573,14 +573,49 @@ world printer {
 ];
 
 fn printer_component(reconcile_body: &str, data: &str) -> Vec<u8> {
+    printer_component_at("0.2.6", reconcile_body, data)
+}
+
+/// [`printer_component`] importing WASI `version` (`0.2.0`, `0.2.12`, ...).
+fn printer_component_at(version: &str, reconcile_body: &str, data: &str) -> Vec<u8> {
     let wat = wat_guest(reconcile_body).replacen(
         "(module\n",
         &format!(
             "(module\n  (import \"wasi:cli/stdout@0.2.6\" \"get-stdout\" (func $stdout (result i32)))\n  (import \"wasi:cli/stderr@0.2.6\" \"get-stderr\" (func $stderr (result i32)))\n  (import \"wasi:io/streams@0.2.6\" \"[method]output-stream.write\" (func $write (param i32 i32 i32 i32)))\n  (import \"wasi:io/streams@0.2.6\" \"[method]output-stream.blocking-flush\" (func $flush (param i32 i32)))\n  {data}\n"
-        ),
+        )
+        .replace("@0.2.6", &format!("@{version}")),
         1,
     );
-    component_from_wat_in(&wat, &PRINTER_WIT, "printer")
+    let wit =
+        PRINTER_WIT.map(|(name, text)| (name, text.replace("@0.2.6", &format!("@{version}"))));
+    let wit: Vec<(&str, &str)> = wit.iter().map(|(n, t)| (*n, t.as_str())).collect();
+    component_from_wat_in(&wat, &wit, "printer")
+}
+
+#[test]
+fn guests_importing_any_wasi_0_2_version_link_and_print() {
+    let data = r#"(data (i32.const 3000) "linked\n")"#;
+    let body = "(local $o i32)
+        (local.set $o (call $stdout))
+        (call $write (local.get $o) (i32.const 3000) (i32.const 7) (i32.const 3100))
+        (i32.const 3200)";
+    for version in ["0.2.0", "0.2.6", "0.2.12"] {
+        let captured = Captured::default();
+        let sink = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || sink.clone())
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            let module = runtime(RuntimeConfig::default())
+                .load_bytes("printer.wasm", &printer_component_at(version, body, data))
+                .unwrap_or_else(|e| panic!("WASI {version}: {e}"));
+            let (plan, _) = module.reconcile(&gpu_manifest(), &env(), &request(), empty_snapshot());
+            plan.unwrap_or_else(|e| panic!("WASI {version}: {e}"));
+        });
+        let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        assert!(logs.contains("linked"), "WASI {version}: {logs}");
+    }
 }
 
 /// Captures formatted tracing output on this thread.
