@@ -13,7 +13,7 @@ APP_WASM := $(GUEST_DIR)/guest_app.wasm
 NAMESPACES_WASM := $(GUEST_DIR)/guest_namespaces.wasm
 GUEST_MAX_BYTES := 262144
 
-.PHONY: all setup toolchains guest guest-py probes test lint product book book-regenerate fmt demo soak clean
+.PHONY: all setup toolchains guest guests-js test-js guest-py probes test lint product book book-regenerate fmt demo soak clean
 
 all: test
 
@@ -38,6 +38,33 @@ guest: setup
 	  echo "$$(basename $$wasm): $$size bytes (limit $(GUEST_MAX_BYTES))"; \
 	  test $$size -le $(GUEST_MAX_BYTES) || { echo "$$wasm too large"; exit 1; }; \
 	done
+
+# TypeScript (toolchains/js): the SDK (wit/typescript) and
+# examples/guest-app-ts compiled by tsc and, for the components (the App
+# guest, and the SDK's printing probe for the host's tests), bundled by
+# rolldown and built by componentize-qjs (QuickJS, the non-async runtime,
+# WASI from the host's governed surface: docs/src/guest/typescript.md says why)
+# into $(JS_GUEST_DIR), once per run; the integration tests load it from
+# there. `test-js` runs both packages' node --test suites.
+JS_BIN := $(CURDIR)/toolchains/js/node_modules/.bin
+JS_GUEST_DIR := $(TARGET_DIR)/guests-js
+APP_TS_WASM := $(JS_GUEST_DIR)/guest_app_ts.wasm
+guests-js:
+	cd wit/typescript && PATH="$(JS_BIN):$$PATH" tsc -p .
+	cd examples/guest-app-ts && npm ci --no-audit --no-fund --silent && PATH="$(JS_BIN):$$PATH" tsc -p .
+	mkdir -p $(JS_GUEST_DIR)
+	$(JS_BIN)/rolldown examples/guest-app-ts/dist/src/component.js --format esm \
+	  --external 'wasmctrl:controller/log@0.3.0' --file $(JS_GUEST_DIR)/guest_app_ts.js
+	$(JS_BIN)/componentize-qjs --wit wit/controller.wit --world controller --sync \
+	  --js $(JS_GUEST_DIR)/guest_app_ts.js -o $(APP_TS_WASM)
+	@echo "$$(basename $(APP_TS_WASM)): $$(stat -c %s $(APP_TS_WASM)) bytes"
+	$(JS_BIN)/rolldown wit/typescript/dist/probe/println.js --format esm \
+	  --external 'wasmctrl:controller/log@0.3.0' --file $(JS_GUEST_DIR)/probe_println_ts.js
+	$(JS_BIN)/componentize-qjs --wit wit/controller.wit --world controller --sync \
+	  --js $(JS_GUEST_DIR)/probe_println_ts.js -o $(JS_GUEST_DIR)/probe_println_ts.wasm
+
+test-js: guests-js
+	node --test wit/typescript/dist/test/ examples/guest-app-ts/dist/test/
 
 # The Python guest (examples/guest-app-py, with the SDK in wit/python),
 # built once by componentize-py's default build into $(PY_GUESTS) (the
@@ -122,7 +149,7 @@ $(TARGET_DIR)/guests-js/js-probe-async.wasm: tests/guests/js-probe/probe.js wit/
 	@mkdir -p $(@D)
 	$(JCO) componentize $(abspath $<) -w $(abspath wit) -n controller --backend qjs -o $(abspath $@)
 
-test: guest guest-py probes lint product book
+test: guest test-js guest-py probes lint product book
 	$(CARGO) test --workspace --all-targets $(DEV)
 	$(CARGO) test --workspace --doc $(DEV)
 	$(CARGO) run -q -p examples --bin offline_summary > /dev/null

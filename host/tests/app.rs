@@ -60,17 +60,17 @@ fn app_resource() -> ApiResource {
     }
 }
 
-fn apps(client: &Client, namespace: &str) -> Api<DynamicObject> {
+pub(crate) fn apps(client: &Client, namespace: &str) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), namespace, &app_resource())
 }
 
-fn configmaps(client: &Client, namespace: &str) -> Api<ConfigMap> {
+pub(crate) fn configmaps(client: &Client, namespace: &str) -> Api<ConfigMap> {
     Api::namespaced(client.clone(), namespace)
 }
 
 /// An embedded API server without a garbage collector, with the example's
 /// own `crd.yaml` installed.
-async fn app_server() -> (RunningApiServer, Client) {
+pub(crate) async fn app_server() -> (RunningApiServer, Client) {
     let (server, client) = server_with(ApiServerConfig::default().garbage_collector(false)).await;
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/guest-app/crd.yaml");
     let crd: CustomResourceDefinition =
@@ -96,7 +96,13 @@ fn app_controller(host: &RunningHost) -> Arc<GuestController> {
         .expect("the host runs the app guest")
 }
 
-async fn create_app(client: &Client, namespace: &str, name: &str, message: &str, replicas: i64) {
+pub(crate) async fn create_app(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    message: &str,
+    replicas: i64,
+) {
     let app: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "apps.example.com/v1", "kind": "App",
         "metadata": {"name": name, "namespace": namespace},
@@ -109,7 +115,7 @@ async fn create_app(client: &Client, namespace: &str, name: &str, message: &str,
 }
 
 /// What a person's `kubectl patch app NAME --type merge -p ...` sends.
-async fn edit_spec(client: &Client, namespace: &str, name: &str, spec: Value) {
+pub(crate) async fn edit_spec(client: &Client, namespace: &str, name: &str, spec: Value) {
     apps(client, namespace)
         .patch(
             name,
@@ -125,7 +131,7 @@ async fn edit_spec(client: &Client, namespace: &str, name: &str, spec: Value) {
 
 /// What a person's `kubectl edit configmap NAME` sends: a merge patch of
 /// `data`.
-async fn edit_child(client: &Client, namespace: &str, name: &str, data: Value) {
+pub(crate) async fn edit_child(client: &Client, namespace: &str, name: &str, data: Value) {
     configmaps(client, namespace)
         .patch(
             name,
@@ -139,7 +145,7 @@ async fn edit_child(client: &Client, namespace: &str, name: &str, data: Value) {
         .unwrap();
 }
 
-async fn set_banner(client: &Client, namespace: &str, banner: &str) {
+pub(crate) async fn set_banner(client: &Client, namespace: &str, banner: &str) {
     let doc = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": SHARED_SETTINGS, "namespace": namespace},
         "data": {"banner": banner}});
@@ -162,20 +168,20 @@ fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 
 /// What an App and its child show, as read from the server.
 #[derive(Debug, PartialEq)]
-struct Seen {
-    generation: Option<i64>,
-    observed_generation: Option<i64>,
+pub(crate) struct Seen {
+    pub(crate) generation: Option<i64>,
+    pub(crate) observed_generation: Option<i64>,
     /// `Ready`'s (status, reason, observedGeneration, lastTransitionTime).
-    ready: Option<(String, String, Option<i64>, String)>,
-    finalizers: Vec<String>,
+    pub(crate) ready: Option<(String, String, Option<i64>, String)>,
+    pub(crate) finalizers: Vec<String>,
     /// The child's data, if the child exists.
-    child: Option<BTreeMap<String, String>>,
+    pub(crate) child: Option<BTreeMap<String, String>>,
     /// Whether the child's one owner reference is the App's controller
     /// reference (its uid, controller and blockOwnerDeletion set).
-    owned: bool,
+    pub(crate) owned: bool,
 }
 
-async fn seen(client: &Client, namespace: &str, name: &str) -> Option<Seen> {
+pub(crate) async fn seen(client: &Client, namespace: &str, name: &str) -> Option<Seen> {
     let app = apps(client, namespace).get_opt(name).await.unwrap()?;
     let status = &app.data["status"];
     let ready = status["conditions"]
@@ -287,7 +293,7 @@ async fn converges(client: &Client, namespace: &str, name: &str, want: &[(&str, 
 }
 
 /// Every `WriteWar` event, in every namespace.
-async fn war_events(client: &Client) -> Vec<String> {
+pub(crate) async fn war_events(client: &Client) -> Vec<String> {
     events_with_reason(client, None, "WriteWar")
         .await
         .into_iter()

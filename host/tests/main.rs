@@ -45,4 +45,5 @@ mod related;
 mod shadow;
 mod spans;
 mod tombstones;
+mod typescript;
 mod write_wars;

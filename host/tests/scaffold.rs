@@ -39,6 +39,9 @@ use wasmctrl_test_support::{create_namespace, eventually, stays_for};
 
 #[path = "scaffold/python.rs"]
 mod python;
+/// `wasmctrl new --lang typescript`.
+#[path = "scaffold/typescript.rs"]
+mod typescript;
 
 /// The repository's root.
 fn workspace() -> PathBuf {

@@ -32,12 +32,14 @@ pub struct NewArgs {
     #[arg(long)]
     dir: Option<PathBuf>,
     /// The guest SDK (`wit/rust/sdk`, or `wit/python` with `--lang python`,
-    /// of a wasmctrl checkout); default: the SDK of the source tree this
-    /// binary was built from.
+    /// or `wit/typescript` with `--lang typescript`, of a wasmctrl
+    /// checkout); default: the SDK of the source tree this binary was built
+    /// from.
     #[arg(long)]
     sdk_path: Option<PathBuf>,
-    /// The guest's language: a Rust crate, or a Python project built by
-    /// componentize-py and tested by pytest.
+    /// The guest's language: a Rust crate, a Python project built by
+    /// componentize-py and tested by pytest, or a TypeScript package built
+    /// by componentize-qjs and tested by node --test.
     #[arg(long, value_enum, default_value = "rust")]
     lang: Lang,
 }
@@ -69,6 +71,11 @@ pub fn new_guest(args: NewArgs) -> anyhow::Result<()> {
             "cargo test".to_string(),
             "cargo build --target wasm32-wasip2 --profile guest".to_string(),
             format!("target/wasm32-wasip2/guest/{}.wasm", project.crate_name),
+        ),
+        Lang::TypeScript => (
+            "npm install && npm test".to_string(),
+            "npm run component".to_string(),
+            format!("dist/{}.wasm", project.crate_name),
         ),
         Lang::Python => {
             let src = project.sdk_path.join("src");

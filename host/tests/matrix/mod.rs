@@ -22,6 +22,7 @@
 //! It never sleeps a fixed time to let something happen: it polls for a
 //! condition (up to [`CONVERGE`]) and checks quiet for [`QUIET`].
 
+mod app;
 mod random;
 mod shapes;
 

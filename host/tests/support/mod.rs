@@ -49,10 +49,21 @@ pub fn target_dir() -> PathBuf {
 
 /// A guest `make guest` built: `target/wasm32-wasip2/guest/<name>.wasm`.
 pub fn built_guest(name: &str) -> PathBuf {
-    let p = target_dir().join(format!("wasm32-wasip2/guest/{name}.wasm"));
+    built(&format!("wasm32-wasip2/guest/{name}.wasm"), "make guest")
+}
+
+/// A guest in another language `make guests-js` built (TypeScript, with
+/// componentize-qjs): `target/guests-js/<name>.wasm`.
+pub fn built_js_guest(name: &str) -> PathBuf {
+    built(&format!("guests-js/{name}.wasm"), "make guests-js")
+}
+
+/// `relative` in the target directory, which `make` must have built.
+fn built(relative: &str, make: &str) -> PathBuf {
+    let p = target_dir().join(relative);
     assert!(
         p.exists(),
-        "build the guests first: make guest ({} is missing)",
+        "build the guests first: {make} ({} is missing)",
         p.display()
     );
     p

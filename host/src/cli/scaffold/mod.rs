@@ -5,12 +5,13 @@
 //! built-in kind ([`builtin`]) keeping a ConfigMap per labelled object.
 //! Owns the names' rules, the templates (`templates/`, filled by plain
 //! placeholder replacement) and writing them into an empty directory.
-//! With `--lang python`, the same controller as a Python project
-//! ([`python`]). Never overwrites a file, never runs cargo, never reaches
+//! With `--lang python` or `--lang typescript`, the same controller as a
+//! Python project ([`python`]) or an npm package ([`typescript`]). Never overwrites a file, never runs cargo, never reaches
 //! the network; the SDK is a `path` dependency on a directory it checks.
 
 pub mod builtin;
 pub mod python;
+pub mod typescript;
 
 use std::fs;
 use std::io::Write;
@@ -55,6 +56,14 @@ pub enum ScaffoldError {
         /// What is missing.
         reason: String,
     },
+    /// The SDK directory is not the TypeScript guest SDK (`--lang typescript`).
+    #[error("no wasmctrl TypeScript guest SDK at {path}: {reason}; pass --sdk-path with the wit/typescript directory of a wasmctrl checkout")]
+    TypeScriptSdk {
+        /// The directory tried.
+        path: PathBuf,
+        /// What is missing.
+        reason: String,
+    },
     /// Creating or writing a file failed.
     #[error("writing {path}: {source}")]
     Io {
@@ -74,6 +83,10 @@ pub enum Lang {
     /// A Python project built by componentize-py with the Python SDK
     /// (`wit/python`), tested by pytest.
     Python,
+    /// An npm package in TypeScript built by componentize-qjs with the
+    /// TypeScript SDK (`wit/typescript`), tested by `node --test`.
+    #[value(name = "typescript")]
+    TypeScript,
 }
 
 impl Lang {
@@ -83,12 +96,13 @@ impl Lang {
         match self {
             Lang::Rust => source_tree_sdk(),
             Lang::Python => python::source_tree_sdk(),
+            Lang::TypeScript => typescript::source_tree_sdk(),
         }
     }
 }
 
 /// What `wasmctrl new` was asked for.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Options {
     /// The crate's and the guest's name (a DNS label starting with a letter).
     pub name: String,
@@ -327,6 +341,7 @@ impl Project {
         let sdk_path = match options.lang {
             Lang::Rust => check_sdk(&options.sdk_path)?,
             Lang::Python => python::check_sdk(&options.sdk_path)?,
+            Lang::TypeScript => typescript::check_sdk(&options.sdk_path)?,
         };
         Ok(Project {
             name: options.name.clone(),
@@ -387,6 +402,9 @@ impl Project {
     /// Every file of the crate: its path relative to the crate's directory
     /// and its text.
     pub fn files(&self) -> Vec<(&'static str, String)> {
+        if self.lang == Lang::TypeScript {
+            return typescript::files(self);
+        }
         if self.lang == Lang::Python {
             return python::templates()
                 .iter()
