@@ -100,11 +100,7 @@ fn writes_refused(metrics: &Metrics, guest: &str, owner: &str) -> f64 {
 
 /// The Events on the host's Pod with `reason`.
 async fn pod_events(client: &Client, reason: &str) -> Vec<Event> {
-    events_with_reason(client, Some(HOST_NS), reason)
-        .await
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(POD))
-        .collect()
+    crate::support::guests::pod_events(client, POD, reason).await
 }
 
 /// The host's field managers (`wasmctrl/GUEST`) of ConfigMap `ops/name`.

@@ -270,10 +270,7 @@ impl Supervisor {
             return;
         };
         let source = file.path.display().to_string();
-        let controller = lock(&self.guests)
-            .get(target)
-            .map(|g| g.controller.clone())
-            .or_else(|| self.controller(target));
+        let controller = self.controller_by_key_or_name(target);
         let mut digest = None;
         let attached = async {
             let controller = controller.ok_or_else(|| crate::shadow::ShadowError::NoTarget {
@@ -320,14 +317,20 @@ impl Supervisor {
         }
     }
 
+    /// The running guest whose key, else whose declared name, is `target`.
+    fn controller_by_key_or_name(&self, target: &str) -> Option<Arc<GuestController>> {
+        // Its own statement: the guard must be gone before `controller`
+        // locks the guests again (a guest and its shadow removed in one
+        // update deadlocked here).
+        let by_key = lock(&self.guests).get(target).map(|g| g.controller.clone());
+        by_key.or_else(|| self.controller(target))
+    }
+
     /// Stops the shadow `key` (its file is gone) beside guest `target`.
     pub(super) async fn remove_shadow(&self, key: &str, target: &str) {
         lock(&self.shadow_files).remove(key);
         self.announce_shadow(target, None).await;
-        let controller = lock(&self.guests)
-            .get(target)
-            .map(|g| g.controller.clone())
-            .or_else(|| self.controller(target));
+        let controller = self.controller_by_key_or_name(target);
         if let Some(controller) = controller {
             controller.detach_shadow();
             tracing::info!(guest = %controller.name(), "shadow removed ({key}.wasm is gone)");
