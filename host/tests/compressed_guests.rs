@@ -13,7 +13,7 @@ use kube::api::PostParams;
 use kube::Api;
 
 use crate::support::guests::{
-    dir_config, guests_over_http, host_event_notes, serve_health, sha256,
+    dir_config, guests_over_http, host_event_notes, refused, serve_health, sha256,
 };
 use crate::support::wat::{configmap_doc, guest, Behaviour, WatManifest};
 use crate::support::*;
@@ -27,17 +27,6 @@ use wasmctrl_test_support::component::{code_like_bytes, with_custom_section};
 fn large_gpu_summary() -> Vec<u8> {
     let gpu = std::fs::read(guest_path()).unwrap();
     with_custom_section(&gpu, "test-payload", &code_like_bytes(1_300_000))
-}
-
-fn refused(metrics: &Metrics, guest: &str, reason: &str) -> f64 {
-    prom::metric(
-        &metrics.encode(),
-        "wasmctrl_guests_refused_total",
-        &[
-            &format!("guest=\"{guest}\""),
-            &format!("reason=\"{reason}\""),
-        ],
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -279,17 +279,7 @@ impl Supervisor {
             })?;
             let (component, module) = self.compile_file(file).await;
             digest = component;
-            let module = module?;
-            let (m, env) = (module.clone(), controller.environment().clone());
-            let manifest = tokio::task::spawn_blocking(move || m.manifest(&env))
-                .await
-                .map_err(|e| GuestError {
-                    guest: source.clone(),
-                    kind: guest::GuestErrorKind::Trap(format!("shadow load task failed: {e}")),
-                })??;
-            let spec =
-                crate::shadow::ShadowSpec::new(&source, module, manifest, controller.manifest())?;
-            controller.attach_shadow(spec, self.config.shadow_dry_run);
+            self.attach_shadow(&controller, &source, module?).await?;
             Ok::<_, SupervisorError>(controller.name().to_string())
         };
         let result = attached.await;

@@ -11,10 +11,10 @@ use kube::Client;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use wasmctrl::guest::RuntimeConfig;
-use wasmctrl::metrics::{Endpoint, Health};
+use wasmctrl::metrics::{Endpoint, Health, Metrics};
 use wasmctrl::supervisor::{Supervisor, SupervisorConfig};
 
-use super::{events_with_reason, http_get, HOST_NS};
+use super::{events_with_reason, http_get, prom, HOST_NS};
 
 /// The host's own Pod, which its guest Events regard.
 pub const HOST_POD: &str = "wasmctrl-0";
@@ -54,6 +54,18 @@ pub async fn guests_over_http(addr: SocketAddr) -> serde_json::Map<String, Value
         .iter()
         .map(|g| (g["key"].as_str().unwrap().to_string(), g.clone()))
         .collect()
+}
+
+/// `wasmctrl_guests_refused_total{guest, reason}` as `metrics` encode it.
+pub fn refused(metrics: &Metrics, guest: &str, reason: &str) -> f64 {
+    prom::metric(
+        &metrics.encode(),
+        "wasmctrl_guests_refused_total",
+        &[
+            &format!("guest=\"{guest}\""),
+            &format!("reason=\"{reason}\""),
+        ],
+    )
 }
 
 /// SHA-256 (hex) of `bytes`: what `/guests` gives as a component's digest.
