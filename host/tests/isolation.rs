@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
 use kube::{Api, Client};
 
+use crate::support::guests::{dir_config, refused};
 use crate::support::wat::{
     configmap_doc, guest, trapping_in_describe, Behaviour, WatKeys, WatManifest, WatWatch,
 };
@@ -68,28 +69,6 @@ fn files_config(dir: &Path, files: &[(&str, &[u8])]) -> SupervisorConfig {
     }
 }
 
-fn dir_config(dir: &Path) -> SupervisorConfig {
-    SupervisorConfig {
-        guest_dir: Some(dir.to_path_buf()),
-        namespace: HOST_NS.into(),
-        runtime: RuntimeConfig::default().cache_dir(None),
-        rescan: Some(Duration::from_secs(60)),
-        pod: Some((HOST_NS.into(), POD.into())),
-        ..SupervisorConfig::default()
-    }
-}
-
-fn refused(metrics: &Metrics, guest: &str, reason: &str) -> f64 {
-    prom::metric(
-        &metrics.encode(),
-        "wasmctrl_guests_refused_total",
-        &[
-            &format!("guest=\"{guest}\""),
-            &format!("reason=\"{reason}\""),
-        ],
-    )
-}
-
 fn writes_refused(metrics: &Metrics, guest: &str, owner: &str) -> f64 {
     prom::metric(
         &metrics.encode(),
@@ -100,11 +79,7 @@ fn writes_refused(metrics: &Metrics, guest: &str, owner: &str) -> f64 {
 
 /// The Events on the host's Pod with `reason`.
 async fn pod_events(client: &Client, reason: &str) -> Vec<Event> {
-    events_with_reason(client, Some(HOST_NS), reason)
-        .await
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(POD))
-        .collect()
+    crate::support::guests::pod_events(client, POD, reason).await
 }
 
 /// The host's field managers (`wasmctrl/GUEST`) of ConfigMap `ops/name`.

@@ -366,25 +366,9 @@ mod tests {
         assert!(e.to_string().contains("big.wasm"), "{e}");
     }
 
-    /// `n` bytes that compress about as well as a component's code: words
-    /// of a small vocabulary in a pseudo-random order.
-    fn code_like(n: usize) -> Vec<u8> {
-        let words: Vec<String> = (0..4096)
-            .map(|i| format!("f{:x}_{}", i * 7919, i % 13))
-            .collect();
-        let mut rng = fastrand::Rng::with_seed(42);
-        let mut out = Vec::with_capacity(n + 32);
-        while out.len() < n {
-            out.extend_from_slice(words[rng.usize(..words.len())].as_bytes());
-            out.push(b' ');
-        }
-        out.truncate(n);
-        out
-    }
-
     #[test]
     fn a_guest_that_fits_as_it_is_is_carried_as_it_is() {
-        let bytes = code_like(700_000);
+        let bytes = wasmctrl_test_support::component::code_like_bytes(700_000);
         let packed = pack("g.wasm", &bytes).unwrap();
         assert_eq!((packed.key.as_str(), packed.compression), ("g.wasm", None));
         assert_eq!(packed.bytes, bytes);
@@ -392,7 +376,7 @@ mod tests {
 
     #[test]
     fn a_guest_too_large_as_it_is_is_carried_in_the_smaller_compressed_form() {
-        let bytes = code_like(1_300_000);
+        let bytes = wasmctrl_test_support::component::code_like_bytes(1_300_000);
         let packed = pack("g.wasm", &bytes).unwrap();
         let format = packed.compression.expect("compressed");
         let other = Compression::ALL.into_iter().find(|c| *c != format).unwrap();

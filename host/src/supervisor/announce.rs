@@ -40,20 +40,20 @@ impl Supervisor {
             .get(key)
             .filter(|g| g.current.state == LoadState::Loaded);
         let change = self.status.report(key, name, version.clone());
-        let (source, digest) = (&version.source, version.short_digest());
+        let tried = version.label();
         let note = match change {
-            Change::Loaded => format!("guest {name} loaded from {source} (sha256 {digest})"),
+            Change::Loaded => format!("guest {name} loaded from {tried}"),
             Change::Swapped => format!(
-                "guest {name} swapped to {source} (sha256 {digest}), replacing sha256 {}",
+                "guest {name} swapped to {tried}, replacing sha256 {}",
                 running.as_ref().map_or("-", |r| r.current.short_digest())
             ),
             Change::Waiting | Change::Refused => format!(
-                "guest {name} from {source} (sha256 {digest}) {}: {}",
+                "guest {name} from {tried} {}: {}",
                 version.state.name(),
                 version.state.message().unwrap_or_default()
             ),
             Change::CandidateWaiting | Change::Rejected => format!(
-                "guest {name}: the version from {source} (sha256 {digest}) {}, the running one (sha256 {}) keeps running: {}",
+                "guest {name}: the version from {tried} {}, the running one (sha256 {}) keeps running: {}",
                 version.state.name(),
                 running.as_ref().map_or("-", |r| r.current.short_digest()),
                 version.state.message().unwrap_or_default()
@@ -69,14 +69,12 @@ impl Supervisor {
     pub(super) async fn announce_shadow(&self, target: &str, shadow: Option<Version>) {
         let change = self.status.report_shadow(target, shadow.clone());
         let note = match (&shadow, change) {
-            (Some(s), Change::ShadowLoaded) => format!(
-                "{} (sha256 {}) runs as the shadow of guest {target}",
-                s.source,
-                s.short_digest()
-            ),
+            (Some(s), Change::ShadowLoaded) => {
+                format!("{} runs as the shadow of guest {target}", s.label())
+            }
             (Some(s), Change::ShadowRefused) => format!(
                 "the shadow {} of guest {target} {}: {}",
-                s.source,
+                s.label(),
                 s.state.name(),
                 s.state.message().unwrap_or_default()
             ),

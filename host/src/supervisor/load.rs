@@ -405,9 +405,8 @@ impl Supervisor {
                 kind: guest::GuestErrorKind::Trap(format!("describe task failed: {e}")),
             })??;
         let digest = module.digest().to_string();
-        let spec = crate::shadow::ShadowSpec::new(&file, module, manifest, controller.manifest())?;
+        self.attach_shadow(&controller, &file, module).await?;
         tracing::info!(guest = %target, shadow = %file, "shadow loaded: its plans are compared with the guest's, never acted on");
-        controller.attach_shadow(spec, self.config.shadow_dry_run);
         let origin = GuestSource::File { path: file };
         self.announce_shadow(target, Some(Version::loaded(origin, &digest)))
             .await;
@@ -460,6 +459,27 @@ impl Supervisor {
             let kind = guest::GuestErrorKind::Compile(format!("compile task failed: {e}"));
             (None, Err(GuestError { guest: key, kind }.into()))
         })
+    }
+
+    /// Describes `module`, from `file`, with `controller`'s environment
+    /// (off the async runtime, as every describe), checks it against its
+    /// guest's manifest and attaches it as the guest's shadow.
+    pub(super) async fn attach_shadow(
+        &self,
+        controller: &GuestController,
+        file: &str,
+        module: GuestModule,
+    ) -> Result<(), SupervisorError> {
+        let (m, env) = (module.clone(), controller.environment().clone());
+        let manifest = tokio::task::spawn_blocking(move || m.manifest(&env))
+            .await
+            .map_err(|e| GuestError {
+                guest: file.to_string(),
+                kind: guest::GuestErrorKind::Trap(format!("describe task failed: {e}")),
+            })??;
+        let spec = crate::shadow::ShadowSpec::new(file, module, manifest, controller.manifest())?;
+        controller.attach_shadow(spec, self.config.shadow_dry_run);
+        Ok(())
     }
 
     /// The report of the shadow running beside `guest`, if one does.

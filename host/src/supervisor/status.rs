@@ -218,6 +218,15 @@ impl Version {
             .map_or("-", |d| &d[..d.len().min(12)])
     }
 
+    /// Its source, and its digest's first 12 hex digits once known:
+    /// `/guests/g.wasm.gz (sha256 0123456789ab)`.
+    pub fn label(&self) -> String {
+        match &self.digest {
+            Some(_) => format!("{} (sha256 {})", self.source, self.short_digest()),
+            None => self.source.to_string(),
+        }
+    }
+
     /// Whether it is the same version in the same state (not when).
     fn same(&self, other: &Version) -> bool {
         self.source == other.source

@@ -282,10 +282,7 @@ impl Supervisor {
             return;
         };
         let source = file.path.display().to_string();
-        let controller = lock(&self.guests)
-            .get(target)
-            .map(|g| g.controller.clone())
-            .or_else(|| self.controller(target));
+        let controller = self.controller_by_key_or_name(target);
         let mut digest = None;
         let attached = async {
             let controller = controller.ok_or_else(|| crate::shadow::ShadowError::NoTarget {
@@ -294,17 +291,7 @@ impl Supervisor {
             })?;
             let (component, module) = self.compile_file(file).await;
             digest = component;
-            let module = module?;
-            let (m, env) = (module.clone(), controller.environment().clone());
-            let manifest = tokio::task::spawn_blocking(move || m.manifest(&env))
-                .await
-                .map_err(|e| GuestError {
-                    guest: source.clone(),
-                    kind: guest::GuestErrorKind::Trap(format!("shadow load task failed: {e}")),
-                })??;
-            let spec =
-                crate::shadow::ShadowSpec::new(&source, module, manifest, controller.manifest())?;
-            controller.attach_shadow(spec, self.config.shadow_dry_run);
+            self.attach_shadow(&controller, &source, module?).await?;
             Ok::<_, SupervisorError>(controller.name().to_string())
         };
         let result = attached.await;
@@ -332,14 +319,20 @@ impl Supervisor {
         }
     }
 
+    /// The running guest whose key, else whose declared name, is `target`.
+    fn controller_by_key_or_name(&self, target: &str) -> Option<Arc<GuestController>> {
+        // Its own statement: the guard must be gone before `controller`
+        // locks the guests again (a guest and its shadow removed in one
+        // update deadlocked here).
+        let by_key = lock(&self.guests).get(target).map(|g| g.controller.clone());
+        by_key.or_else(|| self.controller(target))
+    }
+
     /// Stops the shadow `key` (its file is gone) beside guest `target`.
     pub(super) async fn remove_shadow(&self, key: &str, target: &str) {
         lock(&self.shadow_files).remove(key);
         self.announce_shadow(target, None).await;
-        let controller = lock(&self.guests)
-            .get(target)
-            .map(|g| g.controller.clone())
-            .or_else(|| self.controller(target));
+        let controller = self.controller_by_key_or_name(target);
         if let Some(controller) = controller {
             controller.detach_shadow();
             tracing::info!(guest = %controller.name(), "shadow removed ({key}.wasm is gone)");

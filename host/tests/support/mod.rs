@@ -26,6 +26,7 @@ pub use wasmctrl_test_support::{
     CONVERGE,
 };
 
+pub mod guests;
 pub mod logs;
 pub mod replica;
 pub mod wat;

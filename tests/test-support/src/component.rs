@@ -19,6 +19,45 @@ pub const BUMP_REALLOC: &str = r#"(func (export "cabi_realloc") (param i32 i32 i
         (i32.div_u (i32.sub (global.get $heap) (i32.mul (memory.size) (i32.const 65536))) (i32.const 65536))))))
     (local.get $p))"#;
 
+/// `component` with a custom section `name` holding `data` appended: the
+/// same component, as large as a test needs (a guest built by another
+/// language's toolchain is mostly such bytes: an interpreter and its
+/// library).
+#[must_use]
+pub fn with_custom_section(component: &[u8], name: &str, data: &[u8]) -> Vec<u8> {
+    use wasm_encoder::ComponentSection;
+    let mut out = component.to_vec();
+    wasm_encoder::CustomSection {
+        name: name.into(),
+        data: data.into(),
+    }
+    .append_to_component(&mut out);
+    out
+}
+
+/// `n` bytes that compress about as well as a component's code and data
+/// (3 to 4 times): words of a small vocabulary in a fixed pseudo-random
+/// order.
+#[must_use]
+pub fn code_like_bytes(n: usize) -> Vec<u8> {
+    let words: Vec<String> = (0..4096u32)
+        .map(|i| format!("f{:x}_{}", i.wrapping_mul(7919), i % 13))
+        .collect();
+    // A fixed linear congruential sequence: the same bytes every run.
+    let mut state: u64 = 42;
+    let mut out = Vec::with_capacity(n + 32);
+    while out.len() < n {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let word = &words[usize::try_from(state >> 52).unwrap_or(0) % words.len()];
+        out.extend_from_slice(word.as_bytes());
+        out.push(b' ');
+    }
+    out.truncate(n);
+    out
+}
+
 /// The repository's `wit/` directory.
 fn wit_dir() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../wit"))
