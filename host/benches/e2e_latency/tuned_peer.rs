@@ -377,13 +377,16 @@ pub async fn run(args: PeerArgs) -> anyhow::Result<()> {
     loop {
         changed.notified().await;
         println!("{RECONCILE_LINE}");
-        let current = written.clone().unwrap_or_default();
-        let changes = sums.lock().expect("sums lock").changes(&current);
+        let changes = {
+            let empty = BTreeMap::new();
+            let held = written.as_ref().unwrap_or(&empty);
+            sums.lock().expect("sums lock").changes(held)
+        };
         if changes.is_empty() && written.is_some() {
             continue;
         }
         println!("{APPLY_LINE}");
-        let result = match written {
+        let sent = match written {
             None => {
                 let data: BTreeMap<String, String> = changes
                     .iter()
@@ -395,39 +398,49 @@ pub async fn run(args: PeerArgs) -> anyhow::Result<()> {
                         namespace: Some(args.namespace.clone()),
                         ..ObjectMeta::default()
                     },
-                    data: Some(data.clone()),
+                    data: Some(data),
                     ..ConfigMap::default()
                 };
                 let pp = PostParams {
                     field_manager: Some(FIELD_MANAGER.into()),
                     ..PostParams::default()
                 };
-                configmaps.create(&pp, &cm).await.map(|_| data)
+                configmaps.create(&pp, &cm).await.map(|_| ())
             }
-            Some(ref held) => {
+            Some(_) => {
                 let entries: Map<String, Value> = changes
                     .iter()
                     .map(|(k, v)| (k.clone(), v.clone().map_or(Value::Null, Value::String)))
                     .collect();
-                let body = json!({ "data": entries });
-                let mut next = held.clone();
-                for (k, v) in &changes {
-                    match v {
-                        Some(v) => next.insert(k.clone(), v.clone()),
-                        None => next.remove(k),
-                    };
-                }
                 configmaps
-                    .patch(&args.name, &patch_params, &Patch::Merge(&body))
+                    .patch(
+                        &args.name,
+                        &patch_params,
+                        &Patch::Merge(&json!({ "data": entries })),
+                    )
                     .await
-                    .map(|_| next)
+                    .map(|_| ())
             }
         };
-        match result {
-            Ok(now) => written = Some(now),
+        match sent {
+            Ok(()) => {
+                // What the ConfigMap holds now, changed in place.
+                let held = written.get_or_insert_with(BTreeMap::new);
+                for (k, v) in changes {
+                    match v {
+                        Some(v) => held.insert(k, v),
+                        None => held.remove(&k),
+                    };
+                }
+            }
             Err(e) => {
                 eprintln!("tuned peer: write failed: {e}");
-                // Read back what the ConfigMap holds and try every node again.
+                // Read back what the ConfigMap holds and try every node
+                // either side knows again.
+                let before: Vec<Box<str>> = written
+                    .iter()
+                    .flat_map(|w| w.keys().map(|k| Box::<str>::from(k.as_str())))
+                    .collect();
                 written = configmaps
                     .get_opt(&args.name)
                     .await
@@ -437,8 +450,8 @@ pub async fn run(args: PeerArgs) -> anyhow::Result<()> {
                 let mut s = sums.lock().expect("sums lock");
                 let nodes: Vec<Box<str>> = s.per_node.keys().cloned().collect();
                 s.dirty.extend(nodes);
-                s.dirty
-                    .extend(current.keys().map(|k| Box::<str>::from(k.as_str())));
+                s.dirty.extend(before);
+                s.dirty.extend(changes.into_iter().map(|(k, _)| k.into()));
                 drop(s);
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 changed.notify_one();
