@@ -32,6 +32,9 @@ const POLL: Duration = Duration::from_millis(5);
 pub enum System {
     /// kube-runtime reflector + native summary (`native_peer`).
     Native,
+    /// The tuned native peer (`tuned_peer`): slim decode, incremental
+    /// sums, a coalescing writer of changed entries only.
+    Tuned,
     /// `wasmctrl run` with the GPU-summary guest.
     Wasmctrl,
     /// The same, with the same guest loaded as its own shadow
@@ -44,6 +47,7 @@ impl System {
     pub fn name(self) -> &'static str {
         match self {
             System::Native => "native",
+            System::Tuned => "native-tuned",
             System::Wasmctrl => "wasmctrl",
             System::WasmctrlShadow => "wasmctrl-shadow",
         }
@@ -172,6 +176,7 @@ pub async fn cold_start(
         system,
         binary: match system {
             System::Native => "native peer (this bench)".into(),
+            System::Tuned => "tuned native peer (this bench)".into(),
             System::Wasmctrl | System::WasmctrlShadow => binary.display().to_string(),
         },
         took,
@@ -247,7 +252,7 @@ struct Running {
 impl Running {
     async fn counts(&self) -> Counts {
         match self.system {
-            System::Native => {
+            System::Native | System::Tuned => {
                 let out = std::fs::read_to_string(&self.stdout).unwrap_or_default();
                 let count = |line: &str| out.lines().filter(|l| *l == line).count() as f64;
                 Counts {
@@ -275,17 +280,19 @@ fn spawn(system: System, setup: &Setup) -> Running {
     let stdout_path = setup.log_dir.join(format!("{}.out", system.name()));
     let metrics_port = free_port();
     let cmd = match system {
-        System::Native => {
+        System::Native | System::Tuned => {
             let mut cmd = Command::new(std::env::current_exe().expect("own executable"));
-            cmd.args(
-                PeerArgs {
-                    kubeconfig: setup.kubeconfig.clone(),
-                    namespace: SUMMARY_NAMESPACE.into(),
-                    name: configmap_name(system),
-                    resync: setup.resync,
-                }
-                .to_args(),
-            );
+            let args = PeerArgs {
+                kubeconfig: setup.kubeconfig.clone(),
+                namespace: SUMMARY_NAMESPACE.into(),
+                name: configmap_name(system),
+                resync: setup.resync,
+            };
+            cmd.args(if system == System::Tuned {
+                crate::tuned_peer::to_args(&args)
+            } else {
+                args.to_args()
+            });
             cmd
         }
         System::Wasmctrl | System::WasmctrlShadow => {
