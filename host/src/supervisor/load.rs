@@ -234,22 +234,20 @@ impl Supervisor {
         })
     }
 
-    /// Loads a guest from `source` (a file or bytes) off the async
-    /// runtime, on the blocking pool: compiling an 18 MB component takes
+    /// Loads the guest file `path` off the async runtime, on the blocking
+    /// pool (a guest directory's files and hot swaps go through
+    /// [`Self::compile_file`], off the runtime too): compiling an 18 MB component takes
     /// tens of seconds the first time, and other guests keep reconciling
     /// meanwhile. The compile cache (by digest) is the runtime's.
     pub(super) fn compile(
         &self,
         label: String,
-        source: Compile,
+        path: std::path::PathBuf,
     ) -> impl std::future::Future<Output = Result<GuestModule, SupervisorError>> + Send + 'static
     {
         let runtime = self.runtime.clone();
-        let guest = label.clone();
-        let task = tokio::task::spawn_blocking(move || match source {
-            Compile::File(path) => runtime.load_file(&path),
-            Compile::Bytes(bytes) => runtime.load_bytes(&label, &bytes),
-        });
+        let guest = label;
+        let task = tokio::task::spawn_blocking(move || runtime.load_file(&path));
         async move {
             task.await
                 .map_err(|e| {
@@ -393,17 +391,7 @@ impl Supervisor {
                     file: file.clone(),
                     target: target.to_string(),
                 })?;
-        let module = self
-            .compile(file.clone(), Compile::File(path.to_path_buf()))
-            .await?;
-        let env = controller.environment().clone();
-        let m = module.clone();
-        let manifest = tokio::task::spawn_blocking(move || m.manifest(&env))
-            .await
-            .map_err(|e| GuestError {
-                guest: file.clone(),
-                kind: guest::GuestErrorKind::Trap(format!("describe task failed: {e}")),
-            })??;
+        let module = self.compile(file.clone(), path.to_path_buf()).await?;
         let digest = module.digest().to_string();
         self.attach_shadow(&controller, &file, module).await?;
         tracing::info!(guest = %target, shadow = %file, "shadow loaded: its plans are compared with the guest's, never acted on");
@@ -486,12 +474,4 @@ impl Supervisor {
     pub fn shadow_report(&self, guest: &str) -> Option<serde_json::Value> {
         Some(self.controller(guest)?.shadow()?.report())
     }
-}
-
-/// What [`Supervisor::compile`] loads a guest from.
-pub(super) enum Compile {
-    /// A component file.
-    File(std::path::PathBuf),
-    /// A component's bytes (a guest directory's file, a hot swap).
-    Bytes(Vec<u8>),
 }

@@ -480,7 +480,7 @@ impl Supervisor {
             .iter()
             .map(|path| {
                 let label = path.display().to_string();
-                host.compile(label, load::Compile::File(path.clone()))
+                host.compile(label, path.clone())
             })
             .map(tokio::spawn)
             .collect();

@@ -1,6 +1,8 @@
 //! `wasmctrl new --lang python` from outside the repository: every command
 //! of its README runs as written — pytest on plain CPython (its three tests
-//! passing) and componentize-py's default build of the component. Without
+//! passing) and componentize-py's default build of the component, which
+//! `wasmctrl reconcile` then runs over `sample.yaml` (the child's apply and
+//! the status). Without
 //! python3 + pytest or componentize-py the test is skipped, and fails under
 //! CI.
 
@@ -9,7 +11,7 @@ use std::process::Command;
 
 use wasmctrl_test_support::tools::{missing, on_path};
 
-use super::{ok, readme_commands, wasmctrl, workspace};
+use super::{ok, readme_commands, wasmctrl, workspace, writes};
 
 /// `python3` that can run pytest, and componentize-py; `None` after
 /// [`missing`] when either is not there.
@@ -46,6 +48,8 @@ fn run(command: &str, dir: &Path, tools: &(std::path::PathBuf, std::path::PathBu
     let program = match words[0] {
         "python3" => tools.0.clone(),
         "componentize-py" => tools.1.clone(),
+        // Run below, through the host's own `reconcile`.
+        "wasmctrl" => return String::new(),
         other => panic!("README command {command:?}: {other} is not run here"),
     };
     let out = Command::new(program)
@@ -101,5 +105,17 @@ fn a_python_guest_scaffolded_tests_with_pytest_and_builds_with_componentize_py()
     let report = printed_by("python3 -m pytest");
     assert!(report.contains("3 passed"), "{report}");
     printed_by("componentize-py");
-    assert!(dir.join("widget_py.wasm").is_file());
+    let wasm = dir.join("widget_py.wasm");
+    assert!(wasm.is_file());
+    // The default componentize-py build runs on the host as it is.
+    assert!(
+        commands.iter().any(|c| c.starts_with("wasmctrl reconcile")),
+        "{commands:#?}"
+    );
+    let plan = writes(&wasm, &[&dir.join("sample.yaml")], "default/sample", &dir);
+    assert_eq!(plan.len(), 2, "{plan:?}");
+    let child = &plan[0]["apply"];
+    assert_eq!(child["metadata"]["ownerReferences"][0]["kind"], "Widget");
+    assert!(child["data"]["message"].is_string(), "{plan:?}");
+    assert!(plan[1].get("apply-status").is_some(), "{plan:?}");
 }

@@ -26,13 +26,14 @@ declare module 'wasmctrl:controller/reconciler@0.3.0' {
    * namespace its key stands for, and every object of an `all` watch
    * (nothing through `by-index`: its index values are unknown).
    * 
-   * Pure: the result depends only on the arguments. The guest has no
-   * clock (use `env.now-ms`), no randomness, no filesystem and no
-   * network: clock and randomness calls trap, and a component that
-   * imports `wasi:filesystem`, `wasi:sockets` or `wasi:http` is refused
-   * at load. A call may run on a fresh instance or on one that served
-   * earlier calls of the same guest and environment: nothing kept in
-   * memory between calls may change a result.
+   * Pure: the result depends only on the arguments. The guest's WASI
+   * clocks read `env.now-ms`, its randomness is seeded from the request
+   * (deterministic, not for secrets), its filesystem has no directory
+   * and every socket operation is denied; a component that imports
+   * `wasi:http` is refused at load. A call may run on a fresh instance
+   * or on one that served earlier calls of the same guest and
+   * environment: nothing kept in memory between calls may change a
+   * result.
    */
   export function reconcile(env: Environment, request: Request, snapshot: Snapshot): Plan;
   export type Environment = import('wasmctrl:controller/types@0.3.0').Environment;
