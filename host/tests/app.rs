@@ -36,9 +36,6 @@ use wasmctrl_apiserver::{ApiServerConfig, RunningApiServer};
 
 use crate::support::*;
 
-#[path = "app_py.rs"]
-mod python;
-
 /// The guest's declared name (`GUEST_NAME` in its lib.rs).
 const GUEST: &str = "app";
 /// The finalizer the host keeps on every App (`FINALIZER` in its lib.rs).

@@ -233,17 +233,20 @@ impl SlimPod {
     }
 }
 
+/// uid → (node, devices) of each counted pod.
+type Contributions = HashMap<Box<str>, (Box<str>, i64)>;
+
 /// The per-node sums, built incrementally from the watch.
 #[derive(Default)]
 struct Sums {
     /// uid → (node, devices) of each counted pod.
-    pods: HashMap<Box<str>, (Box<str>, i64)>,
+    pods: Contributions,
     /// Node → devices.
     per_node: HashMap<Box<str>, i64>,
     /// Nodes whose total moved since the writer last looked.
     dirty: HashSet<Box<str>>,
     /// A re-list in progress: the pods seen so far.
-    relist: Option<HashMap<Box<str>, (Box<str>, i64)>>,
+    relist: Option<Contributions>,
     /// The first list finished: the writer may write.
     synced: bool,
 }
@@ -447,12 +450,13 @@ pub async fn run(args: PeerArgs) -> anyhow::Result<()> {
                     .ok()
                     .flatten()
                     .map(|cm| cm.data.unwrap_or_default());
-                let mut s = sums.lock().expect("sums lock");
-                let nodes: Vec<Box<str>> = s.per_node.keys().cloned().collect();
-                s.dirty.extend(nodes);
-                s.dirty.extend(before);
-                s.dirty.extend(changes.into_iter().map(|(k, _)| k.into()));
-                drop(s);
+                {
+                    let mut s = sums.lock().expect("sums lock");
+                    let nodes: Vec<Box<str>> = s.per_node.keys().cloned().collect();
+                    s.dirty.extend(nodes);
+                    s.dirty.extend(before);
+                    s.dirty.extend(changes.into_iter().map(|(k, _)| k.into()));
+                }
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 changed.notify_one();
             }

@@ -90,12 +90,10 @@ pub fn inspect(bytes: &[u8]) -> Result<Inspected, GuestErrorKind> {
     let mut depth = 0usize;
     for payload in Parser::new(0).parse_all(bytes) {
         match payload.map_err(malformed)? {
-            Payload::Version { encoding, .. } => {
-                if depth == 0 && encoding != Encoding::Component {
-                    return Err(GuestErrorKind::Compile(
-                        "a core WebAssembly module, not a component (build it for wasm32-wasip2, or with componentize-py / jco)".into(),
-                    ));
-                }
+            Payload::Version { encoding, .. } if depth == 0 && encoding != Encoding::Component => {
+                return Err(GuestErrorKind::Compile(
+                    "a core WebAssembly module, not a component (build it for wasm32-wasip2, or with componentize-py / jco)".into(),
+                ));
             }
             Payload::ModuleSection { .. } | Payload::ComponentSection { .. } => depth += 1,
             Payload::End(_) => depth = depth.saturating_sub(1),

@@ -7,8 +7,9 @@
 //! deletion of a child, a host restart, a deleted App (its child deleted
 //! first), the banner removed, a resync.
 //!
-//! The other build's component is built once per run (`make guests-js`)
-//! and compiled once into a shared cache (the first load pays the compile).
+//! The other builds' components are built once per run (`make guests-js`,
+//! `make guest-py`) and compiled once into a shared cache (the first load
+//! pays the compile).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -194,4 +195,9 @@ pub(crate) async fn same_outputs_as_the_rust_guest(other: PathBuf) {
 #[tokio::test]
 async fn the_typescript_app_guest_gives_the_rust_guest_s_outputs_at_every_step() {
     same_outputs_as_the_rust_guest(built_js_guest("guest_app_ts")).await;
+}
+
+#[tokio::test]
+async fn the_python_app_guest_gives_the_rust_guest_s_outputs_at_every_step() {
+    same_outputs_as_the_rust_guest(built_py_guest("guest_app")).await;
 }

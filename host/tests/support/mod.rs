@@ -59,6 +59,12 @@ pub fn built_js_guest(name: &str) -> PathBuf {
     built(&format!("guests-js/{name}.wasm"), "make guests-js")
 }
 
+/// A guest in Python `make guest-py` built (componentize-py's default
+/// build): `target/guests-py/<name>.wasm`.
+pub fn built_py_guest(name: &str) -> PathBuf {
+    built(&format!("guests-py/{name}.wasm"), "make guest-py")
+}
+
 /// `relative` in the target directory, which `make` must have built.
 fn built(relative: &str, make: &str) -> PathBuf {
     let p = target_dir().join(relative);
