@@ -11,7 +11,7 @@
 //! bytes to the guest runtime as it does a file's.
 //!
 //! # Layout
-//! - [`reference`]: parsing references and the tag policy.
+//! - [`mod@reference`]: parsing references and the tag policy.
 //! - `auth`: `.dockerconfigjson` credentials.
 //! - `artifact`: the manifest layout, built and checked.
 //! - `cache`: the digest-addressed cache, written atomically.

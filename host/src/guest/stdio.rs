@@ -9,7 +9,7 @@
 //! info, stderr at warn), capped per call ([`MAX_OUTPUT_PER_CALL`]); the
 //! tail of stderr is kept, past the cap too, so a panic's message, a
 //! Python traceback or a JavaScript exception can be reported in the
-//! call's error (see [`super::exception`]).
+//! call's error (see `guest::exception`).
 
 use std::sync::{Arc, Mutex};
 

@@ -6,7 +6,7 @@
 //!
 //! # The policy
 //! - `wasi:cli/stdout`, `stderr`: the guest's log ([`super::stdio`]), at
-//!   most [`MAX_HANDLES_PER_CALL`] streams and pollables per call;
+//!   most `MAX_HANDLES_PER_CALL` streams and pollables per call;
 //!   `stdin` is empty; environment and arguments are empty; no terminal.
 //! - `wasi:clocks`: the wall clock and the monotonic clock both read the
 //!   call's `env.now-ms` (the monotonic clock in nanoseconds); they advance
@@ -27,7 +27,7 @@
 //! panics on a thread already driving one. Here nothing a guest can reach
 //! ever waits (its streams are memory, its clock subscriptions are ready),
 //! so `wasi:io` and the monotonic clock are served by polling once
-//! ([`at_once`]); something not ready would trap, never block.
+//! (`at_once`); something not ready would trap, never block.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -296,7 +296,7 @@ const PROVIDED: &[&str] = &[
 ];
 
 /// Defines every import of `component` that is neither the contract nor
-/// WASI 0.2 of [`PROVIDED`] to trap when called. (wasmtime's
+/// WASI 0.2 of `PROVIDED` to trap when called. (wasmtime's
 /// `define_unknown_imports_as_traps` would also shadow a WASI import of
 /// another 0.2.x version than the linker's with traps: it looks names up
 /// exactly, while instantiation matches them by semver.)
