@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Project, ScaffoldError};
+use super::project::{Project, ScaffoldError};
 
 /// The Python SDK of the source tree this binary was built from.
 pub fn source_tree_sdk() -> PathBuf {
@@ -18,7 +18,7 @@ pub fn source_tree_sdk() -> PathBuf {
 /// `path`, absolute, if it is the Python SDK's directory (`wit/python`:
 /// its `pyproject.toml` names the package `wasmctrl`).
 pub fn check_sdk(path: &Path) -> Result<PathBuf, ScaffoldError> {
-    super::check_package(path, "pyproject.toml", "wasmctrl")
+    super::project::check_package(path, "pyproject.toml", "wasmctrl")
 }
 
 /// The project's files: path relative to its directory, and template.

@@ -12,7 +12,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::{Project, ScaffoldError};
+use super::project::{Project, ScaffoldError};
 
 /// The TypeScript SDK of the source tree this binary was built from; it
 /// may not exist where the binary runs.
@@ -97,7 +97,7 @@ pub fn files(project: &Project) -> Vec<(&'static str, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::scaffold::{Lang, Options};
+    use crate::cli::scaffold::project::{Lang, Options};
 
     fn options(name: &str) -> Options {
         Options {
