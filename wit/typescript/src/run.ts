@@ -104,14 +104,20 @@ export interface Reconciler {
  * export const reconciler = exportGuest(new AppController(), log.log);
  * ```
  *
- * Log lines go to `log`. A failed `describe` throws its message (the
+ * Log lines go to `log`. Where the runtime has no `console` (QuickJS
+ * under componentize-qjs), a `console` is installed that writes to the
+ * guest's log too: `console.log`/`info` at info, `debug` at debug,
+ * `warn`/`error` at warn (as stdout and stderr land). A failed `describe` throws its message (the
  * contract's `result<manifest, string>` error); a {@link ReconcileError}
  * is thrown as the contract's `{tag, val}`; any other exception propagates.
  * 64-bit integers in the plan take the runtime's representation (that of
  * `env.nowMs`: `bigint` for jco, `number` for componentize-qjs).
  */
 export function exportGuest<F>(guest: Guest<F>, log?: LogSink): Reconciler {
-  if (log) setLogSink(log);
+  if (log) {
+    setLogSink(log);
+    installConsole(log);
+  }
   return {
     describe(env) {
       try {
@@ -133,5 +139,32 @@ export function exportGuest<F>(guest: Guest<F>, log?: LogSink): Reconciler {
       }
       return plan;
     },
+  };
+}
+
+/** One console argument as text. */
+function text(value: unknown): string {
+  if (typeof value === "string") return value;
+  if (value instanceof Error) return `${value.name}: ${value.message}`;
+  try {
+    const json = JSON.stringify(value);
+    return json === undefined ? String(value) : json;
+  } catch {
+    return String(value);
+  }
+}
+
+/** A `console` writing to `log`, where the runtime has none. */
+function installConsole(log: LogSink): void {
+  const g = globalThis as { console?: unknown };
+  if (typeof g.console !== "undefined") return;
+  const at = (level: wit.Level) => (...args: unknown[]) => log(level, args.map(text).join(" "));
+  g.console = {
+    log: at("info"),
+    info: at("info"),
+    debug: at("debug"),
+    trace: at("trace"),
+    warn: at("warn"),
+    error: at("warn"),
   };
 }
