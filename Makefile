@@ -21,8 +21,11 @@ setup:
 	rustup target add wasm32-wasip2
 
 # The pinned toolchains for guests in other languages (toolchains/README.md).
-toolchains:
+# `make test` runs it first; npm reinstalls only when the lockfile changed.
+JS_TOOLCHAIN := toolchains/js/node_modules/.package-lock.json
+toolchains: $(JS_TOOLCHAIN)
 	python3 -m pip install --quiet -r toolchains/python/requirements.txt
+$(JS_TOOLCHAIN): toolchains/js/package-lock.json
 	npm ci --prefix toolchains/js --no-audit --no-fund
 
 # The guests (size-checked: they ship in ConfigMaps): the GPU summary,
@@ -149,7 +152,7 @@ $(TARGET_DIR)/guests-js/js-probe-async.wasm: tests/guests/js-probe/probe.js wit/
 	@mkdir -p $(@D)
 	$(JCO) componentize $(abspath $<) -w $(abspath wit) -n controller --backend qjs -o $(abspath $@)
 
-test: guest test-js guest-py probes lint product book
+test: toolchains guest test-js guest-py probes lint product book
 	$(CARGO) test --workspace --all-targets $(DEV)
 	$(CARGO) test --workspace --doc $(DEV)
 	$(CARGO) run -q -p examples --bin offline_summary > /dev/null
