@@ -151,10 +151,7 @@ fn output_past_the_per_call_cap_is_dropped_but_a_panic_still_names_its_message()
         );
     });
     find(&lines, "line 000000");
-    find(
-        &lines,
-        "guest output over 65536 bytes in one call; the rest is dropped",
-    );
+    find(&lines, "guest log output over its budget");
     assert!(!lines.iter().any(|l| l.contains("line 000999")));
     assert!(!lines.iter().any(|l| l.contains("to stderr")));
     // The cap is per call: the next call logs afresh.
@@ -172,4 +169,41 @@ pub fn request(key: &str) -> wasmctrl::guest::Request {
         watch: None,
         presence: None,
     }
+}
+
+/// Printing is logging: stdout and stderr lines take the same budgets as
+/// the `log` import (message size, bytes per call, bytes per second per
+/// guest), and what is cut is counted like `log`'s.
+#[test]
+fn printed_lines_take_the_log_budgets_of_the_policy() {
+    let policy = wasmctrl::guest::policy::Policy::parse(
+        "default:\n  limits:\n    maxLogMessageBytes: 40\n    maxLogBytesPerSecond: 1000\n",
+    )
+    .unwrap();
+    let module = GuestRuntime::new(RuntimeConfig::default().cache_dir(None).policy(policy))
+        .unwrap()
+        .load_file(&println_guest_path())
+        .unwrap();
+    // 30 lines of ~100 bytes: each is cut to 40 bytes (plus the marker),
+    // and the second's budget of 1,000 bytes admits about 20 of them.
+    let env = guest::environment("ops", &config(&[("lines", "30")]));
+    let manifest = module.manifest(&env).unwrap();
+    let snap = snapshot::build(&manifest, &[WatchView::identity(vec![], 0)]);
+    let mut limited = 0;
+    let lines = logs_of(|| {
+        let (plan, stats) = module.reconcile(&manifest, &env, &request("k"), snap.clone());
+        plan.unwrap();
+        limited = stats.log_limited;
+    });
+    let first = find(&lines, "line 000000");
+    assert!(first.contains("…[truncated]"), "{first}");
+    assert!(!first.contains(&"x".repeat(41)), "{first}");
+    let printed = lines.iter().filter(|l| l.contains(" line 0000")).count();
+    assert!(
+        (10..30).contains(&printed),
+        "{printed} lines logged: {lines:#?}"
+    );
+    find(&lines, "guest log output over its budget");
+    // Every line was cut or dropped, and counted.
+    assert!(limited >= 30, "{limited} counted");
 }

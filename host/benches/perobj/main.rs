@@ -17,7 +17,10 @@
 //!
 //! Run: `make guest && cargo bench -p wasmctrl --features
 //! wasmctrl/dev-server --bench perobj -- --apps 1000,10000,20000` (also
-//! `--edits`, `--rate`, `--qps`, `--systems native,wasmctrl,floor`;
+//! `--edits`, `--rate`, `--qps`, `--systems native,wasmctrl,floor` and
+//! `wasmctrl-py`, `wasmctrl-ts`: guest-app in Python and TypeScript, built
+//! by `make guest-py` and `make guests-js`; a fresh guest cache per world,
+//! so (2) includes compiling the guest and (1) loads it compiled;
 //! `PEROBJ_LOGS=DIR` keeps the subprocesses' logs there,
 //! `PEROBJ_WASMCTRL=PATH` runs another build of the host; each
 //! subprocess's pid is printed, for `perf record -p`). A system that does
@@ -47,7 +50,7 @@ use std::time::Duration;
 
 use wasmctrl_apiserver::{ApiServer, ApiServerConfig};
 
-use system::{Outcome, Phase, Setup, System};
+use system::{Lang, Outcome, Phase, Setup, System};
 
 /// Sizes of the measured run when none are given.
 const DEFAULT_APPS: usize = 1_000;
@@ -183,11 +186,45 @@ fn print_table(outcomes: &[Outcome], setup: &Setup) {
         );
     }
     println!();
+    println!("Guest calls (wasmctrl's histograms, per phase: calls, mean time inside the guest's reconcile; instances created, mean time to create one): | system | Apps | (2) | (1) | (3) | (3) instances |");
+    let mean = |seconds: f64, n: f64| {
+        if n > 0.0 {
+            format!("{n:.0}, {:.3} ms", seconds / n * 1e3)
+        } else {
+            "0".to_string()
+        }
+    };
+    for o in outcomes
+        .iter()
+        .filter(|o| matches!(o.system, System::Wasmctrl(_)))
+    {
+        let calls = |p: &Phase| mean(p.counts.guest_seconds, p.counts.guest_calls);
+        println!(
+            "| {} | {} | {} | {} | {} | {} |",
+            o.system.name(),
+            o.apps,
+            calls(&o.create),
+            calls(&o.restart),
+            calls(&o.churn),
+            mean(
+                o.churn.counts.instantiate_seconds,
+                o.churn.counts.instantiations
+            ),
+        );
+    }
+    println!();
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
     for (top, bottom) in [
-        (System::Wasmctrl, System::Native),
+        (System::Wasmctrl(Lang::Rust), System::Native),
         (System::Floor, System::Native),
-        (System::Wasmctrl, System::Floor),
+        (System::Wasmctrl(Lang::Rust), System::Floor),
+        (System::Wasmctrl(Lang::Python), System::Wasmctrl(Lang::Rust)),
+        (
+            System::Wasmctrl(Lang::TypeScript),
+            System::Wasmctrl(Lang::Rust),
+        ),
+        (System::Wasmctrl(Lang::Python), System::Native),
+        (System::Wasmctrl(Lang::TypeScript), System::Native),
     ] {
         for b in outcomes.iter().filter(|o| o.system == bottom) {
             let Some(t) = outcomes
@@ -242,19 +279,19 @@ fn check(outcomes: &[Outcome]) {
             o.idle.counts.reconciles,
             o.apps
         );
-        if o.system == System::Wasmctrl {
+        if let System::Wasmctrl(_) = o.system {
             let twice = system::repeated(&o.restart.counts);
             assert!(
                 twice.is_empty(),
-                "wasmctrl: the restart reconciles each key once, not {twice:?}"
+                "{name}: the restart reconciles each key once, not {twice:?}"
             );
             assert_eq!(
                 o.restart.counts.writes, 0.0,
-                "wasmctrl: a restart over a correct world sends no write"
+                "{name}: a restart over a correct world sends no write"
             );
             assert_eq!(
                 o.idle.counts.writes, 0.0,
-                "wasmctrl: no write request while idle across a resync"
+                "{name}: no write request while idle across a resync"
             );
         }
     }
@@ -280,7 +317,6 @@ fn main() {
     }
     let log_dir =
         std::env::var_os("PEROBJ_LOGS").map_or_else(|| dir.path().to_path_buf(), PathBuf::from);
-    let guest = args::guest("guest_app.wasm");
     let qps = args::parse(&args, "--qps", DEFAULT_QPS);
     let (sizes, edits, rate, resync, margin) = if full {
         let sizes = args::option(&args, "--apps").map_or_else(
@@ -311,7 +347,6 @@ fn main() {
             || PathBuf::from(env!("CARGO_BIN_EXE_wasmctrl")),
             PathBuf::from,
         ),
-        guest,
         resync,
         qps,
         burst: qps as u32,
@@ -321,16 +356,23 @@ fn main() {
         per_key: !full,
     };
     let systems: Vec<System> = args::option(&args, "--systems").map_or_else(
-        || vec![System::Native, System::Wasmctrl, System::Floor],
+        || vec![System::Native, System::Wasmctrl(Lang::Rust), System::Floor],
         |l| {
-            args::list("--systems", &l, |flag, s| match s {
-                "native" => System::Native,
-                "wasmctrl" => System::Wasmctrl,
-                "floor" => System::Floor,
-                other => panic!("{flag}: {other:?} is not native, wasmctrl or floor"),
+            args::list("--systems", &l, |flag, s| {
+                System::parse(s).unwrap_or_else(|| {
+                    panic!(
+                        "{flag}: {s:?} is not native, wasmctrl, wasmctrl-py, wasmctrl-ts or floor"
+                    )
+                })
             })
         },
     );
+    // Every guest asked for is built before the first world is.
+    for system in &systems {
+        if let System::Wasmctrl(lang) = system {
+            lang.guest();
+        }
+    }
     let rt = args::bench_runtime();
     let mut outcomes = Vec::new();
     let mut incomplete = Vec::new();

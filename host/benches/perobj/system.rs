@@ -21,6 +21,8 @@ use crate::process::{
 };
 use crate::world::{self, Tracker, World};
 
+/// The first start's name (logs, and the fresh guest cache).
+const CREATE: &str = "create";
 /// How often the bench looks at what it is waiting for.
 const POLL: Duration = Duration::from_millis(20);
 /// How long the edits may take to show, from the last one sent, before
@@ -35,13 +37,47 @@ pub const SETTLE: Duration = Duration::from_secs(2);
 const PHASE_WAIT: Duration = Duration::from_secs(60);
 const PER_KEY_WAIT: Duration = Duration::from_millis(30);
 
-/// The two systems compared.
+/// The guest-app build `wasmctrl` runs: the same App controller in each
+/// language the SDKs support.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lang {
+    /// `examples/guest-app` (`make guest`).
+    Rust,
+    /// `examples/guest-app-py`, componentize-py (`make guest-py`).
+    Python,
+    /// `examples/guest-app-ts`, componentize-qjs (`make guests-js`).
+    TypeScript,
+}
+
+impl Lang {
+    /// Every language, in table order.
+    pub const ALL: [Lang; 3] = [Lang::Rust, Lang::Python, Lang::TypeScript];
+
+    /// The built component, as the Makefile leaves it; panics naming the
+    /// make target if it is missing.
+    pub fn guest(self) -> PathBuf {
+        let (path, make) = match self {
+            Lang::Rust => return crate::args::guest("guest_app.wasm"),
+            Lang::Python => ("guests-py/guest_app.wasm", "make guest-py"),
+            Lang::TypeScript => ("guests-js/guest_app_ts.wasm", "make guests-js"),
+        };
+        let guest = crate::args::target_dir().join(path);
+        assert!(
+            guest.exists(),
+            "{} is missing: run `{make}` first",
+            guest.display()
+        );
+        guest
+    }
+}
+
+/// The systems compared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum System {
     /// kube-runtime `Controller` (`native_app`).
     Native,
-    /// `wasmctrl run` with `examples/guest-app`.
-    Wasmctrl,
+    /// `wasmctrl run` with guest-app in one of the SDKs' languages.
+    Wasmctrl(Lang),
     /// The least any App controller does (`floor_app`).
     Floor,
 }
@@ -51,9 +87,19 @@ impl System {
     pub fn name(self) -> &'static str {
         match self {
             System::Native => "native",
-            System::Wasmctrl => "wasmctrl",
+            System::Wasmctrl(Lang::Rust) => "wasmctrl",
+            System::Wasmctrl(Lang::Python) => "wasmctrl-py",
+            System::Wasmctrl(Lang::TypeScript) => "wasmctrl-ts",
             System::Floor => "floor",
         }
+    }
+
+    /// The system `--systems` names `name`.
+    pub fn parse(name: &str) -> Option<System> {
+        [System::Native, System::Floor]
+            .into_iter()
+            .chain(Lang::ALL.map(System::Wasmctrl))
+            .find(|s| s.name() == name)
     }
 }
 
@@ -64,8 +110,6 @@ pub struct Setup {
     pub dir: PathBuf,
     /// The `wasmctrl` binary.
     pub wasmctrl: PathBuf,
-    /// `guest_app.wasm`.
-    pub guest: PathBuf,
     /// Resync period both systems get.
     pub resync: Duration,
     /// wasmctrl's client-side limit (`--kube-api-qps`, `--kube-api-burst`);
@@ -94,6 +138,16 @@ pub struct Counts {
     pub writes: f64,
     /// Reconciles per key, when `Setup::per_key`.
     pub per_key: BTreeMap<String, usize>,
+    /// wasmctrl: seconds inside guest reconcile calls, and their number
+    /// (`wasmctrl_guest_reconcile_seconds`).
+    pub guest_seconds: f64,
+    /// See `guest_seconds`.
+    pub guest_calls: f64,
+    /// wasmctrl: seconds creating guest instances, and their number
+    /// (`wasmctrl_guest_instantiate_seconds`).
+    pub instantiate_seconds: f64,
+    /// See `instantiate_seconds`.
+    pub instantiations: f64,
 }
 
 impl std::ops::Sub for &Counts {
@@ -110,6 +164,10 @@ impl std::ops::Sub for &Counts {
             reconciles: self.reconciles - rhs.reconciles,
             writes: self.writes - rhs.writes,
             per_key,
+            guest_seconds: self.guest_seconds - rhs.guest_seconds,
+            guest_calls: self.guest_calls - rhs.guest_calls,
+            instantiate_seconds: self.instantiate_seconds - rhs.instantiate_seconds,
+            instantiations: self.instantiations - rhs.instantiations,
         }
     }
 }
@@ -237,7 +295,7 @@ impl Running {
                 *offset += complete;
                 counts.clone()
             }
-            System::Wasmctrl => {
+            System::Wasmctrl(_) => {
                 let text = scrape(self.metrics_port).await.unwrap_or_default();
                 // Every write made for the guest (applies, status applies,
                 // finalizer patches, deletes, events). Not the
@@ -257,10 +315,15 @@ impl Running {
                         }
                     }
                 }
+                let sum = |name: &str| metric_sum(&text, name, &[]);
                 Counts {
-                    reconciles: metric_sum(&text, "controller_runtime_reconcile_total", &[]),
+                    reconciles: sum("controller_runtime_reconcile_total"),
                     writes,
                     per_key,
+                    guest_seconds: sum("wasmctrl_guest_reconcile_seconds_sum"),
+                    guest_calls: sum("wasmctrl_guest_reconcile_seconds_count"),
+                    instantiate_seconds: sum("wasmctrl_guest_instantiate_seconds_sum"),
+                    instantiations: sum("wasmctrl_guest_instantiate_seconds_count"),
                 }
             }
         }
@@ -300,7 +363,22 @@ fn tail(path: &std::path::Path) -> String {
     lines[lines.len().saturating_sub(20)..].join("\n")
 }
 
-fn spawn(system: System, setup: &Setup, kubeconfig: &std::path::Path, run: &str) -> Running {
+/// Starts `system` for `phase` of the world of `apps` Apps. wasmctrl's
+/// compiled-guest cache is `dir/cache-NAME-APPS`, emptied for the first
+/// start (phase (2) includes compiling the guest) and kept for the restart
+/// (phase (1) loads it compiled, as a restarted host does).
+fn spawn(
+    system: System,
+    setup: &Setup,
+    kubeconfig: &std::path::Path,
+    apps: usize,
+    phase: &str,
+) -> Running {
+    let run = format!("{apps}-{phase}");
+    let cache = setup.dir.join(format!("cache-{}-{apps}", system.name()));
+    if phase == CREATE {
+        let _ = std::fs::remove_dir_all(&cache);
+    }
     let stem = setup.dir.join(format!("{}-{run}", system.name()));
     let stderr = stem.with_extension("log");
     let stdout = stem.with_extension("out");
@@ -321,11 +399,13 @@ fn spawn(system: System, setup: &Setup, kubeconfig: &std::path::Path, run: &str)
             );
             cmd
         }
-        System::Wasmctrl => {
+        System::Wasmctrl(lang) => {
             let mut cmd = Command::new(&setup.wasmctrl);
             cmd.arg("run")
                 .arg("--guest")
-                .arg(&setup.guest)
+                .arg(lang.guest())
+                .arg("--guest-cache-dir")
+                .arg(cache)
                 .arg("--kubeconfig")
                 .arg(kubeconfig)
                 .args(["--namespace", world::NAMESPACE])
@@ -342,7 +422,7 @@ fn spawn(system: System, setup: &Setup, kubeconfig: &std::path::Path, run: &str)
         }
     };
     let log = match (system, setup.per_key) {
-        (System::Wasmctrl, true) => "warn,wasmctrl::controller::reconcile=debug",
+        (System::Wasmctrl(_), true) => "warn,wasmctrl::controller::reconcile=debug",
         _ => "warn",
     };
     let child = start(cmd, system.name(), log, &stdout, &stderr);
@@ -427,7 +507,7 @@ pub async fn run(
     let watches = Aborting(watches);
 
     // (2) Every child missing.
-    let first = spawn(system, setup, kubeconfig, &format!("{n}-create"));
+    let first = spawn(system, setup, kubeconfig, n, CREATE);
     let meter = Meter::start(&first).await;
     let converged = poll(converge_poll(n), phase_wait(n), async || {
         (tracker.converged(world) == n).then_some(())
@@ -453,7 +533,7 @@ pub async fn run(
     tokio::time::sleep(SETTLE).await;
 
     // (1) Restart with everything correct.
-    let running = spawn(system, setup, kubeconfig, &format!("{n}-restart"));
+    let running = spawn(system, setup, kubeconfig, n, "restart");
     let meter = Meter::start(&running).await;
     let reconciled = until(phase_wait(n), async || {
         let c = running.counts().await;

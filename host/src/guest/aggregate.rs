@@ -313,7 +313,7 @@ impl GuestModule {
         let called = Instant::now();
         let raw = call(&mut store, instance.wasmctrl_controller_aggregator());
         stats.call = called.elapsed();
-        stats.log_limited = store.data().log.limited;
+        stats.log_limited = store.data().output().budget.limited;
         match raw {
             Err(e) => Err(self.classify(name, &store, e)),
             Ok(Err(e)) => Err(self.failed(name, e)),

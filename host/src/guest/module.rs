@@ -86,7 +86,10 @@ impl GuestModule {
         let shared = &self.inner.shared;
         let limits = shared.config.policy.limits(guest);
         let guest: Arc<str> = guest.into();
-        let output = stdio::SharedOutput::default();
+        let output = Arc::new(std::sync::Mutex::new(stdio::Output::new(
+            limits.clone(),
+            shared.log_rates.clone(),
+        )));
         let mut store = Store::new(
             &shared.engine,
             CallState {
@@ -99,8 +102,6 @@ impl GuestModule {
                     size: 0,
                 },
                 limits,
-                log: limits::LogBudget::default(),
-                log_rates: shared.log_rates.clone(),
             },
         );
         store.limiter(|s| &mut s.limiter);
@@ -116,7 +117,6 @@ impl GuestModule {
         let shared = &self.inner.shared;
         let state = store.data_mut();
         state.limiter.hit = false;
-        state.log = limits::LogBudget::default();
         let guest = state.guest.clone();
         let mut output = state.output();
         output.flush(&guest);
@@ -314,7 +314,7 @@ impl GuestModule {
             snapshot,
         );
         stats.call += called.elapsed();
-        stats.log_limited += store.data().log.limited;
+        stats.log_limited += store.data().output().budget.limited;
         raw.map_err(|e| {
             let guest = store.data().guest.clone();
             self.classify(&guest, store, e)

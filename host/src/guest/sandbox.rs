@@ -12,8 +12,6 @@ pub struct CallState {
     pub(super) output: stdio::SharedOutput,
     pub(super) wasi: wasi::Wasi,
     pub(super) limits: crate::guest::policy::Limits,
-    pub(super) log: limits::LogBudget,
-    pub(super) log_rates: Arc<limits::LogRates>,
 }
 
 impl Drop for CallState {
@@ -24,7 +22,7 @@ impl Drop for CallState {
 }
 
 impl CallState {
-    /// This call's buffered stdout and stderr.
+    /// This call's buffered stdout and stderr, and its log budget.
     pub(super) fn output(&self) -> std::sync::MutexGuard<'_, stdio::Output> {
         crate::sync::lock(&self.output)
     }
@@ -74,10 +72,7 @@ impl bindings::wasmctrl::controller::log::Host for CallState {
     fn log(&mut self, level: bindings::wasmctrl::controller::log::Level, message: String) {
         use bindings::wasmctrl::controller::log::Level;
         let guest = &*self.guest;
-        let Some(message) = self
-            .log
-            .admit(guest, message, &self.limits, &self.log_rates)
-        else {
+        let Some(message) = self.output().admit(guest, message) else {
             return;
         };
         match level {

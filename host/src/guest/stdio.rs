@@ -6,19 +6,23 @@
 //!
 //! # Output
 //! Output is split into lines and logged with the guest's name (stdout at
-//! info, stderr at warn), capped per call ([`MAX_OUTPUT_PER_CALL`]); the
-//! tail of stderr is kept, past the cap too, so a panic's message, a
-//! Python traceback or a JavaScript exception can be reported in the
-//! call's error (see `guest::exception`).
+//! info, stderr at warn). Printing is logging: every line takes the same
+//! budgets as the `log` import ([`LogBudget`]: the policy's message size,
+//! bytes per call and bytes per second per guest), shared with the
+//! call's `log` messages, and what is cut or dropped is counted as
+//! `log`'s is. The tail of stderr is kept, past the budgets too, so a
+//! panic's message, a Python traceback or a JavaScript exception can be
+//! reported in the call's error (see `guest::exception`).
 
 use std::sync::{Arc, Mutex};
 
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 
-/// At most this many bytes of output per call reach the logs.
-pub const MAX_OUTPUT_PER_CALL: usize = 64 * 1024;
-/// How much of a call's stderr is kept (past the log cap too) for
+use super::limits::{LogBudget, LogRates};
+use crate::guest::policy::Limits;
+
+/// How much of a call's stderr is kept (past the log budgets too) for
 /// [`super::exception`].
 const STDERR_TAIL: usize = 4 * 1024;
 
@@ -28,57 +32,96 @@ const STDERR: u32 = 2;
 /// and std split larger writes.
 const WRITE_BUDGET: usize = 4096;
 
-/// Buffered output of one call.
+/// Buffered output of one call, and the call's log budget (shared with
+/// the `log` import).
 #[derive(Default)]
 pub struct Output {
     stdout: Vec<u8>,
     stderr: Vec<u8>,
-    total: usize,
-    truncated: bool,
     stderr_tail: Vec<u8>,
     handles: u32,
+    /// This call's share of the guest's log budgets.
+    pub budget: LogBudget,
+    limits: Limits,
+    rates: Arc<LogRates>,
 }
 
 impl Output {
+    /// Output under `limits`' log budgets, the per-second one shared by
+    /// every call of the guest through `rates`.
+    pub fn new(limits: Limits, rates: Arc<LogRates>) -> Self {
+        Output {
+            limits,
+            rates,
+            ..Self::default()
+        }
+    }
+
+    /// `message` if the call's and the guest's log budgets admit it
+    /// (truncated to the message cap), counted in [`Self::budget`] if not.
+    pub fn admit(&mut self, guest: &str, message: String) -> Option<String> {
+        self.budget.admit(guest, message, &self.limits, &self.rates)
+    }
+
     fn write(&mut self, guest: &str, stream: u32, bytes: &[u8]) {
         if stream == STDERR {
             self.stderr_tail.extend_from_slice(bytes);
             let excess = self.stderr_tail.len().saturating_sub(STDERR_TAIL);
             self.stderr_tail.drain(..excess);
         }
-        let room = MAX_OUTPUT_PER_CALL.saturating_sub(self.total);
-        let take = bytes.len().min(room);
-        if take < bytes.len() && !self.truncated {
-            self.truncated = true;
-            tracing::warn!(target: "wasmctrl::guest", guest, "guest output over {MAX_OUTPUT_PER_CALL} bytes in one call; the rest is dropped");
+        // A line is kept up to one byte past the message cap (enough for
+        // the budget to see it is too long and cut it): a guest writing
+        // without newlines holds no more than that.
+        let keep = self.limits.max_log_message_bytes.saturating_add(1);
+        let mut rest = bytes;
+        loop {
+            let nl = rest.iter().position(|&b| b == b'\n');
+            let (part, after) = match nl {
+                Some(i) => (&rest[..i], Some(&rest[i + 1..])),
+                None => (rest, None),
+            };
+            let buf = if stream == STDERR {
+                &mut self.stderr
+            } else {
+                &mut self.stdout
+            };
+            let room = keep.saturating_sub(buf.len());
+            buf.extend_from_slice(&part[..part.len().min(room)]);
+            let Some(after) = after else { break };
+            let line = std::mem::take(buf);
+            self.log_line(guest, stream, &line);
+            rest = after;
         }
-        self.total += take;
-        let buf = if stream == STDERR {
-            &mut self.stderr
-        } else {
-            &mut self.stdout
-        };
-        buf.extend_from_slice(&bytes[..take]);
-        while let Some(nl) = buf.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = buf.drain(..=nl).collect();
-            emit(guest, stream, &line[..line.len() - 1]);
+    }
+
+    fn log_line(&mut self, guest: &str, stream: u32, line: &[u8]) {
+        let text = String::from_utf8_lossy(line).into_owned();
+        if let Some(text) = self.admit(guest, text) {
+            emit(guest, stream, &text);
         }
     }
 
     /// Logs what is left without a trailing newline.
     pub fn flush(&mut self, guest: &str) {
-        for (stream, buf) in [(STDOUT, &mut self.stdout), (STDERR, &mut self.stderr)] {
+        for stream in [STDOUT, STDERR] {
+            let buf = if stream == STDERR {
+                &mut self.stderr
+            } else {
+                &mut self.stdout
+            };
             if !buf.is_empty() {
                 let line = std::mem::take(buf);
-                emit(guest, stream, &line);
+                self.log_line(guest, stream, &line);
             }
         }
     }
 
-    /// Empties the buffers for the next call (after [`Self::flush`]: what
-    /// was left is logged, not dropped).
+    /// Empties the buffers and the call's budget for the next call (after
+    /// [`Self::flush`]: what was left is logged, not dropped).
     pub fn reset(&mut self) {
-        *self = Self::default();
+        let limits = std::mem::take(&mut self.limits);
+        let rates = std::mem::take(&mut self.rates);
+        *self = Self::new(limits, rates);
     }
 
     /// Counts one more stream or pollable handed to the guest in this call;
@@ -99,8 +142,7 @@ impl Output {
     }
 }
 
-fn emit(guest: &str, stream: u32, line: &[u8]) {
-    let text = String::from_utf8_lossy(line);
+fn emit(guest: &str, stream: u32, text: &str) {
     if stream == STDERR {
         tracing::warn!(target: "wasmctrl::guest::stderr", guest, "{text}");
     } else {
