@@ -186,7 +186,7 @@ fn print_table(outcomes: &[Outcome], setup: &Setup) {
         );
     }
     println!();
-    println!("Guest calls (wasmctrl's histograms, per phase: calls, mean time inside the guest's reconcile; instances created, mean time to create one): | system | Apps | (2) | (1) | (3) | (3) instances |");
+    println!("Guest calls (wasmctrl's histograms, per phase: calls, mean time inside the guest's reconcile; instances created, mean time to create one; and the restart's first reconcile, from the process's start): | system | Apps | (2) | (1) | (3) | (3) instances | (1) first reconcile |");
     let mean = |seconds: f64, n: f64| {
         if n > 0.0 {
             format!("{n:.0}, {:.3} ms", seconds / n * 1e3)
@@ -200,7 +200,7 @@ fn print_table(outcomes: &[Outcome], setup: &Setup) {
     {
         let calls = |p: &Phase| mean(p.counts.guest_seconds, p.counts.guest_calls);
         println!(
-            "| {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {:.2} s |",
             o.system.name(),
             o.apps,
             calls(&o.create),
@@ -210,6 +210,7 @@ fn print_table(outcomes: &[Outcome], setup: &Setup) {
                 o.churn.counts.instantiate_seconds,
                 o.churn.counts.instantiations
             ),
+            o.restart_first.as_secs_f64(),
         );
     }
     println!();

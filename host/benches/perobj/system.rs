@@ -206,6 +206,10 @@ pub struct Outcome {
     pub restart_hwm: u64,
     /// Keys the restart reconciled (per key, when counted).
     pub restart_keys: usize,
+    /// From the restarted process's start until its first reconcile was
+    /// counted (polled every [`POLL`]): loading the guest (from the
+    /// compiled cache), syncing the caches, the first call.
+    pub restart_first: Duration,
     /// (3) the churn.
     pub churn: Phase,
     /// Edit → child and status show it.
@@ -535,8 +539,12 @@ pub async fn run(
     // (1) Restart with everything correct.
     let running = spawn(system, setup, kubeconfig, n, "restart");
     let meter = Meter::start(&running).await;
+    let mut restart_first = None;
     let reconciled = until(phase_wait(n), async || {
         let c = running.counts().await;
+        if restart_first.is_none() && c.reconciles > 0.0 {
+            restart_first = Some(meter.at.elapsed());
+        }
         if setup.per_key {
             c.per_key.len() >= n
         } else {
@@ -633,6 +641,7 @@ pub async fn run(
         restart,
         restart_hwm,
         restart_keys,
+        restart_first: restart_first.unwrap_or_default(),
         churn,
         latency: percentiles(&latencies),
         missed,
