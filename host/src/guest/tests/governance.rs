@@ -11,7 +11,7 @@ use wasmctrl_test_support::component::{component_from_wat, component_from_wat_in
 
 use super::tests::{
     empty_snapshot, env, gpu_guest_path, gpu_manifest, request, returns_apply, runtime, wat_guest,
-    Captured, PRINTER_WIT,
+    wat_guest_importing, Captured, PRINTER_WIT,
 };
 use super::*;
 use crate::guest::policy::Policy;
@@ -169,10 +169,9 @@ fn a_guest_importing_the_filesystem_loads_and_sees_no_directory() {
     let body = "(call $dirs (i32.const 2000))
         (if (i32.ne (i32.load (i32.const 2004)) (i32.const 0)) (then unreachable))
         (i32.const 3200)";
-    let wat = wat_guest(body).replacen(
-        "(module\n",
-        "(module\n  (import \"wasi:filesystem/preopens@0.2.6\" \"get-directories\" (func $dirs (param i32)))\n",
-        1,
+    let wat = wat_guest_importing(
+        "(import \"wasi:filesystem/preopens@0.2.6\" \"get-directories\" (func $dirs (param i32)))",
+        body,
     );
     let extra = [PRINTER_WIT[0], FS_WIT[0], FS_WIT[1]];
     let bytes = component_from_wat_in(&wat, &extra, "fs");
@@ -200,10 +199,9 @@ world http {
 
 #[test]
 fn a_guest_importing_http_is_refused_naming_the_import_and_the_flag_that_drops_it() {
-    let wat = wat_guest("unreachable").replacen(
-        "(module\n",
-        "(module\n  (import \"wasi:http/outgoing-handler@0.2.3\" \"handle\" (func (result i32)))\n",
-        1,
+    let wat = wat_guest_importing(
+        "(import \"wasi:http/outgoing-handler@0.2.3\" \"handle\" (func (result i32)))",
+        "unreachable",
     );
     let bytes = component_from_wat_in(&wat, &HTTP_WIT, "http");
     let e = runtime(RuntimeConfig::default())

@@ -42,6 +42,12 @@ pub(super) fn wat_guest(body: &str) -> String {
     wat_guest_describing("unreachable", body)
 }
 
+/// [`wat_guest`] with `imports` (and any other module fields) declared
+/// first, so `body` can call them.
+pub(super) fn wat_guest_importing(imports: &str, body: &str) -> String {
+    wat_guest(body).replacen("(module\n", &format!("(module\n  {imports}\n"), 1)
+}
+
 /// [`wat_guest`] with `describe` as its `describe` (signature
 /// `(param i32 i32 i32 i32 i64) (result i32)`: the environment flattened,
 /// the result through memory).
@@ -578,13 +584,12 @@ fn printer_component(reconcile_body: &str, data: &str) -> Vec<u8> {
 
 /// [`printer_component`] importing WASI `version` (`0.2.0`, `0.2.12`, ...).
 fn printer_component_at(version: &str, reconcile_body: &str, data: &str) -> Vec<u8> {
-    let wat = wat_guest(reconcile_body).replacen(
-        "(module\n",
+    let wat = wat_guest_importing(
         &format!(
-            "(module\n  (import \"wasi:cli/stdout@0.2.6\" \"get-stdout\" (func $stdout (result i32)))\n  (import \"wasi:cli/stderr@0.2.6\" \"get-stderr\" (func $stderr (result i32)))\n  (import \"wasi:io/streams@0.2.6\" \"[method]output-stream.write\" (func $write (param i32 i32 i32 i32)))\n  (import \"wasi:io/streams@0.2.6\" \"[method]output-stream.blocking-flush\" (func $flush (param i32 i32)))\n  {data}\n"
+            "(import \"wasi:cli/stdout@0.2.6\" \"get-stdout\" (func $stdout (result i32)))\n  (import \"wasi:cli/stderr@0.2.6\" \"get-stderr\" (func $stderr (result i32)))\n  (import \"wasi:io/streams@0.2.6\" \"[method]output-stream.write\" (func $write (param i32 i32 i32 i32)))\n  (import \"wasi:io/streams@0.2.6\" \"[method]output-stream.blocking-flush\" (func $flush (param i32 i32)))\n  {data}"
         )
         .replace("@0.2.6", &format!("@{version}")),
-        1,
+        reconcile_body,
     );
     let wit =
         PRINTER_WIT.map(|(name, text)| (name, text.replace("@0.2.6", &format!("@{version}"))));
