@@ -16,6 +16,7 @@ use clap::Args;
 use wasmctrl::client::ClientLimits;
 use wasmctrl::controller::ControllerConfig;
 use wasmctrl::leader::{HostElection, LeaderElectionConfig};
+use wasmctrl::leader_per_guest::PerGuestElection;
 use wasmctrl::metrics::{Health, Metrics, NameLabels};
 use wasmctrl::quarantine::QuarantineConfig;
 use wasmctrl::recording::RecordConfig;
@@ -144,12 +145,15 @@ struct DeliveryArgs {
 /// Leader-election flags of `run`.
 #[derive(Args)]
 struct ElectionArgs {
-    /// Elect a leader through a coordination.k8s.io Lease in the host's
-    /// namespace: only the leader runs workers and writes; the others keep
-    /// their caches warm.
-    #[arg(long)]
-    leader_elect: bool,
-    /// The Lease's name.
+    /// Elect leaders through coordination.k8s.io Leases in the host's
+    /// namespace. `--leader-elect` (or `=host`): one Lease for the whole
+    /// host; only its leader runs workers and writes, the others keep
+    /// their caches warm. `=per-guest`: one Lease per guest, the guests
+    /// spread over the replicas; each replica runs the guests it leads.
+    #[arg(long, value_enum, num_args = 0..=1, require_equals = true, default_missing_value = "host", value_name = "MODE")]
+    leader_elect: Option<ElectMode>,
+    /// The Lease's name; with `--leader-elect=per-guest`, the prefix of
+    /// every Lease's name (`NAME-g-GUEST`, `NAME-r-IDENTITY`).
     #[arg(long, default_value = "wasmctrl")]
     lease_name: String,
     /// This candidate's identity (default: $POD_NAME, else the host name).
@@ -166,11 +170,20 @@ struct ElectionArgs {
     retry_period_seconds: f64,
 }
 
+/// What `--leader-elect` elects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ElectMode {
+    /// One leader for the whole host.
+    Host,
+    /// One leader per guest, the guests spread over the replicas.
+    PerGuest,
+}
+
 impl ElectionArgs {
     /// The election these flags ask for, on a Lease in `namespace`; `None`
     /// without `--leader-elect`.
     fn config(&self, namespace: &str) -> anyhow::Result<Option<LeaderElectionConfig>> {
-        if !self.leader_elect {
+        if self.leader_elect.is_none() {
             return Ok(None);
         }
         let identity = self
@@ -306,23 +319,42 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let _metrics_endpoint = wasmctrl::metrics::serve_metrics(args.metrics_addr, metrics.clone())
         .await
         .with_context(|| format!("binding the metrics endpoint on {}", args.metrics_addr))?;
-    let (election, leadership) = match args.election.config(&config.namespace)? {
-        Some(le_config) => HostElection::preflight(&client, le_config).await?,
-        None => HostElection::always_leading(),
+    let le_config = args.election.config(&config.namespace)?;
+    let per_guest = match le_config.clone() {
+        Some(le_config) if args.election.leader_elect == Some(ElectMode::PerGuest) => {
+            Some(PerGuestElection::preflight(&client, le_config).await?)
+        }
+        _ => None,
+    };
+    let (election, leadership) = match le_config {
+        Some(le_config) if per_guest.is_none() => {
+            HostElection::preflight(&client, le_config).await?
+        }
+        _ => HostElection::always_leading(),
     };
     // Informers start (and sync) before the election: a follower is a warm
     // standby, ready to take over.
-    let host = Arc::new(
+    let supervisor =
         Supervisor::start_with_leadership(client, config, Some(metrics.clone()), leadership)
-            .await?,
-    );
-    let master_status = metrics
-        .leader
-        .get_or_create(&NameLabels {
-            name: args.election.lease_name,
-        })
-        .clone();
+            .await?;
+    let (supervisor, per_guest) = match per_guest {
+        Some((election, leases)) => (supervisor.lead_per_guest(leases), Some(election)),
+        None => (supervisor, None),
+    };
+    let host = Arc::new(supervisor);
+    // With per-guest leadership the host-wide gauge would always read 1:
+    // `wasmctrl_guest_leader{guest}` says what this replica leads instead.
+    let master_status = match per_guest {
+        Some(_) => prometheus_client::metrics::gauge::Gauge::default(),
+        None => metrics
+            .leader
+            .get_or_create(&NameLabels {
+                name: args.election.lease_name,
+            })
+            .clone(),
+    };
     let election = election.start(master_status);
+    let per_guest = per_guest.map(|e| e.start(metrics.clone()));
     let (ready_host, refused_host) = (host.clone(), host.clone());
     let (shadow_host, guests_host) = (host.clone(), host.clone());
     let _health_endpoint = Health::new(Arc::new(move || ready_host.readiness()))
@@ -338,8 +370,18 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     match &result {
         // Workers are stopped and drained: release the lease so a standby
         // takes over at once.
-        Ok(()) => election.stop().await,
-        Err(_) => election.abort(),
+        Ok(()) => {
+            election.stop().await;
+            if let Some(per_guest) = per_guest {
+                per_guest.stop().await;
+            }
+        }
+        Err(_) => {
+            election.abort();
+            if let Some(per_guest) = per_guest {
+                per_guest.abort().await;
+            }
+        }
     }
     result?;
     Ok(())

@@ -408,6 +408,16 @@ impl GuestController {
         })
     }
 
+    /// What this controller was started from (module, environment,
+    /// manifest): a fresh controller of the same guest starts from it.
+    pub fn described(&self) -> DescribedGuest {
+        DescribedGuest {
+            module: self.instances.module().clone(),
+            env: self.env.clone(),
+            manifest: (*self.manifest).clone(),
+        }
+    }
+
     /// The shadow's and the recording's view of this controller.
     fn target(&self) -> shadow::Target {
         shadow::Target {

@@ -270,6 +270,8 @@ impl<L: LeaseLock> Elector<L> {
                     metadata: ObjectMeta {
                         name: Some(self.config.lease_name.clone()),
                         namespace: Some(self.config.namespace.clone()),
+                        labels: (!self.config.labels.is_empty())
+                            .then(|| self.config.labels.clone()),
                         ..ObjectMeta::default()
                     },
                     spec: Some(desired.to_spec()),

@@ -215,6 +215,9 @@ impl Supervisor {
     }
 
     pub(super) fn spawn(&self, controller: Arc<GuestController>) -> tokio::task::JoinHandle<()> {
+        if let Some(leases) = &self.guest_leases {
+            return self.spawn_led(controller, leases);
+        }
         let failures = self.failures_tx.clone();
         let mut leadership = self.leadership.clone();
         tokio::spawn(async move {

@@ -19,10 +19,13 @@
 //! - `oci`: fetching guests the directory names by OCI reference, and
 //!   resolving tags.
 //! - `pulls`: guests waiting for their registry.
+//! - `leading`: per-guest leadership — each guest's workers gated by its
+//!   own Lease, stopped alone when it is lost or handed over.
 
 mod announce;
 pub mod compressed;
 pub mod guest_dir;
+mod leading;
 mod load;
 mod oci;
 mod pulls;
@@ -391,6 +394,11 @@ pub struct Supervisor {
     pending_pulls: pulls::PendingPulls,
     /// What each allowed tag last resolved to, by reference.
     resolved_tags: pulls::ResolvedTags,
+    /// With per-guest leadership: each guest runs only while this replica
+    /// holds its Lease (see `leading`).
+    guest_leases: Option<crate::leader_per_guest::GuestLeases>,
+    /// The lead each guest's current task was started under, by guest.
+    led_tasks: Mutex<BTreeMap<String, crate::leader_per_guest::GuestLease>>,
 }
 
 /// The key under which a `--shadow` refused at start is kept for
@@ -469,6 +477,8 @@ impl Supervisor {
             delivery,
             pending_pulls: pulls::PendingPulls::default(),
             resolved_tags: pulls::ResolvedTags::default(),
+            guest_leases: None,
+            led_tasks: Mutex::new(BTreeMap::new()),
         };
         // A guest that cannot be loaded is refused alone: the others run.
         let mut first_refusal = None;
@@ -668,8 +678,19 @@ impl Supervisor {
         // A closed leadership channel never changes again; polling it would spin.
         let mut leadership_open = true;
         let mut result = loop {
+            self.publish_guests();
             tokio::select! {
                 () = &mut shutdown => break Ok(()),
+                guest = async {
+                    match &self.guest_leases {
+                        Some(leases) => leases.next_led().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    if let Some(guest) = guest {
+                        self.lead(&guest).await;
+                    }
+                }
                 Some(e) = failures.recv() => break Err(SupervisorError::from(e)),
                 changed = leadership.changed(), if leadership_open => {
                     if changed.is_err() {
@@ -715,6 +736,9 @@ impl Supervisor {
                 }
             }
         };
+        if let Some(leases) = &self.guest_leases {
+            leases.closing();
+        }
         let running: Vec<(Arc<GuestController>, tokio::task::JoinHandle<()>)> = {
             let mut guests = lock(&self.guests);
             std::mem::take(&mut *guests)

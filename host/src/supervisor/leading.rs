@@ -1,0 +1,164 @@
+//! Per-guest leadership on the supervisor's side (`--leader-elect=per-guest`):
+//! a guest's workers run only while this replica holds the guest's Lease
+//! ([`crate::leader_per_guest`]). A lost Lease stops that guest's writes at
+//! once and a handed-over one drains first; either way the other guests
+//! and the process go on, and a guest led again gets a fresh controller.
+//! It never decides which guests this replica leads.
+
+use crate::leader_per_guest::{GuestLease, GuestLeases, Stop};
+
+use super::status::GuestLeader;
+use super::*;
+
+/// How long a guest this replica gives up may take to finish its in-flight
+/// reconciles before they are abandoned (its Lease is renewed meanwhile,
+/// so no other replica starts).
+const HANDOVER_DRAIN: Duration = Duration::from_secs(10);
+
+impl Supervisor {
+    /// Runs each guest only while this replica holds its own Lease (per-guest
+    /// leadership), instead of all of them under one host-wide Lease.
+    #[must_use]
+    pub fn lead_per_guest(mut self, leases: GuestLeases) -> Self {
+        self.guest_leases = Some(leases);
+        self
+    }
+
+    /// Tells per-guest leadership which guests run here.
+    pub(super) fn publish_guests(&self) {
+        if let Some(leases) = &self.guest_leases {
+            let names = lock(&self.guests)
+                .values()
+                .map(|g| g.controller.name().to_string())
+                .collect();
+            leases.set_guests(names);
+        }
+    }
+
+    /// Who leads guest `name`, with per-guest leadership.
+    pub(super) fn guest_leader(&self, name: &str) -> Option<GuestLeader> {
+        let leases = self.guest_leases.as_ref()?;
+        let holder = leases.holder(name)?;
+        Some(GuestLeader {
+            lease: holder.lease,
+            leads: leases.lease(name).is_some(),
+            holder: holder.holder,
+        })
+    }
+
+    /// The task of a guest's controller: its workers while this replica
+    /// leads the guest, else nothing (started again by [`Self::lead`]).
+    pub(super) fn spawn_led(
+        &self,
+        controller: Arc<GuestController>,
+        leases: &GuestLeases,
+    ) -> tokio::task::JoinHandle<()> {
+        match leases.lease(controller.name()) {
+            Some(lease) => {
+                lock(&self.led_tasks).insert(controller.name().to_string(), lease.clone());
+                tokio::spawn(run_led(controller, lease, self.failures_tx.clone()))
+            }
+            None => {
+                lock(&self.led_tasks).remove(controller.name());
+                tokio::spawn(std::future::pending())
+            }
+        }
+    }
+
+    /// This replica now leads `guest`: its workers start, on a fresh
+    /// controller if the last one stopped (a Lease lost or handed over
+    /// before).
+    pub(super) async fn lead(&self, guest: &str) {
+        let found = lock(&self.guests)
+            .iter()
+            .find(|(_, g)| g.controller.name() == guest)
+            .map(|(k, g)| (k.clone(), g.controller.clone()));
+        let Some((key, mut controller)) = found else {
+            return;
+        };
+        // Its task already runs under this very lead (started when the
+        // controller was, by a swap or at start): nothing to do. Aborting
+        // it would strand the keys its workers hold.
+        let current = self.guest_leases.as_ref().and_then(|l| l.lease(guest));
+        let running = lock(&self.led_tasks).get(guest).cloned();
+        if let (Some(current), Some(running)) = (&current, &running) {
+            if current.same_lead(running) && !controller.queue().is_shutting_down() {
+                return;
+            }
+        }
+        if controller.queue().is_shutting_down() {
+            match self.controller_for(controller.described()).await {
+                Ok(fresh) => {
+                    if let Some(spec) = controller.shadow() {
+                        fresh.attach_shadow(spec, self.config.shadow_dry_run);
+                    }
+                    controller = Arc::new(fresh);
+                }
+                Err(e) => {
+                    tracing::error!(%guest, "cannot start the guest it leads again: {e}");
+                    return;
+                }
+            }
+        }
+        let mut guests = lock(&self.guests);
+        let Some(g) = guests.get_mut(&key) else {
+            return;
+        };
+        if g.controller.name() != guest {
+            return;
+        }
+        g.task.abort();
+        g.controller = controller.clone();
+        g.task = self.spawn(controller);
+    }
+}
+
+/// A led guest's workers, until its Lease is lost (stop at once) or handed
+/// over (drain, bounded), or the controller ends by itself.
+async fn run_led(
+    controller: Arc<GuestController>,
+    lease: GuestLease,
+    failures: mpsc::UnboundedSender<ControllerError>,
+) {
+    // Taken before the check: a handover begun meanwhile is seen either
+    // here or by the coordinator waiting for this guard.
+    let _running = lease.run();
+    if !lease.is_leader() {
+        return;
+    }
+    let guest = controller.name().to_string();
+    tracing::info!(%guest, lease = %lease.lease_name(), "leading the guest; starting its workers");
+    let run = controller.clone().run_when(std::future::ready(()));
+    tokio::pin!(run);
+    tokio::select! {
+        biased;
+        stop = lease.until_stop() => {
+            controller.shutdown();
+            match stop {
+                Stop::Lost(why) => {
+                    // Dropping `run` aborts the in-flight reconciles.
+                    tracing::error!(%guest, "lost the guest's lease; its writes stopped at once: {why}");
+                }
+                Stop::HandOver => {
+                    tokio::select! {
+                        biased;
+                        Stop::Lost(why) = lease.until_lost() => {
+                            tracing::error!(%guest, "lost the guest's lease while handing it over; in-flight reconciles abandoned: {why}");
+                        }
+                        _ = &mut run => {
+                            tracing::info!(%guest, "guest handed over: its workers stopped");
+                        }
+                        () = tokio::time::sleep(HANDOVER_DRAIN) => {
+                            tracing::warn!(%guest, "guest still busy after {HANDOVER_DRAIN:?}; abandoning its in-flight reconciles to hand it over");
+                        }
+                    }
+                }
+            }
+        }
+        result = &mut run => {
+            if let Err(e) = result {
+                let _ = failures.send(e);
+            }
+        }
+    }
+}
