@@ -75,7 +75,10 @@ fn counts(holders: &BTreeMap<String, Option<String>>) -> BTreeMap<String, usize>
 }
 
 /// Waits until every guest is held and the holders hold `want` each.
-async fn spread_as(admin: &Client, want: &BTreeMap<&str, usize>) -> BTreeMap<String, Option<String>> {
+async fn spread_as(
+    admin: &Client,
+    want: &BTreeMap<&str, usize>,
+) -> BTreeMap<String, Option<String>> {
     let want: BTreeMap<String, usize> = want.iter().map(|(k, v)| (k.to_string(), *v)).collect();
     bounded(&format!("guests spread as {want:?}"), async {
         loop {
@@ -199,7 +202,9 @@ impl NoDoubleLead {
 
     async fn finish(self) -> usize {
         self.stop.store(true, Ordering::SeqCst);
-        self.task.await.expect("no guest was led by two replicas at once")
+        self.task
+            .await
+            .expect("no guest was led by two replicas at once")
     }
 }
 
@@ -209,7 +214,11 @@ async fn guests_spread_over_replicas_and_move_when_one_dies() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("cache")).unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, server.kubeconfig_for_token(server.admin_token())).unwrap();
+    std::fs::write(
+        &kubeconfig,
+        server.kubeconfig_for_token(server.admin_token()),
+    )
+    .unwrap();
     let println = crate::support::built_guest("guest_println");
     for g in GUESTS {
         std::fs::copy(&println, dir.path().join(format!("{g}.wasm"))).unwrap();
@@ -262,7 +271,11 @@ async fn guests_spread_over_replicas_and_move_when_one_dies() {
             .collect::<Vec<_>>(),
     ));
     let sampler = NoDoubleLead::watch(live.clone());
-    let before = spread_as(&admin, &BTreeMap::from([("r-a", 2), ("r-b", 2), ("r-c", 2)])).await;
+    let before = spread_as(
+        &admin,
+        &BTreeMap::from([("r-a", 2), ("r-b", 2), ("r-c", 2)]),
+    )
+    .await;
     // Each replica's own account agrees with the Leases.
     for r in [&a, &b, &c] {
         let want: Vec<String> = before
@@ -302,7 +315,8 @@ async fn guests_spread_over_replicas_and_move_when_one_dies() {
             .await
             .unwrap();
         let acquired = lease.spec.unwrap().acquire_time.unwrap().0.as_microsecond();
-        let earliest = wall_micros(killed_wall) + i64::try_from((LEASE - RETRY - STAMP_SLACK).as_micros()).unwrap();
+        let earliest = wall_micros(killed_wall)
+            + i64::try_from((LEASE - RETRY - STAMP_SLACK).as_micros()).unwrap();
         assert!(
             acquired >= earliest,
             "{g} taken {} ms after the kill, before its Lease could expire",
@@ -319,7 +333,11 @@ async fn guests_spread_over_replicas_and_move_when_one_dies() {
     let stopped = Instant::now();
     c.sigterm();
     let (status, _, _) = c.exited().await;
-    assert!(status.success(), "r-c exits 0 on SIGTERM: {status}\n{}", c.log());
+    assert!(
+        status.success(),
+        "r-c exits 0 on SIGTERM: {status}\n{}",
+        c.log()
+    );
     spread_as(&admin, &BTreeMap::from([("r-a", 6)])).await;
     assert!(
         stopped.elapsed() < LEASE,

@@ -136,15 +136,18 @@ impl Coordinator {
     async fn round(&mut self, presence_name: &str) {
         while self.handovers.try_join_next().is_some() {}
         // This replica's presence: restarted if its elector ended.
-        let presence_ended = self
-            .presence
-            .as_ref()
-            .is_none_or(|p| matches!(p.status().state(), LeaderState::Lost(_) | LeaderState::Stopped));
+        let presence_ended = self.presence.as_ref().is_none_or(|p| {
+            matches!(
+                p.status().state(),
+                LeaderState::Lost(_) | LeaderState::Stopped
+            )
+        });
         if presence_ended {
             if let Some(old) = self.presence.take() {
                 old.abort();
             }
-            self.presence = self.elector(presence_name.to_string(), self.labels(ROLE_REPLICA, None));
+            self.presence =
+                self.elector(presence_name.to_string(), self.labels(ROLE_REPLICA, None));
         }
         self.harvest();
         let api: Api<Lease> = Api::namespaced(self.client.clone(), &self.base.namespace);
@@ -165,8 +168,10 @@ impl Coordinator {
         if self.observer.holder(presence_name, now) != Some(me.as_str()) {
             live += 1;
         }
-        let names: BTreeMap<&String, String> =
-            guests.iter().map(|g| (g, guest_lease(self.group(), g))).collect();
+        let names: BTreeMap<&String, String> = guests
+            .iter()
+            .map(|g| (g, guest_lease(self.group(), g)))
+            .collect();
         let free: BTreeSet<String> = names
             .iter()
             .filter(|(_, lease)| self.observer.holder(lease, now).is_none())
@@ -205,7 +210,13 @@ impl Coordinator {
             for guest in decision.acquire {
                 let lease = guest_lease(self.group(), &guest);
                 if let Some(handle) = self.elector(lease, self.labels(ROLE_GUEST, Some(&guest))) {
-                    self.electors.insert(guest, Candidate { handle, lease: None });
+                    self.electors.insert(
+                        guest,
+                        Candidate {
+                            handle,
+                            lease: None,
+                        },
+                    );
                 }
             }
         }
@@ -230,10 +241,19 @@ impl Coordinator {
         for (guest, c) in &mut self.electors {
             match c.handle.status().state() {
                 LeaderState::Leader { .. } if c.lease.is_none() => {
-                    let lease = GuestLease::new(guest, &guest_lease(&self.base.lease_name, guest), c.handle.status());
+                    let lease = GuestLease::new(
+                        guest,
+                        &guest_lease(&self.base.lease_name, guest),
+                        c.handle.status(),
+                    );
                     lock(&self.shared.led).insert(guest.clone(), lease.clone());
                     c.lease = Some(lease);
-                    self.metrics.guest_leader.get_or_create(&GuestLabels { guest: guest.clone() }).set(1);
+                    self.metrics
+                        .guest_leader
+                        .get_or_create(&GuestLabels {
+                            guest: guest.clone(),
+                        })
+                        .set(1);
                     count(&self.metrics, guest, "acquired");
                     tracing::info!(%guest, "per-guest leadership: leading the guest");
                     let _ = self.shared.led_tx.send(guest.clone());
@@ -249,7 +269,12 @@ impl Coordinator {
             if let Some(lease) = &c.lease {
                 tracing::error!(%guest, state = ?c.handle.status().state(), "per-guest leadership: lost the guest's lease; its writes stopped");
                 forget(&self.shared, lease);
-                self.metrics.guest_leader.get_or_create(&GuestLabels { guest: guest.clone() }).set(0);
+                self.metrics
+                    .guest_leader
+                    .get_or_create(&GuestLabels {
+                        guest: guest.clone(),
+                    })
+                    .set(0);
                 count(&self.metrics, &guest, "lost");
             }
             c.handle.abort();

@@ -84,7 +84,10 @@ mod tests {
 
     #[test]
     fn a_valid_name_is_kept_as_it_is() {
-        assert_eq!(guest_lease("wasmctrl", "gpu-summary"), "wasmctrl-g-gpu-summary");
+        assert_eq!(
+            guest_lease("wasmctrl", "gpu-summary"),
+            "wasmctrl-g-gpu-summary"
+        );
         assert_eq!(replica_lease("wasmctrl", "host-0"), "wasmctrl-r-host-0");
     }
 

@@ -26,7 +26,10 @@ struct Seen {
 
 impl Seen {
     fn holder(&self) -> Option<&str> {
-        self.spec.holder_identity.as_deref().filter(|h| !h.is_empty())
+        self.spec
+            .holder_identity
+            .as_deref()
+            .filter(|h| !h.is_empty())
     }
 
     fn valid(&self, now: Instant) -> bool {
