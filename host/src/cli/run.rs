@@ -173,9 +173,10 @@ struct ElectionArgs {
 /// What `--leader-elect` elects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum ElectMode {
-    /// One leader for the whole host.
+    // One leader for the whole host. (Plain comments: doc comments would
+    // give the flag a long help of its own.)
     Host,
-    /// One leader per guest, the guests spread over the replicas.
+    // One leader per guest, the guests spread over the replicas.
     PerGuest,
 }
 
