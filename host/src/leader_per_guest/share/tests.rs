@@ -109,6 +109,9 @@ struct World {
     replicas: BTreeMap<String, SimReplica>,
     /// Every change of a guest's holder: (round, guest, new holder).
     handovers: Vec<(u32, String, Option<String>)>,
+    /// A presence Lease of no replica, valid until this round: a replica
+    /// seen for one round and gone.
+    ghost_until: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -120,6 +123,9 @@ enum Event {
     Kill(usize),
     /// Rounds with no event.
     Rounds(u32),
+    /// A presence seen for one round only (a replica that started and
+    /// died at once, or a stale read).
+    Ghost,
 }
 
 impl World {
@@ -202,6 +208,7 @@ impl World {
                     }
                 }
             }
+            Event::Ghost => self.ghost_until = self.round + 2,
             Event::Rounds(n) => {
                 for _ in 0..*n {
                     self.step(order);
@@ -225,7 +232,8 @@ impl World {
                 .values()
                 .filter(|r| r.presence_until > self.round)
                 .count()
-                .max(1);
+                .max(1)
+                + usize::from(self.ghost_until > self.round);
             let led: BTreeSet<String> = self
                 .guests
                 .iter()
@@ -299,6 +307,7 @@ impl World {
 fn event() -> impl Strategy<Value = Event> {
     prop_oneof![
         2 => Just(Event::Join),
+        1 => Just(Event::Ghost),
         1 => any::<usize>().prop_map(Event::Leave),
         1 => any::<usize>().prop_map(Event::Kill),
         3 => (1u32..6).prop_map(Event::Rounds),
@@ -365,5 +374,31 @@ proptest! {
         // survivors' share only grows, so no surplus has to settle.
         world.apply(&Event::Rounds(EXPIRY + 2), &mut order);
         prop_assert!(world.spread().is_ok(), "{:?}: {world:#?}", world.spread());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Hysteresis: once the guests are spread, a replica seen for a single
+    /// round (which lowers everyone's share for that round) moves no guest.
+    #[test]
+    fn a_replica_seen_for_one_round_moves_no_guest(
+        n_guests in 1usize..10,
+        replicas in 1usize..4,
+        seed in any::<u64>(),
+    ) {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let mut order = move |n: usize| rng.usize(..n);
+        let mut world = World::new(n_guests);
+        for _ in 0..replicas {
+            world.apply(&Event::Join, &mut order);
+        }
+        world.apply(&Event::Rounds(CONVERGE_ROUNDS), &mut order);
+        prop_assert!(world.spread().is_ok());
+        let settled = world.handovers.len();
+        world.apply(&Event::Ghost, &mut order);
+        world.apply(&Event::Rounds(3 * SETTLE_ROUNDS), &mut order);
+        prop_assert_eq!(world.handovers.len(), settled, "moved: {:?}", &world.handovers[settled..]);
     }
 }
