@@ -106,6 +106,34 @@ async fn leads(replica: &Replica) -> Option<Vec<String>> {
     )
 }
 
+/// `replica`'s reconciles of each guest (`controller_runtime_reconcile_total`).
+async fn reconciles(replica: &Replica) -> BTreeMap<String, f64> {
+    let text = replica.scrape().await.expect("/metrics answers");
+    GUESTS
+        .iter()
+        .map(|g| {
+            let label = format!("controller=\"{g}\"");
+            let n = prom::metric(&text, "controller_runtime_reconcile_total", &[&label]);
+            (g.to_string(), n)
+        })
+        .collect()
+}
+
+/// `/guests` of `replica`: each guest's `leader` object, by guest.
+async fn guest_leaders(replica: &Replica) -> BTreeMap<String, serde_json::Value> {
+    let (status, body) = crate::support::http_get(replica.health, "/guests")
+        .await
+        .expect("/guests answers");
+    assert_eq!(status, 200, "{body}");
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    json["guests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| (g["name"].as_str().unwrap().to_string(), g["leader"].clone()))
+        .collect()
+}
+
 /// Every guest's output ConfigMap counts `pods` pods.
 async fn outputs_count(admin: &Client, pods: usize) {
     let api: Api<ConfigMap> = Api::namespaced(admin.clone(), HOST_NS);
@@ -290,8 +318,50 @@ async fn guests_spread_over_replicas_and_move_when_one_dies() {
         })
         .await;
     }
+    // `/guests` says the same, and who holds each guest.
+    for r in [&a, &b, &c] {
+        let leaders = guest_leaders(r).await;
+        for (g, holder) in &before {
+            let leader = &leaders[g];
+            assert_eq!(
+                leader["holder"].as_str(),
+                holder.as_deref(),
+                "{}: {g}: {leader}",
+                r.id
+            );
+            assert_eq!(
+                leader["leads"].as_bool(),
+                Some(holder.as_deref() == Some(r.id.as_str())),
+                "{}: {g}: {leader}",
+                r.id
+            );
+            assert_eq!(
+                leader["lease"].as_str(),
+                Some(wasmctrl::leader_per_guest::guest_lease(GROUP, g).as_str())
+            );
+        }
+    }
+    // A new pod is reconciled by each guest's leader only.
+    let mut counted = Vec::new();
+    for r in [&a, &b, &c] {
+        counted.push(reconciles(r).await);
+    }
     crate::support::pod("p2").on("n1").create(&admin).await;
     outputs_count(&admin, 2).await;
+    for (r, then) in [&a, &b, &c].into_iter().zip(&counted) {
+        let now = reconciles(r).await;
+        for (g, holder) in &before {
+            if holder.as_deref() == Some(r.id.as_str()) {
+                assert!(now[g] > then[g], "{} leads {g} and reconciled it", r.id);
+            } else {
+                assert_eq!(
+                    now[g], then[g],
+                    "{} does not lead {g} and never reconciled it",
+                    r.id
+                );
+            }
+        }
+    }
 
     // SIGKILL r-b: its guests move to r-a and r-c once their Leases expire.
     let moved: Vec<String> = before
@@ -350,6 +420,151 @@ async fn guests_spread_over_replicas_and_move_when_one_dies() {
     let samples = sampler.finish().await;
     assert!(samples > 10, "the sampler ran ({samples} samples)");
     assert!(a.log().contains("leading the guest"), "{}", a.log());
+    a.stop_cleanly().await;
+    drop(server);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stolen_guest_lease_stops_that_guest_only_and_the_replica_leads_it_again() {
+    let (server, admin) = crate::support::server().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("cache")).unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        server.kubeconfig_for_token(server.admin_token()),
+    )
+    .unwrap();
+    let println = crate::support::built_guest("guest_println");
+    let two = &GUESTS[..2];
+    for g in two {
+        std::fs::copy(&println, dir.path().join(format!("{g}.wasm"))).unwrap();
+    }
+    let (d, k) = (dir.path().to_path_buf(), kubeconfig.clone());
+    let mut a = Replica::start("r-a", move |command, _, health, metrics| {
+        command.arg("run");
+        for g in two {
+            command
+                .arg("--guest")
+                .arg(d.join(format!("{g}.wasm")))
+                .arg(format!("--config={g}.name={g}"))
+                .arg(format!("--config={g}.output=out-{g}"))
+                .arg(format!("--config={g}.watch=/v1/Pod"));
+        }
+        command
+            .arg(format!("--kubeconfig={}", k.display()))
+            .arg(format!("--namespace={HOST_NS}"))
+            .arg("--leader-elect=per-guest")
+            .arg(format!("--lease-name={GROUP}"))
+            .arg("--identity=r-a")
+            .arg(format!("--lease-duration-seconds={}", LEASE.as_secs_f64()))
+            .arg(format!("--renew-deadline-seconds={}", RENEW.as_secs_f64()))
+            .arg(format!("--retry-period-seconds={}", RETRY.as_secs_f64()))
+            .arg(format!("--health-addr={health}"))
+            .arg(format!("--metrics-addr={metrics}"))
+            .arg(format!("--guest-cache-dir={}", d.join("cache").display()))
+            .env_remove("POD_NAME")
+            .env_remove("POD_NAMESPACE")
+            .env("RUST_LOG", "info");
+    });
+    crate::support::pod("p1").on("n1").create(&admin).await;
+    a.wait_ready().await;
+    let output = |g: &str| {
+        let api: Api<ConfigMap> = Api::namespaced(admin.clone(), HOST_NS);
+        let name = format!("out-{g}");
+        async move {
+            api.get_opt(&name)
+                .await
+                .unwrap()
+                .and_then(|cm| cm.data?.get("objects").cloned())
+        }
+    };
+    bounded("r-a leads both guests and they converge", async {
+        while leads(&a).await != Some(vec!["g1".into(), "g2".into()])
+            || output("g1").await.as_deref() != Some("1")
+            || output("g2").await.as_deref() != Some("1")
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+
+    // Someone else writes itself into g1's Lease, for 5 s.
+    let api: Api<Lease> = Api::namespaced(admin.clone(), HOST_NS);
+    let name = wasmctrl::leader_per_guest::guest_lease(GROUP, "g1");
+    // The holder renews every retry period: read and write again on a
+    // conflict.
+    let stolen = bounded("the lease is stolen", async {
+        loop {
+            let mut lease = api.get(&name).await.unwrap();
+            let spec = lease.spec.as_mut().unwrap();
+            spec.holder_identity = Some("thief".into());
+            spec.lease_duration_seconds = Some(5);
+            spec.renew_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+                k8s_openapi::jiff::Timestamp::now(),
+            ));
+            match api.replace(&name, &Default::default(), &lease).await {
+                Ok(_) => return Instant::now(),
+                Err(kube::Error::Api(e)) if e.code == 409 => continue,
+                Err(e) => panic!("stealing the lease: {e}"),
+            }
+        }
+    })
+    .await;
+
+    // r-a stops g1 only: it goes on running, leading and reconciling g2.
+    bounded("r-a gives g1 up", async {
+        while leads(&a).await != Some(vec!["g2".into()]) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    crate::support::pod("p2").on("n1").create(&admin).await;
+    bounded("g2 converges", async {
+        while output("g2").await.as_deref() != Some("2") {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(
+        stolen.elapsed() < Duration::from_secs(4),
+        "inconclusive: the stolen lease may have expired ({:?})",
+        stolen.elapsed()
+    );
+    assert_eq!(
+        output("g1").await.as_deref(),
+        Some("1"),
+        "g1 wrote without its lease"
+    );
+    assert!(
+        a.child.try_wait().unwrap().is_none(),
+        "r-a keeps running\n{}",
+        a.log()
+    );
+    assert_eq!(a.healthz().await, Some(200));
+    let text = a.scrape().await.unwrap();
+    let lost = prom::metric(
+        &text,
+        "wasmctrl_guest_lease_handovers_total",
+        &["guest=\"g1\"", "reason=\"lost\""],
+    );
+    assert_eq!(lost, 1.0, "{text}");
+    assert!(a.log().contains("lost the guest's lease"), "{}", a.log());
+
+    // Once the thief's lease expires, r-a (still a candidate) leads g1
+    // again, on a fresh controller that catches up.
+    bounded("r-a leads g1 again and it converges", async {
+        while leads(&a).await != Some(vec!["g1".into(), "g2".into()])
+            || output("g1").await.as_deref() != Some("2")
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(
+        stolen.elapsed() >= Duration::from_secs(4),
+        "r-a took g1 back before the thief's lease expired"
+    );
     a.stop_cleanly().await;
     drop(server);
 }

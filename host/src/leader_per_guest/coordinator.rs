@@ -50,6 +50,9 @@ pub(super) struct Coordinator {
     electors: BTreeMap<String, Candidate>,
     presence: Option<LeaderHandle>,
     handovers: JoinSet<()>,
+    /// Guests whose handover is under way (their Lease still names this
+    /// replica): not stood for again until it is done.
+    handing: Arc<std::sync::Mutex<BTreeSet<String>>>,
 }
 
 impl Coordinator {
@@ -69,6 +72,7 @@ impl Coordinator {
             electors: BTreeMap::new(),
             presence: None,
             handovers: JoinSet::new(),
+            handing: Arc::default(),
         }
     }
 
@@ -87,10 +91,16 @@ impl Coordinator {
         labels
     }
 
+    /// An elector for the Lease `name`, seeded with what this replica has
+    /// seen of it, so an expired holder is not waited for twice.
     fn elector(&self, name: String, labels: BTreeMap<String, String>) -> Option<LeaderHandle> {
+        let seen = self.observer.seen(&name);
         let config = self.base.clone().lease_name(name).labels(labels);
         match LeaderElector::new(self.client.clone(), config) {
-            Ok(e) => Some(e.spawn()),
+            Ok(e) => Some(match seen {
+                Some((lease, since)) => e.seen(lease, since).spawn(),
+                None => e.spawn(),
+            }),
             Err(e) => {
                 tracing::error!("per-guest leadership: {e}");
                 None
@@ -149,7 +159,6 @@ impl Coordinator {
             self.presence =
                 self.elector(presence_name.to_string(), self.labels(ROLE_REPLICA, None));
         }
-        self.harvest();
         let api: Api<Lease> = Api::namespaced(self.client.clone(), &self.base.namespace);
         let selector = format!("{GROUP_LABEL}={}", dns_label(self.group()));
         match api.list(&ListParams::default().labels(&selector)).await {
@@ -158,9 +167,14 @@ impl Coordinator {
                 // Without a fresh look, nothing new is decided; the
                 // electors keep renewing (or time out) on their own.
                 tracing::warn!(group = %self.group(), "per-guest leadership: listing leases failed: {e}");
+                self.harvest();
                 return;
             }
         }
+        // After the LIST: an elector that acquired since is seen leading
+        // here, never as a candidate for a guest the LIST shows held (by
+        // this very replica).
+        self.harvest();
         let now = Instant::now();
         let guests = lock(&self.shared.guests).clone();
         let me = self.base.identity.clone();
@@ -172,9 +186,16 @@ impl Coordinator {
             .iter()
             .map(|g| (g, guest_lease(self.group(), g)))
             .collect();
+        let handing = lock(&self.handing).clone();
         let free: BTreeSet<String> = names
             .iter()
-            .filter(|(_, lease)| self.observer.holder(lease, now).is_none())
+            .filter(|(g, lease)| {
+                !handing.contains(**g)
+                    && self
+                        .observer
+                        .holder(lease, now)
+                        .is_none_or(|holder| holder == me)
+            })
             .map(|(g, _)| (*g).clone())
             .collect();
         let view = View {
@@ -285,6 +306,8 @@ impl Coordinator {
     /// to stop and waited for before its Lease is released.
     fn hand_over(&mut self, guest: String, c: Candidate, reason: &'static str) {
         let (shared, metrics) = (self.shared.clone(), self.metrics.clone());
+        let handing = self.handing.clone();
+        lock(&handing).insert(guest.clone());
         self.handovers.spawn(async move {
             if let Some(lease) = &c.lease {
                 lease.begin_handover();
@@ -299,6 +322,7 @@ impl Coordinator {
                 metrics.guest_leader.get_or_create(&GuestLabels { guest: guest.clone() }).set(0);
                 count(&metrics, &guest, reason);
             }
+            lock(&handing).remove(&guest);
         });
     }
 }

@@ -18,6 +18,7 @@ use super::naming::{ROLE_LABEL, ROLE_REPLICA};
 /// One Lease as last seen.
 #[derive(Debug, Clone)]
 struct Seen {
+    lease: Lease,
     spec: LeaseSpec,
     role: String,
     /// When its record last changed, by the local clock.
@@ -54,12 +55,13 @@ impl Observer {
                 continue;
             };
             let labels = lease.metadata.labels.clone().unwrap_or_default();
-            let spec = lease.spec.unwrap_or_default();
+            let spec = lease.spec.clone().unwrap_or_default();
             let changed = match self.seen.remove(&name) {
                 Some(old) if old.spec == spec => old.changed,
                 _ => now,
             };
             let seen = Seen {
+                lease,
                 spec,
                 role: labels.get(ROLE_LABEL).cloned().unwrap_or_default(),
                 changed,
@@ -75,6 +77,12 @@ impl Observer {
             .values()
             .filter(|s| s.role == ROLE_REPLICA && s.valid(now))
             .count()
+    }
+
+    /// The Lease `name` as last listed, and since when (by the local clock)
+    /// its record has not changed.
+    pub(super) fn seen(&self, name: &str) -> Option<(Lease, Instant)> {
+        self.seen.get(name).map(|s| (s.lease.clone(), s.changed))
     }
 
     /// The holder of the Lease `name`, if it is held and not expired (None:
