@@ -30,7 +30,7 @@ use super::naming::{
 };
 use super::observe::Observer;
 use super::share::{decide, Hysteresis, View};
-use super::{GuestHolder, Shared};
+use super::shared::{GuestHolder, Shared};
 
 /// One guest this replica stands for or leads.
 struct Candidate {

@@ -44,6 +44,7 @@
 //! - `share`: the spreading rule (pure).
 //! - `observe`: what the listed Leases show, judged by the local clock.
 //! - `lease`: [`GuestLease`], the handshake with the supervisor.
+//! - `shared`: what the coordinator and the supervisor's side share.
 //! - `coordinator`: the rounds, the electors, handovers.
 
 mod coordinator;
@@ -51,8 +52,9 @@ mod lease;
 mod naming;
 mod observe;
 mod share;
+mod shared;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
@@ -67,6 +69,8 @@ use crate::sync::lock;
 pub use lease::{GuestLease, Running, Stop};
 pub use naming::{dns_label, guest_lease, replica_lease};
 pub use share::{fair_share, SETTLE_ROUNDS};
+pub use shared::GuestHolder;
+use shared::Shared;
 
 /// Errors of this module.
 #[derive(Debug, thiserror::Error)]
@@ -96,31 +100,6 @@ impl Error {
 
 /// Result alias of this module.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// Who holds one guest's Lease, as last listed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GuestHolder {
-    /// The Lease's name.
-    pub lease: String,
-    /// Its holder, when held and not expired by this replica's clock.
-    pub holder: Option<String>,
-}
-
-/// What the coordinator and the supervisor share.
-#[derive(Debug)]
-struct Shared {
-    /// Every guest the host runs, as the supervisor last said.
-    guests: Mutex<BTreeSet<String>>,
-    /// The guests this replica leads.
-    led: Mutex<BTreeMap<String, GuestLease>>,
-    /// Each guest's Lease and holder, as last listed.
-    holders: Mutex<BTreeMap<String, GuestHolder>>,
-    /// Each newly led guest's name, for the supervisor.
-    led_tx: mpsc::UnboundedSender<String>,
-    led_rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<String>>,
-    /// Stopping: no new candidacy.
-    closing: AtomicBool,
-}
 
 /// The supervisor's side of per-guest leadership. Cheap to clone.
 #[derive(Debug, Clone)]

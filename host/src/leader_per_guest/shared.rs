@@ -1,0 +1,39 @@
+//! What the coordinator and the supervisor's side ([`super::GuestLeases`])
+//! share: the guests the host runs, the guests this replica leads, who
+//! holds each guest's Lease, and the channel of newly led guests.
+//!
+//! Owns nothing but the shared state: it never decides and never talks to
+//! the API server.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::AtomicBool;
+use std::sync::Mutex;
+
+use tokio::sync::mpsc;
+
+use super::lease::GuestLease;
+
+/// Who holds one guest's Lease, as last listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestHolder {
+    /// The Lease's name.
+    pub lease: String,
+    /// Its holder, when held and not expired by this replica's clock.
+    pub holder: Option<String>,
+}
+
+/// What the coordinator and the supervisor share.
+#[derive(Debug)]
+pub(super) struct Shared {
+    /// Every guest the host runs, as the supervisor last said.
+    pub(super) guests: Mutex<BTreeSet<String>>,
+    /// The guests this replica leads.
+    pub(super) led: Mutex<BTreeMap<String, GuestLease>>,
+    /// Each guest's Lease and holder, as last listed.
+    pub(super) holders: Mutex<BTreeMap<String, GuestHolder>>,
+    /// Each newly led guest's name, for the supervisor.
+    pub(super) led_tx: mpsc::UnboundedSender<String>,
+    pub(super) led_rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<String>>,
+    /// Stopping: no new candidacy.
+    pub(super) closing: AtomicBool,
+}
