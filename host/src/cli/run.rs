@@ -403,3 +403,41 @@ async fn shutdown_signal() {
     }
     let _ = tokio::signal::ctrl_c().await;
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Run {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<RunArgs, clap::Error> {
+        let argv = ["run", "--guest", "g.wasm"].iter().chain(args);
+        Run::try_parse_from(argv).map(|r| r.run)
+    }
+
+    #[test]
+    fn leader_elect_alone_is_the_host_mode_and_per_guest_is_asked_for_by_name() {
+        assert_eq!(parse(&[]).unwrap().election.leader_elect, None);
+        let host = parse(&["--leader-elect"]).unwrap().election;
+        assert_eq!(host.leader_elect, Some(ElectMode::Host));
+        assert!(host.config("ops").unwrap().is_some());
+        let explicit = parse(&["--leader-elect=host"]).unwrap().election;
+        assert_eq!(explicit.leader_elect, Some(ElectMode::Host));
+        let per_guest = parse(&["--leader-elect=per-guest", "--identity=r-0"]).unwrap();
+        assert_eq!(per_guest.election.leader_elect, Some(ElectMode::PerGuest));
+        let config = per_guest.election.config("ops").unwrap().unwrap();
+        assert_eq!(
+            (config.identity.as_str(), config.namespace.as_str()),
+            ("r-0", "ops")
+        );
+        // The mode is never taken from the next argument.
+        assert!(parse(&["--leader-elect", "per-guest"]).is_err());
+        assert!(parse(&["--leader-elect=leader"]).is_err());
+    }
+}
