@@ -53,6 +53,9 @@ pub(super) struct Coordinator {
     /// Guests whose handover is under way (their Lease still names this
     /// replica): not stood for again until it is done.
     handing: Arc<std::sync::Mutex<BTreeSet<String>>>,
+    /// Guests given up because they could not be started here, and until
+    /// when this replica does not stand for them.
+    cooling: BTreeMap<String, Instant>,
 }
 
 impl Coordinator {
@@ -73,6 +76,7 @@ impl Coordinator {
             presence: None,
             handovers: JoinSet::new(),
             handing: Arc::default(),
+            cooling: BTreeMap::new(),
         }
     }
 
@@ -176,6 +180,15 @@ impl Coordinator {
         // this very replica).
         self.harvest();
         let now = Instant::now();
+        let given_up = std::mem::take(&mut *lock(&self.shared.give_up));
+        for guest in given_up {
+            if let Some(c) = self.electors.remove(&guest) {
+                tracing::warn!(%guest, "per-guest leadership: giving up a guest this replica could not start");
+                self.hand_over(guest.clone(), c, "released");
+            }
+            self.cooling.insert(guest, now + self.base.lease_duration);
+        }
+        self.cooling.retain(|_, until| *until > now);
         let guests = lock(&self.shared.guests).clone();
         let me = self.base.identity.clone();
         let mut live = self.observer.live_replicas(now);
@@ -191,6 +204,7 @@ impl Coordinator {
             .iter()
             .filter(|(g, lease)| {
                 !handing.contains(**g)
+                    && !self.cooling.contains_key(**g)
                     && self
                         .observer
                         .holder(lease, now)

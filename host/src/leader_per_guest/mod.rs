@@ -133,6 +133,14 @@ impl GuestLeases {
         lock(&self.shared.holders).get(guest).cloned()
     }
 
+    /// Gives `guest` up although this replica leads it: the supervisor could
+    /// not start it (a fresh controller's preflight failed, say). Its Lease
+    /// is released at the next round and this replica does not stand for
+    /// it again for a lease duration, so another replica may take it.
+    pub fn give_up(&self, guest: &str) {
+        lock(&self.shared.give_up).insert(guest.to_string());
+    }
+
     /// Stops standing for new guests (the host is shutting down).
     pub fn closing(&self) {
         self.shared
@@ -188,6 +196,7 @@ impl PerGuestElection {
             led_tx,
             led_rx: tokio::sync::Mutex::new(led_rx),
             closing: AtomicBool::new(false),
+            give_up: Mutex::default(),
         });
         let leases = GuestLeases {
             shared: shared.clone(),

@@ -36,4 +36,7 @@ pub(super) struct Shared {
     pub(super) led_rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<String>>,
     /// Stopping: no new candidacy.
     pub(super) closing: AtomicBool,
+    /// Guests the supervisor could not start although this replica leads
+    /// them: to be given up.
+    pub(super) give_up: Mutex<BTreeSet<String>>,
 }

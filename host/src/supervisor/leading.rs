@@ -95,7 +95,12 @@ impl Supervisor {
                     controller = Arc::new(fresh);
                 }
                 Err(e) => {
-                    tracing::error!(%guest, "cannot start the guest it leads again: {e}");
+                    // Held but not run, it would be stuck here: given up,
+                    // another replica (or this one, later) tries again.
+                    tracing::error!(%guest, "cannot start the guest it leads; giving it up: {e}");
+                    if let Some(leases) = &self.guest_leases {
+                        leases.give_up(guest);
+                    }
                     return;
                 }
             }
