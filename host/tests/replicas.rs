@@ -568,3 +568,258 @@ async fn a_stolen_guest_lease_stops_that_guest_only_and_the_replica_leads_it_aga
     a.stop_cleanly().await;
     drop(server);
 }
+
+/// Buckets of the App guest's keys in the sharding test.
+const BUCKETS: u32 = 6;
+const APPS: usize = 12;
+
+/// Each bucket's holder (None: free), by bucket.
+async fn bucket_holders(admin: &Client) -> BTreeMap<u32, Option<String>> {
+    let api: Api<Lease> = Api::namespaced(admin.clone(), HOST_NS);
+    let list = api
+        .list(&ListParams::default().labels(&format!(
+            "wasmctrl.dev/lease-group={GROUP},wasmctrl.dev/guest=app"
+        )))
+        .await
+        .unwrap();
+    list.items
+        .into_iter()
+        .filter_map(|l| {
+            let bucket = l
+                .metadata
+                .labels?
+                .get("wasmctrl.dev/bucket")?
+                .parse()
+                .ok()?;
+            let holder = l.spec?.holder_identity.filter(|h| !h.is_empty());
+            Some((bucket, holder))
+        })
+        .collect()
+}
+
+/// Prints the last holders seen if the wait panics.
+struct ShowOnPanic(String, Arc<Mutex<BTreeMap<u32, Option<String>>>>);
+
+impl Drop for ShowOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("{}: last seen {:?}", self.0, self.1.lock().unwrap());
+        }
+    }
+}
+
+/// Waits until every bucket is held and the holders hold `want` each.
+async fn buckets_spread_as(
+    admin: &Client,
+    want: &BTreeMap<&str, usize>,
+) -> BTreeMap<u32, Option<String>> {
+    let want: BTreeMap<String, usize> = want.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let last = Arc::new(Mutex::new(BTreeMap::new()));
+    let seen = last.clone();
+    let what = format!("buckets spread as {want:?}");
+    let _shown = ShowOnPanic(what.clone(), last);
+    bounded(&what, async {
+        loop {
+            let h = bucket_holders(admin).await;
+            *seen.lock().unwrap() = h.clone();
+            let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+            for holder in h.values().flatten() {
+                *counts.entry(holder.clone()).or_default() += 1;
+            }
+            if h.len() == BUCKETS as usize && h.values().all(Option::is_some) && counts == want {
+                return h;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+}
+
+/// Every App's child carries `message`.
+async fn children_say(admin: &Client, message: &str) {
+    let api: Api<ConfigMap> = Api::namespaced(admin.clone(), crate::support::PODS_NS);
+    bounded(&format!("every child says {message}"), async {
+        loop {
+            let mut all = true;
+            for i in 0..APPS {
+                let seen = api
+                    .get_opt(&format!("app-{i}"))
+                    .await
+                    .unwrap()
+                    .and_then(|cm| cm.data?.get("message").cloned());
+                all &= seen.as_deref() == Some(message);
+            }
+            if all {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+}
+
+/// `wasmctrl_writes_total{guest="app"}` of `replica`, every verb.
+async fn app_writes(replica: &Replica) -> f64 {
+    let text = replica.scrape().await.expect("/metrics answers");
+    prom::metric(&text, "wasmctrl_writes_total", &["guest=\"app\""])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_object_guests_keys_are_sharded_in_buckets_over_replicas() {
+    let (server, admin) = crate::app::app_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("cache")).unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        server.kubeconfig_for_token(server.admin_token()),
+    )
+    .unwrap();
+    std::fs::copy(
+        crate::support::built_guest("guest_app"),
+        dir.path().join("app.wasm"),
+    )
+    .unwrap();
+    let start = |id: &str| {
+        let (dir, kubeconfig) = (dir.path().to_path_buf(), kubeconfig.clone());
+        Replica::start(id, move |command, _, health, metrics| {
+            command
+                .arg("run")
+                .arg("--guest")
+                .arg(dir.join("app.wasm"))
+                .arg(format!("--kubeconfig={}", kubeconfig.display()))
+                .arg(format!("--namespace={HOST_NS}"))
+                .arg("--leader-elect=per-guest")
+                .arg(format!("--shard-buckets={BUCKETS}"))
+                .arg(format!("--lease-name={GROUP}"))
+                .arg(format!("--identity={id}"))
+                .arg(format!("--lease-duration-seconds={}", LEASE.as_secs_f64()))
+                .arg(format!("--renew-deadline-seconds={}", RENEW.as_secs_f64()))
+                .arg(format!("--retry-period-seconds={}", RETRY.as_secs_f64()))
+                .arg(format!("--health-addr={health}"))
+                .arg(format!("--metrics-addr={metrics}"))
+                .arg(format!("--guest-cache-dir={}", dir.join("cache").display()))
+                .env_remove("POD_NAME")
+                .env_remove("POD_NAMESPACE")
+                .env("RUST_LOG", "info");
+        })
+    };
+    for i in 0..APPS {
+        crate::app::create_app(
+            &admin,
+            crate::support::PODS_NS,
+            &format!("app-{i}"),
+            "m0",
+            1,
+        )
+        .await;
+    }
+    let mut a = start("r-a");
+    a.wait_ready().await;
+    let mut b = start("r-b");
+    let mut c = start("r-c");
+    b.wait_ready().await;
+    c.wait_ready().await;
+    let holders = buckets_spread_as(
+        &admin,
+        &BTreeMap::from([("r-a", 2), ("r-b", 2), ("r-c", 2)]),
+    )
+    .await;
+    children_say(&admin, "m0").await;
+
+    // An edit of the Apps of r-b's buckets only is written by r-b only.
+    let bucket = |i: usize| {
+        wasmctrl::leader_per_guest::bucket_of(
+            &format!("{}/app-{i}", crate::support::PODS_NS),
+            BUCKETS,
+        )
+    };
+    let of_b: Vec<usize> = (0..APPS)
+        .filter(|i| holders[&bucket(*i)].as_deref() == Some("r-b"))
+        .collect();
+    assert!(
+        !of_b.is_empty(),
+        "r-b's buckets hold some of the {APPS} Apps: {holders:?}"
+    );
+    // Let the first writes settle, then count.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = [
+        app_writes(&a).await,
+        app_writes(&b).await,
+        app_writes(&c).await,
+    ];
+    for i in &of_b {
+        crate::app::edit_spec(
+            &admin,
+            crate::support::PODS_NS,
+            &format!("app-{i}"),
+            serde_json::json!({"message": "m1"}),
+        )
+        .await;
+    }
+    let api: Api<ConfigMap> = Api::namespaced(admin.clone(), crate::support::PODS_NS);
+    bounded("r-b's Apps' children say m1", async {
+        loop {
+            let mut all = true;
+            for i in &of_b {
+                let seen = api
+                    .get_opt(&format!("app-{i}"))
+                    .await
+                    .unwrap()
+                    .and_then(|cm| cm.data?.get("message").cloned());
+                all &= seen.as_deref() == Some("m1");
+            }
+            if all {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = [
+        app_writes(&a).await,
+        app_writes(&b).await,
+        app_writes(&c).await,
+    ];
+    assert!(
+        after[1] > before[1],
+        "r-b wrote its keys: {before:?} → {after:?}"
+    );
+    assert_eq!(after[0], before[0], "r-a wrote none of r-b's keys");
+    assert_eq!(after[2], before[2], "r-c wrote none of r-b's keys");
+
+    // SIGKILL r-b: its buckets move once their Leases expire; every App
+    // converges again.
+    let killed = Instant::now();
+    b.child.start_kill().unwrap();
+    buckets_spread_as(&admin, &BTreeMap::from([("r-a", 3), ("r-c", 3)])).await;
+    assert!(
+        killed.elapsed() < LEASE + Duration::from_secs(3),
+        "r-b's buckets moved {:?} after the kill",
+        killed.elapsed()
+    );
+    for i in 0..APPS {
+        crate::app::edit_spec(
+            &admin,
+            crate::support::PODS_NS,
+            &format!("app-{i}"),
+            serde_json::json!({"message": "m2"}),
+        )
+        .await;
+    }
+    children_say(&admin, "m2").await;
+
+    // `/guests` shows the buckets.
+    let leaders = guest_leaders(&a).await;
+    let buckets = leaders["app"]["buckets"].as_array().expect("buckets shown");
+    assert_eq!(buckets.len(), BUCKETS as usize, "{leaders:?}");
+    assert_eq!(
+        buckets.iter().filter(|b| b["leads"] == true).count(),
+        3,
+        "{leaders:?}"
+    );
+    a.stop_cleanly().await;
+    c.stop_cleanly().await;
+    drop(server);
+}

@@ -156,6 +156,13 @@ struct ElectionArgs {
     /// every Lease's name (`NAME-g-GUEST`, `NAME-r-IDENTITY`).
     #[arg(long, default_value = "wasmctrl")]
     lease_name: String,
+    /// With `--leader-elect=per-guest`: shard the keys of each per-object
+    /// guest into this many buckets, each with its own Lease
+    /// (`NAME-s-GUEST-BUCKET`) and spread over the replicas like guests (0:
+    /// every guest is led whole). A guest with an aggregate key is led
+    /// whole.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1024))]
+    shard_buckets: u32,
     /// This candidate's identity (default: $POD_NAME, else the host name).
     #[arg(long)]
     identity: Option<String>,
@@ -263,6 +270,10 @@ impl RunArgs {
             .strict_guests(self.strict_guests)
             .shadows(self.shadows.clone())
             .shadow_dry_run(self.shadow_dry_run)
+            .shard_buckets(match self.election.leader_elect {
+                Some(ElectMode::PerGuest) => self.election.shard_buckets,
+                _ => 0,
+            })
             .record(record))
     }
 }
@@ -335,14 +346,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     // Informers start (and sync) before the election: a follower is a warm
     // standby, ready to take over.
-    let supervisor =
-        Supervisor::start_with_leadership(client, config, Some(metrics.clone()), leadership)
-            .await?;
-    let (supervisor, per_guest) = match per_guest {
-        Some((election, leases)) => (supervisor.lead_per_guest(leases), Some(election)),
-        None => (supervisor, None),
+    let (per_guest, config) = match per_guest {
+        Some((election, leases)) => (Some(election), config.guest_leases(Some(leases))),
+        None => (None, config),
     };
-    let host = Arc::new(supervisor);
+    let host = Arc::new(
+        Supervisor::start_with_leadership(client, config, Some(metrics.clone()), leadership)
+            .await?,
+    );
     // With per-guest leadership the host-wide gauge would always read 1:
     // `wasmctrl_guest_leader{guest}` says what this replica leads instead.
     let master_status = match per_guest {

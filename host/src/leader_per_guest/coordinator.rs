@@ -25,8 +25,8 @@ use crate::sync::lock;
 
 use super::lease::GuestLease;
 use super::naming::{
-    dns_label, guest_lease, replica_lease, GROUP_LABEL, GUEST_LABEL, ROLE_GUEST, ROLE_LABEL,
-    ROLE_REPLICA,
+    dns_label, guest_of, replica_lease, unit_lease, BUCKET_LABEL, GROUP_LABEL, GUEST_LABEL,
+    ROLE_GUEST, ROLE_LABEL, ROLE_REPLICA,
 };
 use super::observe::Observer;
 use super::share::{decide, Hysteresis, View};
@@ -89,8 +89,12 @@ impl Coordinator {
             (GROUP_LABEL.to_string(), dns_label(self.group())),
             (ROLE_LABEL.to_string(), role.to_string()),
         ]);
-        if let Some(guest) = guest {
+        if let Some(unit) = guest {
+            let (guest, bucket) = guest_of(unit);
             labels.insert(GUEST_LABEL.to_string(), dns_label(guest));
+            if let Some(b) = bucket {
+                labels.insert(BUCKET_LABEL.to_string(), b.to_string());
+            }
         }
         labels
     }
@@ -183,7 +187,7 @@ impl Coordinator {
         let given_up = std::mem::take(&mut *lock(&self.shared.give_up));
         for guest in given_up {
             if let Some(c) = self.electors.remove(&guest) {
-                tracing::warn!(%guest, "per-guest leadership: giving up a guest this replica could not start");
+                tracing::warn!(unit = %shown(&guest), "per-guest leadership: giving up a guest this replica could not start");
                 self.hand_over(guest.clone(), c, "released");
             }
             self.cooling.insert(guest, now + self.base.lease_duration);
@@ -197,7 +201,7 @@ impl Coordinator {
         }
         let names: BTreeMap<&String, String> = guests
             .iter()
-            .map(|g| (g, guest_lease(self.group(), g)))
+            .map(|g| (g, unit_lease(self.group(), g)))
             .collect();
         let handing = lock(&self.handing).clone();
         let free: BTreeSet<String> = names
@@ -237,13 +241,13 @@ impl Coordinator {
         }
         for guest in decision.release {
             if let Some(c) = self.electors.remove(&guest) {
-                tracing::info!(%guest, share = super::share::fair_share(guests.len(), live), "per-guest leadership: giving the guest up");
+                tracing::info!(unit = %shown(&guest), share = super::share::fair_share(guests.len(), live), "per-guest leadership: giving the guest up");
                 self.hand_over(guest, c, "released");
             }
         }
         if !self.shared.closing.load(Ordering::SeqCst) {
             for guest in decision.acquire {
-                let lease = guest_lease(self.group(), &guest);
+                let lease = unit_lease(self.group(), &guest);
                 if let Some(handle) = self.elector(lease, self.labels(ROLE_GUEST, Some(&guest))) {
                     self.electors.insert(
                         guest,
@@ -278,19 +282,14 @@ impl Coordinator {
                 LeaderState::Leader { .. } if c.lease.is_none() => {
                     let lease = GuestLease::new(
                         guest,
-                        &guest_lease(&self.base.lease_name, guest),
+                        &unit_lease(&self.base.lease_name, guest),
                         c.handle.status(),
                     );
                     lock(&self.shared.led).insert(guest.clone(), lease.clone());
                     c.lease = Some(lease);
-                    self.metrics
-                        .guest_leader
-                        .get_or_create(&GuestLabels {
-                            guest: guest.clone(),
-                        })
-                        .set(1);
+                    leading(&self.metrics, guest, true);
                     count(&self.metrics, guest, "acquired");
-                    tracing::info!(%guest, "per-guest leadership: leading the guest");
+                    tracing::info!(unit = %shown(guest), "per-guest leadership: leading the guest");
                     let _ = self.shared.led_tx.send(guest.clone());
                 }
                 LeaderState::Lost(_) | LeaderState::Stopped => ended.push(guest.clone()),
@@ -302,14 +301,9 @@ impl Coordinator {
                 continue;
             };
             if let Some(lease) = &c.lease {
-                tracing::error!(%guest, state = ?c.handle.status().state(), "per-guest leadership: lost the guest's lease; its writes stopped");
+                tracing::error!(unit = %shown(&guest), state = ?c.handle.status().state(), "per-guest leadership: lost the guest's lease; its writes stopped");
                 forget(&self.shared, lease);
-                self.metrics
-                    .guest_leader
-                    .get_or_create(&GuestLabels {
-                        guest: guest.clone(),
-                    })
-                    .set(0);
+                leading(&self.metrics, &guest, false);
                 count(&self.metrics, &guest, "lost");
             }
             c.handle.abort();
@@ -328,12 +322,12 @@ impl Coordinator {
                 lease.until_idle().await;
             }
             match c.handle.stop().await {
-                Ok(t) => tracing::debug!(%guest, ?t, "per-guest leadership: elector stopped"),
-                Err(e) => tracing::warn!(%guest, "per-guest leadership: cannot release the lease; it will expire: {e}"),
+                Ok(t) => tracing::debug!(unit = %shown(&guest), ?t, "per-guest leadership: elector stopped"),
+                Err(e) => tracing::warn!(unit = %shown(&guest), "per-guest leadership: cannot release the lease; it will expire: {e}"),
             }
             if let Some(lease) = &c.lease {
                 forget(&shared, lease);
-                metrics.guest_leader.get_or_create(&GuestLabels { guest: guest.clone() }).set(0);
+                leading(&metrics, &guest, false);
                 count(&metrics, &guest, reason);
             }
             lock(&handing).remove(&guest);
@@ -341,11 +335,32 @@ impl Coordinator {
     }
 }
 
-fn count(metrics: &Metrics, guest: &str, reason: &str) {
+/// A unit for a person: `GUEST`, or `GUEST bucket B`.
+fn shown(unit: &str) -> String {
+    match guest_of(unit) {
+        (guest, Some(b)) => format!("{guest} bucket {b}"),
+        (guest, None) => guest.to_string(),
+    }
+}
+
+/// `wasmctrl_guest_leader{guest}`: how many of the guest's units (the
+/// guest, or its buckets) this replica leads.
+fn leading(metrics: &Metrics, unit: &str, now: bool) {
+    let gauge = metrics.guest_leader.get_or_create(&GuestLabels {
+        guest: guest_of(unit).0.to_string(),
+    });
+    if now {
+        gauge.inc();
+    } else {
+        gauge.dec();
+    }
+}
+
+fn count(metrics: &Metrics, unit: &str, reason: &str) {
     metrics
         .guest_handovers
         .get_or_create(&GuestReasonLabels {
-            guest: guest.to_string(),
+            guest: guest_of(unit).0.to_string(),
             reason: reason.to_string(),
         })
         .inc();
@@ -354,7 +369,7 @@ fn count(metrics: &Metrics, guest: &str, reason: &str) {
 /// Forgets `lease` as led, unless a newer lead of its guest replaced it.
 fn forget(shared: &Shared, lease: &GuestLease) {
     let mut led = lock(&shared.led);
-    if led.get(lease.guest()).is_some_and(|l| l.same_lead(lease)) {
-        led.remove(lease.guest());
+    if led.get(lease.unit()).is_some_and(|l| l.same_lead(lease)) {
+        led.remove(lease.unit());
     }
 }

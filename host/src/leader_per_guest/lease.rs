@@ -27,6 +27,7 @@ pub enum Stop {
 
 #[derive(Debug)]
 struct Inner {
+    /// The unit (see `naming::unit`).
     guest: String,
     lease_name: String,
     status: LeaderStatus,
@@ -56,6 +57,11 @@ impl GuestLease {
 
     /// The guest.
     pub fn guest(&self) -> &str {
+        super::naming::guest_of(&self.inner.guest).0
+    }
+
+    /// The unit: the guest, or one bucket of it.
+    pub(super) fn unit(&self) -> &str {
         &self.inner.guest
     }
 

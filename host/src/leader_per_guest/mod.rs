@@ -44,6 +44,8 @@
 //! - `share`: the spreading rule (pure).
 //! - `observe`: what the listed Leases show, judged by the local clock.
 //! - `lease`: [`GuestLease`], the handshake with the supervisor.
+//! - `shards`: a sharded guest's keys in buckets, and the gate a key
+//!   passes ([`Shards`]).
 //! - `shared`: what the coordinator and the supervisor's side share.
 //! - `coordinator`: the rounds, the electors, handovers.
 
@@ -51,12 +53,12 @@ mod coordinator;
 mod lease;
 mod naming;
 mod observe;
+mod shards;
 mod share;
 mod shared;
 
 use std::collections::BTreeSet;
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use kube::Client;
 use tokio::sync::{mpsc, oneshot};
@@ -67,7 +69,8 @@ use crate::permissions::{check, Checked, Need, PermissionError};
 use crate::sync::lock;
 
 pub use lease::{GuestLease, Running, Stop};
-pub use naming::{dns_label, guest_lease, replica_lease};
+pub use naming::{bucket_lease, dns_label, guest_lease, replica_lease};
+pub use shards::{bucket_of, Admitted, Shards};
 pub use share::{fair_share, SETTLE_ROUNDS};
 pub use shared::GuestHolder;
 use shared::Shared;
@@ -108,29 +111,82 @@ pub struct GuestLeases {
 }
 
 impl GuestLeases {
-    /// Tells which guests the host runs (their declared names): each gets
-    /// a Lease; a guest no longer named is given up.
-    pub fn set_guests(&self, guests: BTreeSet<String>) {
-        *lock(&self.shared.guests) = guests;
+    /// Tells which guests the host runs (their declared names), each with
+    /// its number of buckets: 0 or 1, one Lease for the guest; more, one
+    /// Lease per bucket of its keys. A guest (or bucket) no longer named is
+    /// given up.
+    pub fn set_guests(&self, guests: impl IntoIterator<Item = (String, u32)>) {
+        let units: BTreeSet<String> = guests
+            .into_iter()
+            .flat_map(|(guest, buckets)| {
+                let units: Vec<String> = if buckets > 1 {
+                    (0..buckets)
+                        .map(|b| naming::unit(&guest, Some(b)))
+                        .collect()
+                } else {
+                    vec![guest]
+                };
+                units
+            })
+            .collect();
+        *lock(&self.shared.guests) = units;
     }
 
-    /// The lead of `guest`, if this replica leads it now.
+    /// The lead of the whole guest `guest`, if this replica leads it now.
     pub fn lease(&self, guest: &str) -> Option<GuestLease> {
+        self.lease_of_unit(guest)
+    }
+
+    pub(crate) fn lease_of_unit(&self, unit: &str) -> Option<GuestLease> {
         lock(&self.shared.led)
-            .get(guest)
+            .get(unit)
             .filter(|l| l.is_leader())
             .cloned()
     }
 
-    /// Waits for the next guest this replica starts leading; `None` once
-    /// the coordinator is gone. One caller at a time.
-    pub async fn next_led(&self) -> Option<String> {
-        self.shared.led_rx.lock().await.recv().await
+    /// How many buckets of `guest` this replica leads now.
+    pub fn buckets_led(&self, guest: &str) -> Vec<u32> {
+        lock(&self.shared.led)
+            .iter()
+            .filter(|(_, l)| l.is_leader())
+            .filter_map(|(u, _)| match naming::guest_of(u) {
+                (g, Some(b)) if g == guest => Some(b),
+                _ => None,
+            })
+            .collect()
     }
 
-    /// Who holds `guest`'s Lease, as last listed.
+    /// Waits for the next guest this replica starts leading, or the guest
+    /// of the next bucket; `None` once the coordinator is gone. One caller
+    /// at a time.
+    pub async fn next_led(&self) -> Option<String> {
+        let unit = self.shared.led_rx.lock().await.recv().await?;
+        Some(naming::guest_of(&unit).0.to_string())
+    }
+
+    /// Who holds `guest`'s Lease (a whole guest's), as last listed.
     pub fn holder(&self, guest: &str) -> Option<GuestHolder> {
         lock(&self.shared.holders).get(guest).cloned()
+    }
+
+    /// Who holds each bucket's Lease of the sharded `guest`, as last listed.
+    pub fn bucket_holders(&self, guest: &str) -> Vec<(u32, GuestHolder)> {
+        lock(&self.shared.holders)
+            .iter()
+            .filter_map(|(u, h)| match naming::guest_of(u) {
+                (g, Some(b)) if g == guest => Some((b, h.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Leases with no coordinator: nothing is ever led (tests).
+    #[cfg(test)]
+    pub(crate) fn detached() -> Self {
+        let (led_tx, led_rx) = mpsc::unbounded_channel();
+        GuestLeases {
+            shared: Arc::new(Shared::new(led_tx, led_rx)),
+        }
     }
 
     /// Gives `guest` up although this replica leads it: the supervisor could
@@ -189,15 +245,7 @@ impl PerGuestElection {
             }
         }
         let (led_tx, led_rx) = mpsc::unbounded_channel();
-        let shared = Arc::new(Shared {
-            guests: Mutex::default(),
-            led: Mutex::default(),
-            holders: Mutex::default(),
-            led_tx,
-            led_rx: tokio::sync::Mutex::new(led_rx),
-            closing: AtomicBool::new(false),
-            give_up: Mutex::default(),
-        });
+        let shared = Arc::new(Shared::new(led_tx, led_rx));
         let leases = GuestLeases {
             shared: shared.clone(),
         };

@@ -21,6 +21,11 @@ pub const ROLE_GUEST: &str = "guest";
 pub const ROLE_REPLICA: &str = "replica";
 /// The label of a guest's Lease naming the guest (as a label value).
 pub const GUEST_LABEL: &str = "wasmctrl.dev/guest";
+/// The label of a bucket's Lease naming the bucket.
+pub const BUCKET_LABEL: &str = "wasmctrl.dev/bucket";
+
+/// Separates a guest's name from a bucket in a unit (never in a name).
+const UNIT_SEPARATOR: char = '\u{1f}';
 
 /// The longest name or label value written: a DNS-1123 label, so a name
 /// is valid wherever Kubernetes wants a label or a subdomain.
@@ -38,6 +43,40 @@ pub fn guest_lease(group: &str, guest: &str) -> String {
 /// `GROUP-r-IDENTITY`.
 pub fn replica_lease(group: &str, identity: &str) -> String {
     dns_label(&format!("{group}-r-{identity}"))
+}
+
+/// The Lease of bucket `bucket` of the sharded guest `guest`:
+/// `GROUP-s-GUEST-BUCKET`.
+pub fn bucket_lease(group: &str, guest: &str, bucket: u32) -> String {
+    dns_label(&format!("{group}-s-{guest}-{bucket}"))
+}
+
+/// What one Lease leads, as the spreading rule counts it: a whole guest
+/// (its name) or one bucket of a sharded guest's keys.
+pub fn unit(guest: &str, bucket: Option<u32>) -> String {
+    match bucket {
+        Some(b) => format!("{guest}{UNIT_SEPARATOR}{b}"),
+        None => guest.to_string(),
+    }
+}
+
+/// The guest and bucket of a [`unit`].
+pub fn guest_of(unit: &str) -> (&str, Option<u32>) {
+    match unit.rsplit_once(UNIT_SEPARATOR) {
+        Some((guest, b)) => match b.parse() {
+            Ok(b) => (guest, Some(b)),
+            Err(_) => (unit, None),
+        },
+        None => (unit, None),
+    }
+}
+
+/// The Lease of a [`unit`].
+pub fn unit_lease(group: &str, unit: &str) -> String {
+    match guest_of(unit) {
+        (guest, Some(b)) => bucket_lease(group, guest, b),
+        (guest, None) => guest_lease(group, guest),
+    }
 }
 
 /// `s` as a DNS-1123 label: returned unchanged when it already is one;
@@ -100,6 +139,14 @@ mod tests {
         let odd = replica_lease("Wasmctrl", "Pod_1.example.com");
         assert!(is_dns_label(&odd), "{odd}");
         assert!(odd.starts_with("wasmctrl-r-pod-1-example-com-"), "{odd}");
+    }
+
+    #[test]
+    fn a_unit_names_its_guest_and_bucket_and_its_own_lease() {
+        assert_eq!(guest_of(&unit("app", Some(3))), ("app", Some(3)));
+        assert_eq!(guest_of(&unit("app", None)), ("app", None));
+        assert_eq!(unit_lease("w", &unit("app", Some(3))), "w-s-app-3");
+        assert_eq!(unit_lease("w", &unit("app", None)), "w-g-app");
     }
 
     proptest! {

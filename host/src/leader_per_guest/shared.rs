@@ -25,13 +25,14 @@ pub struct GuestHolder {
 /// What the coordinator and the supervisor share.
 #[derive(Debug)]
 pub(super) struct Shared {
-    /// Every guest the host runs, as the supervisor last said.
+    /// Every unit (whole guest, or bucket of a sharded guest) the host
+    /// runs, as the supervisor last said.
     pub(super) guests: Mutex<BTreeSet<String>>,
-    /// The guests this replica leads.
+    /// The units this replica leads.
     pub(super) led: Mutex<BTreeMap<String, GuestLease>>,
-    /// Each guest's Lease and holder, as last listed.
+    /// Each unit's Lease and holder, as last listed.
     pub(super) holders: Mutex<BTreeMap<String, GuestHolder>>,
-    /// Each newly led guest's name, for the supervisor.
+    /// Each newly led unit, for the supervisor.
     pub(super) led_tx: mpsc::UnboundedSender<String>,
     pub(super) led_rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<String>>,
     /// Stopping: no new candidacy.
@@ -39,4 +40,21 @@ pub(super) struct Shared {
     /// Guests the supervisor could not start although this replica leads
     /// them: to be given up.
     pub(super) give_up: Mutex<BTreeSet<String>>,
+}
+
+impl Shared {
+    pub(super) fn new(
+        led_tx: mpsc::UnboundedSender<String>,
+        led_rx: mpsc::UnboundedReceiver<String>,
+    ) -> Self {
+        Shared {
+            guests: Mutex::default(),
+            led: Mutex::default(),
+            holders: Mutex::default(),
+            led_tx,
+            led_rx: tokio::sync::Mutex::new(led_rx),
+            closing: AtomicBool::new(false),
+            give_up: Mutex::default(),
+        }
+    }
 }

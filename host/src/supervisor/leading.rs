@@ -7,7 +7,7 @@
 
 use crate::leader_per_guest::{GuestLease, GuestLeases, Stop};
 
-use super::status::GuestLeader;
+use super::status::{BucketLeader, GuestLeader};
 use super::*;
 
 /// How long a guest this replica gives up may take to finish its in-flight
@@ -16,33 +16,67 @@ use super::*;
 const HANDOVER_DRAIN: Duration = Duration::from_secs(10);
 
 impl Supervisor {
-    /// Runs each guest only while this replica holds its own Lease (per-guest
-    /// leadership), instead of all of them under one host-wide Lease.
-    #[must_use]
-    pub fn lead_per_guest(mut self, leases: GuestLeases) -> Self {
-        self.guest_leases = Some(leases);
-        self
-    }
-
-    /// Tells per-guest leadership which guests run here.
+    /// Tells per-guest leadership which guests run here, each with the
+    /// buckets of its keys (0: led whole).
     pub(super) fn publish_guests(&self) {
         if let Some(leases) = &self.guest_leases {
-            let names = lock(&self.guests)
+            let guests: Vec<(String, u32)> = lock(&self.guests)
                 .values()
-                .map(|g| g.controller.name().to_string())
+                .map(|g| {
+                    let buckets = g.controller.shards().map_or(0, |s| s.buckets());
+                    (g.controller.name().to_string(), buckets)
+                })
                 .collect();
-            leases.set_guests(names);
+            leases.set_guests(guests);
         }
     }
 
-    /// Who leads guest `name`, with per-guest leadership.
+    /// The key sharding of a guest declaring `manifest`: with per-guest
+    /// leadership and `shard_buckets` above 1, for a guest with per-object
+    /// keys and no aggregate key (one key cannot be split: such a guest is
+    /// led whole).
+    pub(super) fn shards_for(
+        &self,
+        manifest: &crate::guest::GuestManifest,
+    ) -> Option<crate::leader_per_guest::Shards> {
+        let leases = self.guest_leases.as_ref()?;
+        let buckets = self.config.shard_buckets;
+        let keys = || manifest.watches.iter().map(|w| &w.keys);
+        let per_object = keys().any(|k| *k == crate::guest::KeyMapping::PerObject);
+        let aggregate = keys().any(|k| matches!(k, crate::guest::KeyMapping::Aggregate(_)));
+        (buckets > 1 && per_object && !aggregate)
+            .then(|| crate::leader_per_guest::Shards::new(leases.clone(), &manifest.name, buckets))
+    }
+
+    /// Who leads guest `name` (or each bucket of its keys), with per-guest
+    /// leadership.
     pub(super) fn guest_leader(&self, name: &str) -> Option<GuestLeader> {
         let leases = self.guest_leases.as_ref()?;
+        let buckets = leases.bucket_holders(name);
+        if !buckets.is_empty() {
+            let led = leases.buckets_led(name);
+            let buckets = buckets
+                .into_iter()
+                .map(|(bucket, h)| BucketLeader {
+                    bucket,
+                    lease: h.lease,
+                    leads: led.contains(&bucket),
+                    holder: h.holder,
+                })
+                .collect();
+            return Some(GuestLeader {
+                lease: None,
+                leads: !led.is_empty(),
+                holder: None,
+                buckets: Some(buckets),
+            });
+        }
         let holder = leases.holder(name)?;
         Some(GuestLeader {
-            lease: holder.lease,
+            lease: Some(holder.lease),
             leads: leases.lease(name).is_some(),
             holder: holder.holder,
+            buckets: None,
         })
     }
 
@@ -53,6 +87,17 @@ impl Supervisor {
         controller: Arc<GuestController>,
         leases: &GuestLeases,
     ) -> tokio::task::JoinHandle<()> {
+        if controller.shards().is_some() {
+            // Sharded: its workers always run; each key passes its
+            // bucket's gate.
+            lock(&self.led_tasks).remove(controller.name());
+            let failures = self.failures_tx.clone();
+            return tokio::spawn(async move {
+                if let Err(e) = controller.run_when(std::future::ready(())).await {
+                    let _ = failures.send(e);
+                }
+            });
+        }
         match leases.lease(controller.name()) {
             Some(lease) => {
                 lock(&self.led_tasks).insert(controller.name().to_string(), lease.clone());
@@ -76,6 +121,12 @@ impl Supervisor {
         let Some((key, mut controller)) = found else {
             return;
         };
+        if controller.shards().is_some() {
+            // A bucket newly led: its keys are looked at (the others are
+            // dropped at the gate again).
+            controller.enqueue_all();
+            return;
+        }
         // Its task already runs under this very lead (started when the
         // controller was, by a swap or at start): nothing to do. Aborting
         // it would strand the keys its workers hold.

@@ -337,7 +337,8 @@ impl Supervisor {
             .controller
             .clone()
             .claims(self.claims.clone())
-            .host_pod(self.config.pod.clone());
+            .host_pod(self.config.pod.clone())
+            .shards(self.shards_for(&described.manifest));
         let controller = GuestController::start(
             self.client.clone(),
             &self.registry,

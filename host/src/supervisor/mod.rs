@@ -214,6 +214,14 @@ pub struct SupervisorConfig {
     pub decompressed_max: Option<u64>,
     /// How guests named by OCI reference are fetched and cached.
     pub delivery: crate::delivery::DeliveryConfig,
+    /// Per-guest leadership (`--leader-elect=per-guest`): each guest runs
+    /// only while this replica holds its Lease (None: every guest runs,
+    /// gated by the host-wide leadership if any).
+    pub guest_leases: Option<crate::leader_per_guest::GuestLeases>,
+    /// With per-guest leadership: the buckets each per-object guest's keys
+    /// are sharded into, each bucket with its own Lease (0 or 1: every
+    /// guest is led whole).
+    pub shard_buckets: u32,
 }
 
 impl SupervisorConfig {
@@ -318,6 +326,24 @@ impl SupervisorConfig {
     #[must_use]
     pub fn record(mut self, record: Option<crate::recording::RecordConfig>) -> Self {
         self.record = record;
+        self
+    }
+
+    /// Runs each guest only while this replica holds its own Lease
+    /// (per-guest leadership), instead of all of them under one host-wide
+    /// Lease.
+    #[must_use]
+    pub fn guest_leases(mut self, leases: Option<crate::leader_per_guest::GuestLeases>) -> Self {
+        self.guest_leases = leases;
+        self
+    }
+
+    /// With per-guest leadership, shards each per-object guest's keys into
+    /// `buckets` buckets, each led by one replica (0 or 1: guests are led
+    /// whole). A guest with an aggregate key is always led whole.
+    #[must_use]
+    pub fn shard_buckets(mut self, buckets: u32) -> Self {
+        self.shard_buckets = buckets;
         self
     }
 
@@ -454,6 +480,7 @@ impl Supervisor {
             },
         );
         let waiting = Waiting::new(metrics.guest_waiting.clone());
+        let guest_leases = config.guest_leases.clone();
         let host = Supervisor {
             client,
             registry,
@@ -477,7 +504,7 @@ impl Supervisor {
             delivery,
             pending_pulls: pulls::PendingPulls::default(),
             resolved_tags: pulls::ResolvedTags::default(),
-            guest_leases: None,
+            guest_leases,
             led_tasks: Mutex::new(BTreeMap::new()),
         };
         // A guest that cannot be loaded is refused alone: the others run.
