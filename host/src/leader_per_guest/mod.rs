@@ -17,6 +17,9 @@
 //! - `GROUP-g-GUEST` (`wasmctrl.dev/lease-role: guest`): who runs `GUEST`;
 //! - `GROUP-r-IDENTITY` (`wasmctrl.dev/lease-role: replica`): this replica
 //!   is alive.
+//! - `GROUP-s-GUEST-BUCKET` (role `guest`, and `wasmctrl.dev/bucket`): with
+//!   key sharding, who reconciles the keys of that bucket of `GUEST`
+//!   ([`Shards`]). The rule counts buckets like guests: both are *units*.
 //!
 //! Names are DNS-1123 labels; one that had to be changed or cut to 63
 //! characters ends in a hash of what it would have been (see [`dns_label`]).
