@@ -447,6 +447,12 @@ mod tests {
             (config.identity.as_str(), config.namespace.as_str()),
             ("r-0", "ops")
         );
+        // Buckets shard keys only with per-guest leadership.
+        let sharded = parse(&["--leader-elect=per-guest", "--shard-buckets=4"]).unwrap();
+        assert_eq!(sharded.supervisor_config().unwrap().shard_buckets, 4);
+        let whole = parse(&["--leader-elect", "--shard-buckets=4"]).unwrap();
+        assert_eq!(whole.supervisor_config().unwrap().shard_buckets, 0);
+        assert!(parse(&["--shard-buckets=1025"]).is_err());
         // The mode is never taken from the next argument.
         assert!(parse(&["--leader-elect", "per-guest"]).is_err());
         assert!(parse(&["--leader-elect=leader"]).is_err());
