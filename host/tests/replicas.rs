@@ -664,9 +664,37 @@ async fn app_writes(replica: &Replica) -> f64 {
     prom::metric(&text, "wasmctrl_writes_total", &["guest=\"app\""])
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_per_object_guests_keys_are_sharded_in_buckets_over_replicas() {
-    let (server, admin) = crate::app::app_server().await;
+/// A replica running the App guest with its keys in [`BUCKETS`] buckets.
+fn app_replica(dir: &std::path::Path, kubeconfig: &std::path::Path, id: &str) -> Replica {
+    let (dir, kubeconfig) = (dir.to_path_buf(), kubeconfig.to_path_buf());
+    Replica::start(id, move |command, _, health, metrics| {
+        command
+            .arg("run")
+            .arg("--guest")
+            .arg(dir.join("app.wasm"))
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg(format!("--namespace={HOST_NS}"))
+            .arg("--leader-elect=per-guest")
+            .arg(format!("--shard-buckets={BUCKETS}"))
+            .arg(format!("--lease-name={GROUP}"))
+            .arg(format!("--identity={id}"))
+            .arg(format!("--lease-duration-seconds={}", LEASE.as_secs_f64()))
+            .arg(format!("--renew-deadline-seconds={}", RENEW.as_secs_f64()))
+            .arg(format!("--retry-period-seconds={}", RETRY.as_secs_f64()))
+            .arg(format!("--health-addr={health}"))
+            .arg(format!("--metrics-addr={metrics}"))
+            .arg(format!("--guest-cache-dir={}", dir.join("cache").display()))
+            .env_remove("POD_NAME")
+            .env_remove("POD_NAMESPACE")
+            .env("RUST_LOG", "info");
+    })
+}
+
+/// The App guest's scratch directory (guest file, compile cache) and a
+/// kubeconfig for `server`.
+fn app_dir(
+    server: &wasmctrl_apiserver::RunningApiServer,
+) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("cache")).unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
@@ -680,30 +708,14 @@ async fn a_per_object_guests_keys_are_sharded_in_buckets_over_replicas() {
         dir.path().join("app.wasm"),
     )
     .unwrap();
-    let start = |id: &str| {
-        let (dir, kubeconfig) = (dir.path().to_path_buf(), kubeconfig.clone());
-        Replica::start(id, move |command, _, health, metrics| {
-            command
-                .arg("run")
-                .arg("--guest")
-                .arg(dir.join("app.wasm"))
-                .arg(format!("--kubeconfig={}", kubeconfig.display()))
-                .arg(format!("--namespace={HOST_NS}"))
-                .arg("--leader-elect=per-guest")
-                .arg(format!("--shard-buckets={BUCKETS}"))
-                .arg(format!("--lease-name={GROUP}"))
-                .arg(format!("--identity={id}"))
-                .arg(format!("--lease-duration-seconds={}", LEASE.as_secs_f64()))
-                .arg(format!("--renew-deadline-seconds={}", RENEW.as_secs_f64()))
-                .arg(format!("--retry-period-seconds={}", RETRY.as_secs_f64()))
-                .arg(format!("--health-addr={health}"))
-                .arg(format!("--metrics-addr={metrics}"))
-                .arg(format!("--guest-cache-dir={}", dir.join("cache").display()))
-                .env_remove("POD_NAME")
-                .env_remove("POD_NAMESPACE")
-                .env("RUST_LOG", "info");
-        })
-    };
+    (dir, kubeconfig)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_object_guests_keys_are_sharded_in_buckets_over_replicas() {
+    let (server, admin) = crate::app::app_server().await;
+    let (dir, kubeconfig) = app_dir(&server);
+    let start = |id: &str| app_replica(dir.path(), &kubeconfig, id);
     for i in 0..APPS {
         crate::app::create_app(
             &admin,
@@ -821,5 +833,64 @@ async fn a_per_object_guests_keys_are_sharded_in_buckets_over_replicas() {
     );
     a.stop_cleanly().await;
     c.stop_cleanly().await;
+    drop(server);
+}
+
+/// Chaos, small: while every App is edited again and again, a replica is
+/// SIGKILLed and a new one joins, three times over. Every edit converges,
+/// and the buckets end spread over the three live replicas.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_keys_converge_while_replicas_are_killed_and_replaced() {
+    let (server, admin) = crate::app::app_server().await;
+    let (dir, kubeconfig) = app_dir(&server);
+    let start = |id: &str| app_replica(dir.path(), &kubeconfig, id);
+    for i in 0..APPS {
+        crate::app::create_app(
+            &admin,
+            crate::support::PODS_NS,
+            &format!("app-{i}"),
+            "m0",
+            1,
+        )
+        .await;
+    }
+    let mut replicas = Vec::new();
+    for id in ["r-0", "r-1", "r-2"] {
+        let mut r = start(id);
+        r.wait_ready().await;
+        replicas.push(r);
+    }
+    buckets_spread_as(
+        &admin,
+        &BTreeMap::from([("r-0", 2), ("r-1", 2), ("r-2", 2)]),
+    )
+    .await;
+    children_say(&admin, "m0").await;
+    for round in 1..=3 {
+        // Edits in flight while the oldest replica dies.
+        let message = format!("m{round}");
+        for i in 0..APPS {
+            crate::app::edit_spec(
+                &admin,
+                crate::support::PODS_NS,
+                &format!("app-{i}"),
+                serde_json::json!({ "message": message }),
+            )
+            .await;
+        }
+        let mut victim = replicas.remove(0);
+        victim.child.start_kill().unwrap();
+        let _ = victim.child.wait().await;
+        let mut fresh = start(&format!("r-{}", round + 2));
+        fresh.wait_ready().await;
+        replicas.push(fresh);
+        children_say(&admin, &message).await;
+    }
+    let want: BTreeMap<&str, usize> = replicas.iter().map(|r| (r.id.as_str(), 2)).collect();
+    buckets_spread_as(&admin, &want).await;
+    children_say(&admin, "m3").await;
+    for r in replicas {
+        r.stop_cleanly().await;
+    }
     drop(server);
 }
