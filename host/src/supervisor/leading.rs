@@ -3,7 +3,9 @@
 //! ([`crate::leader_per_guest`]). A lost Lease stops that guest's writes at
 //! once and a handed-over one drains first; either way the other guests
 //! and the process go on, and a guest led again gets a fresh controller.
-//! It never decides which guests this replica leads.
+//! A guest whose keys are sharded ([`crate::leader_per_guest::Shards`])
+//! runs its workers all along instead, and looks at every key again when
+//! a bucket is newly led. It never decides which guests this replica leads.
 
 use crate::leader_per_guest::{GuestLease, GuestLeases, Stop};
 

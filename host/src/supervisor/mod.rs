@@ -20,7 +20,8 @@
 //!   resolving tags.
 //! - `pulls`: guests waiting for their registry.
 //! - `leading`: per-guest leadership — each guest's workers gated by its
-//!   own Lease, stopped alone when it is lost or handed over.
+//!   own Lease, stopped alone when it is lost or handed over; a guest whose
+//!   keys are sharded runs everywhere, each key gated by its bucket.
 
 mod announce;
 pub mod compressed;
