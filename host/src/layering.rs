@@ -40,6 +40,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("caches, counters, contract", &["guest", "metrics", "store"]),
+    ("electing per guest", &["leader_per_guest"]),
     (
         "reading the cluster and relating objects",
         &["claims", "client", "discovery", "informer", "relations"],

@@ -29,6 +29,7 @@ pub mod informer;
 #[cfg(test)]
 mod layering;
 pub mod leader;
+pub mod leader_per_guest;
 pub mod metrics;
 pub mod offline;
 pub mod outputs;

@@ -44,6 +44,7 @@ mod pipeline;
 mod probes;
 mod quota;
 mod related;
+mod replicas;
 mod shadow;
 mod spans;
 mod tombstones;

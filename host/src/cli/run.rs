@@ -16,6 +16,7 @@ use clap::Args;
 use wasmctrl::client::ClientLimits;
 use wasmctrl::controller::ControllerConfig;
 use wasmctrl::leader::{HostElection, LeaderElectionConfig};
+use wasmctrl::leader_per_guest::PerGuestElection;
 use wasmctrl::metrics::{Health, Metrics, NameLabels};
 use wasmctrl::quarantine::QuarantineConfig;
 use wasmctrl::recording::RecordConfig;
@@ -144,14 +145,24 @@ struct DeliveryArgs {
 /// Leader-election flags of `run`.
 #[derive(Args)]
 struct ElectionArgs {
-    /// Elect a leader through a coordination.k8s.io Lease in the host's
-    /// namespace: only the leader runs workers and writes; the others keep
-    /// their caches warm.
-    #[arg(long)]
-    leader_elect: bool,
-    /// The Lease's name.
+    /// Elect leaders through coordination.k8s.io Leases in the host's
+    /// namespace. `--leader-elect` (or `=host`): one Lease for the whole
+    /// host; only its leader runs workers and writes, the others keep
+    /// their caches warm. `=per-guest`: one Lease per guest, the guests
+    /// spread over the replicas; each replica runs the guests it leads.
+    #[arg(long, value_enum, num_args = 0..=1, require_equals = true, default_missing_value = "host", value_name = "MODE")]
+    leader_elect: Option<ElectMode>,
+    /// The Lease's name; with `--leader-elect=per-guest`, the prefix of
+    /// every Lease's name (`NAME-g-GUEST`, `NAME-r-IDENTITY`).
     #[arg(long, default_value = "wasmctrl")]
     lease_name: String,
+    /// With `--leader-elect=per-guest`: shard the keys of each per-object
+    /// guest into this many buckets, each with its own Lease
+    /// (`NAME-s-GUEST-BUCKET`) and spread over the replicas like guests (0:
+    /// every guest is led whole). A guest with an aggregate key is led
+    /// whole.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1024))]
+    shard_buckets: u32,
     /// This candidate's identity (default: $POD_NAME, else the host name).
     #[arg(long)]
     identity: Option<String>,
@@ -166,11 +177,21 @@ struct ElectionArgs {
     retry_period_seconds: f64,
 }
 
+/// What `--leader-elect` elects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ElectMode {
+    // One leader for the whole host. (Plain comments: doc comments would
+    // give the flag a long help of its own.)
+    Host,
+    // One leader per guest, the guests spread over the replicas.
+    PerGuest,
+}
+
 impl ElectionArgs {
     /// The election these flags ask for, on a Lease in `namespace`; `None`
     /// without `--leader-elect`.
     fn config(&self, namespace: &str) -> anyhow::Result<Option<LeaderElectionConfig>> {
-        if !self.leader_elect {
+        if self.leader_elect.is_none() {
             return Ok(None);
         }
         let identity = self
@@ -249,6 +270,10 @@ impl RunArgs {
             .strict_guests(self.strict_guests)
             .shadows(self.shadows.clone())
             .shadow_dry_run(self.shadow_dry_run)
+            .shard_buckets(match self.election.leader_elect {
+                Some(ElectMode::PerGuest) => self.election.shard_buckets,
+                _ => 0,
+            })
             .record(record))
     }
 }
@@ -306,23 +331,42 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let _metrics_endpoint = wasmctrl::metrics::serve_metrics(args.metrics_addr, metrics.clone())
         .await
         .with_context(|| format!("binding the metrics endpoint on {}", args.metrics_addr))?;
-    let (election, leadership) = match args.election.config(&config.namespace)? {
-        Some(le_config) => HostElection::preflight(&client, le_config).await?,
-        None => HostElection::always_leading(),
+    let le_config = args.election.config(&config.namespace)?;
+    let per_guest = match le_config.clone() {
+        Some(le_config) if args.election.leader_elect == Some(ElectMode::PerGuest) => {
+            Some(PerGuestElection::preflight(&client, le_config).await?)
+        }
+        _ => None,
+    };
+    let (election, leadership) = match le_config {
+        Some(le_config) if per_guest.is_none() => {
+            HostElection::preflight(&client, le_config).await?
+        }
+        _ => HostElection::always_leading(),
     };
     // Informers start (and sync) before the election: a follower is a warm
     // standby, ready to take over.
+    let (per_guest, config) = match per_guest {
+        Some((election, leases)) => (Some(election), config.guest_leases(Some(leases))),
+        None => (None, config),
+    };
     let host = Arc::new(
         Supervisor::start_with_leadership(client, config, Some(metrics.clone()), leadership)
             .await?,
     );
-    let master_status = metrics
-        .leader
-        .get_or_create(&NameLabels {
-            name: args.election.lease_name,
-        })
-        .clone();
+    // With per-guest leadership the host-wide gauge would always read 1:
+    // `wasmctrl_guest_leader{guest}` says what this replica leads instead.
+    let master_status = match per_guest {
+        Some(_) => prometheus_client::metrics::gauge::Gauge::default(),
+        None => metrics
+            .leader
+            .get_or_create(&NameLabels {
+                name: args.election.lease_name,
+            })
+            .clone(),
+    };
     let election = election.start(master_status);
+    let per_guest = per_guest.map(|e| e.start(metrics.clone()));
     let (ready_host, refused_host) = (host.clone(), host.clone());
     let (shadow_host, guests_host) = (host.clone(), host.clone());
     let _health_endpoint = Health::new(Arc::new(move || ready_host.readiness()))
@@ -338,8 +382,18 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     match &result {
         // Workers are stopped and drained: release the lease so a standby
         // takes over at once.
-        Ok(()) => election.stop().await,
-        Err(_) => election.abort(),
+        Ok(()) => {
+            election.stop().await;
+            if let Some(per_guest) = per_guest {
+                per_guest.stop().await;
+            }
+        }
+        Err(_) => {
+            election.abort();
+            if let Some(per_guest) = per_guest {
+                per_guest.abort().await;
+            }
+        }
     }
     result?;
     Ok(())
@@ -359,4 +413,48 @@ async fn shutdown_signal() {
         }
     }
     let _ = tokio::signal::ctrl_c().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Run {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<RunArgs, clap::Error> {
+        let argv = ["run", "--guest", "g.wasm"].iter().chain(args);
+        Run::try_parse_from(argv).map(|r| r.run)
+    }
+
+    #[test]
+    fn leader_elect_alone_is_the_host_mode_and_per_guest_is_asked_for_by_name() {
+        assert_eq!(parse(&[]).unwrap().election.leader_elect, None);
+        let host = parse(&["--leader-elect"]).unwrap().election;
+        assert_eq!(host.leader_elect, Some(ElectMode::Host));
+        assert!(host.config("ops").unwrap().is_some());
+        let explicit = parse(&["--leader-elect=host"]).unwrap().election;
+        assert_eq!(explicit.leader_elect, Some(ElectMode::Host));
+        let per_guest = parse(&["--leader-elect=per-guest", "--identity=r-0"]).unwrap();
+        assert_eq!(per_guest.election.leader_elect, Some(ElectMode::PerGuest));
+        let config = per_guest.election.config("ops").unwrap().unwrap();
+        assert_eq!(
+            (config.identity.as_str(), config.namespace.as_str()),
+            ("r-0", "ops")
+        );
+        // Buckets shard keys only with per-guest leadership.
+        let sharded = parse(&["--leader-elect=per-guest", "--shard-buckets=4"]).unwrap();
+        assert_eq!(sharded.supervisor_config().unwrap().shard_buckets, 4);
+        let whole = parse(&["--leader-elect", "--shard-buckets=4"]).unwrap();
+        assert_eq!(whole.supervisor_config().unwrap().shard_buckets, 0);
+        assert!(parse(&["--shard-buckets=1025"]).is_err());
+        // The mode is never taken from the next argument.
+        assert!(parse(&["--leader-elect", "per-guest"]).is_err());
+        assert!(parse(&["--leader-elect=leader"]).is_err());
+    }
 }

@@ -83,6 +83,9 @@ pub struct ControllerConfig {
     host_pod: Option<(String, String)>,
     /// When a key rewriting its own object on every echo is a hot loop.
     hot_loops: HotLoopConfig,
+    /// With key sharding: only keys of the buckets this replica leads are
+    /// reconciled (see [`crate::leader_per_guest::Shards`]).
+    shards: Option<crate::leader_per_guest::Shards>,
 }
 
 impl Default for ControllerConfig {
@@ -97,11 +100,21 @@ impl Default for ControllerConfig {
             quarantine: QuarantineConfig::default(),
             host_pod: None,
             hot_loops: HotLoopConfig::default(),
+            shards: None,
         }
     }
 }
 
 impl ControllerConfig {
+    /// Reconciles only the keys of the buckets this replica leads (key
+    /// sharding); a key of another bucket is dropped, and a key whose
+    /// bucket's Lease is lost mid-reconcile is abandoned at once.
+    #[must_use]
+    pub fn shards(mut self, shards: Option<crate::leader_per_guest::Shards>) -> Self {
+        self.shards = shards;
+        self
+    }
+
     /// Sets the number of workers.
     #[must_use]
     pub fn workers(mut self, n: usize) -> Self {
@@ -408,6 +421,21 @@ impl GuestController {
         })
     }
 
+    /// Its key sharding, if its keys are sharded over replicas.
+    pub fn shards(&self) -> Option<&crate::leader_per_guest::Shards> {
+        self.config.shards.as_ref()
+    }
+
+    /// What this controller was started from (module, environment,
+    /// manifest): a fresh controller of the same guest starts from it.
+    pub fn described(&self) -> DescribedGuest {
+        DescribedGuest {
+            module: self.instances.module().clone(),
+            env: self.env.clone(),
+            manifest: (*self.manifest).clone(),
+        }
+    }
+
     /// The shadow's and the recording's view of this controller.
     fn target(&self) -> shadow::Target {
         shadow::Target {
@@ -627,7 +655,24 @@ impl GuestController {
                 self.config.workers,
                 move |key: RequestKey| {
                     let this = this.clone();
-                    async move { this.reconcile(key).await }
+                    async move {
+                        let Some(shards) = &this.config.shards else {
+                            return this.reconcile(key).await;
+                        };
+                        // Not this replica's bucket: dropped; whoever takes
+                        // the bucket enqueues every key.
+                        let Some(admitted) = shards.admit(&key.key) else {
+                            return workqueue::Outcome::Success;
+                        };
+                        tokio::select! {
+                            biased;
+                            _ = admitted.until_lost() => {
+                                tracing::warn!(guest = %this.name, %key, "the key's bucket lease is lost; its reconcile abandoned");
+                                workqueue::Outcome::Success
+                            }
+                            outcome = this.reconcile(key.clone()) => outcome,
+                        }
+                    }
                 },
             )
         };

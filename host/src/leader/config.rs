@@ -34,6 +34,9 @@ pub struct LeaderElectionConfig {
     pub retry_period: Duration,
     /// Release the lease (clear the holder) when stopped while leading.
     pub release_on_cancel: bool,
+    /// Labels the Lease is created with (never changed afterwards), so
+    /// one LIST can find a group of Leases.
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 impl Default for LeaderElectionConfig {
@@ -46,6 +49,7 @@ impl Default for LeaderElectionConfig {
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
             release_on_cancel: true,
+            labels: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -105,6 +109,14 @@ impl LeaderElectionConfig {
     #[must_use]
     pub fn release_on_cancel(mut self, release: bool) -> Self {
         self.release_on_cancel = release;
+        self
+    }
+
+    /// Labels the Lease is created with. A Lease that exists already keeps
+    /// its labels: they are set only by whoever creates it.
+    #[must_use]
+    pub fn labels(mut self, labels: std::collections::BTreeMap<String, String>) -> Self {
+        self.labels = labels;
         self
     }
 

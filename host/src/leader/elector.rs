@@ -51,6 +51,19 @@ impl LeaderElector {
         })
     }
 
+    /// Starts from what this process has already seen of the Lease: `lease`
+    /// as read, its record unchanged since `since` (by this process's
+    /// clock, never in the future). A holder's lease then lasts from
+    /// `since`, as if this elector had watched it all along, rather than a
+    /// full lease duration from the elector's own first read. Only the
+    /// same process's observation keeps client-go's rule: never pass a
+    /// time read from the record.
+    #[must_use]
+    pub fn seen(mut self, lease: Lease, since: Instant) -> Self {
+        self.inner.seed(lease, since.min(Instant::now()));
+        self
+    }
+
     /// The configuration.
     pub fn config(&self) -> &LeaderElectionConfig {
         &self.inner.config
@@ -200,6 +213,13 @@ impl<L: LeaseLock> Elector<L> {
         }
     }
 
+    /// See [`LeaderElector::seen`].
+    pub(super) fn seed(&mut self, lease: Lease, at: Instant) {
+        let record = Record::from_spec(lease.spec.as_ref());
+        self.observed = Some(Observed { record, at });
+        self.cached = Some(lease);
+    }
+
     fn is_leader(&self) -> bool {
         self.observed
             .as_ref()
@@ -270,6 +290,8 @@ impl<L: LeaseLock> Elector<L> {
                     metadata: ObjectMeta {
                         name: Some(self.config.lease_name.clone()),
                         namespace: Some(self.config.namespace.clone()),
+                        labels: (!self.config.labels.is_empty())
+                            .then(|| self.config.labels.clone()),
                         ..ObjectMeta::default()
                     },
                     spec: Some(desired.to_spec()),

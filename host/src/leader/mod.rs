@@ -16,6 +16,9 @@
 //!   `leaseDurationSeconds` after the moment it last *observed a change* of
 //!   the lease record. `renewTime` in the record is never compared with the
 //!   local clock (clocks of candidates may be skewed); only its change counts.
+//!   A candidate may start from what its own process saw of the Lease
+//!   before it existed ([`LeaderElector::seen`]): the clock then runs from
+//!   that observation, still a local one.
 //! - A lease with an empty `holderIdentity` (released) is free at once.
 //! - Acquiring sets `holderIdentity`, `leaseDurationSeconds`, `acquireTime` and
 //!   `renewTime`, and increments `leaseTransitions` when the holder changes;

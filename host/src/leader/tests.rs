@@ -293,6 +293,34 @@ async fn a_stale_lease_is_taken_only_a_lease_duration_after_it_was_first_observe
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_candidate_seeded_with_its_processs_observation_counts_expiry_from_it() {
+    let fake = FakeLeases::new();
+    fake.put(held_by("old", 15));
+    let lease = fake.0.lock().unwrap().lease.clone().unwrap();
+    let seen_at = Instant::now();
+    sleep(Duration::from_secs(16)).await;
+    // Unseeded: a first read starts its own clock.
+    let mut fresh = candidate(&fake, "b");
+    assert_eq!(
+        fresh.try_acquire_or_renew(false).await,
+        Attempt::HeldByOther
+    );
+    // Seeded with the same record seen 16 s ago: expired, taken at once.
+    let mut seeded = candidate(&fake, "c");
+    seeded.seed(lease.clone(), seen_at);
+    assert_eq!(seeded.try_acquire_or_renew(false).await, Attempt::Held);
+    assert_eq!(fake.record().holder, "c");
+    // A record that changed since the seed restarts the clock.
+    fake.put(held_by("d", 15));
+    let mut stale = candidate(&fake, "e");
+    stale.seed(lease, seen_at);
+    assert_eq!(
+        stale.try_acquire_or_renew(false).await,
+        Attempt::HeldByOther
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_lease_its_holder_keeps_renewing_is_never_taken() {
     let fake = FakeLeases::new();
     fake.put(held_by("a", 15));

@@ -123,6 +123,14 @@ pub struct Metrics {
     /// `wasmctrl_shadow_reconciles_total{guest,outcome}`: keys a shadow
     /// compared with the active guest (see [`crate::shadow`]).
     pub shadow_reconciles: Family<ShadowLabels, Counter>,
+    /// `wasmctrl_guest_leader{guest}`: with per-guest leadership, 1 while
+    /// this replica holds the guest's Lease and may run it, else 0.
+    pub guest_leader: Family<GuestLabels, Gauge>,
+    /// `wasmctrl_guest_lease_handovers_total{guest,reason}`: with per-guest
+    /// leadership, this replica's changes of a guest's Lease: `acquired`,
+    /// `released` (given up: surplus, SIGTERM, guest gone), `lost` (renew
+    /// deadline passed or taken).
+    pub guest_handovers: Family<GuestReasonLabels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -172,6 +180,8 @@ impl Metrics {
             guest_quarantined: Family::default(),
             guest_waiting: Family::default(),
             shadow_reconciles: Family::default(),
+            guest_leader: Family::default(),
+            guest_handovers: Family::default(),
             registry: Registry::default(),
         };
         // prometheus-client appends `_total` to counters.
@@ -314,6 +324,16 @@ impl Metrics {
             "wasmctrl_shadow_reconciles",
             "Keys a shadow guest was compared on, by outcome (same, differs, error, skipped)",
             m.shadow_reconciles.clone(),
+        );
+        registry.register(
+            "wasmctrl_guest_leader",
+            "With per-guest leadership: 1 while this replica holds the guest's Lease, else 0",
+            m.guest_leader.clone(),
+        );
+        registry.register(
+            "wasmctrl_guest_lease_handovers",
+            "With per-guest leadership: this replica's changes of a guest's Lease (acquired, released, lost)",
+            m.guest_handovers.clone(),
         );
         Metrics { registry, ..m }
     }

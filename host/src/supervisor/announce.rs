@@ -23,6 +23,7 @@ impl Supervisor {
                 g.reconciles = Some(c.metrics().reconciles());
                 g.errors = Some(c.metrics().errors());
             }
+            g.leader = self.guest_leader(&g.name);
         }
         all
     }

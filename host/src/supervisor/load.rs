@@ -215,6 +215,9 @@ impl Supervisor {
     }
 
     pub(super) fn spawn(&self, controller: Arc<GuestController>) -> tokio::task::JoinHandle<()> {
+        if let Some(leases) = &self.guest_leases {
+            return self.spawn_led(controller, leases);
+        }
         let failures = self.failures_tx.clone();
         let mut leadership = self.leadership.clone();
         tokio::spawn(async move {
@@ -334,7 +337,8 @@ impl Supervisor {
             .controller
             .clone()
             .claims(self.claims.clone())
-            .host_pod(self.config.pod.clone());
+            .host_pod(self.config.pod.clone())
+            .shards(self.shards_for(&described.manifest));
         let controller = GuestController::start(
             self.client.clone(),
             &self.registry,

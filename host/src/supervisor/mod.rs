@@ -19,10 +19,14 @@
 //! - `oci`: fetching guests the directory names by OCI reference, and
 //!   resolving tags.
 //! - `pulls`: guests waiting for their registry.
+//! - `leading`: per-guest leadership — each guest's workers gated by its
+//!   own Lease, stopped alone when it is lost or handed over; a guest whose
+//!   keys are sharded runs everywhere, each key gated by its bucket.
 
 mod announce;
 pub mod compressed;
 pub mod guest_dir;
+mod leading;
 mod load;
 mod oci;
 mod pulls;
@@ -211,6 +215,14 @@ pub struct SupervisorConfig {
     pub decompressed_max: Option<u64>,
     /// How guests named by OCI reference are fetched and cached.
     pub delivery: crate::delivery::DeliveryConfig,
+    /// Per-guest leadership (`--leader-elect=per-guest`): each guest runs
+    /// only while this replica holds its Lease (None: every guest runs,
+    /// gated by the host-wide leadership if any).
+    pub guest_leases: Option<crate::leader_per_guest::GuestLeases>,
+    /// With per-guest leadership: the buckets each per-object guest's keys
+    /// are sharded into, each bucket with its own Lease (0 or 1: every
+    /// guest is led whole).
+    pub shard_buckets: u32,
 }
 
 impl SupervisorConfig {
@@ -318,6 +330,24 @@ impl SupervisorConfig {
         self
     }
 
+    /// Runs each guest only while this replica holds its own Lease
+    /// (per-guest leadership), instead of all of them under one host-wide
+    /// Lease.
+    #[must_use]
+    pub fn guest_leases(mut self, leases: Option<crate::leader_per_guest::GuestLeases>) -> Self {
+        self.guest_leases = leases;
+        self
+    }
+
+    /// With per-guest leadership, shards each per-object guest's keys into
+    /// `buckets` buckets, each led by one replica (0 or 1: guests are led
+    /// whole). A guest with an aggregate key is always led whole.
+    #[must_use]
+    pub fn shard_buckets(mut self, buckets: u32) -> Self {
+        self.shard_buckets = buckets;
+        self
+    }
+
     /// Sets the most bytes a compressed guest file (`NAME.wasm.gz`,
     /// `NAME.wasm.zst`) may decompress to; a larger one is refused, having
     /// cost no more than that.
@@ -391,6 +421,11 @@ pub struct Supervisor {
     pending_pulls: pulls::PendingPulls,
     /// What each allowed tag last resolved to, by reference.
     resolved_tags: pulls::ResolvedTags,
+    /// With per-guest leadership: each guest runs only while this replica
+    /// holds its Lease (see `leading`).
+    guest_leases: Option<crate::leader_per_guest::GuestLeases>,
+    /// The lead each guest's current task was started under, by guest.
+    led_tasks: Mutex<BTreeMap<String, crate::leader_per_guest::GuestLease>>,
 }
 
 /// The key under which a `--shadow` refused at start is kept for
@@ -446,6 +481,7 @@ impl Supervisor {
             },
         );
         let waiting = Waiting::new(metrics.guest_waiting.clone());
+        let guest_leases = config.guest_leases.clone();
         let host = Supervisor {
             client,
             registry,
@@ -469,6 +505,8 @@ impl Supervisor {
             delivery,
             pending_pulls: pulls::PendingPulls::default(),
             resolved_tags: pulls::ResolvedTags::default(),
+            guest_leases,
+            led_tasks: Mutex::new(BTreeMap::new()),
         };
         // A guest that cannot be loaded is refused alone: the others run.
         let mut first_refusal = None;
@@ -668,8 +706,19 @@ impl Supervisor {
         // A closed leadership channel never changes again; polling it would spin.
         let mut leadership_open = true;
         let mut result = loop {
+            self.publish_guests();
             tokio::select! {
                 () = &mut shutdown => break Ok(()),
+                guest = async {
+                    match &self.guest_leases {
+                        Some(leases) => leases.next_led().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    if let Some(guest) = guest {
+                        self.lead(&guest).await;
+                    }
+                }
                 Some(e) = failures.recv() => break Err(SupervisorError::from(e)),
                 changed = leadership.changed(), if leadership_open => {
                     if changed.is_err() {
@@ -715,6 +764,9 @@ impl Supervisor {
                 }
             }
         };
+        if let Some(leases) = &self.guest_leases {
+            leases.closing();
+        }
         let running: Vec<(Arc<GuestController>, tokio::task::JoinHandle<()>)> = {
             let mut guests = lock(&self.guests);
             std::mem::take(&mut *guests)

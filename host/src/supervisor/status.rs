@@ -260,6 +260,39 @@ pub struct GuestStatus {
     pub reconciles: Option<u64>,
     /// Of those, the failed ones.
     pub errors: Option<u64>,
+    /// With per-guest leadership (`--leader-elect=per-guest`): the guest's
+    /// Lease, whether this replica leads the guest, and who holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<GuestLeader>,
+}
+
+/// Who leads one guest, with per-guest leadership.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuestLeader {
+    /// The guest's Lease (None when its keys are sharded: see `buckets`).
+    pub lease: Option<String>,
+    /// Whether this replica leads the guest (holds its Lease, within its
+    /// renew deadline, not handing it over), or, sharded, any bucket of it.
+    pub leads: bool,
+    /// The Lease's holder as last listed (None: free, or sharded).
+    pub holder: Option<String>,
+    /// When its keys are sharded: each bucket's Lease, holder and whether
+    /// this replica leads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buckets: Option<Vec<BucketLeader>>,
+}
+
+/// Who leads one bucket of a sharded guest's keys.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BucketLeader {
+    /// The bucket.
+    pub bucket: u32,
+    /// Its Lease.
+    pub lease: String,
+    /// Whether this replica leads it.
+    pub leads: bool,
+    /// The Lease's holder as last listed (None: free).
+    pub holder: Option<String>,
 }
 
 /// What a report changed: the Event it is worth (see [`Change::event`]).
@@ -459,6 +492,7 @@ fn status(key: &str, e: &Entry) -> GuestStatus {
         last_swap: e.last_swap,
         reconciles: None,
         errors: None,
+        leader: None,
     }
 }
 

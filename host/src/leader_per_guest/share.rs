@@ -1,0 +1,129 @@
+//! The spreading rule: which guests one replica should try to lead, which
+//! it should give up, decided from what the Leases show.
+//!
+//! Owns the arithmetic — a fair share of `ceil(guests / live replicas)`,
+//! hysteresis before giving up a surplus, and a per-replica preference
+//! order (rendezvous hashing) so replicas racing for free guests mostly
+//! want different ones. It is a pure function of a [`View`] and a little
+//! [`Hysteresis`] state: it never talks to the API server, never starts
+//! or stops an elector, and never reads a clock.
+
+use std::collections::BTreeSet;
+
+/// How many consecutive rounds a replica must see itself leading more than
+/// its share before it releases the surplus: a replica seen live for one
+/// round (or missed for one) moves no guest.
+pub const SETTLE_ROUNDS: u32 = 3;
+
+/// What one replica sees in one round.
+#[derive(Debug, Clone, Default)]
+pub struct View {
+    /// Every guest this host runs (the same on every replica).
+    pub guests: BTreeSet<String>,
+    /// Replicas whose presence Lease is valid, this one included (at least 1).
+    pub live_replicas: usize,
+    /// Guests whose Lease this replica holds.
+    pub led: BTreeSet<String>,
+    /// Guests this replica is a candidate for (an elector running, not leading).
+    pub candidates: BTreeSet<String>,
+    /// Guests whose Lease is free: absent, released, or expired as observed.
+    pub free: BTreeSet<String>,
+}
+
+/// What one replica should do this round.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Decision {
+    /// Guests to stop leading (and release, once their work has stopped).
+    pub release: Vec<String>,
+    /// Free guests to become a candidate for.
+    pub acquire: Vec<String>,
+    /// Candidacies to end: their guest is gone or validly held by another.
+    pub withdraw: Vec<String>,
+}
+
+/// The state the rule keeps between rounds.
+#[derive(Debug, Clone, Default)]
+pub struct Hysteresis {
+    /// Consecutive rounds seen leading more than the share.
+    surplus_rounds: u32,
+}
+
+/// `ceil(guests / live)`, with at least one live replica (this one).
+pub fn fair_share(guests: usize, live: usize) -> usize {
+    guests.div_ceil(live.max(1))
+}
+
+/// This replica's preference for a guest: higher is preferred. Rendezvous
+/// hashing (FNV-1a of identity and guest), so replicas' orders differ and
+/// racing replicas mostly go for different free guests.
+pub fn preference(identity: &str, guest: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in identity.bytes().chain([0]).chain(guest.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// The rule, for the replica `identity`:
+/// - a guest that left the host, led or candidate, is released or withdrawn;
+/// - candidacies for guests no longer free are withdrawn;
+/// - leading more than the share for [`SETTLE_ROUNDS`] rounds in a row
+///   releases the surplus, least preferred first;
+/// - leading and standing for fewer than the share becomes a candidate for
+///   free guests, most preferred first, up to the share.
+pub fn decide(identity: &str, view: &View, hysteresis: &mut Hysteresis) -> Decision {
+    let mut decision = Decision::default();
+    let share = fair_share(view.guests.len(), view.live_replicas);
+    let led: Vec<&String> = view
+        .led
+        .iter()
+        .filter(|g| {
+            let stays = view.guests.contains(*g);
+            if !stays {
+                decision.release.push((*g).clone());
+            }
+            stays
+        })
+        .collect();
+    let candidates = view
+        .candidates
+        .iter()
+        .filter(|g| {
+            let stays = view.guests.contains(*g) && view.free.contains(*g);
+            if !stays {
+                decision.withdraw.push((*g).clone());
+            }
+            stays
+        })
+        .count();
+    if led.len() > share {
+        hysteresis.surplus_rounds = hysteresis.surplus_rounds.saturating_add(1);
+        if hysteresis.surplus_rounds >= SETTLE_ROUNDS {
+            hysteresis.surplus_rounds = 0;
+            let mut by_preference = led.clone();
+            by_preference.sort_by_key(|g| preference(identity, g));
+            let surplus = led.len() - share;
+            decision
+                .release
+                .extend(by_preference.into_iter().take(surplus).cloned());
+        }
+        return decision;
+    }
+    hysteresis.surplus_rounds = 0;
+    let gap = share.saturating_sub(led.len() + candidates);
+    if gap > 0 {
+        let mut free: Vec<&String> = view
+            .free
+            .iter()
+            .filter(|g| view.guests.contains(*g))
+            .filter(|g| !view.led.contains(*g) && !view.candidates.contains(*g))
+            .collect();
+        free.sort_by_key(|g| std::cmp::Reverse(preference(identity, g)));
+        decision.acquire = free.into_iter().take(gap).cloned().collect();
+    }
+    decision
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,222 @@
+//! Per-guest leadership on the supervisor's side (`--leader-elect=per-guest`):
+//! a guest's workers run only while this replica holds the guest's Lease
+//! ([`crate::leader_per_guest`]). A lost Lease stops that guest's writes at
+//! once and a handed-over one drains first; either way the other guests
+//! and the process go on, and a guest led again gets a fresh controller.
+//! A guest whose keys are sharded ([`crate::leader_per_guest::Shards`])
+//! runs its workers all along instead, and looks at every key again when
+//! a bucket is newly led. It never decides which guests this replica leads.
+
+use crate::leader_per_guest::{GuestLease, GuestLeases, Stop};
+
+use super::status::{BucketLeader, GuestLeader};
+use super::*;
+
+/// How long a guest this replica gives up may take to finish its in-flight
+/// reconciles before they are abandoned (its Lease is renewed meanwhile,
+/// so no other replica starts).
+const HANDOVER_DRAIN: Duration = Duration::from_secs(10);
+
+impl Supervisor {
+    /// Tells per-guest leadership which guests run here, each with the
+    /// buckets of its keys (0: led whole).
+    pub(super) fn publish_guests(&self) {
+        if let Some(leases) = &self.guest_leases {
+            let guests: Vec<(String, u32)> = lock(&self.guests)
+                .values()
+                .map(|g| {
+                    let buckets = g.controller.shards().map_or(0, |s| s.buckets());
+                    (g.controller.name().to_string(), buckets)
+                })
+                .collect();
+            leases.set_guests(guests);
+        }
+    }
+
+    /// The key sharding of a guest declaring `manifest`: with per-guest
+    /// leadership and `shard_buckets` above 1, for a guest with per-object
+    /// keys and no aggregate key (one key cannot be split: such a guest is
+    /// led whole).
+    pub(super) fn shards_for(
+        &self,
+        manifest: &crate::guest::GuestManifest,
+    ) -> Option<crate::leader_per_guest::Shards> {
+        let leases = self.guest_leases.as_ref()?;
+        let buckets = self.config.shard_buckets;
+        let keys = || manifest.watches.iter().map(|w| &w.keys);
+        let per_object = keys().any(|k| *k == crate::guest::KeyMapping::PerObject);
+        let aggregate = keys().any(|k| matches!(k, crate::guest::KeyMapping::Aggregate(_)));
+        (buckets > 1 && per_object && !aggregate)
+            .then(|| crate::leader_per_guest::Shards::new(leases.clone(), &manifest.name, buckets))
+    }
+
+    /// Who leads guest `name` (or each bucket of its keys), with per-guest
+    /// leadership.
+    pub(super) fn guest_leader(&self, name: &str) -> Option<GuestLeader> {
+        let leases = self.guest_leases.as_ref()?;
+        let buckets = leases.bucket_holders(name);
+        if !buckets.is_empty() {
+            let led = leases.buckets_led(name);
+            let buckets = buckets
+                .into_iter()
+                .map(|(bucket, h)| BucketLeader {
+                    bucket,
+                    lease: h.lease,
+                    leads: led.contains(&bucket),
+                    holder: h.holder,
+                })
+                .collect();
+            return Some(GuestLeader {
+                lease: None,
+                leads: !led.is_empty(),
+                holder: None,
+                buckets: Some(buckets),
+            });
+        }
+        let holder = leases.holder(name)?;
+        Some(GuestLeader {
+            lease: Some(holder.lease),
+            leads: leases.lease(name).is_some(),
+            holder: holder.holder,
+            buckets: None,
+        })
+    }
+
+    /// The task of a guest's controller: its workers while this replica
+    /// leads the guest, else nothing (started again by [`Self::lead`]).
+    pub(super) fn spawn_led(
+        &self,
+        controller: Arc<GuestController>,
+        leases: &GuestLeases,
+    ) -> tokio::task::JoinHandle<()> {
+        if controller.shards().is_some() {
+            // Sharded: its workers always run; each key passes its
+            // bucket's gate.
+            lock(&self.led_tasks).remove(controller.name());
+            let failures = self.failures_tx.clone();
+            return tokio::spawn(async move {
+                if let Err(e) = controller.run_when(std::future::ready(())).await {
+                    let _ = failures.send(e);
+                }
+            });
+        }
+        match leases.lease(controller.name()) {
+            Some(lease) => {
+                lock(&self.led_tasks).insert(controller.name().to_string(), lease.clone());
+                tokio::spawn(run_led(controller, lease, self.failures_tx.clone()))
+            }
+            None => {
+                lock(&self.led_tasks).remove(controller.name());
+                tokio::spawn(std::future::pending())
+            }
+        }
+    }
+
+    /// This replica now leads `guest`: its workers start, on a fresh
+    /// controller if the last one stopped (a Lease lost or handed over
+    /// before).
+    pub(super) async fn lead(&self, guest: &str) {
+        let found = lock(&self.guests)
+            .iter()
+            .find(|(_, g)| g.controller.name() == guest)
+            .map(|(k, g)| (k.clone(), g.controller.clone()));
+        let Some((key, mut controller)) = found else {
+            return;
+        };
+        if controller.shards().is_some() {
+            // A bucket newly led: its keys are looked at (the others are
+            // dropped at the gate again).
+            controller.enqueue_all();
+            return;
+        }
+        // Its task already runs under this very lead (started when the
+        // controller was, by a swap or at start): nothing to do. Aborting
+        // it would strand the keys its workers hold.
+        let current = self.guest_leases.as_ref().and_then(|l| l.lease(guest));
+        let running = lock(&self.led_tasks).get(guest).cloned();
+        if let (Some(current), Some(running)) = (&current, &running) {
+            if current.same_lead(running) && !controller.queue().is_shutting_down() {
+                return;
+            }
+        }
+        if controller.queue().is_shutting_down() {
+            match self.controller_for(controller.described()).await {
+                Ok(fresh) => {
+                    if let Some(spec) = controller.shadow() {
+                        fresh.attach_shadow(spec, self.config.shadow_dry_run);
+                    }
+                    controller = Arc::new(fresh);
+                }
+                Err(e) => {
+                    // Held but not run, it would be stuck here: given up,
+                    // another replica (or this one, later) tries again.
+                    tracing::error!(%guest, "cannot start the guest it leads; giving it up: {e}");
+                    if let Some(leases) = &self.guest_leases {
+                        leases.give_up(guest);
+                    }
+                    return;
+                }
+            }
+        }
+        let mut guests = lock(&self.guests);
+        let Some(g) = guests.get_mut(&key) else {
+            return;
+        };
+        if g.controller.name() != guest {
+            return;
+        }
+        g.task.abort();
+        g.controller = controller.clone();
+        g.task = self.spawn(controller);
+    }
+}
+
+/// A led guest's workers, until its Lease is lost (stop at once) or handed
+/// over (drain, bounded), or the controller ends by itself.
+async fn run_led(
+    controller: Arc<GuestController>,
+    lease: GuestLease,
+    failures: mpsc::UnboundedSender<ControllerError>,
+) {
+    // Taken before the check: a handover begun meanwhile is seen either
+    // here or by the coordinator waiting for this guard.
+    let _running = lease.run();
+    if !lease.is_leader() {
+        return;
+    }
+    let guest = controller.name().to_string();
+    tracing::info!(%guest, lease = %lease.lease_name(), "leading the guest; starting its workers");
+    let run = controller.clone().run_when(std::future::ready(()));
+    tokio::pin!(run);
+    tokio::select! {
+        biased;
+        stop = lease.until_stop() => {
+            controller.shutdown();
+            match stop {
+                Stop::Lost(why) => {
+                    // Dropping `run` aborts the in-flight reconciles.
+                    tracing::error!(%guest, "lost the guest's lease; its writes stopped at once: {why}");
+                }
+                Stop::HandOver => {
+                    tokio::select! {
+                        biased;
+                        Stop::Lost(why) = lease.until_lost() => {
+                            tracing::error!(%guest, "lost the guest's lease while handing it over; in-flight reconciles abandoned: {why}");
+                        }
+                        _ = &mut run => {
+                            tracing::info!(%guest, "guest handed over: its workers stopped");
+                        }
+                        () = tokio::time::sleep(HANDOVER_DRAIN) => {
+                            tracing::warn!(%guest, "guest still busy after {HANDOVER_DRAIN:?}; abandoning its in-flight reconciles to hand it over");
+                        }
+                    }
+                }
+            }
+        }
+        result = &mut run => {
+            if let Err(e) = result {
+                let _ = failures.send(e);
+            }
+        }
+    }
+}

@@ -1,0 +1,896 @@
+//! Per-guest leadership of the real binary: three `wasmctrl run
+//! --leader-elect=per-guest` processes over six guests against one
+//! in-process embedded API server, with short, real lease timings.
+//!
+//! What it shows, and how it knows:
+//! - the guests spread: each replica leads its share, two (the Leases'
+//!   holders, and each replica's `wasmctrl_guest_leader`);
+//! - every guest reconciles on whoever leads it (its output ConfigMap
+//!   counts the pods);
+//! - a SIGKILLed replica's guests move to the survivors once their Leases
+//!   expire and not before (the new holders' `acquireTime` against the
+//!   kill), within the lease duration and a few rounds;
+//! - a SIGTERMed replica exits 0 and releases its guests, so the last one
+//!   takes them long before the Leases could have expired;
+//! - throughout, sampled every 50 ms, no guest is led by two replicas at
+//!   once by their own account (`wasmctrl_guest_leader`).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::ListParams;
+use kube::{Api, Client};
+use tokio::time::Instant;
+
+use crate::support::replica::Replica;
+use crate::support::{prom, HOST_NS};
+
+const GROUP: &str = "spread";
+const GUESTS: [&str; 6] = ["g1", "g2", "g3", "g4", "g5", "g6"];
+/// Lease 2 s, renew deadline 1.5 s, retry 0.25 s.
+const LEASE: Duration = Duration::from_secs(2);
+const RENEW: Duration = Duration::from_millis(1_500);
+const RETRY: Duration = Duration::from_millis(250);
+/// The longest any single wait may take.
+const BOUND: Duration = Duration::from_secs(30);
+/// `acquireTime` is stamped before the request that finds a lease expired,
+/// and the expiry is counted from the last observation before the kill
+/// (up to one retry period before it).
+const STAMP_SLACK: Duration = Duration::from_millis(300);
+
+async fn bounded<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
+    crate::support::bounded(what, BOUND, f).await
+}
+
+/// Each guest's Lease holder, by guest (None: free).
+async fn holders(admin: &Client) -> BTreeMap<String, Option<String>> {
+    let api: Api<Lease> = Api::namespaced(admin.clone(), HOST_NS);
+    let list = api
+        .list(&ListParams::default().labels(&format!(
+            "wasmctrl.dev/lease-group={GROUP},wasmctrl.dev/lease-role=guest"
+        )))
+        .await
+        .unwrap();
+    list.items
+        .into_iter()
+        .filter_map(|l| {
+            let guest = l.metadata.labels?.get("wasmctrl.dev/guest")?.clone();
+            let holder = l.spec?.holder_identity.filter(|h| !h.is_empty());
+            Some((guest, holder))
+        })
+        .collect()
+}
+
+/// How many guests each holder holds.
+fn counts(holders: &BTreeMap<String, Option<String>>) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for h in holders.values().flatten() {
+        *counts.entry(h.clone()).or_default() += 1;
+    }
+    counts
+}
+
+/// Waits until every guest is held and the holders hold `want` each.
+async fn spread_as(
+    admin: &Client,
+    want: &BTreeMap<&str, usize>,
+) -> BTreeMap<String, Option<String>> {
+    let want: BTreeMap<String, usize> = want.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    bounded(&format!("guests spread as {want:?}"), async {
+        loop {
+            let h = holders(admin).await;
+            if h.len() == GUESTS.len() && h.values().all(Option::is_some) && counts(&h) == want {
+                return h;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+}
+
+/// Which guests `replica` says it leads (`wasmctrl_guest_leader` 1).
+async fn leads(replica: &Replica) -> Option<Vec<String>> {
+    let text = replica.scrape().await?;
+    Some(
+        GUESTS
+            .iter()
+            .filter(|g| {
+                prom::metric(&text, "wasmctrl_guest_leader", &[&format!("guest=\"{g}\"")]) == 1.0
+            })
+            .map(|g| g.to_string())
+            .collect(),
+    )
+}
+
+/// `replica`'s reconciles of each guest (`controller_runtime_reconcile_total`).
+async fn reconciles(replica: &Replica) -> BTreeMap<String, f64> {
+    let text = replica.scrape().await.expect("/metrics answers");
+    GUESTS
+        .iter()
+        .map(|g| {
+            let label = format!("controller=\"{g}\"");
+            let n = prom::metric(&text, "controller_runtime_reconcile_total", &[&label]);
+            (g.to_string(), n)
+        })
+        .collect()
+}
+
+/// `/guests` of `replica`: each guest's `leader` object, by guest.
+async fn guest_leaders(replica: &Replica) -> BTreeMap<String, serde_json::Value> {
+    let (status, body) = crate::support::http_get(replica.health, "/guests")
+        .await
+        .expect("/guests answers");
+    assert_eq!(status, 200, "{body}");
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    json["guests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| (g["name"].as_str().unwrap().to_string(), g["leader"].clone()))
+        .collect()
+}
+
+/// Every guest's output ConfigMap counts `pods` pods.
+async fn outputs_count(admin: &Client, pods: usize) {
+    let api: Api<ConfigMap> = Api::namespaced(admin.clone(), HOST_NS);
+    bounded(&format!("every output counts {pods} pods"), async {
+        loop {
+            let mut all = true;
+            for g in GUESTS {
+                let seen = api
+                    .get_opt(&format!("out-{g}"))
+                    .await
+                    .unwrap()
+                    .and_then(|cm| cm.data?.get("objects").cloned());
+                all &= seen.as_deref() == Some(pods.to_string().as_str());
+            }
+            if all {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+}
+
+fn wall_micros(t: SystemTime) -> i64 {
+    i64::try_from(t.duration_since(UNIX_EPOCH).unwrap().as_micros()).unwrap()
+}
+
+/// Samples every live replica's own account of what it leads until
+/// stopped; panics (in the test, at `finish`) on a guest two replicas
+/// lead at once.
+struct NoDoubleLead {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<usize>,
+}
+
+impl NoDoubleLead {
+    fn watch(replicas: Arc<Mutex<Vec<(String, std::net::SocketAddr)>>>) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let done = stop.clone();
+        let task = tokio::spawn(async move {
+            let mut samples = 0;
+            while !done.load(Ordering::SeqCst) {
+                let targets = replicas.lock().unwrap().clone();
+                let mut led: BTreeMap<String, Vec<String>> = BTreeMap::new();
+                for (id, addr) in targets {
+                    let Some((200, text)) = crate::support::http_get(addr, "/metrics").await else {
+                        continue;
+                    };
+                    for g in GUESTS {
+                        let label = format!("guest=\"{g}\"");
+                        if prom::metric(&text, "wasmctrl_guest_leader", &[&label]) == 1.0 {
+                            led.entry(g.to_string()).or_default().push(id.clone());
+                        }
+                    }
+                }
+                // The samples of two replicas are not taken at one instant:
+                // a handover between them may show both. Count it only if
+                // the next sample shows it still.
+                if let Some((g, ids)) = led.iter().find(|(_, ids)| ids.len() > 1) {
+                    tokio::time::sleep(Duration::from_millis(400)).await;
+                    let again = {
+                        let mut n = 0;
+                        for id in ids {
+                            let addr = replicas
+                                .lock()
+                                .unwrap()
+                                .iter()
+                                .find(|(i, _)| i == id)
+                                .map(|(_, a)| *a);
+                            if let Some(addr) = addr {
+                                if let Some((200, text)) =
+                                    crate::support::http_get(addr, "/metrics").await
+                                {
+                                    let label = format!("guest=\"{g}\"");
+                                    if prom::metric(&text, "wasmctrl_guest_leader", &[&label])
+                                        == 1.0
+                                    {
+                                        n += 1;
+                                    }
+                                }
+                            }
+                        }
+                        n
+                    };
+                    assert!(again < 2, "{g} is led by {ids:?} at once");
+                }
+                samples += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            samples
+        });
+        NoDoubleLead { stop, task }
+    }
+
+    async fn finish(self) -> usize {
+        self.stop.store(true, Ordering::SeqCst);
+        self.task
+            .await
+            .expect("no guest was led by two replicas at once")
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guests_spread_over_replicas_and_move_when_one_dies() {
+    let (server, admin) = crate::support::server().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("cache")).unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        server.kubeconfig_for_token(server.admin_token()),
+    )
+    .unwrap();
+    let println = crate::support::built_guest("guest_println");
+    for g in GUESTS {
+        std::fs::copy(&println, dir.path().join(format!("{g}.wasm"))).unwrap();
+    }
+    let start = |id: &str| {
+        let (dir, kubeconfig) = (dir.path().to_path_buf(), kubeconfig.clone());
+        Replica::start(id, move |command, _, health, metrics| {
+            command.arg("run");
+            for g in GUESTS {
+                command
+                    .arg("--guest")
+                    .arg(dir.join(format!("{g}.wasm")))
+                    .arg(format!("--config={g}.name={g}"))
+                    .arg(format!("--config={g}.output=out-{g}"))
+                    .arg(format!("--config={g}.watch=/v1/Pod"));
+            }
+            command
+                .arg(format!("--kubeconfig={}", kubeconfig.display()))
+                .arg(format!("--namespace={HOST_NS}"))
+                .arg("--leader-elect=per-guest")
+                .arg(format!("--lease-name={GROUP}"))
+                .arg(format!("--identity={id}"))
+                .arg(format!("--lease-duration-seconds={}", LEASE.as_secs_f64()))
+                .arg(format!("--renew-deadline-seconds={}", RENEW.as_secs_f64()))
+                .arg(format!("--retry-period-seconds={}", RETRY.as_secs_f64()))
+                .arg(format!("--health-addr={health}"))
+                .arg(format!("--metrics-addr={metrics}"))
+                .arg(format!("--guest-cache-dir={}", dir.join("cache").display()))
+                .env_remove("POD_NAME")
+                .env_remove("POD_NAMESPACE")
+                .env("RUST_LOG", "info");
+        })
+    };
+    crate::support::pod("p1").on("n1").create(&admin).await;
+
+    // The first replica compiles the guests into the shared cache.
+    let mut a = start("r-a");
+    a.wait_ready().await;
+    spread_as(&admin, &BTreeMap::from([("r-a", 6)])).await;
+    outputs_count(&admin, 1).await;
+
+    let mut b = start("r-b");
+    let mut c = start("r-c");
+    b.wait_ready().await;
+    c.wait_ready().await;
+    let live = Arc::new(Mutex::new(
+        [&a, &b, &c]
+            .iter()
+            .map(|r| (r.id.clone(), r.metrics))
+            .collect::<Vec<_>>(),
+    ));
+    let sampler = NoDoubleLead::watch(live.clone());
+    let before = spread_as(
+        &admin,
+        &BTreeMap::from([("r-a", 2), ("r-b", 2), ("r-c", 2)]),
+    )
+    .await;
+    // Each replica's own account agrees with the Leases.
+    for r in [&a, &b, &c] {
+        let want: Vec<String> = before
+            .iter()
+            .filter(|(_, h)| h.as_deref() == Some(r.id.as_str()))
+            .map(|(g, _)| g.clone())
+            .collect();
+        bounded(&format!("{} reports leading {want:?}", r.id), async {
+            while leads(r).await.as_ref() != Some(&want) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+    }
+    // `/guests` says the same, and who holds each guest.
+    for r in [&a, &b, &c] {
+        let leaders = guest_leaders(r).await;
+        for (g, holder) in &before {
+            let leader = &leaders[g];
+            assert_eq!(
+                leader["holder"].as_str(),
+                holder.as_deref(),
+                "{}: {g}: {leader}",
+                r.id
+            );
+            assert_eq!(
+                leader["leads"].as_bool(),
+                Some(holder.as_deref() == Some(r.id.as_str())),
+                "{}: {g}: {leader}",
+                r.id
+            );
+            assert_eq!(
+                leader["lease"].as_str(),
+                Some(wasmctrl::leader_per_guest::guest_lease(GROUP, g).as_str())
+            );
+        }
+    }
+    // A new pod is reconciled by each guest's leader only.
+    let mut counted = Vec::new();
+    for r in [&a, &b, &c] {
+        counted.push(reconciles(r).await);
+    }
+    crate::support::pod("p2").on("n1").create(&admin).await;
+    outputs_count(&admin, 2).await;
+    for (r, then) in [&a, &b, &c].into_iter().zip(&counted) {
+        let now = reconciles(r).await;
+        for (g, holder) in &before {
+            if holder.as_deref() == Some(r.id.as_str()) {
+                assert!(now[g] > then[g], "{} leads {g} and reconciled it", r.id);
+            } else {
+                assert_eq!(
+                    now[g], then[g],
+                    "{} does not lead {g} and never reconciled it",
+                    r.id
+                );
+            }
+        }
+    }
+
+    // SIGKILL r-b: its guests move to r-a and r-c once their Leases expire.
+    let moved: Vec<String> = before
+        .iter()
+        .filter(|(_, h)| h.as_deref() == Some("r-b"))
+        .map(|(g, _)| g.clone())
+        .collect();
+    live.lock().unwrap().retain(|(id, _)| id != "r-b");
+    let (killed, killed_wall) = (Instant::now(), SystemTime::now());
+    b.child.start_kill().unwrap();
+    let after = spread_as(&admin, &BTreeMap::from([("r-a", 3), ("r-c", 3)])).await;
+    let took = killed.elapsed();
+    assert!(
+        took < LEASE + Duration::from_secs(3),
+        "r-b's guests moved {took:?} after the kill"
+    );
+    let api: Api<Lease> = Api::namespaced(admin.clone(), HOST_NS);
+    for g in &moved {
+        let lease = api
+            .get(&wasmctrl::leader_per_guest::guest_lease(GROUP, g))
+            .await
+            .unwrap();
+        let acquired = lease.spec.unwrap().acquire_time.unwrap().0.as_microsecond();
+        let earliest = wall_micros(killed_wall)
+            + i64::try_from((LEASE - RETRY - STAMP_SLACK).as_micros()).unwrap();
+        assert!(
+            acquired >= earliest,
+            "{g} taken {} ms after the kill, before its Lease could expire",
+            (acquired - wall_micros(killed_wall)) / 1000
+        );
+        assert_ne!(after[g].as_deref(), Some("r-b"));
+    }
+    crate::support::pod("p3").on("n1").create(&admin).await;
+    outputs_count(&admin, 3).await;
+
+    // SIGTERM r-c: it releases its guests; r-a takes them long before the
+    // Leases could expire.
+    live.lock().unwrap().retain(|(id, _)| id != "r-c");
+    let stopped = Instant::now();
+    c.sigterm();
+    let (status, _, _) = c.exited().await;
+    assert!(
+        status.success(),
+        "r-c exits 0 on SIGTERM: {status}\n{}",
+        c.log()
+    );
+    spread_as(&admin, &BTreeMap::from([("r-a", 6)])).await;
+    assert!(
+        stopped.elapsed() < LEASE,
+        "r-c's guests moved {:?} after SIGTERM: released, not expired",
+        stopped.elapsed()
+    );
+    crate::support::pod("p4").on("n1").create(&admin).await;
+    outputs_count(&admin, 4).await;
+
+    let samples = sampler.finish().await;
+    assert!(samples > 10, "the sampler ran ({samples} samples)");
+    assert!(a.log().contains("leading the guest"), "{}", a.log());
+    a.stop_cleanly().await;
+    drop(server);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stolen_guest_lease_stops_that_guest_only_and_the_replica_leads_it_again() {
+    let (server, admin) = crate::support::server().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("cache")).unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        server.kubeconfig_for_token(server.admin_token()),
+    )
+    .unwrap();
+    let println = crate::support::built_guest("guest_println");
+    let two = &GUESTS[..2];
+    for g in two {
+        std::fs::copy(&println, dir.path().join(format!("{g}.wasm"))).unwrap();
+    }
+    let (d, k) = (dir.path().to_path_buf(), kubeconfig.clone());
+    let mut a = Replica::start("r-a", move |command, _, health, metrics| {
+        command.arg("run");
+        for g in two {
+            command
+                .arg("--guest")
+                .arg(d.join(format!("{g}.wasm")))
+                .arg(format!("--config={g}.name={g}"))
+                .arg(format!("--config={g}.output=out-{g}"))
+                .arg(format!("--config={g}.watch=/v1/Pod"));
+        }
+        command
+            .arg(format!("--kubeconfig={}", k.display()))
+            .arg(format!("--namespace={HOST_NS}"))
+            .arg("--leader-elect=per-guest")
+            .arg(format!("--lease-name={GROUP}"))
+            .arg("--identity=r-a")
+            .arg(format!("--lease-duration-seconds={}", LEASE.as_secs_f64()))
+            .arg(format!("--renew-deadline-seconds={}", RENEW.as_secs_f64()))
+            .arg(format!("--retry-period-seconds={}", RETRY.as_secs_f64()))
+            .arg(format!("--health-addr={health}"))
+            .arg(format!("--metrics-addr={metrics}"))
+            .arg(format!("--guest-cache-dir={}", d.join("cache").display()))
+            .env_remove("POD_NAME")
+            .env_remove("POD_NAMESPACE")
+            .env("RUST_LOG", "info");
+    });
+    crate::support::pod("p1").on("n1").create(&admin).await;
+    a.wait_ready().await;
+    let output = |g: &str| {
+        let api: Api<ConfigMap> = Api::namespaced(admin.clone(), HOST_NS);
+        let name = format!("out-{g}");
+        async move {
+            api.get_opt(&name)
+                .await
+                .unwrap()
+                .and_then(|cm| cm.data?.get("objects").cloned())
+        }
+    };
+    bounded("r-a leads both guests and they converge", async {
+        while leads(&a).await != Some(vec!["g1".into(), "g2".into()])
+            || output("g1").await.as_deref() != Some("1")
+            || output("g2").await.as_deref() != Some("1")
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+
+    // Someone else writes itself into g1's Lease, for 5 s.
+    let api: Api<Lease> = Api::namespaced(admin.clone(), HOST_NS);
+    let name = wasmctrl::leader_per_guest::guest_lease(GROUP, "g1");
+    // The holder renews every retry period: read and write again on a
+    // conflict.
+    let stolen = bounded("the lease is stolen", async {
+        loop {
+            let mut lease = api.get(&name).await.unwrap();
+            let spec = lease.spec.as_mut().unwrap();
+            spec.holder_identity = Some("thief".into());
+            spec.lease_duration_seconds = Some(5);
+            spec.renew_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+                k8s_openapi::jiff::Timestamp::now(),
+            ));
+            match api.replace(&name, &Default::default(), &lease).await {
+                Ok(_) => return Instant::now(),
+                Err(kube::Error::Api(e)) if e.code == 409 => continue,
+                Err(e) => panic!("stealing the lease: {e}"),
+            }
+        }
+    })
+    .await;
+
+    // r-a stops g1 only: it goes on running, leading and reconciling g2.
+    bounded("r-a gives g1 up", async {
+        while leads(&a).await != Some(vec!["g2".into()]) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    crate::support::pod("p2").on("n1").create(&admin).await;
+    bounded("g2 converges", async {
+        while output("g2").await.as_deref() != Some("2") {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(
+        stolen.elapsed() < Duration::from_secs(4),
+        "inconclusive: the stolen lease may have expired ({:?})",
+        stolen.elapsed()
+    );
+    assert_eq!(
+        output("g1").await.as_deref(),
+        Some("1"),
+        "g1 wrote without its lease"
+    );
+    assert!(
+        a.child.try_wait().unwrap().is_none(),
+        "r-a keeps running\n{}",
+        a.log()
+    );
+    assert_eq!(a.healthz().await, Some(200));
+    let text = a.scrape().await.unwrap();
+    let lost = prom::metric(
+        &text,
+        "wasmctrl_guest_lease_handovers_total",
+        &["guest=\"g1\"", "reason=\"lost\""],
+    );
+    assert_eq!(lost, 1.0, "{text}");
+    assert!(a.log().contains("lost the guest's lease"), "{}", a.log());
+
+    // Once the thief's lease expires, r-a (still a candidate) leads g1
+    // again, on a fresh controller that catches up.
+    bounded("r-a leads g1 again and it converges", async {
+        while leads(&a).await != Some(vec!["g1".into(), "g2".into()])
+            || output("g1").await.as_deref() != Some("2")
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(
+        stolen.elapsed() >= Duration::from_secs(4),
+        "r-a took g1 back before the thief's lease expired"
+    );
+    a.stop_cleanly().await;
+    drop(server);
+}
+
+/// Buckets of the App guest's keys in the sharding test.
+const BUCKETS: u32 = 6;
+const APPS: usize = 12;
+
+/// Each bucket's holder (None: free), by bucket.
+async fn bucket_holders(admin: &Client) -> BTreeMap<u32, Option<String>> {
+    let api: Api<Lease> = Api::namespaced(admin.clone(), HOST_NS);
+    let list = api
+        .list(&ListParams::default().labels(&format!(
+            "wasmctrl.dev/lease-group={GROUP},wasmctrl.dev/guest=app"
+        )))
+        .await
+        .unwrap();
+    list.items
+        .into_iter()
+        .filter_map(|l| {
+            let bucket = l
+                .metadata
+                .labels?
+                .get("wasmctrl.dev/bucket")?
+                .parse()
+                .ok()?;
+            let holder = l.spec?.holder_identity.filter(|h| !h.is_empty());
+            Some((bucket, holder))
+        })
+        .collect()
+}
+
+/// Prints the last holders seen if the wait panics.
+struct ShowOnPanic(String, Arc<Mutex<BTreeMap<u32, Option<String>>>>);
+
+impl Drop for ShowOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("{}: last seen {:?}", self.0, self.1.lock().unwrap());
+        }
+    }
+}
+
+/// Waits until every bucket is held and the holders hold `want` each.
+async fn buckets_spread_as(
+    admin: &Client,
+    want: &BTreeMap<&str, usize>,
+) -> BTreeMap<u32, Option<String>> {
+    let want: BTreeMap<String, usize> = want.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let last = Arc::new(Mutex::new(BTreeMap::new()));
+    let seen = last.clone();
+    let what = format!("buckets spread as {want:?}");
+    let _shown = ShowOnPanic(what.clone(), last);
+    bounded(&what, async {
+        loop {
+            let h = bucket_holders(admin).await;
+            *seen.lock().unwrap() = h.clone();
+            let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+            for holder in h.values().flatten() {
+                *counts.entry(holder.clone()).or_default() += 1;
+            }
+            if h.len() == BUCKETS as usize && h.values().all(Option::is_some) && counts == want {
+                return h;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+}
+
+/// Every App's child carries `message`.
+async fn children_say(admin: &Client, message: &str) {
+    let api: Api<ConfigMap> = Api::namespaced(admin.clone(), crate::support::PODS_NS);
+    bounded(&format!("every child says {message}"), async {
+        loop {
+            let mut all = true;
+            for i in 0..APPS {
+                let seen = api
+                    .get_opt(&format!("app-{i}"))
+                    .await
+                    .unwrap()
+                    .and_then(|cm| cm.data?.get("message").cloned());
+                all &= seen.as_deref() == Some(message);
+            }
+            if all {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+}
+
+/// `wasmctrl_writes_total{guest="app"}` of `replica`, every verb.
+async fn app_writes(replica: &Replica) -> f64 {
+    let text = replica.scrape().await.expect("/metrics answers");
+    prom::metric(&text, "wasmctrl_writes_total", &["guest=\"app\""])
+}
+
+/// A replica running the App guest with its keys in [`BUCKETS`] buckets.
+fn app_replica(dir: &std::path::Path, kubeconfig: &std::path::Path, id: &str) -> Replica {
+    let (dir, kubeconfig) = (dir.to_path_buf(), kubeconfig.to_path_buf());
+    Replica::start(id, move |command, _, health, metrics| {
+        command
+            .arg("run")
+            .arg("--guest")
+            .arg(dir.join("app.wasm"))
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg(format!("--namespace={HOST_NS}"))
+            .arg("--leader-elect=per-guest")
+            .arg(format!("--shard-buckets={BUCKETS}"))
+            .arg(format!("--lease-name={GROUP}"))
+            .arg(format!("--identity={id}"))
+            .arg(format!("--lease-duration-seconds={}", LEASE.as_secs_f64()))
+            .arg(format!("--renew-deadline-seconds={}", RENEW.as_secs_f64()))
+            .arg(format!("--retry-period-seconds={}", RETRY.as_secs_f64()))
+            .arg(format!("--health-addr={health}"))
+            .arg(format!("--metrics-addr={metrics}"))
+            .arg(format!("--guest-cache-dir={}", dir.join("cache").display()))
+            .env_remove("POD_NAME")
+            .env_remove("POD_NAMESPACE")
+            .env("RUST_LOG", "info");
+    })
+}
+
+/// The App guest's scratch directory (guest file, compile cache) and a
+/// kubeconfig for `server`.
+fn app_dir(
+    server: &wasmctrl_apiserver::RunningApiServer,
+) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("cache")).unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        server.kubeconfig_for_token(server.admin_token()),
+    )
+    .unwrap();
+    std::fs::copy(
+        crate::support::built_guest("guest_app"),
+        dir.path().join("app.wasm"),
+    )
+    .unwrap();
+    (dir, kubeconfig)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_object_guests_keys_are_sharded_in_buckets_over_replicas() {
+    let (server, admin) = crate::app::app_server().await;
+    let (dir, kubeconfig) = app_dir(&server);
+    let start = |id: &str| app_replica(dir.path(), &kubeconfig, id);
+    for i in 0..APPS {
+        crate::app::create_app(
+            &admin,
+            crate::support::PODS_NS,
+            &format!("app-{i}"),
+            "m0",
+            1,
+        )
+        .await;
+    }
+    let mut a = start("r-a");
+    a.wait_ready().await;
+    let mut b = start("r-b");
+    let mut c = start("r-c");
+    b.wait_ready().await;
+    c.wait_ready().await;
+    let holders = buckets_spread_as(
+        &admin,
+        &BTreeMap::from([("r-a", 2), ("r-b", 2), ("r-c", 2)]),
+    )
+    .await;
+    children_say(&admin, "m0").await;
+
+    // An edit of the Apps of r-b's buckets only is written by r-b only.
+    let bucket = |i: usize| {
+        wasmctrl::leader_per_guest::bucket_of(
+            &format!("{}/app-{i}", crate::support::PODS_NS),
+            BUCKETS,
+        )
+    };
+    let of_b: Vec<usize> = (0..APPS)
+        .filter(|i| holders[&bucket(*i)].as_deref() == Some("r-b"))
+        .collect();
+    assert!(
+        !of_b.is_empty(),
+        "r-b's buckets hold some of the {APPS} Apps: {holders:?}"
+    );
+    // Let the first writes settle, then count.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = [
+        app_writes(&a).await,
+        app_writes(&b).await,
+        app_writes(&c).await,
+    ];
+    for i in &of_b {
+        crate::app::edit_spec(
+            &admin,
+            crate::support::PODS_NS,
+            &format!("app-{i}"),
+            serde_json::json!({"message": "m1"}),
+        )
+        .await;
+    }
+    let api: Api<ConfigMap> = Api::namespaced(admin.clone(), crate::support::PODS_NS);
+    bounded("r-b's Apps' children say m1", async {
+        loop {
+            let mut all = true;
+            for i in &of_b {
+                let seen = api
+                    .get_opt(&format!("app-{i}"))
+                    .await
+                    .unwrap()
+                    .and_then(|cm| cm.data?.get("message").cloned());
+                all &= seen.as_deref() == Some("m1");
+            }
+            if all {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = [
+        app_writes(&a).await,
+        app_writes(&b).await,
+        app_writes(&c).await,
+    ];
+    assert!(
+        after[1] > before[1],
+        "r-b wrote its keys: {before:?} → {after:?}"
+    );
+    assert_eq!(after[0], before[0], "r-a wrote none of r-b's keys");
+    assert_eq!(after[2], before[2], "r-c wrote none of r-b's keys");
+
+    // SIGKILL r-b: its buckets move once their Leases expire; every App
+    // converges again.
+    let killed = Instant::now();
+    b.child.start_kill().unwrap();
+    buckets_spread_as(&admin, &BTreeMap::from([("r-a", 3), ("r-c", 3)])).await;
+    assert!(
+        killed.elapsed() < LEASE + Duration::from_secs(3),
+        "r-b's buckets moved {:?} after the kill",
+        killed.elapsed()
+    );
+    for i in 0..APPS {
+        crate::app::edit_spec(
+            &admin,
+            crate::support::PODS_NS,
+            &format!("app-{i}"),
+            serde_json::json!({"message": "m2"}),
+        )
+        .await;
+    }
+    children_say(&admin, "m2").await;
+
+    // `/guests` shows the buckets.
+    let leaders = guest_leaders(&a).await;
+    let buckets = leaders["app"]["buckets"].as_array().expect("buckets shown");
+    assert_eq!(buckets.len(), BUCKETS as usize, "{leaders:?}");
+    assert_eq!(
+        buckets.iter().filter(|b| b["leads"] == true).count(),
+        3,
+        "{leaders:?}"
+    );
+    a.stop_cleanly().await;
+    c.stop_cleanly().await;
+    drop(server);
+}
+
+/// Chaos, small: while every App is edited again and again, a replica is
+/// SIGKILLed and a new one joins, three times over. Every edit converges,
+/// and the buckets end spread over the three live replicas.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_keys_converge_while_replicas_are_killed_and_replaced() {
+    let (server, admin) = crate::app::app_server().await;
+    let (dir, kubeconfig) = app_dir(&server);
+    let start = |id: &str| app_replica(dir.path(), &kubeconfig, id);
+    for i in 0..APPS {
+        crate::app::create_app(
+            &admin,
+            crate::support::PODS_NS,
+            &format!("app-{i}"),
+            "m0",
+            1,
+        )
+        .await;
+    }
+    let mut replicas = Vec::new();
+    for id in ["r-0", "r-1", "r-2"] {
+        let mut r = start(id);
+        r.wait_ready().await;
+        replicas.push(r);
+    }
+    buckets_spread_as(
+        &admin,
+        &BTreeMap::from([("r-0", 2), ("r-1", 2), ("r-2", 2)]),
+    )
+    .await;
+    children_say(&admin, "m0").await;
+    for round in 1..=3 {
+        // Edits in flight while the oldest replica dies.
+        let message = format!("m{round}");
+        for i in 0..APPS {
+            crate::app::edit_spec(
+                &admin,
+                crate::support::PODS_NS,
+                &format!("app-{i}"),
+                serde_json::json!({ "message": message }),
+            )
+            .await;
+        }
+        let mut victim = replicas.remove(0);
+        victim.child.start_kill().unwrap();
+        let _ = victim.child.wait().await;
+        let mut fresh = start(&format!("r-{}", round + 2));
+        fresh.wait_ready().await;
+        replicas.push(fresh);
+        children_say(&admin, &message).await;
+    }
+    let want: BTreeMap<&str, usize> = replicas.iter().map(|r| (r.id.as_str(), 2)).collect();
+    buckets_spread_as(&admin, &want).await;
+    children_say(&admin, "m3").await;
+    for r in replicas {
+        r.stop_cleanly().await;
+    }
+    drop(server);
+}
