@@ -160,7 +160,7 @@ struct ElectionArgs {
     /// guest into this many buckets, each with its own Lease
     /// (`NAME-s-GUEST-BUCKET`) and spread over the replicas like guests (0:
     /// every guest is led whole). A guest with an aggregate key is led
-    /// whole.
+    /// whole. Refused without `--leader-elect=per-guest`.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1024))]
     shard_buckets: u32,
     /// This candidate's identity (default: $POD_NAME, else the host name).
@@ -188,6 +188,21 @@ enum ElectMode {
 }
 
 impl ElectionArgs {
+    /// `--shard-buckets`, refused unless the Leases are per guest (buckets
+    /// are leased like guests).
+    fn shard_buckets(&self) -> anyhow::Result<u32> {
+        match (self.shard_buckets, self.leader_elect) {
+            (0, _) | (_, Some(ElectMode::PerGuest)) => Ok(self.shard_buckets),
+            (n, mode) => anyhow::bail!(
+                "--shard-buckets {n}: buckets are leased like guests, so sharding needs --leader-elect=per-guest (this run has {})",
+                match mode {
+                    Some(ElectMode::Host) => "--leader-elect=host",
+                    _ => "no --leader-elect",
+                }
+            ),
+        }
+    }
+
     /// The election these flags ask for, on a Lease in `namespace`; `None`
     /// without `--leader-elect`.
     fn config(&self, namespace: &str) -> anyhow::Result<Option<LeaderElectionConfig>> {
@@ -270,10 +285,7 @@ impl RunArgs {
             .strict_guests(self.strict_guests)
             .shadows(self.shadows.clone())
             .shadow_dry_run(self.shadow_dry_run)
-            .shard_buckets(match self.election.leader_elect {
-                Some(ElectMode::PerGuest) => self.election.shard_buckets,
-                _ => 0,
-            })
+            .shard_buckets(self.election.shard_buckets()?)
             .record(record))
     }
 }
@@ -450,8 +462,19 @@ mod tests {
         // Buckets shard keys only with per-guest leadership.
         let sharded = parse(&["--leader-elect=per-guest", "--shard-buckets=4"]).unwrap();
         assert_eq!(sharded.supervisor_config().unwrap().shard_buckets, 4);
-        let whole = parse(&["--leader-elect", "--shard-buckets=4"]).unwrap();
-        assert_eq!(whole.supervisor_config().unwrap().shard_buckets, 0);
+        // Elsewhere they are refused, naming the flag they need.
+        for args in [
+            &["--leader-elect", "--shard-buckets=4"][..],
+            &["--shard-buckets=4"],
+        ] {
+            let e = parse(args).unwrap().supervisor_config().unwrap_err();
+            assert!(
+                e.to_string().contains("needs --leader-elect=per-guest"),
+                "{e}"
+            );
+        }
+        let unsharded = parse(&["--leader-elect", "--shard-buckets=0"]).unwrap();
+        assert_eq!(unsharded.supervisor_config().unwrap().shard_buckets, 0);
         assert!(parse(&["--shard-buckets=1025"]).is_err());
         // The mode is never taken from the next argument.
         assert!(parse(&["--leader-elect", "per-guest"]).is_err());
