@@ -17,7 +17,9 @@
 //!
 //! Run: `make guest && cargo bench -p wasmctrl --features
 //! wasmctrl/dev-server --bench perobj -- --apps 1000,10000,20000` (also
-//! `--edits`, `--rate`, `--qps`, `--systems native,wasmctrl,floor` and
+//! `--edits`, `--rate`, `--qps`, `--workers` (wasmctrl's workers per guest;
+//! default the host's, 2; the native peer runs 16 reconciles at once),
+//! `--systems native,wasmctrl,floor` and
 //! `wasmctrl-py`, `wasmctrl-ts`: guest-app in Python and TypeScript, built
 //! by `make guest-py` and `make guests-js`; a fresh guest cache per world,
 //! so (2) includes compiling the guest and (1) loads it compiled;
@@ -120,13 +122,16 @@ fn writes(p: &Phase) -> String {
 
 fn print_table(outcomes: &[Outcome], setup: &Setup) {
     println!(
-        "perobj: {} edits at {}/s, resync {} s, idle window {} s, wasmctrl --kube-api-qps {} --kube-api-burst {}",
+        "perobj: {} edits at {}/s, resync {} s, idle window {} s, wasmctrl --kube-api-qps {} --kube-api-burst {} --workers {}",
         setup.edits,
         setup.rate,
         setup.resync.as_secs(),
         setup.idle.as_secs(),
         setup.qps,
-        setup.burst
+        setup.burst,
+        setup
+            .workers
+            .map_or_else(|| "(the host's default)".to_string(), |w| w.to_string())
     );
     println!();
     println!("Writes are `requests sent / new versions`.");
@@ -351,6 +356,7 @@ fn main() {
         resync,
         qps,
         burst: qps as u32,
+        workers: args::option(&args, "--workers").map(|w| args::number("--workers", &w)),
         edits,
         rate,
         idle: resync + margin,

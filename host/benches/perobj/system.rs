@@ -117,6 +117,8 @@ pub struct Setup {
     pub qps: f64,
     /// See `qps`.
     pub burst: u32,
+    /// wasmctrl's `--workers` (None: the host's default).
+    pub workers: Option<usize>,
     /// Spec edits in the churn.
     pub edits: usize,
     /// Edits per second.
@@ -419,6 +421,12 @@ fn spawn(
                 .arg(setup.qps.to_string())
                 .arg("--kube-api-burst")
                 .arg(setup.burst.to_string())
+                .args(
+                    setup
+                        .workers
+                        .iter()
+                        .flat_map(|w| ["--workers".to_string(), w.to_string()]),
+                )
                 .arg("--metrics-addr")
                 .arg(format!("127.0.0.1:{metrics_port}"))
                 .args(["--health-addr", "127.0.0.1:0"]);
