@@ -26,7 +26,8 @@
 //! `PEROBJ_LOGS=DIR` keeps the subprocesses' logs there,
 //! `PEROBJ_WASMCTRL=PATH` runs another build of the host; each
 //! subprocess's pid is printed, for `perf record -p`). A system that does
-//! not complete a full run (a phase that never converges) is stopped, named
+//! not complete a full run (a phase that never converges, or a process that
+//! exits: found at the next look, not at the end of the phase) is stopped, named
 //! under the table with the reason, and the run goes on with the next one
 //! (and exits with status 1 at the end).
 //! Under `cargo test

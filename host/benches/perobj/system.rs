@@ -270,6 +270,25 @@ impl Running {
         self.child.id()
     }
 
+    /// Panics, naming the system and `phase` with the end of its log, if
+    /// the process has exited (a bad flag, a crash): the run says so at
+    /// once instead of waiting out the phase.
+    fn alive(&self, phase: &str) {
+        let state = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()))
+            .ok()
+            .and_then(|stat| {
+                let at = stat.rfind(')')? + 2;
+                stat.get(at..at + 1).map(str::to_string)
+            });
+        if matches!(state.as_deref(), None | Some("Z" | "X")) {
+            panic!(
+                "{} exited during {phase}; its log ends:\n{}",
+                self.system.name(),
+                tail(&self.stderr)
+            );
+        }
+    }
+
     async fn counts(&self) -> Counts {
         match self.system {
             System::Native | System::Floor => {
@@ -522,6 +541,7 @@ pub async fn run(
     let first = spawn(system, setup, kubeconfig, n, CREATE);
     let meter = Meter::start(&first).await;
     let converged = poll(converge_poll(n), phase_wait(n), async || {
+        first.alive("(2)");
         (tracker.converged(world) == n).then_some(())
     })
     .await
@@ -549,6 +569,7 @@ pub async fn run(
     let meter = Meter::start(&running).await;
     let mut restart_first = None;
     let reconciled = until(phase_wait(n), async || {
+        running.alive("(1)");
         let c = running.counts().await;
         if restart_first.is_none() && c.reconciles > 0.0 {
             restart_first = Some(meter.at.elapsed());
@@ -600,6 +621,7 @@ pub async fn run(
         until(
             deadline.saturating_duration_since(Instant::now()),
             async || {
+                running.alive("(3)");
                 seen = tracker.edit_seen(&app, *sent, message, *generation);
                 seen.is_some()
             },
@@ -620,6 +642,7 @@ pub async fn run(
     world::set_banner(client, world, banner.clone()).await;
     let mut followed = None;
     until(phase_wait(n), async || {
+        running.alive("(4)");
         followed = tracker.banner_everywhere(meter.at, &banner, n);
         followed.is_some()
     })
