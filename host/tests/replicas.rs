@@ -42,6 +42,54 @@ const BOUND: Duration = Duration::from_secs(30);
 /// (up to one retry period before it).
 const STAMP_SLACK: Duration = Duration::from_millis(300);
 
+/// A `--leader-elect=per-guest` replica `id` of this file's group and
+/// timings against `kubeconfig`, its guests' files in `dir` (the compile
+/// cache in `dir/cache`); `flags` are its guest flags.
+fn per_guest_replica(
+    id: &str,
+    dir: &std::path::Path,
+    kubeconfig: &std::path::Path,
+    flags: Vec<String>,
+) -> Replica {
+    let (id_, dir, kubeconfig) = (id.to_string(), dir.to_path_buf(), kubeconfig.to_path_buf());
+    Replica::start(id, move |command, _, health, metrics| {
+        command
+            .arg("run")
+            .args(flags)
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg(format!("--namespace={HOST_NS}"))
+            .arg("--leader-elect=per-guest")
+            .arg(format!("--lease-name={GROUP}"))
+            .arg(format!("--identity={id_}"))
+            .arg(format!("--lease-duration-seconds={}", LEASE.as_secs_f64()))
+            .arg(format!("--renew-deadline-seconds={}", RENEW.as_secs_f64()))
+            .arg(format!("--retry-period-seconds={}", RETRY.as_secs_f64()))
+            .arg(format!("--health-addr={health}"))
+            .arg(format!("--metrics-addr={metrics}"))
+            .arg(format!("--guest-cache-dir={}", dir.join("cache").display()))
+            .env_remove("POD_NAME")
+            .env_remove("POD_NAMESPACE")
+            .env("RUST_LOG", "info");
+    })
+}
+
+/// The flags of println guests `guests` (files `dir/GUEST.wasm`), each
+/// watching Pods and writing ConfigMap `out-GUEST`.
+fn println_guests(dir: &std::path::Path, guests: &[&str]) -> Vec<String> {
+    guests
+        .iter()
+        .flat_map(|g| {
+            [
+                "--guest".to_string(),
+                dir.join(format!("{g}.wasm")).display().to_string(),
+                format!("--config={g}.name={g}"),
+                format!("--config={g}.output=out-{g}"),
+                format!("--config={g}.watch=/v1/Pod"),
+            ]
+        })
+        .collect()
+}
+
 async fn bounded<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
     crate::support::bounded(what, BOUND, f).await
 }
@@ -252,33 +300,12 @@ async fn guests_spread_over_replicas_and_move_when_one_dies() {
         std::fs::copy(&println, dir.path().join(format!("{g}.wasm"))).unwrap();
     }
     let start = |id: &str| {
-        let (dir, kubeconfig) = (dir.path().to_path_buf(), kubeconfig.clone());
-        Replica::start(id, move |command, _, health, metrics| {
-            command.arg("run");
-            for g in GUESTS {
-                command
-                    .arg("--guest")
-                    .arg(dir.join(format!("{g}.wasm")))
-                    .arg(format!("--config={g}.name={g}"))
-                    .arg(format!("--config={g}.output=out-{g}"))
-                    .arg(format!("--config={g}.watch=/v1/Pod"));
-            }
-            command
-                .arg(format!("--kubeconfig={}", kubeconfig.display()))
-                .arg(format!("--namespace={HOST_NS}"))
-                .arg("--leader-elect=per-guest")
-                .arg(format!("--lease-name={GROUP}"))
-                .arg(format!("--identity={id}"))
-                .arg(format!("--lease-duration-seconds={}", LEASE.as_secs_f64()))
-                .arg(format!("--renew-deadline-seconds={}", RENEW.as_secs_f64()))
-                .arg(format!("--retry-period-seconds={}", RETRY.as_secs_f64()))
-                .arg(format!("--health-addr={health}"))
-                .arg(format!("--metrics-addr={metrics}"))
-                .arg(format!("--guest-cache-dir={}", dir.join("cache").display()))
-                .env_remove("POD_NAME")
-                .env_remove("POD_NAMESPACE")
-                .env("RUST_LOG", "info");
-        })
+        per_guest_replica(
+            id,
+            dir.path(),
+            &kubeconfig,
+            println_guests(dir.path(), &GUESTS),
+        )
     };
     crate::support::pod("p1").on("n1").create(&admin).await;
 
@@ -440,33 +467,12 @@ async fn a_stolen_guest_lease_stops_that_guest_only_and_the_replica_leads_it_aga
     for g in two {
         std::fs::copy(&println, dir.path().join(format!("{g}.wasm"))).unwrap();
     }
-    let (d, k) = (dir.path().to_path_buf(), kubeconfig.clone());
-    let mut a = Replica::start("r-a", move |command, _, health, metrics| {
-        command.arg("run");
-        for g in two {
-            command
-                .arg("--guest")
-                .arg(d.join(format!("{g}.wasm")))
-                .arg(format!("--config={g}.name={g}"))
-                .arg(format!("--config={g}.output=out-{g}"))
-                .arg(format!("--config={g}.watch=/v1/Pod"));
-        }
-        command
-            .arg(format!("--kubeconfig={}", k.display()))
-            .arg(format!("--namespace={HOST_NS}"))
-            .arg("--leader-elect=per-guest")
-            .arg(format!("--lease-name={GROUP}"))
-            .arg("--identity=r-a")
-            .arg(format!("--lease-duration-seconds={}", LEASE.as_secs_f64()))
-            .arg(format!("--renew-deadline-seconds={}", RENEW.as_secs_f64()))
-            .arg(format!("--retry-period-seconds={}", RETRY.as_secs_f64()))
-            .arg(format!("--health-addr={health}"))
-            .arg(format!("--metrics-addr={metrics}"))
-            .arg(format!("--guest-cache-dir={}", d.join("cache").display()))
-            .env_remove("POD_NAME")
-            .env_remove("POD_NAMESPACE")
-            .env("RUST_LOG", "info");
-    });
+    let mut a = per_guest_replica(
+        "r-a",
+        dir.path(),
+        &kubeconfig,
+        println_guests(dir.path(), two),
+    );
     crate::support::pod("p1").on("n1").create(&admin).await;
     a.wait_ready().await;
     let output = |g: &str| {
@@ -666,28 +672,12 @@ async fn app_writes(replica: &Replica) -> f64 {
 
 /// A replica running the App guest with its keys in [`BUCKETS`] buckets.
 fn app_replica(dir: &std::path::Path, kubeconfig: &std::path::Path, id: &str) -> Replica {
-    let (dir, kubeconfig) = (dir.to_path_buf(), kubeconfig.to_path_buf());
-    Replica::start(id, move |command, _, health, metrics| {
-        command
-            .arg("run")
-            .arg("--guest")
-            .arg(dir.join("app.wasm"))
-            .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg(format!("--namespace={HOST_NS}"))
-            .arg("--leader-elect=per-guest")
-            .arg(format!("--shard-buckets={BUCKETS}"))
-            .arg(format!("--lease-name={GROUP}"))
-            .arg(format!("--identity={id}"))
-            .arg(format!("--lease-duration-seconds={}", LEASE.as_secs_f64()))
-            .arg(format!("--renew-deadline-seconds={}", RENEW.as_secs_f64()))
-            .arg(format!("--retry-period-seconds={}", RETRY.as_secs_f64()))
-            .arg(format!("--health-addr={health}"))
-            .arg(format!("--metrics-addr={metrics}"))
-            .arg(format!("--guest-cache-dir={}", dir.join("cache").display()))
-            .env_remove("POD_NAME")
-            .env_remove("POD_NAMESPACE")
-            .env("RUST_LOG", "info");
-    })
+    let flags = vec![
+        "--guest".to_string(),
+        dir.join("app.wasm").display().to_string(),
+        format!("--shard-buckets={BUCKETS}"),
+    ];
+    per_guest_replica(id, dir, kubeconfig, flags)
 }
 
 /// The App guest's scratch directory (guest file, compile cache) and a
