@@ -203,33 +203,51 @@ impl GuestController {
             .filter(|a| key.watch.is_none() && &*key.key == a.key());
         let shadowed = crate::sync::lock(&self.shadow).is_some()
             || crate::sync::lock(&self.recording).is_some();
-        // The blocking pool's thread is outside this future: carry the span.
-        let span = tracing::Span::current();
-        let joined = tokio::task::spawn_blocking(move || {
-            span.in_scope(|| match aggregate {
-                Some(aggregate) => {
-                    let (result, stats) =
-                        aggregate.reconcile(instances.module(), &manifest, &caches, &env);
-                    tracing::debug!(?stats, "incremental aggregate");
-                    let call = crate::guest::CallStats {
-                        instantiate: stats.instantiate,
-                        instantiated: true,
-                        call: stats.call,
-                        requeue_clamped: stats.requeue_clamped,
-                        log_limited: stats.log_limited,
-                    };
-                    (result, call, None)
+        let joined = match aggregate {
+            Some(aggregate) => {
+                // The blocking pool's thread is outside this future: carry
+                // the span.
+                let span = tracing::Span::current();
+                tokio::task::spawn_blocking(move || {
+                    span.in_scope(|| {
+                        let (result, stats) =
+                            aggregate.reconcile(instances.module(), &manifest, &caches, &env);
+                        tracing::debug!(?stats, "incremental aggregate");
+                        let call = crate::guest::CallStats {
+                            instantiate: stats.instantiate,
+                            instantiated: true,
+                            call: stats.call,
+                            requeue_clamped: stats.requeue_clamped,
+                            log_limited: stats.log_limited,
+                        };
+                        (result, call, None)
+                    })
+                })
+                .await
+            }
+            None => {
+                let snap = standing_seen.snapshot(&manifest, &caches, &k);
+                // What the shadow gets: the very snapshot and clock.
+                let seen = shadowed.then(|| (snap.clone(), env.clone()));
+                let snap = crate::guest::snapshot::to_wit(snap);
+                // A short call runs here; a long one, or one with no kept
+                // instance, on the blocking pool (guest::WarmInstances).
+                match instances.reconcile_here(&manifest, &env, &request, snap) {
+                    crate::guest::Here::Ran(result, stats) => Ok((result, stats, seen)),
+                    crate::guest::Here::Off(snap) => {
+                        let span = tracing::Span::current();
+                        tokio::task::spawn_blocking(move || {
+                            span.in_scope(|| {
+                                let (result, stats) =
+                                    instances.reconcile_wit(&manifest, &env, &request, snap);
+                                (result, stats, seen)
+                            })
+                        })
+                        .await
+                    }
                 }
-                None => {
-                    let snap = standing_seen.snapshot(&manifest, &caches, &k);
-                    // What the shadow gets: the very snapshot and clock.
-                    let seen = shadowed.then(|| (snap.clone(), env.clone()));
-                    let (result, stats) = instances.reconcile(&manifest, &env, &request, snap);
-                    (result, stats, seen)
-                }
-            })
-        })
-        .await;
+            }
+        };
         let (result, stats, seen) = match joined {
             Ok(r) => r,
             Err(e) => {

@@ -28,7 +28,7 @@ pub use error::{GuestError, GuestErrorKind};
 pub use module::{CallStats, GuestModule};
 pub use runtime::{GuestRuntime, RuntimeConfig};
 pub use sandbox::CallState;
-pub use warm::WarmInstances;
+pub use warm::{Here, WarmInstances};
 
 pub mod aggregate;
 pub mod imports;

@@ -5,7 +5,15 @@
 //! used [`MAX_CALLS`] times is retired. Creating and unmapping an instance
 //! per call was a quarter of a per-object controller's CPU (BENCHMARKS.md).
 //! It never changes what a call may do, only what it costs.
+//!
+//! [`WarmInstances::reconcile_here`] runs a call on the caller's thread
+//! (a runtime worker) when a kept instance waits and the guest's calls
+//! have been short: under a deadline of two epoch ticks, and a call
+//! stopped there, or one that took longer than [`HERE_MAX`], sends this
+//! guest's calls to the blocking pool for good. Calls are pure, so one
+//! stopped early is run again from the start off the runtime.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use super::module::CallStats;
@@ -17,6 +25,11 @@ const MAX_IDLE: usize = 16;
 pub const MAX_CALLS: u32 = 10_000;
 /// Linear memory an idle instance may keep; a larger one is retired.
 pub const KEEP_MEMORY: usize = 16 << 20;
+/// The longest call that keeps a guest's calls on the caller's thread.
+pub const HERE_MAX: Duration = Duration::from_millis(2);
+/// The deadline, in epoch ticks, of a call run on the caller's thread:
+/// it is stopped between one and two ticks after it began.
+const HERE_TICKS: u64 = 2;
 
 struct Warm {
     store: Store<CallState>,
@@ -51,6 +64,18 @@ pub struct WarmInstances {
     module: GuestModule,
     name: Arc<str>,
     idle: Mutex<Vec<Warm>>,
+    /// Calls may run on the caller's thread (see the module's text).
+    here: AtomicBool,
+}
+
+/// Where [`WarmInstances::reconcile_here`] left the call.
+pub enum Here {
+    /// It ran on the caller's thread: what [`WarmInstances::reconcile`]
+    /// would have returned.
+    Ran(Result<ValidatedPlan>, CallStats),
+    /// Not run to its end here: run it with
+    /// [`WarmInstances::reconcile_wit`] off the runtime.
+    Off(Snapshot),
 }
 
 impl std::fmt::Debug for WarmInstances {
@@ -69,7 +94,13 @@ impl WarmInstances {
             module,
             name: name.into(),
             idle: Mutex::new(Vec::new()),
+            here: AtomicBool::new(true),
         }
+    }
+
+    /// Whether calls may still run on the caller's thread.
+    pub fn runs_here(&self) -> bool {
+        self.here.load(Ordering::Relaxed)
     }
 
     /// The module the instances come from.
@@ -127,19 +158,25 @@ impl WarmInstances {
         request: &Request,
         snapshot: SnapshotData,
     ) -> (Result<ValidatedPlan>, CallStats) {
+        self.reconcile_wit(manifest, env, request, snapshot::to_wit(snapshot))
+    }
+
+    /// [`Self::reconcile`] on a snapshot already in the contract's form.
+    pub fn reconcile_wit(
+        &self,
+        manifest: &GuestManifest,
+        env: &Environment,
+        request: &Request,
+        snapshot: Snapshot,
+    ) -> (Result<ValidatedPlan>, CallStats) {
         let mut stats = CallStats::default();
         let module = &self.module;
-        let snapshot = snapshot::to_wit(snapshot);
         let mut warm = match self.take(&mut stats) {
             Ok(w) => w,
             Err(e) => return (Err(e), stats),
         };
         let mut returned = warm.reconcile(module, env, request, &snapshot, &mut stats);
-        let out_of_memory = matches!(
-            &returned,
-            Err(e) if matches!(e.kind, GuestErrorKind::OutOfMemory(_))
-        );
-        if out_of_memory && warm.calls > 0 {
+        if out_of_memory(&returned) && warm.calls > 0 {
             drop(warm);
             warm = match self.fresh(&mut stats) {
                 Ok(w) => w,
@@ -147,14 +184,91 @@ impl WarmInstances {
             };
             returned = warm.reconcile(module, env, request, &snapshot, &mut stats);
         }
+        self.finish(warm, returned, manifest, snapshot, stats)
+    }
+
+    /// The call on the caller's thread, when an instance is kept and this
+    /// guest's calls have been short (see the module's text); otherwise,
+    /// or when it was stopped before its end, the snapshot back to run it
+    /// off the runtime. Never instantiates.
+    pub fn reconcile_here(
+        &self,
+        manifest: &GuestManifest,
+        env: &Environment,
+        request: &Request,
+        snapshot: Snapshot,
+    ) -> Here {
+        // A deadline of at most two ticks is the whole deadline: nothing
+        // to stop early.
+        if !self.runs_here() || self.module.inner.shared.ticks_per_deadline <= HERE_TICKS {
+            return Here::Off(snapshot);
+        }
+        let Some(mut warm) = crate::sync::lock(&self.idle).pop() else {
+            return Here::Off(snapshot);
+        };
+        let mut stats = CallStats::default();
+        if let Err(e) = self.module.arm(&mut warm.store) {
+            return Here::Ran(Err(e), stats);
+        }
+        warm.store.set_epoch_deadline(HERE_TICKS);
+        let returned = warm.reconcile(&self.module, env, request, &snapshot, &mut stats);
+        let stopped = matches!(
+            &returned,
+            Err(e) if matches!(e.kind, GuestErrorKind::Deadline(_))
+        );
+        if stopped {
+            // Run again from the start: what it printed so far is not
+            // kept (lines it logged were logged).
+            warm.store.data().output().reset();
+            self.to_pool(format_args!(
+                "stopped after {:?} on a runtime thread",
+                stats.call
+            ));
+            return Here::Off(snapshot);
+        }
+        if out_of_memory(&returned) {
+            // The pool's path runs it again on a fresh instance.
+            return Here::Off(snapshot);
+        }
+        if stats.call > HERE_MAX {
+            self.to_pool(format_args!(
+                "took {:?} on a runtime thread (over {HERE_MAX:?})",
+                stats.call
+            ));
+        }
+        let (result, stats) = self.finish(warm, returned, manifest, snapshot, stats);
+        Here::Ran(result, stats)
+    }
+
+    /// This guest's calls run on the blocking pool from now on.
+    fn to_pool(&self, why: std::fmt::Arguments<'_>) {
+        if self.here.swap(false, Ordering::Relaxed) {
+            tracing::info!(guest = %self.name, "a guest call {why}: this guest's calls run on the blocking pool from now on");
+        }
+    }
+
+    /// Counts the call, keeps the instance when the guest returned, and
+    /// validates what it returned.
+    fn finish(
+        &self,
+        mut warm: Warm,
+        returned: Result<std::result::Result<wit::Plan, wit::ReconcileError>>,
+        manifest: &GuestManifest,
+        snapshot: Snapshot,
+        mut stats: CallStats,
+    ) -> (Result<ValidatedPlan>, CallStats) {
         warm.calls += 1;
         let limits = warm.store.data().limits.clone();
         if returned.is_ok() {
             self.give_back(warm);
         }
-        let result = module.finish_call(
+        let result = self.module.finish_call(
             &self.name, returned, manifest, snapshot, &limits, &mut stats,
         );
         (result, stats)
     }
+}
+
+fn out_of_memory(returned: &Result<std::result::Result<wit::Plan, wit::ReconcileError>>) -> bool {
+    matches!(returned, Err(e) if matches!(e.kind, GuestErrorKind::OutOfMemory(_)))
 }

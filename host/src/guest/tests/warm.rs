@@ -143,3 +143,103 @@ fn an_instance_grown_past_what_is_kept_is_retired() {
     call(&instances).0.unwrap();
     assert_eq!(instances.idle(), 0);
 }
+
+use crate::guest::warm::HERE_MAX;
+
+fn here(instances: &WarmInstances) -> Here {
+    let snapshot = crate::guest::snapshot::to_wit(empty_snapshot());
+    instances.reconcile_here(&gpu_manifest(), &env(), &request(), snapshot)
+}
+
+/// A guest whose first `fast` calls return at once and whose later calls
+/// each spin `spin` times (forever when `None`), counted in a global.
+fn turning_slow(config: RuntimeConfig, fast: u32, spin: Option<u32>) -> WarmInstances {
+    let spin = match spin {
+        Some(n) => format!(
+            "(local.set 0 (i32.const 0))
+             (loop (local.set 0 (i32.add (local.get 0) (i32.const 1)))
+                   (br_if 0 (i32.lt_u (local.get 0) (i32.const {n}))))"
+        ),
+        None => "(loop (br 0))".into(),
+    };
+    let body = format!(
+        "(global.set $calls (i32.add (global.get $calls) (i32.const 1)))
+         (if (i32.gt_u (global.get $calls) (i32.const {fast})) (then {spin}))
+         {}",
+        returns_apply(&[])
+    );
+    let wat = wat_guest_importing("(global $calls (mut i32) (i32.const 0))", &body);
+    let module = runtime(config)
+        .load_bytes("slow.wasm", &component_from_wat(&wat))
+        .unwrap();
+    WarmInstances::new(module, "gpu-summary")
+}
+
+#[test]
+fn with_no_kept_instance_a_call_is_sent_off_the_callers_thread() {
+    let instances = warm(RuntimeConfig::default(), &returns_apply(&[]));
+    assert!(
+        matches!(here(&instances), Here::Off(_)),
+        "never instantiates here"
+    );
+    call(&instances).0.unwrap();
+    match here(&instances) {
+        Here::Ran(result, stats) => {
+            result.unwrap();
+            assert_eq!(stats.instantiate, Duration::ZERO, "the kept instance");
+        }
+        Here::Off(_) => panic!("a short call with a kept instance runs here"),
+    }
+    assert!(instances.runs_here());
+    assert_eq!(instances.idle(), 1, "given back after running here");
+}
+
+#[test]
+fn a_call_that_turns_slow_is_stopped_early_and_run_again_off_the_callers_thread() {
+    // Ticks of 10 ms, a 300 ms deadline: a call here is stopped after 10-20
+    // ms, one on the pool after 300 ms.
+    let config = RuntimeConfig {
+        epoch_tick: Some(Duration::from_millis(10)),
+        ..RuntimeConfig::default().deadline(Duration::from_millis(300))
+    };
+    let instances = turning_slow(config, 1, None);
+    call(&instances).0.unwrap();
+    let Here::Off(snapshot) = here(&instances) else {
+        panic!("a call spinning forever cannot have run here")
+    };
+    assert!(!instances.runs_here(), "a stopped call sends the guest off");
+    assert_eq!(instances.idle(), 0, "the stopped instance is not kept");
+    // Run again from the start off the caller's thread, on a fresh
+    // instance (this guest's first call there returns at once).
+    let (result, stats) = instances.reconcile_wit(&gpu_manifest(), &env(), &request(), snapshot);
+    result.unwrap();
+    assert!(stats.instantiated);
+    // There a slow call gets its whole deadline, and that is its error.
+    let (slow, _) = instances.reconcile(&gpu_manifest(), &env(), &request(), empty_snapshot());
+    assert_eq!(slow.unwrap_err().reason(), "deadline");
+}
+
+#[test]
+fn a_call_longer_than_here_max_runs_to_its_end_and_sends_later_calls_off() {
+    // Ticks of one second: a call here is stopped only after 1-2 s, far
+    // beyond the 20 million steps (a few ms) of the second call.
+    let config = RuntimeConfig {
+        epoch_tick: Some(Duration::from_secs(1)),
+        ..RuntimeConfig::default().deadline(Duration::from_secs(20))
+    };
+    let instances = turning_slow(config, 1, Some(20_000_000));
+    call(&instances).0.unwrap();
+    match here(&instances) {
+        Here::Ran(result, stats) => {
+            result.unwrap();
+            assert!(stats.call > HERE_MAX, "{:?}", stats.call);
+        }
+        Here::Off(_) => panic!("stopped only after a whole tick"),
+    }
+    assert!(
+        !instances.runs_here(),
+        "over {HERE_MAX:?}: later calls go to the pool"
+    );
+    assert_eq!(instances.idle(), 1, "its instance is sound and kept");
+    assert!(matches!(here(&instances), Here::Off(_)));
+}
