@@ -7,13 +7,15 @@
 //! It never changes what a call may do, only what it costs.
 //!
 //! [`WarmInstances::reconcile_here`] runs a call on the caller's thread
-//! (a runtime worker) when a kept instance waits and the guest's calls
-//! have been short: under a deadline of two epoch ticks, and a call
-//! stopped there, or one that took longer than [`HERE_MAX`], sends this
+//! (a runtime worker) when a kept instance waits and the guest's recent
+//! calls took under [`HERE_MEAN`] on average ([`Placement`]): it saves
+//! two thread switches, and longer calls keep the blocking pool's
+//! parallelism. There a call has a deadline of two epoch ticks; one
+//! stopped there, or one that took longer than [`HERE_LONG`], sends this
 //! guest's calls to the blocking pool for good. Calls are pure, so one
 //! stopped early is run again from the start off the runtime.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use super::module::CallStats;
@@ -25,8 +27,12 @@ const MAX_IDLE: usize = 16;
 pub const MAX_CALLS: u32 = 10_000;
 /// Linear memory an idle instance may keep; a larger one is retired.
 pub const KEEP_MEMORY: usize = 16 << 20;
-/// The longest call that keeps a guest's calls on the caller's thread.
-pub const HERE_MAX: Duration = Duration::from_millis(2);
+/// The mean call time under which a guest's calls run on the caller's
+/// thread.
+pub const HERE_MEAN: Duration = Duration::from_micros(250);
+/// A call that took longer on the caller's thread sends the guest's
+/// calls to the blocking pool for good.
+pub const HERE_LONG: Duration = Duration::from_millis(10);
 /// The deadline, in epoch ticks, of a call run on the caller's thread:
 /// it is stopped between one and two ticks after it began.
 const HERE_TICKS: u64 = 2;
@@ -64,8 +70,45 @@ pub struct WarmInstances {
     module: GuestModule,
     name: Arc<str>,
     idle: Mutex<Vec<Warm>>,
-    /// Calls may run on the caller's thread (see the module's text).
-    here: AtomicBool,
+    /// Where calls run (see the module's text).
+    placement: Placement,
+}
+
+/// Where one guest's calls run: on the caller's thread while the mean of
+/// its recent calls is under [`HERE_MEAN`] and none was stopped or took
+/// longer than [`HERE_LONG`] there; on the blocking pool otherwise.
+#[derive(Debug, Default)]
+pub struct Placement {
+    /// Mean call time in ns, each call weighing an eighth (0: no call yet).
+    mean_ns: AtomicU64,
+    /// A call on the caller's thread was stopped or ran long.
+    off_for_good: AtomicBool,
+}
+
+impl Placement {
+    /// Whether the next call may run on the caller's thread.
+    pub fn here(&self) -> bool {
+        !self.off_for_good.load(Ordering::Relaxed)
+            && self.mean_ns.load(Ordering::Relaxed) < HERE_MEAN.as_nanos() as u64
+    }
+
+    /// Counts a call that ran to its end (on either side).
+    pub fn record(&self, call: Duration) {
+        let ns = u64::try_from(call.as_nanos()).unwrap_or(u64::MAX);
+        let mean = self.mean_ns.load(Ordering::Relaxed);
+        let next = if mean == 0 {
+            ns.max(1)
+        } else {
+            // Two workers may race here: one update lost is harmless.
+            mean - mean / 8 + ns / 8
+        };
+        self.mean_ns.store(next.max(1), Ordering::Relaxed);
+    }
+
+    /// Calls run on the blocking pool from now on; true the first time.
+    pub fn off_for_good(&self) -> bool {
+        !self.off_for_good.swap(true, Ordering::Relaxed)
+    }
 }
 
 /// Where [`WarmInstances::reconcile_here`] left the call.
@@ -94,13 +137,13 @@ impl WarmInstances {
             module,
             name: name.into(),
             idle: Mutex::new(Vec::new()),
-            here: AtomicBool::new(true),
+            placement: Placement::default(),
         }
     }
 
-    /// Whether calls may still run on the caller's thread.
+    /// Whether the next call may run on the caller's thread.
     pub fn runs_here(&self) -> bool {
-        self.here.load(Ordering::Relaxed)
+        self.placement.here()
     }
 
     /// The module the instances come from.
@@ -184,6 +227,7 @@ impl WarmInstances {
             };
             returned = warm.reconcile(module, env, request, &snapshot, &mut stats);
         }
+        self.placement.record(stats.call);
         self.finish(warm, returned, manifest, snapshot, stats)
     }
 
@@ -230,9 +274,10 @@ impl WarmInstances {
             // The pool's path runs it again on a fresh instance.
             return Here::Off(snapshot);
         }
-        if stats.call > HERE_MAX {
+        self.placement.record(stats.call);
+        if stats.call > HERE_LONG {
             self.to_pool(format_args!(
-                "took {:?} on a runtime thread (over {HERE_MAX:?})",
+                "took {:?} on a runtime thread (over {HERE_LONG:?})",
                 stats.call
             ));
         }
@@ -242,7 +287,7 @@ impl WarmInstances {
 
     /// This guest's calls run on the blocking pool from now on.
     fn to_pool(&self, why: std::fmt::Arguments<'_>) {
-        if self.here.swap(false, Ordering::Relaxed) {
+        if self.placement.off_for_good() {
             tracing::info!(guest = %self.name, "a guest call {why}: this guest's calls run on the blocking pool from now on");
         }
     }

@@ -144,7 +144,7 @@ fn an_instance_grown_past_what_is_kept_is_retired() {
     assert_eq!(instances.idle(), 0);
 }
 
-use crate::guest::warm::HERE_MAX;
+use crate::guest::warm::{Placement, HERE_LONG, HERE_MEAN};
 
 fn here(instances: &WarmInstances) -> Here {
     let snapshot = crate::guest::snapshot::to_wit(empty_snapshot());
@@ -220,26 +220,59 @@ fn a_call_that_turns_slow_is_stopped_early_and_run_again_off_the_callers_thread(
 }
 
 #[test]
-fn a_call_longer_than_here_max_runs_to_its_end_and_sends_later_calls_off() {
-    // Ticks of one second: a call here is stopped only after 1-2 s, far
-    // beyond the 20 million steps (a few ms) of the second call.
+fn a_call_longer_than_here_long_runs_to_its_end_and_sends_later_calls_off() {
+    // Ticks of five seconds: a call here is stopped only after 5-10 s, far
+    // beyond the 400 million steps (tens to hundreds of ms) of the second
+    // call.
     let config = RuntimeConfig {
-        epoch_tick: Some(Duration::from_secs(1)),
-        ..RuntimeConfig::default().deadline(Duration::from_secs(20))
+        epoch_tick: Some(Duration::from_secs(5)),
+        ..RuntimeConfig::default().deadline(Duration::from_secs(60))
     };
-    let instances = turning_slow(config, 1, Some(20_000_000));
+    let instances = turning_slow(config, 1, Some(400_000_000));
     call(&instances).0.unwrap();
     match here(&instances) {
         Here::Ran(result, stats) => {
             result.unwrap();
-            assert!(stats.call > HERE_MAX, "{:?}", stats.call);
+            assert!(stats.call > HERE_LONG, "{:?}", stats.call);
         }
         Here::Off(_) => panic!("stopped only after a whole tick"),
     }
     assert!(
         !instances.runs_here(),
-        "over {HERE_MAX:?}: later calls go to the pool"
+        "over {HERE_LONG:?}: later calls go to the pool"
     );
     assert_eq!(instances.idle(), 1, "its instance is sound and kept");
     assert!(matches!(here(&instances), Here::Off(_)));
+}
+
+#[test]
+fn calls_run_here_while_their_mean_is_short_and_never_after_one_ran_long() {
+    let placement = Placement::default();
+    assert!(placement.here(), "no call yet");
+    let short = HERE_MEAN / 10;
+    let long = HERE_MEAN * 4;
+    placement.record(short);
+    assert!(placement.here());
+    // A guest whose calls grow long goes to the pool within a few calls,
+    // and comes back once they are short again.
+    let mut calls = 0;
+    while placement.here() {
+        placement.record(long);
+        calls += 1;
+        assert!(calls < 10, "still here after {calls} long calls");
+    }
+    assert!(calls > 1, "one long call among short ones moves nothing");
+    let mut calls = 0;
+    while !placement.here() {
+        placement.record(short);
+        calls += 1;
+        assert!(calls < 40, "still off after {calls} short calls");
+    }
+    // Off for good: short calls never bring it back.
+    assert!(placement.off_for_good());
+    assert!(!placement.off_for_good(), "said once");
+    for _ in 0..100 {
+        placement.record(short);
+    }
+    assert!(!placement.here());
 }
