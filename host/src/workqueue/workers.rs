@@ -80,6 +80,12 @@ where
                     .await
                     .unwrap_or_else(|_| Outcome::retry("handler panicked"));
                 apply_outcome(&queue, key, outcome);
+                // `get` returns at once while keys wait, and a handler may
+                // never wait either (nothing to write, a guest call run in
+                // place): without this the worker would hold its thread
+                // until the queue is empty. Yields once tokio's per-task
+                // budget is spent.
+                tokio::task::consume_budget().await;
             }
         });
     }

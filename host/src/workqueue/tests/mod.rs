@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -654,3 +654,47 @@ async fn metrics_are_exposed_with_client_go_names_labelled_by_guest() {
 }
 
 mod recovery;
+
+/// A handler that never waits (a reconcile with nothing to write, its
+/// guest call run in place) must not hold the runtime thread until the
+/// queue is empty: the workers yield now and then, so a task woken meanwhile
+/// (a health probe, a Lease renewal, an informer) runs before the last key.
+#[tokio::test(flavor = "current_thread")]
+async fn workers_whose_handler_never_waits_let_other_tasks_run() {
+    const KEYS: usize = 2000;
+    let q = queue();
+    for i in 0..KEYS {
+        q.add(key(&format!("k{i}")));
+    }
+    let other_ran = Arc::new(AtomicBool::new(false));
+    let handled = Arc::new(AtomicUsize::new(0));
+    let seen_by_last = Arc::new(AtomicBool::new(false));
+    let workers = tokio::spawn(run_workers(q.clone(), 2, {
+        let (other_ran, handled, seen_by_last, q) = (
+            other_ran.clone(),
+            handled.clone(),
+            seen_by_last.clone(),
+            q.clone(),
+        );
+        move |_key: String| {
+            let n = handled.fetch_add(1, Ordering::SeqCst) + 1;
+            if n == 1 {
+                // Spawned by the first key: it can only run when a worker
+                // yields.
+                let other_ran = other_ran.clone();
+                tokio::spawn(async move { other_ran.store(true, Ordering::SeqCst) });
+            }
+            if n == KEYS {
+                seen_by_last.store(other_ran.load(Ordering::SeqCst), Ordering::SeqCst);
+                q.shutdown();
+            }
+            std::future::ready(Outcome::Success)
+        }
+    }));
+    workers.await.unwrap();
+    assert_eq!(handled.load(Ordering::SeqCst), KEYS);
+    assert!(
+        seen_by_last.load(Ordering::SeqCst),
+        "the other task never ran while {KEYS} keys were handled"
+    );
+}
