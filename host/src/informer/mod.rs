@@ -281,7 +281,9 @@ impl Informer {
     /// held identities.
     pub fn retain_projections(&self) -> bool {
         let restored = self.inner.store.restore_projections();
-        if restored {
+        // Identities are made no more: when none is held now (nothing was
+        // listed yet), there is nothing to apply again.
+        if restored && self.inner.store.identities() > 0 {
             tracing::info!(resource = %self.inner.key, "projections needed again: relisting");
             self.inner.restore.notify_one();
         }
