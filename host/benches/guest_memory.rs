@@ -92,9 +92,7 @@ fn run(variant: &str) {
     let load = t.elapsed();
     let loaded = memory();
     let mut linker: Linker<()> = Linker::new(&engine);
-    linker
-        .define_unknown_imports_as_traps(&component)
-        .unwrap();
+    linker.define_unknown_imports_as_traps(&component).unwrap();
     let pre = linker.instantiate_pre(&component).unwrap();
     let mut store = Store::new(&engine, ());
     store.set_epoch_deadline(1 << 40);

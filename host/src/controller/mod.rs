@@ -493,6 +493,13 @@ impl GuestController {
         }
     }
 
+    /// Whether every watch's cache holds each object's projection (false
+    /// while an aggregate-only guest's caches keep identities, or are
+    /// getting their projections back).
+    pub fn caches_hold_projections(&self) -> bool {
+        self.caches.iter().all(|c| c.store.holds_projections())
+    }
+
     /// Stops the shadow running beside this guest, if any.
     pub fn detach_shadow(&self) {
         crate::sync::lock(&self.shadow).take();
