@@ -298,8 +298,12 @@ impl Store {
 #[derive(Default)]
 pub struct Writer {
     store: Store,
-    /// Keys seen since the last relist began: what survives it.
+    /// Keys seen since the last relist began: what survives it. None
+    /// also for a relist that began with the cache empty (the initial
+    /// list): it can remove nothing, so it keeps no set.
     relisting: Option<BTreeSet<StoreKey>>,
+    /// A relist that began with the cache empty is under way.
+    listing_into_empty: bool,
 }
 
 impl Writer {
@@ -389,12 +393,16 @@ impl Writer {
     /// A relist begins: objects not applied again before
     /// [`Writer::finish_relist`] are gone.
     pub fn start_relist(&mut self) {
-        self.relisting = Some(BTreeSet::new());
+        self.listing_into_empty = self.store.is_empty();
+        self.relisting = (!self.listing_into_empty).then(BTreeSet::new);
     }
 
     /// A relist ended: removes every object it did not see (deleted while
     /// the watch was down) and returns their tombstones.
     pub fn finish_relist(&mut self) -> Vec<Change> {
+        if std::mem::take(&mut self.listing_into_empty) {
+            return Vec::new();
+        }
         let seen = self.relisting.take().unwrap_or_default();
         let mut cache = write(&self.store.cache);
         let gone: Vec<StoreKey> = cache
@@ -556,6 +564,24 @@ mod tests {
         assert!(store.in_namespace("ml").is_empty());
         w.apply(owned("c", "4", "o2"));
         assert_eq!(names(store.owned_by("o2")), [pair("c", "4")], "again");
+    }
+
+    #[test]
+    fn the_initial_list_keeps_no_set_of_seen_keys_and_a_later_relist_tombstones() {
+        let mut w = Writer::default();
+        w.start_relist();
+        assert!(
+            w.relisting.is_none(),
+            "into an empty cache: nothing to remove"
+        );
+        w.apply(object("a", "1", "n1"));
+        w.apply(object("b", "1", "n1"));
+        assert!(w.finish_relist().is_empty());
+        assert_eq!(w.store().len(), 2);
+        w.start_relist();
+        w.apply(object("b", "2", "n1"));
+        let gone: Vec<_> = w.finish_relist().into_iter().map(|c| c.name).collect();
+        assert_eq!(gone, [Arc::from("a")]);
     }
 
     fn identities() -> Writer {
