@@ -195,7 +195,7 @@ impl Aggregate {
     /// it — every watch of `manifest` wakes only the aggregate key (no
     /// per-object reconcile builds a snapshot from any cache), `w` is
     /// mapped and indexes no field. A shadow, a recording or another user
-    /// of the informer restores the projections (see
+    /// of the informer needing them restores the projections (see
     /// `informer`, "Identities only").
     pub fn retention_for(&self, manifest: &GuestManifest, w: usize) -> Retention {
         let only_this_key = manifest.watches.iter().all(

@@ -25,9 +25,10 @@
 //! projection goes to the handlers (the aggregate maps it and keeps only
 //! its contributions). It lists once its first handler is added, so that
 //! handler sees every object. When anything else needs the projections —
-//! a second handler, a second user from the registry, a shadow or a
-//! recording — [`Informer::retain_projections`] switches it back and it
-//! relists: every identity comes back as an update carrying its
+//! a second handler, a user from the registry needing them, a shadow or
+//! a recording — [`Informer::retain_projections`] switches it back and it
+//! relists (a second user asking for identities gets an informer of its
+//! own): every identity comes back as an update carrying its
 //! projection, and the store says it [`Store::holds_projections`] again
 //! once the last one has.
 //!
