@@ -113,6 +113,83 @@ async fn only_changes_to_projected_fields_wake_handlers() {
     assert_eq!(cached.field(1)[0].as_str(), Some("Running"));
 }
 
+/// Issue 46: an informer whose one reader is an aggregate keeps
+/// identities, not projections, and tells its handler of adds and
+/// deletes all the same; a second user asking for identities gets an
+/// informer of its own; one needing projections shares it, and the
+/// informer relists: every pod comes back to the first handler as an
+/// update, and the store then equals a full informer's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_identity_informer_gives_projections_back_to_a_reader_needing_them() {
+    use wasmctrl::informer::{Informer, Retention};
+    use wasmctrl::projection::Projection;
+    let (_server, client) = server().await;
+    for (name, node) in [("a", "n1"), ("b", "n2"), ("c", "n1")] {
+        pod(name).on(node).requesting("1").create(&client).await;
+    }
+    let registry = InformerRegistry::new(client.clone());
+    let fields = [path("spec.nodeName"), path("status.phase")];
+    let ids = registry.acquire_keeping(&pods_key(), &fields, &[], Retention::Identity);
+    let (seen, handler) = recorder();
+    ids.add_handler(handler);
+    ids.wait_synced().await.unwrap();
+    until_seen(&seen, ChangeKind::Added, "c").await;
+    assert_eq!((ids.len(), ids.store().identities()), (3, 3));
+    assert!(!ids.store().holds_projections());
+    assert!(ids.get(PODS_NS, "a").unwrap().field(0).is_empty());
+    let pods: Api<Pod> = Api::namespaced(client.clone(), PODS_NS);
+    pods.delete("b", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    until_seen(&seen, ChangeKind::Deleted, "b").await;
+    assert_eq!(ids.store().identities(), 2);
+
+    let other = registry.acquire_keeping(&pods_key(), &fields, &[], Retention::Identity);
+    assert!(!other.same(&ids), "a second aggregate lists afresh");
+    let full = registry.acquire(&pods_key(), &fields, &[]);
+    assert!(
+        full.same(&other),
+        "the newest informer of the key is shared"
+    );
+    let (seen_full, handler_full) = recorder();
+    full.add_handler(handler_full);
+    full.wait_synced().await.unwrap();
+    eventually("projections restored", || async {
+        full.store().holds_projections()
+    })
+    .await;
+    // Restored before it listed: the second user's handler is told of
+    // every pod as it comes.
+    until_seen(&seen_full, ChangeKind::Added, "a").await;
+    until_seen(&seen_full, ChangeKind::Added, "c").await;
+    assert_eq!(full.lists(), 1, "nothing to list again");
+    // The first informer is still an identity one: a second handler on it
+    // restores it too.
+    assert!(!ids.store().holds_projections());
+    let (seen_late, handler_late) = recorder();
+    ids.add_handler(handler_late);
+    eventually("the first restored", || async {
+        ids.store().holds_projections()
+    })
+    .await;
+    until_seen(&seen, ChangeKind::Updated, "a").await;
+    until_seen(&seen_late, ChangeKind::Updated, "c").await;
+    assert_eq!(ids.retention(), Retention::Projections);
+
+    let reference = Informer::start(
+        client.clone(),
+        pods_key(),
+        Projection::new(fields.to_vec(), vec![]),
+        &[],
+    );
+    let (_, noop) = recorder();
+    reference.add_handler(noop);
+    reference.wait_synced().await.unwrap();
+    assert_eq!(reference.len(), 2);
+    assert_eq!(ids.list(), reference.list());
+    assert_eq!(full.list(), reference.list());
+}
+
 /// Every paged list of pods fails (500) from now on.
 fn pod_lists_fail(faults: &Faults) {
     faults.fail(

@@ -379,6 +379,60 @@ async fn the_gpu_summary_as_its_own_shadow_agrees_on_its_aggregate_key() {
     host.stop().await.unwrap();
 }
 
+/// Issue 46: the GPU summary alone keeps identities in its pod cache; a
+/// shadow attached at run time gets the fields back (the cache relists)
+/// and agrees with it on the aggregate key, and the summary follows
+/// changes as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_attached_to_an_aggregate_keeping_identities_gets_every_field_back() {
+    let (_server, client) = server().await;
+    for (i, name) in ["g0", "g1", "g2"].iter().enumerate() {
+        pod(name)
+            .on(if i % 2 == 0 { "n1" } else { "n2" })
+            .requesting("1")
+            .create(&client)
+            .await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let gpu = std::fs::read(guest_path()).unwrap();
+    write_like_kubelet(dir.path(), 1, &[("gpu.wasm", &gpu)]).unwrap();
+    let config = SupervisorConfig {
+        guest_dir: Some(dir.path().to_path_buf()),
+        namespace: HOST_NS.into(),
+        runtime: RuntimeConfig::default().cache_dir(None),
+        rescan: Some(Duration::from_secs(3600)),
+        ..SupervisorConfig::default()
+    };
+    let host = run_host(&client, config, None).await;
+    summary_becomes(&client, &[("n1", "2"), ("n2", "1")]).await;
+    assert!(
+        !host.controller().caches_hold_projections(),
+        "the aggregate is the pod cache's one reader"
+    );
+    write_like_kubelet(
+        dir.path(),
+        2,
+        &[("gpu.wasm", &gpu), ("gpu.shadow.wasm", &gpu)],
+    )
+    .unwrap();
+    host.host.sync_dir().await.unwrap();
+    assert!(host.controller().shadow().is_some(), "attached");
+    eventually("the fields back", || async {
+        host.controller().caches_hold_projections()
+    })
+    .await;
+    host.controller().enqueue_all();
+    eventually("the aggregate key compared", || async {
+        counts(&host).0 >= 1
+    })
+    .await;
+    let (_, differs, errors, _) = counts(&host);
+    assert_eq!((differs, errors), (0, 0));
+    pod("g3").on("n2").requesting("2").create(&client).await;
+    summary_becomes(&client, &[("n1", "2"), ("n2", "3")]).await;
+    host.stop().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_shadow_file_in_the_guest_directory_is_attached_swapped_and_removed_at_run_time() {
     let (_server, client) = server().await;

@@ -8,14 +8,22 @@
 //! through their stores.
 //!
 //! # One reconcile
-//! The watch handlers only record changes and enqueue. One reconcile of the
-//! key: look up each changed object in its store (a lookup, no list), map
-//! the ones still there in guest calls over snapshots of just them (at most
-//! [`MAP_BATCH`] objects per call), subtract the gone ones' cached
-//! contributions (no guest call), and render the reduced groups; the plan
-//! is `render`'s with every cached diagnostic appended in object order. A
-//! failed map puts the changes back, and a failed render leaves its groups
-//! to be rendered again, so nothing is lost.
+//! The watch handlers only record changes (each object's newest projection,
+//! or that it is gone) and enqueue. One reconcile of the key: map the
+//! changed objects still there in guest calls over snapshots of just them
+//! (at most [`MAP_BATCH`] objects per call), subtract the gone ones'
+//! cached contributions (no guest call), and render the reduced groups;
+//! the plan is `render`'s with every cached diagnostic appended in object
+//! order. A failed map puts the changes back, and a failed render leaves
+//! its groups to be rendered again, so nothing is lost.
+//!
+//! # Mapping ahead
+//! The projections of changed objects are held here until mapped, not
+//! read back from the stores: a cache whose only reader is this aggregate
+//! keeps identities only (`store::Retention`). So that the initial list
+//! does not hold every projection until the first reconcile,
+//! [`Aggregate::map_ahead`] maps whole batches while the caches still
+//! sync (no render: nothing is written before they have).
 //!
 //! # Entry-wise render
 //! For a guest whose `render` is entry-wise (the optional `entrywise`
@@ -45,7 +53,7 @@ use crate::guest::{
 };
 use crate::projection::ProjectedObject;
 use crate::relations::WatchCache;
-use crate::store::{Change, Handler};
+use crate::store::{Change, ChangeKind, Handler, Retention};
 use crate::sync::lock;
 use reduce::Reductions;
 
@@ -141,8 +149,11 @@ pub struct Aggregate {
     spec: AggregateSpec,
     /// Per watch of the manifest: whether its objects are mapped.
     mapped_watches: Vec<bool>,
-    pending: Mutex<BTreeSet<ObjectId>>,
+    /// Changed objects: the newest projection, or None when gone.
+    pending: Mutex<BTreeMap<ObjectId, Option<Arc<ProjectedObject>>>>,
     state: Mutex<State>,
+    /// Told when a whole batch of changes waits (see [`Aggregate::map_ahead`]).
+    batch_ready: tokio::sync::Notify,
 }
 
 impl Aggregate {
@@ -169,7 +180,8 @@ impl Aggregate {
             }),
             spec,
             mapped_watches,
-            pending: Mutex::new(BTreeSet::new()),
+            pending: Mutex::new(BTreeMap::new()),
+            batch_ready: tokio::sync::Notify::new(),
         }
     }
 
@@ -178,18 +190,55 @@ impl Aggregate {
         &self.spec.key
     }
 
+    /// What watch `w`'s cache must keep of each object for this guest:
+    /// identities only when this aggregate is the guest's one reader of
+    /// it — every watch of `manifest` wakes only the aggregate key (no
+    /// per-object reconcile builds a snapshot from any cache), `w` is
+    /// mapped and indexes no field. A shadow, a recording or another user
+    /// of the informer needing them restores the projections (see
+    /// `informer`, "Identities only").
+    pub fn retention_for(&self, manifest: &GuestManifest, w: usize) -> Retention {
+        let only_this_key = manifest.watches.iter().all(
+            |watch| matches!(&watch.keys, KeyMapping::Aggregate(k) if k.as_str() == self.spec.key),
+        );
+        let indexes = manifest
+            .watches
+            .get(w)
+            .is_some_and(|watch| !watch.indexed_paths().is_empty());
+        match only_this_key && self.maps(w) && !indexes {
+            true => Retention::Identity,
+            false => Retention::Projections,
+        }
+    }
+
     /// Whether watch `w`'s objects are mapped.
     pub fn maps(&self, w: usize) -> bool {
         self.mapped_watches.get(w).copied().unwrap_or(false)
     }
 
     /// Notes that an object of watch `w` changed (added, updated, deleted,
-    /// left the selector or vanished in a relist: the store says which at
-    /// the next reconcile).
+    /// left the selector or vanished in a relist), keeping its newest
+    /// projection until it is mapped.
     pub fn record(&self, w: usize, change: &Change) {
-        if self.maps(w) {
-            lock(&self.pending).insert((w, change.namespace.clone(), change.name.clone()));
+        if !self.maps(w) {
+            return;
         }
+        let now = match change.kind {
+            ChangeKind::Deleted => None,
+            ChangeKind::Added | ChangeKind::Updated => Some(change.object.clone()),
+        };
+        let id = (w, change.namespace.clone(), change.name.clone());
+        let mut pending = lock(&self.pending);
+        pending.insert(id, now);
+        if pending.len() == MAP_BATCH {
+            self.batch_ready.notify_one();
+        }
+    }
+
+    /// Waits until a whole batch of changes waits to be mapped (or one did
+    /// since the last call).
+    pub async fn batch_ready(&self) {
+        self.batch_ready.notified().await;
     }
 
     /// `inner` (the key mapping's handler for watch `w`), recording the
@@ -226,17 +275,71 @@ impl Aggregate {
         let mut stats = AggregateStats::default();
         let mut state = lock(&self.state);
         let changed = std::mem::take(&mut *lock(&self.pending));
-        stats.changed = changed.len();
-        let mut present: Vec<(ObjectId, Arc<ProjectedObject>)> = Vec::new();
+        if let Err(e) = self.map(
+            &mut state, changed, module, manifest, caches, env, &mut stats,
+        ) {
+            return (Err(e), stats);
+        }
+        self.render(&mut state, module, manifest, env, stats)
+    }
+
+    /// Maps whole batches of the changes waiting (at most `batches` of
+    /// them) without rendering: while the caches sync, so that their
+    /// projections are not all held until the first reconcile. A failed
+    /// map puts its changes back for the reconcile.
+    pub fn map_ahead(
+        &self,
+        module: &GuestModule,
+        manifest: &GuestManifest,
+        caches: &[WatchCache],
+        env: &Environment,
+        batches: usize,
+    ) -> Result<AggregateStats, GuestError> {
+        let mut stats = AggregateStats::default();
+        for _ in 0..batches {
+            let mut state = lock(&self.state);
+            let changed = {
+                let mut pending = lock(&self.pending);
+                if pending.len() < MAP_BATCH {
+                    break;
+                }
+                let rest = match pending.keys().nth(MAP_BATCH).cloned() {
+                    Some(first_left) => pending.split_off(&first_left),
+                    None => BTreeMap::new(),
+                };
+                std::mem::replace(&mut *pending, rest)
+            };
+            self.map(
+                &mut state, changed, module, manifest, caches, env, &mut stats,
+            )?;
+        }
+        Ok(stats)
+    }
+
+    /// Maps `changed` into `state`; on failure every one of them is put
+    /// back in the pending set (a newer change recorded meanwhile wins).
+    #[allow(clippy::too_many_arguments)]
+    fn map(
+        &self,
+        state: &mut State,
+        changed: BTreeMap<ObjectId, Option<Arc<ProjectedObject>>>,
+        module: &GuestModule,
+        manifest: &GuestManifest,
+        caches: &[WatchCache],
+        env: &Environment,
+        stats: &mut AggregateStats,
+    ) -> Result<(), GuestError> {
+        stats.changed += changed.len();
+        let mut present: Vec<(&ObjectId, &ProjectedObject)> = Vec::new();
         let mut gone = Vec::new();
-        for id in &changed {
-            match caches.get(id.0).and_then(|c| c.store.get(&id.1, &id.2)) {
-                Some(obj) => present.push((id.clone(), obj)),
+        for (id, obj) in &changed {
+            match obj {
+                Some(obj) => present.push((id, obj)),
                 None => gone.push(id),
             }
         }
-        stats.mapped = present.len();
-        stats.removed = gone.len();
+        stats.mapped += present.len();
+        stats.removed += gone.len();
         // In batches, so a guest instance never holds more than one batch
         // (the first reconcile maps every object): memory stays bounded and
         // each batch's instance is dropped before the next. The contract
@@ -244,7 +347,9 @@ impl Aggregate {
         for batch in present.chunks(MAP_BATCH) {
             let mut per_watch: Vec<Vec<&ProjectedObject>> = vec![Vec::new(); caches.len()];
             for (id, obj) in batch {
-                per_watch[id.0].push(obj.as_ref());
+                if let Some(objects) = per_watch.get_mut(id.0) {
+                    objects.push(obj);
+                }
             }
             let views: Vec<WatchView<'_>> = per_watch
                 .into_iter()
@@ -263,20 +368,38 @@ impl Aggregate {
             match result {
                 Ok(outputs) => {
                     for ((id, _), out) in batch.iter().zip(outputs) {
-                        state.replace(id.clone(), out);
+                        state.replace((*id).clone(), out);
                     }
                 }
                 Err(e) => {
                     // The next reconcile maps them all again (mapping an
-                    // object again replaces what it contributed).
-                    lock(&self.pending).extend(changed);
-                    return (Err(e), stats);
+                    // object again replaces what it contributed); a change
+                    // recorded since is newer and stays.
+                    drop(present);
+                    drop(gone);
+                    let mut pending = lock(&self.pending);
+                    for (id, obj) in changed {
+                        pending.entry(id).or_insert(obj);
+                    }
+                    return Err(e);
                 }
             }
         }
         for id in gone {
             state.forget(id);
         }
+        Ok(())
+    }
+
+    /// Renders the groups touched (entry-wise) or all of them.
+    fn render(
+        &self,
+        state: &mut State,
+        module: &GuestModule,
+        manifest: &GuestManifest,
+        env: &Environment,
+        mut stats: AggregateStats,
+    ) -> (Result<ValidatedPlan, GuestError>, AggregateStats) {
         let touched = state.reductions.take_touched();
         let groups = match state.entries {
             // Entry-wise: only the groups that changed are rendered.

@@ -394,6 +394,166 @@ fn a_deleted_pod_costs_no_guest_map_call_and_a_changed_one_maps_alone() {
     assert_eq!(aggregate.sizes(), (4, 2));
 }
 
+/// The same ops applied to `world` (a cache keeping projections, the
+/// reference) and to `ids` (a cache keeping identities, as an
+/// aggregate-only watch's), recording `ids`' changes only.
+fn apply_both(world: &mut World, ids: &mut Writer, aggregate: &Aggregate, op: &Op) {
+    let mut changes = Vec::new();
+    let put = |world: &mut World, ids: &mut Writer, p: &Pod, changes: &mut Vec<Change>| {
+        let obj = world.project(&p.json());
+        world.writer.apply(obj.clone());
+        changes.extend(ids.apply(obj));
+    };
+    let name = |n: u8| format!("p{n}");
+    match op {
+        Op::Put(p) if p.selected() => put(world, ids, p, &mut changes),
+        Op::Put(Pod { name: n, .. }) | Op::Delete(n) => {
+            world.writer.delete("ml", &name(*n));
+            changes.extend(ids.delete("ml", &name(*n)));
+        }
+        Op::Relist(pods) => {
+            world.writer.start_relist();
+            ids.start_relist();
+            for p in pods.iter().filter(|p| p.selected()) {
+                put(world, ids, p, &mut changes);
+            }
+            world.writer.finish_relist();
+            changes.extend(ids.finish_relist());
+        }
+    }
+    for c in &changes {
+        aggregate.record(0, c);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Issue 46: a watch read only by the aggregate keeps identities; after
+    /// any interleaving of adds, modifications, deletions, selector exits
+    /// and relists the incremental plan is the whole-snapshot plan of a
+    /// cache keeping projections, the identity cache holds no projection,
+    /// and once its projections are restored (a shadow or second reader
+    /// came: the informer relists) it equals that cache.
+    #[test]
+    fn an_aggregate_over_identities_equals_a_recompute_after_every_event(
+        ops in proptest::collection::vec(op(), 1..14),
+        every in 1..4usize,
+    ) {
+        let g = gpu();
+        let mut world = World::new(&g.manifest);
+        let mut ids = Writer::with_retention(&[], crate::store::Retention::Identity);
+        let id_caches = vec![WatchCache { store: ids.store(), ..world.caches[0].clone() }];
+        let aggregate = fresh(&world);
+        let mut seen = None;
+        for (i, op) in ops.iter().enumerate() {
+            apply_both(&mut world, &mut ids, &aggregate, op);
+            let store = &id_caches[0].store;
+            prop_assert_eq!(store.len(), world.caches[0].store.len());
+            prop_assert_eq!(store.identities(), store.len(), "no projection held");
+            if i % every == 0 || i + 1 == ops.len() {
+                let (plan, _) = aggregate.reconcile(&g.module, &g.manifest, &id_caches, &g.env);
+                let mut plan = plan.unwrap();
+                let whole_plan = whole(&world);
+                // The entry-wise apply as a whole document (see `incremental_seen`).
+                for w in &mut plan.writes {
+                    if let PlannedWrite::ApplyEntries { target, entries } = w {
+                        let mut next = match seen.take() {
+                            Some(prev) if !entries.complete => prev,
+                            _ => (*entries.all).clone(),
+                        };
+                        for (k, v) in &entries.changed {
+                            match v {
+                                Some(v) => next.insert(k.clone(), v.clone()),
+                                None => next.remove(k),
+                            };
+                        }
+                        prop_assert_eq!(&next, &*entries.all);
+                        seen = Some(next);
+                        *w = PlannedWrite::Apply { target: target.clone(), doc: entries.doc() };
+                    }
+                }
+                prop_assert_eq!(plan, whole_plan, "after {:?}", op);
+                prop_assert_eq!(aggregate.pending(), 0);
+            }
+        }
+        // Restored: every identity comes back as an update with its fields.
+        prop_assert!(ids.store().restore_projections());
+        ids.start_relist();
+        let mut updates = 0;
+        for obj in world.caches[0].store.list() {
+            let change = ids.apply((*obj).clone());
+            updates += usize::from(change.is_some_and(|c| c.kind == ChangeKind::Updated));
+        }
+        prop_assert!(ids.finish_relist().is_empty());
+        prop_assert_eq!(updates, world.caches[0].store.len());
+        prop_assert!(ids.store().holds_projections());
+        prop_assert_eq!(ids.store().list(), world.caches[0].store.list());
+    }
+}
+
+#[test]
+fn an_aggregate_only_watch_keeps_identities_and_any_other_reader_projections() {
+    let g = gpu();
+    let world = World::new(&g.manifest);
+    let aggregate = fresh(&world);
+    use crate::store::Retention;
+    assert_eq!(aggregate.retention_for(&g.manifest, 0), Retention::Identity);
+    // A second watch reconciled per object: its snapshots may read the
+    // first watch's cache.
+    let mut other = g.manifest.clone();
+    let mut second = other.watches[0].clone();
+    second.keys = KeyMapping::PerObject;
+    other.watches.push(second);
+    assert_eq!(aggregate.retention_for(&other, 0), Retention::Projections);
+    assert_eq!(aggregate.retention_for(&other, 1), Retention::Projections);
+}
+
+#[test]
+fn mapping_ahead_maps_whole_batches_and_the_reconcile_the_rest() {
+    let g = gpu();
+    let mut world = World::new(&g.manifest);
+    let aggregate = fresh(&world);
+    let mut ids = Writer::with_retention(&[], crate::store::Retention::Identity);
+    let id_caches = vec![WatchCache {
+        store: ids.store(),
+        ..world.caches[0].clone()
+    }];
+    let pods = MAP_BATCH + MAP_BATCH / 2;
+    for i in 0..pods {
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("p{i}"), "namespace": "ml", "uid": format!("u{i}")},
+            "spec": {"nodeName": format!("n{}", i % 7), "containers": [
+                {"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]},
+            "status": {"phase": "Running"},
+        });
+        let obj = world.project(&pod);
+        world.writer.apply(obj.clone());
+        if let Some(c) = ids.apply(obj) {
+            aggregate.record(0, &c);
+        }
+    }
+    let stats = aggregate
+        .map_ahead(&g.module, &g.manifest, &id_caches, &g.env, usize::MAX)
+        .unwrap();
+    assert_eq!(stats.mapped, MAP_BATCH, "one whole batch; no render");
+    assert_eq!(aggregate.pending(), pods - MAP_BATCH);
+    assert_eq!(aggregate.sizes().0, MAP_BATCH);
+    let (plan, stats) = aggregate.reconcile(&g.module, &g.manifest, &id_caches, &g.env);
+    assert_eq!(stats.mapped, pods - MAP_BATCH);
+    let mut plan = plan.unwrap();
+    for w in &mut plan.writes {
+        if let PlannedWrite::ApplyEntries { target, entries } = w {
+            *w = PlannedWrite::Apply {
+                target: target.clone(),
+                doc: entries.doc(),
+            };
+        }
+    }
+    assert_eq!(plan, whole(&world));
+}
+
 #[test]
 fn a_failed_map_keeps_the_changes_for_the_next_reconcile() {
     let g = gpu();

@@ -310,10 +310,20 @@ impl GuestController {
                 field_selector: spec.field_selector.clone(),
             };
             let mut fields = spec.projection.paths().to_vec();
-            if output_keys.contains(&key) {
+            let output = output_keys.contains(&key);
+            if output {
                 fields.push(FieldPath::whole());
             }
-            informers.push(registry.acquire(&key, &fields, &spec.indexed_paths()));
+            let retention = match (&aggregate, output) {
+                (Some(a), false) => a.retention_for(&manifest, informers.len()),
+                _ => crate::store::Retention::Projections,
+            };
+            informers.push(registry.acquire_keeping(
+                &key,
+                &fields,
+                &spec.indexed_paths(),
+                retention,
+            ));
         }
         let caches: Arc<[WatchCache]> = manifest
             .watches
@@ -455,6 +465,7 @@ impl GuestController {
     /// Records every key this guest reconciles from now on, as `config`
     /// says (see [`crate::recording`]).
     pub fn start_recording(&self, config: &crate::recording::RecordConfig) {
+        self.retain_projections();
         let recording = crate::recording::Recording::start(config, self.target());
         *crate::sync::lock(&self.recording) = recording;
     }
@@ -464,12 +475,29 @@ impl GuestController {
     /// `dry_run`, the shadow's differing writes are dry-run against the API
     /// server.
     pub fn attach_shadow(&self, spec: ShadowSpec, dry_run: bool) {
+        self.retain_projections();
         let target = shadow::Target {
             dry_run: dry_run.then(|| self.actuator.dry_runner()),
             ..self.target()
         };
         let running = Shadow::start(spec, target, self.families.clone());
         *crate::sync::lock(&self.shadow) = Some(running);
+    }
+
+    /// Has every cache of the guest's watches keep projections from now
+    /// on (a shadow or a recording builds whole snapshots): one holding
+    /// identities relists, and until it has, those snapshots are not made.
+    fn retain_projections(&self) {
+        for w in &self.watches {
+            w.informer.retain_projections();
+        }
+    }
+
+    /// Whether every watch's cache holds each object's projection (false
+    /// while an aggregate-only guest's caches keep identities, or are
+    /// getting their projections back).
+    pub fn caches_hold_projections(&self) -> bool {
+        self.caches.iter().all(|c| c.store.holds_projections())
     }
 
     /// Stops the shadow running beside this guest, if any.
@@ -611,7 +639,7 @@ impl GuestController {
         self: Arc<Self>,
         gate: impl std::future::Future<Output = ()>,
     ) -> Result<(), ControllerError> {
-        self.wait_synced().await?;
+        self.map_ahead_until_synced().await?;
         gate.await;
         tracing::info!(guest = %self.name, "caches synced; starting {} workers", self.config.workers);
         self.enqueue_all();
@@ -682,6 +710,47 @@ impl GuestController {
         };
         ticker.abort();
         result
+    }
+
+    /// Waits for the caches like [`GuestController::wait_synced`], mapping
+    /// an aggregate's changes ahead in whole batches meanwhile (see
+    /// [`Aggregate::map_ahead`]): the projections of the initial list are
+    /// not all held until the first reconcile. A failed map leaves its
+    /// changes to that reconcile, which reports it.
+    async fn map_ahead_until_synced(&self) -> Result<(), ControllerError> {
+        let Some(aggregate) = self.aggregate.clone() else {
+            return self.wait_synced().await;
+        };
+        let synced = self.wait_synced();
+        tokio::pin!(synced);
+        loop {
+            tokio::select! {
+                result = &mut synced => return result,
+                () = aggregate.batch_ready() => {}
+            }
+            let (a, instances, manifest, caches) = (
+                aggregate.clone(),
+                self.instances.clone(),
+                self.manifest.clone(),
+                self.caches.clone(),
+            );
+            let env = self.env.at(crate::guest::now_ms());
+            let mapped = tokio::task::spawn_blocking(move || {
+                a.map_ahead(instances.module(), &manifest, &caches, &env, usize::MAX)
+            })
+            .await;
+            match mapped {
+                Ok(Ok(stats)) => tracing::debug!(guest = %self.name, ?stats, "mapped ahead"),
+                Ok(Err(e)) => {
+                    tracing::debug!(guest = %self.name, "mapping ahead failed, left to the first reconcile: {e}");
+                    return self.wait_synced().await;
+                }
+                Err(e) => {
+                    tracing::warn!(guest = %self.name, "mapping ahead stopped: {e}");
+                    return self.wait_synced().await;
+                }
+            }
+        }
     }
 
     /// Stops handing out keys; in-flight reconciles finish.

@@ -28,4 +28,11 @@ pub(crate) struct Inner {
     pub(super) metrics: Option<Arc<crate::metrics::Metrics>>,
     /// What this informer's server is known to do with streaming lists.
     pub(super) streaming: StreamingLists,
+    /// Told when the store was asked to hold projections again: the loop
+    /// relists, so every identity is applied again as a projection.
+    pub(super) restore: tokio::sync::Notify,
+    /// Told when a handler is added: an informer keeping identities waits
+    /// for its first handler before listing, so that handler sees every
+    /// object as a change, not as an identity it cannot replay.
+    pub(super) handler_added: tokio::sync::Notify,
 }

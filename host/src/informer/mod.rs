@@ -19,6 +19,19 @@
 //! - `run`: the loop from watcher events to the store, and the failure policy.
 //! - [`health`]: how long a failing watch is tolerated.
 //!
+//! # Identities only
+//! An informer whose one reader is an incremental aggregate keeps each
+//! object's identity, not its projection ([`Retention::Identity`]): the
+//! projection goes to the handlers (the aggregate maps it and keeps only
+//! its contributions). It lists once its first handler is added, so that
+//! handler sees every object. When anything else needs the projections —
+//! a second handler, a user from the registry needing them, a shadow or
+//! a recording — [`Informer::retain_projections`] switches it back and it
+//! relists (a second user asking for identities gets an informer of its
+//! own): every identity comes back as an update carrying its
+//! projection, and the store says it [`Store::holds_projections`] again
+//! once the last one has.
+//!
 //! # How it lists
 //! Where the API server serves a streaming list (a watch with
 //! `sendInitialEvents=true`: every object arrives as an event, decoded as
@@ -59,10 +72,10 @@ use kube::Client;
 use tokio::sync::watch as tokio_watch;
 use tokio::task::JoinHandle;
 
-pub use crate::store::{Change, ChangeKind, Handler};
+pub use crate::store::{Change, ChangeKind, Handler, Retention};
 
 use crate::projection::{field_positions, FieldPath, Interner, ProjectedObject, Projection};
-use crate::store::{Store, Writer};
+use crate::store::{Retention as Kept, Store, Writer};
 use crate::sync::{lock, write};
 use inner::Inner;
 
@@ -107,6 +120,28 @@ impl Informer {
             WatchHealthConfig::default(),
             None,
             streaming::StreamingLists::default(),
+            Kept::Projections,
+        )
+    }
+
+    /// Like [`Informer::start`], keeping `retention` of each object (see
+    /// "Identities only").
+    pub fn start_keeping(
+        client: Client,
+        key: InformerKey,
+        projection: Projection,
+        indexed: &[FieldPath],
+        retention: Retention,
+    ) -> Self {
+        Self::spawn(
+            client,
+            key,
+            projection,
+            indexed,
+            WatchHealthConfig::default(),
+            None,
+            streaming::StreamingLists::default(),
+            retention,
         )
     }
 
@@ -114,6 +149,7 @@ impl Informer {
     /// says, counting them in `metrics` when given, and sharing with the
     /// other informers of the same server what `streaming` knows of its
     /// streaming lists (the registry's way).
+    #[allow(clippy::too_many_arguments)]
     fn spawn(
         client: Client,
         key: InformerKey,
@@ -122,9 +158,10 @@ impl Informer {
         health: WatchHealthConfig,
         metrics: Option<Arc<crate::metrics::Metrics>>,
         streaming: streaming::StreamingLists,
+        retention: Retention,
     ) -> Self {
         let (state, _) = tokio_watch::channel(SyncState::Pending);
-        let writer = Writer::with_field_indexes(&field_positions(&projection, indexed));
+        let writer = Writer::with_retention(&field_positions(&projection, indexed), retention);
         let inner = Arc::new(Inner {
             key,
             projection,
@@ -138,6 +175,8 @@ impl Informer {
             health_config: health,
             metrics,
             streaming,
+            restore: tokio::sync::Notify::new(),
+            handler_added: tokio::sync::Notify::new(),
         });
         let task = tokio::spawn(run::run(client, inner.clone(), writer));
         Informer {
@@ -212,7 +251,9 @@ impl Informer {
     /// Like client-go's `AddEventHandler` on a running informer, the handler
     /// first gets an `Added` for every object already cached, so it misses
     /// nothing whenever it is added. (Registered before that replay, it may
-    /// see a concurrent change twice; never zero times.)
+    /// see a concurrent change twice; never zero times.) A cache holding
+    /// identities keeps projections again and relists: each identity
+    /// reaches the handler as an update once applied again.
     pub fn add_handler(&self, handler: Handler) -> u64 {
         let id = {
             let mut next = lock(&self.inner.next_handler);
@@ -220,10 +261,34 @@ impl Informer {
             *next
         };
         write(&self.inner.handlers).push((id, handler.clone()));
-        for object in self.inner.store.list() {
+        if self.inner.store.identities() > 0 {
+            self.retain_projections();
+        }
+        for object in self.inner.store.projected() {
             handler(&Change::added(object));
         }
+        self.inner.handler_added.notify_one();
         id
+    }
+
+    /// What the cache keeps of objects applied from now on.
+    pub fn retention(&self) -> Retention {
+        self.inner.store.retention()
+    }
+
+    /// Keeps projections from now on; when the cache held identities, it
+    /// relists, so that each comes back as an update with its projection
+    /// ([`Store::holds_projections`] says when all have). True when it
+    /// held identities.
+    pub fn retain_projections(&self) -> bool {
+        let restored = self.inner.store.restore_projections();
+        // Identities are made no more: when none is held now (nothing was
+        // listed yet), there is nothing to apply again.
+        if restored && self.inner.store.identities() > 0 {
+            tracing::info!(resource = %self.inner.key, "projections needed again: relisting");
+            self.inner.restore.notify_one();
+        }
+        restored
     }
 
     /// Unregisters a handler.

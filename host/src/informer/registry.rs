@@ -13,6 +13,7 @@ use super::key::InformerKey;
 use super::streaming::StreamingLists;
 use super::Informer;
 use crate::projection::{FieldPath, Projection};
+use crate::store::Retention;
 use crate::sync::lock;
 
 /// Shares informers between guests: one per [`InformerKey`], holding the
@@ -55,23 +56,44 @@ impl InformerRegistry {
     }
 
     /// The informer for `key` whose projection includes `fields` and whose
-    /// store indexes the values of `indexed` (a subset of `fields`). An
-    /// existing informer is shared when it already keeps and indexes those
-    /// fields; otherwise a new one with the union of fields and indexes
-    /// replaces it for new users (existing users keep theirs until they
-    /// release it).
+    /// store indexes the values of `indexed` (a subset of `fields`),
+    /// keeping projections. See [`InformerRegistry::acquire_keeping`].
     pub fn acquire(
         &self,
         key: &InformerKey,
         fields: &[FieldPath],
         indexed: &[FieldPath],
     ) -> Informer {
+        self.acquire_keeping(key, fields, indexed, Retention::Projections)
+    }
+
+    /// The informer for `key` whose projection includes `fields` and whose
+    /// store indexes the values of `indexed` (a subset of `fields`). An
+    /// existing informer is shared when it already keeps and indexes those
+    /// fields; otherwise a new one with the union of fields and indexes
+    /// replaces it for new users (existing users keep theirs until they
+    /// release it). A new informer keeps `retention` of each object. One
+    /// keeping identities is shared only with a user that needs the
+    /// projections, and keeps them again from then on (it relists); a
+    /// second user asking for identities gets an informer of its own,
+    /// listing afresh, so neither holds projections nobody reads.
+    pub fn acquire_keeping(
+        &self,
+        key: &InformerKey,
+        fields: &[FieldPath],
+        indexed: &[FieldPath],
+        retention: Retention,
+    ) -> Informer {
         let mut map = lock(&self.informers);
         if let Some(existing) = map.get(key) {
             let have = existing.projection().paths();
-            if fields.iter().chain(indexed).all(|f| have.contains(f))
+            let shareable = existing.retention() == Retention::Projections
+                || retention == Retention::Projections;
+            if shareable
+                && fields.iter().chain(indexed).all(|f| have.contains(f))
                 && indexed.iter().all(|f| existing.indexed.contains(f))
             {
+                existing.retain_projections();
                 return existing.clone();
             }
         }
@@ -97,6 +119,7 @@ impl InformerRegistry {
             self.health,
             self.metrics.clone(),
             self.streaming.clone(),
+            retention,
         );
         map.insert(key.clone(), informer.clone());
         informer

@@ -70,6 +70,11 @@ pub(super) async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
     };
     let resource = inner.key.to_string();
     let keep = Arc::new(Filter::for_paths(inner.projection.paths()));
+    if inner.store.retention() == crate::store::Retention::Identity {
+        // Its first handler must see every object: an identity cannot be
+        // replayed to it.
+        inner.handler_added.notified().await;
+    }
     let mut strategy = match inner.streaming.known_refused() {
         true => ListStrategy::Paged,
         false => ListStrategy::Streaming,
@@ -99,6 +104,12 @@ pub(super) async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
                 return;
             }
             () = until(give_up) => None,
+            () = inner.restore.notified() => {
+                // Projections are needed again: a relist applies every
+                // object again, each identity coming back as an update.
+                stream = events(&api, &inner.key, strategy, &keep);
+                continue;
+            }
         };
         // Whether this informer lists in pages from now on (logged where
         // decided), starting over.

@@ -366,10 +366,13 @@ fn assemble(
             .and_then(Json::as_i64)
             .unwrap_or(0),
         deletion_timestamp: (!deletion.is_empty()).then(|| interner.intern(deletion)),
-        owner: meta.and_then(|m| OwnerRef::controller_of(m, interner)),
+        owner: meta
+            .and_then(|m| OwnerRef::controller_of(m, interner))
+            .map(Box::new),
         finalizers,
         values: values.into_boxed_slice(),
         ends: ends.into_boxed_slice(),
+        dropped: None,
     }
 }
 
@@ -426,19 +429,91 @@ pub struct ProjectedObject {
     pub generation: i64,
     /// metadata.deletionTimestamp, when the object is being deleted.
     pub deletion_timestamp: Option<Arc<str>>,
-    /// The controller owner reference, if any.
-    pub owner: Option<OwnerRef>,
+    /// The controller owner reference, if any (boxed: most objects have
+    /// none, and the four strings would add 56 bytes to every one).
+    pub owner: Option<Box<OwnerRef>>,
     /// metadata.finalizers, in order; interned.
     pub finalizers: Box<[Arc<str>]>,
     values: Box<[Projected]>,
     ends: Box<[u32]>,
+    /// For an identity (see [`ProjectedObject::identity`]): the
+    /// fingerprint of the fields it no longer holds. None while it holds
+    /// them.
+    dropped: Option<Fingerprint>,
+}
+
+/// A 128-bit fingerprint of a projection's fields: two differently seeded
+/// SipHash passes over every value. What an identity keeps of its fields,
+/// so that an update changing none of them is still told apart.
+pub type Fingerprint = (u64, u64);
+
+fn hash_fields<H: std::hash::Hasher>(state: &mut H, values: &[Projected], ends: &[u32]) {
+    use std::hash::Hash;
+    ends.hash(state);
+    for v in values {
+        match v {
+            Projected::Absent => state.write_u8(0),
+            Projected::Str(s) => (1u8, &**s).hash(state),
+            Projected::Int(i) => (2u8, i).hash(state),
+            Projected::Float(f) => (3u8, f.to_bits()).hash(state),
+            Projected::Bool(b) => (4u8, b).hash(state),
+            Projected::Json(s) => (5u8, &**s).hash(state),
+        }
+    }
 }
 
 impl ProjectedObject {
     /// Whether two projections of an object carry the same content
-    /// (resourceVersion aside).
+    /// (resourceVersion aside). Against an identity, the fields compare by
+    /// fingerprint.
     pub fn same_content(&self, other: &ProjectedObject) -> bool {
-        self.same_identity(other) && self.ends == other.ends && self.values == other.values
+        if !self.same_identity(other) {
+            return false;
+        }
+        match (self.dropped, other.dropped) {
+            (None, None) => self.ends == other.ends && self.values == other.values,
+            _ => self.fingerprint() == other.fingerprint(),
+        }
+    }
+
+    /// The fingerprint of its fields (kept by an identity).
+    pub fn fingerprint(&self) -> Fingerprint {
+        if let Some(f) = self.dropped {
+            return f;
+        }
+        let mut a = std::collections::hash_map::DefaultHasher::new();
+        let mut b = std::collections::hash_map::DefaultHasher::new();
+        std::hash::Hasher::write_u64(&mut b, 0x9e37_79b9_7f4a_7c15);
+        hash_fields(&mut a, &self.values, &self.ends);
+        hash_fields(&mut b, &self.values, &self.ends);
+        (std::hash::Hasher::finish(&a), std::hash::Hasher::finish(&b))
+    }
+
+    /// This object without its projected fields: its identity (namespace,
+    /// name, uid, resourceVersion, generation, deletion timestamp, owner,
+    /// finalizers) and the fingerprint of its fields. What a cache keeps
+    /// of an object whose only reader keeps what it needs of the fields
+    /// itself (see `store::Retention`).
+    pub fn identity(&self) -> ProjectedObject {
+        ProjectedObject {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            uid: self.uid.clone(),
+            resource_version: self.resource_version.clone(),
+            generation: self.generation,
+            deletion_timestamp: self.deletion_timestamp.clone(),
+            owner: self.owner.clone(),
+            finalizers: self.finalizers.clone(),
+            values: Box::default(),
+            ends: Box::default(),
+            dropped: Some(self.fingerprint()),
+        }
+    }
+
+    /// Whether it holds its projected fields (false for an identity: every
+    /// field then reads as empty).
+    pub fn holds_fields(&self) -> bool {
+        self.dropped.is_none()
     }
 
     /// Whether two projections of an object agree on everything but their

@@ -66,7 +66,9 @@ impl WatchCache {
     pub fn unchanged(&self, change: &Change) -> bool {
         change.kind == ChangeKind::Updated
             && change.old.as_ref().is_some_and(|old| {
-                old.same_identity(&change.object)
+                // An identity (a cache keeping no projections) cannot tell.
+                old.holds_fields()
+                    && old.same_identity(&change.object)
                     && self
                         .positions
                         .iter()

@@ -65,7 +65,8 @@ impl Case {
     /// The snapshot and active plan this case stands for: a per-object
     /// case as handed over; an aggregate key's made now, by calling the
     /// active guest on a whole snapshot of the caches. None when the
-    /// active guest fails on it (its own reconcile reports that).
+    /// active guest fails on it (its own reconcile reports that), or while
+    /// a cache is getting its projections back.
     pub fn resolve(self, target: &Target) -> Option<Resolved> {
         match self {
             Case::Seen {
@@ -82,6 +83,13 @@ impl Case {
                 active,
             }),
             Case::Aggregate(key) => {
+                // A cache getting its projections back (it kept identities
+                // only until the shadow or recording came) would give a
+                // snapshot missing fields: no case until it has them; the
+                // updates bringing them back wake the key again.
+                if target.caches.iter().any(|c| !c.store.holds_projections()) {
+                    return None;
+                }
                 let env = target.env.at(crate::guest::now_ms());
                 let snapshot = snapshot_for(&target.manifest, &target.caches, &key);
                 let request = guest_request(&target.manifest, &key, None);

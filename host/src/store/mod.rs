@@ -18,6 +18,18 @@
 //! deleted, or gone during a relist (the tombstone case) — and keeps the
 //! indexes (`index`: by namespace, by controller owner uid, by field value)
 //! in step under the same lock.
+//!
+//! # Retention
+//! A cache keeps each object's projection ([`Retention::Projections`]) or,
+//! when its only reader keeps what it needs of the fields itself (an
+//! incremental aggregate keeps its per-object contributions), only the
+//! object's identity ([`Retention::Identity`]: key, uid, resourceVersion,
+//! owner, finalizers and a fingerprint of the fields). Either way the
+//! [`Change`] handed out carries the whole projection. Switching back to
+//! projections ([`Store::restore_projections`]) takes effect for every
+//! object applied from then on; until each identity has been replaced
+//! (the informer relists), [`Store::holds_projections`] is false and no
+//! snapshot may be built from the cache.
 
 mod index;
 
@@ -102,11 +114,37 @@ impl Change {
 /// store, and must return at once.
 pub type Handler = Arc<dyn Fn(&Change) + Send + Sync>;
 
+/// What a cache keeps of each object (see the module's "Retention").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Retention {
+    /// The projection: what snapshots are built from.
+    #[default]
+    Projections,
+    /// Only the identity ([`ProjectedObject::identity`]); the projection
+    /// goes to the handlers and is not kept.
+    Identity,
+}
+
 #[derive(Default)]
 struct Cache {
     objects: BTreeMap<StoreKey, Arc<ProjectedObject>>,
     indexes: Indexes,
     tombstones: Tombstones,
+    retention: Retention,
+    /// Objects held as identities only.
+    identities: usize,
+}
+
+impl Cache {
+    /// Counts `object` in or out of the identities held.
+    fn count(&mut self, object: &ProjectedObject, held: bool) {
+        if !object.holds_fields() {
+            match held {
+                true => self.identities += 1,
+                false => self.identities = self.identities.saturating_sub(1),
+            }
+        }
+    }
 }
 
 /// The uids of the objects most recently deleted from a cache (at most
@@ -213,14 +251,59 @@ impl Store {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// What the cache keeps of objects applied from now on.
+    pub fn retention(&self) -> Retention {
+        read(&self.cache).retention
+    }
+
+    /// Whether every cached object holds its projection: false while the
+    /// cache keeps identities only, and after [`Store::restore_projections`]
+    /// until every identity has been applied again. A snapshot built from
+    /// the cache meanwhile would miss fields, so none may be.
+    pub fn holds_projections(&self) -> bool {
+        let cache = read(&self.cache);
+        cache.retention == Retention::Projections && cache.identities == 0
+    }
+
+    /// Cached objects held as identities only.
+    pub fn identities(&self) -> usize {
+        read(&self.cache).identities
+    }
+
+    /// Keeps projections again for every object applied from now on;
+    /// true when the cache kept identities until now (its owner must then
+    /// apply every object again: the informer relists).
+    pub fn restore_projections(&self) -> bool {
+        let mut cache = write(&self.cache);
+        let was = cache.retention;
+        cache.retention = Retention::Projections;
+        was == Retention::Identity
+    }
+
+    /// The cached objects that hold their projection, sorted by namespace
+    /// then name: what a handler added now can be told of at once (an
+    /// identity reaches it as an update once applied again).
+    pub fn projected(&self) -> Vec<Arc<ProjectedObject>> {
+        read(&self.cache)
+            .objects
+            .values()
+            .filter(|o| o.holds_fields())
+            .cloned()
+            .collect()
+    }
 }
 
 /// The one writer of a [`Store`], owned by the informer feeding it.
 #[derive(Default)]
 pub struct Writer {
     store: Store,
-    /// Keys seen since the last relist began: what survives it.
+    /// Keys seen since the last relist began: what survives it. None
+    /// also for a relist that began with the cache empty (the initial
+    /// list): it can remove nothing, so it keeps no set.
     relisting: Option<BTreeSet<StoreKey>>,
+    /// A relist that began with the cache empty is under way.
+    listing_into_empty: bool,
 }
 
 impl Writer {
@@ -232,14 +315,26 @@ impl Writer {
         writer
     }
 
+    /// A writer keeping `retention` of each object (see the module's
+    /// "Retention"), indexing `field_positions` like
+    /// [`Writer::with_field_indexes`].
+    pub fn with_retention(field_positions: &[usize], retention: Retention) -> Self {
+        let writer = Writer::with_field_indexes(field_positions);
+        write(&writer.store.cache).retention = retention;
+        writer
+    }
+
     /// A reader of this writer's cache.
     pub fn store(&self) -> Store {
         self.store.clone()
     }
 
-    /// Inserts or replaces `object`. Returns the change to report: None when
-    /// the projected fields are unchanged, so a resourceVersion-only update
-    /// wakes nobody (the newer resourceVersion is kept all the same).
+    /// Inserts or replaces `object` (or, keeping identities, its
+    /// identity). Returns the change to report, carrying the whole
+    /// projection: None when the projected fields are unchanged, so a
+    /// resourceVersion-only update wakes nobody (the newer resourceVersion
+    /// is kept all the same). An identity replaced by a projection is a
+    /// change: the handlers that never saw its fields see them now.
     pub fn apply(&mut self, object: ProjectedObject) -> Option<Change> {
         // The key shares the projected object's strings: no second copy.
         let key: StoreKey = (object.namespace.clone(), object.name.clone());
@@ -248,16 +343,22 @@ impl Writer {
         }
         let object = Arc::new(object);
         let mut cache = write(&self.store.cache);
-        let Cache {
-            objects, indexes, ..
-        } = &mut *cache;
-        let old = objects.insert(key.clone(), object.clone());
+        let kept = match cache.retention {
+            Retention::Projections => object.clone(),
+            Retention::Identity => Arc::new(object.identity()),
+        };
+        cache.count(&kept, true);
+        let old = cache.objects.insert(key.clone(), kept.clone());
+        if let Some(old) = &old {
+            cache.count(old, false);
+        }
+        let Cache { indexes, .. } = &mut *cache;
         let kind = match &old {
-            Some(old) if old.same_content(&object) => {
+            Some(old) if old.same_content(&object) && old.holds_fields() == kept.holds_fields() => {
                 // Not a change, but the indexes hold the version the map
                 // holds (the same index keys, as the content is the same):
                 // before, they kept the old one, a second copy alive.
-                indexes.insert(&key, &object);
+                indexes.insert(&key, &kept);
                 return None;
             }
             Some(old) => {
@@ -266,7 +367,7 @@ impl Writer {
             }
             None => ChangeKind::Added,
         };
-        indexes.insert(&key, &object);
+        indexes.insert(&key, &kept);
         let (namespace, name) = key;
         Some(Change {
             kind,
@@ -283,6 +384,7 @@ impl Writer {
         let key: StoreKey = (Arc::from(namespace), Arc::from(name));
         let mut cache = write(&self.store.cache);
         let (key, old) = cache.objects.remove_entry(&key)?;
+        cache.count(&old, false);
         cache.indexes.remove(&key, &old);
         cache.tombstones.bury(&old.uid);
         Some(Change::deleted(old))
@@ -291,12 +393,16 @@ impl Writer {
     /// A relist begins: objects not applied again before
     /// [`Writer::finish_relist`] are gone.
     pub fn start_relist(&mut self) {
-        self.relisting = Some(BTreeSet::new());
+        self.listing_into_empty = self.store.is_empty();
+        self.relisting = (!self.listing_into_empty).then(BTreeSet::new);
     }
 
     /// A relist ended: removes every object it did not see (deleted while
     /// the watch was down) and returns their tombstones.
     pub fn finish_relist(&mut self) -> Vec<Change> {
+        if std::mem::take(&mut self.listing_into_empty) {
+            return Vec::new();
+        }
         let seen = self.relisting.take().unwrap_or_default();
         let mut cache = write(&self.store.cache);
         let gone: Vec<StoreKey> = cache
@@ -308,6 +414,7 @@ impl Writer {
         let mut tombstones = Vec::with_capacity(gone.len());
         for k in &gone {
             if let Some(old) = cache.objects.remove(k) {
+                cache.count(&old, false);
                 cache.indexes.remove(k, &old);
                 cache.tombstones.bury(&old.uid);
                 tombstones.push(Change::deleted(old));
@@ -457,6 +564,115 @@ mod tests {
         assert!(store.in_namespace("ml").is_empty());
         w.apply(owned("c", "4", "o2"));
         assert_eq!(names(store.owned_by("o2")), [pair("c", "4")], "again");
+    }
+
+    #[test]
+    fn the_initial_list_keeps_no_set_of_seen_keys_and_a_later_relist_tombstones() {
+        let mut w = Writer::default();
+        w.start_relist();
+        assert!(
+            w.relisting.is_none(),
+            "into an empty cache: nothing to remove"
+        );
+        w.apply(object("a", "1", "n1"));
+        w.apply(object("b", "1", "n1"));
+        assert!(w.finish_relist().is_empty());
+        assert_eq!(w.store().len(), 2);
+        w.start_relist();
+        w.apply(object("b", "2", "n1"));
+        let gone: Vec<_> = w.finish_relist().into_iter().map(|c| c.name).collect();
+        assert_eq!(gone, [Arc::from("a")]);
+    }
+
+    fn identities() -> Writer {
+        Writer::with_retention(&[], Retention::Identity)
+    }
+
+    #[test]
+    fn an_identity_cache_holds_no_projection_and_hands_the_projection_to_handlers() {
+        let mut w = identities();
+        let store = w.store();
+        let full = object("a", "1", "n1");
+        let change = w.apply(full.clone()).unwrap();
+        assert_eq!(change.object.field(0)[0].as_str(), Some("n1"));
+        assert!(change.object.holds_fields());
+        let kept = store.get("ml", "a").unwrap();
+        assert!(!kept.holds_fields(), "the cache keeps the identity only");
+        assert!(kept.field(0).is_empty());
+        assert_eq!(
+            (&*kept.uid, &*kept.resource_version, kept.key().as_str()),
+            ("u", "1", "ml/a")
+        );
+        assert!(kept.heap_bytes() < full.heap_bytes());
+        assert_eq!(store.identities(), 1);
+        assert!(!store.holds_projections(), "no snapshot may be built");
+        assert!(store.projected().is_empty(), "nothing to replay");
+    }
+
+    #[test]
+    fn an_identity_cache_tells_content_changes_deletes_and_relists_apart() {
+        let mut w = identities();
+        let store = w.store();
+        w.apply(object("a", "1", "n1"));
+        w.apply(object("b", "1", "n1"));
+        assert!(
+            w.apply(object("a", "2", "n1")).is_none(),
+            "a resourceVersion-only update is no change"
+        );
+        assert_eq!(&*store.get("ml", "a").unwrap().resource_version, "2");
+        let moved = w.apply(object("a", "3", "n2")).unwrap();
+        assert_eq!(moved.kind, ChangeKind::Updated);
+        assert_eq!(moved.object.field(0)[0].as_str(), Some("n2"));
+        let gone = w.delete("ml", "a").unwrap();
+        assert_eq!((gone.kind, &*gone.name), (ChangeKind::Deleted, "a"));
+        assert!(store.deleted("u"), "tombstoned by uid");
+        w.apply(object("c", "1", "n1"));
+        w.start_relist();
+        w.apply(object("c", "1", "n1"));
+        let relisted: Vec<_> = w
+            .finish_relist()
+            .into_iter()
+            .map(|c| (c.kind, c.name.to_string()))
+            .collect();
+        assert_eq!(relisted, [(ChangeKind::Deleted, "b".to_string())]);
+        assert_eq!((store.len(), store.identities()), (1, 1));
+        w.delete("ml", "c");
+        assert_eq!(store.identities(), 0);
+    }
+
+    #[test]
+    fn restored_projections_come_back_as_updates_and_equal_a_full_cache() {
+        let names = ["a", "b", "c"];
+        let mut full = Writer::default();
+        let mut w = identities();
+        let store = w.store();
+        for n in names {
+            full.apply(object(n, "1", "n1"));
+            w.apply(object(n, "1", "n1"));
+        }
+        assert!(store.restore_projections());
+        assert!(!store.restore_projections(), "once");
+        assert!(
+            !store.holds_projections(),
+            "not before each is applied again"
+        );
+        // The relist the informer does.
+        w.start_relist();
+        let mut kinds = Vec::new();
+        for (i, n) in names.iter().enumerate() {
+            let change = w.apply(object(n, "1", "n1")).unwrap();
+            assert!(!change.old.unwrap().holds_fields());
+            kinds.push(change.kind);
+            assert_eq!(store.holds_projections(), i + 1 == names.len());
+        }
+        assert!(w.finish_relist().is_empty());
+        assert_eq!(kinds, [ChangeKind::Updated; 3]);
+        assert_eq!(store.list(), full.store().list());
+        assert_eq!(store.projected().len(), 3, "a new handler is told of all");
+        assert!(
+            w.apply(object("a", "2", "n1")).is_none(),
+            "full again: a resourceVersion-only update is no change"
+        );
     }
 
     #[test]
