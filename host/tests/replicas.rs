@@ -1064,6 +1064,96 @@ fn app_writes_and_holders(
         .collect()
 }
 
+/// A write decided on a stale view fails instead of overwriting: a
+/// replica's child write is held in flight while someone else (as a
+/// replica that took the bucket would) writes the child; released, the
+/// held write carries the resourceVersion its replica read and is refused
+/// with 409. The replica counts the conflict, requeues and, still leading
+/// the key, writes again on the current object: the App converges.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_decided_on_a_stale_view_fails_with_a_conflict_instead_of_overwriting() {
+    let (server, admin) = crate::app::app_server().await;
+    let (dir, kubeconfig) = app_dir(&server);
+    crate::app::create_app(&admin, crate::support::PODS_NS, "app-0", "m0", 1).await;
+    let mut a = app_replica(dir.path(), &kubeconfig, "r-a");
+    a.wait_ready().await;
+    let api: Api<ConfigMap> = Api::namespaced(admin.clone(), crate::support::PODS_NS);
+    let message = || {
+        let api = api.clone();
+        async move {
+            api.get_opt("app-0")
+                .await
+                .unwrap()
+                .and_then(|cm| cm.data?.get("message").cloned())
+        }
+    };
+    bounded("the child says m0", async {
+        while message().await.as_deref() != Some("m0") {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let conflicts = |text: &str| {
+        prom::metric(
+            text,
+            "rest_client_requests_total",
+            &["code=\"409\"", "method=\"PATCH\""],
+        )
+    };
+    let before = conflicts(&a.scrape().await.unwrap());
+
+    // r-a's next child write waits at the server.
+    let held = server.faults().hold("patch", "configmaps");
+    crate::app::edit_spec(
+        &admin,
+        crate::support::PODS_NS,
+        "app-0",
+        serde_json::json!({"message": "m1"}),
+    )
+    .await;
+    bounded("r-a's child write is in flight", async {
+        while held.waiting() == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    // Someone else writes the child meanwhile (an update: not held).
+    let mut child = api.get("app-0").await.unwrap();
+    child
+        .data
+        .get_or_insert_default()
+        .insert("message".into(), "by-b".into());
+    api.replace("app-0", &Default::default(), &child)
+        .await
+        .unwrap();
+    held.release();
+
+    // The held write is refused, counted, and the key reconciled again.
+    bounded("r-a's stale write is refused with 409", async {
+        while conflicts(&a.scrape().await.unwrap_or_default()) <= before {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let text = a.scrape().await.unwrap();
+    assert!(
+        prom::metric(
+            &text,
+            "controller_runtime_reconcile_errors_total",
+            &["controller=\"app\"", "reason=\"conflict\""],
+        ) >= 1.0,
+        "{text}"
+    );
+    bounded("the child says m1 again", async {
+        while message().await.as_deref() != Some("m1") {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    a.stop_cleanly().await;
+    drop(server);
+}
+
 /// Chaos, small: while every App is edited again and again, a replica is
 /// SIGKILLed and a new one joins, three times over. Every edit converges,
 /// the buckets end spread over the three live replicas, and no App was
