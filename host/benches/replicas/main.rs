@@ -746,6 +746,7 @@ async fn chaos(
     let mut takeovers: Vec<tokio::task::JoinHandle<Duration>> = Vec::new();
     let mut next_kill = meter.at + setup.kill_every;
     let mut kills = 0;
+    let mut killed_cpu = Duration::ZERO;
     // Distinct Apps from the burst's (offset by half the world).
     for k in 0..total {
         tokio::time::sleep_until((meter.at + period * k as u32).into()).await;
@@ -761,6 +762,8 @@ async fn chaos(
                 .collect();
             let (id, slot) = (victim.id.clone(), victim.slot);
             let killed = Instant::now();
+            // Its CPU so far still counts for the phase.
+            killed_cpu += cpu_time(victim.pid()).unwrap_or_default();
             victim.kill();
             eprintln!("replicas: chaos: SIGKILLed {id} holding buckets {held:?}");
             replicas.push(start(slot));
@@ -794,7 +797,9 @@ async fn chaos(
         edits.push((i, message, generation, sent));
     }
     let (seen, missed) = await_edits(tracker, &edits).await;
-    let cost = meter.stop(replicas, slots, Instant::now());
+    let mut cost = meter.stop(replicas, slots, Instant::now());
+    // The killed replicas' CPU, and all of their replacements'.
+    cost.cpu = (cpu_of(replicas) + killed_cpu).saturating_sub(meter.cpu);
     let mut times = Vec::new();
     for t in takeovers {
         times.push(t.await.expect("takeover watcher"));
@@ -980,7 +985,7 @@ fn print_tables(outcomes: &[Outcome], setup: &Setup) {
         }
     }
     println!();
-    println!("| replicas | chaos: edits at {}/s for {} s | kills (every {} s) | missed | p50 | p99 | max | takeover per kill | bound (lease {} s + 2 retry periods) | replicas' CPU | server+bench CPU | handovers seen per key |", setup.chaos_rate, setup.chaos.as_secs(), setup.kill_every.as_secs(), LEASE.as_secs());
+    println!("| replicas | chaos: edits at {}/s for {} s | kills (every {} s) | missed | p50 | p99 | max | takeover per kill | bound (lease {} s + 2 retry periods) | replicas' CPU | server+bench CPU | App writes by another identity than the App's previous write (whole run) |", setup.chaos_rate, setup.chaos.as_secs(), setup.kill_every.as_secs(), LEASE.as_secs());
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for o in outcomes {
         let Some(c) = &o.chaos else { continue };
