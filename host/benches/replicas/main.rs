@@ -23,6 +23,7 @@
 //!   one (a new identity) started in its cgroup at once: every edit must
 //!   converge; each kill's **takeover** is the time until every bucket the
 //!   victim held is held by another replica (Leases listed every 100 ms);
+//!   `--chaos-seconds 0` leaves it out;
 //!
 //! and, over the whole run, **double writes by identity**, from the
 //! server's write log (each stored write with its resourceVersion and
@@ -699,7 +700,7 @@ async fn run_replicas(setup: &Setup, apps: usize, n: usize) -> Outcome {
     );
 
     // (d) Chaos.
-    if n > 1 {
+    if n > 1 && !setup.chaos.is_zero() {
         out.chaos = Some(
             chaos(
                 setup,
