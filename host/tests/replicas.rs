@@ -972,7 +972,10 @@ async fn a_per_object_guests_keys_are_sharded_in_buckets_over_replicas() {
 /// Each bucket Lease's versions as a watch sees them: bucket →
 /// (resourceVersion, holder; "" when released), in the store's order.
 #[derive(Clone, Default)]
-struct BucketHistory(Arc<Mutex<BTreeMap<u32, Vec<(u64, String)>>>>);
+struct BucketHistory(Arc<Mutex<BTreeMap<u32, Versions>>>);
+
+/// One Lease's versions: (resourceVersion, holder; "" when released).
+type Versions = Vec<(u64, String)>;
 
 impl BucketHistory {
     /// Records every version of the App guest's bucket Leases until the

@@ -334,7 +334,10 @@ impl Meter {
 /// The record of Lease versions: bucket → (resourceVersion, holder), in
 /// the order the watch delivered them (the store's).
 #[derive(Clone, Default)]
-struct LeaseHistory(Arc<Mutex<HashMap<u32, Vec<(u64, String)>>>>);
+struct LeaseHistory(Arc<Mutex<HashMap<u32, Versions>>>);
+
+/// One Lease's versions: (resourceVersion, holder; "" when released).
+type Versions = Vec<(u64, String)>;
 
 impl LeaseHistory {
     /// Watches the bucket Leases until aborted.
