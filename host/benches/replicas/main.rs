@@ -491,6 +491,10 @@ struct Outcome {
     restart: Cost,
     /// From the restarted replicas' start until every bucket was held.
     restart_buckets: Duration,
+    /// From the restarted replicas' start until the buckets were spread
+    /// evenly (each replica its share), and the spread when all were held.
+    restart_even: Duration,
+    restart_first_spread: String,
     chaos: Option<Chaos>,
     doubles: DoubleWrites,
 }
@@ -677,23 +681,35 @@ async fn run_replicas(setup: &Setup, apps: usize, n: usize) -> Outcome {
     let meter = Meter::start(&replicas, &slots);
     let fresh: Vec<String> = replicas.iter().map(|r| r.id.clone()).collect();
     let mut all_held = None;
+    let mut even = None;
+    let mut first_spread = String::new();
+    let share = (setup.buckets as usize).div_ceil(n);
     let end = until(
         "every child holds the new banner",
         &mut replicas,
         PHASE_WAIT,
         async || {
-            if all_held.is_none() {
+            if even.is_none() {
                 let h = bucket_holders(&client).await;
                 // Held by the restarted replicas only: a holder from before
                 // the restart does not count.
                 if h.len() == setup.buckets as usize && h.values().all(|h| fresh.contains(h)) {
-                    all_held = Some(started.elapsed());
+                    let counts = spread(&h);
+                    if all_held.is_none() {
+                        all_held = Some(started.elapsed());
+                        first_spread = format!("{:?}", counts.values().collect::<Vec<_>>());
+                    }
+                    if counts.len() == n && counts.values().all(|c| *c <= share) {
+                        even = Some(started.elapsed());
+                    }
                 }
             }
             tracker.banner_everywhere(started, &banner, apps).is_some()
         },
     )
     .await;
+    out.restart_even = even.unwrap_or_default();
+    out.restart_first_spread = first_spread;
     out.restart = meter.stop(&replicas, &slots, end);
     out.restart.took = end - started;
     out.restart_buckets = all_held.unwrap_or_default();
@@ -953,11 +969,11 @@ fn print_tables(outcomes: &[Outcome], setup: &Setup) {
         RETRY.as_secs()
     );
     println!();
-    println!("| replicas | Apps | (a) cold: time / replicas' CPU / server CPU | (b) burst: time | edits/s | replicas' CPU | server+bench CPU | throttled | (c) restart: all children | buckets all held | replicas' CPU | server+bench CPU | double writes: not the bucket's holder / two identities within {} s / writes checked |", (LEASE - RENEW).as_secs());
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("| replicas | Apps | (a) cold: time / replicas' CPU / server CPU | (b) burst: time | edits/s | replicas' CPU | server+bench CPU | throttled | (c) restart: all children | buckets all held (spread then) | evenly spread | replicas' CPU | server+bench CPU | double writes: not the bucket's holder / two identities within {} s / writes checked |", (LEASE - RENEW).as_secs());
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for o in outcomes {
         println!(
-            "| {} | {} | {} / {} / {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} |",
+            "| {} | {} | {} / {} / {} | {} | {:.0} | {} | {} | {} | {} | {} ({}) | {} | {} | {} | {} / {} / {} |",
             o.replicas,
             o.apps,
             secs(o.cold.took),
@@ -970,6 +986,8 @@ fn print_tables(outcomes: &[Outcome], setup: &Setup) {
             secs(o.burst.throttled),
             secs(o.restart.took),
             secs(o.restart_buckets),
+            o.restart_first_spread,
+            secs(o.restart_even),
             secs(o.restart.cpu),
             secs(o.restart.server_cpu),
             o.doubles.not_holder,
