@@ -491,6 +491,9 @@ struct Outcome {
     restart: Cost,
     /// From the restarted replicas' start until every bucket was held.
     restart_buckets: Duration,
+    /// From the burst's first edit sent until the last was answered (the
+    /// bench's own floor for the burst).
+    burst_sent: Duration,
     /// From the restarted replicas' start until the buckets were spread
     /// evenly (each replica its share), and the spread when all were held.
     restart_even: Duration,
@@ -653,6 +656,7 @@ async fn run_replicas(setup: &Setup, apps: usize, n: usize) -> Outcome {
         .buffer_unordered(BURST_CONCURRENCY)
         .collect::<Vec<_>>()
         .await;
+    out.burst_sent = meter.at.elapsed();
     for (i, message, _, _) in &sent {
         world.messages[*i] = message.clone();
     }
@@ -969,17 +973,18 @@ fn print_tables(outcomes: &[Outcome], setup: &Setup) {
         RETRY.as_secs()
     );
     println!();
-    println!("| replicas | Apps | (a) cold: time / replicas' CPU / server CPU | (b) burst: time | edits/s | replicas' CPU | server+bench CPU | throttled | (c) restart: all children | buckets all held (spread then) | evenly spread | replicas' CPU | server+bench CPU | double writes: not the bucket's holder / two identities within {} s / writes checked |", (LEASE - RENEW).as_secs());
+    println!("| replicas | Apps | (a) cold: time / replicas' CPU / server CPU | (b) burst: time (all sent) | edits/s | replicas' CPU | server+bench CPU | throttled | (c) restart: all children | buckets all held (spread then) | evenly spread | replicas' CPU | server+bench CPU | double writes: not the bucket's holder / two identities within {} s / writes checked |", (LEASE - RENEW).as_secs());
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for o in outcomes {
         println!(
-            "| {} | {} | {} / {} / {} | {} | {:.0} | {} | {} | {} | {} | {} ({}) | {} | {} | {} | {} / {} / {} |",
+            "| {} | {} | {} / {} / {} | {} ({}) | {:.0} | {} | {} | {} | {} | {} ({}) | {} | {} | {} | {} / {} / {} |",
             o.replicas,
             o.apps,
             secs(o.cold.took),
             secs(o.cold.cpu),
             secs(o.cold.server_cpu),
             secs(o.burst.took),
+            secs(o.burst_sent),
             setup.burst as f64 / o.burst.took.as_secs_f64(),
             secs(o.burst.cpu),
             secs(o.burst.server_cpu),
