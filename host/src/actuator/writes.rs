@@ -54,18 +54,16 @@ const ECHO_RECHECK: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Whether an API error answering a write pinned to a uid means the object
 /// is gone or was replaced: 404; 409 (uid mismatch on apply, failed uid
-/// precondition on delete), but not a resourceVersion conflict
-/// ([`version_conflict`]: the object is there and changed); 422 naming
-/// `metadata.uid` (immutable) or a failed JSON Patch `test` (finalizer
-/// patches only test, so any 422 is one). Such a write is dropped, not an
-/// error.
+/// precondition on delete; a write that also carried a resourceVersion is
+/// judged by [`version_conflict`] first); 422 naming `metadata.uid`
+/// (immutable) or a failed JSON Patch `test` (finalizer patches only test,
+/// so any 422 is one). Such a write is dropped, not an error.
 pub fn gone(e: &kube::Error, verb: WriteVerb) -> bool {
     let kube::Error::Api(s) = e else {
         return false;
     };
     match s.code {
-        404 => true,
-        409 => !version_conflict(e),
+        404 | 409 => true,
         422 => {
             matches!(verb, WriteVerb::AddFinalizer | WriteVerb::RemoveFinalizer)
                 || s.message.contains("uid")
@@ -308,12 +306,9 @@ impl Actuator {
                     rv: rv.map(Into::into),
                 })
             }
-            Err(e) if pinned && gone(&e, verb) => {
-                tracing::info!(target = %target, verb = ?verb, "object gone or replaced; write dropped: {e}");
-                self.metrics.dropped_write(verb);
-                Ok(Step::Dropped)
-            }
-            Err(source) if version_conflict(&source) => {
+            // Refused on the version it carried (not on the uid): the
+            // object changed since it was read, and is still there.
+            Err(source) if pin.is_some() && version_conflict(&source) => {
                 tracing::info!(target = %target, verb = ?verb, resource_version = ?pin,
                     "the object changed since this replica read it; write refused, key requeued");
                 Err(ActuatorError::Api {
@@ -321,6 +316,11 @@ impl Actuator {
                     target: target.to_string(),
                     source,
                 })
+            }
+            Err(e) if pinned && gone(&e, verb) => {
+                tracing::info!(target = %target, verb = ?verb, "object gone or replaced; write dropped: {e}");
+                self.metrics.dropped_write(verb);
+                Ok(Step::Dropped)
             }
             Err(source) => Err(ActuatorError::Api {
                 verb: verb_name(verb),
@@ -726,7 +726,7 @@ mod tests {
     }
 
     #[test]
-    fn a_version_conflict_means_the_object_changed_not_that_it_is_gone() {
+    fn a_version_conflict_is_told_apart_from_a_uid_mismatch() {
         let api = |code: u16, message: &str| {
             kube::Error::Api(
                 kube::core::Status::failure(message, "Conflict")
@@ -739,7 +739,6 @@ mod tests {
             "Operation cannot be fulfilled on configmaps \"c\": the object has been modified; please apply your changes to the latest version and try again",
         );
         assert!(version_conflict(&stale));
-        assert!(!gone(&stale, WriteVerb::ApplyStatus));
         assert!(!version_conflict(&api(409, "uid mismatch")));
         assert!(!version_conflict(&api(500, "the object has been modified")));
     }
