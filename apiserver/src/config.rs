@@ -88,6 +88,7 @@ pub struct ApiServerConfig {
     pub(crate) watch_send_deadline: Duration,
     pub(crate) too_large_rv_wait: Duration,
     pub(crate) watch_list: WatchList,
+    pub(crate) write_log: bool,
 }
 
 impl Default for ApiServerConfig {
@@ -109,11 +110,21 @@ impl Default for ApiServerConfig {
             watch_send_deadline: DEFAULT_WATCH_SEND_DEADLINE,
             too_large_rv_wait: DEFAULT_TOO_LARGE_RV_WAIT,
             watch_list: WatchList::Served,
+            write_log: false,
         }
     }
 }
 
 impl ApiServerConfig {
+    /// Record every stored write with who sent it (see
+    /// [`write_log`](crate::write_log)); off by default: the log grows
+    /// with every write and is never trimmed.
+    #[must_use]
+    pub fn write_log(mut self, on: bool) -> Self {
+        self.write_log = on;
+        self
+    }
+
     /// Address to listen on; port 0 picks an ephemeral port (default `127.0.0.1:0`).
     #[must_use]
     pub fn listen(mut self, addr: SocketAddr) -> Self {

@@ -43,7 +43,7 @@ pub use wasmctrl_kube_rules::selector;
 
 // The modules of each group that were public before the grouping, at the
 // crate-root paths callers use (`wasmctrl_apiserver::registry::Registry`).
-pub use http::{body, convert, discovery, faults, openapi, proto, server, table, watch};
+pub use http::{body, convert, discovery, faults, openapi, proto, server, table, watch, write_log};
 pub use rules::{crd, objects, validation};
 pub use storage::{registry, store};
 
@@ -52,4 +52,5 @@ pub use http::faults::{FailRequests, FaultCommand, Faults, Held};
 pub use http::server::{
     serve_until_signal, ApiServer, ApiServerConfig, RunningApiServer, ServerError, WatchList,
 };
+pub use http::write_log::{WriteLog, WriteRecord};
 pub use status::ApiError;

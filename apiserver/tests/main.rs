@@ -6,7 +6,7 @@
 //! `patch`, `field_validation`, `lifecycle`, `kinds`, `builtin_kinds`, `auth`, `faults`,
 //! `writes`, `custom_resources`, `pods`, `gc`, `printer_columns`,
 //! `decoding`, `object_rules`, `service_allocation`, `limits`, `managed_fields`,
-//! `simulated_nodes`, `workload_selectors`)
+//! `simulated_nodes`, `workload_selectors`, `write_log`)
 //! drives the server with the real kube client, sharing the fixtures of
 //! `common`; `kubectl` drives it with kubectl and the Python client (the
 //! Python client's own e2e suite is a test binary of its own,
@@ -46,4 +46,5 @@ mod service_allocation;
 mod simulated_nodes;
 mod watch;
 mod workload_selectors;
+mod write_log;
 mod writes;

@@ -215,6 +215,28 @@ where
 /// Requests queued in front of the limiter (kube's own buffer size).
 const BUFFER: usize = 1024;
 
+/// The `User-Agent` of the host's requests: `wasmctrl/VERSION`, and, given
+/// the replica's identity, `wasmctrl/VERSION (IDENTITY)`, so an API
+/// server's audit log (and the embedded server's write log) tells the
+/// replicas apart. The part before the `/` is what an API server names as
+/// the manager of a write without `fieldManager`: `wasmctrl` for every
+/// replica, so the identity never splits field ownership. Characters a
+/// header cannot carry (and parentheses) are left out of the identity.
+pub fn user_agent(identity: Option<&str>) -> http::HeaderValue {
+    let base = concat!("wasmctrl/", env!("CARGO_PKG_VERSION"));
+    let identity: String = identity
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| c.is_ascii_graphic() && !matches!(c, '(' | ')'))
+        .collect();
+    let text = if identity.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base} ({identity})")
+    };
+    http::HeaderValue::from_str(&text).unwrap_or(http::HeaderValue::from_static(base))
+}
+
 /// Builds the host's client from `config` with `limits`, recording request
 /// metrics when `metrics` is given. Must be called inside a tokio runtime
 /// (the buffer in front of the limiter runs as a task).
@@ -224,6 +246,9 @@ const BUFFER: usize = 1024;
 /// `config.default_retry` is set, as it is by default), a buffer, the rate
 /// limiter, the metrics, then kube's own stack (auth, base URI, HTTP)
 /// without its retry. So each attempt takes a token and is counted.
+///
+/// Every request carries [`user_agent`]`(None)` unless `config.headers`
+/// names a `User-Agent` already.
 pub fn build(
     mut config: kube::Config,
     limits: ClientLimits,
@@ -234,6 +259,15 @@ pub fn build(
         .authority()
         .map_or_else(|| Arc::from(""), |a| Arc::from(a.as_str()));
     let retry = std::mem::replace(&mut config.default_retry, false);
+    if !config
+        .headers
+        .iter()
+        .any(|(name, _)| name == http::header::USER_AGENT)
+    {
+        config
+            .headers
+            .push((http::header::USER_AGENT, user_agent(None)));
+    }
     let builder = kube::client::ClientBuilder::try_from(config)?;
     let mut limiter = RateLimitLayer::new(limits);
     if let Some(metrics) = &metrics {
@@ -294,6 +328,28 @@ mod tests {
     use super::*;
     use std::time::{Duration, Instant};
     use tower::ServiceExt;
+
+    #[test]
+    fn the_user_agent_names_the_replica_and_keeps_wasmctrl_as_the_manager() {
+        let version = env!("CARGO_PKG_VERSION");
+        assert_eq!(user_agent(None), format!("wasmctrl/{version}").as_str());
+        assert_eq!(
+            user_agent(Some("r-a")),
+            format!("wasmctrl/{version} (r-a)").as_str()
+        );
+        // What a header cannot carry is left out, never a panic.
+        assert_eq!(
+            user_agent(Some("pod (1)\nx\u{e9}")),
+            format!("wasmctrl/{version} (pod1x)").as_str()
+        );
+        assert_eq!(
+            user_agent(Some(" ")),
+            format!("wasmctrl/{version}").as_str()
+        );
+        let ua = user_agent(Some("r-b"));
+        let manager = ua.to_str().unwrap().split('/').next().unwrap();
+        assert_eq!(manager, "wasmctrl");
+    }
 
     #[tokio::test]
     async fn requests_beyond_the_burst_wait_for_tokens() {

@@ -68,7 +68,12 @@ pub(crate) fn configmaps(client: &Client, namespace: &str) -> Api<ConfigMap> {
 /// An embedded API server without a garbage collector, with the example's
 /// own `crd.yaml` installed.
 pub(crate) async fn app_server() -> (RunningApiServer, Client) {
-    let (server, client) = server_with(ApiServerConfig::default().garbage_collector(false)).await;
+    app_server_with(ApiServerConfig::default()).await
+}
+
+/// [`app_server`] from `config` (its garbage collector off).
+pub(crate) async fn app_server_with(config: ApiServerConfig) -> (RunningApiServer, Client) {
+    let (server, client) = server_with(config.garbage_collector(false)).await;
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/guest-app/crd.yaml");
     let crd: CustomResourceDefinition =
         serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();

@@ -451,6 +451,30 @@ async fn guests_spread_over_replicas_and_move_when_one_dies() {
     drop(server);
 }
 
+/// Writes a thief into `guest`'s Lease, held for `seconds` from now (read
+/// and written again while the holder's renewals conflict); when.
+async fn steal_guest_lease(admin: &Client, guest: &str, seconds: i32) -> Instant {
+    let api: Api<Lease> = Api::namespaced(admin.clone(), HOST_NS);
+    let name = wasmctrl::leader_per_guest::guest_lease(GROUP, guest);
+    bounded("the lease is stolen", async {
+        loop {
+            let mut lease = api.get(&name).await.unwrap();
+            let spec = lease.spec.as_mut().unwrap();
+            spec.holder_identity = Some("thief".into());
+            spec.lease_duration_seconds = Some(seconds);
+            spec.renew_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+                k8s_openapi::jiff::Timestamp::now(),
+            ));
+            match api.replace(&name, &Default::default(), &lease).await {
+                Ok(_) => return Instant::now(),
+                Err(kube::Error::Api(e)) if e.code == 409 => continue,
+                Err(e) => panic!("stealing the lease: {e}"),
+            }
+        }
+    })
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stolen_guest_lease_stops_that_guest_only_and_the_replica_leads_it_again() {
     let (server, admin) = crate::support::server().await;
@@ -496,27 +520,7 @@ async fn a_stolen_guest_lease_stops_that_guest_only_and_the_replica_leads_it_aga
     .await;
 
     // Someone else writes itself into g1's Lease, for 5 s.
-    let api: Api<Lease> = Api::namespaced(admin.clone(), HOST_NS);
-    let name = wasmctrl::leader_per_guest::guest_lease(GROUP, "g1");
-    // The holder renews every retry period: read and write again on a
-    // conflict.
-    let stolen = bounded("the lease is stolen", async {
-        loop {
-            let mut lease = api.get(&name).await.unwrap();
-            let spec = lease.spec.as_mut().unwrap();
-            spec.holder_identity = Some("thief".into());
-            spec.lease_duration_seconds = Some(5);
-            spec.renew_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
-                k8s_openapi::jiff::Timestamp::now(),
-            ));
-            match api.replace(&name, &Default::default(), &lease).await {
-                Ok(_) => return Instant::now(),
-                Err(kube::Error::Api(e)) if e.code == 409 => continue,
-                Err(e) => panic!("stealing the lease: {e}"),
-            }
-        }
-    })
-    .await;
+    let stolen = steal_guest_lease(&admin, "g1", 5).await;
 
     // r-a stops g1 only: it goes on running, leading and reconciling g2.
     bounded("r-a gives g1 up", async {
@@ -571,6 +575,145 @@ async fn a_stolen_guest_lease_stops_that_guest_only_and_the_replica_leads_it_aga
         stolen.elapsed() >= Duration::from_secs(4),
         "r-a took g1 back before the thief's lease expired"
     );
+    a.stop_cleanly().await;
+    drop(server);
+}
+
+/// A replica that leads a guest again but cannot start it (a fresh
+/// controller's preflight finds a permission gone) gives the guest up: it
+/// releases the Lease rather than hold it uselessly, says so, and stands
+/// back, so another replica that can run the guest takes it and
+/// reconciles.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_led_guest_that_cannot_start_is_given_up_and_another_replica_takes_it() {
+    use wasmctrl_apiserver::{Rule, User};
+    let (server, admin) = crate::support::server().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("cache")).unwrap();
+    // r-a's own token: its rights are changed under it below.
+    let token = "r-a-token";
+    server.add_token(token, User::with_rules("r-a", vec![Rule::all()]));
+    let kubeconfig_a = dir.path().join("kubeconfig-a");
+    std::fs::write(&kubeconfig_a, server.kubeconfig_for_token(token)).unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        server.kubeconfig_for_token(server.admin_token()),
+    )
+    .unwrap();
+    let one = &GUESTS[..1];
+    std::fs::copy(
+        crate::support::built_guest("guest_println"),
+        dir.path().join("g1.wasm"),
+    )
+    .unwrap();
+    crate::support::pod("p1").on("n1").create(&admin).await;
+    let mut a = per_guest_replica(
+        "r-a",
+        dir.path(),
+        &kubeconfig_a,
+        println_guests(dir.path(), one),
+    );
+    a.wait_ready().await;
+    let output = || {
+        let api: Api<ConfigMap> = Api::namespaced(admin.clone(), HOST_NS);
+        async move {
+            api.get_opt("out-g1")
+                .await
+                .unwrap()
+                .and_then(|cm| cm.data?.get("objects").cloned())
+        }
+    };
+    bounded("r-a leads g1 and it converges", async {
+        while leads(&a).await != Some(vec!["g1".into()]) || output().await.as_deref() != Some("1") {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+
+    // r-a loses g1 (its workers stop), and may no longer write the
+    // guest's output: a fresh controller's preflight will refuse.
+    steal_guest_lease(&admin, "g1", 3).await;
+    bounded("r-a stops leading g1", async {
+        while leads(&a).await != Some(vec![]) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    server.add_token(
+        token,
+        User::with_rules(
+            "r-a",
+            vec![
+                Rule::new(&["get", "list", "watch"], &["*"]),
+                Rule::new(
+                    &["*"],
+                    &[
+                        "leases",
+                        "events",
+                        "selfsubjectaccessreviews",
+                        "selfsubjectrulesreviews",
+                    ],
+                ),
+            ],
+        ),
+    );
+    crate::support::pod("p2").on("n1").create(&admin).await;
+
+    // Once the thief's Lease expires r-a takes g1 again, cannot start it
+    // and releases the Lease.
+    let released = |text: &str| {
+        prom::metric(
+            text,
+            "wasmctrl_guest_lease_handovers_total",
+            &["guest=\"g1\"", "reason=\"released\""],
+        )
+    };
+    bounded("r-a gives g1 up", async {
+        while !a
+            .log()
+            .contains("cannot start the guest it leads; giving it up")
+            || released(&a.scrape().await.unwrap_or_default()) < 1.0
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(
+        a.child.try_wait().unwrap().is_none(),
+        "r-a keeps running\n{}",
+        a.log()
+    );
+    assert_eq!(leads(&a).await, Some(vec![]), "r-a does not run g1");
+    assert_eq!(output().await.as_deref(), Some("1"), "nobody ran g1 yet");
+    // Released, not held until it expires: free while r-a stands back.
+    bounded("g1's Lease is free", async {
+        while holders(&admin).await.remove("g1").flatten().is_some() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+
+    // A replica that can run g1 takes it and catches up.
+    let mut b = per_guest_replica(
+        "r-b",
+        dir.path(),
+        &kubeconfig,
+        println_guests(dir.path(), one),
+    );
+    b.wait_ready().await;
+    bounded("r-b leads g1 and it converges", async {
+        while leads(&b).await != Some(vec!["g1".into()]) || output().await.as_deref() != Some("2") {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert_eq!(
+        holders(&admin).await.remove("g1").flatten().as_deref(),
+        Some("r-b")
+    );
+    assert_eq!(leads(&a).await, Some(vec![]), "r-a never runs g1");
+    b.stop_cleanly().await;
     a.stop_cleanly().await;
     drop(server);
 }
@@ -826,12 +969,207 @@ async fn a_per_object_guests_keys_are_sharded_in_buckets_over_replicas() {
     drop(server);
 }
 
+/// Each bucket Lease's versions as a watch sees them: bucket →
+/// (resourceVersion, holder; "" when released), in the store's order.
+#[derive(Clone, Default)]
+struct BucketHistory(Arc<Mutex<BTreeMap<u32, Versions>>>);
+
+/// One Lease's versions: (resourceVersion, holder; "" when released).
+type Versions = Vec<(u64, String)>;
+
+impl BucketHistory {
+    /// Records every version of the App guest's bucket Leases until the
+    /// task is aborted.
+    fn watch(admin: &Client) -> (Self, tokio::task::JoinHandle<()>) {
+        use futures::StreamExt;
+        use kube::runtime::watcher;
+        use kube::ResourceExt;
+        let history = BucketHistory::default();
+        let api: Api<Lease> = Api::namespaced(admin.clone(), HOST_NS);
+        let config = watcher::Config::default().labels(&format!(
+            "wasmctrl.dev/lease-group={GROUP},wasmctrl.dev/guest=app"
+        ));
+        let h = history.clone();
+        let task = tokio::spawn(async move {
+            let mut events = std::pin::pin!(watcher(api, config));
+            while let Some(event) = events.next().await {
+                let (Ok(watcher::Event::Apply(lease)) | Ok(watcher::Event::InitApply(lease))) =
+                    event
+                else {
+                    continue;
+                };
+                let Some(bucket) = lease
+                    .labels()
+                    .get("wasmctrl.dev/bucket")
+                    .and_then(|b| b.parse().ok())
+                else {
+                    continue;
+                };
+                let rv = lease.resource_version().unwrap().parse().unwrap();
+                let holder = lease.spec.and_then(|s| s.holder_identity);
+                h.0.lock()
+                    .unwrap()
+                    .entry(bucket)
+                    .or_default()
+                    .push((rv, holder.unwrap_or_default()));
+            }
+        });
+        (history, task)
+    }
+
+    /// Who held `bucket` just before resourceVersion `rv` ("": nobody).
+    fn holder_before(&self, bucket: u32, rv: u64) -> String {
+        let history = self.0.lock().unwrap();
+        history
+            .get(&bucket)
+            .and_then(|v| v.iter().rev().find(|(at, _)| *at < rv))
+            .map(|(_, h)| h.clone())
+            .unwrap_or_default()
+    }
+
+    /// Whether every bucket's last version has no holder.
+    fn all_released(&self) -> bool {
+        let history = self.0.lock().unwrap();
+        history.len() == BUCKETS as usize
+            && history
+                .values()
+                .all(|v| v.last().is_some_and(|(_, h)| h.is_empty()))
+    }
+}
+
+/// The App writes of the server's log (an App's status or finalizers, or
+/// its child) made by some replica whose `User-Agent` names it, each with
+/// the holder of the App's bucket Lease at that resourceVersion: `(app,
+/// writer, holder)`.
+fn app_writes_and_holders(
+    log: &wasmctrl_apiserver::WriteLog,
+    history: &BucketHistory,
+) -> Vec<(String, String, String)> {
+    log.records()
+        .into_iter()
+        .filter(|w| {
+            w.namespace == crate::support::PODS_NS
+                && w.name.starts_with("app-")
+                && matches!(w.resource.as_str(), "apps" | "apps/status" | "configmaps")
+        })
+        .filter_map(|w| {
+            let writer = w
+                .user_agent
+                .strip_prefix("wasmctrl/")?
+                .split_once(" (")?
+                .1
+                .strip_suffix(')')?
+                .to_string();
+            let key = format!("{}/{}", w.namespace, w.name);
+            let bucket = wasmctrl::leader_per_guest::bucket_of(&key, BUCKETS);
+            Some((w.name, writer, history.holder_before(bucket, w.rv)))
+        })
+        .collect()
+}
+
+/// A write decided on a stale view fails instead of overwriting: a
+/// replica's child write is held in flight while someone else (as a
+/// replica that took the bucket would) writes the child; released, the
+/// held write carries the resourceVersion its replica read and is refused
+/// with 409. The replica counts the conflict, requeues and, still leading
+/// the key, writes again on the current object: the App converges.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_decided_on_a_stale_view_fails_with_a_conflict_instead_of_overwriting() {
+    let (server, admin) = crate::app::app_server().await;
+    let (dir, kubeconfig) = app_dir(&server);
+    crate::app::create_app(&admin, crate::support::PODS_NS, "app-0", "m0", 1).await;
+    let mut a = app_replica(dir.path(), &kubeconfig, "r-a");
+    a.wait_ready().await;
+    let api: Api<ConfigMap> = Api::namespaced(admin.clone(), crate::support::PODS_NS);
+    let message = || {
+        let api = api.clone();
+        async move {
+            api.get_opt("app-0")
+                .await
+                .unwrap()
+                .and_then(|cm| cm.data?.get("message").cloned())
+        }
+    };
+    bounded("the child says m0", async {
+        while message().await.as_deref() != Some("m0") {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let conflicts = |text: &str| {
+        prom::metric(
+            text,
+            "rest_client_requests_total",
+            &["code=\"409\"", "method=\"PATCH\""],
+        )
+    };
+    let before = conflicts(&a.scrape().await.unwrap());
+
+    // r-a's next child write waits at the server.
+    let held = server.faults().hold("patch", "configmaps");
+    crate::app::edit_spec(
+        &admin,
+        crate::support::PODS_NS,
+        "app-0",
+        serde_json::json!({"message": "m1"}),
+    )
+    .await;
+    bounded("r-a's child write is in flight", async {
+        while held.waiting() == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    // Someone else writes the child meanwhile (an update: not held).
+    let mut child = api.get("app-0").await.unwrap();
+    child
+        .data
+        .get_or_insert_default()
+        .insert("message".into(), "by-b".into());
+    api.replace("app-0", &Default::default(), &child)
+        .await
+        .unwrap();
+    held.release();
+
+    // The held write is refused, counted, and the key reconciled again.
+    bounded("r-a's stale write is refused with 409", async {
+        while conflicts(&a.scrape().await.unwrap_or_default()) <= before {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let text = a.scrape().await.unwrap();
+    assert!(
+        prom::metric(
+            &text,
+            "controller_runtime_reconcile_errors_total",
+            &["controller=\"app\"", "reason=\"conflict\""],
+        ) >= 1.0,
+        "{text}"
+    );
+    bounded("the child says m1 again", async {
+        while message().await.as_deref() != Some("m1") {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    a.stop_cleanly().await;
+    drop(server);
+}
+
 /// Chaos, small: while every App is edited again and again, a replica is
 /// SIGKILLed and a new one joins, three times over. Every edit converges,
-/// and the buckets end spread over the three live replicas.
+/// the buckets end spread over the three live replicas, and no App was
+/// ever written by a replica that did not hold its bucket's Lease at that
+/// moment (the server's write log names each write's replica by its
+/// `User-Agent`; a watch of the Leases gives each version's holder; both
+/// in the store's resourceVersion order).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sharded_keys_converge_while_replicas_are_killed_and_replaced() {
-    let (server, admin) = crate::app::app_server().await;
+    let (server, admin) =
+        crate::app::app_server_with(wasmctrl_apiserver::ApiServerConfig::default().write_log(true))
+            .await;
+    let (history, lease_watch) = BucketHistory::watch(&admin);
     let (dir, kubeconfig) = app_dir(&server);
     let start = |id: &str| app_replica(dir.path(), &kubeconfig, id);
     for i in 0..APPS {
@@ -882,5 +1220,51 @@ async fn sharded_keys_converge_while_replicas_are_killed_and_replaced() {
     for r in replicas {
         r.stop_cleanly().await;
     }
+    // Stopped cleanly, every replica released its buckets: once the watch
+    // has seen that, it has seen every version before.
+    let deadline = Instant::now() + BOUND;
+    while !history.all_released() {
+        assert!(
+            Instant::now() < deadline,
+            "the watch sees every bucket released; last versions: {:?}",
+            history
+                .0
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|(b, v)| (*b, v.last().cloned()))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    lease_watch.abort();
+    let writes = app_writes_and_holders(&server.write_log(), &history);
+    let stray: Vec<_> = writes.iter().filter(|(_, w, h)| w != h).collect();
+    assert!(
+        stray.is_empty(),
+        "Apps written by a replica not holding their bucket: {stray:?}"
+    );
+    // The check saw handovers: the first replicas (killed since) wrote,
+    // and so did one that joined later, and some App was written by
+    // two replicas in turn.
+    let writers: std::collections::BTreeSet<&str> =
+        writes.iter().map(|(_, w, _)| w.as_str()).collect();
+    assert!(
+        ["r-0", "r-1", "r-2", "r-3"]
+            .iter()
+            .all(|id| writers.contains(id)),
+        "writers {writers:?} ({} writes checked)",
+        writes.len()
+    );
+    let handed_over = (0..APPS).any(|i| {
+        let name = format!("app-{i}");
+        let by: std::collections::BTreeSet<&str> = writes
+            .iter()
+            .filter(|(app, _, _)| *app == name)
+            .map(|(_, w, _)| w.as_str())
+            .collect();
+        by.len() > 1
+    });
+    assert!(handed_over, "no App was written by two replicas in turn");
     drop(server);
 }

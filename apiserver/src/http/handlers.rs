@@ -63,6 +63,8 @@ pub(crate) struct AppState {
     pub watch_send_deadline: Duration,
     /// How watches asking for `sendInitialEvents` are answered.
     pub watch_list: crate::config::WatchList,
+    /// Who stored what (see `write_log`).
+    pub write_log: crate::http::write_log::WriteLog,
 }
 
 /// The single axum handler: every path goes through here.

@@ -35,3 +35,4 @@ mod response;
 pub mod server;
 pub mod table;
 pub mod watch;
+pub mod write_log;

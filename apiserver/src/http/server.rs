@@ -95,6 +95,7 @@ impl ApiServer {
             too_large_rv_wait: config.too_large_rv_wait,
             watch_send_deadline: config.watch_send_deadline,
             watch_list: config.watch_list,
+            write_log: crate::http::write_log::WriteLog::new(config.write_log),
         });
         if config.garbage_collector {
             gc::spawn(&state.cluster);
@@ -414,6 +415,12 @@ impl RunningApiServer {
     /// Bearer token of the built-in admin user.
     pub fn admin_token(&self) -> &str {
         &self.admin_token
+    }
+
+    /// The log of stored writes (empty unless
+    /// [`ApiServerConfig::write_log`] turned it on).
+    pub fn write_log(&self) -> crate::http::write_log::WriteLog {
+        self.state.write_log.clone()
     }
 
     /// Fault-injection handle.

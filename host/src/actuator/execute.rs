@@ -51,6 +51,9 @@ pub struct Actuator {
     pub(super) discovery: Discovery,
     pub(super) metrics: GuestMetrics,
     pub(super) field_manager: String,
+    /// Writes to objects read carry the resourceVersion read
+    /// ([`Actuator::pin_versions`]).
+    pub(super) pin_versions: bool,
     recorder: Recorder,
     pub(super) outputs: Outputs,
     pub(super) watched: Vec<Watched>,
@@ -89,6 +92,7 @@ impl Actuator {
             discovery,
             metrics,
             field_manager,
+            pin_versions: false,
             recorder,
             outputs,
             watched,
@@ -116,6 +120,18 @@ impl Actuator {
     /// What the guest writes.
     pub fn outputs(&self) -> &Outputs {
         &self.outputs
+    }
+
+    /// Pins every apply (or the merge patch standing in for one) of an
+    /// object this actuator has read to the resourceVersion it read: the
+    /// outputs cache's, or, while the echo of our own last write is due,
+    /// the version that write returned. A write decided on a view someone
+    /// else has changed since is refused with 409 Conflict, returned as an
+    /// error (the key is requeued and the conflict counted), never dropped.
+    #[must_use]
+    pub fn pin_versions(mut self, on: bool) -> Self {
+        self.pin_versions = on;
+        self
     }
 
     /// The API for `target`'s resource and `target`'s name, each made one

@@ -17,6 +17,10 @@
 //!   patch).
 //! - A pinned write never creates: the uid travels in the document (apply)
 //!   or the preconditions (delete), and the API server refuses the rest.
+//! - With [`Actuator::pin_versions`], an apply (or its merge patch) of an
+//!   object read carries the resourceVersion it was decided on; the 409 a
+//!   changed object answers ([`version_conflict`]) is an error (the key
+//!   requeued, counted as `conflict`), never a dropped write.
 //! - A write to an object in a write war is held back, not sent; a create
 //!   whose controller owner is known to be gone is dropped.
 //! - A document is compared with the live object as the server stores it
@@ -50,9 +54,10 @@ const ECHO_RECHECK: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Whether an API error answering a write pinned to a uid means the object
 /// is gone or was replaced: 404; 409 (uid mismatch on apply, failed uid
-/// precondition on delete); 422 naming `metadata.uid` (immutable) or a
-/// failed JSON Patch `test` (finalizer patches only test, so any 422 is
-/// one). Such a write is dropped, not an error.
+/// precondition on delete; a write that also carried a resourceVersion is
+/// judged by [`version_conflict`] first); 422 naming `metadata.uid`
+/// (immutable) or a failed JSON Patch `test` (finalizer patches only test,
+/// so any 422 is one). Such a write is dropped, not an error.
 pub fn gone(e: &kube::Error, verb: WriteVerb) -> bool {
     let kube::Error::Api(s) = e else {
         return false;
@@ -65,6 +70,32 @@ pub fn gone(e: &kube::Error, verb: WriteVerb) -> bool {
         }
         _ => false,
     }
+}
+
+/// The optimistic-lock message of a 409 (apimachinery's
+/// `OptimisticLockErrorMsg`): the resourceVersion a write carried is no
+/// longer the object's.
+const OPTIMISTIC_LOCK: &str = "the object has been modified";
+
+/// Whether `e` refused a write pinned to a resourceVersion because the
+/// object changed since (not because it is gone or replaced): the write
+/// was decided on a stale view and the key must be reconciled again.
+pub fn version_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409 && s.message.contains(OPTIMISTIC_LOCK))
+}
+
+/// `doc` with `metadata.resourceVersion` set to `rv` (a copy).
+fn pinned_to(doc: &Json, rv: &str) -> Json {
+    let mut doc = doc.clone();
+    if let Some(obj) = doc.as_object_mut() {
+        let meta = obj
+            .entry("metadata")
+            .or_insert_with(|| Json::Object(Map::new()));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert("resourceVersion".into(), Json::String(rv.to_string()));
+        }
+    }
+    doc
 }
 
 /// What [`Actuator::apply_doc`] decided on, for a caller that learns from
@@ -207,6 +238,19 @@ impl Actuator {
             (Part::Object, Some(live)) => merge_patch_for(live, desired, &self.field_manager),
             _ => None,
         };
+        // The version this write was decided on: the cache's, or, while
+        // our last write's echo is due, what that write returned. (An
+        // object not read yet has none: a create is not pinned.)
+        let pin = if !self.pin_versions {
+            None
+        } else if echo_due {
+            echoes.last_written(target)
+        } else {
+            current
+                .as_deref()
+                .and_then(resource_version)
+                .map(str::to_string)
+        };
         seen.merge = merge.clone();
         contests.sets(target, part == Part::Status, compared);
         let ar = self.discovery.resource(&target.gvk).await?;
@@ -216,6 +260,10 @@ impl Actuator {
                 tracing::debug!(target = %target, "writing only the changed entries (merge patch)");
                 echoes.merged(target);
                 let params = self.merge_params();
+                let entries = match &pin {
+                    Some(rv) => pinned_to(&entries, rv),
+                    None => entries,
+                };
                 self.send(
                     permit,
                     &ar,
@@ -231,6 +279,7 @@ impl Actuator {
             None => {
                 echoes.wake_on_echo(target);
                 let params = PatchParams::apply(&self.field_manager).force();
+                let pinned_doc = pin.as_deref().map(|rv| pinned_to(desired, rv));
                 let sent = self
                     .send(
                         permit,
@@ -238,7 +287,7 @@ impl Actuator {
                         target,
                         &segments,
                         &params,
-                        &Patch::Apply(desired),
+                        &Patch::Apply(pinned_doc.as_ref().unwrap_or(desired)),
                         part,
                         verb,
                     )
@@ -255,6 +304,17 @@ impl Actuator {
                 Ok(Step::Done {
                     changed_meanwhile,
                     rv: rv.map(Into::into),
+                })
+            }
+            // Refused on the version it carried (not on the uid): the
+            // object changed since it was read, and is still there.
+            Err(source) if pin.is_some() && version_conflict(&source) => {
+                tracing::info!(target = %target, verb = ?verb, resource_version = ?pin,
+                    "the object changed since this replica read it; write refused, key requeued");
+                Err(ActuatorError::Api {
+                    verb: verb_name(verb),
+                    target: target.to_string(),
+                    source,
                 })
             }
             Err(e) if pinned && gone(&e, verb) => {
@@ -663,5 +723,37 @@ mod tests {
         ));
         assert!(!gone(&api(500, "boom"), WriteVerb::Update));
         assert!(!gone(&api(403, "forbidden"), WriteVerb::Delete));
+    }
+
+    #[test]
+    fn a_version_conflict_is_told_apart_from_a_uid_mismatch() {
+        let api = |code: u16, message: &str| {
+            kube::Error::Api(
+                kube::core::Status::failure(message, "Conflict")
+                    .with_code(code)
+                    .boxed(),
+            )
+        };
+        let stale = api(
+            409,
+            "Operation cannot be fulfilled on configmaps \"c\": the object has been modified; please apply your changes to the latest version and try again",
+        );
+        assert!(version_conflict(&stale));
+        assert!(!version_conflict(&api(409, "uid mismatch")));
+        assert!(!version_conflict(&api(500, "the object has been modified")));
+    }
+
+    #[test]
+    fn a_pinned_document_carries_the_version_and_keeps_the_rest() {
+        let doc = serde_json::json!({"metadata": {"name": "c", "uid": "u"}, "data": {"k": "v"}});
+        let pinned = pinned_to(&doc, "42");
+        assert_eq!(
+            pinned,
+            serde_json::json!({"metadata": {"name": "c", "uid": "u", "resourceVersion": "42"}, "data": {"k": "v"}})
+        );
+        assert_eq!(
+            pinned_to(&serde_json::json!({"data": {}}), "7"),
+            serde_json::json!({"metadata": {"resourceVersion": "7"}, "data": {}})
+        );
     }
 }

@@ -294,10 +294,11 @@ impl RunArgs {
 /// default kubeconfig (`$KUBECONFIG`, `~/.kube/config`).
 async fn kube_client(
     kubeconfig: Option<&Path>,
+    identity: Option<&str>,
     limits: ClientLimits,
     metrics: Option<Arc<Metrics>>,
 ) -> anyhow::Result<kube::Client> {
-    let config = match kubeconfig {
+    let mut config = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
@@ -312,6 +313,10 @@ async fn kube_client(
                 .context("no in-cluster configuration and no usable kubeconfig")?,
         },
     };
+    config.headers.push((
+        http::header::USER_AGENT,
+        wasmctrl::client::user_agent(identity),
+    ));
     wasmctrl::client::build(config, limits, metrics).context("creating the Kubernetes client")
 }
 
@@ -333,8 +338,16 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     // even where no cluster is reachable.
     let config = args.supervisor_config()?;
     let metrics = Arc::new(Metrics::new());
+    // The replica's identity in every request's User-Agent, elected or
+    // not: an API server's audit log tells the replicas apart.
+    let identity = args
+        .election
+        .identity
+        .clone()
+        .or_else(wasmctrl::leader::default_identity);
     let client = kube_client(
         args.kubeconfig.as_deref(),
+        identity.as_deref(),
         args.client_limits(),
         Some(metrics.clone()),
     )

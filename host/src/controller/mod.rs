@@ -86,6 +86,9 @@ pub struct ControllerConfig {
     /// With key sharding: only keys of the buckets this replica leads are
     /// reconciled (see [`crate::leader_per_guest::Shards`]).
     shards: Option<crate::leader_per_guest::Shards>,
+    /// Every write to an object this replica has read carries the
+    /// resourceVersion it read (see [`ControllerConfig::pin_versions`]).
+    pin_versions: bool,
 }
 
 impl Default for ControllerConfig {
@@ -101,6 +104,7 @@ impl Default for ControllerConfig {
             host_pod: None,
             hot_loops: HotLoopConfig::default(),
             shards: None,
+            pin_versions: false,
         }
     }
 }
@@ -112,6 +116,22 @@ impl ControllerConfig {
     #[must_use]
     pub fn shards(mut self, shards: Option<crate::leader_per_guest::Shards>) -> Self {
         self.shards = shards;
+        self
+    }
+
+    /// Pins every write to an object this replica has read (an apply or
+    /// the merge patch standing in for it, of the object or its status) to
+    /// the resourceVersion it read: a write decided on a view someone else
+    /// has changed since fails with 409 Conflict and the key is requeued
+    /// (counted as a `conflict` reconcile error), rather than overwrite.
+    /// For replicas that hand keys over (`--leader-elect=per-guest`): a
+    /// write still in flight from a replica that lost the key cannot
+    /// overwrite what the next holder wrote. It costs a requeue whenever
+    /// the cache is behind the object (a write by someone else not yet
+    /// seen, or the host's own finalizer patch), so it is off by default.
+    #[must_use]
+    pub fn pin_versions(mut self, on: bool) -> Self {
+        self.pin_versions = on;
         self
     }
 
@@ -408,7 +428,8 @@ impl GuestController {
             metrics.clone(),
             shared.clone(),
             config.instance.clone(),
-        );
+        )
+        .pin_versions(config.pin_versions);
         Ok(GuestController {
             instances: Arc::new(crate::guest::WarmInstances::new(module, &name)),
             name,

@@ -126,6 +126,15 @@ impl Echoes {
         true
     }
 
+    /// The resourceVersion our last answered write of `target` returned,
+    /// while its echo is still to come (the cache is older than it).
+    pub fn last_written(&self, target: &ObjectKey) -> Option<String> {
+        match lock(&self.pending).get(target) {
+            Some(Echo::Due(rvs)) => rvs.last().cloned(),
+            _ => None,
+        }
+    }
+
     /// Whether a write of `target` is in flight or its echo is still to
     /// come: the cache is then older than the object, and no skip may be
     /// decided on it.

@@ -338,7 +338,10 @@ impl Supervisor {
             .clone()
             .claims(self.claims.clone())
             .host_pod(self.config.pod.clone())
-            .shards(self.shards_for(&described.manifest));
+            .shards(self.shards_for(&described.manifest))
+            // Replicas hand guests and buckets over: a late write of one
+            // that lost it must not overwrite the next holder's.
+            .pin_versions(self.guest_leases.is_some());
         let controller = GuestController::start(
             self.client.clone(),
             &self.registry,

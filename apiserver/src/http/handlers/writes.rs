@@ -17,6 +17,7 @@ use super::{
 };
 use crate::http::access;
 use crate::http::convert;
+use crate::http::write_log::WriteRecord;
 use crate::patch;
 use crate::rules::crd;
 use crate::rules::object_rules;
@@ -48,6 +49,30 @@ impl Ctx<'_> {
             }
             None => value_response(code, &self.out(v)),
         }
+    }
+
+    /// Records the stored version `obj` of the target in the write log
+    /// (when it is on), with who sent it.
+    pub(super) fn log_write(&self, obj: &Value) {
+        self.app.write_log.record(|| WriteRecord {
+            rv: meta_str(obj, "resourceVersion")
+                .and_then(|rv| rv.parse().ok())
+                .unwrap_or_default(),
+            resource: match &self.target.sub {
+                Some(sub) => format!("{}/{sub}", self.target.info.plural),
+                None => self.target.info.plural.clone(),
+            },
+            namespace: meta_str(obj, "namespace").unwrap_or_default().to_string(),
+            name: meta_str(obj, "name").unwrap_or_default().to_string(),
+            user_agent: self
+                .headers
+                .get(axum::http::header::USER_AGENT)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or_default()
+                .to_string(),
+            user: self.user.name.clone(),
+            at: std::time::Instant::now(),
+        });
     }
 
     pub(super) fn create(&self, body: Bytes) -> Result<Response> {
@@ -282,6 +307,10 @@ impl Ctx<'_> {
         }
         match self.store().update_value(&storage, &key, Some(old.rv), new) {
             Ok((stored, v)) => {
+                // An update that changes nothing keeps the old version.
+                if stored.rv != old.rv {
+                    self.log_write(&v);
+                }
                 self.after_write(&v);
                 Ok(Attempt::Done((StatusCode::OK, v, Some(stored.json))))
             }
@@ -358,7 +387,9 @@ impl Ctx<'_> {
                 ),
                 other => store_err(&self.target, other),
             })?;
-        self.after_write(&stored.value());
+        let value = stored.value();
+        self.log_write(&value);
+        self.after_write(&value);
         Ok(json_response(
             StatusCode::CREATED,
             self.out_bytes(&stored.json),
