@@ -55,7 +55,7 @@ const ECHO_RECHECK: std::time::Duration = std::time::Duration::from_millis(200);
 /// Whether an API error answering a write pinned to a uid means the object
 /// is gone or was replaced: 404; 409 (uid mismatch on apply, failed uid
 /// precondition on delete; a write that also carried a resourceVersion is
-/// judged by [`version_conflict`] first); 422 naming `metadata.uid`
+/// judged by `version_conflict` first); 422 naming `metadata.uid`
 /// (immutable) or a failed JSON Patch `test` (finalizer patches only test,
 /// so any 422 is one). Such a write is dropped, not an error.
 pub fn gone(e: &kube::Error, verb: WriteVerb) -> bool {
