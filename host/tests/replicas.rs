@@ -28,6 +28,7 @@ use tokio::time::Instant;
 
 use crate::support::replica::Replica;
 use crate::support::{prom, HOST_NS};
+use wasmctrl_test_support::leases::BucketHistory;
 
 const GROUP: &str = "spread";
 const GUESTS: [&str; 6] = ["g1", "g2", "g3", "g4", "g5", "g6"];
@@ -969,74 +970,6 @@ async fn a_per_object_guests_keys_are_sharded_in_buckets_over_replicas() {
     drop(server);
 }
 
-/// Each bucket Lease's versions as a watch sees them: bucket →
-/// (resourceVersion, holder; "" when released), in the store's order.
-#[derive(Clone, Default)]
-struct BucketHistory(Arc<Mutex<BTreeMap<u32, Versions>>>);
-
-/// One Lease's versions: (resourceVersion, holder; "" when released).
-type Versions = Vec<(u64, String)>;
-
-impl BucketHistory {
-    /// Records every version of the App guest's bucket Leases until the
-    /// task is aborted.
-    fn watch(admin: &Client) -> (Self, tokio::task::JoinHandle<()>) {
-        use futures::StreamExt;
-        use kube::runtime::watcher;
-        use kube::ResourceExt;
-        let history = BucketHistory::default();
-        let api: Api<Lease> = Api::namespaced(admin.clone(), HOST_NS);
-        let config = watcher::Config::default().labels(&format!(
-            "wasmctrl.dev/lease-group={GROUP},wasmctrl.dev/guest=app"
-        ));
-        let h = history.clone();
-        let task = tokio::spawn(async move {
-            let mut events = std::pin::pin!(watcher(api, config));
-            while let Some(event) = events.next().await {
-                let (Ok(watcher::Event::Apply(lease)) | Ok(watcher::Event::InitApply(lease))) =
-                    event
-                else {
-                    continue;
-                };
-                let Some(bucket) = lease
-                    .labels()
-                    .get("wasmctrl.dev/bucket")
-                    .and_then(|b| b.parse().ok())
-                else {
-                    continue;
-                };
-                let rv = lease.resource_version().unwrap().parse().unwrap();
-                let holder = lease.spec.and_then(|s| s.holder_identity);
-                h.0.lock()
-                    .unwrap()
-                    .entry(bucket)
-                    .or_default()
-                    .push((rv, holder.unwrap_or_default()));
-            }
-        });
-        (history, task)
-    }
-
-    /// Who held `bucket` just before resourceVersion `rv` ("": nobody).
-    fn holder_before(&self, bucket: u32, rv: u64) -> String {
-        let history = self.0.lock().unwrap();
-        history
-            .get(&bucket)
-            .and_then(|v| v.iter().rev().find(|(at, _)| *at < rv))
-            .map(|(_, h)| h.clone())
-            .unwrap_or_default()
-    }
-
-    /// Whether every bucket's last version has no holder.
-    fn all_released(&self) -> bool {
-        let history = self.0.lock().unwrap();
-        history.len() == BUCKETS as usize
-            && history
-                .values()
-                .all(|v| v.last().is_some_and(|(_, h)| h.is_empty()))
-    }
-}
-
 /// The App writes of the server's log (an App's status or finalizers, or
 /// its child) made by some replica whose `User-Agent` names it, each with
 /// the holder of the App's bucket Lease at that resourceVersion: `(app,
@@ -1169,7 +1102,11 @@ async fn sharded_keys_converge_while_replicas_are_killed_and_replaced() {
     let (server, admin) =
         crate::app::app_server_with(wasmctrl_apiserver::ApiServerConfig::default().write_log(true))
             .await;
-    let (history, lease_watch) = BucketHistory::watch(&admin);
+    let (history, lease_watch) = BucketHistory::watch(
+        &admin,
+        HOST_NS,
+        &format!("wasmctrl.dev/lease-group={GROUP},wasmctrl.dev/guest=app"),
+    );
     let (dir, kubeconfig) = app_dir(&server);
     let start = |id: &str| app_replica(dir.path(), &kubeconfig, id);
     for i in 0..APPS {
@@ -1223,17 +1160,11 @@ async fn sharded_keys_converge_while_replicas_are_killed_and_replaced() {
     // Stopped cleanly, every replica released its buckets: once the watch
     // has seen that, it has seen every version before.
     let deadline = Instant::now() + BOUND;
-    while !history.all_released() {
+    while !history.all_released(BUCKETS) {
         assert!(
             Instant::now() < deadline,
             "the watch sees every bucket released; last versions: {:?}",
-            history
-                .0
-                .lock()
-                .unwrap()
-                .iter()
-                .map(|(b, v)| (*b, v.last().cloned()))
-                .collect::<Vec<_>>()
+            history.last_versions()
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

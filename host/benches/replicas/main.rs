@@ -72,16 +72,16 @@ mod native_app {
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Child;
-use std::sync::{Arc, Mutex};
+
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, ListParams, Patch, PatchParams};
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use wasmctrl_apiserver::{ApiServer, ApiServerConfig, WriteLog};
+use wasmctrl_test_support::leases::BucketHistory;
 
 use cgroup::CpuCap;
 use process::{cpu_time, percentiles, poll, Percentiles};
@@ -331,81 +331,6 @@ impl Meter {
     }
 }
 
-/// The record of Lease versions: bucket → (resourceVersion, holder), in
-/// the order the watch delivered them (the store's).
-#[derive(Clone, Default)]
-struct LeaseHistory(Arc<Mutex<HashMap<u32, Versions>>>);
-
-/// One Lease's versions: (resourceVersion, holder; "" when released).
-type Versions = Vec<(u64, String)>;
-
-impl LeaseHistory {
-    /// Watches the bucket Leases until aborted.
-    fn watch(client: &Client) -> (LeaseHistory, tokio::task::JoinHandle<()>) {
-        let history = LeaseHistory::default();
-        let api: Api<Lease> = Api::namespaced(client.clone(), world::NAMESPACE);
-        let config = watcher::Config::default().labels(&format!(
-            "wasmctrl.dev/lease-group={GROUP},wasmctrl.dev/guest=app"
-        ));
-        let h = history.clone();
-        let task = tokio::spawn(async move {
-            let mut events = std::pin::pin!(watcher(api, config));
-            while let Some(event) = events.next().await {
-                let lease = match event {
-                    Ok(watcher::Event::Apply(l) | watcher::Event::InitApply(l)) => l,
-                    Ok(_) => continue,
-                    Err(e) => {
-                        eprintln!("replicas: lease watch: {e}");
-                        continue;
-                    }
-                };
-                let Some(bucket) = lease
-                    .labels()
-                    .get("wasmctrl.dev/bucket")
-                    .and_then(|b| b.parse().ok())
-                else {
-                    continue;
-                };
-                let rv = lease
-                    .resource_version()
-                    .and_then(|rv| rv.parse().ok())
-                    .unwrap_or_default();
-                let holder = lease
-                    .spec
-                    .and_then(|s| s.holder_identity)
-                    .unwrap_or_default();
-                h.0.lock()
-                    .unwrap()
-                    .entry(bucket)
-                    .or_default()
-                    .push((rv, holder));
-            }
-        });
-        (history, task)
-    }
-
-    /// Who held `bucket` just before resourceVersion `rv` ("" if nobody).
-    fn holder_before(&self, bucket: u32, rv: u64) -> String {
-        let history = self.0.lock().unwrap();
-        history
-            .get(&bucket)
-            .and_then(|versions| versions.iter().rev().find(|(v, _)| *v < rv))
-            .map(|(_, h)| h.clone())
-            .unwrap_or_default()
-    }
-
-    /// Whether `bucket`'s Lease was released (a version with no holder)
-    /// between resourceVersions `from` and `to`.
-    fn released_between(&self, bucket: u32, from: u64, to: u64) -> bool {
-        let history = self.0.lock().unwrap();
-        history.get(&bucket).is_some_and(|versions| {
-            versions
-                .iter()
-                .any(|(v, h)| *v > from && *v < to && h.is_empty())
-        })
-    }
-}
-
 /// The replica a write came from: its `User-Agent`'s `(IDENTITY)`.
 fn identity(user_agent: &str) -> Option<&str> {
     let rest = user_agent.strip_prefix("wasmctrl/")?;
@@ -430,7 +355,7 @@ struct DoubleWrites {
 }
 
 /// Checks every write of the run's log against the Leases.
-fn double_writes(log: &WriteLog, leases: &LeaseHistory, buckets: u32) -> DoubleWrites {
+fn double_writes(log: &WriteLog, leases: &BucketHistory, buckets: u32) -> DoubleWrites {
     let window = LEASE - RENEW;
     let mut by_app: HashMap<String, Vec<(u64, Instant, String)>> = HashMap::new();
     let mut out = DoubleWrites::default();
@@ -587,7 +512,11 @@ async fn run_replicas(setup: &Setup, apps: usize, n: usize) -> Outcome {
         t.elapsed().as_secs_f64()
     );
     let (tracker, watches) = Tracker::start(&client).await;
-    let (leases, lease_watch) = LeaseHistory::watch(&client);
+    let (leases, lease_watch) = BucketHistory::watch(
+        &client,
+        world::NAMESPACE,
+        &format!("wasmctrl.dev/lease-group={GROUP},wasmctrl.dev/guest=app"),
+    );
     let slots = Slots::new(n, setup.cpu);
     let flags = app_flags(setup);
     let mut next_id = 0;

@@ -112,16 +112,7 @@ impl Informer {
         projection: Projection,
         indexed: &[FieldPath],
     ) -> Self {
-        Self::spawn(
-            client,
-            key,
-            projection,
-            indexed,
-            WatchHealthConfig::default(),
-            None,
-            streaming::StreamingLists::default(),
-            Kept::Projections,
-        )
+        Self::start_keeping(client, key, projection, indexed, Kept::Projections)
     }
 
     /// Like [`Informer::start`], keeping `retention` of each object (see

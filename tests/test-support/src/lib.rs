@@ -1,7 +1,8 @@
 //! What the test binaries of `wasmctrl` and `wasmctrl-apiserver` share:
 //! third-party clients found or required ([`tools`], [`Kubectl`]), waits on
 //! conditions instead of sleeps ([`wait`]), plain HTTP probes ([`http`]),
-//! Prometheus text ([`prom`]), a crate's sources read into its module
+//! Prometheus text ([`prom`]), bucket Leases' holders over time
+//! ([`leases`]), a crate's sources read into its module
 //! import graph for layering tests (`layering`, a default feature) and,
 //! with the `component` feature, `.wat` guests turned into components
 //! ([`component`]), and with the `registry` feature a real OCI registry
@@ -20,6 +21,7 @@ pub mod http;
 pub mod kubectl;
 #[cfg(feature = "layering")]
 pub mod layering;
+pub mod leases;
 pub mod prom;
 #[cfg(feature = "registry")]
 pub mod registry;
