@@ -369,12 +369,20 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
         _ => HostElection::always_leading(),
     };
-    // Informers start (and sync) before the election: a follower is a warm
-    // standby, ready to take over.
+    // Per-guest leadership announces this replica (its presence Lease) at
+    // once, before the guests load: replicas started together (a rollout,
+    // a restart of all) then see each other before any stands for a guest,
+    // and each takes its share instead of one taking every guest. It
+    // stands for none until the supervisor runs and names them.
     let (per_guest, config) = match per_guest {
-        Some((election, leases)) => (Some(election), config.guest_leases(Some(leases))),
+        Some((election, leases)) => (
+            Some(election.start(metrics.clone())),
+            config.guest_leases(Some(leases)),
+        ),
         None => (None, config),
     };
+    // Informers start (and sync) before the election: a follower is a warm
+    // standby, ready to take over.
     let host = Arc::new(
         Supervisor::start_with_leadership(client, config, Some(metrics.clone()), leadership)
             .await?,
@@ -391,7 +399,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             .clone(),
     };
     let election = election.start(master_status);
-    let per_guest = per_guest.map(|e| e.start(metrics.clone()));
     let (ready_host, refused_host) = (host.clone(), host.clone());
     let (shadow_host, guests_host) = (host.clone(), host.clone());
     let _health_endpoint = Health::new(Arc::new(move || ready_host.readiness()))

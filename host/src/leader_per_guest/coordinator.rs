@@ -129,6 +129,7 @@ impl Coordinator {
             tokio::select! {
                 release = &mut stop => break release.unwrap_or(false),
                 () = tokio::time::sleep(pause) => {}
+                () = self.shared.guests_changed.notified() => {}
             }
         };
         self.shared.closing.store(true, Ordering::SeqCst);

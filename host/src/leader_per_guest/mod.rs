@@ -34,6 +34,12 @@
 //! replicas racing for free guests mostly want different ones. A guest's
 //! Lease has one winner (resourceVersion-guarded writes).
 //!
+//! A replica writes its presence Lease from the moment leadership starts,
+//! which the binary does before loading the guests; it stands for nothing
+//! until the supervisor names the guests ([`GuestLeases::set_guests`], which
+//! also starts a round at once). Replicas started together thus count each
+//! other before any stands for a guest.
+//!
 //! # Handover
 //! - Lost (the renew deadline passed, or another holder appeared): the
 //!   guest's workers stop at once, before any other replica can see the
@@ -132,7 +138,11 @@ impl GuestLeases {
                 units
             })
             .collect();
-        *lock(&self.shared.guests) = units;
+        let mut guests = lock(&self.shared.guests);
+        if *guests != units {
+            *guests = units;
+            self.shared.guests_changed.notify_one();
+        }
     }
 
     /// The lead of the whole guest `guest`, if this replica leads it now.
@@ -260,7 +270,10 @@ impl PerGuestElection {
         Ok((election, leases))
     }
 
-    /// Starts the rounds.
+    /// Starts the rounds: this replica's presence Lease at once; guests
+    /// are stood for once [`GuestLeases::set_guests`] names them. Start it
+    /// before loading the guests, so replicas started together see each
+    /// other first.
     pub fn start(self, metrics: Arc<Metrics>) -> PerGuestHandle {
         let (stop, stop_rx) = oneshot::channel();
         let coordinator =

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 
 use super::lease::GuestLease;
 
@@ -28,6 +28,9 @@ pub(super) struct Shared {
     /// Every unit (whole guest, or bucket of a sharded guest) the host
     /// runs, as the supervisor last said.
     pub(super) guests: Mutex<BTreeSet<String>>,
+    /// Notified when `guests` changes: the coordinator's next round comes
+    /// at once instead of a retry period later.
+    pub(super) guests_changed: Notify,
     /// The units this replica leads.
     pub(super) led: Mutex<BTreeMap<String, GuestLease>>,
     /// Each unit's Lease and holder, as last listed.
@@ -49,6 +52,7 @@ impl Shared {
     ) -> Self {
         Shared {
             guests: Mutex::default(),
+            guests_changed: Notify::new(),
             led: Mutex::default(),
             holders: Mutex::default(),
             led_tx,

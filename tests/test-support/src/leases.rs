@@ -100,13 +100,33 @@ impl BucketHistory {
             .collect()
     }
 
-    /// Whether all `buckets` were seen and each one's last version has no
-    /// holder.
-    pub fn all_released(&self, buckets: u32) -> bool {
+    /// Whether the watch has reached every version in `current` (bucket,
+    /// resourceVersion: what a LIST shows now), and so every version
+    /// before it.
+    pub fn reached(&self, current: &[(u32, u64)]) -> bool {
         let history = self.0.lock().unwrap();
-        history.len() == buckets as usize
-            && history
-                .values()
-                .all(|v| v.last().is_some_and(|(_, h)| h.is_empty()))
+        current.iter().all(|(bucket, rv)| {
+            history
+                .get(bucket)
+                .is_some_and(|v| v.iter().any(|(seen, _)| seen >= rv))
+        })
+    }
+
+    /// Each bucket Lease in `namespace` matching `labels` as a LIST shows it
+    /// now: (bucket, resourceVersion).
+    pub async fn current(client: &Client, namespace: &str, labels: &str) -> Vec<(u32, u64)> {
+        let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
+        let list = api
+            .list(&kube::api::ListParams::default().labels(labels))
+            .await
+            .expect("the bucket Leases are listed");
+        list.items
+            .iter()
+            .filter_map(|l| {
+                let bucket = l.labels().get(BUCKET_LABEL)?.parse().ok()?;
+                let rv = l.resource_version()?.parse().ok()?;
+                Some((bucket, rv))
+            })
+            .collect()
     }
 }
