@@ -73,6 +73,57 @@ async fn guests_watching_the_same_thing_share_one_informer_with_the_union_of_fie
     c.wait_synced().await.unwrap();
 }
 
+/// A guest standing by cold acquires its informers dormant: no list, no
+/// watch, never synced, until a user that needs the cache acquires the
+/// same informer and wakes it; one it shares that runs goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dormant_informer_lists_nothing_until_a_user_needing_it_wakes_it() {
+    let (server, client) = server().await;
+    pod("p1").on("n1").create(&client).await;
+    let watches = server.change_subscribers();
+    let registry = InformerRegistry::new(client.clone());
+    let dormant = registry
+        .dormant()
+        .acquire(&pods_key(), &[path("spec.nodeName")], &[]);
+    let (seen, handler) = recorder();
+    dormant.add_handler(handler);
+    assert!(dormant.is_dormant());
+    stays_for(
+        std::time::Duration::from_secs(1),
+        "a dormant informer neither lists nor watches",
+        || async {
+            server.change_subscribers() == watches
+                && dormant.lists() == 0
+                && dormant.is_empty()
+                && dormant.state() == wasmctrl::informer::SyncState::Pending
+        },
+    )
+    .await;
+    assert!(seen.lock().unwrap().is_empty());
+    // Acquired again through the dormant view: still dormant.
+    let again = registry
+        .dormant()
+        .acquire(&pods_key(), &[path("spec.nodeName")], &[]);
+    assert!(again.is_dormant());
+    // A user needing the cache gets the same informer, woken.
+    let active = registry.acquire(&pods_key(), &[path("spec.nodeName")], &[]);
+    assert_eq!(registry.len(), 1);
+    assert!(!dormant.is_dormant());
+    active.wait_synced().await.unwrap();
+    assert_eq!(active.len(), 1);
+    until_seen(&seen, ChangeKind::Added, "p1").await;
+    eventually("the woken informer watches", || async {
+        server.change_subscribers() > watches
+    })
+    .await;
+    // A dormant user of a running informer leaves it running.
+    let late = registry
+        .dormant()
+        .acquire(&pods_key(), &[path("spec.nodeName")], &[]);
+    assert!(!late.is_dormant());
+    assert_eq!(late.len(), 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_changes_to_projected_fields_wake_handlers() {
     let (_server, client) = server().await;

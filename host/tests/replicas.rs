@@ -346,6 +346,30 @@ async fn guests_spread_over_replicas_and_move_when_one_dies() {
         })
         .await;
     }
+    // Standing by cold, each replica keeps the caches of the guests it
+    // leads only: r-a dropped those of the four it handed over.
+    for r in [&a, &b, &c] {
+        bounded(&format!("{} caches only what it leads", r.id), async {
+            loop {
+                let leaders = guest_leaders(r).await;
+                let cached: Vec<&String> = leaders
+                    .iter()
+                    .filter(|(_, l)| l["cached"].as_bool() == Some(true))
+                    .map(|(g, _)| g)
+                    .collect();
+                let led: Vec<&String> = before
+                    .iter()
+                    .filter(|(_, h)| h.as_deref() == Some(r.id.as_str()))
+                    .map(|(g, _)| g)
+                    .collect();
+                if cached == led {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+    }
     // `/guests` says the same, and who holds each guest.
     for r in [&a, &b, &c] {
         let leaders = guest_leaders(r).await;
@@ -442,6 +466,16 @@ async fn guests_spread_over_replicas_and_move_when_one_dies() {
         "r-c's guests moved {:?} after SIGTERM: released, not expired",
         stopped.elapsed()
     );
+    bounded("r-a caches every guest it now leads", async {
+        while !guest_leaders(&a)
+            .await
+            .values()
+            .all(|l| l["cached"].as_bool() == Some(true))
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
     crate::support::pod("p4").on("n1").create(&admin).await;
     outputs_count(&admin, 4).await;
 

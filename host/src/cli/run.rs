@@ -20,7 +20,7 @@ use wasmctrl::leader_per_guest::PerGuestElection;
 use wasmctrl::metrics::{Health, Metrics, NameLabels};
 use wasmctrl::quarantine::QuarantineConfig;
 use wasmctrl::recording::RecordConfig;
-use wasmctrl::supervisor::{Supervisor, SupervisorConfig};
+use wasmctrl::supervisor::{Standby, Supervisor, SupervisorConfig};
 
 use super::flags;
 use super::sandbox::SandboxArgs;
@@ -163,6 +163,14 @@ struct ElectionArgs {
     /// whole. Refused without `--leader-elect=per-guest`.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1024))]
     shard_buckets: u32,
+    /// With `--leader-elect=per-guest`: what a replica keeps of the guests
+    /// it does not lead. `cold`: nothing; a guest's caches are listed when
+    /// the replica comes to lead it and dropped when it hands it over.
+    /// `warm`: every guest's caches synced all along, for faster takeovers.
+    /// A guest whose keys are sharded runs on every replica either way.
+    /// Default: cold.
+    #[arg(long, value_enum, value_name = "MODE")]
+    standby: Option<StandbyMode>,
     /// This candidate's identity (default: $POD_NAME, else the host name).
     #[arg(long)]
     identity: Option<String>,
@@ -177,6 +185,15 @@ struct ElectionArgs {
     retry_period_seconds: f64,
 }
 
+/// What `--standby` keeps of a guest not led here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum StandbyMode {
+    // Nothing. (Plain comments, as for `ElectMode`.)
+    Cold,
+    // Its caches, synced.
+    Warm,
+}
+
 /// What `--leader-elect` elects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum ElectMode {
@@ -188,6 +205,18 @@ enum ElectMode {
 }
 
 impl ElectionArgs {
+    /// `--standby`, refused unless the Leases are per guest (only then is
+    /// a guest not led here while the host runs).
+    fn standby(&self) -> anyhow::Result<Standby> {
+        match (self.standby, self.leader_elect) {
+            (Some(_), mode) if mode != Some(ElectMode::PerGuest) => anyhow::bail!(
+                "--standby: only a replica with --leader-elect=per-guest stands by for some guests while leading others (with --leader-elect=host a follower keeps every cache warm)"
+            ),
+            (None | Some(StandbyMode::Cold), _) => Ok(Standby::Cold),
+            (Some(StandbyMode::Warm), _) => Ok(Standby::Warm),
+        }
+    }
+
     /// `--shard-buckets`, refused unless the Leases are per guest (buckets
     /// are leased like guests).
     fn shard_buckets(&self) -> anyhow::Result<u32> {
@@ -286,6 +315,7 @@ impl RunArgs {
             .shadows(self.shadows.clone())
             .shadow_dry_run(self.shadow_dry_run)
             .shard_buckets(self.election.shard_buckets()?)
+            .standby(self.election.standby()?)
             .record(record))
     }
 }
@@ -490,6 +520,22 @@ mod tests {
             let e = parse(args).unwrap().supervisor_config().unwrap_err();
             assert!(
                 e.to_string().contains("needs --leader-elect=per-guest"),
+                "{e}"
+            );
+        }
+        // Standby: cold unless asked warm, and only with per-guest leases.
+        let cold = parse(&["--leader-elect=per-guest"]).unwrap();
+        assert_eq!(cold.supervisor_config().unwrap().standby, Standby::Cold);
+        let warm = parse(&["--leader-elect=per-guest", "--standby=warm"]).unwrap();
+        assert_eq!(warm.supervisor_config().unwrap().standby, Standby::Warm);
+        for args in [
+            &["--leader-elect", "--standby=warm"][..],
+            &["--standby=cold"],
+        ] {
+            let e = parse(args).unwrap().supervisor_config().unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains("--standby: only a replica with --leader-elect=per-guest"),
                 "{e}"
             );
         }

@@ -248,6 +248,10 @@ pub struct GuestController {
     recording: std::sync::Mutex<Option<crate::recording::Recording>>,
     /// Primaries that left their watch, as last seen, until settled.
     departed: Arc<departed::Departed>,
+    /// Started through a dormant registry view: a guest this replica
+    /// stands by for, cold. Its informers list nothing of their own; it is
+    /// never run (a fresh controller is started when the guest is led).
+    dormant: bool,
 }
 
 impl Drop for GuestController {
@@ -449,7 +453,15 @@ impl GuestController {
             shadow: std::sync::Mutex::new(None),
             recording: std::sync::Mutex::new(None),
             departed,
+            dormant: registry.is_dormant(),
         })
+    }
+
+    /// Whether this controller stands by cold (started through
+    /// [`InformerRegistry::dormant`]): it keeps no caches of its own, counts
+    /// as synced, and is never run.
+    pub fn is_dormant(&self) -> bool {
+        self.dormant
     }
 
     /// Its key sharding, if its keys are sharded over replicas.
@@ -598,6 +610,9 @@ impl GuestController {
 
     /// Waits until every cache the guest reads or writes has synced.
     pub async fn wait_synced(&self) -> Result<(), ControllerError> {
+        if self.dormant {
+            return Ok(());
+        }
         for informer in self.informers() {
             informer
                 .wait_synced()
@@ -612,8 +627,10 @@ impl GuestController {
 
     /// Whether every cache has synced.
     pub fn is_synced(&self) -> bool {
-        self.informers()
-            .all(|i| i.state() == crate::informer::SyncState::Synced)
+        self.dormant
+            || self
+                .informers()
+                .all(|i| i.state() == crate::informer::SyncState::Synced)
     }
 
     /// Why one of the guest's caches makes the host not ready: its watch

@@ -32,6 +32,13 @@
 //! projection, and the store says it [`Store::holds_projections`] again
 //! once the last one has.
 //!
+//! # Dormant
+//! An informer acquired through [`InformerRegistry::dormant`] (for a guest
+//! a replica stands by for, cold) lists nothing and stays pending until a
+//! user acquiring it through the registry itself wakes it
+//! ([`Informer::wake`]); a dormant user of a running informer leaves it
+//! running.
+//!
 //! # How it lists
 //! Where the API server serves a streaming list (a watch with
 //! `sendInitialEvents=true`: every object arrives as an event, decoded as
@@ -133,13 +140,15 @@ impl Informer {
             None,
             streaming::StreamingLists::default(),
             retention,
+            true,
         )
     }
 
     /// Like [`Informer::start`], tolerating failing watches as `health`
     /// says, counting them in `metrics` when given, and sharing with the
     /// other informers of the same server what `streaming` knows of its
-    /// streaming lists (the registry's way).
+    /// streaming lists (the registry's way). Unless `wanted`, it lists
+    /// nothing until [`Informer::wake`].
     #[allow(clippy::too_many_arguments)]
     fn spawn(
         client: Client,
@@ -150,6 +159,7 @@ impl Informer {
         metrics: Option<Arc<crate::metrics::Metrics>>,
         streaming: streaming::StreamingLists,
         retention: Retention,
+        wanted: bool,
     ) -> Self {
         let (state, _) = tokio_watch::channel(SyncState::Pending);
         let writer = Writer::with_retention(&field_positions(&projection, indexed), retention);
@@ -168,6 +178,7 @@ impl Informer {
             streaming,
             restore: tokio::sync::Notify::new(),
             handler_added: tokio::sync::Notify::new(),
+            wanted: tokio_watch::channel(wanted).0,
         });
         let task = tokio::spawn(run::run(client, inner.clone(), writer));
         Informer {
@@ -175,6 +186,19 @@ impl Informer {
             task: Arc::new(TaskGuard(task)),
             indexed: indexed.into(),
         }
+    }
+
+    /// Whether it waits to be woken before listing (acquired only for
+    /// guests standing by cold; see [`InformerRegistry::dormant`]).
+    pub fn is_dormant(&self) -> bool {
+        !*self.inner.wanted.borrow()
+    }
+
+    /// Someone needs the cache: a dormant informer starts listing.
+    pub fn wake(&self) {
+        self.inner
+            .wanted
+            .send_if_modified(|w| !std::mem::replace(w, true));
     }
 
     /// The informer's identity.

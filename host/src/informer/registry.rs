@@ -26,6 +26,9 @@ pub struct InformerRegistry {
     metrics: Option<Arc<crate::metrics::Metrics>>,
     /// What its informers learned of the server's streaming lists.
     streaming: StreamingLists,
+    /// Acquiring for a guest standing by cold: new informers wait to be
+    /// woken, existing ones are not woken.
+    dormant: bool,
 }
 
 impl InformerRegistry {
@@ -37,7 +40,25 @@ impl InformerRegistry {
             health: WatchHealthConfig::default(),
             metrics: None,
             streaming: StreamingLists::default(),
+            dormant: false,
         }
+    }
+
+    /// The same registry (the same informers), acquiring for a guest that
+    /// stands by cold: an informer it creates lists nothing until a user
+    /// acquiring through the registry itself wakes it, and one it shares
+    /// goes on as it is. Its users see it pending, never synced.
+    #[must_use]
+    pub fn dormant(&self) -> Self {
+        InformerRegistry {
+            dormant: true,
+            ..self.clone()
+        }
+    }
+
+    /// Whether this is a [`InformerRegistry::dormant`] view.
+    pub fn is_dormant(&self) -> bool {
+        self.dormant
     }
 
     /// Informers started from now on count failed lists and watches in
@@ -94,6 +115,9 @@ impl InformerRegistry {
                 && indexed.iter().all(|f| existing.indexed.contains(f))
             {
                 existing.retain_projections();
+                if !self.dormant {
+                    existing.wake();
+                }
                 return existing.clone();
             }
         }
@@ -120,6 +144,7 @@ impl InformerRegistry {
             self.metrics.clone(),
             self.streaming.clone(),
             retention,
+            !self.dormant,
         );
         map.insert(key.clone(), informer.clone());
         informer

@@ -70,6 +70,11 @@ pub(super) async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
     };
     let resource = inner.key.to_string();
     let keep = Arc::new(Filter::for_paths(inner.projection.paths()));
+    // A dormant informer lists nothing until someone needs its cache.
+    let mut wanted = inner.wanted.subscribe();
+    if wanted.wait_for(|w| *w).await.is_err() {
+        return;
+    }
     if inner.store.retention() == crate::store::Retention::Identity {
         // Its first handler must see every object: an identity cannot be
         // replayed to it.

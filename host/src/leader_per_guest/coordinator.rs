@@ -56,6 +56,10 @@ pub(super) struct Coordinator {
     /// Guests given up because they could not be started here, and until
     /// when this replica does not stand for them.
     cooling: BTreeMap<String, Instant>,
+    /// From when this replica stands for guests: a retry period after it
+    /// first announced itself (its presence elector started), so that
+    /// replicas started together count each other first.
+    stands_from: Option<Instant>,
 }
 
 impl Coordinator {
@@ -77,6 +81,7 @@ impl Coordinator {
             handovers: JoinSet::new(),
             handing: Arc::default(),
             cooling: BTreeMap::new(),
+            stands_from: None,
         }
     }
 
@@ -167,6 +172,9 @@ impl Coordinator {
             }
             self.presence =
                 self.elector(presence_name.to_string(), self.labels(ROLE_REPLICA, None));
+            if self.stands_from.is_none() {
+                self.stands_from = Some(Instant::now() + self.base.retry_period);
+            }
         }
         let api: Api<Lease> = Api::namespaced(self.client.clone(), &self.base.namespace);
         let selector = format!("{GROUP_LABEL}={}", dns_label(self.group()));
@@ -205,6 +213,7 @@ impl Coordinator {
             .map(|g| (g, unit_lease(self.group(), g)))
             .collect();
         let handing = lock(&self.handing).clone();
+        let settling = self.stands_from.is_none_or(|from| now < from);
         let free: BTreeSet<String> = names
             .iter()
             .filter(|(g, lease)| {
@@ -216,6 +225,7 @@ impl Coordinator {
                         .is_none_or(|holder| holder == me)
             })
             .map(|(g, _)| (*g).clone())
+            .filter(|_| !settling)
             .collect();
         let view = View {
             guests: guests.clone(),

@@ -35,10 +35,11 @@
 //! Lease has one winner (resourceVersion-guarded writes).
 //!
 //! A replica writes its presence Lease from the moment leadership starts,
-//! which the binary does before loading the guests; it stands for nothing
-//! until the supervisor names the guests ([`GuestLeases::set_guests`], which
-//! also starts a round at once). Replicas started together thus count each
-//! other before any stands for a guest.
+//! which the binary does before loading the guests. It stands for nothing
+//! until a retry period after that, and only for the guests the supervisor
+//! names ([`GuestLeases::set_guests`], each once its caches have synced
+//! there; a change starts a round at once). Replicas started together thus
+//! count each other before any stands for a guest.
 //!
 //! # Handover
 //! - Lost (the renew deadline passed, or another holder appeared): the

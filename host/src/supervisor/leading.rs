@@ -5,7 +5,10 @@
 //! and the process go on, and a guest led again gets a fresh controller.
 //! A guest whose keys are sharded ([`crate::leader_per_guest::Shards`])
 //! runs its workers all along instead, and looks at every key again when
-//! a bucket is newly led. It never decides which guests this replica leads.
+//! a bucket is newly led. Standing by cold ([`Standby::Cold`]), a guest not
+//! led here has a dormant controller (no caches of its own), replaced by a
+//! fresh one when led, and again by a dormant one when its workers stop.
+//! It never decides which guests this replica leads.
 
 use crate::leader_per_guest::{GuestLease, GuestLeases, Stop};
 
@@ -19,18 +22,40 @@ const HANDOVER_DRAIN: Duration = Duration::from_secs(10);
 
 impl Supervisor {
     /// Tells per-guest leadership which guests run here, each with the
-    /// buckets of its keys (0: led whole).
-    pub(super) fn publish_guests(&self) {
-        if let Some(leases) = &self.guest_leases {
-            let guests: Vec<(String, u32)> = lock(&self.guests)
-                .values()
-                .map(|g| {
-                    let buckets = g.controller.shards().map_or(0, |s| s.buckets());
-                    (g.controller.name().to_string(), buckets)
-                })
-                .collect();
-            leases.set_guests(guests);
+    /// buckets of its keys (0: led whole): each from the moment its caches
+    /// first synced here (at once for one standing by cold), so a replica
+    /// stands for no guest it could not run yet, and replicas started
+    /// together have all announced themselves before any stands. Returns
+    /// whether a guest waits for that.
+    pub(super) fn publish_guests(&self) -> bool {
+        let Some(leases) = &self.guest_leases else {
+            return false;
+        };
+        let guests = lock(&self.guests);
+        let mut published = lock(&self.published);
+        published.retain(|name| guests.values().any(|g| g.controller.name() == name));
+        let mut waits = false;
+        for g in guests.values() {
+            let name = g.controller.name();
+            if !published.contains(name) {
+                match g.controller.is_synced() {
+                    true => {
+                        published.insert(name.to_string());
+                    }
+                    false => waits = true,
+                }
+            }
         }
+        let units: Vec<(String, u32)> = guests
+            .values()
+            .filter(|g| published.contains(g.controller.name()))
+            .map(|g| {
+                let buckets = g.controller.shards().map_or(0, |s| s.buckets());
+                (g.controller.name().to_string(), buckets)
+            })
+            .collect();
+        leases.set_guests(units);
+        waits
     }
 
     /// The key sharding of a guest declaring `manifest`: with per-guest
@@ -48,6 +73,73 @@ impl Supervisor {
         let aggregate = keys().any(|k| matches!(k, crate::guest::KeyMapping::Aggregate(_)));
         (buckets > 1 && per_object && !aggregate)
             .then(|| crate::leader_per_guest::Shards::new(leases.clone(), &manifest.name, buckets))
+    }
+
+    /// Whether a controller of the guest declaring `manifest`, started now,
+    /// stands by cold: per-guest leadership with [`Standby::Cold`], a guest
+    /// led whole (a sharded one runs everywhere), and not led here now.
+    pub(super) fn stands_by_cold(&self, manifest: &crate::guest::GuestManifest) -> bool {
+        self.cold_standby(manifest)
+            && self
+                .guest_leases
+                .as_ref()
+                .is_some_and(|l| l.lease(&manifest.name).is_none())
+    }
+
+    /// Whether the guest declaring `manifest` stands by cold when not led
+    /// here: per-guest leadership with [`Standby::Cold`], and led whole.
+    fn cold_standby(&self, manifest: &crate::guest::GuestManifest) -> bool {
+        self.guest_leases.is_some()
+            && self.config.standby == Standby::Cold
+            && self.shards_for(manifest).is_none()
+    }
+
+    /// A guest this replica led was handed over or lost: standing by cold,
+    /// its controller (stopped, still holding its caches) is replaced by a
+    /// dormant one, and caches nobody else uses are dropped.
+    pub(super) async fn cool(&self, guest: &str) {
+        let found = lock(&self.guests)
+            .iter()
+            .find(|(_, g)| g.controller.name() == guest)
+            .map(|(k, g)| (k.clone(), g.controller.clone()));
+        let Some((key, controller)) = found else {
+            return;
+        };
+        // Its Lease may still be held (it is released once the workers
+        // are gone); led again, a fresh controller replaces whatever is here.
+        if controller.is_dormant()
+            || !controller.queue().is_shutting_down()
+            || !self.cold_standby(controller.manifest())
+        {
+            return;
+        }
+        let dormant = match self.controller_with(controller.described(), true).await {
+            Ok(d) => Arc::new(d),
+            Err(e) => {
+                // Kept as it is: led again, a fresh controller starts.
+                tracing::warn!(%guest, "cannot stand by cold for the guest handed over; its caches stay: {e}");
+                return;
+            }
+        };
+        if let Some(spec) = controller.shadow() {
+            dormant.attach_shadow(spec, self.config.shadow_dry_run);
+        }
+        drop(controller);
+        {
+            let mut guests = lock(&self.guests);
+            let Some(g) = guests.get_mut(&key) else {
+                return;
+            };
+            // Led again meanwhile (a fresh controller runs): left alone.
+            if g.controller.name() != guest || !g.controller.queue().is_shutting_down() {
+                return;
+            }
+            g.task.abort();
+            g.controller = dormant;
+            g.task = tokio::spawn(std::future::pending());
+        }
+        self.registry.release_unused();
+        tracing::info!(%guest, "standing by cold for the guest: its caches are dropped");
     }
 
     /// Who leads guest `name` (or each bucket of its keys), with per-guest
@@ -70,6 +162,7 @@ impl Supervisor {
                 lease: None,
                 leads: !led.is_empty(),
                 holder: None,
+                cached: true,
                 buckets: Some(buckets),
             });
         }
@@ -78,6 +171,7 @@ impl Supervisor {
             lease: Some(holder.lease),
             leads: leases.lease(name).is_some(),
             holder: holder.holder,
+            cached: self.controller(name).is_some_and(|c| !c.is_dormant()),
             buckets: None,
         })
     }
@@ -101,9 +195,15 @@ impl Supervisor {
             });
         }
         match leases.lease(controller.name()) {
+            // Standing by cold: [`Self::lead`] starts a fresh controller.
+            Some(_) if controller.is_dormant() => {
+                lock(&self.led_tasks).remove(controller.name());
+                tokio::spawn(std::future::pending())
+            }
             Some(lease) => {
                 lock(&self.led_tasks).insert(controller.name().to_string(), lease.clone());
-                tokio::spawn(run_led(controller, lease, self.failures_tx.clone()))
+                let (failures, stopped) = (self.failures_tx.clone(), self.stopped_tx.clone());
+                tokio::spawn(run_led(controller, lease, failures, stopped))
             }
             None => {
                 lock(&self.led_tasks).remove(controller.name());
@@ -134,13 +234,16 @@ impl Supervisor {
         // it would strand the keys its workers hold.
         let current = self.guest_leases.as_ref().and_then(|l| l.lease(guest));
         let running = lock(&self.led_tasks).get(guest).cloned();
+        let stale = controller.queue().is_shutting_down() || controller.is_dormant();
         if let (Some(current), Some(running)) = (&current, &running) {
-            if current.same_lead(running) && !controller.queue().is_shutting_down() {
+            if current.same_lead(running) && !stale {
                 return;
             }
         }
-        if controller.queue().is_shutting_down() {
-            match self.controller_for(controller.described()).await {
+        if stale {
+            // Stopped (handed over or lost before), or standing by cold:
+            // a fresh controller, its caches listed now.
+            match self.controller_with(controller.described(), false).await {
                 Ok(fresh) => {
                     if let Some(spec) = controller.shadow() {
                         fresh.attach_shadow(spec, self.config.shadow_dry_run);
@@ -172,11 +275,13 @@ impl Supervisor {
 }
 
 /// A led guest's workers, until its Lease is lost (stop at once) or handed
-/// over (drain, bounded), or the controller ends by itself.
+/// over (drain, bounded), or the controller ends by itself. Stopped by the
+/// Lease, the guest is named on `stopped`.
 async fn run_led(
     controller: Arc<GuestController>,
     lease: GuestLease,
     failures: mpsc::UnboundedSender<ControllerError>,
+    stopped: mpsc::UnboundedSender<String>,
 ) {
     // Taken before the check: a handover begun meanwhile is seen either
     // here or by the coordinator waiting for this guard.
@@ -212,6 +317,7 @@ async fn run_led(
                     }
                 }
             }
+            let _ = stopped.send(guest);
         }
         result = &mut run => {
             if let Err(e) = result {

@@ -332,6 +332,21 @@ impl Supervisor {
         &self,
         described: DescribedGuest,
     ) -> Result<GuestController, ControllerError> {
+        let dormant = self.stands_by_cold(&described.manifest);
+        self.controller_with(described, dormant).await
+    }
+
+    /// [`Self::controller_for`], started dormant (standing by cold: its
+    /// caches list nothing of their own) or not.
+    pub(super) async fn controller_with(
+        &self,
+        described: DescribedGuest,
+        dormant: bool,
+    ) -> Result<GuestController, ControllerError> {
+        let registry = match dormant {
+            true => self.registry.dormant(),
+            false => self.registry.clone(),
+        };
         let config = self
             .config
             .controller
@@ -344,7 +359,7 @@ impl Supervisor {
             .pin_versions(self.guest_leases.is_some());
         let controller = GuestController::start(
             self.client.clone(),
-            &self.registry,
+            &registry,
             &self.discovery,
             described,
             config,

@@ -35,7 +35,7 @@ pub mod status;
 mod swap;
 pub mod waiting;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -176,6 +176,21 @@ pub struct NotSynced {
     pub why: String,
 }
 
+/// With per-guest leadership, what a replica keeps of a guest it does not
+/// lead (a guest whose keys are sharded runs on every replica: always
+/// warm).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Standby {
+    /// Nothing: its caches are listed when the replica comes to lead it, and
+    /// dropped when it hands it over. Memory and watch traffic follow what
+    /// the replica leads; a takeover first syncs the guest's caches.
+    #[default]
+    Cold,
+    /// Its caches synced all along, ready for a takeover (what a follower
+    /// keeps under `--leader-elect=host`).
+    Warm,
+}
+
 /// Everything the host needs to start.
 #[derive(Debug, Clone, Default)]
 pub struct SupervisorConfig {
@@ -223,6 +238,10 @@ pub struct SupervisorConfig {
     /// are sharded into, each bucket with its own Lease (0 or 1: every
     /// guest is led whole).
     pub shard_buckets: u32,
+    /// With per-guest leadership: whether a replica keeps the caches of the
+    /// guests it does not lead (warm standby) or only of those it leads
+    /// (cold, the default).
+    pub standby: Standby,
 }
 
 impl SupervisorConfig {
@@ -348,6 +367,14 @@ impl SupervisorConfig {
         self
     }
 
+    /// With per-guest leadership, sets whether the guests this replica does
+    /// not lead keep their caches synced here ([`Standby::Warm`]) or not.
+    #[must_use]
+    pub fn standby(mut self, standby: Standby) -> Self {
+        self.standby = standby;
+        self
+    }
+
     /// Sets the most bytes a compressed guest file (`NAME.wasm.gz`,
     /// `NAME.wasm.zst`) may decompress to; a larger one is refused, having
     /// cost no more than that.
@@ -397,6 +424,13 @@ pub struct Supervisor {
     waiting: Waiting,
     failures_tx: mpsc::UnboundedSender<ControllerError>,
     failures_rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<ControllerError>>,
+    /// Guests whose led workers stopped (handed over, or the Lease lost):
+    /// standing by cold, their caches are dropped.
+    stopped_tx: mpsc::UnboundedSender<String>,
+    stopped_rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<String>>,
+    /// With per-guest leadership, the guests told to the coordinator: each
+    /// once its caches first synced here.
+    published: Mutex<BTreeSet<String>>,
     leadership: watch::Receiver<Leadership>,
     _leadership_tx: Option<watch::Sender<Leadership>>,
     recorder: Recorder,
@@ -473,6 +507,7 @@ impl Supervisor {
             .with_health(config.watch_health)
             .with_metrics(metrics.clone());
         let (failures_tx, failures_rx) = mpsc::unbounded_channel();
+        let (stopped_tx, stopped_rx) = mpsc::unbounded_channel();
         let recorder = Recorder::new(
             client.clone(),
             Reporter {
@@ -493,6 +528,9 @@ impl Supervisor {
             waiting,
             failures_tx,
             failures_rx: tokio::sync::Mutex::new(failures_rx),
+            stopped_tx,
+            stopped_rx: tokio::sync::Mutex::new(stopped_rx),
+            published: Mutex::default(),
             leadership,
             _leadership_tx: None,
             recorder,
@@ -702,12 +740,16 @@ impl Supervisor {
         }
         let mut leadership = self.leadership.clone();
         let mut failures = self.failures_rx.lock().await;
+        let mut stopped = self.stopped_rx.lock().await;
         tokio::pin!(shutdown);
         // A closed leadership channel never changes again; polling it would spin.
         let mut leadership_open = true;
         let mut result = loop {
-            self.publish_guests();
+            let unpublished = self.publish_guests();
             tokio::select! {
+                // A guest whose caches have not synced yet is told to the
+                // coordinator once they have.
+                () = tokio::time::sleep(Duration::from_millis(100)), if unpublished => {}
                 () = &mut shutdown => break Ok(()),
                 guest = async {
                     match &self.guest_leases {
@@ -720,6 +762,7 @@ impl Supervisor {
                     }
                 }
                 Some(e) = failures.recv() => break Err(SupervisorError::from(e)),
+                Some(guest) = stopped.recv() => self.cool(&guest).await,
                 changed = leadership.changed(), if leadership_open => {
                     if changed.is_err() {
                         leadership_open = false;

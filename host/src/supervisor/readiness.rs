@@ -6,7 +6,8 @@ use super::*;
 
 impl Supervisor {
     /// Readiness: Ok once every guest runs and every cache of every guest
-    /// has synced (followers too: they must be able to take over);
+    /// has synced (followers' too: a warm standby must be able to take
+    /// over; a guest standing by cold has none);
     /// otherwise which guest waits, and for what (a kind not served yet, its
     /// caches, or a watch failing past `--unhealthy-watch-seconds`).
     pub fn readiness(&self) -> Result<(), NotSynced> {

@@ -276,6 +276,9 @@ pub struct GuestLeader {
     pub leads: bool,
     /// The Lease's holder as last listed (None: free, or sharded).
     pub holder: Option<String>,
+    /// Whether this replica keeps the guest's caches: it runs the guest, or
+    /// stands by warm (`--standby=warm`). False while it stands by cold.
+    pub cached: bool,
     /// When its keys are sharded: each bucket's Lease, holder and whether
     /// this replica leads it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
