@@ -73,11 +73,12 @@ async fn guests_watching_the_same_thing_share_one_informer_with_the_union_of_fie
     c.wait_synced().await.unwrap();
 }
 
-/// A guest standing by cold acquires its informers dormant: no list, no
-/// watch, never synced, until a user that needs the cache acquires the
-/// same informer and wakes it; one it shares that runs goes on.
+/// A guest standing by cold acquires its informers dormant: each its own,
+/// opening no list or watch, never synced, shared with nobody — neither a
+/// running informer of the same key nor a later user, which gets one that
+/// runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dormant_informer_lists_nothing_until_a_user_needing_it_wakes_it() {
+async fn a_dormant_informer_lists_nothing_and_is_shared_with_nobody() {
     let (server, client) = server().await;
     pod("p1").on("n1").create(&client).await;
     let watches = server.change_subscribers();
@@ -88,6 +89,7 @@ async fn a_dormant_informer_lists_nothing_until_a_user_needing_it_wakes_it() {
     let (seen, handler) = recorder();
     dormant.add_handler(handler);
     assert!(dormant.is_dormant());
+    assert_eq!(registry.len(), 0, "a dormant informer is not registered");
     stays_for(
         std::time::Duration::from_secs(1),
         "a dormant informer neither lists nor watches",
@@ -100,28 +102,23 @@ async fn a_dormant_informer_lists_nothing_until_a_user_needing_it_wakes_it() {
     )
     .await;
     assert!(seen.lock().unwrap().is_empty());
-    // Acquired again through the dormant view: still dormant.
-    let again = registry
-        .dormant()
-        .acquire(&pods_key(), &[path("spec.nodeName")], &[]);
-    assert!(again.is_dormant());
-    // A user needing the cache gets the same informer, woken.
+    // A user needing the cache gets one that runs.
     let active = registry.acquire(&pods_key(), &[path("spec.nodeName")], &[]);
-    assert_eq!(registry.len(), 1);
-    assert!(!dormant.is_dormant());
+    assert!(!active.is_dormant() && !active.same(&dormant));
     active.wait_synced().await.unwrap();
     assert_eq!(active.len(), 1);
-    until_seen(&seen, ChangeKind::Added, "p1").await;
-    eventually("the woken informer watches", || async {
+    eventually("the running informer watches", || async {
         server.change_subscribers() > watches
     })
     .await;
-    // A dormant user of a running informer leaves it running.
+    // A dormant user does not share the running one either: dropping the
+    // running one's users drops its watch.
     let late = registry
         .dormant()
         .acquire(&pods_key(), &[path("spec.nodeName")], &[]);
-    assert!(!late.is_dormant());
-    assert_eq!(late.len(), 1);
+    assert!(late.is_dormant() && !late.same(&active));
+    assert!(late.is_empty() && dormant.is_empty());
+    assert!(seen.lock().unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

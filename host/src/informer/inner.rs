@@ -35,8 +35,7 @@ pub(crate) struct Inner {
     /// for its first handler before listing, so that handler sees every
     /// object as a change, not as an identity it cannot replay.
     pub(super) handler_added: tokio::sync::Notify,
-    /// Whether anyone needs this informer's cache: a dormant informer
-    /// (acquired for a guest standing by cold) lists nothing until a user
-    /// that needs it wakes it.
-    pub(super) wanted: tokio_watch::Sender<bool>,
+    /// Whether it lists: a dormant informer (acquired for a guest standing
+    /// by cold) never does.
+    pub(super) wanted: bool,
 }

@@ -34,10 +34,8 @@
 //!
 //! # Dormant
 //! An informer acquired through [`InformerRegistry::dormant`] (for a guest
-//! a replica stands by for, cold) lists nothing and stays pending until a
-//! user acquiring it through the registry itself wakes it
-//! ([`Informer::wake`]); a dormant user of a running informer leaves it
-//! running.
+//! a replica stands by for, cold, whose controller never runs) is its own:
+//! it lists nothing, stays pending and is shared with nobody.
 //!
 //! # How it lists
 //! Where the API server serves a streaming list (a watch with
@@ -147,8 +145,8 @@ impl Informer {
     /// Like [`Informer::start`], tolerating failing watches as `health`
     /// says, counting them in `metrics` when given, and sharing with the
     /// other informers of the same server what `streaming` knows of its
-    /// streaming lists (the registry's way). Unless `wanted`, it lists
-    /// nothing until [`Informer::wake`].
+    /// streaming lists (the registry's way). Unless `wanted`, it never
+    /// lists.
     #[allow(clippy::too_many_arguments)]
     fn spawn(
         client: Client,
@@ -178,7 +176,7 @@ impl Informer {
             streaming,
             restore: tokio::sync::Notify::new(),
             handler_added: tokio::sync::Notify::new(),
-            wanted: tokio_watch::channel(wanted).0,
+            wanted,
         });
         let task = tokio::spawn(run::run(client, inner.clone(), writer));
         Informer {
@@ -188,17 +186,10 @@ impl Informer {
         }
     }
 
-    /// Whether it waits to be woken before listing (acquired only for
-    /// guests standing by cold; see [`InformerRegistry::dormant`]).
+    /// Whether it never lists (acquired for a guest standing by cold; see
+    /// [`InformerRegistry::dormant`]).
     pub fn is_dormant(&self) -> bool {
-        !*self.inner.wanted.borrow()
-    }
-
-    /// Someone needs the cache: a dormant informer starts listing.
-    pub fn wake(&self) {
-        self.inner
-            .wanted
-            .send_if_modified(|w| !std::mem::replace(w, true));
+        !self.inner.wanted
     }
 
     /// The informer's identity.

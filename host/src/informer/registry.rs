@@ -44,10 +44,12 @@ impl InformerRegistry {
         }
     }
 
-    /// The same registry (the same informers), acquiring for a guest that
-    /// stands by cold: an informer it creates lists nothing until a user
-    /// acquiring through the registry itself wakes it, and one it shares
-    /// goes on as it is. Its users see it pending, never synced.
+    /// The same registry, acquiring for a guest that stands by cold (whose
+    /// controller is never run: a fresh one is started when it is led):
+    /// each informer it gives is its own, never listing, never synced, and
+    /// never shared — neither a running one nor with a later user, so
+    /// dropping a guest's running controller for a dormant one drops the
+    /// caches only it used.
     #[must_use]
     pub fn dormant(&self) -> Self {
         InformerRegistry {
@@ -105,6 +107,19 @@ impl InformerRegistry {
         indexed: &[FieldPath],
         retention: Retention,
     ) -> Informer {
+        if self.dormant {
+            return Informer::spawn(
+                self.client.clone(),
+                key.clone(),
+                Projection::new(fields.to_vec(), vec![]),
+                indexed,
+                self.health,
+                None,
+                self.streaming.clone(),
+                retention,
+                false,
+            );
+        }
         let mut map = lock(&self.informers);
         if let Some(existing) = map.get(key) {
             let have = existing.projection().paths();
@@ -115,9 +130,6 @@ impl InformerRegistry {
                 && indexed.iter().all(|f| existing.indexed.contains(f))
             {
                 existing.retain_projections();
-                if !self.dormant {
-                    existing.wake();
-                }
                 return existing.clone();
             }
         }
@@ -144,7 +156,7 @@ impl InformerRegistry {
             self.metrics.clone(),
             self.streaming.clone(),
             retention,
-            !self.dormant,
+            true,
         );
         map.insert(key.clone(), informer.clone());
         informer

@@ -70,9 +70,8 @@ pub(super) async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
     };
     let resource = inner.key.to_string();
     let keep = Arc::new(Filter::for_paths(inner.projection.paths()));
-    // A dormant informer lists nothing until someone needs its cache.
-    let mut wanted = inner.wanted.subscribe();
-    if wanted.wait_for(|w| *w).await.is_err() {
+    // A dormant informer lists nothing.
+    if !inner.wanted {
         return;
     }
     if inner.store.retention() == crate::store::Retention::Identity {
