@@ -125,7 +125,7 @@ impl Supervisor {
             dormant.attach_shadow(spec, self.config.shadow_dry_run);
         }
         drop(controller);
-        {
+        let task = {
             let mut guests = lock(&self.guests);
             let Some(g) = guests.get_mut(&key) else {
                 return;
@@ -134,10 +134,12 @@ impl Supervisor {
             if g.controller.name() != guest || !g.controller.queue().is_shutting_down() {
                 return;
             }
-            g.task.abort();
             g.controller = dormant;
-            g.task = tokio::spawn(std::future::pending());
-        }
+            std::mem::replace(&mut g.task, tokio::spawn(std::future::pending()))
+        };
+        // The stopped workers' task holds the old controller until it ends.
+        task.abort();
+        let _ = task.await;
         self.registry.release_unused();
         tracing::info!(%guest, "standing by cold for the guest: its caches are dropped");
     }
