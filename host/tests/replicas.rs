@@ -91,6 +91,62 @@ fn println_guests(dir: &std::path::Path, guests: &[&str]) -> Vec<String> {
         .collect()
 }
 
+/// A scratch directory for replicas (`cache/` for compiled guests) and an
+/// admin kubeconfig for `server` in it.
+fn scratch_dir(
+    server: &wasmctrl_apiserver::RunningApiServer,
+) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("cache")).unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        server.kubeconfig_for_token(server.admin_token()),
+    )
+    .unwrap();
+    (dir, kubeconfig)
+}
+
+/// An embedded API server with pod `p1`, and a directory holding an
+/// admin kubeconfig, the compile cache and the println guests `guests`.
+struct PrintlnWorld {
+    /// Runs as long as the world.
+    _server: wasmctrl_apiserver::RunningApiServer,
+    admin: Client,
+    dir: tempfile::TempDir,
+    kubeconfig: std::path::PathBuf,
+    guests: Vec<&'static str>,
+}
+
+impl PrintlnWorld {
+    async fn new(guests: &[&'static str]) -> Self {
+        let (server, admin) = crate::support::server().await;
+        let (dir, kubeconfig) = scratch_dir(&server);
+        let println = crate::support::built_guest("guest_println");
+        for g in guests {
+            std::fs::copy(&println, dir.path().join(format!("{g}.wasm"))).unwrap();
+        }
+        crate::support::pod("p1").on("n1").create(&admin).await;
+        PrintlnWorld {
+            _server: server,
+            admin,
+            dir,
+            kubeconfig,
+            guests: guests.to_vec(),
+        }
+    }
+
+    /// A replica `id` running every guest of the world.
+    fn replica(&self, id: &str) -> Replica {
+        per_guest_replica(
+            id,
+            self.dir.path(),
+            &self.kubeconfig,
+            println_guests(self.dir.path(), &self.guests),
+        )
+    }
+}
+
 async fn bounded<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
     crate::support::bounded(what, BOUND, f).await
 }
@@ -287,28 +343,9 @@ impl NoDoubleLead {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn guests_spread_over_replicas_and_move_when_one_dies() {
-    let (server, admin) = crate::support::server().await;
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("cache")).unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        server.kubeconfig_for_token(server.admin_token()),
-    )
-    .unwrap();
-    let println = crate::support::built_guest("guest_println");
-    for g in GUESTS {
-        std::fs::copy(&println, dir.path().join(format!("{g}.wasm"))).unwrap();
-    }
-    let start = |id: &str| {
-        per_guest_replica(
-            id,
-            dir.path(),
-            &kubeconfig,
-            println_guests(dir.path(), &GUESTS),
-        )
-    };
-    crate::support::pod("p1").on("n1").create(&admin).await;
+    let world = PrintlnWorld::new(&GUESTS).await;
+    let admin = world.admin.clone();
+    let start = |id: &str| world.replica(id);
 
     // The first replica compiles the guests into the shared cache.
     let mut a = start("r-a");
@@ -483,7 +520,7 @@ async fn guests_spread_over_replicas_and_move_when_one_dies() {
     assert!(samples > 10, "the sampler ran ({samples} samples)");
     assert!(a.log().contains("leading the guest"), "{}", a.log());
     a.stop_cleanly().await;
-    drop(server);
+    drop(world);
 }
 
 /// `wasmctrl_guest_handovers_total{guest, reason}` of `replica`, summed over
@@ -508,28 +545,9 @@ async fn handovers(replica: &Replica, reason: &str) -> f64 {
 /// rounds later (no `released` handover).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_started_together_take_their_shares_at_once_and_move_nothing() {
-    let (server, admin) = crate::support::server().await;
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("cache")).unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        server.kubeconfig_for_token(server.admin_token()),
-    )
-    .unwrap();
-    let println = crate::support::built_guest("guest_println");
-    for g in GUESTS {
-        std::fs::copy(&println, dir.path().join(format!("{g}.wasm"))).unwrap();
-    }
-    let start = |id: &str| {
-        per_guest_replica(
-            id,
-            dir.path(),
-            &kubeconfig,
-            println_guests(dir.path(), &GUESTS),
-        )
-    };
-    crate::support::pod("p1").on("n1").create(&admin).await;
+    let world = PrintlnWorld::new(&GUESTS).await;
+    let admin = world.admin.clone();
+    let start = |id: &str| world.replica(id);
     let replicas = [start("r-a"), start("r-b"), start("r-c")];
     // The first moment every guest is held: no replica stands for more
     // than its share, so this is the spread (2 each) only if each saw the
@@ -560,7 +578,7 @@ async fn replicas_started_together_take_their_shares_at_once_and_move_nothing() 
     for r in replicas {
         r.stop_cleanly().await;
     }
-    drop(server);
+    drop(world);
 }
 
 /// Writes a thief into `guest`'s Lease, held for `seconds` from now (read
@@ -589,27 +607,9 @@ async fn steal_guest_lease(admin: &Client, guest: &str, seconds: i32) -> Instant
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stolen_guest_lease_stops_that_guest_only_and_the_replica_leads_it_again() {
-    let (server, admin) = crate::support::server().await;
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("cache")).unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        server.kubeconfig_for_token(server.admin_token()),
-    )
-    .unwrap();
-    let println = crate::support::built_guest("guest_println");
-    let two = &GUESTS[..2];
-    for g in two {
-        std::fs::copy(&println, dir.path().join(format!("{g}.wasm"))).unwrap();
-    }
-    let mut a = per_guest_replica(
-        "r-a",
-        dir.path(),
-        &kubeconfig,
-        println_guests(dir.path(), two),
-    );
-    crate::support::pod("p1").on("n1").create(&admin).await;
+    let world = PrintlnWorld::new(&GUESTS[..2]).await;
+    let admin = world.admin.clone();
+    let mut a = world.replica("r-a");
     a.wait_ready().await;
     let output = |g: &str| {
         let api: Api<ConfigMap> = Api::namespaced(admin.clone(), HOST_NS);
@@ -688,7 +688,7 @@ async fn a_stolen_guest_lease_stops_that_guest_only_and_the_replica_leads_it_aga
         "r-a took g1 back before the thief's lease expired"
     );
     a.stop_cleanly().await;
-    drop(server);
+    drop(world);
 }
 
 /// A replica that leads a guest again but cannot start it (a fresh
@@ -940,14 +940,7 @@ fn app_replica(dir: &std::path::Path, kubeconfig: &std::path::Path, id: &str) ->
 fn app_dir(
     server: &wasmctrl_apiserver::RunningApiServer,
 ) -> (tempfile::TempDir, std::path::PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("cache")).unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        server.kubeconfig_for_token(server.admin_token()),
-    )
-    .unwrap();
+    let (dir, kubeconfig) = scratch_dir(server);
     std::fs::copy(
         crate::support::built_guest("guest_app"),
         dir.path().join("app.wasm"),

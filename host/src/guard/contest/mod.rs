@@ -44,8 +44,12 @@
 //! # How it decides
 //! - A take-back later than [`ContestConfig::react`] after our write is
 //!   drift: repaired every time, never counted.
-//! - `flips` take-backs within `window` declare a war: the host stops
-//!   writing the object for a back-off (doubling per war, up to
+//! - `flips` take-backs by one other party (the same manager, or
+//!   deletions, which name [`DELETER`]) within `window` declare a war: a
+//!   take-back by another party starts the count over (a war is us
+//!   against one other writer; a person's edit, a cleanup's deletion and
+//!   a third controller's change are three contests). A war stops the
+//!   host writing the object for a back-off (doubling per war, up to
 //!   `max_backoff`), the caller records a Warning event and a metric naming
 //!   the other field manager, and foreign changes to the object stop waking
 //!   the guest until the back-off ends.
@@ -59,7 +63,7 @@
 //! set (a guest and a cleanup script deleting its output would otherwise
 //! fight at the client's rate). A child the garbage collector took with
 //! its owner, created again for a new owner of the same name, is a new
-//! object, not a take-back. An output that is deleted keeps its record
+//! object, not a take-back, and its contest starts over. An output that is deleted keeps its record
 //! while it matters (we deleted it, someone deleted it soon after our
 //! write, or take-backs or a hold-back are on record); otherwise a new
 //! object starts a new contest. Records of deleted objects whose last
@@ -188,10 +192,11 @@ struct Contest {
     taken_away: Option<Instant>,
     /// The uid that deletion removed.
     taken_uid: Option<Box<str>>,
-    /// The uid of the controller owner the object deleted by someone else
-    /// had: the garbage collector deletes a child whose owner is gone, and
-    /// the child the guest creates next, for a new owner of the same name,
-    /// is a new object, not a take-back.
+    /// The uid of the controller owner the object we wrote last had when it
+    /// was deleted (by anyone, in time to count or not): the garbage
+    /// collector deletes a child whose owner is gone, and the child the
+    /// guest creates next, for a new owner of the same name, is a new
+    /// object — no take-back, and a new contest.
     taken_from: Option<String>,
 }
 
@@ -421,6 +426,13 @@ impl Contests {
             && !e.deleted
             && e.wrote_at
                 .is_some_and(|w| now.saturating_duration_since(w) <= self.config.react);
+        if ours {
+            // Whoever deleted it, in time to count or not: a re-creation for
+            // another owner is a new object, and starts a new contest.
+            if let Some(c) = e.contest.as_mut() {
+                c.taken_from = owner.map(str::to_string);
+            }
+        }
         if reacted {
             let c = e.contest();
             c.taken_away = Some(now);
@@ -490,10 +502,8 @@ impl Contests {
             false => set,
         };
         let other = taker(live, ours, Some(&set))?;
-        let c = e.contest();
-        c.counted = Some(version);
-        c.other = other.to_string();
-        Some(self.count(e, now))
+        e.contest().counted = Some(version);
+        Some(self.count(e, other, now))
     }
 
     /// Called when a delete of `target` is needed and the cache holds
@@ -524,8 +534,7 @@ impl Contests {
         }
         let other = taker(live, ours, None)?;
         e.deleted = false;
-        e.contest().other = other.to_string();
-        Some(self.count(e, now))
+        Some(self.count(e, other, now))
     }
 
     /// Called when an apply would create `target` again (the cache has no
@@ -538,7 +547,8 @@ impl Contests {
     /// [`DELETER`]. `owner` is the uid of the controller owner the object
     /// is created for: when the deleted object had another one (its owner
     /// was deleted, the garbage collector took the child, and a new owner
-    /// of the same name wants it), it is a new object, no take-back.
+    /// of the same name wants it), it is a new object: no take-back, and
+    /// its contest starts over.
     pub fn removed(
         &self,
         target: &ObjectKey,
@@ -548,28 +558,41 @@ impl Contests {
         let mut objects = lock(&self.objects);
         let e = objects.get_mut(target)?;
         let c = e.contest.as_mut()?;
-        let at = c.taken_away.take()?;
         let from = c.taken_from.take();
+        if from.is_some() && from.as_deref() != owner {
+            // The object deleted last had another owner: what is created now
+            // is a new object, and its contest starts over (take-backs of
+            // the earlier owner's object never count against it).
+            e.contest = None;
+            return None;
+        }
+        let at = c.taken_away.take()?;
         let gone = c.taken_uid.take();
-        if gone.is_none() || gone != e.uid || (from.is_some() && from.as_deref() != owner) {
+        if gone.is_none() || gone != e.uid {
             return None;
         }
         // Counted once: a late copy of this deletion is no longer ours.
         e.uid = None;
-        e.contest().other = DELETER.to_string();
         // A deletion judged after a hold-back began (it cannot: nothing is
         // written meanwhile) would still count at its own time.
-        Some(self.count(e, at.min(now)))
+        Some(self.count(e, DELETER, at.min(now)))
     }
 
-    /// Judges one take-back of `e` at `now`: drift, counted, or a war;
-    /// with the manager that took it back.
-    fn count(&self, e: &mut Entry, now: Instant) -> (Verdict, String) {
+    /// Judges one take-back of `e` by `other` at `now`: drift, counted, or
+    /// a war; with the manager that took it back. A war is us against one
+    /// other party: a take-back by another manager than the last counted
+    /// one starts the count over (a person's edit, another's deletion and a
+    /// third controller's change are three contests, not one war).
+    fn count(&self, e: &mut Entry, other: &str, now: Instant) -> (Verdict, String) {
         let config = &self.config;
         let late = e
             .wrote_at
             .is_some_and(|w| now.saturating_duration_since(w) > config.react);
         let e = e.contest();
+        if e.other != other {
+            e.flips.clear();
+            e.other = other.to_string();
+        }
         let verdict = if late {
             Verdict::Drift
         } else {

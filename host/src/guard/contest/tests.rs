@@ -120,6 +120,40 @@ fn take_backs_spread_beyond_the_window_never_make_a_war() {
 }
 
 #[test]
+fn take_backs_by_different_parties_never_add_up_to_a_war() {
+    // A war is us against one other party. Two edits by a person and a
+    // deletion (which names no manager), or single take-backs by three
+    // managers, are each their own contest.
+    let c = Contests::new(config());
+    let now = Instant::now();
+    let mut rv = 0u64;
+    let mut edit = |c: &Contests, manager: &str| {
+        rv += 2;
+        apply_ours(c, &rv.to_string());
+        c.retaken(
+            &target(),
+            &live(&(rv + 1).to_string(), manager),
+            OURS,
+            false,
+            now,
+        )
+        .map(|v| v.0)
+    };
+    for manager in ["kubectl-edit", "kubectl-edit", "a", "b", "c"] {
+        assert_eq!(edit(&c, manager), Some(Verdict::Contested), "{manager}");
+    }
+    // The object deleted at once after our write: the deletion's own first
+    // take-back, however many edits came before.
+    c.wrote(&target(), Some("u1"), Some("99"), now);
+    c.vanished(&target(), Some("u1"), None, now);
+    assert_eq!(
+        c.removed(&target(), None, now),
+        Some((Verdict::Contested, DELETER.to_string()))
+    );
+    assert_eq!(c.held_back(&target(), now), None);
+}
+
+#[test]
 fn a_war_resumed_after_the_hold_back_doubles_it_up_to_the_cap() {
     let c = Contests::new(config());
     let mut now = Instant::now();
@@ -388,6 +422,37 @@ fn a_child_collected_with_its_owner_and_created_for_a_new_owner_is_no_take_back(
         c.removed(&target(), Some("owner-5"), now),
         Some((Verdict::Contested, DELETER.to_string()))
     );
+}
+
+#[test]
+fn take_backs_of_an_earlier_owners_child_do_not_count_for_a_new_owners() {
+    let c = Contests::new(config());
+    let now = Instant::now();
+    // A person deletes owner A's child twice, each time at once: two
+    // take-backs, one short of a war.
+    for i in 0..2u64 {
+        let uid = format!("a{i}");
+        c.wrote(&target(), Some(&uid), Some(&i.to_string()), now);
+        c.vanished(&target(), Some(&uid), Some("owner-a"), now);
+        assert_eq!(
+            c.removed(&target(), Some("owner-a"), now),
+            Some((Verdict::Contested, DELETER.to_string()))
+        );
+    }
+    // Owner A goes, with its child (late: no take-back).
+    c.wrote(&target(), Some("a2"), Some("2"), now);
+    let later = now + Duration::from_secs(10);
+    c.vanished(&target(), Some("a2"), Some("owner-a"), later);
+    // Owner B of the same name gets its child; deleted at once, once: its
+    // first take-back, not a third.
+    assert_eq!(c.removed(&target(), Some("owner-b"), later), None);
+    c.wrote(&target(), Some("b0"), Some("3"), later);
+    c.vanished(&target(), Some("b0"), Some("owner-b"), later);
+    assert_eq!(
+        c.removed(&target(), Some("owner-b"), later),
+        Some((Verdict::Contested, DELETER.to_string()))
+    );
+    assert_eq!(c.held_back(&target(), later), None);
 }
 
 #[test]
