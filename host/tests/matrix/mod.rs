@@ -533,5 +533,25 @@ async fn two_guests_sharing_an_informer_are_correct_for_every_event() {
 
 #[tokio::test]
 async fn a_seeded_random_schedule_of_edits_deletes_and_restarts_keeps_every_invariant() {
-    random::schedule().await;
+    random::schedule(Shape::Child).await;
+}
+
+#[tokio::test]
+async fn a_seeded_random_schedule_keeps_every_invariant_for_an_aggregate_guest() {
+    random::schedule(Shape::Aggregate).await;
+}
+
+#[tokio::test]
+async fn a_seeded_random_schedule_keeps_every_invariant_for_a_guest_writing_its_own_status() {
+    random::schedule(Shape::Status).await;
+}
+
+#[tokio::test]
+async fn a_seeded_random_schedule_keeps_every_invariant_for_a_guest_updating_the_kind_it_watches() {
+    random::schedule(Shape::OwnKind { namespaced: false }).await;
+}
+
+#[tokio::test]
+async fn a_seeded_random_schedule_keeps_every_invariant_for_two_guests_sharing_an_informer() {
+    random::schedule(Shape::Shared).await;
 }
