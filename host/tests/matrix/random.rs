@@ -97,6 +97,23 @@ fn pick(rng: &mut Rng, lab: &Lab) -> Step {
     }
 }
 
+/// Until the host has been idle (its queues empty) for longer than
+/// [`wasmctrl::guard::ContestConfig`]'s default `react`.
+async fn person_waits(lab: &Lab) {
+    let react = wasmctrl::guard::ContestConfig::default().react;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut quiet_since = None;
+    while tokio::time::Instant::now() < deadline {
+        match (lab.idle(), quiet_since) {
+            (false, _) => quiet_since = None,
+            (true, None) => quiet_since = Some(tokio::time::Instant::now()),
+            (true, Some(t)) if t.elapsed() > react + Duration::from_millis(200) => return,
+            (true, Some(_)) => {}
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 pub async fn schedule(shape: Shape) {
     let seed = seed();
     let name = shape.name();
@@ -108,6 +125,12 @@ pub async fn schedule(shape: Shape) {
     for _ in 0..STEPS {
         let step = pick(&mut rng, &lab);
         steps.push(step);
+        if matches!(step, Step::EditOutput(_) | Step::DeleteOutput(_)) {
+            // A person, not a rival: never within `react` (1 s) of the
+            // host's last write, or the write-war rules would rightly see
+            // three quick take-backs of one output as a war.
+            person_waits(&lab).await;
+        }
         lab.act(step).await;
         tokio::time::sleep(Duration::from_millis(rng.below(60))).await;
     }
