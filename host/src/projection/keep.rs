@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value as Json;
 
+use super::identity::Part;
 use super::{FieldPath, Segment};
 
 /// Which parts of each object to keep while decoding. Decoding straight
@@ -38,19 +39,13 @@ impl Keep {
     /// projection needs from each object it decodes.
     pub fn for_paths<'a>(paths: impl IntoIterator<Item = &'a FieldPath>) -> Self {
         let mut keep = Keep::default();
-        for leaf in [
-            "apiVersion",
-            "kind",
-            "metadata.name",
-            "metadata.namespace",
-            "metadata.uid",
-            "metadata.resourceVersion",
-            "metadata.generation",
-            "metadata.deletionTimestamp",
-            "metadata.finalizers",
-            "metadata.ownerReferences",
-        ] {
-            keep.add_leaf(leaf);
+        keep.add_leaf("apiVersion");
+        keep.add_leaf("kind");
+        for part in Part::ALL {
+            keep.add(&[
+                Segment::Key("metadata".into()),
+                Segment::Key(part.key().into()),
+            ]);
         }
         for p in paths {
             keep.add(p.segments());

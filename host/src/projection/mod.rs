@@ -6,6 +6,8 @@
 //! host keeps per cached object. It never talks to the API server and never
 //! decides which objects are kept (that is the informer's job).
 
+mod direct;
+mod identity;
 mod keep;
 
 use std::fmt;
@@ -13,6 +15,8 @@ use std::sync::Arc;
 
 use serde_json::Value as Json;
 
+pub use direct::Decoder;
+use identity::Identity;
 pub use keep::Keep;
 
 /// Errors in a guest-declared field path.
@@ -339,41 +343,7 @@ fn assemble(
     ends: Vec<u32>,
     interner: &mut Interner,
 ) -> ProjectedObject {
-    let meta = obj.get("metadata");
-    let text = |k: &str| {
-        meta.and_then(|m| m.get(k))
-            .and_then(Json::as_str)
-            .unwrap_or("")
-    };
-    let deletion = text("deletionTimestamp");
-    let finalizers = meta
-        .and_then(|m| m.get("finalizers"))
-        .and_then(Json::as_array)
-        .map(|list| {
-            list.iter()
-                .filter_map(Json::as_str)
-                .map(|f| interner.intern(f))
-                .collect()
-        })
-        .unwrap_or_default();
-    ProjectedObject {
-        namespace: interner.intern(text("namespace")),
-        name: Arc::from(text("name")),
-        uid: Arc::from(text("uid")),
-        resource_version: Arc::from(text("resourceVersion")),
-        generation: meta
-            .and_then(|m| m.get("generation"))
-            .and_then(Json::as_i64)
-            .unwrap_or(0),
-        deletion_timestamp: (!deletion.is_empty()).then(|| interner.intern(deletion)),
-        owner: meta
-            .and_then(|m| OwnerRef::controller_of(m, interner))
-            .map(Box::new),
-        finalizers,
-        values: values.into_boxed_slice(),
-        ends: ends.into_boxed_slice(),
-        dropped: None,
-    }
+    Identity::of(obj, interner).into_object(values, ends, interner)
 }
 
 /// The controller owner of an object: its `ownerReferences` entry with
@@ -391,10 +361,9 @@ pub struct OwnerRef {
 }
 
 impl OwnerRef {
-    fn controller_of(meta: &Json, interner: &mut Interner) -> Option<Self> {
-        let entry = meta
-            .get("ownerReferences")?
-            .as_array()?
+    /// The controller entry of `ownerReferences` (parsed), if any.
+    fn controller_of(references: &[Json], interner: &mut Interner) -> Option<Self> {
+        let entry = references
             .iter()
             .find(|r| r.get("controller").and_then(Json::as_bool) == Some(true))?;
         let text = |k: &str| entry.get(k).and_then(Json::as_str).unwrap_or("");
