@@ -1,7 +1,9 @@
 //! Which parts of each object to keep while decoding: a serde seed that
 //! builds only identity and the projected fields and skips the rest of the
-//! text. Shared by the informer (at ingest) and the file reader. It never
-//! projects (see the parent module) and never reads input itself.
+//! text. The file reader's, and the informer's for the head of a whole
+//! object it keeps as text (other objects it decodes straight into their
+//! projection: `direct`). It never projects (see the parent module) and
+//! never reads input itself.
 
 use std::collections::BTreeMap;
 

@@ -2,9 +2,18 @@
 //! record the host caches instead of the full object.
 //!
 //! Owns the path syntax (`a.b[*].c['x.y/z']`), extracting a path's values
-//! from a JSON object, and [`ProjectedObject`], the few hundred bytes the
-//! host keeps per cached object. It never talks to the API server and never
+//! from a JSON object or straight from its text while it is decoded
+//! ([`Decoder`]), and [`ProjectedObject`], the few hundred bytes the host
+//! keeps per cached object. It never talks to the API server and never
 //! decides which objects are kept (that is the informer's job).
+//!
+//! # Layout
+//! - `mod.rs`: paths, [`Projection`], [`ProjectedObject`], the interner.
+//! - `identity`: the metadata every projected object holds, read from
+//!   parsed JSON or set part by part while decoding.
+//! - `direct`: [`Decoder`], decoding an object's text into its projection.
+//! - `keep`: [`Keep`], decoding only the kept parts into JSON (the file
+//!   reader's, and whole objects' heads).
 
 mod direct;
 mod identity;
