@@ -636,13 +636,10 @@ impl<'de> Visitor<'de> for Owner<'_> {
         let member = |k: &str| OWNER_KEYS.iter().position(|key| *key == k);
         while let Some(at) = map.next_key_seed(KeySeed(member))? {
             match at {
-                // apiVersion and kind repeat across objects: interned.
-                Some(at @ (0 | 1)) => {
+                // Owners are shared (the pods of one ReplicaSet):
+                // interned.
+                Some(at @ 0..=3) => {
                     text[at] = map.next_value_seed(Text(|t: &str| interner.intern(t)))?;
-                }
-                Some(at @ (2 | 3)) => {
-                    text[at] =
-                        map.next_value_seed(Text(|t: &str| std::sync::Arc::<str>::from(t)))?;
                 }
                 Some(_) => controller = map.next_value::<Json>()?.as_bool(),
                 None => {
@@ -653,14 +650,12 @@ impl<'de> Visitor<'de> for Owner<'_> {
         if controller != Some(true) {
             return Ok(None);
         }
-        let [api_version, kind, name, uid] = text;
-        let mut interned =
-            |t: Option<std::sync::Arc<str>>| t.unwrap_or_else(|| interner.intern(""));
+        let [api_version, kind, name, uid] = text.map(|t| t.unwrap_or_else(|| interner.intern("")));
         Ok(Some(OwnerRef {
-            api_version: interned(api_version),
-            kind: interned(kind),
-            name: name.unwrap_or_else(|| std::sync::Arc::from("")),
-            uid: uid.unwrap_or_else(|| std::sync::Arc::from("")),
+            api_version,
+            kind,
+            name,
+            uid,
         }))
     }
 

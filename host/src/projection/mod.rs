@@ -363,9 +363,10 @@ pub struct OwnerRef {
     pub api_version: Arc<str>,
     /// The owner's kind; interned.
     pub kind: Arc<str>,
-    /// The owner's name (in the owned object's namespace).
+    /// The owner's name (in the owned object's namespace); interned (the
+    /// pods of one ReplicaSet share it).
     pub name: Arc<str>,
-    /// The owner's uid.
+    /// The owner's uid; interned, like the name.
     pub uid: Arc<str>,
 }
 
@@ -379,8 +380,8 @@ impl OwnerRef {
         Some(OwnerRef {
             api_version: interner.intern(text("apiVersion")),
             kind: interner.intern(text("kind")),
-            name: Arc::from(text("name")),
-            uid: Arc::from(text("uid")),
+            name: interner.intern(text("name")),
+            uid: interner.intern(text("uid")),
         })
     }
 
@@ -542,7 +543,7 @@ impl ProjectedObject {
             + self
                 .owner
                 .as_ref()
-                .map_or(0, |o| o.name.len() + o.uid.len() + 64)
+                .map_or(0, |_| std::mem::size_of::<OwnerRef>() + 16)
             + self.finalizers.len() * 16
             + std::mem::size_of_val(&*self.values)
             + std::mem::size_of_val(&*self.ends)
