@@ -43,7 +43,7 @@ use kube::Client;
 use serde_json::{json, Value};
 use wasmctrl::guest::{self, GuestRuntime, RuntimeConfig};
 use wasmctrl::informer::{Change, Informer, InformerKey, Retention};
-use wasmctrl::projection::ProjectedObject;
+use wasmctrl::projection::{ProjectedObject, Projection};
 use wasmctrl_apiserver::{ApiServer, ApiServerConfig};
 
 #[path = "shared/pods.rs"]
@@ -267,6 +267,43 @@ fn guest_wasm() -> PathBuf {
     target.join("wasm32-wasip2/guest/guest_gpu_summary.wasm")
 }
 
+/// Starts an informer of `key` keeping `retention` of `projection` (an
+/// identity-keeping one with a handler that drops each change: it lists
+/// once it has one) and measures it from before its start until synced.
+async fn informer_phase(
+    name: &'static str,
+    (client, key, projection): (&Client, &InformerKey, &Projection),
+    retention: Retention,
+    pods: usize,
+) -> (Phase, Informer) {
+    let before = measure().await;
+    let t = Instant::now();
+    let informer = Informer::start_keeping(
+        client.clone(),
+        key.clone(),
+        projection.clone(),
+        &[],
+        retention,
+    );
+    if retention == Retention::Identity {
+        informer.add_handler(std::sync::Arc::new(|_: &Change| {}));
+    }
+    deadline(name, informer.wait_synced())
+        .await
+        .expect("informer syncs");
+    let sync = t.elapsed();
+    assert_eq!(informer.len(), pods, "the informer caches every pod");
+    let after = measure().await;
+    let phase = Phase {
+        name,
+        pods,
+        before,
+        after,
+        sync,
+    };
+    (phase, informer)
+}
+
 async fn run(pods: usize, with_reflector: bool) -> bool {
     // The GPU-summary guest's declared watch: key, selector and projection.
     let rt = GuestRuntime::new(RuntimeConfig::default().cache_dir(None)).unwrap();
@@ -306,22 +343,14 @@ async fn run(pods: usize, with_reflector: bool) -> bool {
     );
 
     // (1) + (2): the projected informer.
-    let before = measure().await;
-    let t = Instant::now();
-    let informer = Informer::start(client.clone(), key.clone(), watch.projection.clone(), &[]);
-    deadline("informer sync", informer.wait_synced())
-        .await
-        .expect("informer syncs");
-    let sync = t.elapsed();
-    assert_eq!(informer.len(), pods, "the informer caches every pod");
-    let after = measure().await;
-    let informer_phase = Phase {
-        name: "wasmctrl informer (GPU-summary projection)",
+    let projection = &watch.projection;
+    let (informer_phase, informer) = informer_phase(
+        "wasmctrl informer (GPU-summary projection)",
+        (&client, &key, projection),
+        Retention::Projections,
         pods,
-        before,
-        after,
-        sync,
-    };
+    )
+    .await;
     let cached: Vec<std::sync::Arc<ProjectedObject>> = informer.list();
     let heap_bytes = cached.iter().map(|o| o.heap_bytes()).sum::<usize>() as f64 / pods as f64;
     let values = cached
@@ -335,33 +364,16 @@ async fn run(pods: usize, with_reflector: bool) -> bool {
         / pods as f64;
     drop(cached);
     drop(informer);
-    let released = measure().await;
 
     // (2b): the same informer keeping identities only, as for an
     // aggregate guest (its one handler drops each change).
-    let before = released;
-    let t = Instant::now();
-    let identities = Informer::start_keeping(
-        client.clone(),
-        key.clone(),
-        watch.projection.clone(),
-        &[],
+    let (identity_phase, identities) = informer_phase(
+        "wasmctrl informer keeping identities (`Retention::Identity`)",
+        (&client, &key, projection),
         Retention::Identity,
-    );
-    identities.add_handler(std::sync::Arc::new(|_: &Change| {}));
-    deadline("identities sync", identities.wait_synced())
-        .await
-        .expect("informer syncs");
-    let sync = t.elapsed();
-    assert_eq!(identities.len(), pods, "the informer caches every pod");
-    let after = measure().await;
-    let identity_phase = Phase {
-        name: "wasmctrl informer keeping identities (`Retention::Identity`)",
         pods,
-        before,
-        after,
-        sync,
-    };
+    )
+    .await;
     let strings = identities
         .list()
         .iter()

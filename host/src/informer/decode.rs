@@ -346,14 +346,20 @@ mod tests {
         assert_eq!(whole.namespace_and_name(), ("ns", "a"));
     }
 
-    #[test]
-    fn a_list_item_without_its_type_reads_the_informers() {
+    /// A list page of one pod, and that pod as a list item (without its
+    /// kind and apiVersion).
+    fn list_page() -> (Json, String) {
         let mut item = pod();
         item.as_object_mut().unwrap().remove("kind");
         item.as_object_mut().unwrap().remove("apiVersion");
         let page = json!({"kind": "PodList", "apiVersion": "v1",
-                          "metadata": {"resourceVersion": "9"}, "items": [item]})
-        .to_string();
+                          "metadata": {"resourceVersion": "9"}, "items": [item]});
+        (item, page.to_string())
+    }
+
+    #[test]
+    fn a_list_item_without_its_type_reads_the_informers() {
+        let (item, page) = list_page();
         let fields = paths(&["kind", "apiVersion", "spec.nodeName"]);
         let list: kube::core::ObjectList<Pruned> =
             with_keep(&filter(&fields), || serde_json::from_str(&page)).unwrap();
@@ -406,12 +412,7 @@ mod tests {
     #[test]
     fn whole_objects_stay_text_in_list_pages_and_watch_events_as_kube_decodes_them() {
         let keep = filter(&[FieldPath::whole()]);
-        let mut item = pod();
-        item.as_object_mut().unwrap().remove("kind");
-        item.as_object_mut().unwrap().remove("apiVersion");
-        let page = json!({"kind": "PodList", "apiVersion": "v1",
-                          "metadata": {"resourceVersion": "9"}, "items": [item]})
-        .to_string();
+        let (item, page) = list_page();
         let list: kube::core::ObjectList<Pruned> =
             with_keep(&keep, || serde_json::from_str(&page)).unwrap();
         assert_eq!(raw(&list.items[0]).0, item);

@@ -554,6 +554,32 @@ impl<'de> Visitor<'de> for PartValue<'_, '_> {
     }
 }
 
+/// The visitor methods of the values (numbers, booleans, null) that give
+/// `None`.
+macro_rules! no_value_in_scalars {
+    ($value:ty) => {
+        fn visit_bool<E>(self, _: bool) -> Result<$value, E> {
+            Ok(None)
+        }
+
+        fn visit_i64<E>(self, _: i64) -> Result<$value, E> {
+            Ok(None)
+        }
+
+        fn visit_u64<E>(self, _: u64) -> Result<$value, E> {
+            Ok(None)
+        }
+
+        fn visit_f64<E>(self, _: f64) -> Result<$value, E> {
+            Ok(None)
+        }
+
+        fn visit_unit<E>(self) -> Result<$value, E> {
+            Ok(None)
+        }
+    };
+}
+
 /// A string, as `F` keeps it (None: another value, skipped).
 struct Text<F>(F);
 
@@ -576,25 +602,7 @@ impl<'de, T, F: FnOnce(&str) -> T> Visitor<'de> for Text<F> {
         Ok(Some((self.0)(v)))
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<Option<T>, E> {
-        Ok(None)
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Option<T>, E> {
-        Ok(None)
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Option<T>, E> {
-        Ok(None)
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Option<T>, E> {
-        Ok(None)
-    }
-
-    fn visit_unit<E>(self) -> Result<Option<T>, E> {
-        Ok(None)
-    }
+    no_value_in_scalars!(Option<T>);
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Option<T>, A::Error> {
         skip_map(map).map(|()| None)
@@ -667,23 +675,5 @@ impl<'de> Visitor<'de> for Owner<'_> {
         Ok(None)
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<Option<OwnerRef>, E> {
-        Ok(None)
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Option<OwnerRef>, E> {
-        Ok(None)
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Option<OwnerRef>, E> {
-        Ok(None)
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Option<OwnerRef>, E> {
-        Ok(None)
-    }
-
-    fn visit_unit<E>(self) -> Result<Option<OwnerRef>, E> {
-        Ok(None)
-    }
+    no_value_in_scalars!(Option<OwnerRef>);
 }
