@@ -270,7 +270,7 @@ fn guest_wasm() -> PathBuf {
 /// Starts an informer of `key` keeping `retention` of `projection` (an
 /// identity-keeping one with a handler that drops each change: it lists
 /// once it has one) and measures it from before its start until synced.
-async fn informer_phase(
+async fn measure_informer(
     name: &'static str,
     (client, key, projection): (&Client, &InformerKey, &Projection),
     retention: Retention,
@@ -344,7 +344,7 @@ async fn run(pods: usize, with_reflector: bool) -> bool {
 
     // (1) + (2): the projected informer.
     let projection = &watch.projection;
-    let (informer_phase, informer) = informer_phase(
+    let (informer_phase, informer) = measure_informer(
         "wasmctrl informer (GPU-summary projection)",
         (&client, &key, projection),
         Retention::Projections,
@@ -367,7 +367,7 @@ async fn run(pods: usize, with_reflector: bool) -> bool {
 
     // (2b): the same informer keeping identities only, as for an
     // aggregate guest (its one handler drops each change).
-    let (identity_phase, identities) = informer_phase(
+    let (identity_phase, identities) = measure_informer(
         "wasmctrl informer keeping identities (`Retention::Identity`)",
         (&client, &key, projection),
         Retention::Identity,
