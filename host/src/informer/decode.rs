@@ -359,7 +359,7 @@ mod tests {
 
     #[test]
     fn a_list_item_without_its_type_reads_the_informers() {
-        let (item, page) = list_page();
+        let (_, page) = list_page();
         let fields = paths(&["kind", "apiVersion", "spec.nodeName"]);
         let list: kube::core::ObjectList<Pruned> =
             with_keep(&filter(&fields), || serde_json::from_str(&page)).unwrap();
