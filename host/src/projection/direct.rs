@@ -119,7 +119,7 @@ impl Decoder {
         let object: Vec<Projected> = values.drain(..).map(|(_, v)| v).collect();
         *scratch = Scratch { values, frames };
         decoded?;
-        Ok(identity.into_object(object, ends, interner))
+        Ok(ProjectedObject::new(identity, object, ends, interner))
     }
 }
 

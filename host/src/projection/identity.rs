@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde_json::Value as Json;
 
-use super::{Interner, OwnerRef, Projected, ProjectedObject};
+use super::interner::Interner;
 
 /// One identity field, under `metadata`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,28 +133,42 @@ impl Identity {
             }
         }
     }
+}
 
-    /// The projected object of this identity and its fields' `values`
-    /// (`ends[i]`: the values of fields up to `i`).
-    pub(super) fn into_object(
-        self,
-        values: Vec<Projected>,
-        ends: Vec<u32>,
-        interner: &mut Interner,
-    ) -> ProjectedObject {
-        let text = |t: Option<Arc<str>>| t.unwrap_or_else(|| Arc::from(""));
-        ProjectedObject {
-            namespace: self.namespace.unwrap_or_else(|| interner.intern("")),
-            name: text(self.name),
-            uid: text(self.uid),
-            resource_version: text(self.resource_version),
-            generation: self.generation,
-            deletion_timestamp: self.deletion_timestamp,
-            owner: self.owner.map(Box::new),
-            finalizers: self.finalizers.into_boxed_slice(),
-            values: values.into_boxed_slice(),
-            ends: ends.into_boxed_slice(),
-            dropped: None,
-        }
+/// The controller owner of an object: its `ownerReferences` entry with
+/// `controller: true` (Kubernetes allows at most one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnerRef {
+    /// The owner's `apiVersion`; interned.
+    pub api_version: Arc<str>,
+    /// The owner's kind; interned.
+    pub kind: Arc<str>,
+    /// The owner's name (in the owned object's namespace); interned (the
+    /// pods of one ReplicaSet share it).
+    pub name: Arc<str>,
+    /// The owner's uid; interned, like the name.
+    pub uid: Arc<str>,
+}
+
+impl OwnerRef {
+    /// The controller entry of `ownerReferences` (parsed), if any.
+    fn controller_of(references: &[Json], interner: &mut Interner) -> Option<Self> {
+        let entry = references
+            .iter()
+            .find(|r| r.get("controller").and_then(Json::as_bool) == Some(true))?;
+        let text = |k: &str| entry.get(k).and_then(Json::as_str).unwrap_or("");
+        Some(OwnerRef {
+            api_version: interner.intern(text("apiVersion")),
+            kind: interner.intern(text("kind")),
+            name: interner.intern(text("name")),
+            uid: interner.intern(text("uid")),
+        })
+    }
+
+    /// The owner's API group ("" for core).
+    pub fn group(&self) -> &str {
+        self.api_version
+            .split_once('/')
+            .map_or("", |(group, _)| group)
     }
 }
