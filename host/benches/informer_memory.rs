@@ -11,8 +11,10 @@
 //! copy of the pods never counts:
 //! 1. a `wasmctrl::informer::Informer` with the GPU-summary guest's projection
 //!    and field selector, as `wasmctrl run` would start it;
-//! 2. a `kube::runtime::reflector` of full `k8s_openapi` Pods with the same
-//!    field selector.
+//! 2. the same informer keeping identities only (`Retention::Identity`),
+//!    as it does for an aggregate guest such as the GPU summary;
+//! 3. a `kube::runtime::reflector` of full `k8s_openapi` Pods with the same
+//!    field selector (not with `--no-reflector`).
 //!
 //! RSS is read from `/proc/self/status` as it stands and after
 //! `malloc_trim(0)` (glibc keeps freed transient memory, such as decoded
@@ -20,6 +22,7 @@
 //! the live heap next to it, so the gap (allocator rounding and
 //! fragmentation) is visible. Run with
 //! `make guest && cargo bench -p wasmctrl --bench informer_memory`
+//! (`-- --pods N` for another size than 100,000; `-- --no-reflector`)
 //! (100,000 pods, ~8 min, peaks near 9 GB RSS; exits non-zero when the
 //! informer is over budget); under `cargo test --all-targets` it runs on 500
 //! pods as a smoke test that checks only that both caches fill.
@@ -39,8 +42,8 @@ use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::Client;
 use serde_json::{json, Value};
 use wasmctrl::guest::{self, GuestRuntime, RuntimeConfig};
-use wasmctrl::informer::{Informer, InformerKey};
-use wasmctrl::projection::ProjectedObject;
+use wasmctrl::informer::{Change, Informer, InformerKey, Retention};
+use wasmctrl::projection::{ProjectedObject, Projection};
 use wasmctrl_apiserver::{ApiServer, ApiServerConfig};
 
 #[path = "shared/pods.rs"]
@@ -264,7 +267,44 @@ fn guest_wasm() -> PathBuf {
     target.join("wasm32-wasip2/guest/guest_gpu_summary.wasm")
 }
 
-async fn run(pods: usize) -> bool {
+/// Starts an informer of `key` keeping `retention` of `projection` (an
+/// identity-keeping one with a handler that drops each change: it lists
+/// once it has one) and measures it from before its start until synced.
+async fn measure_informer(
+    name: &'static str,
+    (client, key, projection): (&Client, &InformerKey, &Projection),
+    retention: Retention,
+    pods: usize,
+) -> (Phase, Informer) {
+    let before = measure().await;
+    let t = Instant::now();
+    let informer = Informer::start_keeping(
+        client.clone(),
+        key.clone(),
+        projection.clone(),
+        &[],
+        retention,
+    );
+    if retention == Retention::Identity {
+        informer.add_handler(std::sync::Arc::new(|_: &Change| {}));
+    }
+    deadline(name, informer.wait_synced())
+        .await
+        .expect("informer syncs");
+    let sync = t.elapsed();
+    assert_eq!(informer.len(), pods, "the informer caches every pod");
+    let after = measure().await;
+    let phase = Phase {
+        name,
+        pods,
+        before,
+        after,
+        sync,
+    };
+    (phase, informer)
+}
+
+async fn run(pods: usize, with_reflector: bool) -> bool {
     // The GPU-summary guest's declared watch: key, selector and projection.
     let rt = GuestRuntime::new(RuntimeConfig::default().cache_dir(None)).unwrap();
     let module = rt
@@ -303,22 +343,14 @@ async fn run(pods: usize) -> bool {
     );
 
     // (1) + (2): the projected informer.
-    let before = measure().await;
-    let t = Instant::now();
-    let informer = Informer::start(client.clone(), key.clone(), watch.projection.clone(), &[]);
-    deadline("informer sync", informer.wait_synced())
-        .await
-        .expect("informer syncs");
-    let sync = t.elapsed();
-    assert_eq!(informer.len(), pods, "the informer caches every pod");
-    let after = measure().await;
-    let informer_phase = Phase {
-        name: "wasmctrl informer (GPU-summary projection)",
+    let projection = &watch.projection;
+    let (informer_phase, informer) = measure_informer(
+        "wasmctrl informer (GPU-summary projection)",
+        (&client, &key, projection),
+        Retention::Projections,
         pods,
-        before,
-        after,
-        sync,
-    };
+    )
+    .await;
     let cached: Vec<std::sync::Arc<ProjectedObject>> = informer.list();
     let heap_bytes = cached.iter().map(|o| o.heap_bytes()).sum::<usize>() as f64 / pods as f64;
     let values = cached
@@ -332,9 +364,33 @@ async fn run(pods: usize) -> bool {
         / pods as f64;
     drop(cached);
     drop(informer);
+
+    // (2b): the same informer keeping identities only, as for an
+    // aggregate guest (its one handler drops each change).
+    let (identity_phase, identities) = measure_informer(
+        "wasmctrl informer keeping identities (`Retention::Identity`)",
+        (&client, &key, projection),
+        Retention::Identity,
+        pods,
+    )
+    .await;
+    let strings = identities
+        .list()
+        .iter()
+        .map(|o| o.name.len() + o.uid.len() + o.resource_version.len())
+        .sum::<usize>() as f64
+        / pods as f64;
+    drop(identities);
     let released = measure().await;
 
     // (3): a plain kube-runtime reflector of full Pods, same selector.
+    if !with_reflector {
+        let i = &informer_phase;
+        print_phases(pods, json_bytes, i, &[i, &identity_phase]);
+        println!("identities: name, uid and resourceVersion {strings:.0} B/pod of text; `ProjectedObject` {} B", std::mem::size_of::<ProjectedObject>());
+        drop(server);
+        return true;
+    }
     let before = released;
     let t = Instant::now();
     let api: Api<Pod> = Api::all(client.clone());
@@ -371,29 +427,8 @@ async fn run(pods: usize) -> bool {
 
     let i = &informer_phase;
     let r = &reflector_phase;
-    println!(
-        "informer_memory: {pods} pods, {json_bytes} B of JSON each as served; RSS deltas from a baseline taken before each phase"
-    );
-    println!();
-    println!(
-        "| cache | pods | sync | RSS/pod | RSS/pod after malloc_trim | vs informer | live heap/pod (malloc chunks) | allocations/pod |"
-    );
-    println!("|---|---|---|---|---|---|---|---|");
-    for p in [i, r] {
-        println!(
-            "| {} | {} | {:.1} s | {:.0} B | **{:.0} B** | {:.0}x | {:.0} B ({:.0} B) | {:.1} |",
-            p.name,
-            p.pods,
-            p.sync.as_secs_f64(),
-            p.raw_per_pod(),
-            p.trimmed_per_pod(),
-            p.trimmed_per_pod() / i.trimmed_per_pod().max(1.0),
-            p.heap_per_pod(),
-            p.chunks_per_pod(),
-            p.allocs_per_pod(),
-        );
-    }
-    println!();
+    print_phases(pods, json_bytes, i, &[i, &identity_phase, r]);
+    println!("identities: name, uid and resourceVersion {strings:.0} B/pod of text; `ProjectedObject` {} B", std::mem::size_of::<ProjectedObject>());
     println!(
         "informer: {values:.1} projected values per pod; `ProjectedObject::heap_bytes` {heap_bytes:.0} B/pod + {} B struct (own estimate, interned strings and map entry not counted)",
         std::mem::size_of::<ProjectedObject>()
@@ -419,17 +454,52 @@ async fn run(pods: usize) -> bool {
     within
 }
 
+/// The table of `phases`, each against the informer `i`.
+fn print_phases(pods: usize, json_bytes: usize, i: &Phase, phases: &[&Phase]) {
+    println!(
+        "informer_memory: {pods} pods, {json_bytes} B of JSON each as served; RSS deltas from a baseline taken before each phase"
+    );
+    println!();
+    println!(
+        "| cache | pods | sync | RSS/pod | RSS/pod after malloc_trim | vs informer | live heap/pod (malloc chunks) | allocations/pod |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for p in phases {
+        println!(
+            "| {} | {} | {:.1} s | {:.0} B | **{:.0} B** | {:.0}x | {:.0} B ({:.0} B) | {:.1} |",
+            p.name,
+            p.pods,
+            p.sync.as_secs_f64(),
+            p.raw_per_pod(),
+            p.trimmed_per_pod(),
+            p.trimmed_per_pod() / i.trimmed_per_pod().max(1.0),
+            p.heap_per_pod(),
+            p.chunks_per_pod(),
+            p.allocs_per_pod(),
+        );
+    }
+    println!();
+}
+
 fn main() {
     // `cargo bench` passes --bench; `cargo test --all-targets` runs this as
     // a smoke test on a small world, where RSS deltas are noise.
-    let full = std::env::args().any(|a| a == "--bench");
-    let pods = if full { FULL_PODS } else { SMOKE_PODS };
+    let args: Vec<String> = std::env::args().collect();
+    let full = args.iter().any(|a| a == "--bench");
+    // `--pods N` (default 100,000; 500 as a smoke test); `--no-reflector`
+    // measures wasmctrl's informers only.
+    let pods = args
+        .iter()
+        .position(|a| a == "--pods")
+        .and_then(|at| args.get(at + 1)?.parse().ok())
+        .unwrap_or(if full { FULL_PODS } else { SMOKE_PODS });
+    let with_reflector = !args.iter().any(|a| a == "--no-reflector");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
-    let within = rt.block_on(run(pods));
+    let within = rt.block_on(run(pods, with_reflector));
     if full && !within {
         std::process::exit(1);
     }

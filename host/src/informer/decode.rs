@@ -1,10 +1,11 @@
-//! Decoding at ingest: only identity and the projected fields of each
-//! object are built (the rest of the response text is skipped by the
-//! parser), and whole objects stay text. It never touches the store.
+//! Decoding at ingest: each object is decoded straight into its
+//! projection (identity and the projected fields; the rest of the response
+//! text is skipped by the parser, and no JSON tree is built), and whole
+//! objects stay text. It never touches the store.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::ApiResource;
@@ -12,27 +13,48 @@ use kube::core::{DynamicResourceScope, Resource};
 use serde_json::Value as Json;
 
 use super::inner::Inner;
-use crate::projection::{FieldPath, Keep, ProjectedObject};
+use crate::projection::{Decoder, Interner, Keep, ProjectedObject, Projection};
 use crate::sync::lock;
 
-/// What an informer keeps of each object it decodes: `keep`, and, when
-/// that is the whole object (the outputs cache), the `head` decoded from
-/// the kept text — identity and the informer's other fields, for
-/// projecting without building the whole object.
+/// How an informer decodes each object: straight into its projection
+/// (`decoder`, interning into the informer's `interner`), or, when the
+/// projection holds the whole object (the outputs cache), keeping the
+/// text with the `head` decoded from it — identity and the informer's
+/// other fields, for projecting without building the whole object.
 #[derive(Debug)]
 pub(super) struct Filter {
-    keep: Keep,
+    whole: bool,
     head: Keep,
+    decoder: Decoder,
+    interner: Arc<Mutex<Interner>>,
 }
 
 impl Filter {
-    /// The filter of an informer projecting `paths`.
-    pub(super) fn for_paths(paths: &[FieldPath]) -> Self {
+    /// The filter of an informer projecting `projection` of objects of
+    /// `api_version` and `kind`, interning into `interner`.
+    pub(super) fn new(
+        projection: &Projection,
+        (api_version, kind): (&str, &str),
+        interner: Arc<Mutex<Interner>>,
+    ) -> Self {
+        let paths = projection.paths();
         let parts = paths.iter().filter(|p| !p.segments().is_empty());
         Filter {
-            keep: Keep::for_paths(paths),
+            whole: paths.iter().any(|p| p.segments().is_empty()),
             head: Keep::for_paths(parts),
+            decoder: Decoder::new(projection).with_type(api_version, kind),
+            interner,
         }
+    }
+
+    /// The filter of `inner`'s informer.
+    pub(super) fn of(inner: &Inner) -> Self {
+        let api_version = api_version(inner);
+        Filter::new(
+            &inner.projection,
+            (&api_version, &inner.key.kind),
+            inner.interner.clone(),
+        )
     }
 }
 
@@ -56,16 +78,17 @@ pub(super) fn with_keep<T>(keep: &Arc<Filter>, f: impl FnOnce() -> T) -> T {
     f()
 }
 
-/// An object as the informer decodes it: only identity and the projected
-/// fields survive decoding; everything else in the response text
-/// (managedFields, annotations, most of spec and status) is skipped by the
-/// parser instead of being built and then thrown away.
+/// An object as the informer decodes it: its projection, decoded straight
+/// from the response text; everything else in it (managedFields,
+/// annotations, most of spec and status) is skipped by the parser instead
+/// of being built and then thrown away.
 ///
 /// kube's client decodes list pages and watch lines synchronously inside
 /// the stream's poll, so the filter travels in a thread-local set around
 /// each poll ([`with_keep`]); decoded anywhere else, the whole object is kept.
 #[derive(Debug, Clone)]
 pub(super) struct Pruned {
+    /// Only the resourceVersion (what kube's watcher reads).
     pub(super) metadata: ObjectMeta,
     body: Body,
 }
@@ -73,9 +96,11 @@ pub(super) struct Pruned {
 /// What decoding kept of an object.
 #[derive(Debug, Clone)]
 enum Body {
-    /// The kept fields, decoded.
+    /// Its projection.
+    Projected(Box<ProjectedObject>),
+    /// The whole object, decoded (no filter was set).
     Json(Json),
-    /// A whole object (the filter keeps everything), as the server's text:
+    /// A whole object (the projection holds it), as the server's text:
     /// an informer of whole objects (the outputs cache) never builds the
     /// object only to encode it again. `identity` holds the filter's head
     /// (the fields [`Keep::for_paths`] keeps of any object, and the
@@ -86,13 +111,21 @@ enum Body {
     },
 }
 
-impl Body {
-    /// The decoded part: the object, or its identity fields.
-    fn head(&self) -> &Json {
-        match self {
+impl Pruned {
+    /// The object's namespace ("" when it has none) and name.
+    pub(super) fn namespace_and_name(&self) -> (&str, &str) {
+        let json = match &self.body {
+            Body::Projected(object) => return (&object.namespace, &object.name),
             Body::Json(json) => json,
             Body::Raw { identity, .. } => identity,
-        }
+        };
+        let text = |f: &str| {
+            json.get("metadata")
+                .and_then(|m| m.get(f))
+                .and_then(Json::as_str)
+                .unwrap_or("")
+        };
+        (text("namespace"), text("name"))
     }
 }
 
@@ -104,27 +137,32 @@ impl<'de> serde::Deserialize<'de> for Pruned {
             // decodes list pages and watch lines with it, and both the
             // list's `items` and the watch event's `object` (after its
             // `type`, as Kubernetes encodes events) reach us unbuffered.
-            Some(filter) if filter.keep.is_everything() => {
+            Some(filter) if filter.whole => {
                 let text = Box::<serde_json::value::RawValue>::deserialize(d)?;
                 let identity = (&filter.head)
                     .deserialize(&mut serde_json::Deserializer::from_str(text.get()))
                     .map_err(D::Error::custom)?;
                 Body::Raw { text, identity }
             }
-            Some(filter) => Body::Json((&filter.keep).deserialize(d)?),
+            Some(filter) => {
+                let mut interner = lock(&filter.interner);
+                Body::Projected(Box::new(filter.decoder.decode(d, &mut interner)?))
+            }
             None => Body::Json(Json::deserialize(d)?),
         };
-        let meta = body.head().get("metadata");
-        let text = |f: &str| {
-            meta.and_then(|m| m.get(f))
+        let resource_version = match &body {
+            Body::Projected(object) => {
+                let rv = &object.resource_version;
+                (!rv.is_empty()).then(|| rv.to_string())
+            }
+            Body::Json(json) | Body::Raw { identity: json, .. } => json
+                .get("metadata")
+                .and_then(|m| m.get("resourceVersion"))
                 .and_then(Json::as_str)
-                .map(str::to_owned)
+                .map(str::to_owned),
         };
         let metadata = ObjectMeta {
-            name: text("name"),
-            namespace: text("namespace"),
-            uid: text("uid"),
-            resource_version: text("resourceVersion"),
+            resource_version,
             ..ObjectMeta::default()
         };
         Ok(Pruned { metadata, body })
@@ -166,6 +204,7 @@ impl Resource for Pruned {
 
 pub(super) fn project(inner: &Inner, obj: Pruned) -> ProjectedObject {
     match obj.body {
+        Body::Projected(object) => *object,
         // The whole object stays text; the other fields come from the head
         // decoded with it.
         Body::Raw { text, identity } => {
@@ -247,7 +286,7 @@ fn with_type(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::projection::{whole_object, Interner, Projection};
+    use crate::projection::{whole_object, FieldPath};
     use serde_json::json;
 
     fn pod() -> Json {
@@ -271,46 +310,94 @@ mod tests {
         p.iter().map(|p| FieldPath::parse(p).unwrap()).collect()
     }
 
+    /// The filter of an informer of pods projecting `paths`.
+    fn filter(paths: &[FieldPath]) -> Arc<Filter> {
+        let projection = Projection::new(paths.to_vec(), vec![]);
+        Arc::new(Filter::new(&projection, ("v1", "Pod"), Arc::default()))
+    }
+
+    /// The projection decoded into `pruned`.
+    fn projected(pruned: &Pruned) -> &ProjectedObject {
+        match &pruned.body {
+            Body::Projected(object) => object,
+            other => panic!("not decoded into its projection: {other:?}"),
+        }
+    }
+
     #[test]
-    fn decoding_under_a_keep_skips_everything_not_projected() {
+    fn decoding_under_a_filter_gives_the_projection_of_the_parsed_object() {
         let text = pod().to_string();
-        let keep = Arc::new(Filter::for_paths(&paths(&[
+        let fields = paths(&[
             "spec.nodeName",
             "spec.containers[*].resources.limits['nvidia.com/gpu']",
-        ])));
-        let pruned: Pruned = with_keep(&keep, || serde_json::from_str(&text)).unwrap();
-        assert_eq!(
-            *pruned.body.head(),
-            json!({
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": "a", "namespace": "ns", "uid": "u1", "resourceVersion": "7"},
-                "spec": {
-                    "nodeName": "n1",
-                    "containers": [{"resources": {"limits": {"nvidia.com/gpu": "2"}}}]
-                }
-            })
-        );
-        assert_eq!(pruned.metadata.name.as_deref(), Some("a"));
-        assert_eq!(pruned.metadata.namespace.as_deref(), Some("ns"));
+            "kind",
+        ]);
+        let pruned: Pruned = with_keep(&filter(&fields), || serde_json::from_str(&text)).unwrap();
+        let want = Projection::new(fields, vec![]).project(&pod(), &mut Interner::default());
+        assert_eq!(*projected(&pruned), want);
+        assert_eq!(pruned.namespace_and_name(), ("ns", "a"));
         assert_eq!(pruned.metadata.resource_version.as_deref(), Some("7"));
         // The filter is scoped to the poll: outside it, objects decode whole.
         let whole: Pruned = serde_json::from_str(&text).unwrap();
-        assert_eq!(*whole.body.head(), pod());
+        let Body::Json(json) = &whole.body else {
+            panic!("not decoded whole")
+        };
+        assert_eq!(*json, pod());
+        assert_eq!(whole.namespace_and_name(), ("ns", "a"));
+    }
+
+    /// A list page of one pod, and that pod as a list item (without its
+    /// kind and apiVersion).
+    fn list_page() -> (Json, String) {
+        let mut item = pod();
+        item.as_object_mut().unwrap().remove("kind");
+        item.as_object_mut().unwrap().remove("apiVersion");
+        let page = json!({"kind": "PodList", "apiVersion": "v1",
+                          "metadata": {"resourceVersion": "9"}, "items": [item]});
+        (item, page.to_string())
+    }
+
+    #[test]
+    fn a_list_item_without_its_type_reads_the_informers() {
+        let (_, page) = list_page();
+        let fields = paths(&["kind", "apiVersion", "spec.nodeName"]);
+        let list: kube::core::ObjectList<Pruned> =
+            with_keep(&filter(&fields), || serde_json::from_str(&page)).unwrap();
+        let object = projected(&list.items[0]);
+        assert_eq!(object.field(0)[0].as_str(), Some("Pod"));
+        assert_eq!(object.field(1)[0].as_str(), Some("v1"));
+        assert_eq!(object.field(2)[0].as_str(), Some("n1"));
+    }
+
+    #[test]
+    fn a_malformed_watch_event_is_an_error_naming_the_problem() {
+        let line = r#"{"type":"ADDED","object":{"metadata":{"name":"a","uid":7}"#;
+        let fields = paths(&["spec.nodeName"]);
+        let err = with_keep(&filter(&fields), || {
+            serde_json::from_str::<kube::core::WatchEvent<Pruned>>(line)
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("EOF"), "{err}");
+        let line = r#"{"type":"ADDED","object":{"metadata":{"name":"a"},"spec":{"nodeName":tru}}}"#;
+        let err = with_keep(&filter(&fields), || {
+            serde_json::from_str::<kube::core::WatchEvent<Pruned>>(line)
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("column"), "{err}");
     }
 
     /// The raw text of a whole object kept by `pruned`, and its identity.
     fn raw(pruned: &Pruned) -> (Json, &Json) {
         match &pruned.body {
             Body::Raw { text, identity } => (serde_json::from_str(text.get()).unwrap(), identity),
-            Body::Json(_) => panic!("a whole object was decoded, not kept as text"),
+            _ => panic!("a whole object was decoded, not kept as text"),
         }
     }
 
     #[test]
     fn the_whole_object_path_keeps_the_text_and_decodes_only_identity() {
         let text = pod().to_string();
-        let keep = Arc::new(Filter::for_paths(&[FieldPath::whole()]));
+        let keep = filter(&[FieldPath::whole()]);
         let pruned: Pruned = with_keep(&keep, || serde_json::from_str(&text)).unwrap();
         let (whole, identity) = raw(&pruned);
         assert_eq!(whole, pod());
@@ -324,13 +411,8 @@ mod tests {
 
     #[test]
     fn whole_objects_stay_text_in_list_pages_and_watch_events_as_kube_decodes_them() {
-        let keep = Arc::new(Filter::for_paths(&[FieldPath::whole()]));
-        let mut item = pod();
-        item.as_object_mut().unwrap().remove("kind");
-        item.as_object_mut().unwrap().remove("apiVersion");
-        let page = json!({"kind": "PodList", "apiVersion": "v1",
-                          "metadata": {"resourceVersion": "9"}, "items": [item]})
-        .to_string();
+        let keep = filter(&[FieldPath::whole()]);
+        let (item, page) = list_page();
         let list: kube::core::ObjectList<Pruned> =
             with_keep(&keep, || serde_json::from_str(&page)).unwrap();
         assert_eq!(raw(&list.items[0]).0, item);
@@ -354,7 +436,7 @@ mod tests {
         obj["metadata"]["finalizers"] = json!(["a/b"]);
         obj["metadata"]["generation"] = json!(3);
         obj["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-        let keep = Arc::new(Filter::for_paths(&[FieldPath::whole()]));
+        let keep = filter(&[FieldPath::whole()]);
         let text = obj.to_string();
         let pruned: Pruned = with_keep(&keep, || serde_json::from_str(&text)).unwrap();
         let Body::Raw {
@@ -377,7 +459,7 @@ mod tests {
             paths(&["spec.containers[*].name"])[0].clone(),
         ];
         let mixed = Projection::new(fields.clone(), vec![]);
-        let keep = Arc::new(Filter::for_paths(&fields));
+        let keep = filter(&fields);
         let pruned: Pruned = with_keep(&keep, || serde_json::from_str(&text)).unwrap();
         let Body::Raw {
             text: raw_text,
@@ -423,16 +505,14 @@ mod tests {
 
     #[test]
     fn keeps_nest_and_restore() {
-        let outer = Arc::new(Filter::for_paths(&paths(&["spec.nodeName"])));
-        let inner = Arc::new(Filter::for_paths(&paths(&["status.phase"])));
+        let outer = filter(&paths(&["spec.nodeName"]));
+        let inner = filter(&paths(&["status.phase"]));
         let text = pod().to_string();
         with_keep(&outer, || {
             let a: Pruned = with_keep(&inner, || serde_json::from_str(&text)).unwrap();
-            assert_eq!(a.body.head()["status"]["phase"], "Running");
-            assert!(a.body.head().get("spec").is_none());
+            assert_eq!(projected(&a).field(0)[0].as_str(), Some("Running"));
             let b: Pruned = serde_json::from_str(&text).unwrap();
-            assert_eq!(b.body.head()["spec"]["nodeName"], "n1");
-            assert!(b.body.head().get("status").is_none());
+            assert_eq!(projected(&b).field(0)[0].as_str(), Some("n1"));
         });
         assert!(KEEP.with(|k| k.borrow().is_none()));
     }

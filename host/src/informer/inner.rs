@@ -18,7 +18,7 @@ pub(crate) struct Inner {
     pub(super) key: InformerKey,
     pub(super) projection: Projection,
     pub(super) store: Store,
-    pub(super) interner: Mutex<Interner>,
+    pub(super) interner: Arc<Mutex<Interner>>,
     pub(super) handlers: RwLock<Vec<(u64, Handler)>>,
     pub(super) next_handler: Mutex<u64>,
     pub(super) state: tokio_watch::Sender<SyncState>,

@@ -165,7 +165,7 @@ impl Informer {
             key,
             projection,
             store: writer.store(),
-            interner: Mutex::new(Interner::default()),
+            interner: Arc::new(Mutex::new(Interner::default())),
             handlers: RwLock::new(Vec::new()),
             next_handler: Mutex::new(0),
             state,

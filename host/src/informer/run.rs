@@ -69,7 +69,7 @@ pub(super) async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
         None => Api::all_with(client, &ar),
     };
     let resource = inner.key.to_string();
-    let keep = Arc::new(Filter::for_paths(inner.projection.paths()));
+    let keep = Arc::new(Filter::of(&inner));
     // A dormant informer lists nothing.
     if !inner.wanted {
         return;
@@ -165,9 +165,8 @@ pub(super) async fn run(client: Client, inner: Arc<Inner>, mut writer: Writer) {
                 false
             }
             Some(Ok(watcher::Event::Delete(obj))) => {
-                let meta = &obj.metadata;
-                let (ns, name) = (meta.namespace.as_deref(), meta.name.as_deref());
-                if let Some(tombstone) = writer.delete(ns.unwrap_or(""), name.unwrap_or("")) {
+                let (ns, name) = obj.namespace_and_name();
+                if let Some(tombstone) = writer.delete(ns, name) {
                     notify(&inner, &tombstone);
                 }
                 false

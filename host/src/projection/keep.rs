@@ -1,12 +1,15 @@
 //! Which parts of each object to keep while decoding: a serde seed that
 //! builds only identity and the projected fields and skips the rest of the
-//! text. Shared by the informer (at ingest) and the file reader. It never
-//! projects (see the parent module) and never reads input itself.
+//! text. The file reader's, and the informer's for the head of a whole
+//! object it keeps as text (other objects it decodes straight into their
+//! projection: `direct`). It never projects (see the parent module) and
+//! never reads input itself.
 
 use std::collections::BTreeMap;
 
 use serde_json::Value as Json;
 
+use super::identity::Part;
 use super::{FieldPath, Segment};
 
 /// Which parts of each object to keep while decoding. Decoding straight
@@ -38,19 +41,13 @@ impl Keep {
     /// projection needs from each object it decodes.
     pub fn for_paths<'a>(paths: impl IntoIterator<Item = &'a FieldPath>) -> Self {
         let mut keep = Keep::default();
-        for leaf in [
-            "apiVersion",
-            "kind",
-            "metadata.name",
-            "metadata.namespace",
-            "metadata.uid",
-            "metadata.resourceVersion",
-            "metadata.generation",
-            "metadata.deletionTimestamp",
-            "metadata.finalizers",
-            "metadata.ownerReferences",
-        ] {
-            keep.add_leaf(leaf);
+        keep.add_leaf("apiVersion");
+        keep.add_leaf("kind");
+        for part in Part::ALL {
+            keep.add(&[
+                Segment::Key("metadata".into()),
+                Segment::Key(part.key().into()),
+            ]);
         }
         for p in paths {
             keep.add(p.segments());

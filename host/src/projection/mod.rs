@@ -2,10 +2,22 @@
 //! record the host caches instead of the full object.
 //!
 //! Owns the path syntax (`a.b[*].c['x.y/z']`), extracting a path's values
-//! from a JSON object, and [`ProjectedObject`], the few hundred bytes the
-//! host keeps per cached object. It never talks to the API server and never
+//! from a JSON object or straight from its text while it is decoded
+//! ([`Decoder`]), and [`ProjectedObject`], the few hundred bytes the host
+//! keeps per cached object. It never talks to the API server and never
 //! decides which objects are kept (that is the informer's job).
+//!
+//! # Layout
+//! - `mod.rs`: paths, [`Projection`], [`ProjectedObject`], the interner.
+//! - `identity`: the metadata every projected object holds, read from
+//!   parsed JSON or set part by part while decoding.
+//! - `direct`: [`Decoder`], decoding an object's text into its projection.
+//! - `keep`: [`Keep`], decoding only the kept parts into JSON (the file
+//!   reader's, and whole objects' heads).
 
+mod direct;
+mod identity;
+mod interner;
 mod keep;
 
 use std::fmt;
@@ -13,6 +25,10 @@ use std::sync::Arc;
 
 use serde_json::Value as Json;
 
+pub use direct::Decoder;
+use identity::Identity;
+pub use identity::OwnerRef;
+pub use interner::{Interner, MIN_SWEEP};
 pub use keep::Keep;
 
 /// Errors in a guest-declared field path.
@@ -178,54 +194,6 @@ fn walk(
     }
 }
 
-/// Strings held before an interner sweeps on its own (see
-/// [`Interner::intern`]).
-pub const MIN_SWEEP: usize = 4096;
-
-/// Deduplicates the strings held by cached objects (node names, phases,
-/// quantities, namespaces repeat across thousands of objects).
-#[derive(Debug, Default)]
-pub struct Interner {
-    set: std::collections::HashSet<Arc<str>>,
-    /// Strings held after the last sweep.
-    swept: usize,
-}
-
-impl Interner {
-    /// The shared copy of `s`. Once the set has doubled since the last
-    /// sweep (and holds at least [`MIN_SWEEP`]), it sweeps first: a watch
-    /// replacing objects brings new strings (resourceVersions, times) and
-    /// leaves its predecessors' unreferenced, and between relists nothing
-    /// else would drop them. Amortized O(1) per call.
-    pub fn intern(&mut self, s: &str) -> Arc<str> {
-        if let Some(found) = self.set.get(s) {
-            return found.clone();
-        }
-        if self.set.len() >= MIN_SWEEP.max(2 * self.swept) {
-            self.sweep();
-        }
-        let arc: Arc<str> = Arc::from(s);
-        self.set.insert(arc.clone());
-        arc
-    }
-
-    /// Drops strings no cached object references any more.
-    pub fn sweep(&mut self) {
-        self.set.retain(|s| Arc::strong_count(s) > 1);
-        self.swept = self.set.len();
-    }
-
-    /// Number of distinct strings held.
-    pub fn len(&self) -> usize {
-        self.set.len()
-    }
-
-    /// Whether no strings are held.
-    pub fn is_empty(&self) -> bool {
-        self.set.is_empty()
-    }
-}
-
 /// One projected value as the host caches it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Projected {
@@ -339,79 +307,8 @@ fn assemble(
     ends: Vec<u32>,
     interner: &mut Interner,
 ) -> ProjectedObject {
-    let meta = obj.get("metadata");
-    let text = |k: &str| {
-        meta.and_then(|m| m.get(k))
-            .and_then(Json::as_str)
-            .unwrap_or("")
-    };
-    let deletion = text("deletionTimestamp");
-    let finalizers = meta
-        .and_then(|m| m.get("finalizers"))
-        .and_then(Json::as_array)
-        .map(|list| {
-            list.iter()
-                .filter_map(Json::as_str)
-                .map(|f| interner.intern(f))
-                .collect()
-        })
-        .unwrap_or_default();
-    ProjectedObject {
-        namespace: interner.intern(text("namespace")),
-        name: Arc::from(text("name")),
-        uid: Arc::from(text("uid")),
-        resource_version: Arc::from(text("resourceVersion")),
-        generation: meta
-            .and_then(|m| m.get("generation"))
-            .and_then(Json::as_i64)
-            .unwrap_or(0),
-        deletion_timestamp: (!deletion.is_empty()).then(|| interner.intern(deletion)),
-        owner: meta
-            .and_then(|m| OwnerRef::controller_of(m, interner))
-            .map(Box::new),
-        finalizers,
-        values: values.into_boxed_slice(),
-        ends: ends.into_boxed_slice(),
-        dropped: None,
-    }
-}
-
-/// The controller owner of an object: its `ownerReferences` entry with
-/// `controller: true` (Kubernetes allows at most one).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OwnerRef {
-    /// The owner's `apiVersion`; interned.
-    pub api_version: Arc<str>,
-    /// The owner's kind; interned.
-    pub kind: Arc<str>,
-    /// The owner's name (in the owned object's namespace).
-    pub name: Arc<str>,
-    /// The owner's uid.
-    pub uid: Arc<str>,
-}
-
-impl OwnerRef {
-    fn controller_of(meta: &Json, interner: &mut Interner) -> Option<Self> {
-        let entry = meta
-            .get("ownerReferences")?
-            .as_array()?
-            .iter()
-            .find(|r| r.get("controller").and_then(Json::as_bool) == Some(true))?;
-        let text = |k: &str| entry.get(k).and_then(Json::as_str).unwrap_or("");
-        Some(OwnerRef {
-            api_version: interner.intern(text("apiVersion")),
-            kind: interner.intern(text("kind")),
-            name: Arc::from(text("name")),
-            uid: Arc::from(text("uid")),
-        })
-    }
-
-    /// The owner's API group ("" for core).
-    pub fn group(&self) -> &str {
-        self.api_version
-            .split_once('/')
-            .map_or("", |(group, _)| group)
-    }
+    let identity = Identity::of(obj, interner);
+    ProjectedObject::new(identity, values, ends, interner)
 }
 
 /// What the host keeps of one cached object.
@@ -463,6 +360,30 @@ fn hash_fields<H: std::hash::Hasher>(state: &mut H, values: &[Projected], ends: 
 }
 
 impl ProjectedObject {
+    /// The projected object of `identity` and its fields' `values`
+    /// (`ends[i]`: the values of fields up to `i`).
+    fn new(
+        identity: Identity,
+        values: Vec<Projected>,
+        ends: Vec<u32>,
+        interner: &mut Interner,
+    ) -> Self {
+        let text = |t: Option<Arc<str>>| t.unwrap_or_else(|| Arc::from(""));
+        ProjectedObject {
+            namespace: identity.namespace.unwrap_or_else(|| interner.intern("")),
+            name: text(identity.name),
+            uid: text(identity.uid),
+            resource_version: text(identity.resource_version),
+            generation: identity.generation,
+            deletion_timestamp: identity.deletion_timestamp,
+            owner: identity.owner.map(Box::new),
+            finalizers: identity.finalizers.into_boxed_slice(),
+            values: values.into_boxed_slice(),
+            ends: ends.into_boxed_slice(),
+            dropped: None,
+        }
+    }
+
     /// Whether two projections of an object carry the same content
     /// (resourceVersion aside). Against an identity, the fields compare by
     /// fingerprint.
@@ -564,7 +485,7 @@ impl ProjectedObject {
             + self
                 .owner
                 .as_ref()
-                .map_or(0, |o| o.name.len() + o.uid.len() + 64)
+                .map_or(0, |_| std::mem::size_of::<OwnerRef>() + 16)
             + self.finalizers.len() * 16
             + std::mem::size_of_val(&*self.values)
             + std::mem::size_of_val(&*self.ends)

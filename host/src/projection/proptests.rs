@@ -168,3 +168,193 @@ proptest! {
         }
     }
 }
+
+/// A generated object as text: members may repeat (a parser keeps the
+/// last), which a `Json` cannot hold.
+#[derive(Debug, Clone)]
+enum Doc {
+    Value(Json),
+    List(Vec<Doc>),
+    Object(Vec<(String, Doc)>),
+}
+
+impl Doc {
+    fn render(&self, out: &mut String) {
+        match self {
+            Doc::Value(v) => out.push_str(&v.to_string()),
+            Doc::List(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    item.render(out);
+                }
+                out.push(']');
+            }
+            Doc::Object(members) => {
+                out.push('{');
+                for (i, (k, v)) in members.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Json::from(k.as_str()).to_string());
+                    out.push(':');
+                    v.render(out);
+                }
+                out.push('}');
+            }
+        }
+    }
+
+    fn text(&self) -> String {
+        let mut out = String::new();
+        self.render(&mut out);
+        out
+    }
+}
+
+/// Member names of objects and their metadata (identity, owner
+/// references), and a few of the keys paths use.
+fn member() -> impl Strategy<Value = String> {
+    prop::sample::select(vec![
+        "a",
+        "spec",
+        "nvidia.com/gpu",
+        "apiVersion",
+        "kind",
+        "metadata",
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "deletionTimestamp",
+        "finalizers",
+        "ownerReferences",
+        "controller",
+    ])
+    .prop_map(str::to_string)
+}
+
+/// Values of any shape over [`member`]s, identity-like ones often:
+/// strings, numbers (big and fractional ones too), owner references.
+fn doc() -> impl Strategy<Value = Doc> {
+    let leaf = prop_oneof![
+        Just(Json::Null),
+        any::<bool>().prop_map(Json::Bool),
+        any::<i64>().prop_map(Json::from),
+        any::<u64>().prop_map(Json::from),
+        (-1e6f64..1e6).prop_map(Json::from),
+        "[a-z0-9]{0,4}".prop_map(Json::String),
+    ]
+    .prop_map(Doc::Value);
+    leaf.prop_recursive(4, 64, 5, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Doc::List),
+            prop::collection::vec((member(), inner), 0..6).prop_map(Doc::Object),
+        ]
+    })
+}
+
+/// Objects with metadata most of the time, its members identity ones.
+fn object() -> impl Strategy<Value = Doc> {
+    let owner = prop::collection::vec(
+        (
+            prop::sample::select(vec!["apiVersion", "kind", "name", "uid", "controller"]),
+            prop_oneof![
+                "[a-z]{0,3}".prop_map(|s| Doc::Value(Json::String(s))),
+                any::<bool>().prop_map(|b| Doc::Value(Json::Bool(b))),
+                doc(),
+            ],
+        ),
+        0..6,
+    )
+    .prop_map(|m| Doc::Object(m.into_iter().map(|(k, v)| (k.to_string(), v)).collect()));
+    let identity_value = prop_oneof![
+        "[a-z0-9]{0,4}".prop_map(|s| Doc::Value(Json::String(s))),
+        prop::collection::vec(owner, 0..3).prop_map(Doc::List),
+        doc(),
+    ];
+    let metadata = prop::collection::vec((member(), identity_value), 0..8).prop_map(Doc::Object);
+    let top = prop_oneof![
+        3 => metadata.prop_map(|m| ("metadata".to_string(), m)),
+        2 => (member(), doc()),
+    ];
+    prop_oneof![
+        8 => prop::collection::vec(top, 0..6).prop_map(Doc::Object),
+        1 => doc(),
+    ]
+}
+
+/// A path over [`member`]s.
+fn member_path() -> impl Strategy<Value = Vec<Segment>> {
+    let step = prop_oneof![3 => member().prop_map(Segment::Key), 1 => Just(Segment::Each)];
+    prop::collection::vec(step, 0..4)
+}
+
+/// The informer's decode before [`Decoder`]: the kept fields as a JSON
+/// tree ([`Keep`]), the type filled in, then projected.
+fn decode_by_tree(text: &str, projection: &Projection) -> Result<ProjectedObject, String> {
+    use serde::de::DeserializeSeed;
+    let keep = Keep::for_paths(projection.paths());
+    let mut de = serde_json::Deserializer::from_str(text);
+    let mut tree = (&keep).deserialize(&mut de).map_err(|e| e.to_string())?;
+    de.end().map_err(|e| e.to_string())?;
+    if let Json::Object(map) = &mut tree {
+        map.entry("apiVersion").or_insert_with(|| Json::from("v1"));
+        map.entry("kind").or_insert_with(|| Json::from("Pod"));
+    }
+    Ok(projection.project(&tree, &mut Interner::default()))
+}
+
+fn decode_direct(text: &str, decoder: &Decoder) -> Result<ProjectedObject, String> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let object = decoder
+        .decode(&mut de, &mut Interner::default())
+        .map_err(|e| e.to_string())?;
+    de.end().map_err(|e| e.to_string())?;
+    Ok(object)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    /// Decoding straight into the projection gives exactly what building
+    /// the tree of the kept fields and projecting it gives: identity,
+    /// every value (numbers, whole objects and lists as text, missing
+    /// fields), the fingerprint an identity keeps; repeated members read
+    /// as the parser reads them (the last); and malformed text fails
+    /// both ways.
+    #[test]
+    fn decoding_directly_equals_projecting_the_tree(
+        doc in object(),
+        paths in prop::collection::vec(member_path(), 0..5),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let fields: Vec<FieldPath> = paths
+            .iter()
+            .map(|s| match s.is_empty() {
+                true => FieldPath::whole(),
+                false => FieldPath::parse(&render(s)).unwrap(),
+            })
+            .collect();
+        let projection = Projection::new(fields, Vec::new());
+        let decoder = Decoder::new(&projection).with_type("v1", "Pod");
+        let text = doc.text();
+        let want = decode_by_tree(&text, &projection).unwrap();
+        let got = decode_direct(&text, &decoder).unwrap();
+        prop_assert_eq!(&got, &want, "{}", text);
+        prop_assert_eq!(got.fingerprint(), want.fingerprint());
+        prop_assert_eq!(got.identity(), want.identity());
+        // The same decoder again (its buffers reused), and cut short.
+        prop_assert_eq!(decode_direct(&text, &decoder).unwrap(), want);
+        let at = cut.index(text.len().max(1));
+        let short = &text[..at.min(text.len())];
+        prop_assert_eq!(
+            decode_direct(short, &decoder).is_ok(),
+            decode_by_tree(short, &projection).is_ok(),
+            "{}", short
+        );
+    }
+}
