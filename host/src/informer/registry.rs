@@ -26,8 +26,8 @@ pub struct InformerRegistry {
     metrics: Option<Arc<crate::metrics::Metrics>>,
     /// What its informers learned of the server's streaming lists.
     streaming: StreamingLists,
-    /// Acquiring for a guest standing by cold: new informers wait to be
-    /// woken, existing ones are not woken.
+    /// Acquiring for a guest standing by cold: each informer given is its
+    /// own and never lists (see [`InformerRegistry::dormant`]).
     dormant: bool,
 }
 
