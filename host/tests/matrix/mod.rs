@@ -386,15 +386,22 @@ impl Lab {
             Step::EditSpec(name) => self.shape.edit_spec(&self.client, name).await,
             Step::EditLabels(name) => self.shape.edit_labels(&self.client, name).await,
             Step::ForeignStatus(name) => {
-                widget_api(&self.client, PODS_NS)
-                    .patch_status(
-                        name,
-                        &PatchParams::apply("someone-else").force(),
-                        &Patch::Apply(json!({"apiVersion": "example.com/v1", "kind": "Widget",
-                            "metadata": {"name": name}, "status": {"note": "theirs"}})),
-                    )
-                    .await
-                    .unwrap();
+                // Another controller's forced status apply. The embedded
+                // server answers one racing the host's own status write
+                // with 409 (a real one retries inside); that controller
+                // sends it again, as any would.
+                let api = widget_api(&self.client, PODS_NS);
+                let patch = Patch::Apply(json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                    "metadata": {"name": name}, "status": {"note": "theirs"}}));
+                let params = PatchParams::apply("someone-else").force();
+                let mut tries = 0;
+                loop {
+                    match api.patch_status(name, &params, &patch).await {
+                        Ok(_) => break,
+                        Err(kube::Error::Api(e)) if e.code == 409 && tries < 10 => tries += 1,
+                        Err(e) => panic!("someone else's status apply of {name}: {e}"),
+                    }
+                }
             }
             Step::EditOutput(name) => self.shape.edit_output(&self.client, name).await,
             Step::DeleteOutput(name) => self.shape.delete_output(&self.client, name).await,
