@@ -240,7 +240,7 @@ impl Actuator {
         }
         self.publish_events(key, &plan.events).await?;
         let now = tokio::time::Instant::now();
-        if let Some(hot) = permit.reconciled(wrote, now) {
+        if let Some(hot) = permit.reconciled(wrote, done.held_back.is_some(), now) {
             self.declare_hot_loop(permit, key, &hot).await;
             done.add(Step::HeldBack(hot.backoff));
         }

@@ -372,6 +372,24 @@ impl GuestController {
             keys.clone(),
             wakes.clone(),
         ));
+        let feedback = Feedback {
+            queue: queue.clone(),
+            wakes: wakes.clone(),
+            judge: guard.clone(),
+        };
+        let outputs = Outputs::start(
+            registry,
+            discovery,
+            &manifest,
+            keys,
+            feedback,
+            config.claims.clone(),
+        )
+        .await
+        .map_err(resolve_err)?;
+        // The outputs' handlers go first: an echo of our write is settled
+        // before a watch of the same informer wakes its key, so the woken
+        // reconcile never finds that echo still due.
         let watches: Vec<Watched> = informers
             .into_iter()
             .enumerate()
@@ -392,21 +410,6 @@ impl GuestController {
             })
             .collect();
 
-        let feedback = Feedback {
-            queue: queue.clone(),
-            wakes,
-            judge: guard.clone(),
-        };
-        let outputs = Outputs::start(
-            registry,
-            discovery,
-            &manifest,
-            keys,
-            feedback,
-            config.claims.clone(),
-        )
-        .await
-        .map_err(resolve_err)?;
         let watched = manifest
             .watches
             .iter()

@@ -27,11 +27,17 @@
 //!   change (a person's edit, another controller, a foreign change of an
 //!   output): reacting is not looping.
 //! - A wake the watches did not report (a requeue, a retry, a resync)
-//!   neither counts nor ends it.
-//! - A write whose answer is the version the key wrote last changed nothing
+//!   neither counts nor ends it, and neither does a reconcile whose writes
+//!   were all held back (a write war, or a write waiting for the echo of
+//!   the last one): it did not converge, it was not let write.
+//! - A write whose answer is a version the key wrote before changed nothing
 //!   and is not counted.
 //! - Echoes and wakes are compared by object (group, kind, namespace, name)
-//!   and resourceVersion only.
+//!   and resourceVersion only, against the key's last writes (up to
+//!   `MAX_ECHOES` of the current streak), not only its latest: under load
+//!   an echo arrives after the next reconcile began, and that reconcile's
+//!   successor is woken by the echo of a write already superseded. It is
+//!   still the key's own.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -47,6 +53,10 @@ use crate::sync::lock;
 
 /// Keys remembered at most (those that wrote lately, or are held back).
 const MAX_KEYS: usize = 10_000;
+
+/// Writes of one key whose echoes are recognised as its own, at most (the
+/// latest ones).
+const MAX_ECHOES: usize = 16;
 
 /// When echo-woken writes of one key are a hot loop, and how long the host
 /// then holds the key back.
@@ -104,8 +114,8 @@ pub struct HotLoop {
 
 #[derive(Debug, Default)]
 struct Entry {
-    /// What the key's last writing reconcile wrote: their echoes are this
-    /// key's own.
+    /// What the key's last writing reconciles wrote, oldest first (at
+    /// most `MAX_ECHOES`): their echoes are this key's own.
     echoes: Vec<Written>,
     /// Echo-woken writing reconciles in a row, oldest first.
     streak: Vec<Instant>,
@@ -181,7 +191,8 @@ impl HotLoops {
     }
 
     /// A reconcile of `key` that `woken` woke wrote `wrote` (the writes the
-    /// API server accepted, in order): a hot loop when it was the last of
+    /// API server accepted, in order; `held_back`: some of its writes were
+    /// held back, not sent): a hot loop when it was the last of
     /// [`HotLoopConfig::writes`] such reconciles woken only by the key's
     /// own echoes, or the first after a hold-back ended.
     pub fn reconciled(
@@ -189,12 +200,17 @@ impl HotLoops {
         key: &RequestKey,
         woken: &Woken,
         mut wrote: Vec<Written>,
+        held_back: bool,
         now: Instant,
     ) -> Option<HotLoop> {
+        if held_back && wrote.is_empty() {
+            // Not let write: neither converged nor looping.
+            return None;
+        }
         let config = self.config;
         let mut keys = lock(&self.keys);
         if let Some(e) = keys.get_mut(key) {
-            // A write answered with the version we wrote last changed
+            // A write answered with a version we wrote before changed
             // nothing (the server found it a no-op).
             wrote.retain(|w| !e.echoes.iter().any(|o| o.matches(w)));
         }
@@ -219,7 +235,9 @@ impl HotLoops {
         self.wakes.follow(key);
         let e = keys.entry(key.clone()).or_default();
         let object = ObjectKey::clone(&wrote[0].object);
-        e.echoes = wrote;
+        e.echoes.extend(wrote);
+        let over = e.echoes.len().saturating_sub(MAX_ECHOES);
+        e.echoes.drain(..over);
         match woken {
             Woken::Other => {
                 e.streak.clear();
@@ -297,7 +315,13 @@ mod tests {
     /// One reconcile at `now` that writes version `rv` (None: a no-op plan).
     fn reconcile(l: &HotLoops, rv: Option<u64>, now: Instant) -> Option<HotLoop> {
         let woken = l.begin(&key());
-        l.reconciled(&key(), &woken, rv.map(wrote).unwrap_or_default(), now)
+        l.reconciled(
+            &key(),
+            &woken,
+            rv.map(wrote).unwrap_or_default(),
+            false,
+            now,
+        )
     }
 
     #[test]
@@ -372,13 +396,56 @@ mod tests {
         reconcile(&l, Some(1), now);
         echo(&l, 1);
         assert_eq!(reconcile(&l, Some(2), now), None);
-        // A requeue: nothing reported.
+        // A requeue: nothing reported, before the echo of write 2 came.
         assert_eq!(reconcile(&l, Some(3), now), None);
+        echo(&l, 2);
         echo(&l, 3);
         assert_eq!(reconcile(&l, Some(4), now), None);
         echo(&l, 4);
         assert!(
             reconcile(&l, Some(5), now).is_some(),
+            "three echo-woken writes"
+        );
+    }
+
+    #[test]
+    fn echoes_arriving_one_reconcile_late_are_still_the_keys_own() {
+        // Under load the echo of each write arrives after the next
+        // reconcile began: every reconcile is woken by the echo of the
+        // write before its predecessor's. Nobody else changed anything.
+        let l = HotLoops::new(config(), Arc::default());
+        let now = Instant::now();
+        reconcile(&l, Some(1), now);
+        // A requeue (or the key's first wake) put it one write ahead.
+        assert_eq!(reconcile(&l, Some(2), now), None);
+        let declared = (3..=8).find_map(|rv| {
+            echo(&l, rv - 2);
+            reconcile(&l, Some(rv), now)
+        });
+        assert_eq!(
+            declared.map(|h| h.writes),
+            Some(3),
+            "three writes woken by the key's own (late) echoes"
+        );
+    }
+
+    #[test]
+    fn a_reconcile_whose_writes_were_held_back_neither_counts_nor_ends_the_streak() {
+        let l = HotLoops::new(config(), Arc::default());
+        let now = Instant::now();
+        reconcile(&l, Some(1), now);
+        echo(&l, 1);
+        assert_eq!(reconcile(&l, Some(2), now), None);
+        echo(&l, 2);
+        // Its write waits for an echo (or a write war holds it back).
+        let woken = l.begin(&key());
+        assert_eq!(l.reconciled(&key(), &woken, Vec::new(), true, now), None);
+        // The echo it waited for wakes it again; it writes.
+        echo(&l, 2);
+        assert_eq!(reconcile(&l, Some(3), now), None);
+        echo(&l, 3);
+        assert!(
+            reconcile(&l, Some(4), now).is_some(),
             "three echo-woken writes"
         );
     }
@@ -409,7 +476,7 @@ mod tests {
             rv += 1;
             // The watch reports this write before the reconcile ends.
             echo(&l, rv);
-            declared = l.reconciled(&key(), &woken, wrote(rv), now);
+            declared = l.reconciled(&key(), &woken, wrote(rv), false, now);
         }
         assert!(declared.is_some());
     }

@@ -110,13 +110,19 @@ impl Permit<'_> {
     }
 
     /// The reconcile wrote `wrote` (the writes the API server accepted, in
-    /// order): a hot loop when it was the last of
-    /// [`HotLoopConfig::writes`] reconciles woken only by the key's own
-    /// echoes, or the first after a hold-back ended.
-    pub fn reconciled(&self, wrote: Vec<Written>, now: Instant) -> Option<HotLoop> {
+    /// order; `held_back`: some writes were held back, not sent): a hot
+    /// loop when it was the last of [`HotLoopConfig::writes`] reconciles
+    /// woken only by the key's own echoes, or the first after a hold-back
+    /// ended.
+    pub fn reconciled(
+        &self,
+        wrote: Vec<Written>,
+        held_back: bool,
+        now: Instant,
+    ) -> Option<HotLoop> {
         self.guard
             .loops
-            .reconciled(&self.key, &self.woken, wrote, now)
+            .reconciled(&self.key, &self.woken, wrote, held_back, now)
     }
 }
 

@@ -28,6 +28,19 @@ enum Echo {
     Due(Vec<String>),
 }
 
+/// What a change of an output is, as far as our writes tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    /// The echo of one of our writes (or held for the response of a write
+    /// in flight): it wakes nobody.
+    Ours,
+    /// The echo of our last write, which a write of the object was waiting
+    /// for: it wakes that write's producer, as an echo of its own write.
+    Awaited,
+    /// Someone else's change: it must be reconciled.
+    Foreign,
+}
+
 /// Our writes whose watch echo has not been seen yet. Only equality of
 /// resourceVersions is used: they are opaque, never ordered.
 #[derive(Debug, Default)]
@@ -143,38 +156,38 @@ impl Echoes {
     }
 
     /// Called for every change of an output, with the resourceVersion the
-    /// outputs cache now holds (None: gone). Returns true when the change
-    /// needs no reconcile: it is the watch echo of one of our writes (the
-    /// cache now shows exactly what a write returned), or it arrived while a
-    /// write of that object was in flight — then the write's response
-    /// decides (see [`Echoes::applied`]). Any other change (someone else's
-    /// write, an older event, a delete we did not send) forgets our writes
-    /// and must be reconciled.
-    pub fn settle(&self, target: &ObjectKey, cached_rv: Option<&str>) -> bool {
+    /// outputs cache now holds (None: gone). The watch echo of one of our
+    /// writes (the cache now shows exactly what a write returned), or a
+    /// change that arrived while a write of that object was in flight (the
+    /// write's response then decides, see [`Echoes::applied`]), is ours;
+    /// the echo a write of the object waits for (see
+    /// [`Echoes::wait_for_echo`]) is ours too, and wakes that write's
+    /// producer. Any other change (someone else's write, an older event, a
+    /// delete we did not send) forgets our writes and must be reconciled.
+    pub fn settle(&self, target: &ObjectKey, cached_rv: Option<&str>) -> Settled {
         let mut pending = lock(&self.pending);
         match pending.get_mut(target) {
             Some(Echo::InFlight { seen, .. }) => {
                 seen.push(cached_rv.unwrap_or_default().to_string());
-                true
+                Settled::Ours
             }
             Some(Echo::Due(rvs)) => {
                 // A deletion's echo is held as "" (see `applied`).
                 let cached = cached_rv.unwrap_or_default();
                 let Some(at) = rvs.iter().position(|rv| rv == cached) else {
                     pending.remove(target);
-                    return false;
+                    return Settled::Foreign;
                 };
                 rvs.drain(..=at);
                 if rvs.is_empty() {
                     pending.remove(target);
-                    // A write was waiting for this echo: wake its producer.
                     if lock(&self.waiting).remove(target).is_some() {
-                        return false;
+                        return Settled::Awaited;
                     }
                 }
-                true
+                Settled::Ours
             }
-            None => false,
+            None => Settled::Foreign,
         }
     }
 
@@ -238,11 +251,15 @@ mod tests {
     fn an_echo_that_beats_the_apply_response_is_swallowed() {
         let e = Echoes::default();
         e.begin(&target());
-        assert!(e.settle(&target(), Some("5")), "held for the response");
+        assert_eq!(
+            e.settle(&target(), Some("5")),
+            Settled::Ours,
+            "held for the response"
+        );
         assert!(!e.applied(&target(), Some("5"), Some("5")), "it was ours");
         assert!(!e.awaiting(&target()), "nothing left to wait for");
         // The next change is someone else's.
-        assert!(!e.settle(&target(), Some("6")));
+        assert_eq!(e.settle(&target(), Some("6")), Settled::Foreign);
     }
 
     #[test]
@@ -250,29 +267,38 @@ mod tests {
         let e = Echoes::default();
         e.begin(&target());
         assert!(!e.applied(&target(), Some("5"), Some("4")));
-        assert!(e.settle(&target(), Some("5")), "our echo");
+        assert_eq!(e.settle(&target(), Some("5")), Settled::Ours, "our echo");
         e.begin(&target());
         assert!(!e.applied(&target(), Some("7"), Some("4")));
-        assert!(!e.settle(&target(), Some("8")), "someone else's write");
-        assert!(
-            !e.settle(&target(), Some("7")),
+        assert_eq!(
+            e.settle(&target(), Some("8")),
+            Settled::Foreign,
+            "someone else's write"
+        );
+        assert_eq!(
+            e.settle(&target(), Some("7")),
+            Settled::Foreign,
             "forgotten after a foreign change"
         );
         e.begin(&target());
         assert!(!e.applied(&target(), Some("9"), Some("4")));
-        assert!(!e.settle(&target(), None), "a delete is never an echo");
+        assert_eq!(
+            e.settle(&target(), None),
+            Settled::Foreign,
+            "a delete is never an echo"
+        );
     }
 
     #[test]
     fn a_foreign_write_during_the_apply_asks_for_another_look() {
         let e = Echoes::default();
         e.begin(&target());
-        assert!(e.settle(&target(), Some("5")));
+        assert_eq!(e.settle(&target(), Some("5")), Settled::Ours);
         assert!(e.applied(&target(), Some("6"), Some("5")), "5 was not ours");
-        assert!(e.settle(&target(), Some("6")), "6 still is");
+        assert_eq!(e.settle(&target(), Some("6")), Settled::Ours, "6 still is");
         // A failed apply: whatever came meanwhile is someone else's.
         e.begin(&target());
-        assert!(e.settle(&target(), Some("7")));
+        assert_eq!(e.settle(&target(), Some("7")), Settled::Ours);
         assert!(e.applied(&target(), None, Some("7")));
         assert!(!e.awaiting(&target()));
     }
@@ -282,20 +308,49 @@ mod tests {
         let e = Echoes::default();
         // The deletion event beats the response.
         e.begin(&target());
-        assert!(e.settle(&target(), None), "held for the response");
+        assert_eq!(
+            e.settle(&target(), None),
+            Settled::Ours,
+            "held for the response"
+        );
         assert!(!e.applied(&target(), Some(""), None), "it was ours");
         assert!(!e.awaiting(&target()));
         // The response comes first, while the cache still holds the object.
         e.begin(&target());
         assert!(!e.applied(&target(), Some(""), Some("4")));
         assert!(e.awaiting(&target()), "its echo is due");
-        assert!(e.settle(&target(), None), "our deletion's echo");
+        assert_eq!(
+            e.settle(&target(), None),
+            Settled::Ours,
+            "our deletion's echo"
+        );
         assert!(!e.awaiting(&target()));
         // A delete that left the object being deleted, at a new version.
         e.begin(&target());
         assert!(!e.applied(&target(), Some("6"), Some("5")));
-        assert!(e.settle(&target(), Some("6")));
-        assert!(!e.settle(&target(), None), "its later removal is not ours");
+        assert_eq!(e.settle(&target(), Some("6")), Settled::Ours);
+        assert_eq!(
+            e.settle(&target(), None),
+            Settled::Foreign,
+            "its later removal is not ours"
+        );
+    }
+
+    #[test]
+    fn the_echo_a_merge_patch_waits_for_is_ours_and_wakes_the_waiting_write() {
+        let e = Echoes::default();
+        e.merged(&target());
+        e.begin(&target());
+        assert!(!e.applied(&target(), Some("5"), Some("4")));
+        // The next write of it waits for this echo.
+        assert!(e.wait_for_echo(&target(), std::time::Duration::from_secs(2)));
+        assert_eq!(e.settle(&target(), Some("5")), Settled::Awaited);
+        assert!(!e.awaiting(&target()));
+        assert!(!e.wait_for_echo(&target(), std::time::Duration::from_secs(2)));
+        // With no write waiting, the next echo wakes nobody.
+        e.begin(&target());
+        assert!(!e.applied(&target(), Some("6"), Some("5")));
+        assert_eq!(e.settle(&target(), Some("6")), Settled::Ours);
     }
 
     #[test]
@@ -304,8 +359,9 @@ mod tests {
         e.begin(&target());
         assert!(!e.applied(&target(), Some("4"), Some("4")));
         assert!(!e.awaiting(&target()));
-        assert!(
-            !e.settle(&target(), Some("5")),
+        assert_eq!(
+            e.settle(&target(), Some("5")),
+            Settled::Foreign,
             "a later change is reconciled"
         );
     }

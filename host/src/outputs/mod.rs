@@ -60,7 +60,7 @@ use crate::workqueue::Workqueue;
 use parsed::{ParsedCache, PARSE_AHEAD_BYTES};
 
 pub use chains::{Chains, Decision};
-pub use echoes::Echoes;
+pub use echoes::{Echoes, Settled};
 pub use keys::Keys;
 pub use wakes::{Wakes, Woke, Written};
 
@@ -213,26 +213,49 @@ impl Outputs {
                     .flatten();
                 let cached_rv = (change.kind != ChangeKind::Deleted)
                     .then_some(change.resource_version.as_ref());
-                if echoes.settle(&written, cached_rv) {
-                    // Our echo. A large object we merge-patch is written
-                    // again soon, and that write is decided on this version
-                    // (unless its entries are known: see `Chains`): parse
-                    // it now, off the next reconcile's path. A small one is
-                    // not: the echo's own reconcile mostly skips without
-                    // parsing (`Contests::unchanged`), and at scale the
-                    // next write of it finds the parse evicted.
-                    if change.kind != ChangeKind::Deleted
-                        && whole_text(&change.object, whole).map_or(0, str::len)
-                            >= PARSE_AHEAD_BYTES
-                        && echoes.is_merged(&written)
-                        && !chains.holds(&written)
-                    {
-                        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                            let (parsed, obj) = (parsed.clone(), change.object.clone());
-                            rt.spawn_blocking(move || parsed.get_or_parse(&written, &obj, whole));
+                match echoes.settle(&written, cached_rv) {
+                    Settled::Foreign => {}
+                    Settled::Ours => {
+                        // Our echo. A large object we merge-patch is written
+                        // again soon, and that write is decided on this version
+                        // (unless its entries are known: see `Chains`): parse
+                        // it now, off the next reconcile's path. A small one is
+                        // not: the echo's own reconcile mostly skips without
+                        // parsing (`Contests::unchanged`), and at scale the
+                        // next write of it finds the parse evicted.
+                        if change.kind != ChangeKind::Deleted
+                            && whole_text(&change.object, whole).map_or(0, str::len)
+                                >= PARSE_AHEAD_BYTES
+                            && echoes.is_merged(&written)
+                            && !chains.holds(&written)
+                        {
+                            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                                let (parsed, obj) = (parsed.clone(), change.object.clone());
+                                rt.spawn_blocking(move || {
+                                    parsed.get_or_parse(&written, &obj, whole)
+                                });
+                            }
                         }
+                        return;
                     }
-                    return;
+                    Settled::Awaited => {
+                        // Our echo, which a write of the object waits for:
+                        // it wakes that write's producer as the echo of its
+                        // own write (never as someone else's change).
+                        let producer = lock(&producers).get(&written).cloned();
+                        let woken = producer.map_or_else(|| aggregate_keys.to_vec(), |k| vec![k]);
+                        for k in woken {
+                            wakes.woken_by(
+                                &k,
+                                &gvk,
+                                &change.namespace,
+                                &change.name,
+                                &change.resource_version,
+                            );
+                            q.add(k);
+                        }
+                        return;
+                    }
                 }
                 // Someone else's change: what our patches knew is stale.
                 chains.forget(&written);
