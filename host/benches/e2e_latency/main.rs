@@ -323,7 +323,12 @@ fn main() {
     let setup = Setup {
         kubeconfig: dir.path().join("kubeconfig"),
         log_dir: dir.path().to_path_buf(),
-        wasmctrl: PathBuf::from(env!("CARGO_BIN_EXE_wasmctrl")),
+        // E2E_WASMCTRL: another build of the host (a before/after
+        // comparison on the same load).
+        wasmctrl: std::env::var_os("E2E_WASMCTRL").map_or_else(
+            || PathBuf::from(env!("CARGO_BIN_EXE_wasmctrl")),
+            PathBuf::from,
+        ),
         guest,
         resync,
         changes,

@@ -24,7 +24,8 @@
 //! when its only reader keeps what it needs of the fields itself (an
 //! incremental aggregate keeps its per-object contributions), only the
 //! object's identity ([`Retention::Identity`]: key, uid, resourceVersion,
-//! owner, finalizers and a fingerprint of the fields). Either way the
+//! owner, finalizers and a fingerprint of the fields), which no index
+//! holds. Either way the
 //! [`Change`] handed out carries the whole projection. Switching back to
 //! projections ([`Store::restore_projections`]) takes effect for every
 //! object applied from then on; until each identity has been replaced
@@ -610,6 +611,26 @@ mod tests {
     }
 
     #[test]
+    fn an_identity_cache_indexes_nothing() {
+        // Its one reader keeps what it needs itself; no snapshot is built
+        // from it, so nothing looks objects up by namespace, owner or
+        // field, and the indexes' entries would be a second map as large
+        // as the objects'.
+        let mut w = Writer::with_retention(&[0], Retention::Identity);
+        let store = w.store();
+        w.apply(owned("c", "1", "o1"));
+        w.apply(object("a", "1", "n1"));
+        w.apply(object("a", "2", "n2"));
+        assert_eq!(store.len(), 2);
+        assert!(store.in_namespace("ml").is_empty());
+        assert!(store.owned_by("o1").is_empty());
+        assert!(store.with_value(0, "n2").is_empty());
+        assert!(w.delete("ml", "a").is_some());
+        assert!(w.delete("ml", "c").is_some());
+        assert!(store.is_empty());
+    }
+
+    #[test]
     fn an_identity_cache_tells_content_changes_deletes_and_relists_apart() {
         let mut w = identities();
         let store = w.store();
@@ -669,6 +690,12 @@ mod tests {
         assert_eq!(kinds, [ChangeKind::Updated; 3]);
         assert_eq!(store.list(), full.store().list());
         assert_eq!(store.projected().len(), 3, "a new handler is told of all");
+        assert_eq!(
+            store.in_namespace("ml"),
+            full.store().in_namespace("ml"),
+            "indexed once they hold their projections"
+        );
+        assert_eq!(store.with_value(0, "n1"), full.store().with_value(0, "n1"));
         assert!(
             w.apply(object("a", "2", "n1")).is_none(),
             "full again: a resourceVersion-only update is no change"
