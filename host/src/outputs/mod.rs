@@ -149,6 +149,26 @@ impl Drop for Outputs {
     }
 }
 
+/// Enqueues `producer`, or every aggregate key when the object has none
+/// (an aggregate guest's outputs), noting first with `note` what woke it.
+fn wake(
+    q: &Workqueue<RequestKey>,
+    producer: Option<RequestKey>,
+    aggregate_keys: &[RequestKey],
+    note: impl Fn(&RequestKey),
+) {
+    match producer {
+        Some(k) => {
+            note(&k);
+            q.add(k);
+        }
+        None => aggregate_keys.iter().for_each(|k| {
+            note(k);
+            q.add(k.clone());
+        }),
+    }
+}
+
 impl Outputs {
     /// Acquires an informer on every write rule of `manifest` whose changes
     /// (other than our echoes, and other than those `feedback`'s judge says
@@ -242,18 +262,17 @@ impl Outputs {
                         // Our echo, which a write of the object waits for:
                         // it wakes that write's producer as the echo of its
                         // own write (never as someone else's change).
-                        let producer = lock(&producers).get(&written).cloned();
-                        let woken = producer.map_or_else(|| aggregate_keys.to_vec(), |k| vec![k]);
-                        for k in woken {
+                        let producer =
+                            vanished_producer.or_else(|| lock(&producers).get(&written).cloned());
+                        wake(&q, producer, &aggregate_keys, |k| {
                             wakes.woken_by(
-                                &k,
+                                k,
                                 &gvk,
                                 &change.namespace,
                                 &change.name,
                                 &change.resource_version,
                             );
-                            q.add(k);
-                        }
+                        });
                         return;
                     }
                 }
@@ -282,16 +301,7 @@ impl Outputs {
                 // writes now is a reaction, not a hot loop.
                 let producer =
                     vanished_producer.or_else(|| lock(&producers).get(&written).cloned());
-                match producer {
-                    Some(k) => {
-                        wakes.woken_by_other(&k);
-                        q.add(k);
-                    }
-                    None => aggregate_keys.iter().for_each(|k| {
-                        wakes.woken_by_other(k);
-                        q.add(k.clone());
-                    }),
-                }
+                wake(&q, producer, &aggregate_keys, |k| wakes.woken_by_other(k));
             }));
             outputs.push(Output {
                 rule: rule.clone(),
