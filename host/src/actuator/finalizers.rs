@@ -192,6 +192,45 @@ impl Actuator {
         }
     }
 
+    /// Sets `label` to `value` on `target` (a merge patch of that one
+    /// label, unpinned: the value is a function of the object's key, so a
+    /// namesake gets the very label it needs too). A missing object is a
+    /// dropped write (counted), not an error.
+    pub(crate) async fn label(
+        &self,
+        target: &ObjectKey,
+        label: &str,
+        value: &str,
+    ) -> Result<Step, ActuatorError> {
+        let verb = WriteVerb::Label;
+        let ar = self.discovery.resource(&target.gvk).await?;
+        let params = PatchParams {
+            field_manager: Some(self.field_manager.clone()),
+            ..PatchParams::default()
+        };
+        let (api, name) = self.api(&ar, target)?;
+        let patch = serde_json::json!({"metadata": {"labels": {label: value}}});
+        match api.patch(&name, &params, &Patch::Merge(&patch)).await {
+            Ok(written) => {
+                self.metrics.wrote(verb);
+                Ok(Step::Done {
+                    changed_meanwhile: false,
+                    rv: written.metadata.resource_version.map(Into::into),
+                })
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                tracing::debug!(target = %target, "not labelled: the object is gone");
+                self.metrics.dropped_write(verb);
+                Ok(Step::Dropped)
+            }
+            Err(source) => Err(ActuatorError::Api {
+                verb: verb_name(verb),
+                target: target.to_string(),
+                source,
+            }),
+        }
+    }
+
     /// Where `target`, an object of a watch with selectors
     /// (`label_selector`, `field_selector`) that its cache no longer holds,
     /// stands on the server: missing, still selected (the cache is behind:

@@ -694,6 +694,7 @@ pub(super) fn verb_name(verb: WriteVerb) -> &'static str {
         WriteVerb::AddFinalizer => "add-finalizer",
         WriteVerb::RemoveFinalizer => "remove-finalizer",
         WriteVerb::Event => "event",
+        WriteVerb::Label => "label",
     }
 }
 

@@ -25,6 +25,7 @@
 
 mod departed;
 mod error;
+mod labels;
 mod preflight;
 mod reconcile;
 
@@ -209,6 +210,17 @@ struct Watched {
     handler: u64,
 }
 
+/// A controller's actuator, held through the controller.
+#[derive(Clone)]
+struct ActuatorOf(Arc<GuestController>);
+
+impl std::ops::Deref for ActuatorOf {
+    type Target = Actuator;
+    fn deref(&self) -> &Actuator {
+        &self.0.actuator
+    }
+}
+
 /// A guest ready to run: its module, the environment it was described
 /// with, and that description (describe runs once per load, in the
 /// supervisor).
@@ -252,6 +264,9 @@ pub struct GuestController {
     /// stands by for, cold. Its informers list nothing of their own; it is
     /// never run (a fresh controller is started when the guest is led).
     dormant: bool,
+    /// With caches selected by bucket: sets the bucket label where it is
+    /// missing or wrong.
+    labeller: Option<labels::Labeller>,
 }
 
 impl Drop for GuestController {
@@ -316,23 +331,41 @@ impl GuestController {
         // the guest also writes, unselected) asks for the whole object too,
         // so the outputs cache shares its informer: one watch and one
         // decode per event, and both handlers see each change at once.
+        // Key sharding with caches selected by bucket: the watches whose
+        // objects map to their own key or their owner's, and the outputs,
+        // hold only the objects labelled with a cached bucket.
+        let selecting = config.shards.as_ref().and_then(|s| s.selecting());
         let output_keys: Vec<InformerKey> = manifest
             .writes
             .iter()
             .zip(&resources.writes)
-            .map(|(rule, ar)| crate::outputs::informer_key(rule, ar.plural.clone()))
+            .map(|(rule, ar)| {
+                crate::outputs::informer_key(rule, ar.plural.clone(), selecting.as_deref())
+            })
             .collect();
         let mut informers = Vec::new();
-        for (spec, resource) in manifest.watches.iter().zip(&resources.watches) {
+        // The keys of the watches selected by bucket, before the bucket term.
+        let mut by_bucket = Vec::new();
+        for (w, (spec, resource)) in manifest.watches.iter().zip(&resources.watches).enumerate() {
+            let sharded = selecting.as_deref().filter(|_| labels::by_bucket(spec));
             let key = InformerKey {
                 group: spec.gvk.group.clone(),
                 version: spec.gvk.version.clone(),
                 kind: spec.gvk.kind.clone(),
                 plural: resource.plural.clone(),
                 namespace: spec.namespace.clone(),
-                label_selector: spec.label_selector.clone(),
+                label_selector: labels::and(spec.label_selector.as_deref(), sharded),
                 field_selector: spec.field_selector.clone(),
             };
+            if sharded.is_some() {
+                by_bucket.push((
+                    w,
+                    InformerKey {
+                        label_selector: spec.label_selector.clone(),
+                        ..key.clone()
+                    },
+                ));
+            }
             let mut fields = spec.projection.paths().to_vec();
             let output = output_keys.contains(&key);
             if output {
@@ -384,6 +417,7 @@ impl GuestController {
             keys,
             feedback,
             config.claims.clone(),
+            selecting.as_deref(),
         )
         .await
         .map_err(resolve_err)?;
@@ -417,9 +451,25 @@ impl GuestController {
             .map(|(spec, w)| ActuatorWatched {
                 gvk: spec.gvk.clone(),
                 store: w.informer.store().clone(),
-                unfiltered: spec.label_selector.is_none() && spec.field_selector.is_none(),
+                unfiltered: spec.label_selector.is_none()
+                    && spec.field_selector.is_none()
+                    && (selecting.is_none() || !labels::by_bucket(spec)),
             })
             .collect();
+        let labeller = config
+            .shards
+            .as_ref()
+            .filter(|_| !by_bucket.is_empty())
+            .map(|shards| {
+                labels::Labeller::start(
+                    registry,
+                    &shared,
+                    &caches,
+                    &by_bucket,
+                    shards,
+                    &config.queue,
+                )
+            });
         let recorder = crate::events::Recorder::new(
             client.clone(),
             crate::events::Reporter {
@@ -457,6 +507,7 @@ impl GuestController {
             recording: std::sync::Mutex::new(None),
             departed,
             dormant: registry.is_dormant(),
+            labeller,
         })
     }
 
@@ -642,6 +693,38 @@ impl GuestController {
         self.informers().find_map(Informer::unready)
     }
 
+    /// Whether watch `w`'s cache holds only the objects labelled with a
+    /// bucket it caches.
+    fn by_bucket(&self, w: usize) -> bool {
+        self.labeller.is_some()
+            && self
+                .manifest
+                .watches
+                .get(w)
+                .is_some_and(labels::by_bucket)
+    }
+
+    /// `key`, dropped at its bucket's gate, is relabelled when its cache
+    /// holds its primary although it caches no such bucket: the primary's
+    /// label names another bucket than its key's (set by hand, or by a
+    /// host with another number of buckets), and no other replica would
+    /// ever see it.
+    fn mislabelled(&self, key: &RequestKey) {
+        let (Some(labeller), Some(shards), Some(p)) =
+            (&self.labeller, &self.config.shards, key.watch)
+        else {
+            return;
+        };
+        let (ns, name) = key.namespace_and_name();
+        if shards.caches(&key.key) || self.caches[p].store.get(ns, name).is_none() {
+            return;
+        }
+        labeller.relabel(
+            reconcile::primary_target(&self.manifest.watches[p], key),
+            &key.key,
+        );
+    }
+
     /// Enqueues every key the guest's world produces.
     pub fn enqueue_all(&self) {
         for key in relations::all_keys(&self.manifest, &self.caches) {
@@ -729,8 +812,9 @@ impl GuestController {
                             return this.reconcile(key).await;
                         };
                         // Not this replica's bucket: dropped; whoever takes
-                        // the bucket enqueues every key.
+                        // the bucket looks at every key.
                         let Some(admitted) = shards.admit(&key.key) else {
+                            this.mislabelled(&key);
                             return workqueue::Outcome::Success;
                         };
                         tokio::select! {
@@ -745,8 +829,17 @@ impl GuestController {
                 },
             )
         };
+        // Labels where they are missing, until the controller stops (its
+        // workers' end decides when).
+        let labelling = async {
+            if let Some(l) = &self.labeller {
+                l.run(ActuatorOf(self.clone()), self.name.clone()).await;
+            }
+            std::future::pending::<()>().await
+        };
         let result = tokio::select! {
             () = workers => Ok(()),
+            () = labelling => Ok(()),
             e = failures => Err(ControllerError::Sync { guest: self.name.clone(), source: e }),
         };
         ticker.abort();
@@ -796,6 +889,9 @@ impl GuestController {
 
     /// Stops handing out keys; in-flight reconciles finish.
     pub fn shutdown(&self) {
+        if let Some(l) = &self.labeller {
+            l.shutdown();
+        }
         self.queue.shutdown();
     }
 }

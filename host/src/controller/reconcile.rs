@@ -87,7 +87,9 @@ impl GuestController {
                 live,
             }))
         };
-        if spec.label_selector.is_none() && spec.field_selector.is_none() {
+        // A cache selected by bucket may have lost it to a label alone:
+        // the server says.
+        if spec.label_selector.is_none() && spec.field_selector.is_none() && !self.by_bucket(p) {
             return left(Presence::Gone, last, None);
         }
         let on_server = self
@@ -114,6 +116,21 @@ impl GuestController {
                     last.or_else(|| Some(Arc::new(self.watches[p].informer.project(object))));
                 left(Presence::Unselected, last, Some(current))
             }
+        }
+    }
+
+    /// `key`'s primary is selected on the server but not in its cache: with
+    /// caches selected by bucket, its label is missing or wrong (removed
+    /// or changed by hand); labelled again when this replica leads its
+    /// bucket, it comes back to the cache without a clean-up.
+    fn relabel_selected(&self, key: &RequestKey) {
+        let (Some(labeller), Some(shards), Some(p)) =
+            (&self.labeller, &self.config.shards, key.watch)
+        else {
+            return;
+        };
+        if self.by_bucket(p) && shards.leads(&key.key) {
+            labeller.relabel(primary_target(&self.manifest.watches[p], key), &key.key);
         }
     }
 
@@ -181,6 +198,7 @@ impl GuestController {
             Ok(Some(standing)) => standing,
             Ok(None) => {
                 tracing::info!("primary not cached but still selected on the server; not reconciled until the cache catches up");
+                self.relabel_selected(&key);
                 return (Outcome::RequeueAfter(DROPPED_WRITE_RECHECK), None);
             }
             Err(e) => {
@@ -302,6 +320,10 @@ impl GuestController {
             tracing::warn!(guest = %self.name, owner = %c.owner, object = %c.object, "plan refused: {c}");
             self.metrics.refused_write(&c.owner);
             return (Outcome::retry(c), Some("claimed"));
+        }
+        let mut plan = plan;
+        if let (Some(shards), Some(_)) = (&self.config.shards, &self.labeller) {
+            labels::stamp(&mut plan, &self.manifest, shards, &key.key);
         }
         match self.actuator.execute(&key, &plan, &permit).await {
             Err(e) => {
@@ -445,7 +467,7 @@ fn write_outcome(e: ActuatorError) -> Outcome {
 }
 
 /// The object a primary watch `spec`'s request `key` names.
-fn primary_target(spec: &crate::guest::WatchSpec, key: &RequestKey) -> ObjectKey {
+pub(super) fn primary_target(spec: &crate::guest::WatchSpec, key: &RequestKey) -> ObjectKey {
     let (ns, name) = key.namespace_and_name();
     ObjectKey {
         gvk: spec.gvk.clone(),

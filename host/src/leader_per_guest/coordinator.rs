@@ -378,9 +378,14 @@ fn count(metrics: &Metrics, unit: &str, reason: &str) {
 }
 
 /// Forgets `lease` as led, unless a newer lead of its guest replaced it.
+/// A bucket no longer led is told to the supervisor (its guest's caches
+/// may change with it).
 fn forget(shared: &Shared, lease: &GuestLease) {
     let mut led = lock(&shared.led);
     if led.get(lease.unit()).is_some_and(|l| l.same_lead(lease)) {
         led.remove(lease.unit());
+        if guest_of(lease.unit()).1.is_some() {
+            let _ = shared.led_tx.send(lease.unit().to_string());
+        }
     }
 }

@@ -79,8 +79,8 @@ use crate::permissions::{check, Checked, Need, PermissionError};
 use crate::sync::lock;
 
 pub use lease::{GuestLease, Running, Stop};
-pub use naming::{bucket_lease, dns_label, guest_lease, replica_lease};
-pub use shards::{bucket_of, Admitted, Shards};
+pub use naming::{bucket_lease, dns_label, guest_lease, replica_lease, unit};
+pub use shards::{bucket_of, Admitted, Shards, SHARD_LABEL_PREFIX};
 pub use share::{fair_share, SETTLE_ROUNDS};
 pub use shared::GuestHolder;
 use shared::Shared;
@@ -171,8 +171,8 @@ impl GuestLeases {
     }
 
     /// Waits for the next guest this replica starts leading, or the guest
-    /// of the next bucket; `None` once the coordinator is gone. One caller
-    /// at a time.
+    /// of the next bucket led or no longer led here; `None` once the
+    /// coordinator is gone. One caller at a time.
     pub async fn next_led(&self) -> Option<String> {
         let unit = self.shared.led_rx.lock().await.recv().await?;
         Some(naming::guest_of(&unit).0.to_string())

@@ -73,6 +73,8 @@ pub enum WriteVerb {
     RemoveFinalizer,
     /// An event.
     Event,
+    /// A sharded guest's bucket label set on an object (by the host).
+    Label,
 }
 
 impl WriteVerb {
@@ -85,6 +87,7 @@ impl WriteVerb {
             WriteVerb::AddFinalizer => "add_finalizer",
             WriteVerb::RemoveFinalizer => "remove_finalizer",
             WriteVerb::Event => "event",
+            WriteVerb::Label => "label",
         }
     }
 }

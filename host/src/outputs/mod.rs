@@ -104,18 +104,23 @@ pub struct Feedback {
 /// names exactly one object. A watch of the guest's with this very key
 /// shares the informer when it asks for the whole object too (see the
 /// controller's start).
-pub fn informer_key(rule: &WriteRule, plural: String) -> InformerKey {
+pub fn informer_key(rule: &WriteRule, plural: String, sharded: Option<&str>) -> InformerKey {
     let field_selector = match rule.names.as_slice() {
         [one] => Some(format!("metadata.name={one}")),
         _ => None,
     };
+    // A sharded guest's writes carry its key's bucket label, except those
+    // of named objects (shared by every key, never sharded).
+    let label_selector = sharded
+        .filter(|_| rule.names.is_empty())
+        .map(str::to_string);
     InformerKey {
         group: rule.gvk.group.clone(),
         version: rule.gvk.version.clone(),
         kind: rule.gvk.kind.clone(),
         plural,
         namespace: rule.namespace.clone(),
-        label_selector: None,
+        label_selector,
         field_selector,
     }
 }
@@ -182,6 +187,7 @@ impl Outputs {
         keys: Arc<Keys>,
         feedback: Feedback,
         claims: Claims,
+        sharded: Option<&str>,
     ) -> Result<Self, DiscoveryError> {
         let Feedback {
             queue,
@@ -203,7 +209,7 @@ impl Outputs {
         let mut outputs = Vec::new();
         for rule in &manifest.writes {
             let ar = discovery.resource(&rule.gvk).await?;
-            let key = informer_key(rule, ar.plural);
+            let key = informer_key(rule, ar.plural, sharded);
             let informer = registry.acquire(&key, &[FieldPath::whole()], &[]);
             let whole = whole_position(&informer);
             let (q, gvk) = (queue.clone(), rule.gvk.clone());

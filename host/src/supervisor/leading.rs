@@ -4,11 +4,16 @@
 //! once and a handed-over one drains first; either way the other guests
 //! and the process go on, and a guest led again gets a fresh controller.
 //! A guest whose keys are sharded ([`crate::leader_per_guest::Shards`])
-//! runs its workers all along instead, and looks at every key again when
-//! a bucket is newly led. Standing by cold ([`Standby::Cold`]), a guest not
-//! led here has a dormant controller (no caches of its own), replaced by a
-//! fresh one when led, and again by a dormant one when its workers stop.
-//! It never decides which guests this replica leads.
+//! runs its workers all along instead; each key passes its bucket's gate.
+//! Standing by cold ([`Standby::Cold`]), a guest not led here has a
+//! dormant controller (no caches of its own), replaced by a fresh one when
+//! led, and again by a dormant one when its workers stop; a sharded
+//! guest's controller caches only the buckets led here (selected by their
+//! label), and is replaced by one caching the new set whenever a bucket
+//! is led or no longer led (the old one's in-flight keys finish first).
+//! Standing by warm, a sharded guest caches everything and looks at every
+//! key again when a bucket is newly led. It never decides which guests
+//! this replica leads.
 
 use crate::leader_per_guest::{GuestLease, GuestLeases, Stop};
 
@@ -75,15 +80,34 @@ impl Supervisor {
             .then(|| crate::leader_per_guest::Shards::new(leases.clone(), &manifest.name, buckets))
     }
 
+    /// The key sharding a controller of the guest declaring `manifest`
+    /// starts with now: standing by cold, caching only the buckets led
+    /// here now (see [`Self::shards_for`]).
+    pub(super) fn shards_now(
+        &self,
+        manifest: &crate::guest::GuestManifest,
+    ) -> Option<crate::leader_per_guest::Shards> {
+        let shards = self.shards_for(manifest)?;
+        match (self.config.standby, &self.guest_leases) {
+            (Standby::Cold, Some(leases)) => {
+                Some(shards.caching(leases.buckets_led(&manifest.name).into_iter().collect()))
+            }
+            _ => Some(shards),
+        }
+    }
+
     /// Whether a controller of the guest declaring `manifest`, started now,
-    /// stands by cold: per-guest leadership with [`Standby::Cold`], a guest
-    /// led whole (a sharded one runs everywhere), and not led here now.
+    /// stands by cold: per-guest leadership with [`Standby::Cold`], and
+    /// nothing of the guest led here now (neither the guest nor a bucket).
     pub(super) fn stands_by_cold(&self, manifest: &crate::guest::GuestManifest) -> bool {
-        self.cold_standby(manifest)
-            && self
-                .guest_leases
-                .as_ref()
-                .is_some_and(|l| l.lease(&manifest.name).is_none())
+        let Some(leases) = self.guest_leases.as_ref() else {
+            return false;
+        };
+        self.config.standby == Standby::Cold
+            && match self.shards_for(manifest) {
+                Some(_) => leases.buckets_led(&manifest.name).is_empty(),
+                None => leases.lease(&manifest.name).is_none(),
+            }
     }
 
     /// Whether the guest declaring `manifest` stands by cold when not led
@@ -164,7 +188,7 @@ impl Supervisor {
                 lease: None,
                 leads: !led.is_empty(),
                 holder: None,
-                cached: true,
+                cached: self.controller(name).is_some_and(|c| !c.is_dormant()),
                 buckets: Some(buckets),
             });
         }
@@ -186,9 +210,12 @@ impl Supervisor {
         leases: &GuestLeases,
     ) -> tokio::task::JoinHandle<()> {
         if controller.shards().is_some() {
-            // Sharded: its workers always run; each key passes its
-            // bucket's gate.
+            // Sharded: its workers always run (but standing by cold with
+            // no bucket); each key passes its bucket's gate.
             lock(&self.led_tasks).remove(controller.name());
+            if controller.is_dormant() {
+                return tokio::spawn(std::future::pending());
+            }
             let failures = self.failures_tx.clone();
             return tokio::spawn(async move {
                 if let Err(e) = controller.run_when(std::future::ready(())).await {
@@ -226,9 +253,7 @@ impl Supervisor {
             return;
         };
         if controller.shards().is_some() {
-            // A bucket newly led: its keys are looked at (the others are
-            // dropped at the gate again).
-            controller.enqueue_all();
+            self.reselect(key, controller).await;
             return;
         }
         // Its task already runs under this very lead (started when the
@@ -273,6 +298,82 @@ impl Supervisor {
         g.task.abort();
         g.controller = controller.clone();
         g.task = self.spawn(controller);
+    }
+}
+
+impl Supervisor {
+    /// A bucket of the sharded guest run by `controller` (the guest `key`)
+    /// was led or is no longer led here. Standing by warm, every key is
+    /// looked at (a newly led bucket's are cached already; the others are
+    /// dropped at the gate again). Standing by cold, unless the controller
+    /// caches exactly the buckets led now, a fresh one caching them
+    /// replaces it (dormant when none is): it lists their objects while the
+    /// old one still runs the buckets it has, and its workers start once
+    /// the old one's in-flight keys have finished (bounded by
+    /// `HANDOVER_DRAIN`), so a key never runs in two controllers here.
+    async fn reselect(&self, key: String, controller: Arc<GuestController>) {
+        let guest = controller.name().to_string();
+        let Some(fresh_shards) = self.shards_now(controller.manifest()) else {
+            return;
+        };
+        let Some(cached) = fresh_shards.cached().cloned() else {
+            controller.enqueue_all();
+            return;
+        };
+        let current = match controller.is_dormant() {
+            true => Some(std::collections::BTreeSet::new()),
+            false => controller.shards().and_then(|s| s.cached().cloned()),
+        };
+        if current.as_ref() == Some(&cached) {
+            return;
+        }
+        let fresh = match self
+            .controller_with(controller.described(), cached.is_empty())
+            .await
+        {
+            Ok(fresh) => Arc::new(fresh),
+            Err(e) => {
+                // Its buckets given up: another replica (or this one,
+                // later) takes them.
+                tracing::error!(%guest, "cannot start the guest for the buckets it leads; giving them up: {e}");
+                if let Some(leases) = &self.guest_leases {
+                    for b in cached {
+                        leases.give_up(&crate::leader_per_guest::unit(&guest, Some(b)));
+                    }
+                }
+                return;
+            }
+        };
+        if let Some(spec) = controller.shadow() {
+            fresh.attach_shadow(spec, self.config.shadow_dry_run);
+        }
+        tracing::info!(%guest, buckets = ?cached, "caching the buckets led here");
+        let mut guests = lock(&self.guests);
+        let Some(g) = guests.get_mut(&key) else {
+            return;
+        };
+        // Replaced meanwhile (a swap, or a newer selection): left alone.
+        if !Arc::ptr_eq(&g.controller, &controller) {
+            return;
+        }
+        controller.shutdown();
+        let old = std::mem::replace(&mut g.task, tokio::spawn(std::future::pending()));
+        g.controller = fresh.clone();
+        let failures = self.failures_tx.clone();
+        g.task = tokio::spawn(async move {
+            let abort = old.abort_handle();
+            if tokio::time::timeout(HANDOVER_DRAIN, old).await.is_err() {
+                tracing::warn!(%guest, "the controller of the buckets led before is still busy after {HANDOVER_DRAIN:?}; abandoning its in-flight reconciles");
+                abort.abort();
+            }
+            drop(controller);
+            if fresh.is_dormant() {
+                return std::future::pending().await;
+            }
+            if let Err(e) = fresh.run_when(std::future::ready(())).await {
+                let _ = failures.send(e);
+            }
+        });
     }
 }
 

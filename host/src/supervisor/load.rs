@@ -343,6 +343,10 @@ impl Supervisor {
         described: DescribedGuest,
         dormant: bool,
     ) -> Result<GuestController, ControllerError> {
+        let shards = self.shards_now(&described.manifest);
+        // Caching no bucket is standing by cold: no valid selector selects
+        // nothing.
+        let dormant = dormant || shards.as_ref().and_then(|s| s.cached()).is_some_and(|c| c.is_empty());
         let registry = match dormant {
             true => self.registry.dormant(),
             false => self.registry.clone(),
@@ -353,7 +357,7 @@ impl Supervisor {
             .clone()
             .claims(self.claims.clone())
             .host_pod(self.config.pod.clone())
-            .shards(self.shards_for(&described.manifest))
+            .shards(shards)
             // Replicas hand guests and buckets over: a late write of one
             // that lost it must not overwrite the next holder's.
             .pin_versions(self.guest_leases.is_some());
