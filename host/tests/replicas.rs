@@ -976,14 +976,18 @@ async fn a_per_object_guests_keys_are_sharded_in_buckets_over_replicas() {
     )
     .await;
     children_say(&admin, "m0").await;
-
-    // An edit of the Apps of r-b's buckets only is written by r-b only.
     let bucket = |i: usize| {
         wasmctrl::leader_per_guest::bucket_of(
             &format!("{}/app-{i}", crate::support::PODS_NS),
             BUCKETS,
         )
     };
+    // Each App and its child carry their bucket's label, and each replica
+    // caches the Apps of its buckets, none other.
+    apps_labelled(&admin).await;
+    caches_hold_their_buckets(&admin, &[("r-a", &a), ("r-b", &b), ("r-c", &c)]).await;
+
+    // An edit of the Apps of r-b's buckets only is written by r-b only.
     let of_b: Vec<usize> = (0..APPS)
         .filter(|i| holders[&bucket(*i)].as_deref() == Some("r-b"))
         .collect();
@@ -1059,6 +1063,7 @@ async fn a_per_object_guests_keys_are_sharded_in_buckets_over_replicas() {
         .await;
     }
     children_say(&admin, "m2").await;
+    caches_hold_their_buckets(&admin, &[("r-a", &a), ("r-c", &c)]).await;
 
     // `/guests` shows the buckets.
     let leaders = guest_leaders(&a).await;
@@ -1072,6 +1077,94 @@ async fn a_per_object_guests_keys_are_sharded_in_buckets_over_replicas() {
     a.stop_cleanly().await;
     c.stop_cleanly().await;
     drop(server);
+}
+
+/// The label of the App guest's buckets.
+const SHARD_LABEL: &str = "shard.wasmctrl.dev/app";
+
+/// The bucket label `i`'s App and its child carry.
+fn bucket_value(i: usize) -> String {
+    let b = wasmctrl::leader_per_guest::bucket_of(
+        &format!("{}/app-{i}", crate::support::PODS_NS),
+        BUCKETS,
+    );
+    format!("{b}-of-{BUCKETS}")
+}
+
+/// Waits until every App and every App's child carry their bucket's label.
+async fn apps_labelled(admin: &Client) {
+    let apps = crate::app::apps(admin, crate::support::PODS_NS);
+    let children: Api<ConfigMap> = Api::namespaced(admin.clone(), crate::support::PODS_NS);
+    bounded("every App and child labelled with its bucket", async {
+        loop {
+            let mut all = true;
+            for i in 0..APPS {
+                let name = format!("app-{i}");
+                let want = Some(bucket_value(i));
+                let app = apps.get(&name).await.unwrap();
+                let child = children.get_opt(&name).await.unwrap();
+                all &= app.metadata.labels.and_then(|l| l.get(SHARD_LABEL).cloned()) == want;
+                all &= child
+                    .and_then(|c| c.metadata.labels?.get(SHARD_LABEL).cloned())
+                    == want;
+            }
+            if all {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+}
+
+/// Waits until each of `replicas` caches exactly the Apps of the buckets
+/// it leads (`/guests`: `primaries`, and `cached` on exactly its buckets).
+async fn caches_hold_their_buckets(admin: &Client, replicas: &[(&str, &Replica)]) {
+    bounded("each replica caches the Apps of its buckets", async {
+        let apps = crate::app::apps(admin, crate::support::PODS_NS);
+        loop {
+            let holders = bucket_holders(admin).await;
+            let names: Vec<String> = apps
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .filter_map(|a| a.metadata.name)
+                .collect();
+            let mut all = true;
+            for (id, replica) in replicas {
+                let mine: Vec<u32> = holders
+                    .iter()
+                    .filter(|(_, h)| h.as_deref() == Some(*id))
+                    .map(|(b, _)| *b)
+                    .collect();
+                let want = names
+                    .iter()
+                    .filter(|name| {
+                        mine.contains(&wasmctrl::leader_per_guest::bucket_of(
+                            &format!("{}/{name}", crate::support::PODS_NS),
+                            BUCKETS,
+                        ))
+                    })
+                    .count();
+                let leader = &guest_leaders(replica).await["app"];
+                let cached: Vec<u32> = leader["buckets"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|b| b["cached"] == true)
+                    .map(|b| b["bucket"].as_u64().unwrap() as u32)
+                    .collect();
+                all &= leader["primaries"] == want && cached == mine;
+            }
+            if all {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
 }
 
 /// The App writes of the server's log (an App's status or finalizers, or
@@ -1306,5 +1399,129 @@ async fn sharded_keys_converge_while_replicas_are_killed_and_replaced() {
         by.len() > 1
     });
     assert!(handed_over, "no App was written by two replicas in turn");
+    drop(server);
+}
+
+/// The bucket label is the cache's only way to an object, so a label
+/// removed or changed by hand must not read as the App leaving its watch:
+/// the App is labelled again and reconciled, its child never deleted (a
+/// clean-up would delete it). An App created after the start is labelled
+/// by its bucket's holder and reconciled like the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bucket_label_removed_or_changed_by_hand_is_set_again_without_a_clean_up() {
+    let (server, admin) = crate::app::app_server().await;
+    let (dir, kubeconfig) = app_dir(&server);
+    let start = |id: &str| app_replica(dir.path(), &kubeconfig, id);
+    for i in 0..APPS {
+        crate::app::create_app(
+            &admin,
+            crate::support::PODS_NS,
+            &format!("app-{i}"),
+            "m0",
+            1,
+        )
+        .await;
+    }
+    let mut a = start("r-a");
+    let mut b = start("r-b");
+    a.wait_ready().await;
+    b.wait_ready().await;
+    let holders = buckets_spread_as(&admin, &BTreeMap::from([("r-a", 3), ("r-b", 3)])).await;
+    children_say(&admin, "m0").await;
+    apps_labelled(&admin).await;
+    let apps = crate::app::apps(&admin, crate::support::PODS_NS);
+    let children: Api<ConfigMap> = Api::namespaced(admin.clone(), crate::support::PODS_NS);
+    let uid = |cm: ConfigMap| cm.metadata.uid.unwrap();
+    let child_uids: Vec<String> = {
+        let mut v = Vec::new();
+        for i in 0..APPS {
+            v.push(uid(children.get(&format!("app-{i}")).await.unwrap()));
+        }
+        v
+    };
+    let by_hand = |labels: serde_json::Value| {
+        let apps = apps.clone();
+        async move |name: String| {
+            apps.patch(
+                &name,
+                &kube::api::PatchParams {
+                    field_manager: Some("kubectl-label".into()),
+                    ..Default::default()
+                },
+                &kube::api::Patch::Merge(serde_json::json!({"metadata": {"labels": labels}})),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    // app-0's label removed; app-1's set to a bucket the other replica
+    // holds (valid, but not its key's).
+    by_hand(serde_json::json!({ SHARD_LABEL: null }))("app-0".into()).await;
+    let own = wasmctrl::leader_per_guest::bucket_of(
+        &format!("{}/app-1", crate::support::PODS_NS),
+        BUCKETS,
+    );
+    let other = holders
+        .iter()
+        .find(|(bucket, h)| **bucket != own && *h != &holders[&own])
+        .map(|(bucket, _)| *bucket)
+        .expect("a bucket of the other replica");
+    by_hand(serde_json::json!({ SHARD_LABEL: format!("{other}-of-{BUCKETS}") }))("app-1".into())
+        .await;
+    // A new App.
+    crate::app::create_app(&admin, crate::support::PODS_NS, "app-new", "m0", 1).await;
+    apps_labelled(&admin).await;
+    bounded("the new App labelled and its child written", async {
+        loop {
+            let app = apps.get("app-new").await.unwrap();
+            let label = app.metadata.labels.and_then(|l| l.get(SHARD_LABEL).cloned());
+            let want = wasmctrl::leader_per_guest::bucket_of(
+                &format!("{}/app-new", crate::support::PODS_NS),
+                BUCKETS,
+            );
+            let child = children.get_opt("app-new").await.unwrap();
+            if label == Some(format!("{want}-of-{BUCKETS}")) && child.is_some() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    // Both relabelled Apps are reconciled again: an edit reaches them.
+    for i in 0..2 {
+        crate::app::edit_spec(
+            &admin,
+            crate::support::PODS_NS,
+            &format!("app-{i}"),
+            serde_json::json!({"message": "m1"}),
+        )
+        .await;
+    }
+    bounded("app-0 and app-1's children say m1", async {
+        loop {
+            let mut all = true;
+            for i in 0..2 {
+                let seen = children
+                    .get(&format!("app-{i}"))
+                    .await
+                    .unwrap()
+                    .data
+                    .and_then(|d| d.get("message").cloned());
+                all &= seen.as_deref() == Some("m1");
+            }
+            if all {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    for (i, before) in child_uids.iter().enumerate() {
+        let now = uid(children.get(&format!("app-{i}")).await.unwrap());
+        assert_eq!(&now, before, "app-{i}'s child was never deleted");
+    }
+    caches_hold_their_buckets(&admin, &[("r-a", &a), ("r-b", &b)]).await;
+    a.stop_cleanly().await;
+    b.stop_cleanly().await;
     drop(server);
 }

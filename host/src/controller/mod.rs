@@ -725,6 +725,17 @@ impl GuestController {
         );
     }
 
+    /// How many primaries (objects of its per-object watches) it caches.
+    pub fn primaries(&self) -> usize {
+        self.manifest
+            .watches
+            .iter()
+            .zip(self.caches.iter())
+            .filter(|(spec, _)| spec.keys == crate::guest::KeyMapping::PerObject)
+            .map(|(_, c)| c.store.len())
+            .sum()
+    }
+
     /// Enqueues every key the guest's world produces.
     pub fn enqueue_all(&self) {
         for key in relations::all_keys(&self.manifest, &self.caches) {

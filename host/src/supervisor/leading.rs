@@ -175,6 +175,8 @@ impl Supervisor {
         let buckets = leases.bucket_holders(name);
         if !buckets.is_empty() {
             let led = leases.buckets_led(name);
+            let controller = self.controller(name).filter(|c| !c.is_dormant());
+            let shards = controller.as_ref().and_then(|c| c.shards());
             let buckets = buckets
                 .into_iter()
                 .map(|(bucket, h)| BucketLeader {
@@ -182,14 +184,16 @@ impl Supervisor {
                     lease: h.lease,
                     leads: led.contains(&bucket),
                     holder: h.holder,
+                    cached: shards.is_some_and(|s| s.cached().is_none_or(|c| c.contains(&bucket))),
                 })
                 .collect();
             return Some(GuestLeader {
                 lease: None,
                 leads: !led.is_empty(),
                 holder: None,
-                cached: self.controller(name).is_some_and(|c| !c.is_dormant()),
+                cached: controller.is_some(),
                 buckets: Some(buckets),
+                primaries: Some(controller.as_ref().map_or(0, |c| c.primaries())),
             });
         }
         let holder = leases.holder(name)?;
@@ -199,6 +203,7 @@ impl Supervisor {
             holder: holder.holder,
             cached: self.controller(name).is_some_and(|c| !c.is_dormant()),
             buckets: None,
+            primaries: None,
         })
     }
 

@@ -283,6 +283,10 @@ pub struct GuestLeader {
     /// this replica leads it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buckets: Option<Vec<BucketLeader>>,
+    /// When its keys are sharded: how many primaries (objects of its
+    /// per-object watches) this replica caches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primaries: Option<usize>,
 }
 
 /// Who leads one bucket of a sharded guest's keys.
@@ -296,6 +300,10 @@ pub struct BucketLeader {
     pub leads: bool,
     /// The Lease's holder as last listed (None: free).
     pub holder: Option<String>,
+    /// Whether this replica caches the bucket's objects (all of them
+    /// standing by warm; those of the buckets it leads, standing by cold).
+    #[serde(default)]
+    pub cached: bool,
 }
 
 /// What a report changed: the Event it is worth (see [`Change::event`]).
