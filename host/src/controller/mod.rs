@@ -325,7 +325,8 @@ impl GuestController {
                 source,
             })?;
         preflight::check_status_rules(discovery, &manifest, &name).await?;
-        preflight::preflight(&client, &manifest, &resources, &name).await?;
+        let selecting = config.shards.as_ref().and_then(|s| s.selecting());
+        preflight::preflight(&client, &manifest, &resources, &name, selecting.is_some()).await?;
 
         // A watch with the very informer key of an outputs cache (the kind
         // the guest also writes, unselected) asks for the whole object too,
@@ -334,7 +335,6 @@ impl GuestController {
         // Key sharding with caches selected by bucket: the watches whose
         // objects map to their own key or their owner's, and the outputs,
         // hold only the objects labelled with a cached bucket.
-        let selecting = config.shards.as_ref().and_then(|s| s.selecting());
         let output_keys: Vec<InformerKey> = manifest
             .writes
             .iter()

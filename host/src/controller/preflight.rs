@@ -148,15 +148,27 @@ pub(super) fn check_scopes(
 /// it watches and the objects it writes (the outputs cache), and patch and
 /// create (an apply that creates is authorized as both) the write targets
 /// in the namespaces it names.
+/// With caches selected by bucket (`by_bucket`), the host also labels the
+/// objects of the watches selected so (a patch).
 pub(super) async fn preflight(
     client: &Client,
     manifest: &GuestManifest,
     resources: &Resources,
     guest: &str,
+    by_bucket: bool,
 ) -> Result<(), ControllerError> {
     let mut needs = Vec::new();
     for (spec, resource) in manifest.watches.iter().zip(&resources.watches) {
         let plural = &resource.plural;
+        if by_bucket && super::labels::by_bucket(spec) {
+            needs.push(Need::new(
+                "patch",
+                &spec.gvk.group,
+                plural,
+                spec.namespace.as_deref(),
+                None,
+            ));
+        }
         for verb in ["list", "watch"] {
             needs.push(Need::new(
                 verb,
