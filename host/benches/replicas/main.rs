@@ -43,7 +43,8 @@
 //! Run (as root): `make guest && cargo bench -p wasmctrl --features
 //! wasmctrl/dev-server --bench replicas -- --apps 20000 --replicas 1,3`
 //! (also `--cpu 0.5`, `--buckets 12`, `--burst 4000`, `--workers 8`,
-//! `--qps 100000`, `--chaos-seconds 80 --kill-every 20 --chaos-rate 20`;
+//! `--qps 100000`, `--chaos-seconds 80 --kill-every 20 --chaos-rate 20`,
+//! `--standby cold` (`warm`: every replica caches every object);
 //! `REPLICAS_LOGS=DIR` keeps the replicas' logs). Under `cargo test
 //! --all-targets` it only says where its smoke world is
 //! (`tests/replicas.rs`): caps need root.
@@ -117,6 +118,9 @@ struct Setup {
     chaos: Duration,
     kill_every: Duration,
     chaos_rate: f64,
+    /// `--standby` of the replicas: `cold` (a sharded guest's caches hold
+    /// the buckets a replica leads) or `warm` (every object).
+    standby: String,
 }
 
 /// One replica: its process, in slot `slot`'s cgroup.
@@ -252,6 +256,7 @@ fn app_flags(setup: &Setup) -> Vec<String> {
         "--guest".into(),
         args::guest("guest_app.wasm").display().to_string(),
         format!("--shard-buckets={}", setup.buckets),
+        format!("--standby={}", setup.standby),
     ]
 }
 
@@ -891,9 +896,10 @@ fn secs(d: Duration) -> String {
 
 fn print_tables(outcomes: &[Outcome], setup: &Setup) {
     println!(
-        "replicas: --cpu {} per replica, --shard-buckets {}, --workers {}, --kube-api-qps {}, burst of {} edits, lease {}/{}/{} s",
+        "replicas: --cpu {} per replica, --shard-buckets {}, --standby {}, --workers {}, --kube-api-qps {}, burst of {} edits, lease {}/{}/{} s",
         setup.cpu,
         setup.buckets,
+        setup.standby,
         setup.workers,
         setup.qps,
         setup.burst,
@@ -989,6 +995,7 @@ fn main() {
         chaos: Duration::from_secs(args::parse(&args, "--chaos-seconds", 80)),
         kill_every: Duration::from_secs(args::parse(&args, "--kill-every", 20)),
         chaos_rate: args::parse(&args, "--chaos-rate", 20.0),
+        standby: args::option(&args, "--standby").unwrap_or_else(|| "cold".into()),
     };
     let rt = args::bench_runtime();
     if args.iter().any(|a| a == "--per-guest") {

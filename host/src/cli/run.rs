@@ -167,7 +167,9 @@ struct ElectionArgs {
     /// it does not lead. `cold`: nothing; a guest's caches are listed when
     /// the replica comes to lead it and dropped when it hands it over.
     /// `warm`: every guest's caches synced all along, for faster takeovers.
-    /// A guest whose keys are sharded runs on every replica either way.
+    /// A guest whose keys are sharded caches, standing by cold, only the
+    /// objects of the buckets the replica leads (selected by the label
+    /// `shard.wasmctrl.dev/GUEST`, which the host sets), warm all of them.
     /// Default: cold.
     #[arg(long, value_enum, value_name = "MODE")]
     standby: Option<StandbyMode>,

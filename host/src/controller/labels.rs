@@ -83,7 +83,12 @@ pub(super) fn stamp(plan: &mut ValidatedPlan, manifest: &GuestManifest, shards: 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(super) struct Labelling {
     target: ObjectKey,
-    value: String,
+    /// The key whose bucket the object is in.
+    key: String,
+    /// Labelled only while this replica leads (and caches) the key's
+    /// bucket, like the key's own writes; else by whichever replica found
+    /// the label wrong.
+    gated: bool,
 }
 
 /// The labeller of one sharded controller (see the module).
@@ -147,7 +152,8 @@ impl Labeller {
                     if shards.leads(&key.key) {
                         q.add(Labelling {
                             target,
-                            value: shards.value_of(&key.key),
+                            key: key.key.to_string(),
+                            gated: true,
                         });
                     }
                 }));
@@ -161,26 +167,57 @@ impl Labeller {
         }
     }
 
-    /// Labels `target`, the primary of `key`, with `key`'s bucket.
-    pub(super) fn relabel(&self, target: ObjectKey, key: &str) {
+    /// Labels `target`, the primary of `key`, with `key`'s bucket; `gated`:
+    /// only while this replica leads and caches that bucket.
+    pub(super) fn relabel(&self, target: ObjectKey, key: &str, gated: bool) {
         self.queue.add(Labelling {
             target,
-            value: self.shards.value_of(key),
+            key: key.to_string(),
+            gated,
         });
     }
 
-    /// Labels what is queued with `actuator`, until the queue shuts down.
-    pub(super) async fn run(&self, actuator: impl std::ops::Deref<Target = Actuator> + Clone + Send + Sync + 'static, guest: String) {
-        let label: Arc<str> = self.shards.label().into();
-        workqueue::run_workers(self.queue.clone(), 1, move |l: Labelling| {
-            let (actuator, label, guest) = (actuator.clone(), label.clone(), guest.clone());
+    /// Labels what is queued with `actuator` (`workers` at once: a cold
+    /// start labels every primary), until the queue shuts down.
+    /// A gated label is written under its bucket's gate, as the key's own
+    /// writes are: not once the bucket is lost or given up.
+    pub(super) async fn run(
+        &self,
+        actuator: impl std::ops::Deref<Target = Actuator> + Clone + Send + Sync + 'static,
+        guest: String,
+        workers: usize,
+    ) {
+        let shards = self.shards.clone();
+        workqueue::run_workers(self.queue.clone(), workers, move |l: Labelling| {
+            let (actuator, shards, guest) = (actuator.clone(), shards.clone(), guest.clone());
             async move {
-                match actuator.label(&l.target, &label, &l.value).await {
-                    Ok(_) => {
-                        tracing::debug!(%guest, target = %l.target, value = %l.value, "bucket label set");
+                let value = shards.value_of(&l.key);
+                let admitted = match l.gated {
+                    true => match shards.admit(&l.key) {
+                        Some(a) => Some(a),
+                        None => return Outcome::Success,
+                    },
+                    false => None,
+                };
+                let written = async {
+                    match &admitted {
+                        Some(a) => {
+                            tokio::select! {
+                                biased;
+                                _ = a.until_lost() => None,
+                                r = actuator.label(&l.target, shards.label(), &value) => Some(r),
+                            }
+                        }
+                        None => Some(actuator.label(&l.target, shards.label(), &value).await),
+                    }
+                };
+                match written.await {
+                    None => Outcome::Success,
+                    Some(Ok(_)) => {
+                        tracing::debug!(%guest, target = %l.target, %value, "bucket label set");
                         Outcome::Success
                     }
-                    Err(e) => {
+                    Some(Err(e)) => {
                         tracing::warn!(%guest, target = %l.target, "cannot set the bucket label; retrying: {e}");
                         Outcome::retry(e)
                     }

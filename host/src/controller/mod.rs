@@ -722,6 +722,7 @@ impl GuestController {
         labeller.relabel(
             reconcile::primary_target(&self.manifest.watches[p], key),
             &key.key,
+            false,
         );
     }
 
@@ -844,7 +845,8 @@ impl GuestController {
         // workers' end decides when).
         let labelling = async {
             if let Some(l) = &self.labeller {
-                l.run(ActuatorOf(self.clone()), self.name.clone()).await;
+                l.run(ActuatorOf(self.clone()), self.name.clone(), self.config.workers)
+                    .await;
             }
             std::future::pending::<()>().await
         };

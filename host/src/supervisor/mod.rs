@@ -177,8 +177,7 @@ pub struct NotSynced {
 }
 
 /// With per-guest leadership, what a replica keeps of a guest it does not
-/// lead (a guest whose keys are sharded runs on every replica: always
-/// warm).
+/// lead (of a sharded guest, of the buckets it does not lead).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Standby {
     /// Nothing: its caches are listed when the replica comes to lead it, and
