@@ -45,7 +45,8 @@
 //! (also `--cpu 0.5`, `--buckets 12`, `--burst 4000`, `--workers 8`,
 //! `--qps 100000`, `--chaos-seconds 80 --kill-every 20 --chaos-rate 20`,
 //! `--standby cold` (`warm`: every replica caches every object);
-//! `REPLICAS_LOGS=DIR` keeps the replicas' logs). Under `cargo test
+//! `REPLICAS_LOGS=DIR` keeps the replicas' logs, `REPLICAS_LOG=info` logs
+//! more than warnings). Under `cargo test
 //! --all-targets` it only says where its smoke world is
 //! (`tests/replicas.rs`): caps need root.
 
@@ -228,7 +229,9 @@ fn spawn(
         .arg(format!("--retry-period-seconds={}", RETRY.as_secs()))
         .env_remove("POD_NAME");
     let out = setup.dir.join(format!("{id}.out"));
-    let child = process::start(cmd, id, "warn", &out, &log);
+    // `REPLICAS_LOG=info` (say) logs more than warnings.
+    let level = std::env::var("REPLICAS_LOG").unwrap_or_else(|_| "warn".into());
+    let child = process::start(cmd, id, &level, &out, &log);
     // The shell moves itself into the cgroup before it execs wasmctrl.
     let capped = std::iter::repeat_with(|| {
         std::thread::sleep(Duration::from_millis(5));

@@ -131,10 +131,20 @@ impl Coordinator {
         let release = loop {
             self.round(&presence_name).await;
             let pause = self.base.retry_period;
-            tokio::select! {
-                release = &mut stop => break release.unwrap_or(false),
-                () = tokio::time::sleep(pause) => {}
-                () = self.shared.guests_changed.notified() => {}
+            // A candidate that starts leading is told to the supervisor at
+            // once, not at the next round: a replica's work starts then.
+            let next = Instant::now() + pause;
+            let stopped = loop {
+                let leading = self.candidates_leading();
+                tokio::select! {
+                    release = &mut stop => break Some(release.unwrap_or(false)),
+                    () = tokio::time::sleep_until(next) => break None,
+                    () = self.shared.guests_changed.notified() => break None,
+                    () = leading => self.harvest(),
+                }
+            };
+            if let Some(release) = stopped {
+                break release;
             }
         };
         self.shared.closing.store(true, Ordering::SeqCst);
@@ -155,6 +165,28 @@ impl Coordinator {
             let _ = p.stop().await;
         }
         tracing::info!(group = %self.group(), "per-guest leadership: stopped, leases released");
+    }
+
+    /// Resolves once any candidate (an elector not yet seen leading) leads,
+    /// or ends; never when there is none.
+    fn candidates_leading(&self) -> impl std::future::Future<Output = ()> + 'static {
+        let waits: Vec<_> = self
+            .electors
+            .values()
+            .filter(|c| c.lease.is_none())
+            .map(|c| {
+                let mut status = c.handle.status();
+                Box::pin(async move {
+                    let _ = status.until_leading().await;
+                })
+            })
+            .collect();
+        async move {
+            if waits.is_empty() {
+                return std::future::pending().await;
+            }
+            futures::future::select_all(waits).await;
+        }
     }
 
     async fn round(&mut self, presence_name: &str) {
@@ -208,6 +240,8 @@ impl Coordinator {
         if self.observer.holder(presence_name, now) != Some(me.as_str()) {
             live += 1;
         }
+        let mut live_ids = self.observer.live_identities(now);
+        live_ids.insert(me.clone());
         let names: BTreeMap<&String, String> = guests
             .iter()
             .map(|g| (g, unit_lease(self.group(), g)))
@@ -230,6 +264,7 @@ impl Coordinator {
         let view = View {
             guests: guests.clone(),
             live_replicas: live,
+            live: live_ids,
             led: self
                 .electors
                 .iter()
@@ -288,6 +323,9 @@ impl Coordinator {
     /// those that ended (a leader's end is a lost lease).
     fn harvest(&mut self) {
         let mut ended = Vec::new();
+        // Told to the supervisor once every new lead is recorded: it reads
+        // all the buckets of a guest led here at once.
+        let mut started = Vec::new();
         for (guest, c) in &mut self.electors {
             match c.handle.status().state() {
                 LeaderState::Leader { .. } if c.lease.is_none() => {
@@ -301,11 +339,14 @@ impl Coordinator {
                     leading(&self.metrics, guest, true);
                     count(&self.metrics, guest, "acquired");
                     tracing::info!(unit = %shown(guest), "per-guest leadership: leading the guest");
-                    let _ = self.shared.led_tx.send(guest.clone());
+                    started.push(guest.clone());
                 }
                 LeaderState::Lost(_) | LeaderState::Stopped => ended.push(guest.clone()),
                 _ => {}
             }
+        }
+        for guest in started {
+            let _ = self.shared.led_tx.send(guest);
         }
         for guest in ended {
             let Some(c) = self.electors.remove(&guest) else {

@@ -7,7 +7,7 @@
 //! changed. It never reads or writes the API server itself (it is fed the
 //! result of one LIST per round) and never decides anything.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -77,6 +77,15 @@ impl Observer {
             .values()
             .filter(|s| s.role == ROLE_REPLICA && s.valid(now))
             .count()
+    }
+
+    /// The identities holding replicas' presence Leases not expired.
+    pub(super) fn live_identities(&self, now: Instant) -> BTreeSet<String> {
+        self.seen
+            .values()
+            .filter(|s| s.role == ROLE_REPLICA && s.valid(now))
+            .filter_map(|s| s.holder().map(String::from))
+            .collect()
     }
 
     /// The Lease `name` as last listed, and since when (by the local clock)

@@ -22,6 +22,9 @@ pub struct View {
     pub guests: BTreeSet<String>,
     /// Replicas whose presence Lease is valid, this one included (at least 1).
     pub live_replicas: usize,
+    /// Their identities, as far as known (this one included; empty: only
+    /// their number is known).
+    pub live: BTreeSet<String>,
     /// Guests whose Lease this replica holds.
     pub led: BTreeSet<String>,
     /// Guests this replica is a candidate for (an elector running, not leading).
@@ -46,6 +49,8 @@ pub struct Decision {
 pub struct Hysteresis {
     /// Consecutive rounds seen leading more than the share.
     surplus_rounds: u32,
+    /// The guests seen free in the last round.
+    free_before: BTreeSet<String>,
 }
 
 /// `ceil(guests / live)`, with at least one live replica (this one).
@@ -65,14 +70,57 @@ pub fn preference(identity: &str, guest: &str) -> u64 {
     h
 }
 
+/// The guests assigned to `identity`: every replica with the same view of
+/// the guests and the live replicas computes the same assignment, so
+/// replicas standing for free guests at once go for different ones. Each
+/// live replica gets `guests / live` of them, the first `guests % live`
+/// (by identity) one more; each guest, in the order of its hash, goes to
+/// the live replica preferring it most that has room (rendezvous hashing
+/// with bounded loads: a replica joining or leaving moves few guests).
+pub fn assigned(identity: &str, guests: &BTreeSet<String>, live: &BTreeSet<String>) -> BTreeSet<String> {
+    let Some(n) = std::num::NonZeroUsize::new(live.len()) else {
+        return BTreeSet::new();
+    };
+    let (base, extra) = (guests.len() / n, guests.len() % n);
+    let mut room: std::collections::BTreeMap<&str, usize> = live
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.as_str(), base + usize::from(i < extra)))
+        .collect();
+    let mut order: Vec<&String> = guests.iter().collect();
+    order.sort_by_key(|g| (preference("", g), *g));
+    let mut mine = BTreeSet::new();
+    for g in order {
+        let mut replicas: Vec<&String> = live.iter().collect();
+        replicas.sort_by_key(|r| std::cmp::Reverse(preference(r, g)));
+        let Some(to) = replicas
+            .into_iter()
+            .find(|r| room.get(r.as_str()).is_some_and(|n| *n > 0))
+        else {
+            continue;
+        };
+        if let Some(n) = room.get_mut(to.as_str()) {
+            *n -= 1;
+        }
+        if to == identity {
+            mine.insert(g.clone());
+        }
+    }
+    mine
+}
+
 /// The rule, for the replica `identity`:
 /// - a guest that left the host, led or candidate, is released or withdrawn;
 /// - candidacies for guests no longer free are withdrawn;
 /// - leading more than the share for [`SETTLE_ROUNDS`] rounds in a row
 ///   releases the surplus, least preferred first;
 /// - leading and standing for fewer than the share becomes a candidate for
-///   free guests, most preferred first, up to the share.
+///   free guests, up to the share: those [`assigned`] to it at once, the
+///   others once they were free in the last round too (their replica had
+///   its chance: views differ), each most preferred first. Without the
+///   live replicas' identities, any free guest at once.
 pub fn decide(identity: &str, view: &View, hysteresis: &mut Hysteresis) -> Decision {
+    let free_before = std::mem::replace(&mut hysteresis.free_before, view.free.clone());
     let mut decision = Decision::default();
     let share = fair_share(view.guests.len(), view.live_replicas);
     let led: Vec<&String> = view
@@ -119,7 +167,13 @@ pub fn decide(identity: &str, view: &View, hysteresis: &mut Hysteresis) -> Decis
             .filter(|g| view.guests.contains(*g))
             .filter(|g| !view.led.contains(*g) && !view.candidates.contains(*g))
             .collect();
-        free.sort_by_key(|g| std::cmp::Reverse(preference(identity, g)));
+        if view.live.contains(identity) {
+            let mine = assigned(identity, &view.guests, &view.live);
+            free.retain(|g| mine.contains(*g) || free_before.contains(*g));
+            free.sort_by_key(|g| (!mine.contains(*g), std::cmp::Reverse(preference(identity, g))));
+        } else {
+            free.sort_by_key(|g| std::cmp::Reverse(preference(identity, g)));
+        }
         decision.acquire = free.into_iter().take(gap).cloned().collect();
     }
     decision

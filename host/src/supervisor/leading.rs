@@ -313,9 +313,10 @@ impl Supervisor {
     /// dropped at the gate again). Standing by cold, unless the controller
     /// caches exactly the buckets led now, a fresh one caching them
     /// replaces it (dormant when none is): it lists their objects while the
-    /// old one still runs the buckets it has, and its workers start once
-    /// the old one's in-flight keys have finished (bounded by
-    /// `HANDOVER_DRAIN`), so a key never runs in two controllers here.
+    /// old one still runs the buckets it has and still leads; once they
+    /// have synced the old one stops, and the fresh one's workers start
+    /// once its in-flight keys have finished (bounded by `HANDOVER_DRAIN`),
+    /// so a key never runs in two controllers here.
     async fn reselect(&self, key: String, controller: Arc<GuestController>) {
         let guest = controller.name().to_string();
         let Some(fresh_shards) = self.shards_now(controller.manifest()) else {
@@ -325,29 +326,37 @@ impl Supervisor {
             controller.enqueue_all();
             return;
         };
-        let current = match controller.is_dormant() {
-            true => Some(std::collections::BTreeSet::new()),
-            false => controller.shards().and_then(|s| s.cached().cloned()),
-        };
-        if current.as_ref() == Some(&cached) {
+        if cached_by(&controller).as_ref() == Some(&cached) {
             return;
         }
-        let fresh = match self
-            .controller_with(controller.described(), cached.is_empty())
-            .await
-        {
-            Ok(fresh) => Arc::new(fresh),
-            Err(e) => {
-                // Its buckets given up: another replica (or this one,
-                // later) takes them.
-                tracing::error!(%guest, "cannot start the guest for the buckets it leads; giving them up: {e}");
-                if let Some(leases) = &self.guest_leases {
-                    for b in cached {
-                        leases.give_up(&crate::leader_per_guest::unit(&guest, Some(b)));
+        // Built again when the buckets led changed meanwhile (the buckets
+        // of one round are led within moments of each other).
+        let mut attempts = 0;
+        let fresh = loop {
+            attempts += 1;
+            let fresh = match self.controller_with(controller.described(), false).await {
+                Ok(fresh) => Arc::new(fresh),
+                Err(e) => {
+                    // Its buckets given up: another replica (or this one,
+                    // later) takes them.
+                    tracing::error!(%guest, "cannot start the guest for the buckets it leads; giving them up: {e}");
+                    if let Some(leases) = &self.guest_leases {
+                        for b in leases.buckets_led(&guest) {
+                            leases.give_up(&crate::leader_per_guest::unit(&guest, Some(b)));
+                        }
                     }
+                    return;
                 }
-                return;
+            };
+            let now = self
+                .shards_now(controller.manifest())
+                .and_then(|s| s.cached().cloned());
+            if attempts >= 3 || cached_by(&fresh) == now {
+                break fresh;
             }
+        };
+        let Some(cached) = cached_by(&fresh) else {
+            return;
         };
         if let Some(spec) = controller.shadow() {
             fresh.attach_shadow(spec, self.config.shadow_dry_run);
@@ -361,16 +370,29 @@ impl Supervisor {
         if !Arc::ptr_eq(&g.controller, &controller) {
             return;
         }
-        controller.shutdown();
-        let old = std::mem::replace(&mut g.task, tokio::spawn(std::future::pending()));
+        // The old controller's task, aborted if the new one's is (a swap,
+        // the guest removed) before it has ended.
+        let mut old = AbortOnDrop(std::mem::replace(
+            &mut g.task,
+            tokio::spawn(std::future::pending()),
+        ));
         g.controller = fresh.clone();
         let failures = self.failures_tx.clone();
         g.task = tokio::spawn(async move {
-            let abort = old.abort_handle();
-            if tokio::time::timeout(HANDOVER_DRAIN, old).await.is_err() {
-                tracing::warn!(%guest, "the controller of the buckets led before is still busy after {HANDOVER_DRAIN:?}; abandoning its in-flight reconciles");
-                abort.abort();
+            // The old one runs the buckets it still leads (the gate drops
+            // the others) until the fresh one's caches have synced; a
+            // failure to sync is the fresh one's run's to report.
+            if !fresh.is_dormant() {
+                let _ = fresh.wait_synced().await;
             }
+            controller.shutdown();
+            // A dormant controller never ran: nothing to wait for.
+            if !controller.is_dormant()
+                && tokio::time::timeout(HANDOVER_DRAIN, &mut old.0).await.is_err()
+            {
+                tracing::warn!(%guest, "the controller of the buckets led before is still busy after {HANDOVER_DRAIN:?}; abandoning its in-flight reconciles");
+            }
+            drop(old);
             drop(controller);
             if fresh.is_dormant() {
                 return std::future::pending().await;
@@ -379,6 +401,24 @@ impl Supervisor {
                 let _ = failures.send(e);
             }
         });
+    }
+}
+
+/// The buckets a sharded guest's `controller` caches (none when dormant);
+/// None: every object (standing by warm).
+fn cached_by(controller: &GuestController) -> Option<std::collections::BTreeSet<u32>> {
+    match controller.is_dormant() {
+        true => Some(std::collections::BTreeSet::new()),
+        false => controller.shards().and_then(|s| s.cached().cloned()),
+    }
+}
+
+/// A task aborted when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

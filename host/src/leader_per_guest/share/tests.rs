@@ -57,11 +57,45 @@ fn a_replica_below_its_share_stands_for_free_guests_up_to_the_share() {
         led: set(&["g0"]),
         candidates: set(&["g1"]),
         free: set(&["g1", "g2", "g3", "g4"]),
+        ..View::default()
     };
     let d = decide("b", &view, &mut Hysteresis::default());
     assert_eq!(d.acquire.len(), 1, "{d:?}");
     assert!(d.release.is_empty() && d.withdraw.is_empty());
     assert!(["g2", "g3", "g4"].contains(&d.acquire[0].as_str()));
+}
+
+#[test]
+fn replicas_with_the_same_view_stand_for_different_free_guests() {
+    let live = set(&["r-a", "r-b", "r-c"]);
+    for n in [3, 6, 12, 13, 40] {
+        let all = guests(n);
+        let share = fair_share(n, 3);
+        let mut taken: BTreeSet<String> = BTreeSet::new();
+        for id in &live {
+            let view = View {
+                guests: all.clone(),
+                live_replicas: 3,
+                live: live.clone(),
+                free: all.clone(),
+                ..View::default()
+            };
+            let d = decide(id, &view, &mut Hysteresis::default());
+            assert!(d.acquire.len() <= share, "{n} guests: {id}: {d:?}");
+            for g in d.acquire {
+                assert!(taken.insert(g.clone()), "{n} guests: {g} wanted twice");
+            }
+        }
+        assert_eq!(taken, all, "{n} guests: every one stood for at once");
+        // The assignment covers every guest, none twice, none above the share.
+        let mut every = BTreeSet::new();
+        for id in &live {
+            let mine = assigned(id, &all, &live);
+            assert!(mine.len() <= share);
+            assert!(mine.iter().all(|g| every.insert(g.clone())));
+        }
+        assert_eq!(every, all);
+    }
 }
 
 #[test]
@@ -72,6 +106,7 @@ fn a_candidacy_for_a_guest_held_elsewhere_or_gone_is_withdrawn() {
         led: set(&["old"]),
         candidates: set(&["g0", "gone"]),
         free: set(&["g1"]),
+        ..View::default()
     };
     let d = decide("a", &view, &mut Hysteresis::default());
     assert_eq!(d.withdraw, vec!["g0".to_string(), "gone".to_string()]);
@@ -226,6 +261,12 @@ impl World {
         for i in (1..alive.len()).rev() {
             alive.swap(i, order(i + 1));
         }
+        let live_ids: BTreeSet<String> = self
+            .replicas
+            .iter()
+            .filter(|(_, r)| r.presence_until > self.round)
+            .map(|(id, _)| id.clone())
+            .collect();
         for id in alive {
             let live = self
                 .replicas
@@ -252,6 +293,7 @@ impl World {
             let view = View {
                 guests: self.guests.clone(),
                 live_replicas: live,
+                live: live_ids.clone(),
                 led,
                 candidates: r.candidates.clone(),
                 free,
