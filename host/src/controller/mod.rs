@@ -12,6 +12,9 @@
 //! - `departed`: the last state of primaries that left their watch, kept
 //!   for their keys' clean-up snapshots until a reconcile settles them.
 //! - `error`: [`ControllerError`].
+//! - `labels`: a sharded guest's bucket label, when its caches hold only
+//!   the buckets led here: which watches it selects, the label its writes
+//!   carry, and the labeller setting it where it is missing or wrong.
 //! - `preflight`: checks that need the cluster before caches start
 //!   (resources through discovery, status subresources, permissions).
 //! - `reconcile`: one key: the host-managed finalizer (added before the
@@ -332,9 +335,9 @@ impl GuestController {
         // the guest also writes, unselected) asks for the whole object too,
         // so the outputs cache shares its informer: one watch and one
         // decode per event, and both handlers see each change at once.
-        // Key sharding with caches selected by bucket: the watches whose
+        // With caches selected by bucket (`selecting`), the watches whose
         // objects map to their own key or their owner's, and the outputs,
-        // hold only the objects labelled with a cached bucket.
+        // hold only the objects labelled with a bucket cached here.
         let output_keys: Vec<InformerKey> = manifest
             .writes
             .iter()

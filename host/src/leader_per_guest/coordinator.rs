@@ -32,6 +32,10 @@ use super::observe::Observer;
 use super::share::{decide, Hysteresis, View};
 use super::shared::{GuestHolder, Shared};
 
+/// How long a candidate that starts leading waits for the others stood for
+/// in the same round before the supervisor is told.
+const LEADS_TOGETHER: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// One guest this replica stands for or leads.
 struct Candidate {
     handle: LeaderHandle,
@@ -140,7 +144,13 @@ impl Coordinator {
                     release = &mut stop => break Some(release.unwrap_or(false)),
                     () = tokio::time::sleep_until(next) => break None,
                     () = self.shared.guests_changed.notified() => break None,
-                    () = leading => self.harvest(),
+                    () = leading => {
+                        // The others stood for in the same round lead
+                        // within moments: told together, the supervisor
+                        // starts the guest's work once.
+                        let _ = tokio::time::timeout(LEADS_TOGETHER, self.candidates_all_leading()).await;
+                        self.harvest();
+                    }
                 }
             };
             if let Some(release) = stopped {
@@ -167,20 +177,32 @@ impl Coordinator {
         tracing::info!(group = %self.group(), "per-guest leadership: stopped, leases released");
     }
 
-    /// Resolves once any candidate (an elector not yet seen leading) leads,
-    /// or ends; never when there is none.
-    fn candidates_leading(&self) -> impl std::future::Future<Output = ()> + 'static {
-        let waits: Vec<_> = self
-            .electors
+    /// Resolves once every candidate leads or has ended.
+    fn candidates_all_leading(&self) -> impl std::future::Future<Output = ()> + 'static {
+        let waits = futures::future::join_all(self.candidate_waits());
+        async move {
+            waits.await;
+        }
+    }
+
+    /// Each candidate's wait until it leads or ends.
+    fn candidate_waits(&self) -> Vec<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>> {
+        self.electors
             .values()
             .filter(|c| c.lease.is_none())
             .map(|c| {
                 let mut status = c.handle.status();
                 Box::pin(async move {
                     let _ = status.until_leading().await;
-                })
+                }) as std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
             })
-            .collect();
+            .collect()
+    }
+
+    /// Resolves once any candidate (an elector not yet seen leading) leads,
+    /// or ends; never when there is none.
+    fn candidates_leading(&self) -> impl std::future::Future<Output = ()> + 'static {
+        let waits = self.candidate_waits();
         async move {
             if waits.is_empty() {
                 return std::future::pending().await;

@@ -101,9 +101,11 @@ pub struct Feedback {
 
 /// The informer key of `rule`'s outputs cache (`plural`: its resource's,
 /// from discovery): the rule's namespace, and a field selector when it
-/// names exactly one object. A watch of the guest's with this very key
-/// shares the informer when it asks for the whole object too (see the
-/// controller's start).
+/// names exactly one object; with `sharded` (the label selector term of a
+/// guest whose caches hold only the buckets led here), that term, but for
+/// a rule naming its objects (shared by every key). A watch of the guest's
+/// with this very key shares the informer when it asks for the whole
+/// object too (see the controller's start).
 pub fn informer_key(rule: &WriteRule, plural: String, sharded: Option<&str>) -> InformerKey {
     let field_selector = match rule.names.as_slice() {
         [one] => Some(format!("metadata.name={one}")),
@@ -180,6 +182,8 @@ impl Outputs {
     /// wake nobody) enqueue their producer on `feedback`'s queue, noting in
     /// its wakes that someone else woke it; a deleted output's claim in
     /// `claims` ends. Its bookkeeping keys objects by `keys`' shared copies.
+    /// `sharded`: the bucket label term of a sharded guest's caches (see
+    /// [`informer_key`]).
     pub async fn start(
         registry: &InformerRegistry,
         discovery: &Discovery,
