@@ -1103,10 +1103,12 @@ async fn apps_labelled(admin: &Client) {
                 let want = Some(bucket_value(i));
                 let app = apps.get(&name).await.unwrap();
                 let child = children.get_opt(&name).await.unwrap();
-                all &= app.metadata.labels.and_then(|l| l.get(SHARD_LABEL).cloned()) == want;
-                all &= child
-                    .and_then(|c| c.metadata.labels?.get(SHARD_LABEL).cloned())
+                all &= app
+                    .metadata
+                    .labels
+                    .and_then(|l| l.get(SHARD_LABEL).cloned())
                     == want;
+                all &= child.and_then(|c| c.metadata.labels?.get(SHARD_LABEL).cloned()) == want;
             }
             if all {
                 return;
@@ -1474,7 +1476,10 @@ async fn a_bucket_label_removed_or_changed_by_hand_is_set_again_without_a_clean_
     bounded("the new App labelled and its child written", async {
         loop {
             let app = apps.get("app-new").await.unwrap();
-            let label = app.metadata.labels.and_then(|l| l.get(SHARD_LABEL).cloned());
+            let label = app
+                .metadata
+                .labels
+                .and_then(|l| l.get(SHARD_LABEL).cloned());
             let want = wasmctrl::leader_per_guest::bucket_of(
                 &format!("{}/app-new", crate::support::PODS_NS),
                 BUCKETS,

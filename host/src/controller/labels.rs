@@ -48,7 +48,12 @@ pub(super) fn and(selector: Option<&str>, term: Option<&str>) -> Option<String> 
 /// Stamps the bucket label of `key` on every object `plan` applies, but
 /// for objects a write rule names (shared by every key: never sharded):
 /// the output then stays in the cache of the replica leading the key.
-pub(super) fn stamp(plan: &mut ValidatedPlan, manifest: &GuestManifest, shards: &Shards, key: &str) {
+pub(super) fn stamp(
+    plan: &mut ValidatedPlan,
+    manifest: &GuestManifest,
+    shards: &Shards,
+    key: &str,
+) {
     let value = Json::String(shards.value_of(key));
     for w in &mut plan.writes {
         let (target, doc) = match w {
@@ -60,7 +65,7 @@ pub(super) fn stamp(plan: &mut ValidatedPlan, manifest: &GuestManifest, shards: 
         let named = manifest
             .writes
             .iter()
-            .any(|r| r.gvk == target.gvk && r.names.iter().any(|n| *n == target.name));
+            .any(|r| r.gvk == target.gvk && r.names.contains(&target.name));
         if named {
             continue;
         }
@@ -240,7 +245,10 @@ mod tests {
 
     #[test]
     fn selectors_join_with_a_comma_and_either_may_be_missing() {
-        assert_eq!(and(Some("a=b"), Some("c in (d)")).as_deref(), Some("a=b,c in (d)"));
+        assert_eq!(
+            and(Some("a=b"), Some("c in (d)")).as_deref(),
+            Some("a=b,c in (d)")
+        );
         assert_eq!(and(None, Some("c")).as_deref(), Some("c"));
         assert_eq!(and(Some("a"), None).as_deref(), Some("a"));
         assert_eq!(and(Some(""), None), None);
@@ -302,7 +310,14 @@ mod tests {
             labels(0),
             serde_json::json!({"a": "b", "shard.wasmctrl.dev/app": "2-of-4"})
         );
-        assert_eq!(labels(1), serde_json::json!({"shard.wasmctrl.dev/app": "2-of-4"}));
-        assert_eq!(labels(2), Json::Null, "a named object is shared by every key");
+        assert_eq!(
+            labels(1),
+            serde_json::json!({"shard.wasmctrl.dev/app": "2-of-4"})
+        );
+        assert_eq!(
+            labels(2),
+            Json::Null,
+            "a named object is shared by every key"
+        );
     }
 }

@@ -699,12 +699,7 @@ impl GuestController {
     /// Whether watch `w`'s cache holds only the objects labelled with a
     /// bucket it caches.
     fn by_bucket(&self, w: usize) -> bool {
-        self.labeller.is_some()
-            && self
-                .manifest
-                .watches
-                .get(w)
-                .is_some_and(labels::by_bucket)
+        self.labeller.is_some() && self.manifest.watches.get(w).is_some_and(labels::by_bucket)
     }
 
     /// `key`, dropped at its bucket's gate, is relabelled when its cache
@@ -848,8 +843,12 @@ impl GuestController {
         // workers' end decides when).
         let labelling = async {
             if let Some(l) = &self.labeller {
-                l.run(ActuatorOf(self.clone()), self.name.clone(), self.config.workers)
-                    .await;
+                l.run(
+                    ActuatorOf(self.clone()),
+                    self.name.clone(),
+                    self.config.workers,
+                )
+                .await;
             }
             std::future::pending::<()>().await
         };

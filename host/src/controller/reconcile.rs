@@ -130,7 +130,11 @@ impl GuestController {
             return;
         };
         if self.by_bucket(p) && shards.leads(&key.key) {
-            labeller.relabel(primary_target(&self.manifest.watches[p], key), &key.key, true);
+            labeller.relabel(
+                primary_target(&self.manifest.watches[p], key),
+                &key.key,
+                true,
+            );
         }
     }
 

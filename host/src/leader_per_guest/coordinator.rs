@@ -186,7 +186,9 @@ impl Coordinator {
     }
 
     /// Each candidate's wait until it leads or ends.
-    fn candidate_waits(&self) -> Vec<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>> {
+    fn candidate_waits(
+        &self,
+    ) -> Vec<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>> {
         self.electors
             .values()
             .filter(|c| c.lease.is_none())
@@ -194,7 +196,8 @@ impl Coordinator {
                 let mut status = c.handle.status();
                 Box::pin(async move {
                     let _ = status.until_leading().await;
-                }) as std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
+                })
+                    as std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
             })
             .collect()
     }

@@ -210,7 +210,11 @@ mod tests {
         );
         assert!(cold.caches("default/a"));
         for key in ["default/b", "x/y", "q"] {
-            assert_eq!(cold.caches(key), cold.bucket_of(key) % 2 == 0, "{key}");
+            assert_eq!(
+                cold.caches(key),
+                cold.bucket_of(key).is_multiple_of(2),
+                "{key}"
+            );
         }
         assert_eq!(
             shards.unlabelled(),

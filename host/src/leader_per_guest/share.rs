@@ -77,7 +77,11 @@ pub fn preference(identity: &str, guest: &str) -> u64 {
 /// (by identity) one more; each guest, in the order of its hash, goes to
 /// the live replica preferring it most that has room (rendezvous hashing
 /// with bounded loads: a replica joining or leaving moves few guests).
-pub fn assigned(identity: &str, guests: &BTreeSet<String>, live: &BTreeSet<String>) -> BTreeSet<String> {
+pub fn assigned(
+    identity: &str,
+    guests: &BTreeSet<String>,
+    live: &BTreeSet<String>,
+) -> BTreeSet<String> {
     let Some(n) = std::num::NonZeroUsize::new(live.len()) else {
         return BTreeSet::new();
     };
@@ -170,7 +174,12 @@ pub fn decide(identity: &str, view: &View, hysteresis: &mut Hysteresis) -> Decis
         if view.live.contains(identity) {
             let mine = assigned(identity, &view.guests, &view.live);
             free.retain(|g| mine.contains(*g) || free_before.contains(*g));
-            free.sort_by_key(|g| (!mine.contains(*g), std::cmp::Reverse(preference(identity, g))));
+            free.sort_by_key(|g| {
+                (
+                    !mine.contains(*g),
+                    std::cmp::Reverse(preference(identity, g)),
+                )
+            });
         } else {
             free.sort_by_key(|g| std::cmp::Reverse(preference(identity, g)));
         }

@@ -388,7 +388,9 @@ impl Supervisor {
             controller.shutdown();
             // A dormant controller never ran: nothing to wait for.
             if !controller.is_dormant()
-                && tokio::time::timeout(HANDOVER_DRAIN, &mut old.0).await.is_err()
+                && tokio::time::timeout(HANDOVER_DRAIN, &mut old.0)
+                    .await
+                    .is_err()
             {
                 tracing::warn!(%guest, "the controller of the buckets led before is still busy after {HANDOVER_DRAIN:?}; abandoning its in-flight reconciles");
             }

@@ -346,7 +346,11 @@ impl Supervisor {
         let shards = self.shards_now(&described.manifest);
         // Caching no bucket is standing by cold: no valid selector selects
         // nothing.
-        let dormant = dormant || shards.as_ref().and_then(|s| s.cached()).is_some_and(|c| c.is_empty());
+        let dormant = dormant
+            || shards
+                .as_ref()
+                .and_then(|s| s.cached())
+                .is_some_and(|c| c.is_empty());
         let registry = match dormant {
             true => self.registry.dormant(),
             false => self.registry.clone(),
