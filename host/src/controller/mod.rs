@@ -702,28 +702,6 @@ impl GuestController {
         self.labeller.is_some() && self.manifest.watches.get(w).is_some_and(labels::by_bucket)
     }
 
-    /// `key`, dropped at its bucket's gate, is relabelled when its cache
-    /// holds its primary although it caches no such bucket: the primary's
-    /// label names another bucket than its key's (set by hand, or by a
-    /// host with another number of buckets), and no other replica would
-    /// ever see it.
-    fn mislabelled(&self, key: &RequestKey) {
-        let (Some(labeller), Some(shards), Some(p)) =
-            (&self.labeller, &self.config.shards, key.watch)
-        else {
-            return;
-        };
-        let (ns, name) = key.namespace_and_name();
-        if shards.caches(&key.key) || self.caches[p].store.get(ns, name).is_none() {
-            return;
-        }
-        labeller.relabel(
-            reconcile::primary_target(&self.manifest.watches[p], key),
-            &key.key,
-            false,
-        );
-    }
-
     /// How many primaries (objects of its per-object watches) it caches.
     pub fn primaries(&self) -> usize {
         self.manifest

@@ -119,6 +119,28 @@ impl GuestController {
         }
     }
 
+    /// `key`, dropped at its bucket's gate, is relabelled when its cache
+    /// holds its primary although it caches no such bucket: the primary's
+    /// label names another bucket than its key's (set by hand, or by a
+    /// host with another number of buckets), and no other replica would
+    /// ever see it.
+    pub(super) fn mislabelled(&self, key: &RequestKey) {
+        let (Some(labeller), Some(shards), Some(p)) =
+            (&self.labeller, &self.config.shards, key.watch)
+        else {
+            return;
+        };
+        let (ns, name) = key.namespace_and_name();
+        if shards.caches(&key.key) || self.caches[p].store.get(ns, name).is_none() {
+            return;
+        }
+        labeller.relabel(
+            primary_target(&self.manifest.watches[p], key),
+            &key.key,
+            false,
+        );
+    }
+
     /// `key`'s primary is selected on the server but not in its cache: with
     /// caches selected by bucket, its label is missing or wrong (removed
     /// or changed by hand); labelled again when this replica leads its
@@ -471,7 +493,7 @@ fn write_outcome(e: ActuatorError) -> Outcome {
 }
 
 /// The object a primary watch `spec`'s request `key` names.
-pub(super) fn primary_target(spec: &crate::guest::WatchSpec, key: &RequestKey) -> ObjectKey {
+fn primary_target(spec: &crate::guest::WatchSpec, key: &RequestKey) -> ObjectKey {
     let (ns, name) = key.namespace_and_name();
     ObjectKey {
         gvk: spec.gvk.clone(),
