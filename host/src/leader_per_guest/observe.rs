@@ -79,12 +79,23 @@ impl Observer {
             .count()
     }
 
-    /// The identities holding replicas' presence Leases not expired.
+    /// The identities holding replicas' presence Leases not expired, but
+    /// those whose hold of any Lease has expired (a replica renews all its
+    /// Leases alike: one expired says it stopped, before its presence
+    /// Lease does).
     pub(super) fn live_identities(&self, now: Instant) -> BTreeSet<String> {
+        let stopped: BTreeSet<&str> = self
+            .seen
+            .values()
+            .filter(|s| !s.valid(now))
+            .filter_map(Seen::holder)
+            .collect();
         self.seen
             .values()
             .filter(|s| s.role == ROLE_REPLICA && s.valid(now))
-            .filter_map(|s| s.holder().map(String::from))
+            .filter_map(Seen::holder)
+            .filter(|h| !stopped.contains(h))
+            .map(String::from)
             .collect()
     }
 
@@ -141,6 +152,34 @@ mod tests {
         // A change (a renewal) makes it valid again for a full duration.
         o.update(vec![lease("r-a", ROLE_REPLICA, "a", 2)], Instant::now());
         assert_eq!(o.live_replicas(Instant::now()), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_replica_whose_guest_lease_expired_is_not_live_though_its_presence_still_is() {
+        let mut o = Observer::default();
+        let t0 = Instant::now();
+        o.update(
+            vec![
+                lease("r-a", ROLE_REPLICA, "a", 1),
+                lease("r-b", ROLE_REPLICA, "b", 1),
+                lease("g-x", ROLE_GUEST, "a", 1),
+            ],
+            t0,
+        );
+        assert_eq!(o.live_identities(t0), ["a", "b"].map(String::from).into());
+        // a's guest Lease stops changing first; its presence Lease was last
+        // renewed later, so it is still valid.
+        tokio::time::advance(Duration::from_secs(5)).await;
+        let renewed = vec![
+            lease("r-a", ROLE_REPLICA, "a", 2),
+            lease("r-b", ROLE_REPLICA, "b", 2),
+            lease("g-x", ROLE_GUEST, "a", 1),
+        ];
+        o.update(renewed, Instant::now());
+        tokio::time::advance(Duration::from_secs(6)).await;
+        let now = Instant::now();
+        assert_eq!(o.live_replicas(now), 2, "both presence Leases valid");
+        assert_eq!(o.live_identities(now), ["b"].map(String::from).into());
     }
 
     #[tokio::test(start_paused = true)]
