@@ -436,6 +436,31 @@ impl ProjectedObject {
         }
     }
 
+    /// An identity (see [`ProjectedObject::identity`]) of the object with
+    /// this key, uid and resourceVersion whose fields had `fingerprint`,
+    /// its other metadata empty: the caller sets what it kept of them.
+    pub fn without_fields(
+        namespace: Arc<str>,
+        name: Arc<str>,
+        uid: Arc<str>,
+        resource_version: Arc<str>,
+        fingerprint: Fingerprint,
+    ) -> Self {
+        ProjectedObject {
+            namespace,
+            name,
+            uid,
+            resource_version,
+            generation: 0,
+            deletion_timestamp: None,
+            owner: None,
+            finalizers: Box::default(),
+            values: Box::default(),
+            ends: Box::default(),
+            dropped: Some(fingerprint),
+        }
+    }
+
     /// Whether it holds its projected fields (false for an identity: every
     /// field then reads as empty).
     pub fn holds_fields(&self) -> bool {
