@@ -16,7 +16,7 @@ use super::StoreKey;
 use crate::projection::{Fingerprint, OwnerRef, ProjectedObject};
 
 /// One cached object.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(super) enum Kept {
     /// The whole projection.
     Projection(Arc<ProjectedObject>),

@@ -25,7 +25,9 @@
 //! incremental aggregate keeps its per-object contributions), only the
 //! object's identity ([`Retention::Identity`]: key, uid, resourceVersion,
 //! owner, finalizers and a fingerprint of the fields, in a type of its
-//! own: `kept`), which no index holds. Either way the
+//! own: `kept`, with uid and resourceVersion packed: `ids`), which no
+//! index holds; readers are given it as the [`ProjectedObject::identity`]
+//! it equals, made as it is read. Either way the
 //! [`Change`] handed out carries the whole projection. Switching back to
 //! projections ([`Store::restore_projections`]) takes effect for every
 //! object applied from then on; until each identity has been replaced
@@ -36,6 +38,7 @@ mod ids;
 mod index;
 mod kept;
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, RwLock};
 
@@ -367,18 +370,31 @@ impl Writer {
         let object = Arc::new(object);
         let mut cache = write(&self.store.cache);
         let kept = Kept::of(&object, cache.retention == Retention::Identity);
+        // Moved into the map, not cloned (an identity's clone would be a
+        // second allocation per event): what is looked at afterwards is
+        // taken first.
+        let projection = kept.projection().cloned();
         cache.count(&kept, true);
-        let old = cache.objects.insert(key.clone(), kept.clone());
+        let (old, unchanged) = match cache.objects.entry(key.clone()) {
+            Entry::Occupied(mut entry) => {
+                let unchanged = entry.get().same_content(&kept, &object);
+                (Some(entry.insert(kept)), unchanged)
+            }
+            Entry::Vacant(entry) => {
+                entry.insert(kept);
+                (None, false)
+            }
+        };
         if let Some(old) = &old {
             cache.count(old, false);
         }
         let Cache { indexes, .. } = &mut *cache;
         let kind = match &old {
-            Some(old) if old.same_content(&kept, &object) => {
+            Some(_) if unchanged => {
                 // Not a change, but the indexes hold the version the map
                 // holds (the same index keys, as the content is the same):
                 // before, they kept the old one, a second copy alive.
-                if let Some(projection) = kept.projection() {
+                if let Some(projection) = &projection {
                     indexes.insert(&key, projection);
                 }
                 return None;
@@ -391,7 +407,7 @@ impl Writer {
             }
             None => ChangeKind::Added,
         };
-        if let Some(projection) = kept.projection() {
+        if let Some(projection) = &projection {
             indexes.insert(&key, projection);
         }
         let old = old.map(|old| old.projected(&key));
