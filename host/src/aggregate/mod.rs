@@ -37,6 +37,7 @@
 //! objects) per change, and with an entry-wise render nothing is O(groups)
 //! either.
 
+mod contributions;
 pub mod reduce;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -55,6 +56,7 @@ use crate::projection::ProjectedObject;
 use crate::relations::WatchCache;
 use crate::store::{Change, ChangeKind, Handler, Retention};
 use crate::sync::lock;
+use contributions::Contributions;
 use reduce::Reductions;
 
 /// Objects mapped per `map-objects` call.
@@ -85,14 +87,10 @@ pub struct AggregateStats {
     pub log_limited: u64,
 }
 
-#[derive(Default)]
-struct Cached {
-    /// (group, value) as added to the reductions.
-    contributions: Vec<(Arc<str>, i64)>,
-}
-
 struct State {
-    objects: HashMap<ObjectId, Cached>,
+    /// Each contributing object's (group, value) pairs, as added to the
+    /// reductions.
+    objects: HashMap<ObjectId, Contributions>,
     diagnostics: BTreeMap<ObjectId, Vec<PlannedEvent>>,
     reductions: Reductions,
     /// For an entry-wise `render`: every group's entry.
@@ -121,8 +119,8 @@ fn entry_bytes(key: &str, value: &str) -> usize {
 impl State {
     fn forget(&mut self, id: &ObjectId) {
         if let Some(old) = self.objects.remove(id) {
-            for (group, value) in old.contributions {
-                self.reductions.remove(&group, value);
+            for (group, value) in old.pairs() {
+                self.reductions.remove(group, *value);
             }
         }
         self.diagnostics.remove(id);
@@ -130,13 +128,15 @@ impl State {
 
     fn replace(&mut self, id: ObjectId, out: ObjectOutput) {
         self.forget(&id);
-        if !out.contributions.is_empty() {
-            let contributions = out
-                .contributions
-                .into_iter()
-                .map(|(g, v)| (self.reductions.add(&g, v), v))
-                .collect();
-            self.objects.insert(id.clone(), Cached { contributions });
+        // Collected into a new vector, not in place: the guest's pairs
+        // hold Strings, and an in-place collect would keep their whole
+        // allocation alive for as long as the object is cached.
+        let mut pairs = Vec::with_capacity(out.contributions.len());
+        for (group, value) in out.contributions {
+            pairs.push((self.reductions.add(&group, value), value));
+        }
+        if let Some(contributions) = Contributions::new(pairs) {
+            self.objects.insert(id.clone(), contributions);
         }
         if !out.diagnostics.is_empty() {
             self.diagnostics.insert(id, out.diagnostics);

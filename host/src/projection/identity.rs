@@ -10,6 +10,7 @@ use std::sync::Arc;
 use serde_json::Value as Json;
 
 use super::interner::Interner;
+use super::owner::OwnerRef;
 
 /// One identity field, under `metadata`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,7 +100,7 @@ impl Identity {
             Part::OwnerReferences => {
                 self.owner = value
                     .and_then(Json::as_array)
-                    .and_then(|list| OwnerRef::controller_of(list, interner));
+                    .and_then(|list| controller_of(list, interner));
             }
             Part::Generation => self.generation = value.and_then(Json::as_i64).unwrap_or(0),
             _ => self.set_text(part, value.and_then(Json::as_str), interner),
@@ -135,40 +136,16 @@ impl Identity {
     }
 }
 
-/// The controller owner of an object: its `ownerReferences` entry with
-/// `controller: true` (Kubernetes allows at most one).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OwnerRef {
-    /// The owner's `apiVersion`; interned.
-    pub api_version: Arc<str>,
-    /// The owner's kind; interned.
-    pub kind: Arc<str>,
-    /// The owner's name (in the owned object's namespace); interned (the
-    /// pods of one ReplicaSet share it).
-    pub name: Arc<str>,
-    /// The owner's uid; interned, like the name.
-    pub uid: Arc<str>,
-}
-
-impl OwnerRef {
-    /// The controller entry of `ownerReferences` (parsed), if any.
-    fn controller_of(references: &[Json], interner: &mut Interner) -> Option<Self> {
-        let entry = references
-            .iter()
-            .find(|r| r.get("controller").and_then(Json::as_bool) == Some(true))?;
-        let text = |k: &str| entry.get(k).and_then(Json::as_str).unwrap_or("");
-        Some(OwnerRef {
-            api_version: interner.intern(text("apiVersion")),
-            kind: interner.intern(text("kind")),
-            name: interner.intern(text("name")),
-            uid: interner.intern(text("uid")),
-        })
-    }
-
-    /// The owner's API group ("" for core).
-    pub fn group(&self) -> &str {
-        self.api_version
-            .split_once('/')
-            .map_or("", |(group, _)| group)
-    }
+/// The controller entry of `ownerReferences` (parsed), if any.
+fn controller_of(references: &[Json], interner: &mut Interner) -> Option<OwnerRef> {
+    let entry = references
+        .iter()
+        .find(|r| r.get("controller").and_then(Json::as_bool) == Some(true))?;
+    let text = |k: &str| entry.get(k).and_then(Json::as_str).unwrap_or("");
+    Some(OwnerRef {
+        api_version: interner.intern(text("apiVersion")),
+        kind: interner.intern(text("kind")),
+        name: interner.intern(text("name")),
+        uid: interner.intern(text("uid")),
+    })
 }

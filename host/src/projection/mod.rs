@@ -8,9 +8,12 @@
 //! decides which objects are kept (that is the informer's job).
 //!
 //! # Layout
-//! - `mod.rs`: paths, [`Projection`], [`ProjectedObject`], the interner.
+//! - `mod.rs`: paths, [`Projection`], [`ProjectedObject`].
 //! - `identity`: the metadata every projected object holds, read from
 //!   parsed JSON or set part by part while decoding.
+//! - `owner`: [`OwnerRef`], the controller owner reference it keeps.
+//! - `interner`: [`Interner`], sharing the strings and owner references
+//!   cached objects repeat.
 //! - `direct`: [`Decoder`], decoding an object's text into its projection.
 //! - `keep`: [`Keep`], decoding only the kept parts into JSON (the file
 //!   reader's, and whole objects' heads).
@@ -19,6 +22,7 @@ mod direct;
 mod identity;
 mod interner;
 mod keep;
+mod owner;
 
 use std::fmt;
 use std::sync::Arc;
@@ -27,9 +31,9 @@ use serde_json::Value as Json;
 
 pub use direct::Decoder;
 use identity::Identity;
-pub use identity::OwnerRef;
 pub use interner::{Interner, MIN_SWEEP};
 pub use keep::Keep;
+pub use owner::OwnerRef;
 
 /// Errors in a guest-declared field path.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -326,9 +330,10 @@ pub struct ProjectedObject {
     pub generation: i64,
     /// metadata.deletionTimestamp, when the object is being deleted.
     pub deletion_timestamp: Option<Arc<str>>,
-    /// The controller owner reference, if any (boxed: most objects have
-    /// none, and the four strings would add 56 bytes to every one).
-    pub owner: Option<Box<OwnerRef>>,
+    /// The controller owner reference, if any; interned (the pods of one
+    /// ReplicaSet share it), and behind a pointer: many objects have none,
+    /// and the four strings would add 56 bytes to every one.
+    pub owner: Option<Arc<OwnerRef>>,
     /// metadata.finalizers, in order; interned.
     pub finalizers: Box<[Arc<str>]>,
     values: Box<[Projected]>,
@@ -376,7 +381,7 @@ impl ProjectedObject {
             resource_version: text(identity.resource_version),
             generation: identity.generation,
             deletion_timestamp: identity.deletion_timestamp,
-            owner: identity.owner.map(Box::new),
+            owner: identity.owner.map(|o| interner.intern_owner(o)),
             finalizers: identity.finalizers.into_boxed_slice(),
             values: values.into_boxed_slice(),
             ends: ends.into_boxed_slice(),
@@ -431,6 +436,31 @@ impl ProjectedObject {
         }
     }
 
+    /// An identity (see [`ProjectedObject::identity`]) of the object with
+    /// this key, uid and resourceVersion whose fields had `fingerprint`,
+    /// its other metadata empty: the caller sets what it kept of them.
+    pub fn without_fields(
+        namespace: Arc<str>,
+        name: Arc<str>,
+        uid: Arc<str>,
+        resource_version: Arc<str>,
+        fingerprint: Fingerprint,
+    ) -> Self {
+        ProjectedObject {
+            namespace,
+            name,
+            uid,
+            resource_version,
+            generation: 0,
+            deletion_timestamp: None,
+            owner: None,
+            finalizers: Box::default(),
+            values: Box::default(),
+            ends: Box::default(),
+            dropped: Some(fingerprint),
+        }
+    }
+
     /// Whether it holds its projected fields (false for an identity: every
     /// field then reads as empty).
     pub fn holds_fields(&self) -> bool {
@@ -476,16 +506,12 @@ impl ProjectedObject {
     }
 
     /// Approximate heap bytes this object holds exclusively (interned
-    /// strings not counted), for memory accounting.
+    /// strings and owner references not counted), for memory accounting.
     pub fn heap_bytes(&self) -> usize {
         self.name.len()
             + self.uid.len()
             + self.resource_version.len()
             + 3 * 16
-            + self
-                .owner
-                .as_ref()
-                .map_or(0, |_| std::mem::size_of::<OwnerRef>() + 16)
             + self.finalizers.len() * 16
             + std::mem::size_of_val(&*self.values)
             + std::mem::size_of_val(&*self.ends)

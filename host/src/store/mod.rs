@@ -24,16 +24,21 @@
 //! when its only reader keeps what it needs of the fields itself (an
 //! incremental aggregate keeps its per-object contributions), only the
 //! object's identity ([`Retention::Identity`]: key, uid, resourceVersion,
-//! owner, finalizers and a fingerprint of the fields), which no index
-//! holds. Either way the
+//! owner, finalizers and a fingerprint of the fields, in a type of its
+//! own: `kept`, with uid and resourceVersion packed: `ids`), which no
+//! index holds; readers are given it as the [`ProjectedObject::identity`]
+//! it equals, made as it is read. Either way the
 //! [`Change`] handed out carries the whole projection. Switching back to
 //! projections ([`Store::restore_projections`]) takes effect for every
 //! object applied from then on; until each identity has been replaced
 //! (the informer relists), [`Store::holds_projections`] is false and no
 //! snapshot may be built from the cache.
 
+mod ids;
 mod index;
+mod kept;
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, RwLock};
 
@@ -42,6 +47,7 @@ use crate::projection::ProjectedObject;
 use crate::sync::{read, write};
 use index::Indexes;
 pub use index::StoreKey;
+use kept::Kept;
 
 /// What happened to one object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,7 +134,7 @@ pub enum Retention {
 
 #[derive(Default)]
 struct Cache {
-    objects: BTreeMap<StoreKey, Arc<ProjectedObject>>,
+    objects: BTreeMap<StoreKey, Kept>,
     indexes: Indexes,
     tombstones: Tombstones,
     retention: Retention,
@@ -138,13 +144,25 @@ struct Cache {
 
 impl Cache {
     /// Counts `object` in or out of the identities held.
-    fn count(&mut self, object: &ProjectedObject, held: bool) {
+    fn count(&mut self, object: &Kept, held: bool) {
         if !object.holds_fields() {
             match held {
                 true => self.identities += 1,
                 false => self.identities = self.identities.saturating_sub(1),
             }
         }
+    }
+
+    /// Accounts for `old`, just removed from under `key`: out of the
+    /// count and the indexes, its uid tombstoned; the change to report.
+    fn remove(&mut self, key: &StoreKey, old: &Kept) -> Change {
+        self.count(old, false);
+        if let Some(projection) = old.projection() {
+            self.indexes.remove(key, projection);
+        }
+        let old = old.projected(key);
+        self.tombstones.bury(&old.uid);
+        Change::deleted(old)
     }
 }
 
@@ -193,12 +211,18 @@ impl Store {
     /// One cached object.
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<ProjectedObject>> {
         let key: StoreKey = (Arc::from(namespace), Arc::from(name));
-        read(&self.cache).objects.get(&key).cloned()
+        let cache = read(&self.cache);
+        let (key, kept) = cache.objects.get_key_value(&key)?;
+        Some(kept.projected(key))
     }
 
     /// All cached objects, sorted by namespace then name.
     pub fn list(&self) -> Vec<Arc<ProjectedObject>> {
-        read(&self.cache).objects.values().cloned().collect()
+        read(&self.cache)
+            .objects
+            .iter()
+            .map(|(key, kept)| kept.projected(key))
+            .collect()
     }
 
     /// The key and resourceVersion of every cached object.
@@ -206,7 +230,7 @@ impl Store {
         read(&self.cache)
             .objects
             .iter()
-            .map(|(k, o)| (k.clone(), o.resource_version.clone()))
+            .map(|(k, o)| (k.clone(), o.resource_version()))
             .collect()
     }
 
@@ -289,6 +313,7 @@ impl Store {
         read(&self.cache)
             .objects
             .values()
+            .filter_map(Kept::projection)
             .filter(|o| o.holds_fields())
             .cloned()
             .collect()
@@ -344,31 +369,48 @@ impl Writer {
         }
         let object = Arc::new(object);
         let mut cache = write(&self.store.cache);
-        let kept = match cache.retention {
-            Retention::Projections => object.clone(),
-            Retention::Identity => Arc::new(object.identity()),
-        };
+        let kept = Kept::of(&object, cache.retention == Retention::Identity);
+        // Moved into the map, not cloned (an identity's clone would be a
+        // second allocation per event): what is looked at afterwards is
+        // taken first.
+        let projection = kept.projection().cloned();
         cache.count(&kept, true);
-        let old = cache.objects.insert(key.clone(), kept.clone());
+        let (old, unchanged) = match cache.objects.entry(key.clone()) {
+            Entry::Occupied(mut entry) => {
+                let unchanged = entry.get().same_content(&kept, &object);
+                (Some(entry.insert(kept)), unchanged)
+            }
+            Entry::Vacant(entry) => {
+                entry.insert(kept);
+                (None, false)
+            }
+        };
         if let Some(old) = &old {
             cache.count(old, false);
         }
         let Cache { indexes, .. } = &mut *cache;
         let kind = match &old {
-            Some(old) if old.same_content(&object) && old.holds_fields() == kept.holds_fields() => {
+            Some(_) if unchanged => {
                 // Not a change, but the indexes hold the version the map
                 // holds (the same index keys, as the content is the same):
                 // before, they kept the old one, a second copy alive.
-                indexes.insert(&key, &kept);
+                if let Some(projection) = &projection {
+                    indexes.insert(&key, projection);
+                }
                 return None;
             }
             Some(old) => {
-                indexes.remove(&key, old);
+                if let Some(projection) = old.projection() {
+                    indexes.remove(&key, projection);
+                }
                 ChangeKind::Updated
             }
             None => ChangeKind::Added,
         };
-        indexes.insert(&key, &kept);
+        if let Some(projection) = &projection {
+            indexes.insert(&key, projection);
+        }
+        let old = old.map(|old| old.projected(&key));
         let (namespace, name) = key;
         Some(Change {
             kind,
@@ -385,10 +427,7 @@ impl Writer {
         let key: StoreKey = (Arc::from(namespace), Arc::from(name));
         let mut cache = write(&self.store.cache);
         let (key, old) = cache.objects.remove_entry(&key)?;
-        cache.count(&old, false);
-        cache.indexes.remove(&key, &old);
-        cache.tombstones.bury(&old.uid);
-        Some(Change::deleted(old))
+        Some(cache.remove(&key, &old))
     }
 
     /// A relist begins: objects not applied again before
@@ -415,10 +454,7 @@ impl Writer {
         let mut tombstones = Vec::with_capacity(gone.len());
         for k in &gone {
             if let Some(old) = cache.objects.remove(k) {
-                cache.count(&old, false);
-                cache.indexes.remove(k, &old);
-                cache.tombstones.bury(&old.uid);
-                tombstones.push(Change::deleted(old));
+                tombstones.push(cache.remove(k, &old));
             }
         }
         tombstones
