@@ -896,13 +896,20 @@ async fn buckets_spread_as(
     .await
 }
 
-/// Every App's child carries `message`.
-async fn children_say(admin: &Client, message: &str) {
+/// [`APPS`] Apps, `app-0`…, saying "m0".
+async fn create_apps(admin: &Client) {
+    for i in 0..APPS {
+        crate::app::create_app(admin, crate::support::PODS_NS, &format!("app-{i}"), "m0", 1).await;
+    }
+}
+
+/// The children of the Apps `apps` (by number) carry `message`.
+async fn children_of_say(admin: &Client, apps: &[usize], message: &str) {
     let api: Api<ConfigMap> = Api::namespaced(admin.clone(), crate::support::PODS_NS);
-    bounded(&format!("every child says {message}"), async {
+    bounded(&format!("the children of {apps:?} say {message}"), async {
         loop {
             let mut all = true;
-            for i in 0..APPS {
+            for i in apps {
                 let seen = api
                     .get_opt(&format!("app-{i}"))
                     .await
@@ -917,6 +924,11 @@ async fn children_say(admin: &Client, message: &str) {
         }
     })
     .await;
+}
+
+/// Every App's child carries `message`.
+async fn children_say(admin: &Client, message: &str) {
+    children_of_say(admin, &(0..APPS).collect::<Vec<_>>(), message).await;
 }
 
 /// `wasmctrl_writes_total{guest="app"}` of `replica`, every verb.
@@ -954,16 +966,7 @@ async fn a_per_object_guests_keys_are_sharded_in_buckets_over_replicas() {
     let (server, admin) = crate::app::app_server().await;
     let (dir, kubeconfig) = app_dir(&server);
     let start = |id: &str| app_replica(dir.path(), &kubeconfig, id);
-    for i in 0..APPS {
-        crate::app::create_app(
-            &admin,
-            crate::support::PODS_NS,
-            &format!("app-{i}"),
-            "m0",
-            1,
-        )
-        .await;
-    }
+    create_apps(&admin).await;
     let mut a = start("r-a");
     a.wait_ready().await;
     let mut b = start("r-b");
@@ -1011,25 +1014,7 @@ async fn a_per_object_guests_keys_are_sharded_in_buckets_over_replicas() {
         )
         .await;
     }
-    let api: Api<ConfigMap> = Api::namespaced(admin.clone(), crate::support::PODS_NS);
-    bounded("r-b's Apps' children say m1", async {
-        loop {
-            let mut all = true;
-            for i in &of_b {
-                let seen = api
-                    .get_opt(&format!("app-{i}"))
-                    .await
-                    .unwrap()
-                    .and_then(|cm| cm.data?.get("message").cloned());
-                all &= seen.as_deref() == Some("m1");
-            }
-            if all {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await;
+    children_of_say(&admin, &of_b, "m1").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = [
         app_writes(&a).await,
@@ -1308,16 +1293,7 @@ async fn sharded_keys_converge_while_replicas_are_killed_and_replaced() {
     );
     let (dir, kubeconfig) = app_dir(&server);
     let start = |id: &str| app_replica(dir.path(), &kubeconfig, id);
-    for i in 0..APPS {
-        crate::app::create_app(
-            &admin,
-            crate::support::PODS_NS,
-            &format!("app-{i}"),
-            "m0",
-            1,
-        )
-        .await;
-    }
+    create_apps(&admin).await;
     let mut replicas = Vec::new();
     for id in ["r-0", "r-1", "r-2"] {
         let mut r = start(id);
@@ -1414,16 +1390,7 @@ async fn a_bucket_label_removed_or_changed_by_hand_is_set_again_without_a_clean_
     let (server, admin) = crate::app::app_server().await;
     let (dir, kubeconfig) = app_dir(&server);
     let start = |id: &str| app_replica(dir.path(), &kubeconfig, id);
-    for i in 0..APPS {
-        crate::app::create_app(
-            &admin,
-            crate::support::PODS_NS,
-            &format!("app-{i}"),
-            "m0",
-            1,
-        )
-        .await;
-    }
+    create_apps(&admin).await;
     let mut a = start("r-a");
     let mut b = start("r-b");
     a.wait_ready().await;
@@ -1502,25 +1469,7 @@ async fn a_bucket_label_removed_or_changed_by_hand_is_set_again_without_a_clean_
         )
         .await;
     }
-    bounded("app-0 and app-1's children say m1", async {
-        loop {
-            let mut all = true;
-            for i in 0..2 {
-                let seen = children
-                    .get(&format!("app-{i}"))
-                    .await
-                    .unwrap()
-                    .data
-                    .and_then(|d| d.get("message").cloned());
-                all &= seen.as_deref() == Some("m1");
-            }
-            if all {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await;
+    children_of_say(&admin, &[0, 1], "m1").await;
     for (i, before) in child_uids.iter().enumerate() {
         let now = uid(children.get(&format!("app-{i}")).await.unwrap());
         assert_eq!(&now, before, "app-{i}'s child was never deleted");
