@@ -290,6 +290,12 @@ impl Coordinator {
             guests: guests.clone(),
             live_replicas: live,
             live: live_ids,
+            held: names
+                .iter()
+                .filter_map(|(g, lease)| {
+                    Some(((*g).clone(), self.observer.holder(lease, now)?.to_string()))
+                })
+                .collect(),
             led: self
                 .electors
                 .iter()

@@ -25,6 +25,8 @@ pub struct View {
     /// Their identities, as far as known (this one included; empty: only
     /// their number is known).
     pub live: BTreeSet<String>,
+    /// Who holds each guest held validly, as last listed.
+    pub held: std::collections::BTreeMap<String, String>,
     /// Guests whose Lease this replica holds.
     pub led: BTreeSet<String>,
     /// Guests this replica is a candidate for (an elector running, not leading).
@@ -71,16 +73,19 @@ pub fn preference(identity: &str, guest: &str) -> u64 {
 }
 
 /// The guests assigned to `identity`: every replica with the same view of
-/// the guests and the live replicas computes the same assignment, so
-/// replicas standing for free guests at once go for different ones. Each
-/// live replica gets `guests / live` of them, the first `guests % live`
-/// (by identity) one more; each guest, in the order of its hash, goes to
-/// the live replica preferring it most that has room (rendezvous hashing
-/// with bounded loads: a replica joining or leaving moves few guests).
+/// the guests, the live replicas and who holds what computes the same
+/// assignment, so replicas standing for free guests at once go for
+/// different ones. Each live replica gets `guests / live` of them, the
+/// first `guests % live` (by identity) one more. A guest stays with the
+/// live replica holding it while that one has room; the others, in the
+/// order of their hash, go to the live replica preferring them most that
+/// has room (rendezvous hashing with bounded loads: a replica joining or
+/// leaving moves few guests).
 pub fn assigned(
     identity: &str,
     guests: &BTreeSet<String>,
     live: &BTreeSet<String>,
+    held: &std::collections::BTreeMap<String, String>,
 ) -> BTreeSet<String> {
     let Some(n) = std::num::NonZeroUsize::new(live.len()) else {
         return BTreeSet::new();
@@ -93,24 +98,36 @@ pub fn assigned(
         .collect();
     let mut order: Vec<&String> = guests.iter().collect();
     order.sort_by_key(|g| (preference("", g), *g));
-    let mut mine = BTreeSet::new();
-    for g in order {
+    let mut to: std::collections::BTreeMap<&str, &str> = std::collections::BTreeMap::new();
+    for g in &order {
+        if let Some(holder) = held.get(*g) {
+            if let Some(n) = room.get_mut(holder.as_str()).filter(|n| **n > 0) {
+                *n -= 1;
+                to.insert(g.as_str(), holder.as_str());
+            }
+        }
+    }
+    for g in &order {
+        if to.contains_key(g.as_str()) {
+            continue;
+        }
         let mut replicas: Vec<&String> = live.iter().collect();
         replicas.sort_by_key(|r| std::cmp::Reverse(preference(r, g)));
-        let Some(to) = replicas
+        let Some(r) = replicas
             .into_iter()
             .find(|r| room.get(r.as_str()).is_some_and(|n| *n > 0))
         else {
             continue;
         };
-        if let Some(n) = room.get_mut(to.as_str()) {
+        if let Some(n) = room.get_mut(r.as_str()) {
             *n -= 1;
         }
-        if to == identity {
-            mine.insert(g.clone());
-        }
+        to.insert(g.as_str(), r.as_str());
     }
-    mine
+    to.into_iter()
+        .filter(|(_, r)| *r == identity)
+        .map(|(g, _)| g.to_string())
+        .collect()
 }
 
 /// The rule, for the replica `identity`:
@@ -172,7 +189,7 @@ pub fn decide(identity: &str, view: &View, hysteresis: &mut Hysteresis) -> Decis
             .filter(|g| !view.led.contains(*g) && !view.candidates.contains(*g))
             .collect();
         if view.live.contains(identity) {
-            let mine = assigned(identity, &view.guests, &view.live);
+            let mine = assigned(identity, &view.guests, &view.live, &view.held);
             free.retain(|g| mine.contains(*g) || free_before.contains(*g));
             free.sort_by_key(|g| {
                 (

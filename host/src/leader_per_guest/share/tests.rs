@@ -90,11 +90,50 @@ fn replicas_with_the_same_view_stand_for_different_free_guests() {
         // The assignment covers every guest, none twice, none above the share.
         let mut every = BTreeSet::new();
         for id in &live {
-            let mine = assigned(id, &all, &live);
+            let mine = assigned(id, &all, &live, &BTreeMap::new());
             assert!(mine.len() <= share);
             assert!(mine.iter().all(|g| every.insert(g.clone())));
         }
         assert_eq!(every, all);
+    }
+}
+
+#[test]
+fn a_dead_replicas_free_guests_are_assigned_to_the_replicas_with_room() {
+    // r-a and r-b hold 4 each; the dead one's 4 are free, and r-c (new)
+    // holds nothing: they are all r-c's, whatever the hash prefers.
+    let all = guests(12);
+    let live = set(&["r-a", "r-b", "r-c"]);
+    let held: BTreeMap<String, String> = all
+        .iter()
+        .take(8)
+        .enumerate()
+        .map(|(i, g)| (g.clone(), if i < 4 { "r-a" } else { "r-b" }.to_string()))
+        .collect();
+    let free: BTreeSet<String> = all.iter().skip(8).cloned().collect();
+    assert_eq!(assigned("r-c", &all, &live, &held), free);
+    let view = View {
+        guests: all.clone(),
+        live_replicas: 3,
+        live: live.clone(),
+        held: held.clone(),
+        free: free.clone(),
+        ..View::default()
+    };
+    let d = decide("r-c", &view, &mut Hysteresis::default());
+    assert_eq!(d.acquire.iter().cloned().collect::<BTreeSet<_>>(), free);
+    for id in ["r-a", "r-b"] {
+        let led = held
+            .iter()
+            .filter(|(_, h)| *h == id)
+            .map(|(g, _)| g.clone())
+            .collect();
+        let view = View {
+            led,
+            ..view.clone()
+        };
+        let d = decide(id, &view, &mut Hysteresis::default());
+        assert!(d.acquire.is_empty(), "{id} is at its share: {d:?}");
     }
 }
 
@@ -287,6 +326,11 @@ impl World {
                 .filter(|g| self.holder(g).is_none())
                 .cloned()
                 .collect();
+            let held: BTreeMap<String, String> = self
+                .guests
+                .iter()
+                .filter_map(|g| Some((g.clone(), self.holder(g)?.to_string())))
+                .collect();
             let Some(r) = self.replicas.get_mut(&id) else {
                 continue;
             };
@@ -294,6 +338,7 @@ impl World {
                 guests: self.guests.clone(),
                 live_replicas: live,
                 live: live_ids.clone(),
+                held,
                 led,
                 candidates: r.candidates.clone(),
                 free,
